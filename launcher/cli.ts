@@ -1,0 +1,22 @@
+// The trtllm-launch command line. Subcommands register themselves; `main` returns the exit code.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+import { Command } from 'commander';
+
+import { packageRoot } from '../worker/binding/load-addon.js';
+import { registerGenerate } from './generate-command.js';
+
+export function buildProgram(): Command {
+  const pkg = JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string };
+  const program = new Command('trtllm-launch')
+    .description('Launch and supervise an LLM serving cluster under mpirun or srun')
+    .version(pkg.version);
+  registerGenerate(program);
+  return program;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  await buildProgram().parseAsync(argv);
+  return typeof process.exitCode === 'number' ? process.exitCode : 0;
+}

@@ -1,0 +1,190 @@
+#include "addon-convert.h"
+
+#include <cstring>
+
+#include "addon-args.h"
+
+namespace addon {
+namespace {
+
+Napi::Array int_array(Napi::Env env, const std::vector<int32_t>& values) {
+  Napi::Array a = Napi::Array::New(env, values.size());
+  for (size_t i = 0; i < values.size(); ++i) a.Set(static_cast<uint32_t>(i), Napi::Number::New(env, values[i]));
+  return a;
+}
+
+Napi::Array float_array(Napi::Env env, const std::vector<float>& values) {
+  Napi::Array a = Napi::Array::New(env, values.size());
+  for (size_t i = 0; i < values.size(); ++i) a.Set(static_cast<uint32_t>(i), Napi::Number::New(env, values[i]));
+  return a;
+}
+
+// Logits can be large ([prompt, vocab]): hand them over as one Float32Array copy, not as JS numbers.
+Napi::Float32Array float32(Napi::Env env, const std::vector<float>& values) {
+  Napi::Float32Array out = Napi::Float32Array::New(env, values.size());
+  if (!values.empty()) std::memcpy(out.Data(), values.data(), values.size() * sizeof(float));
+  return out;
+}
+
+}  // namespace
+
+engine::Request to_request(Napi::Env env, Napi::Object object) {
+  Fields f(env, object, "");
+  engine::Request r;
+  r.input_token_ids = f.int_array("inputTokenIds");
+  r.max_tokens = static_cast<int32_t>(f.integer("maxTokens", 0));
+  r.streaming = f.boolean("streaming", false);
+  r.end_id = static_cast<int32_t>(f.integer("endId", -1));
+  r.pad_id = static_cast<int32_t>(f.integer("padId", -1));
+  r.stop_words = f.int_array_list("stopWords");
+  r.bad_words = f.int_array_list("badWords");
+  if (f.has("clientId")) r.client_id = static_cast<uint64_t>(f.integer("clientId", 0));
+
+  Fields s = f.child("sampling");
+  engine::SamplingConfig& c = r.sampling;
+  c.beam_width = static_cast<int32_t>(s.integer("beamWidth", c.beam_width));
+  c.temperature = static_cast<float>(s.number("temperature", c.temperature));
+  c.top_k = static_cast<int32_t>(s.integer("topK", c.top_k));
+  if (s.has("topP")) c.top_p = static_cast<float>(s.number("topP", 1.0));
+  if (s.has("seed")) c.seed = static_cast<uint64_t>(s.integer("seed", 0));
+  c.repetition_penalty = static_cast<float>(s.number("repetitionPenalty", c.repetition_penalty));
+  c.presence_penalty = static_cast<float>(s.number("presencePenalty", c.presence_penalty));
+  c.frequency_penalty = static_cast<float>(s.number("frequencyPenalty", c.frequency_penalty));
+  c.min_tokens = static_cast<int32_t>(s.integer("minTokens", c.min_tokens));
+  c.length_penalty = static_cast<float>(s.number("lengthPenalty", c.length_penalty));
+  c.early_stopping = static_cast<int32_t>(s.integer("earlyStopping", c.early_stopping));
+  c.beam_search_diversity_rate = static_cast<float>(s.number("beamSearchDiversityRate", c.beam_search_diversity_rate));
+
+  Fields o = f.child("output");
+  r.output.return_log_probs = o.boolean("returnLogProbs", false);
+  r.output.return_context_logits = o.boolean("returnContextLogits", false);
+  r.output.return_generation_logits = o.boolean("returnGenerationLogits", false);
+  r.output.exclude_input_from_output = o.boolean("excludeInputFromOutput", false);
+  return r;
+}
+
+engine::ExecutorConfig to_executor_config(Napi::Env env, Napi::Object object) {
+  Fields f(env, object, "");
+  engine::ExecutorConfig c;
+  c.max_beam_width = static_cast<int32_t>(f.integer("maxBeamWidth", c.max_beam_width));
+  c.max_batch_size = static_cast<int32_t>(f.integer("maxBatchSize", c.max_batch_size));
+  c.max_num_tokens = static_cast<int32_t>(f.integer("maxNumTokens", c.max_num_tokens));
+  c.max_queue_size = static_cast<int32_t>(f.integer("maxQueueSize", c.max_queue_size));
+  c.max_seq_len = static_cast<int32_t>(f.integer("maxSeqLen", c.max_seq_len));
+  std::string policy = f.string("schedulerPolicy", "guaranteed_no_evict");
+  if (policy == "max_utilization") {
+    c.policy = engine::CapacitySchedulerPolicy::max_utilization;
+  } else if (policy == "guaranteed_no_evict") {
+    c.policy = engine::CapacitySchedulerPolicy::guaranteed_no_evict;
+  } else {
+    throw make_error(env, "invalid_argument",
+                     "field 'schedulerPolicy' must be 'max_utilization' or 'guaranteed_no_evict', got '" + policy + "'");
+  }
+  c.tokens_per_block = static_cast<int32_t>(f.integer("tokensPerBlock", c.tokens_per_block));
+  c.max_tokens_in_paged_kv_cache = f.integer("maxTokensInPagedKvCache", c.max_tokens_in_paged_kv_cache);
+  c.kv_cache_memory_bytes = f.integer("kvCacheMemoryBytes", c.kv_cache_memory_bytes);
+  c.enable_chunked_context = f.boolean("enableChunkedContext", c.enable_chunked_context);
+  c.enable_kv_cache_reuse = f.boolean("enableKvCacheReuse", c.enable_kv_cache_reuse);
+  c.iter_stats_max_iterations = static_cast<int32_t>(f.integer("iterStatsMaxIterations", c.iter_stats_max_iterations));
+  return c;
+}
+
+int32_t to_num_threads(Napi::Env env, Napi::Object object) {
+  return static_cast<int32_t>(Fields(env, object, "").integer("numThreads", 0));
+}
+
+Napi::Object from_response(Napi::Env env, const engine::Response& response) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("requestId", Napi::Number::New(env, static_cast<double>(response.request_id)));
+  if (response.client_id) o.Set("clientId", Napi::Number::New(env, static_cast<double>(*response.client_id)));
+  if (response.has_error) {
+    Napi::Object e = Napi::Object::New(env);
+    e.Set("code", engine::error_code_name(response.error_code));
+    e.Set("message", response.error_message);
+    o.Set("error", e);
+    o.Set("isFinal", true);
+    return o;
+  }
+  const engine::Result& r = response.result;
+  o.Set("isFinal", r.is_final);
+  Napi::Array beams = Napi::Array::New(env, r.output_token_ids.size());
+  for (size_t b = 0; b < r.output_token_ids.size(); ++b) beams.Set(static_cast<uint32_t>(b), int_array(env, r.output_token_ids[b]));
+  o.Set("outputTokenIds", beams);
+  Napi::Array reasons = Napi::Array::New(env, r.finish_reasons.size());
+  for (size_t b = 0; b < r.finish_reasons.size(); ++b) reasons.Set(static_cast<uint32_t>(b), engine::finish_reason_name(r.finish_reasons[b]));
+  o.Set("finishReasons", reasons);
+  if (!r.cum_log_probs.empty()) o.Set("cumLogProbs", float_array(env, r.cum_log_probs));
+  if (!r.log_probs.empty()) {
+    Napi::Array lp = Napi::Array::New(env, r.log_probs.size());
+    for (size_t b = 0; b < r.log_probs.size(); ++b) lp.Set(static_cast<uint32_t>(b), float_array(env, r.log_probs[b]));
+    o.Set("logProbs", lp);
+  }
+  if (!r.context_logits.empty()) o.Set("contextLogits", float32(env, r.context_logits));
+  if (!r.generation_logits.empty()) o.Set("generationLogits", float32(env, r.generation_logits));
+  o.Set("vocabSize", r.vocab_size);
+  Napi::Object t = Napi::Object::New(env);
+  t.Set("arrival", r.arrival_time);
+  t.Set("firstScheduled", r.first_scheduled_time);
+  t.Set("firstToken", r.first_token_time);
+  t.Set("lastToken", r.last_token_time);
+  o.Set("timings", t);
+  return o;
+}
+
+Napi::Object from_kv_cache_stats(Napi::Env env, const engine::KvCacheStats& s) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("maxNumBlocks", s.max_num_blocks);
+  o.Set("freeNumBlocks", s.free_num_blocks);
+  o.Set("usedNumBlocks", s.used_num_blocks);
+  o.Set("tokensPerBlock", s.tokens_per_block);
+  o.Set("allocTotalBlocks", static_cast<double>(s.alloc_total_blocks));
+  o.Set("allocNewBlocks", static_cast<double>(s.alloc_new_blocks));
+  o.Set("reusedBlocks", static_cast<double>(s.reused_blocks));
+  return o;
+}
+
+Napi::Object from_iteration_stats(Napi::Env env, const engine::IterationStats& s) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("timestamp", s.timestamp);
+  o.Set("iter", static_cast<double>(s.iter));
+  o.Set("iterLatencyMs", s.iter_latency_ms);
+  o.Set("numActiveRequests", s.num_active_requests);
+  o.Set("numQueuedRequests", s.num_queued_requests);
+  o.Set("maxNumActiveRequests", s.max_num_active_requests);
+  o.Set("numCompletedRequests", static_cast<double>(s.num_completed_requests));
+  o.Set("cpuMemUsage", static_cast<double>(s.cpu_mem_usage));
+  o.Set("gpuMemUsage", static_cast<double>(s.gpu_mem_usage));
+  o.Set("kvCacheStats", from_kv_cache_stats(env, s.kv_cache_stats));
+  const engine::InflightBatchingStats& b = s.inflight_batching_stats;
+  Napi::Object ib = Napi::Object::New(env);
+  ib.Set("numScheduledRequests", b.num_scheduled_requests);
+  ib.Set("numContextRequests", b.num_context_requests);
+  ib.Set("numGenRequests", b.num_gen_requests);
+  ib.Set("numPausedRequests", b.num_paused_requests);
+  ib.Set("numCtxTokens", static_cast<double>(b.num_ctx_tokens));
+  ib.Set("microBatchId", b.micro_batch_id);
+  ib.Set("avgNumDecodedTokensPerIter", b.avg_num_decoded_tokens_per_iter);
+  o.Set("inflightBatchingStats", ib);
+  return o;
+}
+
+Napi::Object from_model_config(Napi::Env env, const engine::ModelConfig& c) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("architecture", c.architecture == engine::Architecture::llama ? "llama" : "gpt2");
+  o.Set("architectureName", c.architecture_name);
+  o.Set("vocabSize", c.vocab_size);
+  o.Set("hiddenSize", c.hidden_size);
+  o.Set("numLayers", c.num_layers);
+  o.Set("numHeads", c.num_heads);
+  o.Set("numKvHeads", c.num_kv_heads);
+  o.Set("headDim", c.head_dim);
+  o.Set("intermediateSize", c.intermediate_size);
+  o.Set("maxPositionEmbeddings", c.max_position_embeddings);
+  o.Set("tieWordEmbeddings", c.tie_word_embeddings);
+  o.Set("bosTokenId", c.bos_token_id);
+  o.Set("eosTokenIds", int_array(env, c.eos_token_ids));
+  o.Set("padTokenId", c.pad_token_id);
+  return o;
+}
+
+}  // namespace addon

@@ -1,0 +1,261 @@
+#include "addon-executor.h"
+
+#include <atomic>
+
+#include "addon-args.h"
+#include "addon-convert.h"
+#include "addon-errors.h"
+
+namespace addon {
+namespace {
+
+// Delivers one iteration's responses to the JS callback on the main thread.
+void deliver(Napi::Env env, Napi::Function callback, std::vector<engine::Response>* batch) {
+  std::unique_ptr<std::vector<engine::Response>> owned(batch);
+  if (env == nullptr || callback.IsEmpty()) return;
+  Napi::Array array = Napi::Array::New(env, owned->size());
+  for (size_t i = 0; i < owned->size(); ++i) array.Set(static_cast<uint32_t>(i), from_response(env, (*owned)[i]));
+  callback.Call({array});
+}
+
+void deliver_progress(Napi::Env env, Napi::Function callback, std::pair<uint64_t, uint64_t>* progress) {
+  std::unique_ptr<std::pair<uint64_t, uint64_t>> owned(progress);
+  if (env == nullptr || callback.IsEmpty()) return;
+  callback.Call({Napi::Number::New(env, static_cast<double>(owned->first)),
+                 Napi::Number::New(env, static_cast<double>(owned->second))});
+}
+
+// Loads the model and builds the executor off the main thread; resolves with an AddonExecutor.
+class LoadWorker : public Napi::AsyncWorker {
+ public:
+  LoadWorker(Napi::Env env, std::string dir, engine::ExecutorConfig config, int32_t num_threads,
+             Napi::ThreadSafeFunction on_responses, Napi::ThreadSafeFunction on_progress, bool has_progress)
+      : Napi::AsyncWorker(env, "trtllm.loadExecutor"), deferred_(Napi::Promise::Deferred::New(env)),
+        dir_(std::move(dir)), config_(config), num_threads_(num_threads), on_responses_(on_responses),
+        on_progress_(on_progress), has_progress_(has_progress) {}
+
+  Napi::Promise promise() { return deferred_.Promise(); }
+
+  void Execute() override {
+    try {
+      engine::LoadOptions options;
+      options.num_threads = num_threads_;
+      if (has_progress_) {
+        options.progress = [](void* user, uint64_t done, uint64_t total) {
+          auto* self = static_cast<LoadWorker*>(user);
+          self->on_progress_.NonBlockingCall(new std::pair<uint64_t, uint64_t>(done, total), deliver_progress);
+        };
+        options.progress_user = this;
+      }
+      std::unique_ptr<engine::Model> model = engine::load_model(dir_, options);
+      executor_ = std::make_unique<engine::Executor>(std::move(model), config_);
+      Napi::ThreadSafeFunction tsfn = on_responses_;
+      executor_->set_response_callback([tsfn](std::vector<engine::Response>&& responses) mutable {
+        tsfn.NonBlockingCall(new std::vector<engine::Response>(std::move(responses)), deliver);
+      });
+    } catch (const engine::EngineError& e) {
+      code_ = engine::error_code_name(e.code());
+      SetError(e.what());
+    } catch (const std::exception& e) {
+      code_ = "internal";
+      SetError(e.what());
+    }
+  }
+
+  void OnOK() override {
+    Napi::Env env = Env();
+    release_progress();
+    Napi::Object handle = addon_data(env).executor_class.New({});
+    AddonExecutor::Unwrap(handle)->attach(std::move(executor_), on_responses_);
+    deferred_.Resolve(handle);
+  }
+
+  void OnError(const Napi::Error& error) override {
+    Napi::Env env = Env();
+    release_progress();
+    on_responses_.Release();
+    deferred_.Reject(make_error(env, code_, error.Message()).Value());
+  }
+
+ private:
+  void release_progress() {
+    if (has_progress_) on_progress_.Release();
+  }
+  Napi::Promise::Deferred deferred_;
+  std::string dir_;
+  engine::ExecutorConfig config_;
+  int32_t num_threads_;
+  Napi::ThreadSafeFunction on_responses_;
+  Napi::ThreadSafeFunction on_progress_;
+  bool has_progress_;
+  std::unique_ptr<engine::Executor> executor_;
+  std::string code_ = "internal";
+};
+
+// Joins the executor's loop thread off the main thread: shutdown cancels running requests, whose final responses
+// must still reach JS before the promise resolves.
+class ShutdownWorker : public Napi::AsyncWorker {
+ public:
+  ShutdownWorker(Napi::Env env, std::shared_ptr<engine::Executor> executor, Napi::ThreadSafeFunction tsfn)
+      : Napi::AsyncWorker(env, "trtllm.shutdown"), deferred_(Napi::Promise::Deferred::New(env)),
+        executor_(std::move(executor)), tsfn_(tsfn) {}
+  Napi::Promise promise() { return deferred_.Promise(); }
+  void Execute() override {
+    try {
+      executor_->shutdown();
+    } catch (const std::exception& e) {
+      SetError(e.what());
+    }
+  }
+  void OnOK() override {
+    // Queued response deliveries run before this release completes; the promise resolves after them.
+    tsfn_.Release();
+    deferred_.Resolve(Env().Undefined());
+  }
+  void OnError(const Napi::Error& error) override {
+    tsfn_.Release();
+    deferred_.Reject(make_error(Env(), "internal", error.Message()).Value());
+  }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  std::shared_ptr<engine::Executor> executor_;
+  Napi::ThreadSafeFunction tsfn_;
+};
+
+}  // namespace
+
+Napi::Function AddonExecutor::define(Napi::Env env) {
+  return DefineClass(env, "AddonExecutor",
+                     {InstanceMethod<&AddonExecutor::enqueue>("enqueue"),
+                      InstanceMethod<&AddonExecutor::cancel>("cancel"),
+                      InstanceMethod<&AddonExecutor::get_latest_iteration_stats>("getLatestIterationStats"),
+                      InstanceMethod<&AddonExecutor::kv_cache_stats>("kvCacheStats"),
+                      InstanceMethod<&AddonExecutor::num_active_requests>("numActiveRequests"),
+                      InstanceMethod<&AddonExecutor::model_config>("modelConfig"),
+                      InstanceMethod<&AddonExecutor::shutdown>("shutdown")});
+}
+
+AddonExecutor::AddonExecutor(const Napi::CallbackInfo& info) : Napi::ObjectWrap<AddonExecutor>(info), env_(info.Env()) {
+  // Threads must be joined before the environment goes away (worker exit, process exit).
+  napi_add_env_cleanup_hook(env_, reinterpret_cast<void (*)(void*)>(&AddonExecutor::cleanup_hook), this);
+}
+
+AddonExecutor::~AddonExecutor() {
+  napi_remove_env_cleanup_hook(env_, reinterpret_cast<void (*)(void*)>(&AddonExecutor::cleanup_hook), this);
+  stop_now();
+}
+
+void AddonExecutor::cleanup_hook(AddonExecutor* self) { self->stop_now(); }
+
+void AddonExecutor::stop_now() {
+  if (executor_ && !shutting_down_) {
+    shutting_down_ = true;
+    executor_->shutdown();
+  }
+  if (executor_ && !released_) {
+    released_ = true;
+    on_responses_.Release();
+  }
+}
+
+void AddonExecutor::attach(std::unique_ptr<engine::Executor> executor, Napi::ThreadSafeFunction on_responses) {
+  executor_ = std::move(executor);
+  on_responses_ = on_responses;
+}
+
+engine::Executor& AddonExecutor::live(Napi::Env env) {
+  if (!executor_) throw make_error(env, "internal", "executor is not loaded");
+  if (shutting_down_) throw make_error(env, "shutdown", "the executor has been shut down");
+  return *executor_;
+}
+
+Napi::Value AddonExecutor::enqueue(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  engine::Executor& executor = live(env);
+  engine::Request request = to_request(env, require_object(info, 0, "request"));
+  try {
+    return Napi::Number::New(env, static_cast<double>(executor.enqueue(request)));
+  } catch (const engine::EngineError& e) {
+    throw from_engine_error(env, e);
+  }
+}
+
+Napi::Value AddonExecutor::cancel(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  double id = require_arg(info, 0, napi_number, "requestId").As<Napi::Number>().DoubleValue();
+  if (executor_ && !shutting_down_) executor_->cancel(static_cast<engine::RequestId>(id));
+  return env.Undefined();
+}
+
+Napi::Value AddonExecutor::get_latest_iteration_stats(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!executor_) return Napi::Array::New(env);
+  std::deque<engine::IterationStats> stats = executor_->get_latest_iteration_stats();
+  Napi::Array out = Napi::Array::New(env, stats.size());
+  for (size_t i = 0; i < stats.size(); ++i) out.Set(static_cast<uint32_t>(i), from_iteration_stats(env, stats[i]));
+  return out;
+}
+
+Napi::Value AddonExecutor::kv_cache_stats(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!executor_) throw make_error(env, "internal", "executor is not loaded");
+  return from_kv_cache_stats(env, executor_->kv_cache_stats());
+}
+
+Napi::Value AddonExecutor::num_active_requests(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return Napi::Number::New(env, executor_ ? executor_->num_active_requests() : 0);
+}
+
+Napi::Value AddonExecutor::model_config(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!executor_) throw make_error(env, "internal", "executor is not loaded");
+  return from_model_config(env, executor_->model_config());
+}
+
+Napi::Value AddonExecutor::shutdown(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!executor_ || shutting_down_) {
+    Napi::Promise::Deferred done = Napi::Promise::Deferred::New(env);
+    done.Resolve(env.Undefined());
+    return done.Promise();
+  }
+  shutting_down_ = true;
+  released_ = true;  // the worker releases the TSFN once the loop thread is joined
+  auto* worker = new ShutdownWorker(env, executor_, on_responses_);
+  Napi::Promise promise = worker->promise();
+  worker->Queue();
+  return promise;
+}
+
+Napi::Value load_executor(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  std::string dir = require_string(info, 0, "modelDir");
+  engine::ExecutorConfig config = to_executor_config(env, require_object(info, 1, "executorConfig"));
+  int32_t num_threads = to_num_threads(env, require_object(info, 2, "loadOptions"));
+  Napi::Function on_responses = require_function(info, 3, "onResponses");
+  bool has_progress = info.Length() > 4 && info[4].IsFunction();
+  Napi::ThreadSafeFunction responses_tsfn =
+      Napi::ThreadSafeFunction::New(env, on_responses, "trtllm.responses", 0, 1);
+  Napi::ThreadSafeFunction progress_tsfn;
+  if (has_progress) {
+    progress_tsfn = Napi::ThreadSafeFunction::New(env, info[4].As<Napi::Function>(), "trtllm.progress", 0, 1);
+  }
+  auto* worker = new LoadWorker(env, dir, config, num_threads, responses_tsfn, progress_tsfn, has_progress);
+  Napi::Promise promise = worker->promise();
+  worker->Queue();
+  return promise;
+}
+
+Napi::Value read_model_config(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  std::string dir = require_string(info, 0, "modelDir");
+  try {
+    return from_model_config(env, engine::load_model_config(dir));
+  } catch (const engine::EngineError& e) {
+    throw from_engine_error(env, e);
+  }
+}
+
+}  // namespace addon

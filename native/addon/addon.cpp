@@ -1,0 +1,47 @@
+// The addon's export list, mirrored one-to-one by worker/binding/addon-types.ts (a test checks they match).
+#include <napi.h>
+
+#include "addon-args.h"
+#include "addon-errors.h"
+#include "addon-executor.h"
+
+namespace addon {
+namespace {
+
+// setErrorClass(TrtllmNativeError): native failures are thrown as instances of this class.
+Napi::Value set_error_class(const Napi::CallbackInfo& info) {
+  addon_data(info.Env()).error_class = Napi::Persistent(require_function(info, 0, "errorClass"));
+  return info.Env().Undefined();
+}
+
+Napi::Value build_info(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Object o = Napi::Object::New(env);
+#ifdef ENGINE_HAVE_CBLAS
+  o.Set("blas", "openblas");
+#else
+  o.Set("blas", "builtin");
+#endif
+  o.Set("backends", Napi::Array::New(env, 0));
+  Napi::Array backends = o.Get("backends").As<Napi::Array>();
+  backends.Set(0u, "cpu");
+  o.Set("napiVersion", NAPI_VERSION);
+  return o;
+}
+
+}  // namespace
+}  // namespace addon
+
+static Napi::Object init_addon(Napi::Env env, Napi::Object exports) {
+  using namespace addon;
+  auto* data = new AddonData();
+  env.SetInstanceData(data);
+  data->executor_class = Napi::Persistent(AddonExecutor::define(env));
+  exports.Set("setErrorClass", Napi::Function::New(env, set_error_class, "setErrorClass"));
+  exports.Set("buildInfo", Napi::Function::New(env, build_info, "buildInfo"));
+  exports.Set("loadExecutor", Napi::Function::New(env, load_executor, "loadExecutor"));
+  exports.Set("readModelConfig", Napi::Function::New(env, read_model_config, "readModelConfig"));
+  return exports;
+}
+
+NODE_API_MODULE(trtllm_native, init_addon)

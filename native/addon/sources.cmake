@@ -1,0 +1,7 @@
+# The Node addon: the only files that include napi.h.
+set(ADDON_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/addon.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/addon-errors.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/addon-convert.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/addon-executor.cpp
+)

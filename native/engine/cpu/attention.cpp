@@ -1,0 +1,90 @@
+#include "attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace engine::cpu {
+
+void write_kv(const PagedKv& pool, const std::vector<AttentionChunk>& chunks, const float* k_rows,
+              const float* v_rows, int64_t row_stride) {
+  const int32_t hd = pool.head_dim, tpb = pool.tokens_per_block;
+  for (const AttentionChunk& c : chunks) {
+#pragma omp parallel for schedule(static) if (c.n_tokens > 8)
+    for (int32_t i = 0; i < c.n_tokens; ++i) {
+      const int32_t p = c.past_len + i;
+      const int64_t block = c.block_ids[p / tpb];
+      const int32_t slot = p % tpb;
+      const float* kr = k_rows + (c.first_row + i) * row_stride;
+      const float* vr = v_rows + (c.first_row + i) * row_stride;
+      for (int32_t h = 0; h < pool.num_kv_heads; ++h) {
+        const int64_t dst = block * pool.block_stride() + (static_cast<int64_t>(h) * tpb + slot) * hd;
+        std::memcpy(pool.k + dst, kr + static_cast<int64_t>(h) * hd, sizeof(float) * hd);
+        std::memcpy(pool.v + dst, vr + static_cast<int64_t>(h) * hd, sizeof(float) * hd);
+      }
+    }
+  }
+}
+
+void paged_attention(const PagedKv& pool, const std::vector<AttentionChunk>& chunks, const int32_t* row_chunk,
+                     const int64_t* query_rows, int64_t n_rows, const float* q, int64_t q_stride, int32_t num_heads,
+                     float scale, float* out, int64_t out_stride) {
+  const int32_t hd = pool.head_dim, tpb = pool.tokens_per_block;
+  const int32_t group = num_heads / pool.num_kv_heads;
+  const int64_t bstride = pool.block_stride();
+  const int64_t items = n_rows * num_heads;
+  // Work per item grows with its context length, so a long prefill next to decode tokens is uneven: dynamic
+  // scheduling keeps every core busy.
+#pragma omp parallel
+  {
+    // Per-thread score buffer, kept across calls so decode steps do not allocate.
+    static thread_local std::vector<float> scores;
+#pragma omp for schedule(dynamic, 4)
+    for (int64_t item = 0; item < items; ++item) {
+      const int64_t out_row = item / num_heads;
+      const int64_t row = query_rows ? query_rows[out_row] : out_row;
+      const int32_t h = static_cast<int32_t>(item % num_heads);
+      const AttentionChunk& c = chunks[row_chunk[row]];
+      const int32_t ctx = c.past_len + static_cast<int32_t>(row - c.first_row) + 1;  // causal: up to itself
+      if (scores.size() < static_cast<size_t>(ctx)) scores.resize(static_cast<size_t>(ctx) * 2);
+      float* s = scores.data();
+      const float* qh = q + row * q_stride + static_cast<int64_t>(h) * hd;
+      const int32_t kvh = h / group;
+      float max_s = -INFINITY;
+      for (int32_t p0 = 0; p0 < ctx; p0 += tpb) {
+        const float* kb = pool.k + c.block_ids[p0 / tpb] * bstride + static_cast<int64_t>(kvh) * tpb * hd;
+        const int32_t n = std::min(tpb, ctx - p0);
+        for (int32_t j = 0; j < n; ++j) {
+          const float* kj = kb + static_cast<int64_t>(j) * hd;
+          float dot = 0;
+#pragma omp simd reduction(+ : dot)
+          for (int32_t d = 0; d < hd; ++d) dot += qh[d] * kj[d];
+          dot *= scale;
+          s[p0 + j] = dot;
+          max_s = dot > max_s ? dot : max_s;
+        }
+      }
+      float sum = 0;
+      for (int32_t j = 0; j < ctx; ++j) {
+        s[j] = std::exp(s[j] - max_s);
+        sum += s[j];
+      }
+      const float inv = 1.0f / sum;
+      float* o = out + out_row * out_stride + static_cast<int64_t>(h) * hd;
+      for (int32_t d = 0; d < hd; ++d) o[d] = 0;
+      for (int32_t p0 = 0; p0 < ctx; p0 += tpb) {
+        const float* vb = pool.v + c.block_ids[p0 / tpb] * bstride + static_cast<int64_t>(kvh) * tpb * hd;
+        const int32_t n = std::min(tpb, ctx - p0);
+        for (int32_t j = 0; j < n; ++j) {
+          const float w = s[p0 + j] * inv;
+          const float* vj = vb + static_cast<int64_t>(j) * hd;
+#pragma omp simd
+          for (int32_t d = 0; d < hd; ++d) o[d] += w * vj[d];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace engine::cpu

@@ -1,0 +1,43 @@
+// Causal attention over a paged KV pool. Each chunk's new tokens attend to the chunk's past (already in the
+// pool) and to themselves; keys/values are found through the chunk's block table, so sequences never need
+// contiguous storage and blocks can be handed out in any order.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace engine::cpu {
+
+// One layer's pool. Layout per block: [num_kv_heads, tokens_per_block, head_dim] for K and the same for V, so one
+// head's keys of one block are contiguous (the attention inner loop streams them).
+struct PagedKv {
+  float* k = nullptr;  // [num_blocks, num_kv_heads, tokens_per_block, head_dim]
+  float* v = nullptr;  // same
+  int32_t num_blocks = 0;
+  int32_t num_kv_heads = 0;
+  int32_t tokens_per_block = 0;
+  int32_t head_dim = 0;
+  int64_t block_stride() const { return static_cast<int64_t>(num_kv_heads) * tokens_per_block * head_dim; }
+};
+
+struct AttentionChunk {
+  int32_t past_len = 0;        // tokens already in the pool
+  int32_t n_tokens = 0;        // new tokens (rows of q), at positions past_len ...
+  int64_t first_row = 0;       // first row of this chunk in q / out / the new k, v
+  const int32_t* block_ids = nullptr;  // validated by the caller to cover past_len + n_tokens
+};
+
+// Copies the new tokens' K and V rows into their slots. k_rows/v_rows: [n_total, row_stride] with
+// num_kv_heads * head_dim values per row starting at the pointer.
+void write_kv(const PagedKv& pool, const std::vector<AttentionChunk>& chunks, const float* k_rows,
+              const float* v_rows, int64_t row_stride);
+
+// For each query row r = query_rows[i] (or r = i when query_rows is null), i < n_rows:
+// out[i, h * head_dim ...] = softmax(q[r]·Kᵀ * scale) V over positions [0, past_len + (r - first_row)] of r's
+// chunk. Computing only some rows lets the last layer skip tokens whose logits nobody asked for.
+// q: [n_total, q_stride] with num_heads * head_dim values per row; out: [n_rows, out_stride].
+// Query head h reads kv head h / (num_heads / num_kv_heads) (GQA/MQA). `row_chunk`: [n_total] chunk per row.
+void paged_attention(const PagedKv& pool, const std::vector<AttentionChunk>& chunks, const int32_t* row_chunk,
+                     const int64_t* query_rows, int64_t n_rows, const float* q, int64_t q_stride, int32_t num_heads,
+                     float scale, float* out, int64_t out_stride);
+
+}  // namespace engine::cpu

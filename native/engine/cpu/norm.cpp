@@ -1,0 +1,40 @@
+#include "norm.h"
+
+#include <cmath>
+
+namespace engine::cpu {
+
+void rms_norm(const float* x, float* out, int64_t rows, int64_t dim, const float* weight, float eps) {
+#pragma omp parallel for schedule(static) if (rows > 1)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* o = out + r * dim;
+    float ss = 0;
+#pragma omp simd reduction(+ : ss)
+    for (int64_t i = 0; i < dim; ++i) ss += xr[i] * xr[i];
+    const float inv = 1.0f / std::sqrt(ss / static_cast<float>(dim) + eps);
+#pragma omp simd
+    for (int64_t i = 0; i < dim; ++i) o[i] = weight[i] * (xr[i] * inv);
+  }
+}
+
+void layer_norm(const float* x, float* out, int64_t rows, int64_t dim, const float* weight, const float* bias,
+                float eps) {
+#pragma omp parallel for schedule(static) if (rows > 1)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* o = out + r * dim;
+    float sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t i = 0; i < dim; ++i) sum += xr[i];
+    const float mean = sum / static_cast<float>(dim);
+    float var = 0;
+#pragma omp simd reduction(+ : var)
+    for (int64_t i = 0; i < dim; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+    const float inv = 1.0f / std::sqrt(var / static_cast<float>(dim) + eps);
+#pragma omp simd
+    for (int64_t i = 0; i < dim; ++i) o[i] = (xr[i] - mean) * inv * weight[i] + bias[i];
+  }
+}
+
+}  // namespace engine::cpu

@@ -1,0 +1,223 @@
+#include "decoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "cpu/gemm.h"
+#include "cpu/norm.h"
+#include "cpu/rope.h"
+#include "errors.h"
+
+namespace engine {
+
+namespace {
+template <typename T>
+T* grow(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+}  // namespace
+
+DecoderModel::DecoderModel(ModelConfig config, DecoderSpec spec, DecoderWeights weights, int32_t num_threads)
+    : config_(std::move(config)), spec_(spec), w_(std::move(weights)), num_threads_(num_threads) {
+  q_dim_ = static_cast<int64_t>(config_.num_heads) * config_.head_dim;
+  kv_dim_ = static_cast<int64_t>(config_.num_kv_heads) * config_.head_dim;
+  if (spec_.rope) inv_freq_ = cpu::rope_inv_freq(config_.head_dim, config_.rope_theta, config_.rope_scaling);
+}
+
+size_t DecoderModel::kv_bytes_per_token() const {
+  return static_cast<size_t>(config_.num_layers) * 2 * static_cast<size_t>(kv_dim_) * sizeof(float);
+}
+
+void DecoderModel::allocate_kv(int32_t num_blocks, int32_t tokens_per_block) {
+  if (num_blocks <= 0 || tokens_per_block <= 0)
+    throw EngineError(ErrorCode::invalid_argument, "allocate_kv needs num_blocks > 0 and tokens_per_block > 0, got " +
+                                                       std::to_string(num_blocks) + " and " +
+                                                       std::to_string(tokens_per_block));
+  const size_t per_layer = static_cast<size_t>(num_blocks) * tokens_per_block * kv_dim_;
+  k_pool_.clear();
+  v_pool_.clear();
+  for (int32_t l = 0; l < config_.num_layers; ++l) {
+    // Uninitialized on purpose: pages are only touched (and committed) once blocks are written.
+    k_pool_.emplace_back(new float[per_layer]);
+    v_pool_.emplace_back(new float[per_layer]);
+  }
+  num_blocks_ = num_blocks;
+  tokens_per_block_ = tokens_per_block;
+}
+
+size_t DecoderModel::weight_bytes() const {
+  size_t n = w_.embed.size() + w_.pos_embed.size() + w_.lm_head.size() + w_.final_norm.w.size() +
+             w_.final_norm.b.size();
+  for (const auto& l : w_.layers) {
+    for (const Norm* nm : {&l.attn_norm, &l.mlp_norm}) n += nm->w.size() + nm->b.size();
+    for (const Linear* li : {&l.qkv, &l.o, &l.up, &l.down}) n += li->w.size() + li->b.size();
+  }
+  return n * sizeof(float);
+}
+
+void DecoderModel::validate(const std::vector<SequenceChunk>& chunks) const {
+  if (num_blocks_ == 0) throw EngineError(ErrorCode::internal, "forward called before allocate_kv");
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const SequenceChunk& ch = chunks[c];
+    const std::string which = "chunk " + std::to_string(c);
+    if (ch.tokens.empty()) throw EngineError(ErrorCode::internal, which + " has no tokens");
+    if (ch.past_len < 0) throw EngineError(ErrorCode::internal, which + " has past_len " + std::to_string(ch.past_len));
+    const int64_t total = static_cast<int64_t>(ch.past_len) + static_cast<int64_t>(ch.tokens.size());
+    if (!spec_.rope && total > config_.max_position_embeddings)
+      throw EngineError(ErrorCode::invalid_argument,
+                        which + " reaches position " + std::to_string(total - 1) + " but the model has only " +
+                            std::to_string(config_.max_position_embeddings) + " position embeddings");
+    for (int32_t t : ch.tokens)
+      if (t < 0 || t >= config_.vocab_size)
+        throw EngineError(ErrorCode::invalid_argument, which + " has token id " + std::to_string(t) +
+                                                           " outside the vocabulary [0, " +
+                                                           std::to_string(config_.vocab_size) + ")");
+    const int64_t blocks_needed = (total + tokens_per_block_ - 1) / tokens_per_block_;
+    if (static_cast<int64_t>(ch.block_ids.size()) < blocks_needed)
+      throw EngineError(ErrorCode::internal, which + " covers " + std::to_string(total) + " positions and needs " +
+                                                 std::to_string(blocks_needed) + " blocks but its block table has " +
+                                                 std::to_string(ch.block_ids.size()));
+    for (int64_t b = 0; b < blocks_needed; ++b)
+      if (ch.block_ids[b] < 0 || ch.block_ids[b] >= num_blocks_)
+        throw EngineError(ErrorCode::internal, which + " block table entry " + std::to_string(b) + " is block " +
+                                                   std::to_string(ch.block_ids[b]) + ", outside the pool of " +
+                                                   std::to_string(num_blocks_) + " blocks");
+  }
+}
+
+void DecoderModel::norm(const Norm& n, const float* x, float* out, int64_t rows) const {
+  if (spec_.rms_norm)
+    cpu::rms_norm(x, out, rows, config_.hidden_size, n.w.data(), config_.norm_eps);
+  else
+    cpu::layer_norm(x, out, rows, config_.hidden_size, n.w.data(), n.b.data(), config_.norm_eps);
+}
+
+void DecoderModel::linear(const Linear& l, const float* x, int64_t rows, float* y, bool accumulate) const {
+  if (!l.b.empty()) {
+    // The bias is laid down (or added) first so the GEMM can accumulate onto it in a single pass.
+    for (int64_t r = 0; r < rows; ++r) {
+      float* yr = y + r * l.out;
+      if (accumulate)
+        for (int64_t i = 0; i < l.out; ++i) yr[i] += l.b[i];
+      else
+        std::memcpy(yr, l.b.data(), sizeof(float) * l.out);
+    }
+    accumulate = true;
+  }
+  cpu::gemm_xwt(rows, l.out, l.in, x, l.in, l.w.data(), y, l.out, accumulate);
+}
+
+void DecoderModel::forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) {
+  validate(chunks);
+  if (std::this_thread::get_id() != threads_set_for_) {
+    cpu::set_num_threads(num_threads_);
+    threads_set_for_ = std::this_thread::get_id();
+  }
+  const int64_t H = config_.hidden_size, V = config_.vocab_size;
+  const int32_t hd = config_.head_dim, half = hd / 2;
+
+  // Layout of the iteration: every chunk's tokens as consecutive rows of one activation matrix.
+  int64_t T = 0;
+  for (const auto& c : chunks) T += static_cast<int64_t>(c.tokens.size());
+  out.vocab_size = static_cast<int32_t>(V);
+  out.first_row.assign(chunks.size(), 0);
+  out_rows_.clear();
+  att_chunks_.clear();
+  int32_t* positions = grow(positions_, T);
+  int32_t* row_chunk = grow(row_chunk_, T);
+  {
+    int64_t row = 0;
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      const auto& ch = chunks[c];
+      const int32_t n = static_cast<int32_t>(ch.tokens.size());
+      att_chunks_.push_back({ch.past_len, n, row, ch.block_ids.data()});
+      out.first_row[c] = static_cast<int32_t>(out_rows_.size());
+      for (int32_t i = 0; i < n; ++i) {
+        positions[row + i] = ch.past_len + i;
+        row_chunk[row + i] = static_cast<int32_t>(c);
+        if (ch.all_logits || i == n - 1) out_rows_.push_back(row + i);
+      }
+      row += n;
+    }
+  }
+  const int64_t R = static_cast<int64_t>(out_rows_.size());
+  if (T == 0) {
+    out.logits.clear();
+    return;
+  }
+
+  float* x = grow(x_, T * H);
+  float* xn = grow(xn_, T * H);
+  const int64_t qkv_w = q_dim_ + 2 * kv_dim_;
+  float* qkv = grow(qkv_, T * qkv_w);
+  float* attn = grow(attn_, T * q_dim_);
+  const int64_t inter = config_.intermediate_size;
+  float* mlp = grow(mlp_, T * (spec_.gated_mlp ? 2 * inter : inter));
+  float* mlp_act = spec_.gated_mlp ? grow(mlp_act_, T * inter) : mlp;
+
+  // Embeddings.
+  {
+    int64_t row = 0;
+    for (const auto& ch : chunks)
+      for (int32_t t : ch.tokens) {
+        std::memcpy(x + row * H, w_.embed.data() + static_cast<int64_t>(t) * H, sizeof(float) * H);
+        if (!spec_.rope) {
+          const float* pe = w_.pos_embed.data() + static_cast<int64_t>(positions[row]) * H;
+          for (int64_t i = 0; i < H; ++i) x[row * H + i] += pe[i];
+        }
+        ++row;
+      }
+  }
+  float *cos_t = nullptr, *sin_t = nullptr;
+  if (spec_.rope) {
+    cos_t = grow(cos_, T * half);
+    sin_t = grow(sin_, T * half);
+    cpu::rope_tables(positions, T, inv_freq_.data(), half, cos_t, sin_t);
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+
+  int64_t rows = T;  // rows still carried: all tokens until the last layer's attention, then only logit rows
+  for (int32_t l = 0; l < config_.num_layers; ++l) {
+    const DecoderLayerWeights& lw = w_.layers[l];
+    const bool last = l == config_.num_layers - 1;
+    cpu::PagedKv pool{k_pool_[l].get(), v_pool_[l].get(), num_blocks_, config_.num_kv_heads, tokens_per_block_, hd};
+
+    norm(lw.attn_norm, x, xn, T);
+    linear(lw.qkv, xn, T, qkv, false);
+    if (spec_.rope) {
+      cpu::apply_rope(qkv, T, qkv_w, config_.num_heads, half, cos_t, sin_t);
+      cpu::apply_rope(qkv + q_dim_, T, qkv_w, config_.num_kv_heads, half, cos_t, sin_t);
+    }
+    cpu::write_kv(pool, att_chunks_, qkv + q_dim_, qkv + q_dim_ + kv_dim_, qkv_w);
+    if (last) {
+      // Only rows that produce logits matter past this point (K/V of every token are already written), so the
+      // last layer's attention, out projection and MLP run on those rows alone.
+      cpu::paged_attention(pool, att_chunks_, row_chunk, out_rows_.data(), R, qkv, qkv_w, config_.num_heads, scale,
+                           attn, q_dim_);
+      for (int64_t i = 0; i < R; ++i)
+        if (out_rows_[i] != i) std::memcpy(x + i * H, x + out_rows_[i] * H, sizeof(float) * H);
+      rows = R;
+    } else {
+      cpu::paged_attention(pool, att_chunks_, row_chunk, nullptr, T, qkv, qkv_w, config_.num_heads, scale, attn,
+                           q_dim_);
+    }
+    linear(lw.o, attn, rows, x, true);
+
+    norm(lw.mlp_norm, x, xn, rows);
+    linear(lw.up, xn, rows, mlp, false);
+    if (spec_.gated_mlp)
+      cpu::gated_activate(mlp, mlp_act, rows, inter, spec_.act);
+    else
+      cpu::activate(mlp, rows * inter, spec_.act);
+    linear(lw.down, mlp_act, rows, x, true);
+  }
+
+  norm(w_.final_norm, x, xn, R);
+  out.logits.resize(static_cast<size_t>(R * V));
+  const float* head = w_.lm_head.empty() ? w_.embed.data() : w_.lm_head.data();
+  cpu::gemm_xwt(R, V, H, xn, H, head, out.logits.data(), V, false);
+}
+
+}  // namespace engine

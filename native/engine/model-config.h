@@ -1,0 +1,51 @@
+// What the engine needs to know about a checkpoint, read from config.json (+ generation_config.json).
+// One struct for every supported architecture; fields that an architecture lacks keep their defaults.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace engine {
+
+enum class Architecture { llama, gpt2 };
+
+struct RopeScaling {
+  std::string type = "default";  // default | linear | llama3
+  float factor = 1.0f;
+  float low_freq_factor = 1.0f;                    // llama3
+  float high_freq_factor = 4.0f;                   // llama3
+  int32_t original_max_position_embeddings = 8192; // llama3
+};
+
+struct ModelConfig {
+  Architecture architecture = Architecture::llama;
+  std::string architecture_name;        // as written in config.json ("LlamaForCausalLM", "GPT2LMHeadModel", ...)
+  int32_t vocab_size = 0;
+  int32_t hidden_size = 0;
+  int32_t num_layers = 0;
+  int32_t num_heads = 0;
+  int32_t num_kv_heads = 0;             // == num_heads when absent (MHA); 1 for MQA
+  int32_t head_dim = 0;                 // hidden_size / num_heads unless config says otherwise
+  int32_t intermediate_size = 0;        // GPT-2: n_inner or 4 * hidden
+  int32_t max_position_embeddings = 0;  // GPT-2: n_positions
+  float norm_eps = 1e-5f;               // rms_norm_eps / layer_norm_epsilon
+  float rope_theta = 10000.0f;
+  RopeScaling rope_scaling;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;          // q/k/v (and o for llama's attention_bias) carry biases; Qwen2: q/k/v only
+  bool attention_out_bias = false;      // o_proj bias
+  bool mlp_bias = false;
+  std::string hidden_act = "silu";      // silu | gelu_new | gelu | gelu_pytorch_tanh | relu
+  std::string torch_dtype;              // informational
+
+  // generation_config.json / config.json token ids (-1 when absent)
+  int32_t bos_token_id = -1;
+  std::vector<int32_t> eos_token_ids;   // generation_config may list several
+  int32_t pad_token_id = -1;
+};
+
+// Parses <dir>/config.json and, when present, <dir>/generation_config.json.
+// Throws EngineError(not_found | bad_checkpoint | unsupported) naming the file, field and value.
+ModelConfig load_model_config(const std::string& checkpoint_dir);
+
+}  // namespace engine

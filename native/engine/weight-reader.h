@@ -1,0 +1,42 @@
+// Reads a model's weights from a Checkpoint for one rank, reporting progress. Loaders ask for every tensor
+// through here so that sharding (which slice a tp rank takes) and progress accounting live in one place.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checkpoint.h"
+#include "model.h"
+
+namespace engine {
+
+class WeightReader {
+ public:
+  WeightReader(const Checkpoint& checkpoint, const LoadOptions& options);
+
+  bool has(const std::string& name) const { return checkpoint_.has(name); }
+  // Whole tensor (or a slice) as fp32, shape-checked; counts its stored bytes toward progress.
+  std::vector<float> read(const std::string& name, const std::vector<int64_t>& shape,
+                          const std::optional<TensorSlice>& slice = std::nullopt);
+  // Into `out` (slice element count), to assemble fused weights without a copy.
+  void read_into(const std::string& name, const std::vector<int64_t>& shape, float* out,
+                 const std::optional<TensorSlice>& slice = std::nullopt);
+  // A GPT-2 Conv1D weight stored [in, out], returned transposed to nn.Linear's [out, in].
+  std::vector<float> read_transposed(const std::string& name, int64_t in, int64_t out);
+  // Reports completion (tensors the model does not use, like GPT-2's attn.bias buffers, count as done).
+  void finish();
+
+  const ShardInfo& shard() const { return shard_; }
+
+ private:
+  void advance(const std::string& name);
+
+  const Checkpoint& checkpoint_;
+  ShardInfo shard_;
+  void (*progress_)(void*, uint64_t, uint64_t);
+  void* progress_user_;
+  uint64_t done_ = 0, total_ = 0;  // bytes
+};
+
+}  // namespace engine

@@ -1,0 +1,132 @@
+// config.json / generation_config.json parsing: architectures, defaults, rope_scaling variants and errors.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "../engine/errors.h"
+#include "../engine/model-config.h"
+#include "check.h"
+
+using namespace engine;
+
+static std::string make_dir(const std::string& config, const std::string& generation = "") {
+  char tmpl[] = "/tmp/model-config-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  std::ofstream(dir + "/config.json") << config;
+  if (!generation.empty()) std::ofstream(dir + "/generation_config.json") << generation;
+  return dir;
+}
+
+static std::string llama(const std::string& extra) {
+  return R"({"architectures":["LlamaForCausalLM"],"vocab_size":100,"hidden_size":64,"num_hidden_layers":2,)"
+         R"("num_attention_heads":4,"intermediate_size":128)" + extra + "}";
+}
+
+static void llama_defaults_and_fields() {
+  ModelConfig c = load_model_config(make_dir(llama("")));
+  CHECK(c.architecture == Architecture::llama);
+  CHECK(c.architecture_name == "LlamaForCausalLM");
+  CHECK(c.num_kv_heads == 4 && c.head_dim == 16 && c.rope_scaling.type == "default");
+  CHECK(!c.attention_bias && !c.attention_out_bias && !c.mlp_bias && !c.tie_word_embeddings);
+  CHECK(c.eos_token_ids.empty() && c.bos_token_id == -1);
+
+  c = load_model_config(make_dir(llama(R"(,"num_key_value_heads":2,"head_dim":32,"rms_norm_eps":1e-5,)"
+                                       R"("rope_theta":500000.0,"attention_bias":true,"mlp_bias":true,)"
+                                       R"("tie_word_embeddings":true,"eos_token_id":[1,2],"bos_token_id":0,)"
+                                       R"("rope_scaling":null)")));
+  CHECK(c.num_kv_heads == 2 && c.head_dim == 32 && c.norm_eps == 1e-5f && c.rope_theta == 500000.0f);
+  CHECK(c.attention_bias && c.attention_out_bias && c.mlp_bias && c.tie_word_embeddings);
+  CHECK(c.eos_token_ids == std::vector<int32_t>({1, 2}) && c.bos_token_id == 0);
+  CHECK(c.rope_scaling.type == "default");
+
+  // generation_config.json overrides config.json's ids
+  c = load_model_config(make_dir(llama(R"(,"eos_token_id":2)"), R"({"eos_token_id":[5,6],"pad_token_id":9})"));
+  CHECK(c.eos_token_ids == std::vector<int32_t>({5, 6}) && c.pad_token_id == 9);
+  c = load_model_config(make_dir(llama(R"(,"eos_token_id":2)"), R"({"eos_token_id":7})"));
+  CHECK(c.eos_token_ids == std::vector<int32_t>({7}));
+
+  std::string qwen = llama(R"(,"attention_bias":false)");
+  qwen.replace(qwen.find("LlamaForCausalLM"), 16, "Qwen2ForCausalLM");
+  c = load_model_config(make_dir(qwen));
+  CHECK(c.architecture == Architecture::llama && c.attention_bias && !c.attention_out_bias);
+  std::string mistral = llama("");
+  mistral.replace(mistral.find("LlamaForCausalLM"), 16, "MistralForCausalLM");
+  CHECK(load_model_config(make_dir(mistral)).architecture == Architecture::llama);
+}
+
+static void rope_scaling() {
+  ModelConfig c = load_model_config(make_dir(llama(
+      R"(,"rope_scaling":{"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0,)"
+      R"("original_max_position_embeddings":16})")));
+  CHECK(c.rope_scaling.type == "llama3" && c.rope_scaling.factor == 8.0f &&
+        c.rope_scaling.original_max_position_embeddings == 16 && c.rope_scaling.high_freq_factor == 4.0f);
+  c = load_model_config(make_dir(llama(R"(,"rope_scaling":{"type":"linear","factor":2.0})")));
+  CHECK(c.rope_scaling.type == "linear" && c.rope_scaling.factor == 2.0f);
+  c = load_model_config(make_dir(llama(R"(,"rope_scaling":{"rope_type":"default"})")));
+  CHECK(c.rope_scaling.type == "default" && c.rope_scaling.factor == 1.0f);
+  CHECK_THROWS(load_model_config(make_dir(llama(R"(,"rope_scaling":{"rope_type":"yarn","factor":4.0})"))),
+               "rope_scaling type 'yarn' is not supported");
+  CHECK_THROWS(load_model_config(make_dir(llama(R"(,"rope_scaling":{"type":"dynamic","factor":4.0})"))),
+               "rope_scaling type 'dynamic' is not supported");
+  CHECK_THROWS(load_model_config(make_dir(llama(R"(,"rope_scaling":{"type":"linear"})"))), "lacks 'factor'");
+  // transformers 5.x: rope_parameters carries rope_theta and the scaling
+  c = load_model_config(make_dir(llama(
+      R"(,"rope_parameters":{"rope_type":"llama3","rope_theta":500000.0,"factor":32.0,"low_freq_factor":1.0,)"
+      R"("high_freq_factor":4.0,"original_max_position_embeddings":8192})")));
+  CHECK(c.rope_scaling.type == "llama3" && c.rope_scaling.factor == 32.0f && c.rope_theta == 500000.0f);
+  c = load_model_config(make_dir(llama(R"(,"rope_parameters":{"rope_type":"default","rope_theta":1000.0})")));
+  CHECK(c.rope_scaling.type == "default" && c.rope_theta == 1000.0f);
+  CHECK_THROWS(load_model_config(make_dir(llama(R"(,"rope_parameters":{"rope_type":"yarn","factor":4.0})"))),
+               "rope_parameters type 'yarn' is not supported");
+}
+
+static void gpt2() {
+  ModelConfig c = load_model_config(make_dir(
+      R"({"architectures":["GPT2LMHeadModel"],"vocab_size":50,"n_embd":32,"n_layer":2,"n_head":4,)"
+      R"("n_positions":64,"n_inner":null,"layer_norm_epsilon":1e-5,"activation_function":"gelu_new",)"
+      R"("eos_token_id":49})"));
+  CHECK(c.architecture == Architecture::gpt2 && c.hidden_size == 32 && c.num_layers == 2 && c.num_heads == 4);
+  CHECK(c.num_kv_heads == 4 && c.head_dim == 8 && c.intermediate_size == 128 && c.max_position_embeddings == 64);
+  CHECK(c.tie_word_embeddings && c.hidden_act == "gelu_new" && c.eos_token_ids == std::vector<int32_t>({49}));
+}
+
+static void errors() {
+  try {
+    load_model_config(make_dir(R"({"architectures":["FooForCausalLM"]})"));
+    CHECK(false);
+  } catch (const EngineError& e) {
+    CHECK(e.code() == ErrorCode::unsupported);
+    CHECK(std::string(e.what()) ==
+          "architecture 'FooForCausalLM' in config.json is not supported; supported: LlamaForCausalLM, "
+          "MistralForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel");
+  }
+  try {
+    load_model_config("/nonexistent/ckpt");
+    CHECK(false);
+  } catch (const EngineError& e) {
+    CHECK(e.code() == ErrorCode::not_found);
+    CHECK(std::string(e.what()).find("/nonexistent/ckpt/config.json") != std::string::npos);
+  }
+  std::string no_hidden = llama("");
+  no_hidden.replace(no_hidden.find("\"hidden_size\":64,"), 17, "");
+  try {
+    load_model_config(make_dir(no_hidden));
+    CHECK(false);
+  } catch (const EngineError& e) {
+    CHECK(e.code() == ErrorCode::bad_checkpoint);
+    CHECK(std::string(e.what()).find("lacks required field 'hidden_size'") != std::string::npos);
+  }
+  CHECK_THROWS(load_model_config(make_dir(llama(R"(,"num_key_value_heads":3)"))), "not a multiple");
+  CHECK_THROWS(load_model_config(make_dir(llama(R"(,"hidden_act":"mish")"))), "activation 'mish' is not supported");
+  CHECK_THROWS(load_model_config(make_dir(llama(R"(,"num_key_value_heads":"two")"))),
+               "field 'num_key_value_heads' must be an integer, got a string");
+  CHECK_THROWS(load_model_config(make_dir("{\"architectures\": [")), "invalid JSON at byte");
+}
+
+TEST_MAIN({
+  llama_defaults_and_fields();
+  rope_scaling();
+  gpt2();
+  errors();
+})

@@ -1,0 +1,157 @@
+// schedule_iteration as a pure function: batch size and token budget, no-evict lifetime admission, and
+// max_utilization pausing the most recently started sequences and resuming them (chunked when too long).
+#include <algorithm>
+
+#include "check.h"
+#include "scheduler.h"
+
+using namespace engine;
+
+static SchedulerEntry queued_entry(RequestId id, int32_t prompt, int32_t max_tokens) {
+  SchedulerEntry e;
+  e.id = id;
+  e.num_tokens = prompt;
+  e.lifetime_tokens = prompt + max_tokens;
+  return e;
+}
+
+static SchedulerEntry gen_entry(RequestId id, int32_t num_tokens, int32_t blocks_held, int64_t lifetime) {
+  SchedulerEntry e;
+  e.id = id;
+  e.num_tokens = num_tokens;
+  e.num_computed = num_tokens - 1;
+  e.num_blocks_held = blocks_held;
+  e.lifetime_tokens = lifetime;
+  e.in_generation = true;
+  return e;
+}
+
+static SchedulerConfig cfg(CapacitySchedulerPolicy policy, int32_t batch, int32_t tokens, int32_t tpb) {
+  SchedulerConfig c;
+  c.policy = policy;
+  c.max_batch_size = batch;
+  c.max_num_tokens = tokens;
+  c.tokens_per_block = tpb;
+  return c;
+}
+
+static bool has(const std::vector<RequestId>& v, RequestId id) { return std::find(v.begin(), v.end(), id) != v.end(); }
+
+static void test_batch_size_and_token_budget() {
+  auto c = cfg(CapacitySchedulerPolicy::guaranteed_no_evict, 2, 100, 4);
+  std::vector<SchedulerEntry> q = {queued_entry(1, 10, 5), queued_entry(2, 10, 5), queued_entry(3, 10, 5)};
+  auto plan = schedule_iteration(c, {}, q, 100);
+  CHECK(plan.work.size() == 2);  // max_batch_size
+  CHECK(plan.work[0].id == 1 && plan.work[1].id == 2);
+  CHECK(plan.num_context == 2 && plan.num_context_tokens == 20);
+  CHECK(plan.work[0].is_new && plan.work[0].is_context && plan.work[0].num_new_tokens == 10);
+
+  c.max_batch_size = 8;
+  c.max_num_tokens = 25;
+  plan = schedule_iteration(c, {}, q, 100);
+  CHECK(plan.work.size() == 2);  // 10 + 10 fit, the third (10) would make 30 > 25; FIFO stops there
+  CHECK(plan.num_context_tokens == 20);
+
+  // Generation sequences cost one token each and come first.
+  std::vector<SchedulerEntry> r = {gen_entry(7, 12, 3, 20), gen_entry(8, 12, 3, 20)};
+  c.max_num_tokens = 12;
+  plan = schedule_iteration(c, r, q, 100);
+  CHECK(plan.work.size() == 3);
+  CHECK(plan.work[0].id == 7 && plan.work[1].id == 8 && plan.work[2].id == 1);
+  CHECK(plan.num_generation == 2 && plan.num_context == 1);
+  CHECK(!plan.work[0].is_context && plan.work[0].num_new_tokens == 1);
+}
+
+static void test_no_evict_reserves_lifetimes() {
+  auto c = cfg(CapacitySchedulerPolicy::guaranteed_no_evict, 8, 1000, 4);
+  // Running: lifetime 40 tokens = 10 blocks, holds 3 -> reserves 7 more. Free 12 -> 5 available for admission.
+  std::vector<SchedulerEntry> r = {gen_entry(1, 12, 3, 40)};
+  std::vector<SchedulerEntry> q = {queued_entry(2, 8, 12) /* 20 tokens = 5 blocks */, queued_entry(3, 1, 3) /* 1 block */};
+  auto plan = schedule_iteration(c, r, q, 12);
+  CHECK(plan.work.size() == 2);  // running + request 2 (exactly 5 blocks); request 3 does not fit any more
+  CHECK(plan.work[1].id == 2);
+  CHECK(plan.paused.empty());
+  CHECK(plan.num_blocks_after == 10);  // only request 2's 2 prompt blocks are taken now
+
+  // One block less: request 2 no longer fits, and FIFO means 3 does not overtake it.
+  plan = schedule_iteration(c, r, q, 11);
+  CHECK(plan.work.size() == 1);
+  CHECK(plan.work[0].id == 1);
+  CHECK(plan.paused.empty());
+
+  // Even with zero free blocks no-evict never pauses (its reservations guarantee growth).
+  plan = schedule_iteration(c, r, q, 0);
+  CHECK(plan.paused.empty());
+}
+
+static void test_max_utilization_admits_for_current_step() {
+  auto c = cfg(CapacitySchedulerPolicy::max_utilization, 8, 1000, 4);
+  std::vector<SchedulerEntry> r = {gen_entry(1, 12, 3, 40)};  // 12 tokens in 3 blocks: next step needs none
+  std::vector<SchedulerEntry> q = {queued_entry(2, 8, 100)};   // needs 2 blocks now, 27 over its lifetime
+  auto plan = schedule_iteration(c, r, q, 2);
+  CHECK(plan.work.size() == 2);
+  CHECK(plan.paused.empty());
+  CHECK(plan.num_blocks_after == 0);
+}
+
+static void test_max_utilization_pauses_lifo() {
+  auto c = cfg(CapacitySchedulerPolicy::max_utilization, 8, 1000, 4);
+  // Three running, oldest first; all at a block boundary (13 tokens need a 4th block), nothing free.
+  std::vector<SchedulerEntry> r = {gen_entry(1, 13, 3, 40), gen_entry(2, 13, 3, 40), gen_entry(3, 13, 3, 40)};
+  std::vector<SchedulerEntry> q = {queued_entry(9, 2, 2)};
+  auto plan = schedule_iteration(c, r, q, 0);
+  // 1 needs a block: pause 3 (most recent) -> 3 free; 1 takes one, 2 takes one, 1 left; nothing new starts.
+  CHECK(plan.paused.size() == 1);
+  CHECK(has(plan.paused, 3));
+  CHECK(plan.work.size() == 2);
+  CHECK(plan.work[0].id == 1 && plan.work[1].id == 2);
+  CHECK(plan.num_blocks_after == 1);
+
+  // Running sequences hold 1 block each and all need a second one; nothing free: pause from the back until the
+  // survivors fit.
+  std::vector<SchedulerEntry> r2 = {gen_entry(1, 5, 1, 40), gen_entry(2, 5, 1, 40), gen_entry(3, 5, 1, 40)};
+  plan = schedule_iteration(c, r2, {}, 0);
+  // 1 needs 1: pause 3 (+1). 2 needs 1: nothing free, pause 2 itself (it is the most recent left).
+  CHECK(plan.paused.size() == 2);
+  CHECK(plan.paused[0] == 3 && plan.paused[1] == 2);
+  CHECK(plan.work.size() == 1 && plan.work[0].id == 1);
+}
+
+static void test_resume_recomputes_and_chunks() {
+  auto c = cfg(CapacitySchedulerPolicy::max_utilization, 8, 16, 4);
+  // A paused request: prompt 10 + 8 generated = 18 tokens, none computed. Longer than max_num_tokens (16), so it
+  // resumes in chunks (a fresh prompt this long would have been rejected at enqueue).
+  SchedulerEntry e = queued_entry(5, 18, 10);
+  e.lifetime_tokens = 20;
+  e.is_resume = true;
+  auto plan = schedule_iteration(c, {}, {e}, 10);
+  CHECK(plan.work.size() == 1);
+  CHECK(plan.work[0].is_new && plan.work[0].is_context);
+  CHECK(plan.work[0].num_new_tokens == 16);
+  CHECK(plan.num_blocks_after == 10 - 4);
+
+  // Second chunk (it is running now, context not done): the remaining 2 tokens.
+  SchedulerEntry run = e;
+  run.num_computed = 16;
+  run.num_blocks_held = 4;
+  plan = schedule_iteration(c, {run}, {}, 6);
+  CHECK(plan.work.size() == 1 && plan.work[0].num_new_tokens == 2 && plan.work[0].is_context);
+
+  // Not a resume and no chunked context: a prompt over the remaining budget waits.
+  SchedulerEntry fresh = queued_entry(6, 12, 4);
+  std::vector<SchedulerEntry> gens = {gen_entry(1, 5, 2, 40), gen_entry(2, 5, 2, 40), gen_entry(3, 5, 2, 40),
+                                      gen_entry(4, 5, 2, 40), gen_entry(7, 5, 2, 40)};
+  plan = schedule_iteration(c, gens, {fresh}, 100);
+  CHECK(plan.work.size() == 5);  // 5 gen tokens + 12 > 16
+  c.enable_chunked_context = true;
+  plan = schedule_iteration(c, gens, {fresh}, 100);
+  CHECK(plan.work.size() == 6 && plan.work[5].num_new_tokens == 11);
+}
+
+TEST_MAIN({
+  test_batch_size_and_token_budget();
+  test_no_evict_reserves_lifetimes();
+  test_max_utilization_admits_for_current_step();
+  test_max_utilization_pauses_lifo();
+  test_resume_recomputes_and_chunks();
+})

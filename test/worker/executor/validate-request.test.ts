@@ -1,0 +1,44 @@
+// Pure tests of request validation: each bad input is rejected with its field and value named.
+import t, { type Test } from 'tap';
+
+import { expectError } from '../../helpers/expect-error.js';
+import { type RequestLimits, validateRequest } from '../../../worker/executor/validate-request.js';
+
+const limits: RequestLimits = { vocabSize: 512, maxSeqLen: 256, maxNumTokens: 128, maxBeamWidth: 1, chunkedContext: false };
+const ok = { inputTokenIds: [1, 2, 3], maxTokens: 4 };
+
+function rejects(t: Test, request: unknown, pattern: RegExp, name: string): void {
+  expectError(t, () => validateRequest(request, limits), 'invalid_argument', pattern, name);
+}
+
+t.test('a valid request passes unchanged', async (t) => {
+  t.same(validateRequest(ok, limits), ok);
+  t.same(validateRequest({ ...ok, sampling: { temperature: 0.7, topK: 5, topP: 0.9, seed: 3 }, output: { returnLogProbs: true } }, limits).sampling,
+    { temperature: 0.7, topK: 5, topP: 0.9, seed: 3 });
+});
+
+t.test('bad inputs name the field and the value', async (t) => {
+  rejects(t, { ...ok, inputTokenIds: [] }, /inputTokenIds is empty/, 'empty prompt');
+  rejects(t, { ...ok, inputTokenIds: [1, 512] }, /inputTokenIds\[1\].*\[0, 512\).*512 \(number\)/, 'token id = vocab');
+  rejects(t, { ...ok, inputTokenIds: [1, -1] }, /inputTokenIds\[1\]/, 'negative token id');
+  rejects(t, { ...ok, inputTokenIds: 'abc' }, /inputTokenIds must be an array.*"abc" \(string\)/, 'prompt not an array');
+  rejects(t, { ...ok, maxTokens: 0 }, /maxTokens must be an integer in \[1, 256\].*got 0/, 'max_tokens 0');
+  rejects(t, { ...ok, maxTokens: -5 }, /maxTokens.*got -5/, 'max_tokens negative');
+  rejects(t, { ...ok, maxTokens: 1.5 }, /maxTokens.*got 1\.5/, 'max_tokens fractional');
+  rejects(t, { ...ok, maxTokens: 300 }, /maxTokens.*\[1, 256\]/, 'max_tokens beyond limit');
+  rejects(t, { inputTokenIds: new Array(200).fill(5), maxTokens: 100 }, /prompt length 200 \+ maxTokens 100 = 300 exceeds max_seq_len 256/, 'prompt + output too long');
+  rejects(t, { inputTokenIds: new Array(129).fill(5), maxTokens: 1 }, /prompt length 129 exceeds max_num_tokens 128/, 'prompt beyond max_num_tokens');
+  rejects(t, { ...ok, sampling: { temperature: Number.NaN } }, /sampling.temperature must be a finite number >= 0, got NaN/, 'NaN temperature');
+  rejects(t, { ...ok, sampling: { temperature: -1 } }, /sampling.temperature.*got -1/, 'negative temperature');
+  rejects(t, { ...ok, sampling: { topP: 0 } }, /sampling.topP must be a finite number in \(0, 1\], got 0/, 'top_p 0');
+  rejects(t, { ...ok, sampling: { topP: 1.5 } }, /sampling.topP.*got 1\.5/, 'top_p above 1');
+  rejects(t, { ...ok, sampling: { topK: -1 } }, /sampling.topK must be an integer >= 0, got -1/, 'top_k negative');
+  rejects(t, { ...ok, sampling: { beamWidth: 4 } }, /sampling.beamWidth.*\[1, 1\].*got 4/, 'beam width above max');
+  rejects(t, { ...ok, temperature: 0.5 }, /unknown parameter 'temperature'/, 'unknown top-level parameter');
+  rejects(t, { ...ok, sampling: { topq: 1 } }, /unknown parameter 'sampling.topq'/, 'unknown sampling parameter');
+  rejects(t, { ...ok, output: { logits: true } }, /unknown parameter 'output.logits'/, 'unknown output parameter');
+  rejects(t, { ...ok, output: { returnLogProbs: 'yes' } }, /output.returnLogProbs must be a boolean/, 'non-boolean flag');
+  rejects(t, { ...ok, endId: 600 }, /endId.*600/, 'end id out of vocab');
+  rejects(t, { ...ok, stopWords: [[]] }, /stopWords\[0\] is empty/, 'empty stop word');
+  rejects(t, null, /a request must be an object, got null/, 'null request');
+});

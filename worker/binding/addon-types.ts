@@ -1,0 +1,160 @@
+// The whole native surface, typed in one place. native/addon/addon.cpp exports exactly these names
+// (test/worker/binding/addon-types.test.ts checks it); nothing outside worker/binding touches the addon.
+
+export type SchedulerPolicy = 'max_utilization' | 'guaranteed_no_evict';
+export type FinishReason = 'not_finished' | 'end_id' | 'stop_words' | 'length' | 'timed_out' | 'cancelled';
+export type NativeErrorCode =
+  | 'invalid_argument' | 'not_found' | 'bad_checkpoint' | 'unsupported' | 'queue_full' | 'shutdown' | 'internal';
+
+export interface SamplingParams {
+  beamWidth?: number;
+  temperature?: number;
+  topK?: number;
+  topP?: number;
+  seed?: number;
+  repetitionPenalty?: number;
+  presencePenalty?: number;
+  frequencyPenalty?: number;
+  minTokens?: number;
+  lengthPenalty?: number;
+  earlyStopping?: number;
+  beamSearchDiversityRate?: number;
+}
+
+export interface OutputParams {
+  returnLogProbs?: boolean;
+  returnContextLogits?: boolean;
+  returnGenerationLogits?: boolean;
+  excludeInputFromOutput?: boolean;
+}
+
+export interface NativeRequest {
+  inputTokenIds: number[];
+  maxTokens: number;
+  streaming?: boolean;
+  endId?: number;
+  padId?: number;
+  stopWords?: number[][];
+  badWords?: number[][];
+  clientId?: number;
+  sampling?: SamplingParams;
+  output?: OutputParams;
+}
+
+export interface NativeResponse {
+  requestId: number;
+  clientId?: number;
+  error?: { code: NativeErrorCode; message: string };
+  isFinal: boolean;
+  outputTokenIds?: number[][];          // per beam
+  finishReasons?: FinishReason[];       // per beam
+  cumLogProbs?: number[];
+  logProbs?: number[][];
+  contextLogits?: Float32Array;         // [promptLen, vocabSize]
+  generationLogits?: Float32Array;      // [beams, tokens, vocabSize]
+  vocabSize?: number;
+  timings?: { arrival: number; firstScheduled: number; firstToken: number; lastToken: number };  // seconds
+}
+
+export interface NativeExecutorConfig {
+  maxBeamWidth?: number;
+  maxBatchSize?: number;
+  maxNumTokens?: number;
+  maxQueueSize?: number;
+  maxSeqLen?: number;
+  schedulerPolicy?: SchedulerPolicy;
+  tokensPerBlock?: number;
+  maxTokensInPagedKvCache?: number;
+  kvCacheMemoryBytes?: number;
+  enableChunkedContext?: boolean;
+  enableKvCacheReuse?: boolean;
+  iterStatsMaxIterations?: number;
+}
+
+export interface NativeLoadOptions {
+  numThreads?: number;
+}
+
+export interface KvCacheStats {
+  maxNumBlocks: number;
+  freeNumBlocks: number;
+  usedNumBlocks: number;
+  tokensPerBlock: number;
+  allocTotalBlocks: number;
+  allocNewBlocks: number;
+  reusedBlocks: number;
+}
+
+export interface IterationStats {
+  timestamp: number;
+  iter: number;
+  iterLatencyMs: number;
+  numActiveRequests: number;
+  numQueuedRequests: number;
+  maxNumActiveRequests: number;
+  numCompletedRequests: number;
+  cpuMemUsage: number;
+  gpuMemUsage: number;
+  kvCacheStats: KvCacheStats;
+  inflightBatchingStats: {
+    numScheduledRequests: number;
+    numContextRequests: number;
+    numGenRequests: number;
+    numPausedRequests: number;
+    numCtxTokens: number;
+    microBatchId: number;
+    avgNumDecodedTokensPerIter: number;
+  };
+}
+
+export interface ModelConfig {
+  architecture: 'llama' | 'gpt2';
+  architectureName: string;
+  vocabSize: number;
+  hiddenSize: number;
+  numLayers: number;
+  numHeads: number;
+  numKvHeads: number;
+  headDim: number;
+  intermediateSize: number;
+  maxPositionEmbeddings: number;
+  tieWordEmbeddings: boolean;
+  bosTokenId: number;
+  eosTokenIds: number[];
+  padTokenId: number;
+}
+
+export interface AddonExecutor {
+  enqueue(request: NativeRequest): number;
+  cancel(requestId: number): void;
+  getLatestIterationStats(): IterationStats[];
+  kvCacheStats(): KvCacheStats;
+  numActiveRequests(): number;
+  modelConfig(): ModelConfig;
+  shutdown(): Promise<void>;
+}
+
+export interface BuildInfo {
+  blas: 'openblas' | 'builtin';
+  backends: string[];
+  napiVersion: number;
+}
+
+export interface Addon {
+  setErrorClass(errorClass: new (message: string, code: string) => Error): void;
+  buildInfo(): BuildInfo;
+  loadExecutor(
+    modelDir: string,
+    config: NativeExecutorConfig,
+    options: NativeLoadOptions,
+    onResponses: (batch: NativeResponse[]) => void,
+    onProgress?: (done: number, total: number) => void,
+  ): Promise<AddonExecutor>;
+  readModelConfig(modelDir: string): ModelConfig;
+}
+
+/** The export names, for the test that compares them with what the addon really exports. */
+export const ADDON_EXPORTS = ['setErrorClass', 'buildInfo', 'loadExecutor', 'readModelConfig'] as const;
+export const ADDON_EXECUTOR_METHODS = [
+  'enqueue', 'cancel', 'getLatestIterationStats', 'kvCacheStats', 'numActiveRequests', 'modelConfig', 'shutdown',
+] as const;

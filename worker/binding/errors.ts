@@ -1,0 +1,23 @@
+// One error class for everything the engine or the facade rejects: `code` is stable (switch on it), the message
+// names the field and the value received.
+export type ErrorCode =
+  | 'invalid_argument' | 'not_found' | 'bad_checkpoint' | 'unsupported' | 'queue_full' | 'shutdown' | 'internal'
+  | 'addon_missing';
+
+export class TrtllmError extends Error {
+  readonly code: ErrorCode;
+  constructor(message: string, code: ErrorCode | string) {
+    super(message);
+    this.name = 'TrtllmError';
+    this.code = code as ErrorCode;
+  }
+}
+
+/** Renders a received value for an error message: `-1 (number)`, `"abc" (string)`. */
+export function describeValue(value: unknown): string {
+  if (typeof value === 'string') return `${JSON.stringify(value)} (string)`;
+  if (Array.isArray(value)) return `an array of length ${value.length}`;
+  if (value === null) return 'null';
+  if (typeof value === 'object') return 'an object';
+  return `${String(value)} (${typeof value})`;
+}

@@ -1,0 +1,152 @@
+// The typed facade over the native executor: validates requests, routes each iteration's responses to the request
+// they belong to, and exposes them as async iterables (streaming) or one promise (whole result).
+import type {
+  AddonExecutor, IterationStats, KvCacheStats, ModelConfig, NativeExecutorConfig, NativeLoadOptions, NativeRequest,
+  NativeResponse,
+} from '../binding/addon-types.js';
+import { TrtllmError } from '../binding/errors.js';
+import { loadAddon } from '../binding/load-addon.js';
+import { type RequestLimits, validateRequest } from './validate-request.js';
+
+export interface ExecutorOptions extends NativeExecutorConfig, NativeLoadOptions {
+  onProgress?: (done: number, total: number) => void;
+}
+
+/** One request in flight: iterate its responses, or await its final one. */
+export class RequestHandle implements AsyncIterable<NativeResponse> {
+  readonly id: number;
+  private readonly pending: NativeResponse[] = [];
+  private waiter: (() => void) | undefined;
+  private finished = false;
+  private readonly done: Promise<NativeResponse[]>;
+  private resolveDone!: (all: NativeResponse[]) => void;
+  private readonly all: NativeResponse[] = [];
+
+  constructor(id: number, private readonly onCancel: (id: number) => void) {
+    this.id = id;
+    this.done = new Promise((resolve) => { this.resolveDone = resolve; });
+  }
+
+  /** Called by the executor's router with each response for this request. */
+  push(response: NativeResponse): void {
+    this.pending.push(response);
+    this.all.push(response);
+    if (response.isFinal) {
+      this.finished = true;
+      this.resolveDone(this.all);
+    }
+    this.waiter?.();
+  }
+
+  cancel(): void {
+    if (!this.finished) this.onCancel(this.id);
+  }
+
+  /** Every response of the request, once the final one arrived. */
+  responses(): Promise<NativeResponse[]> {
+    return this.done;
+  }
+
+  /** The final response; rejects with a TrtllmError if the engine failed the request. */
+  async result(): Promise<NativeResponse> {
+    const all = await this.done;
+    const last = all[all.length - 1]!;
+    if (last.error) throw new TrtllmError(last.error.message, last.error.code);
+    return last;
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<NativeResponse> {
+    for (;;) {
+      while (this.pending.length > 0) {
+        const next = this.pending.shift()!;
+        if (next.error) throw new TrtllmError(next.error.message, next.error.code);
+        yield next;
+        if (next.isFinal) return;
+      }
+      if (this.finished) return;
+      await new Promise<void>((resolve) => { this.waiter = resolve; });
+      this.waiter = undefined;
+    }
+  }
+}
+
+export class Executor {
+  private readonly handles = new Map<number, RequestHandle>();
+  private closed = false;
+
+  private constructor(
+    private readonly native: AddonExecutor,
+    readonly modelConfig: ModelConfig,
+    readonly limits: RequestLimits,
+    private readonly router: { deliver?: (batch: NativeResponse[]) => void },
+  ) {
+    router.deliver = (batch) => this.route(batch);
+  }
+
+  /** Loads the checkpoint in `modelDir` on a worker thread and starts the executor loop. */
+  static async load(modelDir: string, options: ExecutorOptions = {}): Promise<Executor> {
+    const addon = loadAddon();
+    const { onProgress, numThreads, ...config } = options;
+    const modelConfig = addon.readModelConfig(modelDir);
+    const router: { deliver?: (batch: NativeResponse[]) => void } = {};
+    const native = await addon.loadExecutor(
+      modelDir, config, numThreads === undefined ? {} : { numThreads },
+      (batch) => router.deliver?.(batch), onProgress,
+    );
+    const limits: RequestLimits = {
+      vocabSize: modelConfig.vocabSize,
+      maxSeqLen: config.maxSeqLen && config.maxSeqLen > 0 ? config.maxSeqLen : modelConfig.maxPositionEmbeddings,
+      maxNumTokens: config.maxNumTokens ?? 8192,
+      maxBeamWidth: config.maxBeamWidth ?? 1,
+      chunkedContext: config.enableChunkedContext ?? false,
+    };
+    return new Executor(native, modelConfig, limits, router);
+  }
+
+  private route(batch: NativeResponse[]): void {
+    for (const response of batch) {
+      const handle = this.handles.get(response.requestId);
+      if (!handle) continue;
+      if (response.isFinal) this.handles.delete(response.requestId);
+      handle.push(response);
+    }
+  }
+
+  /** Validates and enqueues; throws TrtllmError (invalid_argument, queue_full, shutdown). */
+  enqueue(request: NativeRequest): RequestHandle {
+    if (this.closed) throw new TrtllmError('the executor has been shut down', 'shutdown');
+    const valid = validateRequest(request, this.limits);
+    const id = this.native.enqueue(valid);
+    const handle = new RequestHandle(id, (rid) => this.native.cancel(rid));
+    this.handles.set(id, handle);
+    return handle;
+  }
+
+  /** Enqueues and waits for the final response. */
+  async generate(request: NativeRequest): Promise<NativeResponse> {
+    return this.enqueue(request).result();
+  }
+
+  cancel(requestId: number): void {
+    this.native.cancel(requestId);
+  }
+
+  iterationStats(): IterationStats[] {
+    return this.native.getLatestIterationStats();
+  }
+
+  kvCacheStats(): KvCacheStats {
+    return this.native.kvCacheStats();
+  }
+
+  numActiveRequests(): number {
+    return this.native.numActiveRequests();
+  }
+
+  /** Cancels what is running (each gets a final `cancelled` response) and stops the loop thread. */
+  async shutdown(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.native.shutdown();
+  }
+}

@@ -1,0 +1,137 @@
+// Pure validation of a generation request against the served model's limits, before native code sees it.
+// Every rejection names the field, the value received and the allowed range.
+import type { NativeRequest, OutputParams, SamplingParams } from '../binding/addon-types.js';
+import { describeValue, TrtllmError } from '../binding/errors.js';
+
+export interface RequestLimits {
+  vocabSize: number;
+  maxSeqLen: number;        // prompt + output tokens
+  maxNumTokens: number;     // tokens one iteration can hold (the prompt must fit unless chunked context is on)
+  maxBeamWidth: number;
+  chunkedContext: boolean;
+}
+
+const REQUEST_KEYS = new Set([
+  'inputTokenIds', 'maxTokens', 'streaming', 'endId', 'padId', 'stopWords', 'badWords', 'clientId', 'sampling',
+  'output',
+]);
+const SAMPLING_KEYS = new Set<keyof SamplingParams>([
+  'beamWidth', 'temperature', 'topK', 'topP', 'seed', 'repetitionPenalty', 'presencePenalty', 'frequencyPenalty',
+  'minTokens', 'lengthPenalty', 'earlyStopping', 'beamSearchDiversityRate',
+]);
+const OUTPUT_KEYS = new Set<keyof OutputParams>([
+  'returnLogProbs', 'returnContextLogits', 'returnGenerationLogits', 'excludeInputFromOutput',
+]);
+
+function fail(message: string): never {
+  throw new TrtllmError(message, 'invalid_argument');
+}
+
+function checkKeys(object: object, allowed: Set<string>, where: string): void {
+  for (const key of Object.keys(object)) {
+    if (!allowed.has(key)) {
+      fail(`unknown parameter '${where}${key}'; known: ${[...allowed].map((k) => where + k).join(', ')}`);
+    }
+  }
+}
+
+function isInt(value: unknown): value is number {
+  return typeof value === 'number' && Number.isInteger(value);
+}
+
+function intIn(value: unknown, field: string, min: number, max: number, rangeText: string): number {
+  if (!isInt(value) || value < min || value > max) fail(`${field} must be an integer ${rangeText}, got ${describeValue(value)}`);
+  return value;
+}
+
+function finiteNumber(value: unknown, field: string, ok: (n: number) => boolean, rangeText: string): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || !ok(value)) {
+    fail(`${field} must be a finite number ${rangeText}, got ${describeValue(value)}`);
+  }
+  return value;
+}
+
+function optionalBool(object: Record<string, unknown>, key: string, where: string): void {
+  if (object[key] !== undefined && typeof object[key] !== 'boolean') {
+    fail(`${where}${key} must be a boolean, got ${describeValue(object[key])}`);
+  }
+}
+
+function tokenList(value: unknown, field: string, vocabSize: number): number[] {
+  if (!Array.isArray(value)) fail(`${field} must be an array of token ids, got ${describeValue(value)}`);
+  value.forEach((id, i) => intIn(id, `${field}[${i}]`, 0, vocabSize - 1, `in [0, ${vocabSize}) (vocab_size)`));
+  return value as number[];
+}
+
+function wordLists(value: unknown, field: string, vocabSize: number): void {
+  if (value === undefined) return;
+  if (!Array.isArray(value)) fail(`${field} must be an array of token-id arrays, got ${describeValue(value)}`);
+  value.forEach((word, i) => {
+    const ids = tokenList(word, `${field}[${i}]`, vocabSize);
+    if (ids.length === 0) fail(`${field}[${i}] is empty; every stop/bad word needs at least one token`);
+  });
+}
+
+function validateSampling(sampling: unknown, limits: RequestLimits): void {
+  if (sampling === undefined) return;
+  if (typeof sampling !== 'object' || sampling === null || Array.isArray(sampling)) {
+    fail(`sampling must be an object, got ${describeValue(sampling)}`);
+  }
+  checkKeys(sampling, SAMPLING_KEYS as Set<string>, 'sampling.');
+  const s = sampling as Record<string, unknown>;
+  if (s.beamWidth !== undefined) {
+    intIn(s.beamWidth, 'sampling.beamWidth', 1, limits.maxBeamWidth, `in [1, ${limits.maxBeamWidth}] (max_beam_width)`);
+  }
+  if (s.temperature !== undefined) finiteNumber(s.temperature, 'sampling.temperature', (n) => n >= 0, '>= 0');
+  if (s.topK !== undefined) intIn(s.topK, 'sampling.topK', 0, Number.MAX_SAFE_INTEGER, '>= 0');
+  if (s.topP !== undefined) finiteNumber(s.topP, 'sampling.topP', (n) => n > 0 && n <= 1, 'in (0, 1]');
+  if (s.seed !== undefined) intIn(s.seed, 'sampling.seed', 0, Number.MAX_SAFE_INTEGER, '>= 0');
+  if (s.repetitionPenalty !== undefined) {
+    finiteNumber(s.repetitionPenalty, 'sampling.repetitionPenalty', (n) => n > 0, '> 0');
+  }
+  if (s.presencePenalty !== undefined) finiteNumber(s.presencePenalty, 'sampling.presencePenalty', () => true, '');
+  if (s.frequencyPenalty !== undefined) finiteNumber(s.frequencyPenalty, 'sampling.frequencyPenalty', () => true, '');
+  if (s.minTokens !== undefined) intIn(s.minTokens, 'sampling.minTokens', 0, limits.maxSeqLen, `in [0, ${limits.maxSeqLen}]`);
+  if (s.lengthPenalty !== undefined) finiteNumber(s.lengthPenalty, 'sampling.lengthPenalty', () => true, '');
+  if (s.earlyStopping !== undefined) intIn(s.earlyStopping, 'sampling.earlyStopping', -1, 1, 'in [-1, 1]');
+  if (s.beamSearchDiversityRate !== undefined) {
+    finiteNumber(s.beamSearchDiversityRate, 'sampling.beamSearchDiversityRate', (n) => n >= 0, '>= 0');
+  }
+}
+
+function validateOutput(output: unknown): void {
+  if (output === undefined) return;
+  if (typeof output !== 'object' || output === null || Array.isArray(output)) {
+    fail(`output must be an object, got ${describeValue(output)}`);
+  }
+  checkKeys(output, OUTPUT_KEYS as Set<string>, 'output.');
+  for (const key of OUTPUT_KEYS) optionalBool(output as Record<string, unknown>, key, 'output.');
+}
+
+/** Throws TrtllmError('invalid_argument') on the first problem; returns the request typed. */
+export function validateRequest(request: unknown, limits: RequestLimits): NativeRequest {
+  if (typeof request !== 'object' || request === null || Array.isArray(request)) {
+    fail(`a request must be an object, got ${describeValue(request)}`);
+  }
+  checkKeys(request, REQUEST_KEYS, '');
+  const r = request as Record<string, unknown>;
+  const ids = tokenList(r.inputTokenIds, 'inputTokenIds', limits.vocabSize);
+  if (ids.length === 0) fail('inputTokenIds is empty; a prompt needs at least one token');
+  const maxTokens = intIn(r.maxTokens, 'maxTokens', 1, limits.maxSeqLen, `in [1, ${limits.maxSeqLen}] (max_seq_len)`);
+  if (ids.length + maxTokens > limits.maxSeqLen) {
+    fail(`prompt length ${ids.length} + maxTokens ${maxTokens} = ${ids.length + maxTokens} exceeds max_seq_len ${limits.maxSeqLen}`);
+  }
+  if (!limits.chunkedContext && ids.length > limits.maxNumTokens) {
+    fail(`prompt length ${ids.length} exceeds max_num_tokens ${limits.maxNumTokens} (enable chunked context to serve longer prompts)`);
+  }
+  optionalBool(r, 'streaming', '');
+  for (const key of ['endId', 'padId'] as const) {
+    if (r[key] !== undefined) intIn(r[key], key, -1, limits.vocabSize - 1, `in [-1, ${limits.vocabSize}) (-1: none)`);
+  }
+  if (r.clientId !== undefined) intIn(r.clientId, 'clientId', 0, Number.MAX_SAFE_INTEGER, '>= 0');
+  wordLists(r.stopWords, 'stopWords', limits.vocabSize);
+  wordLists(r.badWords, 'badWords', limits.vocabSize);
+  validateSampling(r.sampling, limits);
+  validateOutput(r.output);
+  return r as unknown as NativeRequest;
+}
