@@ -8,25 +8,11 @@ import { join } from 'node:path';
 import { packageRoot } from '../worker/binding/load-addon.js';
 import { Executor } from '../worker/executor/executor.js';
 import { BENCH_SHAPE, parameterCount, writeDummyLlama } from './dummy-checkpoint.js';
+import { memoryBandwidth } from './memory-bandwidth.js';
 
 function arg(name: string, fallback: string): string {
   const i = process.argv.indexOf(name);
   return i >= 0 && process.argv[i + 1] ? process.argv[i + 1]! : fallback;
-}
-
-/** Bytes per second of a large buffer copy (read + write counted), best of 5. */
-function copyBandwidth(): number {
-  const size = 256 * 1024 * 1024;
-  const src = Buffer.alloc(size, 1);
-  const dst = Buffer.alloc(size);
-  let best = 0;
-  for (let i = 0; i < 5; i += 1) {
-    const t0 = performance.now();
-    src.copy(dst);
-    const s = (performance.now() - t0) / 1000;
-    best = Math.max(best, (2 * size) / s);
-  }
-  return best;
 }
 
 async function main(): Promise<void> {
@@ -38,10 +24,10 @@ async function main(): Promise<void> {
   const params = parameterCount(BENCH_SHAPE);
   console.log(`model: Llama shape ${JSON.stringify(BENCH_SHAPE)} = ${(params / 1e6).toFixed(1)}M parameters (fp32, dummy weights)`);
   console.log(`machine: ${cpus()[0]?.model ?? 'unknown cpu'}, ${cpus().length} cores, ${(totalmem() / 2 ** 30).toFixed(0)} GiB; threads ${threads}`);
-  const bandwidth = copyBandwidth();
+  const bandwidth = await memoryBandwidth(threads);
   const weightBytes = params * 4;
   const rooflineStepMs = (weightBytes / bandwidth) * 1000;
-  console.log(`baseline: copy bandwidth ${(bandwidth / 1e9).toFixed(1)} GB/s -> decode roofline ${rooflineStepMs.toFixed(2)} ms/step`);
+  console.log(`baseline: ${threads}-thread copy bandwidth ${(bandwidth / 1e9).toFixed(1)} GB/s -> decode roofline ${rooflineStepMs.toFixed(2)} ms/step`);
 
   const executor = await Executor.load(dir, { numThreads: threads, maxBatchSize: 64, maxNumTokens: 8192, tokensPerBlock: 64 });
   const rows: string[] = [];

@@ -6,12 +6,14 @@ import { Command } from 'commander';
 
 import { packageRoot } from '../worker/binding/load-addon.js';
 import { registerGenerate } from './generate-command.js';
+import { registerServe } from './serve-command.js';
 
 export function buildProgram(): Command {
   const pkg = JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string };
   const program = new Command('trtllm-launch')
     .description('Launch and supervise an LLM serving cluster under mpirun or srun')
     .version(pkg.version);
+  registerServe(program);
   registerGenerate(program);
   return program;
 }

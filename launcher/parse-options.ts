@@ -20,3 +20,22 @@ export function parseNumberOption(name: string, min: number): (value: string) =>
     return n;
   };
 }
+
+export function parsePortOption(name: string): (value: string) => number {
+  return (value) => {
+    const n = Number(value);
+    if (!/^\d+$/.test(value.trim()) || n > 65535) {
+      throw new InvalidArgumentError(`${name} must be a port number in [0, 65535], got "${value}"`);
+    }
+    return n;
+  };
+}
+
+export function parseChoiceOption<T extends string>(name: string, choices: readonly T[]): (value: string) => T {
+  return (value) => {
+    if (!(choices as readonly string[]).includes(value)) {
+      throw new InvalidArgumentError(`${name} must be one of ${choices.join(', ')}, got "${value}"`);
+    }
+    return value as T;
+  };
+}

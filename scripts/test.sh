@@ -11,7 +11,7 @@ passed=0; failed=0; skipped=0
 
 echo "== native engine tests (ctest)"
 ctest --test-dir build/native --output-on-failure --timeout 600 2>&1 | tee build/test-logs/ctest.log
-ctest_line=$(grep -E "tests passed, [0-9]+ tests failed out of [0-9]+" build/test-logs/ctest.log | tail -1)
+ctest_line=$(grep -aE "tests passed, [0-9]+ tests failed out of [0-9]+" build/test-logs/ctest.log | tail -1)
 if [[ -n "$ctest_line" ]]; then
   total=$(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"$ctest_line")
   nfail=$(sed -E 's/.* ([0-9]+) tests failed.*/\1/' <<<"$ctest_line")
@@ -25,9 +25,9 @@ mapfile -t files < <(find dist/test -name '*.test.js' | sort)
 npx --no-install tap --disable-coverage --reporter=tap --timeout=600 --jobs=1 "${files[@]}" 2>&1 | tee build/test-logs/tap.log
 tap_rc=${PIPESTATUS[0]}
 # Leaf assertions only: subtest result lines carry "# time=".
-tp=$(grep -E '^\s*ok [0-9]+' build/test-logs/tap.log | grep -v '# time=' | grep -vc '# SKIP' || true)
-tf=$(grep -E '^\s*not ok [0-9]+' build/test-logs/tap.log | grep -v '# time=' | grep -vc '# TODO' || true)
-ts=$(grep -E '^\s*ok [0-9]+.*# SKIP' build/test-logs/tap.log | grep -vc '# time=' || true)
+tp=$(grep -aE '^\s*ok [0-9]+' build/test-logs/tap.log | grep -av '# time=' | grep -avc '# SKIP' || true)
+tf=$(grep -aE '^\s*not ok [0-9]+' build/test-logs/tap.log | grep -av '# time=' | grep -avc '# TODO' || true)
+ts=$(grep -aE '^\s*ok [0-9]+.*# SKIP' build/test-logs/tap.log | grep -avc '# time=' || true)
 passed=$((passed + tp)); failed=$((failed + tf)); skipped=$((skipped + ts))
 if [[ $tap_rc -ne 0 && $tf -eq 0 ]]; then
   echo "tap exited with $tap_rc without a failing assertion (a crashed or timed-out test file)" >&2

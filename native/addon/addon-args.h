@@ -63,6 +63,28 @@ class Fields {
     if (!has(key)) return {};
     return to_int_array(object_.Get(key), prefix_ + key);
   }
+  // number[] or Float32Array (a vocab-sized vector is cheaper to pass as one typed array).
+  std::vector<float> float_array(const char* key) const {
+    std::vector<float> out;
+    if (!has(key)) return out;
+    Napi::Value v = object_.Get(key);
+    if (v.IsTypedArray() && v.As<Napi::TypedArray>().TypedArrayType() == napi_float32_array) {
+      Napi::Float32Array a = v.As<Napi::Float32Array>();
+      out.assign(a.Data(), a.Data() + a.ElementLength());
+      return out;
+    }
+    if (!v.IsArray()) fail(key, "an array of numbers or a Float32Array");
+    Napi::Array a = v.As<Napi::Array>();
+    out.reserve(a.Length());
+    for (uint32_t i = 0; i < a.Length(); ++i) {
+      Napi::Value e = a.Get(i);
+      if (!e.IsNumber()) {
+        throw make_error(env_, "invalid_argument", "field '" + prefix_ + key + "[" + std::to_string(i) + "]' must be a number");
+      }
+      out.push_back(static_cast<float>(e.As<Napi::Number>().DoubleValue()));
+    }
+    return out;
+  }
   std::vector<std::vector<int32_t>> int_array_list(const char* key) const {
     std::vector<std::vector<int32_t>> out;
     if (!has(key)) return out;

@@ -39,6 +39,8 @@ engine::Request to_request(Napi::Env env, Napi::Object object) {
   r.stop_words = f.int_array_list("stopWords");
   r.bad_words = f.int_array_list("badWords");
   if (f.has("clientId")) r.client_id = static_cast<uint64_t>(f.integer("clientId", 0));
+  r.embedding_bias = f.float_array("embeddingBias");
+  r.num_return_sequences = static_cast<int32_t>(f.integer("numReturnSequences", r.num_return_sequences));
 
   Fields s = f.child("sampling");
   engine::SamplingConfig& c = r.sampling;
@@ -86,6 +88,7 @@ engine::ExecutorConfig to_executor_config(Napi::Env env, Napi::Object object) {
   c.enable_chunked_context = f.boolean("enableChunkedContext", c.enable_chunked_context);
   c.enable_kv_cache_reuse = f.boolean("enableKvCacheReuse", c.enable_kv_cache_reuse);
   c.iter_stats_max_iterations = static_cast<int32_t>(f.integer("iterStatsMaxIterations", c.iter_stats_max_iterations));
+  c.max_logits_elements = f.integer("maxLogitsElements", c.max_logits_elements);
   return c;
 }
 

@@ -5,9 +5,21 @@
 #include "addon-args.h"
 #include "addon-convert.h"
 #include "addon-errors.h"
+#include "addon-parallel.h"
+#include "comm.h"
+#include "leader-model.h"
+#include "load-agreement.h"
 
 namespace addon {
 namespace {
+
+// After the loop thread is joined: followers leave their loop, and every rank ends MPI together.
+// A process started by an MPI launcher must finalize before it exits (mpirun reports anything else as a crash),
+// also as a job of one rank.
+void release_followers(engine::LeaderModel* leader) {
+  if (leader != nullptr) leader->release_followers();
+  engine::comm_finalize();
+}
 
 // Delivers one iteration's responses to the JS callback on the main thread.
 void deliver(Napi::Env env, Napi::Function callback, std::vector<engine::Response>* batch) {
@@ -28,18 +40,17 @@ void deliver_progress(Napi::Env env, Napi::Function callback, std::pair<uint64_t
 // Loads the model and builds the executor off the main thread; resolves with an AddonExecutor.
 class LoadWorker : public Napi::AsyncWorker {
  public:
-  LoadWorker(Napi::Env env, std::string dir, engine::ExecutorConfig config, int32_t num_threads,
+  LoadWorker(Napi::Env env, std::string dir, engine::ExecutorConfig config, int32_t num_threads, int32_t tp, int32_t pp,
              Napi::ThreadSafeFunction on_responses, Napi::ThreadSafeFunction on_progress, bool has_progress)
       : Napi::AsyncWorker(env, "trtllm.loadExecutor"), deferred_(Napi::Promise::Deferred::New(env)),
-        dir_(std::move(dir)), config_(config), num_threads_(num_threads), on_responses_(on_responses),
+        dir_(std::move(dir)), config_(config), num_threads_(num_threads), tp_(tp), pp_(pp), on_responses_(on_responses),
         on_progress_(on_progress), has_progress_(has_progress) {}
 
   Napi::Promise promise() { return deferred_.Promise(); }
 
   void Execute() override {
     try {
-      engine::LoadOptions options;
-      options.num_threads = num_threads_;
+      engine::LoadOptions options = parallel_load_options(num_threads_, tp_, pp_);
       if (has_progress_) {
         options.progress = [](void* user, uint64_t done, uint64_t total) {
           auto* self = static_cast<LoadWorker*>(user);
@@ -47,7 +58,13 @@ class LoadWorker : public Napi::AsyncWorker {
         };
         options.progress_user = this;
       }
-      std::unique_ptr<engine::Model> model = engine::load_model(dir_, options);
+      std::unique_ptr<engine::Model> model = engine::load_model_collective(dir_, options);
+      if (engine::comm_info().mpi && engine::comm_info().world_size > 1) {
+        // World rank 0 leads: every KV action and forward pass goes out to the followers first.
+        auto leader = std::make_unique<engine::LeaderModel>(std::move(model), engine::comm_world());
+        leader_ = leader.get();
+        model = std::move(leader);
+      }
       executor_ = std::make_unique<engine::Executor>(std::move(model), config_);
       Napi::ThreadSafeFunction tsfn = on_responses_;
       executor_->set_response_callback([tsfn](std::vector<engine::Response>&& responses) mutable {
@@ -66,7 +83,7 @@ class LoadWorker : public Napi::AsyncWorker {
     Napi::Env env = Env();
     release_progress();
     Napi::Object handle = addon_data(env).executor_class.New({});
-    AddonExecutor::Unwrap(handle)->attach(std::move(executor_), on_responses_);
+    AddonExecutor::Unwrap(handle)->attach(std::move(executor_), on_responses_, leader_);
     deferred_.Resolve(handle);
   }
 
@@ -84,7 +101,8 @@ class LoadWorker : public Napi::AsyncWorker {
   Napi::Promise::Deferred deferred_;
   std::string dir_;
   engine::ExecutorConfig config_;
-  int32_t num_threads_;
+  int32_t num_threads_, tp_, pp_;
+  engine::LeaderModel* leader_ = nullptr;  // owned by executor_
   Napi::ThreadSafeFunction on_responses_;
   Napi::ThreadSafeFunction on_progress_;
   bool has_progress_;
@@ -96,13 +114,15 @@ class LoadWorker : public Napi::AsyncWorker {
 // must still reach JS before the promise resolves.
 class ShutdownWorker : public Napi::AsyncWorker {
  public:
-  ShutdownWorker(Napi::Env env, std::shared_ptr<engine::Executor> executor, Napi::ThreadSafeFunction tsfn)
+  ShutdownWorker(Napi::Env env, std::shared_ptr<engine::Executor> executor, Napi::ThreadSafeFunction tsfn,
+                 engine::LeaderModel* leader)
       : Napi::AsyncWorker(env, "trtllm.shutdown"), deferred_(Napi::Promise::Deferred::New(env)),
-        executor_(std::move(executor)), tsfn_(tsfn) {}
+        executor_(std::move(executor)), tsfn_(tsfn), leader_(leader) {}
   Napi::Promise promise() { return deferred_.Promise(); }
   void Execute() override {
     try {
       executor_->shutdown();
+      release_followers(leader_);
     } catch (const std::exception& e) {
       SetError(e.what());
     }
@@ -121,6 +141,7 @@ class ShutdownWorker : public Napi::AsyncWorker {
   Napi::Promise::Deferred deferred_;
   std::shared_ptr<engine::Executor> executor_;
   Napi::ThreadSafeFunction tsfn_;
+  engine::LeaderModel* leader_;
 };
 
 }  // namespace
@@ -152,6 +173,7 @@ void AddonExecutor::stop_now() {
   if (executor_ && !shutting_down_) {
     shutting_down_ = true;
     executor_->shutdown();
+    release_followers(leader_);
   }
   if (executor_ && !released_) {
     released_ = true;
@@ -159,9 +181,11 @@ void AddonExecutor::stop_now() {
   }
 }
 
-void AddonExecutor::attach(std::unique_ptr<engine::Executor> executor, Napi::ThreadSafeFunction on_responses) {
+void AddonExecutor::attach(std::unique_ptr<engine::Executor> executor, Napi::ThreadSafeFunction on_responses,
+                           engine::LeaderModel* leader) {
   executor_ = std::move(executor);
   on_responses_ = on_responses;
+  leader_ = leader;
 }
 
 engine::Executor& AddonExecutor::live(Napi::Env env) {
@@ -223,7 +247,7 @@ Napi::Value AddonExecutor::shutdown(const Napi::CallbackInfo& info) {
   }
   shutting_down_ = true;
   released_ = true;  // the worker releases the TSFN once the loop thread is joined
-  auto* worker = new ShutdownWorker(env, executor_, on_responses_);
+  auto* worker = new ShutdownWorker(env, executor_, on_responses_, leader_);
   Napi::Promise promise = worker->promise();
   worker->Queue();
   return promise;
@@ -233,7 +257,11 @@ Napi::Value load_executor(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   std::string dir = require_string(info, 0, "modelDir");
   engine::ExecutorConfig config = to_executor_config(env, require_object(info, 1, "executorConfig"));
-  int32_t num_threads = to_num_threads(env, require_object(info, 2, "loadOptions"));
+  Napi::Object load_options = require_object(info, 2, "loadOptions");
+  int32_t num_threads = to_num_threads(env, load_options);
+  Fields parallel(env, load_options, "");
+  const auto tp = static_cast<int32_t>(parallel.integer("tp", 1));
+  const auto pp = static_cast<int32_t>(parallel.integer("pp", 1));
   Napi::Function on_responses = require_function(info, 3, "onResponses");
   bool has_progress = info.Length() > 4 && info[4].IsFunction();
   Napi::ThreadSafeFunction responses_tsfn =
@@ -242,7 +270,7 @@ Napi::Value load_executor(const Napi::CallbackInfo& info) {
   if (has_progress) {
     progress_tsfn = Napi::ThreadSafeFunction::New(env, info[4].As<Napi::Function>(), "trtllm.progress", 0, 1);
   }
-  auto* worker = new LoadWorker(env, dir, config, num_threads, responses_tsfn, progress_tsfn, has_progress);
+  auto* worker = new LoadWorker(env, dir, config, num_threads, tp, pp, responses_tsfn, progress_tsfn, has_progress);
   Napi::Promise promise = worker->promise();
   worker->Queue();
   return promise;

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "executor.h"
+#include "leader-model.h"
 
 namespace addon {
 
@@ -17,7 +18,8 @@ class AddonExecutor : public Napi::ObjectWrap<AddonExecutor> {
   ~AddonExecutor() override;
 
   // Called by the load worker once the engine exists.
-  void attach(std::unique_ptr<engine::Executor> executor, Napi::ThreadSafeFunction on_responses);
+  void attach(std::unique_ptr<engine::Executor> executor, Napi::ThreadSafeFunction on_responses,
+              engine::LeaderModel* leader);
 
  private:
   Napi::Value enqueue(const Napi::CallbackInfo& info);
@@ -34,6 +36,7 @@ class AddonExecutor : public Napi::ObjectWrap<AddonExecutor> {
 
   std::shared_ptr<engine::Executor> executor_;
   Napi::ThreadSafeFunction on_responses_;
+  engine::LeaderModel* leader_ = nullptr;  // set on world rank 0 of a multi-rank job; owned by executor_
   bool released_ = false;
   bool shutting_down_ = false;
   Napi::Env env_;

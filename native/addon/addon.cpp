@@ -4,6 +4,7 @@
 #include "addon-args.h"
 #include "addon-errors.h"
 #include "addon-executor.h"
+#include "addon-parallel.h"
 
 namespace addon {
 namespace {
@@ -41,6 +42,8 @@ static Napi::Object init_addon(Napi::Env env, Napi::Object exports) {
   exports.Set("buildInfo", Napi::Function::New(env, build_info, "buildInfo"));
   exports.Set("loadExecutor", Napi::Function::New(env, load_executor, "loadExecutor"));
   exports.Set("readModelConfig", Napi::Function::New(env, read_model_config, "readModelConfig"));
+  exports.Set("commInit", Napi::Function::New(env, comm_init, "commInit"));
+  exports.Set("runFollower", Napi::Function::New(env, run_follower, "runFollower"));
   return exports;
 }
 

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "beam-search.h"
 #include "executor.h"
 #include "kv-cache.h"
 #include "sampler.h"
@@ -51,6 +52,7 @@ struct Executor::Impl {
   // Loop thread only.
   KvCacheManager kv;
   Sampler sampler;
+  BeamSearch beam_search;
   std::unordered_map<RequestId, std::unique_ptr<Sequence>> live;
   std::deque<Sequence*> queue;      // waiting to (re)start; paused ones at the front
   std::vector<Sequence*> running;   // in start order (oldest first)
@@ -71,6 +73,11 @@ struct Executor::Impl {
   void fail_sequence(Sequence& seq, ErrorCode code, const std::string& message, std::vector<Response>& out);
   void detach(Sequence& seq);  // frees its blocks and removes it from queue/running
   void deliver(std::vector<Response>&& out, IterationStats* stats);
+  // executor-beams.cpp: a beam-search sequence in generation feeds one single-token chunk per live beam (false:
+  // no block for a copy-on-write, a scheduler bug), and samples all its beams' rows in one step.
+  bool add_beam_chunks(Sequence& seq, std::vector<Sequence*>& batch, std::vector<SequenceChunk>& chunks);
+  void run_beam_step(Sequence& seq, const std::vector<const float*>& rows, double t_tok, std::vector<Response>& out,
+                     int64_t& completed);
 };
 
 }  // namespace engine

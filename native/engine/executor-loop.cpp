@@ -9,6 +9,7 @@
 
 #include "executor-impl.h"
 #include "response-builder.h"
+#include "stop-words.h"
 
 namespace engine {
 namespace {
@@ -20,6 +21,17 @@ double unix_now() {
 template <typename Container>
 void erase_ptr(Container& c, const Sequence* seq) {
   c.erase(std::remove(c.begin(), c.end(), seq), c.end());
+}
+
+// Leading tokens a (re)starting sequence may take from the prefix cache instead of computing. Never its last
+// token: its logits row drives the next sample. With return_context_logits, never a prompt token whose logits row
+// it does not have yet (TensorRT-LLM turns reuse off for such requests; limiting it to the rows already collected
+// keeps the logits exact and still lets a paused request that finished its prompt reuse on resume).
+int32_t reusable_tokens(const Sequence& s, int32_t vocab) {
+  int32_t n = s.num_tokens() - 1;
+  const int32_t rows = s.context_logits_rows(vocab);
+  if (s.request.output.return_context_logits && rows < s.prompt_len) n = std::min(n, rows);
+  return std::max(0, n);
 }
 
 }  // namespace
@@ -81,6 +93,7 @@ void Executor::Impl::run_loop() {
 
 void Executor::Impl::detach(Sequence& seq) {
   kv.release(seq.block_table);
+  for (Beam& b : seq.beams) kv.release(b.block_table);  // the beams' data stays for a cancelled one's response
   seq.num_computed = 0;
   erase_ptr(running, &seq);
   if (seq.state == SequenceState::queued || seq.state == SequenceState::paused) erase_ptr(queue, &seq);
@@ -128,11 +141,26 @@ void Executor::Impl::run_iteration(std::vector<Response>& out) {
     e.lifetime_tokens = s.lifetime_tokens();
     e.in_generation = s.state == SequenceState::generation;
     e.is_resume = s.num_generated() > 0;
+    if (s.is_beam_search()) {
+      e.num_blocks_held = beam_blocks_held(s);
+      e.beam_width = s.request.sampling.beam_width;
+      e.num_live_beams = std::max<int32_t>(1, static_cast<int32_t>(s.beams.size()));
+      e.prompt_len = s.prompt_len;
+    }
     return e;
   };
   std::vector<SchedulerEntry> running_entries, queued_entries;
   for (const Sequence* s : running) running_entries.push_back(entry(*s));
   for (const Sequence* s : queue) queued_entries.push_back(entry(*s));
+  if (kv.reuse_enabled()) {
+    // What each queued sequence would find cached. Only the first max_batch_size can start this iteration, so
+    // only those pay for the lookup.
+    const size_t n = std::min(queue.size(), static_cast<size_t>(scheduler_config.max_batch_size));
+    for (size_t i = 0; i < n; ++i) {
+      SchedulerEntry& e = queued_entries[i];
+      e.num_computed = kv.probe_prefix(queue[i]->tokens, reusable_tokens(*queue[i], vocab_size), &e.num_shared_blocks);
+    }
+  }
   const SchedulePlan plan = schedule_iteration(scheduler_config, running_entries, queued_entries, kv.num_free_blocks());
 
   // 2. Apply pauses: free their blocks; back to the front of the queue in their original start order, so the
@@ -154,6 +182,13 @@ void Executor::Impl::run_iteration(std::vector<Response>& out) {
   std::vector<SequenceChunk> chunks;
   std::vector<int32_t> ctx_rows_from, ctx_rows_to;  // prompt positions whose logits rows to keep
   const double t_sched = now();
+  // Attach the cached prefixes of starting sequences before any block is allocated: allocation may evict cached
+  // blocks, and the plan counted on these. Same state as the probe above, so the same chains are found.
+  for (const ScheduledWork& w : plan.work) {
+    if (!w.is_new) continue;
+    Sequence* s = live.at(w.id).get();
+    s->num_computed = kv.attach_prefix(s->block_table, s->tokens, reusable_tokens(*s, vocab_size));
+  }
   for (const ScheduledWork& w : plan.work) {
     Sequence* s = live.at(w.id).get();
     if (w.is_new) {
@@ -168,7 +203,20 @@ void Executor::Impl::run_iteration(std::vector<Response>& out) {
         --num_queued;
       }
     }
-    const int32_t end = s->num_computed + w.num_new_tokens;
+    const int32_t end = std::min(s->num_tokens(), s->num_computed + w.num_new_tokens);
+    if (!s->beams.empty()) {  // beam search in generation: one chunk per live beam, no context rows
+      const size_t before = chunks.size();
+      if (!add_beam_chunks(*s, batch, chunks)) {
+        batch.resize(before);
+        chunks.resize(before);
+        fail_sequence(*s, ErrorCode::internal, "KV cache: no free block for a beam of a scheduled sequence (scheduler bug)", out);
+        ++completed;
+        continue;
+      }
+      ctx_rows_from.resize(chunks.size(), 0);
+      ctx_rows_to.resize(chunks.size(), 0);
+      continue;
+    }
     if (!kv.ensure_capacity(s->block_table, end)) {
       fail_sequence(*s, ErrorCode::internal, "KV cache: no free block for a scheduled sequence (scheduler bug)", out);
       ++completed;
@@ -232,6 +280,14 @@ void Executor::Impl::run_iteration(std::vector<Response>& out) {
     for (size_t i = 0; i < batch.size(); ++i) {
       Sequence& s = *batch[i];
       if (s.is_finished()) continue;
+      if (!s.beams.empty()) {  // its live beams' chunks are consecutive: one beam step over all their rows
+        std::vector<const float*> rows;
+        for (size_t k = 0; k < s.beams.size(); ++k) rows.push_back(fo.logits.data() + static_cast<size_t>(fo.first_row[i + k]) * V);
+        i += s.beams.size() - 1;
+        s.num_computed += 1;
+        run_beam_step(s, rows, t_tok, out, completed);
+        continue;
+      }
       const SequenceChunk& c = chunks[i];
       const size_t first = static_cast<size_t>(fo.first_row[i]);
       if (ctx_rows_from[i] < ctx_rows_to[i]) {
@@ -240,16 +296,24 @@ void Executor::Impl::run_iteration(std::vector<Response>& out) {
         s.context_logits.insert(s.context_logits.end(), fo.logits.begin() + a * V, fo.logits.begin() + b * V);
       }
       s.num_computed += static_cast<int32_t>(c.tokens.size());
+      kv.commit_full_blocks(s.block_table, s.tokens, s.num_computed);  // prefix reuse: newly full blocks
       if (s.num_computed < s.num_tokens()) continue;  // a partial context chunk: nothing to sample yet
 
       s.state = SequenceState::generation;
       const size_t row = first + (c.all_logits ? c.tokens.size() - 1 : 0);
       const float* logits = fo.logits.data() + row * V;
+      if (s.is_beam_search()) {  // the context's row: the fork into beams
+        run_beam_step(s, {logits}, t_tok, out, completed);
+        continue;
+      }
       SamplingContext sc;
       sc.config = &s.request.sampling;
       sc.step = static_cast<uint64_t>(s.num_generated());
       sc.tokens = &s.tokens;
       sc.prompt_len = s.prompt_len;
+      sc.end_id = s.request.end_id;
+      sc.bad_words = &s.request.bad_words;
+      sc.embedding_bias = &s.request.embedding_bias;
       const SampledToken tok = sampler.sample(logits, vocab_size, sc);
       if (s.first_token_time == 0) s.first_token_time = t_tok;
       s.last_token_time = t_tok;
@@ -266,7 +330,10 @@ void Executor::Impl::run_iteration(std::vector<Response>& out) {
         s.cum_log_prob += tok.log_prob;
       }
       if (s.request.output.return_generation_logits) s.generation_logits.insert(s.generation_logits.end(), logits, logits + V);
-      if (s.num_generated() >= s.request.max_tokens) {
+      if (!s.request.stop_words.empty() && ends_with_stop_word(s.tokens, s.prompt_len, s.request.stop_words)) {
+        finish_sequence(s, FinishReason::stop_words, out);  // a stop word completed at max_tokens still counts
+        ++completed;
+      } else if (s.num_generated() >= s.request.max_tokens) {
         finish_sequence(s, FinishReason::length, out);
         ++completed;
       } else if (s.request.streaming) {

@@ -2,10 +2,18 @@
 set(ENGINE_EXECUTOR_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/request.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kv-cache.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/kv-cache-reuse.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/kv-block-hash.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/prefix-cache.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/kv-cache-fork.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/logits-processors.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/stop-words.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/beam-search.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sampler.cpp
   ${CMAKE_CURRENT_LIST_DIR}/scheduler.cpp
   ${CMAKE_CURRENT_LIST_DIR}/validate.cpp
   ${CMAKE_CURRENT_LIST_DIR}/response-builder.cpp
   ${CMAKE_CURRENT_LIST_DIR}/executor.cpp
   ${CMAKE_CURRENT_LIST_DIR}/executor-loop.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/executor-beams.cpp
 )

@@ -26,9 +26,15 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config) :
   require_config(c.max_batch_size > 0, "max_batch_size must be > 0, got " + std::to_string(c.max_batch_size));
   require_config(c.max_num_tokens > 0, "max_num_tokens must be > 0, got " + std::to_string(c.max_num_tokens));
   require_config(c.max_beam_width >= 1, "max_beam_width must be >= 1, got " + std::to_string(c.max_beam_width));
+  require_config(c.max_logits_elements >= 0,
+                 "max_logits_elements must be >= 0 (0: no cap), got " + std::to_string(c.max_logits_elements));
   require_config(c.max_queue_size >= 0, "max_queue_size must be >= 0, got " + std::to_string(c.max_queue_size));
   require_config(c.tokens_per_block > 0, "tokens_per_block must be > 0, got " + std::to_string(c.tokens_per_block));
   require_config(c.max_seq_len >= 0, "max_seq_len must be >= 0, got " + std::to_string(c.max_seq_len));
+  // Chunks end on block boundaries (scheduler.h): a budget under one block could never fit a chunk.
+  require_config(!c.enable_chunked_context || c.max_num_tokens >= c.tokens_per_block,
+                 "max_num_tokens " + std::to_string(c.max_num_tokens) + " is smaller than tokens_per_block " +
+                     std::to_string(c.tokens_per_block) + "; chunked context needs at least one block per iteration");
   require_config(m.vocab_size > 0, "the model's vocab_size must be > 0, got " + std::to_string(m.vocab_size));
   if (c.max_seq_len == 0) c.max_seq_len = mc.max_position_embeddings;
   require_config(c.max_seq_len > 0,
@@ -53,7 +59,7 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config) :
   }
   const int64_t blocks = (tokens + c.tokens_per_block - 1) / c.tokens_per_block;
   require_config(blocks <= INT32_MAX, "KV cache of " + std::to_string(blocks) + " blocks is too large");
-  m.kv = KvCacheManager(static_cast<int32_t>(blocks), c.tokens_per_block);
+  m.kv = KvCacheManager(static_cast<int32_t>(blocks), c.tokens_per_block, c.enable_kv_cache_reuse);
   m.model->allocate_kv(static_cast<int32_t>(blocks), c.tokens_per_block);
   m.kv_pool_bytes = blocks * c.tokens_per_block * static_cast<int64_t>(bytes_per_token);
   m.kv_snapshot = m.kv.stats();
@@ -65,6 +71,7 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config) :
   m.limits.enable_chunked_context = c.enable_chunked_context;
   m.limits.kv_num_blocks = static_cast<int32_t>(blocks);
   m.limits.kv_tokens_per_block = c.tokens_per_block;
+  m.limits.max_logits_elements = c.max_logits_elements;
 
   m.scheduler_config.policy = c.policy;
   m.scheduler_config.max_batch_size = c.max_batch_size;

@@ -26,9 +26,16 @@ struct ExecutorConfig {
   int32_t tokens_per_block = 64;
   int64_t max_tokens_in_paged_kv_cache = 0;  // 0: derive from kv_cache_memory_bytes
   int64_t kv_cache_memory_bytes = 0;         // 0 with max_tokens 0: room for max_batch_size * max_seq_len tokens
-  bool enable_chunked_context = false;       // next issue
-  bool enable_kv_cache_reuse = false;        // next issue
+  // Prompts longer than what an iteration has left run in block-aligned chunks over several iterations, next to
+  // other requests' decodes; off, a prompt over max_num_tokens is rejected at enqueue.
+  bool enable_chunked_context = false;
+  // Prefix reuse: full KV blocks are cached by content (prefix-cache.h) and a prompt starting with a cached
+  // prefix attaches those blocks instead of recomputing them.
+  bool enable_kv_cache_reuse = false;
   int32_t iter_stats_max_iterations = 1000;
+  // Cap on the logits values one request may ask for: prompt_len x vocab (return_context_logits) and beam_width x
+  // max_tokens x vocab (return_generation_logits). They are held in memory until the response; 0: no cap.
+  int64_t max_logits_elements = int64_t{1} << 28;  // 1 GiB of floats
 };
 
 class Executor {

@@ -6,8 +6,9 @@
 
 namespace engine {
 
-KvCacheManager::KvCacheManager(int32_t num_blocks, int32_t tokens_per_block)
-    : tokens_per_block_(tokens_per_block), blocks_(static_cast<size_t>(num_blocks)) {
+KvCacheManager::KvCacheManager(int32_t num_blocks, int32_t tokens_per_block, bool enable_reuse)
+    : tokens_per_block_(tokens_per_block), blocks_(static_cast<size_t>(num_blocks > 0 ? num_blocks : 0)),
+      reuse_(enable_reuse) {
   if (num_blocks < 0 || tokens_per_block <= 0) {
     throw EngineError(ErrorCode::invalid_argument,
                       "KV cache needs num_blocks >= 0 and tokens_per_block > 0, got " + std::to_string(num_blocks) +
@@ -15,6 +16,7 @@ KvCacheManager::KvCacheManager(int32_t num_blocks, int32_t tokens_per_block)
   }
   free_list_.reserve(blocks_.size());
   for (int32_t id = num_blocks - 1; id >= 0; --id) free_list_.push_back(id);
+  if (reuse_) prefix_.resize(num_blocks);
 }
 
 int32_t KvCacheManager::blocks_for_tokens(int64_t num_tokens) const {
@@ -23,8 +25,15 @@ int32_t KvCacheManager::blocks_for_tokens(int64_t num_tokens) const {
 }
 
 int32_t KvCacheManager::allocate_block() {
-  const int32_t id = free_list_.back();
-  free_list_.pop_back();
+  // Never-cached blocks first; only when they run out is the least recently used cached prefix given up.
+  int32_t id = -1;
+  if (!free_list_.empty()) {
+    id = free_list_.back();
+    free_list_.pop_back();
+  } else {
+    id = prefix_.evict();
+    if (id < 0) throw EngineError(ErrorCode::internal, "KV cache: allocating with no free block (caller did not check)");
+  }
   blocks_[id].ref_count = 1;
   ++alloc_total_blocks_;
   ++alloc_new_blocks_;
@@ -35,7 +44,7 @@ void KvCacheManager::unref_block(int32_t id) {
   if (id < 0 || id >= num_blocks() || blocks_[id].ref_count <= 0) {
     throw EngineError(ErrorCode::internal, "KV cache: releasing block " + std::to_string(id) + " that is not in use");
   }
-  if (--blocks_[id].ref_count == 0) free_list_.push_back(id);
+  if (--blocks_[id].ref_count == 0 && !(reuse_ && prefix_.keep_on_release(id))) free_list_.push_back(id);
 }
 
 bool KvCacheManager::ensure_capacity(BlockTable& table, int64_t num_tokens) {

@@ -10,7 +10,10 @@ set(ENGINE_MODEL_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/llama.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gpt2.cpp
   ${CMAKE_CURRENT_LIST_DIR}/load-model.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/parallel-layout.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/load-agreement.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/gemm.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/gemm-small-m.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/norm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/rope.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/activation.cpp

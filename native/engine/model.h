@@ -7,11 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "comm.h"
 #include "model-config.h"
 
 namespace engine {
 
-// Where this rank sits in the tensor/pipeline grid. Only tp=1, pp=1 exist until leader mode lands.
+// Where this rank sits in the tensor/pipeline grid (parallel-layout.h says what each rank then holds). World rank
+// = pp_rank * tp_size + tp_rank: tp ranks of a stage are neighbours, world rank 0 (stage 0, tp rank 0) leads.
 struct ShardInfo {
   int32_t tp_rank = 0, tp_size = 1;
   int32_t pp_rank = 0, pp_size = 1;
@@ -27,10 +29,20 @@ struct SequenceChunk {
   bool all_logits = false;  // true: a logits row for every token of the chunk; false: only for the last token
 };
 
+// With tp/pp > 1, `logits` is filled on the leader (pp stage 0, tp rank 0) and on every tp rank of the last stage;
+// on the other ranks it is left empty. first_row and vocab_size are set on every rank.
 struct ForwardOutput {
   std::vector<float> logits;           // [n_rows, vocab_size], rows of all chunks concatenated in chunk order
   std::vector<int32_t> first_row;      // per chunk: index of its first row in `logits`
   int32_t vocab_size = 0;
+};
+
+// Communication of the last forward() on this rank (zero on a single rank). Seconds are wall time inside comm
+// calls, so for pipeline stages they include waiting for the neighbouring stage's compute.
+struct ForwardCommStats {
+  double seconds = 0;
+  uint64_t bytes = 0;  // payload of this rank's calls: sent, received, or its own buffer in a collective
+  int32_t calls = 0;
 };
 
 class Model {
@@ -42,24 +54,34 @@ class Model {
   virtual size_t kv_bytes_per_token() const = 0;
   // (Re)allocates the KV pool: num_blocks blocks of tokens_per_block tokens. Contents start undefined.
   virtual void allocate_kv(int32_t num_blocks, int32_t tokens_per_block) = 0;
+  // Copies every layer's K and V of block `src` into block `dst` (beam search's copy-on-write, kv-cache.h).
+  virtual void copy_kv_block(int32_t src, int32_t dst) = 0;
   // Bytes held by weights on this rank (for memory stats).
   virtual size_t weight_bytes() const = 0;
 
   // Runs every chunk as one batch (one GEMM per weight for all tokens of the iteration), writes K/V of the new
   // tokens into their blocks, and returns logits. Chunks of one call never share a block they write.
+  // Tensor/pipeline parallel: every rank of the model calls forward() with the SAME chunks (and the same KV
+  // allocation calls before), on the thread that called comm_init; all communication happens inside.
   virtual void forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) = 0;
+  virtual ForwardCommStats last_comm_stats() const { return {}; }
 };
 
 struct LoadOptions {
   ShardInfo shard;
+  // The rank's tensor-parallel group (the tp ranks of its stage, ordered by tp_rank) and pipeline group (the
+  // stages holding its tp rank, ordered by pp_rank). Sizes and ranks must match `shard`; default: size 1.
+  Comm tp_comm, pp_comm;
   int32_t num_threads = 0;  // 0: all cores
   // progress(bytes_done, bytes_total) during weight loading; may be empty.
   void (*progress)(void* user, uint64_t done, uint64_t total) = nullptr;
   void* progress_user = nullptr;
 };
 
-// Loads a Hugging Face checkpoint directory (config.json + model.safetensors or model.safetensors.index.json).
-// Throws EngineError naming the file / tensor / architecture on any problem.
+// Loads a Hugging Face checkpoint directory (config.json + model.safetensors or model.safetensors.index.json);
+// with tp/pp > 1, only this rank's slices (parallel-layout.h). Throws EngineError naming the file / tensor /
+// architecture on any problem. Makes no MPI call (it may run on any thread): ranks of a grid then settle whether
+// all of them loaded with agree_on_load (load-agreement.h) on the comm thread.
 std::unique_ptr<Model> load_model(const std::string& checkpoint_dir, const LoadOptions& options);
 
 }  // namespace engine

@@ -1,6 +1,4 @@
 // Requests, responses and statistics with TensorRT-LLM Executor semantics (executor/types.h, executor.h there).
-// Fields the current sampler does not use yet (penalties, stop words, beams) are already here so the next
-// features slot in without changing the binding.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -22,13 +20,15 @@ struct SamplingConfig {
   int32_t top_k = 0;                  // 0: no top-k limit
   std::optional<float> top_p;         // (0, 1]; absent: no nucleus limit
   std::optional<uint64_t> seed;       // same seed -> same output; absent: 0, as TRT-LLM's random_seed default
-  float repetition_penalty = 1.0f;    // next issue
-  float presence_penalty = 0.0f;      // next issue
-  float frequency_penalty = 0.0f;     // next issue
-  int32_t min_tokens = 0;             // next issue (min_length)
-  float length_penalty = 1.0f;        // next issue (beam search)
-  int32_t early_stopping = 1;         // next issue
-  float beam_search_diversity_rate = 0.0f;  // next issue
+  // Logits processors (logits-processors.h has the exact definitions and order).
+  float repetition_penalty = 1.0f;    // > 0; 1: off. Over prompt + output tokens, multiplicative
+  float presence_penalty = 0.0f;      // 0: off. Over output tokens, subtracted once per present token
+  float frequency_penalty = 0.0f;     // 0: off. Over output tokens, subtracted once per occurrence
+  int32_t min_tokens = 0;             // end_id is banned until this many tokens were generated (min_length)
+  // Beam search (beam-search.h).
+  float length_penalty = 1.0f;        // hypothesis score = cum_log_prob / generated_length ^ length_penalty
+  int32_t early_stopping = 1;         // 1: stop at beam_width hypotheses; 0: heuristic; -1: never (HF "never")
+  float beam_search_diversity_rate = 0.0f;  // >= 0: the k-th best continuation of a beam loses k * rate
 };
 
 struct OutputConfig {
@@ -46,8 +46,10 @@ struct Request {
   OutputConfig output;
   int32_t end_id = -1;                // -1: never stop on a token
   int32_t pad_id = -1;
-  std::vector<TokenIds> stop_words;   // next issue
-  std::vector<TokenIds> bad_words;    // next issue
+  std::vector<TokenIds> stop_words;   // stop-words.h; the stop sequence stays in the output
+  std::vector<TokenIds> bad_words;    // logits-processors.h
+  std::vector<float> embedding_bias;  // empty: none; else [vocab], added to every logits row before sampling
+  int32_t num_return_sequences = 0;   // beams returned, best first; 0: beam_width. <= beam_width
   std::optional<uint64_t> client_id;
 };
 

@@ -12,6 +12,8 @@
 
 namespace engine {
 
+// Beam-search sequences get one entry per returned beam (num_return_sequences, best first) in every per-beam
+// field; see build_beam_response in response-builder.cpp for what streaming carries then.
 Response build_response(Sequence& seq, int32_t vocab_size, bool is_final);
 Response build_error_response(const Sequence& seq, ErrorCode code, const std::string& message);
 

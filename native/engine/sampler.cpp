@@ -20,9 +20,6 @@ bool better(const std::pair<float, int32_t>& a, const std::pair<float, int32_t>&
   return a.second < b.second;
 }
 
-// NaN would poison sorting and softmax; treat it as "never pick".
-float sanitize(float x) { return std::isnan(x) ? -std::numeric_limits<float>::infinity() : x; }
-
 }  // namespace
 
 double counter_uniform(uint64_t seed, uint64_t step) {
@@ -30,15 +27,26 @@ double counter_uniform(uint64_t seed, uint64_t step) {
   return static_cast<double>(h >> 11) * (1.0 / 9007199254740992.0);  // 53 random bits -> [0, 1)
 }
 
-void Sampler::apply_logits_processors(std::vector<float>& row, const SamplingContext& ctx) {
-  // Penalties, min_tokens and bad words slot in here (next issue); each edits `row` in place.
-  for (float& x : row) x = sanitize(x);
+void Sampler::processed_log_probs(const float* logits, int32_t vocab, const SamplingContext& ctx,
+                                  std::vector<float>& out) {
+  out.assign(logits, logits + vocab);
+  processors_.apply(out.data(), vocab, ctx);
+  const float t = ctx.config != nullptr ? ctx.config->temperature : 1.0f;
+  if (t > 0 && t != 1.0f)
+    for (float& x : out) x /= t;
+  float max = -std::numeric_limits<float>::infinity();
+  for (float x : out) max = std::max(max, x);
+  if (max == -std::numeric_limits<float>::infinity()) return;  // every token banned: all stay -inf
+  double sum = 0;
+  for (float x : out) sum += std::exp(static_cast<double>(x) - max);
+  const float log_z = max + static_cast<float>(std::log(sum));
+  for (float& x : out) x -= log_z;
 }
 
 SampledToken Sampler::sample(const float* logits, int32_t vocab, const SamplingContext& ctx) {
   const SamplingConfig& cfg = *ctx.config;
   row_.assign(logits, logits + vocab);
-  apply_logits_processors(row_, ctx);
+  processors_.apply(row_.data(), vocab, ctx);
 
   const bool greedy = cfg.temperature == 0.0f || cfg.top_k == 1 || (cfg.top_k == 0 && !cfg.top_p);
   if (greedy) {

@@ -10,6 +10,13 @@
 // Both: running sequences first (oldest first), then queued ones strictly FIFO (the first that does not fit stops
 //   admission, so a big request is not starved by small ones behind it); max_batch_size and max_num_tokens cap
 //   each iteration.
+// Chunking (chunked context, or any resume): a context longer than what the iteration has left runs in chunks
+//   that end on a block boundary (sizes are multiples of tokens_per_block except the last, as in TensorRT-LLM);
+//   decode tokens of running sequences are set aside first, so a long prompt never stalls other decodes. When
+//   that leaves a running prompt less than a block, it waits and nothing new is admitted, so the decodes drain
+//   instead of newcomers starving it.
+// Prefix reuse: a queued entry arrives with num_computed = its cached prefix; the prefix blocks that other
+//   sequences already hold (num_shared_blocks) cost nothing, cached unreferenced ones cost a free block each.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -38,6 +45,17 @@ struct SchedulerEntry {
   // A sequence resumed after a pause may be split into chunks even without chunked context: its prompt +
   // generated tokens can exceed max_num_tokens, and it must still make progress.
   bool is_resume = false;
+  // Queued only: blocks of the cached prefix (counted in num_computed) that running sequences already hold, so
+  // attaching them takes no block from the free pool and they need no reservation.
+  int32_t num_shared_blocks = 0;
+  // Beam search (beam_width > 1): the beams share the prompt's full blocks and each owns the rest, so covering
+  // t > prompt_len positions takes floor(prompt_len / tpb) + beam_width * (blocks(t) - floor(prompt_len / tpb))
+  // blocks, a bound that includes the copy-on-write copies; a generation step feeds num_live_beams tokens. Such
+  // an entry is never paused (it has no recompute path): max_utilization admits it only when its lifetime fits
+  // next to the other beam requests' reservations, and pauses other sequences around it.
+  int32_t beam_width = 1;
+  int32_t num_live_beams = 1;
+  int32_t prompt_len = 0;
 };
 
 struct ScheduledWork {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "beam.h"
 #include "kv-cache.h"
 #include "request.h"
 
@@ -41,6 +42,13 @@ struct Sequence {
   std::vector<float> context_logits;     // [rows_done, vocab]; rows appended as prompt chunks run
   std::vector<float> generation_logits;  // [num_generated, vocab]
 
+  // Beam search only (request.sampling.beam_width > 1; beam-search.h). The context runs once on `tokens` and
+  // `block_table` above; the first step moves those blocks into the beams. After that `tokens` mirrors the best
+  // live beam (so the scheduler and the step counter see the request's length) and `block_table` stays empty.
+  std::vector<Beam> beams;                 // live, best first
+  std::vector<BeamHypothesis> hypotheses;  // finished, best first, at most beam_width
+  std::vector<float> beam_logits;          // [rows, vocab] generation logits rows the beams index into
+
   // Streaming cursors: how much of each output was already sent.
   size_t sent_tokens = 0;          // generated tokens
   size_t sent_generation_rows = 0;
@@ -58,6 +66,7 @@ struct Sequence {
   // admission/validation) count prompt + max_tokens, which keeps the three consistent.
   int64_t lifetime_tokens() const { return static_cast<int64_t>(prompt_len) + request.max_tokens; }
   bool is_finished() const { return state == SequenceState::finished; }
+  bool is_beam_search() const { return request.sampling.beam_width > 1; }
 };
 
 }  // namespace engine

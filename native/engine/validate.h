@@ -16,6 +16,7 @@ struct ValidationLimits {
   bool enable_chunked_context = false;
   int32_t kv_num_blocks = 0;              // the whole pool
   int32_t kv_tokens_per_block = 1;
+  int64_t max_logits_elements = 0;       // context / generation logits values per request; 0: no cap
 };
 
 void validate_request(const Request& request, const ValidationLimits& limits);

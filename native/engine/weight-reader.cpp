@@ -32,8 +32,11 @@ void WeightReader::read_into(const std::string& name, const std::vector<int64_t>
   advance(name);
 }
 
-std::vector<float> WeightReader::read_transposed(const std::string& name, int64_t in, int64_t out) {
-  std::vector<float> src = read(name, {in, out});
+std::vector<float> WeightReader::read_transposed(const std::string& name, int64_t full_in, int64_t full_out,
+                                                 const std::optional<TensorSlice>& slice) {
+  std::vector<float> src = read(name, {full_in, full_out}, slice);
+  const int64_t in = slice && slice->dim == 0 ? slice->end - slice->begin : full_in;
+  const int64_t out = slice && slice->dim == 1 ? slice->end - slice->begin : full_out;
   std::vector<float> t(src.size());
   constexpr int64_t kTile = 32;  // tiles keep both the reads and the writes cache-friendly
   for (int64_t i0 = 0; i0 < in; i0 += kTile)
@@ -41,6 +44,14 @@ std::vector<float> WeightReader::read_transposed(const std::string& name, int64_
       for (int64_t i = i0; i < std::min(in, i0 + kTile); ++i)
         for (int64_t o = o0; o < std::min(out, o0 + kTile); ++o) t[o * in + i] = src[i * out + o];
   return t;
+}
+
+std::vector<float> WeightReader::read_rows_padded(const std::string& name, int64_t rows, int64_t cols, int64_t begin,
+                                                  int64_t end) {
+  std::vector<float> v(static_cast<size_t>((end - begin) * cols), 0.0f);
+  const int64_t real_end = std::min(end, rows);
+  if (real_end > begin) read_into(name, {rows, cols}, v.data(), TensorSlice{0, begin, real_end});
+  return v;
 }
 
 void WeightReader::finish() {

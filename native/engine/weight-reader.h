@@ -1,5 +1,7 @@
 // Reads a model's weights from a Checkpoint for one rank, reporting progress. Loaders ask for every tensor
-// through here so that sharding (which slice a tp rank takes) and progress accounting live in one place.
+// through here (sliced per parallel-layout.h) so that conversion and progress accounting live in one place.
+// Progress counts a tensor's stored bytes once it is read, whole or in part; ranks of a pipeline stage skip other
+// stages' tensors, and finish() then completes the count.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -22,8 +24,14 @@ class WeightReader {
   // Into `out` (slice element count), to assemble fused weights without a copy.
   void read_into(const std::string& name, const std::vector<int64_t>& shape, float* out,
                  const std::optional<TensorSlice>& slice = std::nullopt);
-  // A GPT-2 Conv1D weight stored [in, out], returned transposed to nn.Linear's [out, in].
-  std::vector<float> read_transposed(const std::string& name, int64_t in, int64_t out);
+  // A GPT-2 Conv1D weight stored [in, out], returned transposed to nn.Linear's [out, in]. With `slice` on dim 1
+  // (output columns: column parallel) or dim 0 (input rows: row parallel), only that part, still transposed.
+  std::vector<float> read_transposed(const std::string& name, int64_t in, int64_t out,
+                                     const std::optional<TensorSlice>& slice = std::nullopt);
+  // Rows [begin, end) of a [rows, cols] tensor, where rows >= `rows` (a vocab padded up to a multiple of tp) come
+  // back as zeros. For the vocab-parallel embedding and LM head.
+  std::vector<float> read_rows_padded(const std::string& name, int64_t rows, int64_t cols, int64_t begin,
+                                      int64_t end);
   // Reports completion (tensors the model does not use, like GPT-2's attn.bias buffers, count as done).
   void finish();
 

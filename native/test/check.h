@@ -32,10 +32,10 @@ inline std::string repo_root = ".";
               "expected an error containing '%s', got '%s'", code_substring, threw_ ? what_.c_str() : "(no error)"); \
   } while (0)
 
-#define TEST_MAIN(body)                                                                  \
+#define TEST_MAIN(...)                                                                   \
   int main(int argc, char** argv) {                                                      \
     if (argc > 1) check::repo_root = argv[1];                                            \
-    body;                                                                                \
+    __VA_ARGS__;                                                                         \
     std::printf("%d checks passed, %d failed\n", check::passes, check::failures);        \
     return check::failures == 0 ? 0 : 1;                                                 \
   }

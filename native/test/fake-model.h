@@ -37,6 +37,13 @@ class FakeModel : public engine::Model {
     kv_.assign(static_cast<size_t>(num_blocks) * tokens_per_block, Slot{-7, -7});
   }
 
+  void copy_kv_block(int32_t src, int32_t dst) override {
+    if (src < 0 || src >= num_blocks_ || dst < 0 || dst >= num_blocks_) throw std::runtime_error("copy_kv_block out of range");
+    ++kv_copies;
+    for (int32_t i = 0; i < tokens_per_block_; ++i)
+      kv_[static_cast<size_t>(dst) * tokens_per_block_ + i] = kv_[static_cast<size_t>(src) * tokens_per_block_ + i];
+  }
+
   void forward(const std::vector<engine::SequenceChunk>& chunks, engine::ForwardOutput& out) override {
     ++forward_calls;
     if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
@@ -49,11 +56,19 @@ class FakeModel : public engine::Model {
       if (c.tokens.empty()) throw std::runtime_error("empty chunk");
       if (static_cast<int64_t>(c.block_ids.size()) * tokens_per_block_ < end)
         throw std::runtime_error("block table too short for position " + std::to_string(end - 1));
-      for (int32_t b : c.block_ids) {
+      for (int32_t b : c.block_ids)
         if (b < 0 || b >= num_blocks_) throw std::runtime_error("block id out of range: " + std::to_string(b));
-        if (!used.insert(b).second) throw std::runtime_error("block " + std::to_string(b) + " shared by two chunks");
+      // Beams may share blocks they only read; two chunks writing one block would corrupt each other.
+      for (int64_t i = c.past_len / tokens_per_block_; i * tokens_per_block_ < end; ++i) {
+        const int32_t b = c.block_ids[static_cast<size_t>(i)];
+        if (!used.insert(b).second) throw std::runtime_error("block " + std::to_string(b) + " written by two chunks");
       }
     }
+    // Prefix reuse shares only full blocks nobody writes again: a block one chunk writes must not be read by another.
+    for (const auto& c : chunks)
+      for (int64_t i = 0; i < c.past_len / tokens_per_block_; ++i)
+        if (used.count(c.block_ids[static_cast<size_t>(i)]) && !writes(c, c.block_ids[static_cast<size_t>(i)]))
+          throw std::runtime_error("block " + std::to_string(c.block_ids[static_cast<size_t>(i)]) + " read while another chunk writes it");
 
     const int32_t V = config_.vocab_size;
     out.vocab_size = V;
@@ -83,10 +98,20 @@ class FakeModel : public engine::Model {
     return static_cast<int32_t>(mix(h) % static_cast<uint64_t>(config_.vocab_size));
   }
 
+  // The logits row forward() produces after the full sequence `seq` (for references of processors and beams).
+  std::vector<float> row_for(const std::vector<int32_t>& seq) const {
+    uint64_t h = 1469598103934665603ull;
+    for (int32_t t : seq) h = (h ^ static_cast<uint64_t>(t + 1)) * 1099511628211ull;
+    std::vector<float> row;
+    append_row(h, row);
+    return row;
+  }
+
   std::atomic<int> forward_calls{0};
   std::atomic<int> max_chunks_seen{0};
   std::atomic<int> fail_on_call{-1};  // throw on this forward call number (1-based); -1 never
   std::atomic<int> delay_ms{0};
+  std::atomic<int> kv_copies{0};  // copy_kv_block calls (beam search copy-on-write)
 
  private:
   struct Slot { int32_t token, pos; };
@@ -94,6 +119,13 @@ class FakeModel : public engine::Model {
   static uint64_t mix(uint64_t x) {
     x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull; x ^= x >> 33;
     return x;
+  }
+
+  bool writes(const engine::SequenceChunk& c, int32_t block) const {
+    const int64_t end = c.past_len + static_cast<int64_t>(c.tokens.size());
+    for (int64_t i = c.past_len / tokens_per_block_; i * tokens_per_block_ < end; ++i)
+      if (c.block_ids[static_cast<size_t>(i)] == block) return true;
+    return false;
   }
 
   Slot& slot(const engine::SequenceChunk& c, int32_t p) {

@@ -438,7 +438,8 @@ void llama_tests() {
   tp.tp_size = 2;
   LoadOptions topts;
   topts.shard = tp;
-  CHECK_THROWS(load_model(ck.dir, topts), "lands with leader mode");
+  // A tp grid needs its tp group: the default (size-1) comm is refused by name.
+  CHECK_THROWS(load_model(ck.dir, topts), "LoadOptions.tp_comm has 1 rank(s) but shard.tp_size is 2");
 
   // A wrong shape is reported with the tensor's name.
   TinyCheckpoint bad = make_llama();

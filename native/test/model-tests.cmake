@@ -4,3 +4,22 @@ engine_test(model-safetensors)
 engine_test(model-config)
 engine_test(model-forward)
 engine_test(model-reference)
+engine_test(cpu-gemm)
+engine_test(model-parallel-layout)
+
+# Tensor/pipeline parallel forward under the real MPI launcher (one rank per tp x pp cell, world rank =
+# pp_rank * tp + tp_rank), and grids that cannot split the model (every rank must say so; none may hang).
+add_executable(model-parallel ${CMAKE_CURRENT_LIST_DIR}/model-parallel.cpp ${CMAKE_CURRENT_LIST_DIR}/check.h)
+target_link_libraries(model-parallel PRIVATE engine)
+function(model_parallel_test name np)  # ARGN: tp pp [expected error]
+  add_test(NAME ${name} COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} --oversubscribe
+           $<TARGET_FILE:model-parallel> ${ENGINE_REPO_ROOT} ${ARGN})
+  set_tests_properties(${name} PROPERTIES TIMEOUT 60 ENVIRONMENT
+                       "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
+endfunction()
+model_parallel_test(model-parallel-tp2 2 2 1)
+model_parallel_test(model-parallel-pp2 2 1 2)
+model_parallel_test(model-parallel-tp2-pp2 4 2 2)
+model_parallel_test(model-parallel-tp4 4 4 1)  # 2 kv heads < tp 4: kv heads replicated
+model_parallel_test(model-parallel-bad-tp3 3 3 1 "num_attention_heads 4 is not divisible by tp 3")
+model_parallel_test(model-parallel-bad-pp3 3 1 3 "pp 3 > num_hidden_layers 2")

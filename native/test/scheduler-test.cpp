@@ -145,7 +145,54 @@ static void test_resume_recomputes_and_chunks() {
   CHECK(plan.work.size() == 5);  // 5 gen tokens + 12 > 16
   c.enable_chunked_context = true;
   plan = schedule_iteration(c, gens, {fresh}, 100);
-  CHECK(plan.work.size() == 6 && plan.work[5].num_new_tokens == 11);
+  // 11 tokens left, but chunks end on a block boundary (TensorRT-LLM's chunk unit): 8.
+  CHECK(plan.work.size() == 6 && plan.work[5].num_new_tokens == 8);
+}
+
+static void test_chunks_leave_room_for_decodes() {
+  auto c = cfg(CapacitySchedulerPolicy::guaranteed_no_evict, 8, 16, 4);
+  c.enable_chunked_context = true;
+  // A running context (started first, 30 of 50 tokens to go) ahead of two decodes: its chunk leaves them their
+  // two tokens and ends on a block boundary: 16 - 2 = 14 -> 12.
+  SchedulerEntry ctx = queued_entry(1, 50, 4);
+  ctx.num_computed = 20;
+  ctx.num_blocks_held = 5;
+  std::vector<SchedulerEntry> r = {ctx, gen_entry(2, 9, 3, 20), gen_entry(3, 9, 3, 20)};
+  auto plan = schedule_iteration(c, r, {}, 100);
+  CHECK(plan.work.size() == 3);
+  CHECK(plan.work[0].id == 1 && plan.work[0].num_new_tokens == 12);
+  CHECK(plan.num_context_tokens + plan.num_generation <= 16);
+  // Its last chunk need not be aligned: 6 left.
+  r[0].num_computed = 44;
+  r[0].num_blocks_held = 11;
+  plan = schedule_iteration(c, r, {}, 100);
+  CHECK(plan.work[0].num_new_tokens == 6 && plan.work.size() == 3);
+  // Under a block of budget left: a chunked prompt waits instead of running an unaligned piece.
+  c.max_num_tokens = 5;
+  std::vector<SchedulerEntry> q = {queued_entry(9, 3, 2)};
+  plan = schedule_iteration(c, r, q, 100);
+  CHECK(plan.work.size() == 2 && plan.work[0].id == 2);
+  // ... and the 3-token newcomer that would fit is held back, so decodes drain and the prompt gets its block.
+  CHECK(plan.work[1].id == 3);
+}
+
+static void test_shared_prefix_blocks_are_free() {
+  // A queued prompt of 14 tokens whose first 12 are cached: 8 of them in blocks running sequences hold (shared,
+  // free of charge), 4 in a cached unreferenced block (takes one free block). Lifetime 14 + 6 = 20 tokens = 5
+  // blocks, of which 2 shared -> 3 to reserve; the chunk covers positions [12, 14).
+  auto c = cfg(CapacitySchedulerPolicy::guaranteed_no_evict, 8, 64, 4);
+  SchedulerEntry e = queued_entry(4, 14, 6);
+  e.num_computed = 12;
+  e.num_shared_blocks = 2;
+  auto plan = schedule_iteration(c, {}, {e}, 3);
+  CHECK(plan.work.size() == 1 && plan.work[0].num_new_tokens == 2);
+  CHECK(plan.num_context_tokens == 2);
+  CHECK(plan.num_blocks_after == 3 - 2);  // the cached block re-attached + 1 new for positions 12, 13
+  plan = schedule_iteration(c, {}, {e}, 2);
+  CHECK(plan.work.empty());  // lifetime needs 3
+  c.policy = CapacitySchedulerPolicy::max_utilization;
+  plan = schedule_iteration(c, {}, {e}, 2);
+  CHECK(plan.work.size() == 1 && plan.num_blocks_after == 0);  // only the current step must fit
 }
 
 TEST_MAIN({
@@ -154,4 +201,6 @@ TEST_MAIN({
   test_max_utilization_admits_for_current_step();
   test_max_utilization_pauses_lifo();
   test_resume_recomputes_and_chunks();
+  test_chunks_leave_room_for_decodes();
+  test_shared_prefix_blocks_are_free();
 })

@@ -7,3 +7,15 @@ function(engine_test name)
 endfunction()
 include(${CMAKE_CURRENT_LIST_DIR}/model-tests.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/executor-tests.cmake)
+engine_test(iteration-plan-test)
+
+# comm runs alone (size 1, no MPI) and under the MPI launcher with 2 and 3 ranks.
+add_executable(comm-test ${CMAKE_CURRENT_LIST_DIR}/comm-test.cpp)
+target_link_libraries(comm-test PRIVATE engine)
+add_test(NAME comm-single COMMAND comm-test ${ENGINE_REPO_ROOT})
+foreach(np 2 3)
+  add_test(NAME comm-mpi-${np} COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} --oversubscribe
+           $<TARGET_FILE:comm-test> ${ENGINE_REPO_ROOT})
+  set_tests_properties(comm-mpi-${np} PROPERTIES TIMEOUT 60
+                       ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+endforeach()

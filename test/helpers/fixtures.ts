@@ -19,6 +19,22 @@ export interface ReferenceCase {
   greedy_log_probs: number[];
 }
 
+/** HF generate() outputs recorded for case 0 (12 new tokens, eos disabled); keyed by configuration name. */
+export interface GenerateReference {
+  output_ids: number[][];          // per returned sequence, new tokens only, best first
+  sequences_scores?: number[];     // beam search: cum log prob / generated_len ** length_penalty
+  error?: string;
+}
+
+export function generateReferences(model: string): Record<string, GenerateReference> {
+  const json = JSON.parse(readFileSync(join(fixtureDir(model), 'reference.json'), 'utf8')) as {
+    cases: { generate?: Record<string, GenerateReference> }[];
+  };
+  const g = json.cases[0]?.generate;
+  if (!g) throw new Error(`reference.json of ${model} has no generate references in case 0`);
+  return g;
+}
+
 export function referenceCases(model: string): ReferenceCase[] {
   const json = JSON.parse(readFileSync(join(fixtureDir(model), 'reference.json'), 'utf8')) as { cases: ReferenceCase[] };
   return json.cases;

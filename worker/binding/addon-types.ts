@@ -37,6 +37,8 @@ export interface NativeRequest {
   stopWords?: number[][];
   badWords?: number[][];
   clientId?: number;
+  embeddingBias?: number[] | Float32Array;  // [vocabSize], added to every logits row; absent/empty: none
+  numReturnSequences?: number;              // beams returned (best first); 0/absent: beamWidth
   sampling?: SamplingParams;
   output?: OutputParams;
 }
@@ -48,8 +50,8 @@ export interface NativeResponse {
   isFinal: boolean;
   outputTokenIds?: number[][];          // per beam
   finishReasons?: FinishReason[];       // per beam
-  cumLogProbs?: number[];
-  logProbs?: number[][];
+  cumLogProbs?: number[];               // per beam
+  logProbs?: number[][];                // per beam, per returned token
   contextLogits?: Float32Array;         // [promptLen, vocabSize]
   generationLogits?: Float32Array;      // [beams, tokens, vocabSize]
   vocabSize?: number;
@@ -69,10 +71,24 @@ export interface NativeExecutorConfig {
   enableChunkedContext?: boolean;
   enableKvCacheReuse?: boolean;
   iterStatsMaxIterations?: number;
+  maxLogitsElements?: number;   // cap on context/generation logits values per request; 0: none (default 2^28)
 }
 
 export interface NativeLoadOptions {
   numThreads?: number;
+  /** Tensor / pipeline parallel sizes; tp x pp must equal the number of MPI ranks (1 without MPI). */
+  tp?: number;
+  pp?: number;
+}
+
+export interface CommInfo {
+  mpi: boolean;
+  worldRank: number;
+  worldSize: number;
+  localRank: number;
+  localSize: number;
+  host: string;
+  library: string;
 }
 
 export interface KvCacheStats {
@@ -151,10 +167,14 @@ export interface Addon {
     onProgress?: (done: number, total: number) => void,
   ): Promise<AddonExecutor>;
   readModelConfig(modelDir: string): ModelConfig;
+  /** Starts MPI when `useMpi` (once per process; later calls return the same info). */
+  commInit(useMpi: boolean): CommInfo;
+  /** A follower rank's whole life: load its shard, apply the leader's plans, resolve when the leader shuts down. */
+  runFollower(modelDir: string, options: NativeLoadOptions, onProgress?: (done: number, total: number) => void): Promise<void>;
 }
 
 /** The export names, for the test that compares them with what the addon really exports. */
-export const ADDON_EXPORTS = ['setErrorClass', 'buildInfo', 'loadExecutor', 'readModelConfig'] as const;
+export const ADDON_EXPORTS = ['setErrorClass', 'buildInfo', 'loadExecutor', 'readModelConfig', 'commInit', 'runFollower'] as const;
 export const ADDON_EXECUTOR_METHODS = [
   'enqueue', 'cancel', 'getLatestIterationStats', 'kvCacheStats', 'numActiveRequests', 'modelConfig', 'shutdown',
 ] as const;

@@ -72,6 +72,7 @@ export class RequestHandle implements AsyncIterable<NativeResponse> {
 
 export class Executor {
   private readonly handles = new Map<number, RequestHandle>();
+  private readonly statsListeners = new Set<(batch: IterationStats[]) => void>();
   private closed = false;
 
   private constructor(
@@ -86,11 +87,13 @@ export class Executor {
   /** Loads the checkpoint in `modelDir` on a worker thread and starts the executor loop. */
   static async load(modelDir: string, options: ExecutorOptions = {}): Promise<Executor> {
     const addon = loadAddon();
-    const { onProgress, numThreads, ...config } = options;
+    const { onProgress, numThreads, tp, pp, ...config } = options;
     const modelConfig = addon.readModelConfig(modelDir);
     const router: { deliver?: (batch: NativeResponse[]) => void } = {};
     const native = await addon.loadExecutor(
-      modelDir, config, numThreads === undefined ? {} : { numThreads },
+      modelDir, config, {
+        ...(numThreads === undefined ? {} : { numThreads }), ...(tp === undefined ? {} : { tp }), ...(pp === undefined ? {} : { pp }),
+      },
       (batch) => router.deliver?.(batch), onProgress,
     );
     const limits: RequestLimits = {
@@ -99,6 +102,7 @@ export class Executor {
       maxNumTokens: config.maxNumTokens ?? 8192,
       maxBeamWidth: config.maxBeamWidth ?? 1,
       chunkedContext: config.enableChunkedContext ?? false,
+      maxLogitsElements: config.maxLogitsElements ?? 2 ** 28,
     };
     return new Executor(native, modelConfig, limits, router);
   }
@@ -131,8 +135,20 @@ export class Executor {
     this.native.cancel(requestId);
   }
 
+  /**
+   * The iterations since the last call (the native side drains on read). Every listener registered with
+   * onIterationStats sees the same batch, so metrics and any other consumer can share the one stream.
+   */
   iterationStats(): IterationStats[] {
-    return this.native.getLatestIterationStats();
+    const batch = this.native.getLatestIterationStats();
+    if (batch.length > 0) for (const listener of this.statsListeners) listener(batch);
+    return batch;
+  }
+
+  /** Registers a consumer of every drained batch of iteration stats; returns the unsubscribe function. */
+  onIterationStats(listener: (batch: IterationStats[]) => void): () => void {
+    this.statsListeners.add(listener);
+    return () => this.statsListeners.delete(listener);
   }
 
   kvCacheStats(): KvCacheStats {

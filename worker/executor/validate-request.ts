@@ -9,11 +9,12 @@ export interface RequestLimits {
   maxNumTokens: number;     // tokens one iteration can hold (the prompt must fit unless chunked context is on)
   maxBeamWidth: number;
   chunkedContext: boolean;
+  maxLogitsElements?: number; // context/generation logits values one request may ask for; 0 or absent: no cap
 }
 
 const REQUEST_KEYS = new Set([
   'inputTokenIds', 'maxTokens', 'streaming', 'endId', 'padId', 'stopWords', 'badWords', 'clientId', 'sampling',
-  'output',
+  'output', 'embeddingBias', 'numReturnSequences',
 ]);
 const SAMPLING_KEYS = new Set<keyof SamplingParams>([
   'beamWidth', 'temperature', 'topK', 'topP', 'seed', 'repetitionPenalty', 'presencePenalty', 'frequencyPenalty',
@@ -72,7 +73,36 @@ function wordLists(value: unknown, field: string, vocabSize: number): void {
   });
 }
 
-function validateSampling(sampling: unknown, limits: RequestLimits): void {
+function embeddingBias(value: unknown, vocabSize: number): void {
+  if (value === undefined) return;
+  if (!Array.isArray(value) && !(value instanceof Float32Array)) {
+    fail(`embeddingBias must be an array of numbers or a Float32Array, got ${describeValue(value)}`);
+  }
+  if (value.length === 0) return;
+  if (value.length !== vocabSize) {
+    fail(`embeddingBias has ${value.length} values but must have vocab_size ${vocabSize} (or none)`);
+  }
+  for (let i = 0; i < value.length; i += 1) {
+    const v: unknown = value[i];
+    if (typeof v !== 'number' || !Number.isFinite(v)) fail(`embeddingBias[${i}] must be a finite number, got ${describeValue(v)}`);
+  }
+}
+
+// Logits outputs are held in memory until the response: the same cap as the native max_logits_elements.
+function logitsCap(r: Record<string, unknown>, promptLen: number, maxTokens: number, beams: number, limits: RequestLimits): void {
+  const cap = limits.maxLogitsElements ?? 0;
+  if (cap <= 0 || typeof r.output !== 'object' || r.output === null) return;
+  const o = r.output as OutputParams;
+  if (o.returnContextLogits === true && promptLen * limits.vocabSize > cap) {
+    fail(`output.returnContextLogits: prompt length ${promptLen} x vocab_size ${limits.vocabSize} = ${promptLen * limits.vocabSize} values exceeds max_logits_elements ${cap}`);
+  }
+  const gen = beams * maxTokens * limits.vocabSize;
+  if (o.returnGenerationLogits === true && gen > cap) {
+    fail(`output.returnGenerationLogits: beam_width ${beams} x maxTokens ${maxTokens} x vocab_size ${limits.vocabSize} = ${gen} values exceeds max_logits_elements ${cap}`);
+  }
+}
+
+function validateSampling(sampling: unknown, limits: RequestLimits, maxTokens: number): void {
   if (sampling === undefined) return;
   if (typeof sampling !== 'object' || sampling === null || Array.isArray(sampling)) {
     fail(`sampling must be an object, got ${describeValue(sampling)}`);
@@ -91,7 +121,7 @@ function validateSampling(sampling: unknown, limits: RequestLimits): void {
   }
   if (s.presencePenalty !== undefined) finiteNumber(s.presencePenalty, 'sampling.presencePenalty', () => true, '');
   if (s.frequencyPenalty !== undefined) finiteNumber(s.frequencyPenalty, 'sampling.frequencyPenalty', () => true, '');
-  if (s.minTokens !== undefined) intIn(s.minTokens, 'sampling.minTokens', 0, limits.maxSeqLen, `in [0, ${limits.maxSeqLen}]`);
+  if (s.minTokens !== undefined) intIn(s.minTokens, 'sampling.minTokens', 0, maxTokens, `in [0, maxTokens ${maxTokens}]`);
   if (s.lengthPenalty !== undefined) finiteNumber(s.lengthPenalty, 'sampling.lengthPenalty', () => true, '');
   if (s.earlyStopping !== undefined) intIn(s.earlyStopping, 'sampling.earlyStopping', -1, 1, 'in [-1, 1]');
   if (s.beamSearchDiversityRate !== undefined) {
@@ -131,7 +161,13 @@ export function validateRequest(request: unknown, limits: RequestLimits): Native
   if (r.clientId !== undefined) intIn(r.clientId, 'clientId', 0, Number.MAX_SAFE_INTEGER, '>= 0');
   wordLists(r.stopWords, 'stopWords', limits.vocabSize);
   wordLists(r.badWords, 'badWords', limits.vocabSize);
-  validateSampling(r.sampling, limits);
+  validateSampling(r.sampling, limits, maxTokens);
+  const beams = (r.sampling as SamplingParams | undefined)?.beamWidth ?? 1;
+  if (r.numReturnSequences !== undefined) {
+    intIn(r.numReturnSequences, 'numReturnSequences', 0, beams, `in [0, beamWidth ${beams}] (0: beamWidth)`);
+  }
+  embeddingBias(r.embeddingBias, limits.vocabSize);
+  logitsCap(r, ids.length, maxTokens, beams, limits);
   validateOutput(r.output);
   return r as unknown as NativeRequest;
 }

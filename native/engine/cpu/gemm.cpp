@@ -1,5 +1,7 @@
 #include "gemm.h"
 
+#include "gemm-small-m.h"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -36,16 +38,19 @@ void gemm_xwt(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, cons
   if (m == 0 || n == 0) return;
   const int64_t flops = m * n * k;
   if (flops < (int64_t{1} << 15) || omp_get_max_threads() == 1 || omp_in_parallel()) {
-    blas_xwt(m, n, k, x, ldx, w, y, ldy, accumulate);
+    if (m > 1 && m <= kSmallM) gemm_xwt_small_m(m, 0, n, k, x, ldx, w, y, ldy, accumulate);
+    else blas_xwt(m, n, k, x, ldx, w, y, ldy, accumulate);
     return;
   }
+  const bool small_m = m <= kSmallM;
 #pragma omp parallel
   {
     const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
     // Slices are multiples of 16 columns so each thread's rows of w start cache-line aligned.
     const int64_t per = ((n + nt - 1) / nt + 15) / 16 * 16;
     const int64_t n0 = std::min(n, id * per), n1 = std::min(n, n0 + per);
-    if (n1 > n0) blas_xwt(m, n1 - n0, k, x, ldx, w + n0 * k, y + n0, ldy, accumulate);
+    if (n1 > n0 && small_m) gemm_xwt_small_m(m, n0, n1, k, x, ldx, w, y, ldy, accumulate);
+    else if (n1 > n0) blas_xwt(m, n1 - n0, k, x, ldx, w + n0 * k, y + n0, ldy, accumulate);
   }
 }
 

@@ -42,3 +42,32 @@ t.test('bad inputs name the field and the value', async (t) => {
   rejects(t, { ...ok, stopWords: [[]] }, /stopWords\[0\] is empty/, 'empty stop word');
   rejects(t, null, /a request must be an object, got null/, 'null request');
 });
+
+t.test('decoding parameters: penalties, words, embedding bias, beams, logits cap', async (t) => {
+  const beams: RequestLimits = { ...limits, maxBeamWidth: 4, maxLogitsElements: 4096 };
+  const reject = (request: unknown, pattern: RegExp, name: string): void => {
+    expectError(t, () => validateRequest(request, beams), 'invalid_argument', pattern, name);
+  };
+  const bias = new Array(512).fill(0);
+  t.ok(validateRequest({ ...ok, embeddingBias: bias, numReturnSequences: 2, sampling: { beamWidth: 2, minTokens: 4 } }, beams), 'a valid beam request passes');
+  t.ok(validateRequest({ ...ok, embeddingBias: new Float32Array(512) }, beams), 'a Float32Array bias passes');
+  reject({ ...ok, sampling: { beamWidth: 5 } }, /sampling.beamWidth must be an integer in \[1, 4\] \(max_beam_width\), got 5/, 'beam width names max_beam_width');
+  reject({ ...ok, sampling: { repetitionPenalty: 0 } }, /sampling.repetitionPenalty must be a finite number > 0, got 0/, 'repetition penalty 0');
+  reject({ ...ok, sampling: { presencePenalty: Infinity } }, /sampling.presencePenalty must be a finite number/, 'presence penalty inf');
+  reject({ ...ok, sampling: { frequencyPenalty: Number.NaN } }, /sampling.frequencyPenalty must be a finite number/, 'frequency penalty NaN');
+  reject({ ...ok, sampling: { lengthPenalty: -Infinity } }, /sampling.lengthPenalty must be a finite number/, 'length penalty -inf');
+  reject({ ...ok, sampling: { minTokens: 5 } }, /sampling.minTokens must be an integer in \[0, maxTokens 4\], got 5/, 'min tokens above max tokens');
+  reject({ ...ok, sampling: { minTokens: -1 } }, /sampling.minTokens.*got -1/, 'min tokens negative');
+  reject({ ...ok, badWords: [[1], []] }, /badWords\[1\] is empty/, 'empty bad word');
+  reject({ ...ok, badWords: [[1, 512]] }, /badWords\[0\]\[1\].*\[0, 512\)/, 'bad word token out of vocab');
+  reject({ ...ok, stopWords: [[-1]] }, /stopWords\[0\]\[0\]/, 'stop word token negative');
+  reject({ ...ok, embeddingBias: [1, 2] }, /embeddingBias has 2 values but must have vocab_size 512/, 'bias length');
+  reject({ ...ok, embeddingBias: [...bias.slice(1), Number.NaN] }, /embeddingBias\[511\] must be a finite number, got NaN/, 'bias NaN');
+  reject({ ...ok, embeddingBias: 'x' }, /embeddingBias must be an array of numbers or a Float32Array/, 'bias type');
+  reject({ ...ok, numReturnSequences: 3, sampling: { beamWidth: 2 } }, /numReturnSequences must be an integer in \[0, beamWidth 2\].*got 3/, 'more sequences than beams');
+  reject({ ...ok, numReturnSequences: 2 }, /numReturnSequences.*\[0, beamWidth 1\]/, 'sequences without beams');
+  reject({ ...ok, maxTokens: 4, sampling: { beamWidth: 4 }, output: { returnGenerationLogits: true } },
+    /returnGenerationLogits: beam_width 4 x maxTokens 4 x vocab_size 512 = 8192 values exceeds max_logits_elements 4096/, 'generation logits cap');
+  reject({ inputTokenIds: new Array(9).fill(1), maxTokens: 1, output: { returnContextLogits: true } },
+    /returnContextLogits: prompt length 9 x vocab_size 512 = 4608 values exceeds max_logits_elements 4096/, 'context logits cap');
+});

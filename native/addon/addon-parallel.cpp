@@ -1,0 +1,140 @@
+#include "addon-parallel.h"
+
+#include <string>
+
+#include "addon-args.h"
+#include "addon-errors.h"
+#include "comm.h"
+#include "errors.h"
+#include "leader-model.h"
+#include "load-agreement.h"
+
+namespace addon {
+
+engine::LoadOptions parallel_load_options(int32_t num_threads, int32_t tp, int32_t pp) {
+  engine::LoadOptions options;
+  options.num_threads = num_threads;
+  if (tp < 1 || pp < 1) {
+    throw engine::EngineError(engine::ErrorCode::invalid_argument,
+                              "tp and pp must be >= 1, got tp " + std::to_string(tp) + ", pp " + std::to_string(pp));
+  }
+  const engine::CommInfo info = engine::comm_info();
+  const int32_t world = info.mpi ? info.world_size : 1;
+  if (tp * pp != world) {
+    throw engine::EngineError(engine::ErrorCode::invalid_argument,
+                              "tp " + std::to_string(tp) + " x pp " + std::to_string(pp) + " = " + std::to_string(tp * pp) +
+                                  " does not match the " + std::to_string(world) + " rank(s) started" +
+                                  (info.mpi ? " by mpirun/srun" : " (no MPI: start the ranks with mpirun or srun)"));
+  }
+  if (world == 1) return options;
+  const engine::Comm w = engine::comm_world();
+  options.shard.tp_size = tp;
+  options.shard.pp_size = pp;
+  options.shard.tp_rank = info.world_rank % tp;
+  options.shard.pp_rank = info.world_rank / tp;
+  options.tp_comm = w.split(options.shard.pp_rank, options.shard.tp_rank);
+  options.pp_comm = w.split(options.shard.tp_rank, options.shard.pp_rank);
+  return options;
+}
+
+Napi::Value comm_init(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const bool use_mpi = require_arg(info, 0, napi_boolean, "useMpi").As<Napi::Boolean>().Value();
+  engine::CommInfo c;
+  try {
+    c = engine::comm_init(use_mpi);
+  } catch (const engine::EngineError& e) {
+    throw from_engine_error(env, e);
+  }
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("mpi", c.mpi);
+  o.Set("worldRank", c.world_rank);
+  o.Set("worldSize", c.world_size);
+  o.Set("localRank", c.local_rank);
+  o.Set("localSize", c.local_size);
+  o.Set("host", c.host);
+  o.Set("library", c.library);
+  return o;
+}
+
+namespace {
+
+void deliver_progress(Napi::Env env, Napi::Function callback, std::pair<uint64_t, uint64_t>* progress) {
+  std::unique_ptr<std::pair<uint64_t, uint64_t>> owned(progress);
+  if (env == nullptr || callback.IsEmpty()) return;
+  callback.Call({Napi::Number::New(env, static_cast<double>(owned->first)),
+                 Napi::Number::New(env, static_cast<double>(owned->second))});
+}
+
+// A follower's whole life on a worker thread: load its shard (collectively with the other ranks), then apply the
+// leader's plans until the leader shuts down; the promise resolves then.
+class FollowerWorker : public Napi::AsyncWorker {
+ public:
+  FollowerWorker(Napi::Env env, std::string dir, int32_t threads, int32_t tp, int32_t pp,
+                 Napi::ThreadSafeFunction progress, bool has_progress)
+      : Napi::AsyncWorker(env, "trtllm.runFollower"), deferred_(Napi::Promise::Deferred::New(env)), dir_(std::move(dir)),
+        threads_(threads), tp_(tp), pp_(pp), progress_(progress), has_progress_(has_progress) {}
+  Napi::Promise promise() { return deferred_.Promise(); }
+
+  void Execute() override {
+    try {
+      engine::LoadOptions options = parallel_load_options(threads_, tp_, pp_);
+      if (has_progress_) {
+        options.progress = [](void* user, uint64_t done, uint64_t total) {
+          static_cast<FollowerWorker*>(user)->progress_.NonBlockingCall(new std::pair<uint64_t, uint64_t>(done, total),
+                                                                         deliver_progress);
+        };
+        options.progress_user = this;
+      }
+      std::unique_ptr<engine::Model> model = engine::load_model_collective(dir_, options);
+      if (has_progress_) {
+        progress_.Release();
+        has_progress_ = false;
+      }
+      engine::follower_loop(*model, engine::comm_world());
+      model.reset();
+      engine::comm_finalize();
+    } catch (const engine::EngineError& e) {
+      code_ = engine::error_code_name(e.code());
+      SetError(e.what());
+    } catch (const std::exception& e) {
+      SetError(e.what());
+    }
+  }
+  void OnOK() override {
+    if (has_progress_) progress_.Release();
+    deferred_.Resolve(Env().Undefined());
+  }
+  void OnError(const Napi::Error& error) override {
+    if (has_progress_) progress_.Release();
+    deferred_.Reject(make_error(Env(), code_, error.Message()).Value());
+  }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  std::string dir_;
+  int32_t threads_, tp_, pp_;
+  Napi::ThreadSafeFunction progress_;
+  bool has_progress_;
+  std::string code_ = "internal";
+};
+
+}  // namespace
+
+Napi::Value run_follower(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  std::string dir = require_string(info, 0, "modelDir");
+  Fields f(env, require_object(info, 1, "loadOptions"), "");
+  const auto threads = static_cast<int32_t>(f.integer("numThreads", 0));
+  const auto tp = static_cast<int32_t>(f.integer("tp", 1));
+  const auto pp = static_cast<int32_t>(f.integer("pp", 1));
+  const bool has_progress = info.Length() > 2 && info[2].IsFunction();
+  Napi::ThreadSafeFunction progress;
+  if (has_progress) progress = Napi::ThreadSafeFunction::New(env, info[2].As<Napi::Function>(), "trtllm.progress", 0, 1);
+  auto* worker = new FollowerWorker(env, dir, threads, tp, pp, progress, has_progress);
+  Napi::Promise promise = worker->promise();
+  worker->Queue();
+  return promise;
+}
+
+}  // namespace addon

@@ -1,0 +1,17 @@
+// Content hashes of full KV blocks for prefix reuse. A block's hash is chained from its parent's hash and its own
+// tokens, so equal hashes mean (up to 64-bit collisions, which the prefix cache also guards against by comparing
+// tokens and parent hashes) that the whole prefix up to and including the block is the same: the K/V in the block
+// depend on every earlier token, not only on the block's own.
+#pragma once
+#include <cstdint>
+
+namespace engine {
+
+// The "parent" of a sequence's first block.
+constexpr uint64_t kv_root_block_hash = 0x6a09e667f3bcc908ull;
+
+// Hash of the block holding `tokens[0, n)` whose parent block (the previous tokens_per_block positions) hashes to
+// `parent` (kv_root_block_hash for the first block).
+uint64_t kv_block_hash(uint64_t parent, const int32_t* tokens, int32_t n);
+
+}  // namespace engine

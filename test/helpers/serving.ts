@@ -1,0 +1,74 @@
+// Starts a real server (HTTP + metrics on ephemeral ports) on a fixture model for a test file, and small HTTP
+// helpers that read SSE streams and Prometheus text.
+import { startServer, type RunningServer, type ServeOptions } from '../../worker/serve.js';
+import { fixtureDir } from './fixtures.js';
+
+export interface TestServer {
+  server: RunningServer;
+  base: string;          // http://127.0.0.1:port
+  metricsBase: string;
+}
+
+export async function startTestServer(
+  t: { teardown(fn: () => unknown): void }, overrides: Partial<ServeOptions> = {},
+): Promise<TestServer> {
+  const server = await startServer({
+    model: fixtureDir('tiny-gpt2'), host: '127.0.0.1', httpPort: 0, metricsPort: 0, authHealth: false,
+    authMetrics: false, maxBodyBytes: 1024 * 1024, drainTimeoutMs: 2000, logLevel: 'error', threads: 1,
+    tokensPerBlock: 16, ...overrides,
+  });
+  t.teardown(() => server.close());
+  return { server, base: `http://127.0.0.1:${server.httpPort}`, metricsBase: `http://127.0.0.1:${server.metricsPort}` };
+}
+
+export async function postJson(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: any }> {
+  const res = await fetch(url, { method: 'POST', body: typeof body === 'string' ? body : JSON.stringify(body), headers });
+  const text = await res.text();
+  let json: unknown = text;
+  try { json = JSON.parse(text); } catch { /* not JSON: keep the text */ }
+  return { status: res.status, json };
+}
+
+/** The `data:` payloads of an SSE body, parsed as JSON where they are JSON. */
+export function parseSse(body: string): any[] {
+  return body.split('\n\n').filter((e) => e.startsWith('data: ')).map((e) => {
+    const data = e.slice(6);
+    try { return JSON.parse(data); } catch { return data; }
+  });
+}
+
+export async function postSse(url: string, body: unknown): Promise<{ status: number; events: any[] }> {
+  const res = await fetch(url, { method: 'POST', body: JSON.stringify(body) });
+  return { status: res.status, events: parseSse(await res.text()) };
+}
+
+export interface Sample { name: string; labels: Record<string, string>; value: number }
+
+/** A strict-enough parser of Prometheus' text format: families with their TYPE, and samples. */
+export function parsePrometheus(text: string): { types: Map<string, string>; samples: Sample[] } {
+  const types = new Map<string, string>();
+  const samples: Sample[] = [];
+  for (const line of text.split('\n')) {
+    if (line === '') continue;
+    const type = /^# TYPE (\S+) (counter|gauge|histogram|summary|untyped)$/.exec(line);
+    if (type) { types.set(type[1]!, type[2]!); continue; }
+    if (line.startsWith('#')) continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (!m) throw new Error(`unparseable metrics line: ${line}`);
+    const labels: Record<string, string> = {};
+    for (const l of (m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]!] = l[2]!;
+    const value = Number(m[3]);
+    if (Number.isNaN(value) && m[3] !== 'NaN') throw new Error(`bad value in: ${line}`);
+    samples.push({ name: m[1]!, labels, value });
+  }
+  return { types, samples };
+}
+
+export async function waitFor(check: () => boolean | Promise<boolean>, ms = 3000): Promise<boolean> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await check()) return true;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return check();
+}

@@ -1,0 +1,121 @@
+// Leader mode under the real mpirun: tp=2, pp=2, tp=2 x pp=2 and tp=4 produce what one rank produces (and what
+// HF transformers produced) — greedy tokens, context logits, streaming, stop words, beam search, cancellation, KV
+// pressure — and a rank killed with SIGKILL takes the whole job down within seconds, leaving no process behind.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+import { execa } from 'execa';
+import t from 'tap';
+
+import { packageRoot } from '../../worker/binding/load-addon.js';
+import { fixtureDir } from '../helpers/fixtures.js';
+
+const program = join(packageRoot(), 'dist', 'test', 'programs', 'parallel-check.js');
+const MPI_ENV = { OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1', OMP_NUM_THREADS: '1' };
+
+interface CheckResult {
+  worldSize: number;
+  greedy: number[][];
+  greedyMatchesReference: boolean[];
+  contextLogitsError: number[];
+  streamed: number[];
+  streamedResponses: number;
+  stopWords: { tokens: number[]; reason: string };
+  beam2: number[][];
+  beam2MatchesReference: boolean;
+  cancelled: string;
+  pressure: number[][];
+  paused: number;
+  kvAllFree: boolean;
+}
+
+async function run(model: string, np: number, tp: number, pp: number): Promise<{ result?: CheckResult; exitCode?: number; output: string }> {
+  const args = [fixtureDir(model), String(tp), String(pp), model];
+  const child = np === 1
+    ? await execa('node', [program, ...args], { reject: false, all: true, timeout: 120_000 })
+    : await execa('mpirun', ['-np', String(np), '--oversubscribe', 'node', program, ...args],
+      { reject: false, all: true, timeout: 120_000, env: MPI_ENV });
+  const line = child.all.split('\n').find((l) => l.startsWith('RESULT '));
+  return { result: line ? JSON.parse(line.slice(7)) as CheckResult : undefined, exitCode: child.exitCode, output: child.all };
+}
+
+const LAYOUTS = [
+  { name: 'tp=2', np: 2, tp: 2, pp: 1 },
+  { name: 'pp=2', np: 2, tp: 1, pp: 2 },
+  { name: 'tp=2 x pp=2', np: 4, tp: 2, pp: 2 },
+  { name: 'tp=4 (kv heads replicated)', np: 4, tp: 4, pp: 1 },
+];
+
+for (const model of ['tiny-llama', 'tiny-gpt2']) {
+  t.test(`${model}: every layout serves what one rank serves`, async (t) => {
+    const single = await run(model, 1, 1, 1);
+    t.equal(single.exitCode, 0, 'single rank exits 0');
+    const base = single.result!;
+    t.ok(base.greedyMatchesReference.every(Boolean), 'one rank matches HF');
+    t.ok(base.paused > 0, `the small KV pool made max_utilization pause (${base.paused})`);
+    for (const layout of LAYOUTS) {
+      const { result, exitCode, output } = await run(model, layout.np, layout.tp, layout.pp);
+      if (!result) {
+        t.fail(`${layout.name}: no result (exit ${exitCode}): ${output.slice(-2000)}`);
+        continue;
+      }
+      t.equal(exitCode, 0, `${layout.name}: every rank exits 0`);
+      t.equal(result.worldSize, layout.np, `${layout.name}: ${layout.np} ranks`);
+      t.same(result.greedyMatchesReference, [true, true, true, true], `${layout.name}: greedy = HF transformers`);
+      t.ok(result.contextLogitsError.every((e) => e < 1e-4), `${layout.name}: context logits within 1e-4 (${Math.max(...result.contextLogitsError).toExponential(2)})`);
+      t.same(result.streamed, base.streamed, `${layout.name}: streaming`);
+      t.equal(result.streamedResponses, base.streamedResponses, `${layout.name}: one response per token`);
+      t.same(result.stopWords, base.stopWords, `${layout.name}: stop words`);
+      t.equal(result.stopWords.reason, 'stop_words');
+      t.same(result.beam2, base.beam2, `${layout.name}: beam search`);
+      t.ok(result.beam2MatchesReference, `${layout.name}: beams = HF transformers`);
+      t.equal(result.cancelled, 'cancelled', `${layout.name}: cancellation`);
+      t.same(result.pressure, base.pressure, `${layout.name}: KV pressure outputs unchanged`);
+      t.ok(result.kvAllFree, `${layout.name}: KV all free`);
+    }
+  });
+}
+
+t.test('tp x pp that does not match the ranks started is a clear error on every rank', async (t) => {
+  const child = await execa('mpirun', ['-np', '2', '--oversubscribe', 'node', program, fixtureDir('tiny-llama'), '4', '1', 'tiny-llama'],
+    { reject: false, all: true, timeout: 60_000, env: MPI_ENV });
+  t.not(child.exitCode, 0);
+  t.match(child.all, /tp 4 x pp 1 = 4 does not match the 2 rank\(s\) started by mpirun\/srun/);
+});
+
+/** Running (not gone, not a zombie waiting for a parent that is not ours to reap it). */
+function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+for (const victim of [1, 0]) {
+  t.test(`kill -9 of ${victim === 0 ? 'the leader' : 'a follower'} mid-generation brings every rank down`, async (t) => {
+    const child = execa('mpirun', ['-np', '2', '--oversubscribe', 'node', program, fixtureDir('tiny-llama'), '2', '1', 'tiny-llama', 'busy'],
+      { reject: false, all: true, env: MPI_ENV, timeout: 60_000 });
+    const pids = new Map<number, number>();
+    let busy = false;
+    await new Promise<void>((resolve) => {
+      child.all!.on('data', (chunk: Buffer) => {
+        for (const line of chunk.toString().split('\n')) {
+          const m = /^PID (\d+) (\d+)/.exec(line);
+          if (m) pids.set(Number(m[1]), Number(m[2]));
+          if (line.startsWith('BUSY')) busy = true;
+        }
+        if (busy && pids.size === 2) resolve();
+      });
+    });
+    const started = performance.now();
+    process.kill(pids.get(victim)!, 'SIGKILL');
+    const result = await child;
+    const seconds = (performance.now() - started) / 1000;
+    t.not(result.exitCode, 0, `mpirun exits non-zero (${result.exitCode})`);
+    t.ok(seconds < 5, `all gone in ${seconds.toFixed(2)} s`);
+    for (let i = 0; i < 20 && [...pids.values()].some(alive); i += 1) await new Promise((r) => setTimeout(r, 100));
+    t.ok([...pids.values()].every((pid) => !alive(pid)), `no rank survives (${[...pids.values()].filter(alive).join(', ') || 'none alive'})`);
+  });
+}

@@ -1,0 +1,59 @@
+// Assembles the served API: every route of the HTTP port, and the metrics port's single route.
+import { createServer, type Server } from 'node:http';
+
+import { authorized, createHttpServer, type Route, sendError } from './http-server.js';
+import { HttpError } from './http-errors.js';
+import { generateRoutes } from './kserve-generate.js';
+import { healthRoutes } from './kserve-health.js';
+import { inferRoutes } from './kserve-infer.js';
+import type { ServingMetrics } from './metrics.js';
+import { chatRoutes } from './openai-chat.js';
+import { completionsRoutes } from './openai-completions.js';
+import { modelsRoutes } from './openai-models.js';
+import type { ServingContext } from './serving-context.js';
+
+export interface FrontendOptions {
+  apiKey?: string | undefined;
+  authHealth: boolean;           // health endpoints need the key too (default: open, for probes)
+  authMetrics: boolean;          // /metrics needs the key too (default: open, for Prometheus)
+  maxBodyBytes: number;
+  onError?: (error: unknown) => void;
+}
+
+export function frontendRoutes(ctx: ServingContext, options: FrontendOptions): Route[] {
+  return [
+    ...healthRoutes(ctx, !options.authHealth),
+    ...generateRoutes(ctx),
+    ...inferRoutes(ctx),
+    ...modelsRoutes(ctx),
+    ...completionsRoutes(ctx),
+    ...chatRoutes(ctx),
+  ];
+}
+
+export function createFrontendServer(ctx: ServingContext, options: FrontendOptions): Server {
+  return createHttpServer({
+    routes: frontendRoutes(ctx, options),
+    maxBodyBytes: options.maxBodyBytes,
+    apiKey: options.apiKey,
+    ...(options.onError ? { onError: options.onError } : {}),
+  });
+}
+
+/** The metrics port: GET /metrics in Prometheus' text format (what Triton serves on 8002). */
+export function createMetricsServer(metrics: ServingMetrics, options: Pick<FrontendOptions, 'apiKey' | 'authMetrics'>): Server {
+  const server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (path !== '/metrics') return sendError(res, new HttpError(404, `no route for ${req.method} ${path}; metrics are at /metrics`), 'kserve');
+    if (req.method !== 'GET') return sendError(res, new HttpError(405, `method ${req.method} is not allowed on /metrics`), 'kserve');
+    if (options.apiKey && options.authMetrics && !authorized(req.headers.authorization, options.apiKey)) {
+      return sendError(res, new HttpError(401, 'missing or wrong API key: send the header "Authorization: Bearer <key>"'), 'kserve');
+    }
+    metrics.scrape().then((text) => {
+      res.writeHead(200, { 'content-type': metrics.registry.contentType });
+      res.end(text);
+    }, (error: unknown) => sendError(res, new HttpError(500, `metrics collection failed: ${String(error)}`), 'kserve'));
+  });
+  server.keepAliveTimeout = 65_000;  // outlives a scrape interval, so scrapers reuse their connection
+  return server;
+}

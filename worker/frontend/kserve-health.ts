@@ -1,0 +1,48 @@
+// KServe v2 health and metadata: liveness, readiness (every rank loaded and warmed up), server and model metadata,
+// model readiness and config.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+import { packageRoot } from '../binding/load-addon.js';
+import { type Route, sendJson } from './http-server.js';
+import { findModel, modelConfigJson, modelMetadata } from './model-repository.js';
+import type { ServingContext } from './serving-context.js';
+
+const VERSION = (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
+const MODEL = '([^/]+)';
+const VERSION_PART = '(?:/versions/([^/]+))?';
+
+export function healthRoutes(ctx: ServingContext, openHealth: boolean): Route[] {
+  const empty = (status: number) => (c: { res: import('node:http').ServerResponse }) => {
+    c.res.writeHead(status, { 'content-length': 0 });
+    c.res.end();
+  };
+  return [
+    { method: 'GET', path: /^\/v2\/health\/live$/, style: 'kserve', open: openHealth, handle: empty(200) },
+    {
+      method: 'GET', path: /^\/v2\/health\/ready$/, style: 'kserve', open: openHealth,
+      handle: (c) => empty(ctx.isReady() ? 200 : 503)(c),
+    },
+    {
+      method: 'GET', path: /^\/v2\/?$/, style: 'kserve',
+      handle: (c) => sendJson(c.res, 200, { name: 'trtllm-launch', version: VERSION, extensions: ['model_configuration', 'generate', 'statistics'] }),
+    },
+    {
+      method: 'GET', path: new RegExp(`^/v2/models/${MODEL}${VERSION_PART}/ready$`), style: 'kserve', open: openHealth,
+      handle: (c) => {
+        findModel(c.params[0]!, c.params[1]);
+        empty(ctx.isReady() ? 200 : 503)(c);
+      },
+    },
+    {
+      method: 'GET', path: new RegExp(`^/v2/models/${MODEL}${VERSION_PART}/config$`), style: 'kserve',
+      handle: (c) => sendJson(c.res, 200, modelConfigJson(findModel(c.params[0]!, c.params[1]), {
+        maxBatchSize: ctx.maxBatchSize, maxBeamWidth: ctx.executor.limits.maxBeamWidth,
+      })),
+    },
+    {
+      method: 'GET', path: new RegExp(`^/v2/models/${MODEL}${VERSION_PART}$`), style: 'kserve',
+      handle: (c) => sendJson(c.res, 200, modelMetadata(findModel(c.params[0]!, c.params[1]))),
+    },
+  ];
+}

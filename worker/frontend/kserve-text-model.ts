@@ -1,0 +1,89 @@
+// ensemble and tensorrt_llm_bls: text in, text out. Each prompt of the batch runs as its own executor request;
+// results are reported per element (with batch_index when the batch has several) as soon as each is ready.
+import type { NativeResponse } from '../binding/addon-types.js';
+import { inClientTerms } from './http-errors.js';
+import { mergeStreams } from './merge-streams.js';
+import type { ServedModel } from './model-repository.js';
+import type { NamedValues } from './named-values.js';
+import type { ElementEvent, ModelRun, OutputTensor, RunOptions } from './kserve-run.js';
+import type { ServingContext } from './serving-context.js';
+import { readTextParams, type TextParams, textNativeRequest } from './text-params.js';
+import { startText, type TextDelta } from './text-generation.js';
+
+const TEXT_NAMES = {
+  maxTokens: 'max_tokens', inputTokenIds: 'text_input (as tokens)', 'sampling.': '', endId: 'end_id', padId: 'pad_id',
+  topK: 'top_k', topP: 'top_p', beamWidth: 'beam_width', minTokens: 'min_length', seed: 'random_seed',
+};
+
+function extraOutputs(p: TextParams, logProbs: number[], final: NativeResponse | undefined, batchIndex: number, batch: number): OutputTensor[] {
+  const out: OutputTensor[] = [];
+  if (p.returnLogProbs) {
+    if (final) out.push({ name: 'cum_log_probs', datatype: 'FP32', shape: [1], data: [final.cumLogProbs?.[0] ?? 0] });
+    out.push({ name: 'output_log_probs', datatype: 'FP32', shape: [1, logProbs.length], data: logProbs, pad: 0 });
+  }
+  if (p.returnContextLogits && final?.contextLogits && final.vocabSize) {
+    const data = Array.from(final.contextLogits);
+    out.push({ name: 'context_logits', datatype: 'FP32', shape: [data.length / final.vocabSize, final.vocabSize], data, pad: 0 });
+  }
+  if (p.returnGenerationLogits && final?.generationLogits && final.vocabSize) {
+    const data = Array.from(final.generationLogits);
+    out.push({ name: 'generation_logits', datatype: 'FP32', shape: [1, data.length / final.vocabSize, final.vocabSize], data, pad: 0 });
+  }
+  if (batch > 1) out.push({ name: 'batch_index', datatype: 'INT32', shape: [1], data: [batchIndex] });
+  return out;
+}
+
+export function runTextModel(ctx: ServingContext, model: ServedModel, values: NamedValues, options: RunOptions): ModelRun {
+  const params = readTextParams(values);
+  const batch = params.length;
+  const started: { cancel(): void }[] = [];
+  let runs: AsyncIterable<ElementEvent>[];
+  try {
+    runs = params.map((p, i) => {
+    // Only generate_stream streams (per iteration unless the request says stream: false); generate collects.
+    const streaming = options.streamEndpoint && (p.stream ?? true);
+    const promptIds = ctx.tokenizer.encode(p.prompt);
+    const run = inClientTerms(() => startText(ctx, {
+      promptIds,
+      request: textNativeRequest(p, promptIds, ctx.tokenizer, ctx.defaults, streaming),
+      stopStrings: p.stopWords,
+      includeStop: true,
+      tracker: ctx.metrics.trackRequest(model.name),
+      signal: options.signal,
+      ...(options.requestId === undefined ? {} : { requestId: options.requestId }),
+    }), TEXT_NAMES);
+    started.push(run.handle);
+    return elementEvents(p, i, batch, run.deltas, streaming);
+  });
+  } catch (error) {
+    // A later prompt was rejected: the earlier ones must not keep running for nobody.
+    for (const handle of started) handle.cancel();
+    throw error;
+  }
+  return { batchSize: batch, events: batch === 1 ? runs[0]! : mergeStreams(runs) };
+}
+
+async function* elementEvents(p: TextParams, i: number, batch: number, deltas: AsyncIterable<TextDelta>, streaming: boolean): AsyncGenerator<ElementEvent> {
+  if (streaming) {
+    // Streamed: each iteration's new text only, as Triton's decoupled responses carry only new tokens.
+    for await (const d of deltas) {
+      if (d.text === '' && !d.final && d.tokenIds.length === 0) continue;
+      const outputs: OutputTensor[] = [{ name: 'text_output', datatype: 'BYTES', shape: [1], data: [d.text] }];
+      outputs.push(...extraOutputs(p, d.logProbs, d.final ? d.response : undefined, i, batch));
+      yield { batchIndex: i, outputs, final: d.final };
+    }
+    return;
+  }
+  let text = '';
+  const logProbs: number[] = [];
+  let last: NativeResponse | undefined;
+  for await (const d of deltas) {
+    text += d.text;
+    logProbs.push(...d.logProbs);
+    last = d.response;
+  }
+  const full = p.excludeInput ? text : p.prompt + text;
+  const outputs: OutputTensor[] = [{ name: 'text_output', datatype: 'BYTES', shape: [1], data: [full] }];
+  outputs.push(...extraOutputs(p, logProbs, last, i, batch));
+  yield { batchIndex: i, outputs, final: true };
+}

@@ -1,0 +1,130 @@
+// tensorrt_llm: the token-level model, with Triton's tensor names (input_ids, input_lengths, request_output_len,
+// runtime_top_k, ... → output_ids, sequence_length, ...). Each batch row runs as its own executor request.
+import type { NativeRequest, NativeResponse } from '../binding/addon-types.js';
+import { describeValue } from '../binding/errors.js';
+import { badRequest, inClientTerms } from './http-errors.js';
+import { mergeStreams } from './merge-streams.js';
+import type { ServedModel } from './model-repository.js';
+import { elementAt, type NamedValues, optBool, optInt } from './named-values.js';
+import type { ElementEvent, ModelRun, OutputTensor, RunOptions } from './kserve-run.js';
+import type { ServingContext } from './serving-context.js';
+import { compact, samplingFrom } from './text-params.js';
+import { parseWordTensor } from './word-lists.js';
+
+const TOKEN_NAMES = {
+  maxTokens: 'request_output_len', inputTokenIds: 'input_ids', 'sampling.': '', endId: 'end_id', padId: 'pad_id',
+  topK: 'runtime_top_k', topP: 'runtime_top_p', beamWidth: 'beam_width', minTokens: 'min_length', seed: 'random_seed',
+};
+
+/** input_ids as rows: [L] is one request, [B, L] is B requests (cut to input_lengths when given). */
+function inputRows(values: NamedValues): number[][] {
+  const v = values.get('input_ids');
+  if (v === undefined) throw badRequest('input_ids is required (the prompt token ids)', 'input_ids');
+  const bad = v.data.findIndex((x) => !Number.isSafeInteger(x));
+  if (bad >= 0) throw badRequest(`input_ids[${bad}] must be an integer token id, got ${describeValue(v.data[bad])}`, 'input_ids');
+  const ids = v.data as number[];
+  if (v.shape.length === 1) return [ids];
+  if (v.shape.length !== 2) throw badRequest(`input_ids must have shape [L] or [batch, L], got [${v.shape.join(', ')}]`, 'input_ids');
+  const [b, l] = v.shape as [number, number];
+  const rows = Array.from({ length: b }, (_, i) => ids.slice(i * l, (i + 1) * l));
+  return rows.map((row, i) => {
+    const len = optInt(elementAt(values, 'input_lengths', i, b), 'input_lengths', 1, l);
+    return len === undefined ? row : row.slice(0, len);
+  });
+}
+
+function wordsAt(values: NamedValues, name: string, i: number, batch: number): number[][] | undefined {
+  const v = values.get(name);
+  if (v === undefined) return undefined;
+  // [2, N] applies to every row; [B, 2, N] is one list per row.
+  const perRow = v.shape.length === 3;
+  const n = v.shape[v.shape.length - 1]!;
+  if (perRow && v.shape[0] !== batch) throw badRequest(`${name} has ${v.shape[0]} rows but the batch has ${batch}`, name);
+  const data = perRow ? v.data.slice(i * 2 * n, (i + 1) * 2 * n) : v.data;
+  const words = parseWordTensor(data, [v.shape[perRow ? 1 : 0]!, n], name);
+  return words.length > 0 ? words : undefined;
+}
+
+function tokenOutputs(r: NativeResponse, request: NativeRequest, logProbs: number[], ids: number[], final: boolean, i: number, batch: number): OutputTensor[] {
+  const out: OutputTensor[] = [
+    { name: 'output_ids', datatype: 'INT32', shape: [1, ids.length], data: ids, pad: request.endId ?? -1 },
+    { name: 'sequence_length', datatype: 'INT32', shape: [1], data: [ids.length] },
+  ];
+  if (request.output?.returnLogProbs) {
+    if (final) out.push({ name: 'cum_log_probs', datatype: 'FP32', shape: [1], data: [r.cumLogProbs?.[0] ?? 0] });
+    out.push({ name: 'output_log_probs', datatype: 'FP32', shape: [1, logProbs.length], data: logProbs, pad: 0 });
+  }
+  if (final && request.output?.returnContextLogits && r.contextLogits && r.vocabSize) {
+    const data = Array.from(r.contextLogits);
+    out.push({ name: 'context_logits', datatype: 'FP32', shape: [data.length / r.vocabSize, r.vocabSize], data, pad: 0 });
+  }
+  if (final && request.output?.returnGenerationLogits && r.generationLogits && r.vocabSize) {
+    const data = Array.from(r.generationLogits);
+    out.push({ name: 'generation_logits', datatype: 'FP32', shape: [1, data.length / r.vocabSize, r.vocabSize], data, pad: 0 });
+  }
+  if (batch > 1) out.push({ name: 'batch_index', datatype: 'INT32', shape: [1], data: [i] });
+  return out;
+}
+
+export function runTokenModel(ctx: ServingContext, model: ServedModel, values: NamedValues, options: RunOptions): ModelRun {
+  const rows = inputRows(values);
+  const batch = rows.length;
+  const requests = rows.map((inputTokenIds, i) => {
+    const get = (name: string) => elementAt(values, name, i, batch);
+    const maxTokens = optInt(get('request_output_len'), 'request_output_len', 1);
+    if (maxTokens === undefined) throw badRequest('request_output_len is required (tokens to generate)', 'request_output_len');
+    const asked = optBool(get('streaming'), 'streaming');
+    const streaming = options.streamEndpoint && (asked ?? true);
+    return compact<NativeRequest>({
+      inputTokenIds,
+      maxTokens,
+      streaming,
+      endId: optInt(get('end_id'), 'end_id', -1) ?? ctx.defaults.endId,
+      padId: optInt(get('pad_id'), 'pad_id', -1) ?? ctx.defaults.padId,
+      stopWords: wordsAt(values, 'stop_words_list', i, batch),
+      badWords: wordsAt(values, 'bad_words_list', i, batch),
+      sampling: samplingFrom(get, { topK: 'runtime_top_k', topP: 'runtime_top_p' }),
+      output: {
+        returnLogProbs: optBool(get('return_log_probs'), 'return_log_probs') ?? false,
+        returnContextLogits: optBool(get('return_context_logits'), 'return_context_logits') ?? false,
+        returnGenerationLogits: optBool(get('return_generation_logits'), 'return_generation_logits') ?? false,
+        // Streamed responses carry only new tokens; a whole result includes the prompt unless asked otherwise.
+        excludeInputFromOutput: streaming || (optBool(get('exclude_input_in_output'), 'exclude_input_in_output') ?? false),
+      },
+    });
+  });
+  // Enqueue only once every row validated, so a bad row leaves nothing running.
+  const streams = requests.map((request, i) => {
+    const handle = inClientTerms(() => ctx.executor.enqueue(request), TOKEN_NAMES);
+    const tracker = ctx.metrics.trackRequest(model.name);
+    tracker.inputDone(request.inputTokenIds.length);
+    return rowEvents(ctx, handle, request, i, batch, options, tracker);
+  });
+  return { batchSize: batch, events: batch === 1 ? streams[0]! : mergeStreams(streams) };
+}
+
+async function* rowEvents(
+  ctx: ServingContext, handle: ReturnType<ServingContext['executor']['enqueue']>, request: NativeRequest, i: number,
+  batch: number, options: RunOptions, tracker: ReturnType<ServingContext['metrics']['trackRequest']>,
+): AsyncGenerator<ElementEvent> {
+  const cancel = () => handle.cancel();
+  if (options.signal.aborted) cancel();
+  options.signal.addEventListener('abort', cancel, { once: true });
+  const forget = ctx.registry.register(options.requestId, cancel);
+  let ok = false;
+  let queueSeconds: number | undefined;
+  try {
+    for await (const r of handle) {
+      const ids = r.outputTokenIds?.[0] ?? [];
+      tracker.tokens(request.streaming || r.isFinal ? ids.length - (request.output?.excludeInputFromOutput ? 0 : request.inputTokenIds.length) : 0);
+      if (r.timings) queueSeconds = r.timings.firstScheduled - r.timings.arrival;
+      ok = r.isFinal && r.finishReasons?.[0] !== 'cancelled';
+      yield { batchIndex: i, outputs: tokenOutputs(r, request, r.logProbs?.[0] ?? [], ids, r.isFinal, i, batch), final: r.isFinal };
+    }
+  } finally {
+    if (!ok) handle.cancel();
+    options.signal.removeEventListener('abort', cancel);
+    forget();
+    tracker.finish(ok, queueSeconds);
+  }
+}

@@ -1,0 +1,64 @@
+// Runs the n choices of every prompt of an OpenAI request as executor requests and interleaves their text deltas.
+// Shared by completions and chat, which differ only in how they build prompts and shape chunks.
+import type { NativeRequest } from '../binding/addon-types.js';
+import { HttpError, inClientTerms } from './http-errors.js';
+import { mergeStreams } from './merge-streams.js';
+import { choiceSeed, type OpenAiParams } from './openai-params.js';
+import type { ServingContext } from './serving-context.js';
+import { compact } from './text-params.js';
+import { startText, type TextDelta } from './text-generation.js';
+
+const OPENAI_NAMES = {
+  maxTokens: 'max_tokens', inputTokenIds: 'prompt (as tokens)', 'sampling.': '', topK: 'top_k', topP: 'top_p',
+  minTokens: 'min_tokens',
+};
+
+export interface PromptInput { ids: number[]; text: string }
+export interface ChoiceDelta { index: number; delta: TextDelta }
+
+export interface ChoicesOptions {
+  signal: AbortSignal;
+  returnLogProbs: boolean;
+  defaultMaxTokens: (prompt: PromptInput) => number;
+  metricsModel: string;
+}
+
+export function startChoices(ctx: ServingContext, prompts: PromptInput[], p: OpenAiParams, o: ChoicesOptions): AsyncIterable<ChoiceDelta> {
+  if (!ctx.isReady()) throw new HttpError(503, 'the server is not ready (loading, warming up or shutting down)');
+  // One controller for the whole request: the client leaving, or a later choice failing to enqueue, cancels all.
+  const aborter = new AbortController();
+  const onAbort = () => aborter.abort();
+  o.signal.addEventListener('abort', onAbort, { once: true });
+  const streams: AsyncIterable<ChoiceDelta>[] = [];
+  try {
+    prompts.forEach((prompt, pi) => {
+      for (let j = 0; j < p.n; j += 1) {
+        const index = pi * p.n + j;
+        const sampling = p.sampling.temperature === 0 ? p.sampling : { ...p.sampling, seed: choiceSeed(p.seed, index) };
+        const request: NativeRequest = compact({
+          inputTokenIds: prompt.ids,
+          maxTokens: p.maxTokens ?? o.defaultMaxTokens(prompt),
+          streaming: p.stream,
+          endId: p.ignoreEos ? -1 : ctx.defaults.endId,
+          padId: ctx.defaults.padId,
+          sampling,
+          output: { returnLogProbs: o.returnLogProbs, excludeInputFromOutput: true },
+        });
+        const run = inClientTerms(() => startText(ctx, {
+          promptIds: prompt.ids, request, stopStrings: p.stop, includeStop: false,
+          tracker: ctx.metrics.trackRequest(o.metricsModel), signal: aborter.signal,
+        }), OPENAI_NAMES);
+        streams.push(tag(index, run.deltas));
+      }
+    });
+  } catch (error) {
+    aborter.abort();
+    o.signal.removeEventListener('abort', onAbort);
+    throw error;
+  }
+  return streams.length === 1 ? streams[0]! : mergeStreams(streams);
+}
+
+async function* tag(index: number, deltas: AsyncIterable<TextDelta>): AsyncGenerator<ChoiceDelta> {
+  for await (const delta of deltas) yield { index, delta };
+}

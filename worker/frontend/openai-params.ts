@@ -1,0 +1,107 @@
+// The request fields shared by /v1/completions and /v1/chat/completions, checked against a schema (unknown
+// fields are rejected by name) and mapped onto executor parameters. Pure.
+import type { SamplingParams } from '../binding/addon-types.js';
+import { describeValue } from '../binding/errors.js';
+import { badRequest } from './http-errors.js';
+import { optBool, optInt, optNumber } from './named-values.js';
+import { compact } from './text-params.js';
+
+export interface OpenAiParams {
+  model: string;
+  maxTokens: number | undefined;
+  n: number;
+  stream: boolean;
+  includeUsage: boolean;
+  stop: string[];
+  seed: number | undefined;
+  sampling: SamplingParams;       // without seed: each choice gets its own
+  ignoreEos: boolean;
+}
+
+const COMMON_KEYS = [
+  'model', 'max_tokens', 'temperature', 'top_p', 'n', 'stream', 'stream_options', 'stop', 'seed', 'presence_penalty',
+  'frequency_penalty', 'logit_bias', 'user', 'top_k', 'min_tokens', 'repetition_penalty', 'ignore_eos', 'best_of',
+  'length_penalty',
+];
+export const COMPLETION_KEYS = new Set([...COMMON_KEYS, 'prompt', 'echo', 'logprobs', 'suffix']);
+export const CHAT_KEYS = new Set([
+  ...COMMON_KEYS, 'messages', 'logprobs', 'top_logprobs', 'max_completion_tokens', 'response_format', 'tools',
+  'tool_choice', 'parallel_tool_calls',
+]);
+export const MAX_N = 16;
+
+export function checkKeys(body: Record<string, unknown>, known: ReadonlySet<string>): void {
+  for (const key of Object.keys(body)) {
+    if (!known.has(key)) throw badRequest(`unknown parameter '${key}'; supported: ${[...known].join(', ')}`, key);
+  }
+}
+
+function stopList(value: unknown): string[] {
+  if (value === undefined || value === null) return [];
+  if (typeof value === 'string') return value === '' ? [] : [value];
+  if (Array.isArray(value)) {
+    const bad = value.findIndex((s) => typeof s !== 'string');
+    if (bad >= 0) throw badRequest(`stop[${bad}] must be a string, got ${describeValue(value[bad])}`, 'stop');
+    return (value as string[]).filter((s) => s !== '');
+  }
+  throw badRequest(`stop must be a string or an array of strings, got ${describeValue(value)}`, 'stop');
+}
+
+function unsupportedIfSet(body: Record<string, unknown>, key: string, allowed: (v: unknown) => boolean, why: string): void {
+  const v = body[key];
+  if (v !== undefined && v !== null && !allowed(v)) throw badRequest(`${key} ${describeValue(v)} is not supported: ${why}`, key);
+}
+
+export function readOpenAiParams(body: Record<string, unknown>, maxTokensKey: 'max_tokens' | 'max_completion_tokens' = 'max_tokens'): OpenAiParams {
+  if (typeof body.model !== 'string' || body.model === '') throw badRequest(`model must be a non-empty string, got ${describeValue(body.model)}`, 'model');
+  const temperature = optNumber(body.temperature, 'temperature', (t) => t >= 0 && t <= 2, 'in [0, 2]') ?? 1;
+  const topP = optNumber(body.top_p, 'top_p', (p) => p > 0 && p <= 1, 'in (0, 1]');
+  const topK = optInt(body.top_k, 'top_k', -1);
+  const n = optInt(body.n, 'n', 1, MAX_N) ?? 1;
+  const bestOf = optInt(body.best_of, 'best_of', 1, MAX_N);
+  if (bestOf !== undefined && bestOf !== n) throw badRequest(`best_of ${bestOf} is not supported: only best_of = n (${n})`, 'best_of');
+  unsupportedIfSet(body, 'logit_bias', (v) => typeof v === 'object' && Object.keys(v as object).length === 0, 'logit bias is not implemented');
+  if (body.user !== undefined && body.user !== null && typeof body.user !== 'string') throw badRequest(`user must be a string, got ${describeValue(body.user)}`, 'user');
+  const streamOptions = body.stream_options;
+  if (streamOptions !== undefined && streamOptions !== null && (typeof streamOptions !== 'object' || Array.isArray(streamOptions))) {
+    throw badRequest(`stream_options must be an object, got ${describeValue(streamOptions)}`, 'stream_options');
+  }
+  const stream = optBool(body.stream, 'stream') ?? false;
+  const includeUsage = optBool((streamOptions as { include_usage?: unknown } | null | undefined)?.include_usage, 'stream_options.include_usage') ?? false;
+  // OpenAI's temperature implies sampling; the engine samples only when top_k or top_p is set (TensorRT-LLM's
+  // default is greedy), so temperature > 0 sets top_p (1 when not given). temperature 0 is greedy.
+  const sampling: SamplingParams = temperature > 0
+    ? compact({ temperature, topP: topP ?? 1, topK: topK !== undefined && topK > 0 ? topK : undefined })
+    : { temperature: 0 };
+  Object.assign(sampling, compact<SamplingParams>({
+    presencePenalty: optNumber(body.presence_penalty, 'presence_penalty', (v) => v >= -2 && v <= 2, 'in [-2, 2]'),
+    frequencyPenalty: optNumber(body.frequency_penalty, 'frequency_penalty', (v) => v >= -2 && v <= 2, 'in [-2, 2]'),
+    repetitionPenalty: optNumber(body.repetition_penalty, 'repetition_penalty', (v) => v > 0, '> 0'),
+    lengthPenalty: optNumber(body.length_penalty, 'length_penalty', () => true, ''),
+    minTokens: optInt(body.min_tokens, 'min_tokens', 0),
+  }));
+  const maxTokens = optInt(body[maxTokensKey] ?? (maxTokensKey === 'max_completion_tokens' ? body.max_tokens : undefined), maxTokensKey, 1);
+  return {
+    model: body.model,
+    maxTokens,
+    n,
+    stream,
+    includeUsage,
+    stop: stopList(body.stop),
+    seed: optInt(body.seed, 'seed', 0),
+    sampling,
+    ignoreEos: optBool(body.ignore_eos, 'ignore_eos') ?? false,
+  };
+}
+
+/** The seed of choice i: the request's seed offset by i (so choices differ but repeat), or a fresh random one. */
+export function choiceSeed(seed: number | undefined, i: number): number {
+  return seed === undefined ? Math.floor(Math.random() * 2 ** 31) : seed + i;
+}
+
+/** OpenAI's finish_reason for the engine's. */
+export function finishReason(reason: string | undefined): 'stop' | 'length' | 'abort' {
+  if (reason === 'length') return 'length';
+  if (reason === 'end_id' || reason === 'stop_words') return 'stop';
+  return 'abort';
+}

@@ -1,0 +1,126 @@
+// The text interface of ensemble / tensorrt_llm_bls (text_input, max_tokens, ..., the seeds' BLS table) read from
+// named values into one TextParams per batch element, then mapped onto the executor's NativeRequest. Pure, apart
+// from the tokenizer it is handed; every rejection names the field and the value.
+import type { NativeRequest, SamplingParams } from '../binding/addon-types.js';
+import { describeValue } from '../binding/errors.js';
+import type { TextTokenizer } from '../tokenizer.js';
+import { badRequest } from './http-errors.js';
+import { elementAt, type NamedValues, optBool, optInt, optNumber } from './named-values.js';
+import { parseWordList } from './word-lists.js';
+
+export interface TextParams {
+  prompt: string;
+  maxTokens: number;
+  endId?: number;
+  padId?: number;
+  sampling: SamplingParams;
+  stopWords: string[];
+  badWords: string[];
+  returnLogProbs: boolean;
+  returnContextLogits: boolean;
+  returnGenerationLogits: boolean;
+  excludeInput: boolean;
+  stream: boolean | undefined;   // unset: generate_stream streams, generate does not
+}
+
+/** Drops undefined entries: the facade rejects nothing for them, but the native side should not see them at all. */
+export function compact<T extends object>(object: T): T {
+  for (const key of Object.keys(object) as (keyof T)[]) if (object[key] === undefined) delete object[key];
+  return object;
+}
+
+/**
+ * Sampling as TensorRT-LLM reads it: top_k = 0 and top_p = 0 both mean "off", and with neither set the engine
+ * decodes greedily whatever the temperature.
+ */
+export function samplingFrom(get: (name: string) => unknown, names: { topK: string; topP: string }): SamplingParams {
+  const topK = optInt(get(names.topK), names.topK, 0);
+  const topP = optNumber(get(names.topP), names.topP, (n) => n >= 0 && n <= 1, 'in [0, 1]');
+  const lengthPenalty = get('length_penalty') ?? get('len_penalty');
+  return compact<SamplingParams>({
+    temperature: optNumber(get('temperature'), 'temperature', (n) => n >= 0, '>= 0'),
+    topK: topK === 0 ? undefined : topK,
+    topP: topP === 0 ? undefined : topP,
+    lengthPenalty: optNumber(lengthPenalty, get('length_penalty') !== undefined ? 'length_penalty' : 'len_penalty', () => true, ''),
+    repetitionPenalty: optNumber(get('repetition_penalty'), 'repetition_penalty', (n) => n > 0, '> 0'),
+    presencePenalty: optNumber(get('presence_penalty'), 'presence_penalty', () => true, ''),
+    frequencyPenalty: optNumber(get('frequency_penalty'), 'frequency_penalty', () => true, ''),
+    minTokens: optInt(get('min_length'), 'min_length', 0),
+    seed: optInt(get('random_seed'), 'random_seed', 0),
+    beamWidth: optInt(get('beam_width'), 'beam_width', 1),
+  });
+}
+
+/** The batch size: text_input holds one prompt, or a list of them. */
+export function textBatch(values: NamedValues): string[] {
+  const v = values.get('text_input');
+  if (v === undefined) throw badRequest('text_input is required (the prompt text)', 'text_input');
+  if (v.data.length === 0) throw badRequest('text_input is empty; send a prompt or a list of prompts', 'text_input');
+  v.data.forEach((p, i) => {
+    if (typeof p !== 'string') throw badRequest(`text_input${v.data.length > 1 ? `[${i}]` : ''} must be a string, got ${describeValue(p)}`, 'text_input');
+    if (p === '') throw badRequest(`text_input${v.data.length > 1 ? `[${i}]` : ''} is an empty string; a prompt needs text`, 'text_input');
+  });
+  return v.data as string[];
+}
+
+export function readTextParams(values: NamedValues): TextParams[] {
+  const prompts = textBatch(values);
+  const batch = prompts.length;
+  return prompts.map((prompt, i) => {
+    const get = (name: string) => elementAt(values, name, i, batch);
+    const maxTokens = optInt(get('max_tokens'), 'max_tokens', 1);
+    if (maxTokens === undefined) throw badRequest('max_tokens is required (the number of tokens to generate)', 'max_tokens');
+    const words = (name: string) => {
+      const v = values.get(name);
+      // A list as long as the batch is one entry per prompt; any other list is one list for every prompt.
+      if (v === undefined) return [];
+      if (batch > 1 && v.data.length === batch && v.data.every((x) => typeof x === 'string')) return parseWordList(v.data[i], name);
+      return parseWordList(v.shape.length === 1 && v.data.length === 1 ? v.data[0] : v.data, name);
+    };
+    return {
+      prompt,
+      maxTokens,
+      endId: optInt(get('end_id'), 'end_id', -1),
+      padId: optInt(get('pad_id'), 'pad_id', -1),
+      sampling: samplingFrom(get, { topK: 'top_k', topP: 'top_p' }),
+      stopWords: words('stop_words'),
+      badWords: words('bad_words'),
+      returnLogProbs: optBool(get('return_log_probs'), 'return_log_probs') ?? false,
+      returnContextLogits: optBool(get('return_context_logits'), 'return_context_logits') ?? false,
+      returnGenerationLogits: optBool(get('return_generation_logits'), 'return_generation_logits') ?? false,
+      excludeInput: optBool(get('exclude_input_in_output'), 'exclude_input_in_output') ?? false,
+      stream: optBool(get('stream'), 'stream'),
+    };
+  });
+}
+
+/** Stop/bad words as token-id lists, tokenized alone and without special tokens (as Triton's preprocessing does). */
+export function wordIds(tokenizer: Pick<TextTokenizer, 'encode'>, words: readonly string[]): number[][] {
+  return words.map((w) => tokenizer.encode(w, { addSpecialTokens: false })).filter((ids) => ids.length > 0);
+}
+
+export interface TokenDefaults { endId: number; padId: number }
+
+export function textNativeRequest(
+  p: TextParams, inputTokenIds: number[], tokenizer: Pick<TextTokenizer, 'encode'>, defaults: TokenDefaults, streaming: boolean,
+): NativeRequest {
+  const stopWords = wordIds(tokenizer, p.stopWords);
+  const badWords = wordIds(tokenizer, p.badWords);
+  return compact<NativeRequest>({
+    inputTokenIds,
+    maxTokens: p.maxTokens,
+    streaming,
+    endId: p.endId ?? defaults.endId,
+    padId: p.padId ?? defaults.padId,
+    stopWords: stopWords.length > 0 ? stopWords : undefined,
+    badWords: badWords.length > 0 ? badWords : undefined,
+    sampling: p.sampling,
+    // The prompt text is prepended from the request itself, which is exact where decode(encode(prompt)) is not.
+    output: {
+      returnLogProbs: p.returnLogProbs,
+      returnContextLogits: p.returnContextLogits,
+      returnGenerationLogits: p.returnGenerationLogits,
+      excludeInputFromOutput: true,
+    },
+  });
+}

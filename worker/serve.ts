@@ -1,0 +1,165 @@
+// One process serving one model: load the tokenizer and the executor, warm up, open the HTTP and metrics ports,
+// and on SIGINT/SIGTERM drain — stop accepting, let in-flight requests finish (or cancel them at the deadline),
+// shut the executor down and exit 0.
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import { basename, resolve } from 'node:path';
+
+import type { SchedulerPolicy } from './binding/addon-types.js';
+import { Executor } from './executor/executor.js';
+import { byteLevelTokenBytes } from './frontend/byte-level.js';
+import { loadChatTemplate } from './frontend/chat-template.js';
+import { createFrontendServer, createMetricsServer } from './frontend/frontend.js';
+import { ServingMetrics } from './frontend/metrics.js';
+import { MODEL_NAMES } from './frontend/model-repository.js';
+import { RequestRegistry } from './frontend/request-registry.js';
+import type { ServingContext } from './frontend/serving-context.js';
+import { createLogger, type Logger, type LogLevel } from './log.js';
+import { loadTokenizer } from './tokenizer.js';
+
+export interface ServeOptions {
+  model: string;
+  host: string;
+  httpPort: number;              // 0: any free port (tests)
+  metricsPort: number;
+  apiKey?: string | undefined;
+  authHealth: boolean;
+  authMetrics: boolean;
+  maxBodyBytes: number;
+  servedModelName?: string | undefined;
+  threads?: number | undefined;
+  maxBatchSize?: number | undefined;
+  maxQueueSize?: number | undefined;
+  maxNumTokens?: number | undefined;
+  maxSeqLen?: number | undefined;
+  maxTokensInPagedKvCache?: number | undefined;
+  tokensPerBlock?: number | undefined;
+  schedulerPolicy?: SchedulerPolicy | undefined;
+  drainTimeoutMs: number;
+  logLevel: LogLevel;
+}
+
+export interface RunningServer {
+  context: ServingContext;
+  httpPort: number;
+  metricsPort: number;
+  /** Drains and stops everything; resolves when the executor has shut down. */
+  close(): Promise<void>;
+}
+
+const STATS_POLL_MS = 500;  // drains iteration stats often enough that the native ring buffer never overflows
+
+function listen(server: Server, port: number, host: string): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolvePort((server.address() as AddressInfo).port);
+    });
+  });
+}
+
+function closeServer(server: Server): Promise<void> {
+  return new Promise((done) => server.close(() => done()));
+}
+
+export async function startServer(options: ServeOptions, log: Logger = createLogger(options.logLevel)): Promise<RunningServer> {
+  const modelDir = resolve(options.model);
+  const tokenizer = loadTokenizer(modelDir);
+  const chatTemplate = loadChatTemplate(modelDir);
+  const started = performance.now();
+  const executor = await Executor.load(modelDir, {
+    ...(options.threads === undefined ? {} : { numThreads: options.threads }),
+    ...(options.maxBatchSize === undefined ? {} : { maxBatchSize: options.maxBatchSize }),
+    ...(options.maxQueueSize === undefined ? {} : { maxQueueSize: options.maxQueueSize }),
+    ...(options.maxNumTokens === undefined ? {} : { maxNumTokens: options.maxNumTokens }),
+    ...(options.maxSeqLen === undefined ? {} : { maxSeqLen: options.maxSeqLen }),
+    ...(options.maxTokensInPagedKvCache === undefined ? {} : { maxTokensInPagedKvCache: options.maxTokensInPagedKvCache }),
+    ...(options.tokensPerBlock === undefined ? {} : { tokensPerBlock: options.tokensPerBlock }),
+    ...(options.schedulerPolicy === undefined ? {} : { schedulerPolicy: options.schedulerPolicy }),
+    iterStatsMaxIterations: 10_000,
+  });
+  const config = executor.modelConfig;
+  log.info(`loaded ${config.architectureName} from ${modelDir} in ${((performance.now() - started) / 1000).toFixed(2)} s`);
+
+  let ready = false;
+  const metrics = new ServingMetrics(executor, [...MODEL_NAMES, options.servedModelName ?? basename(modelDir)]);
+  executor.onIterationStats(metrics.onIterationStats);
+  const endId = tokenizer.eosTokenId ?? config.eosTokenIds[0] ?? -1;
+  const context: ServingContext = {
+    executor, tokenizer, metrics, chatTemplate, tokenBytes: byteLevelTokenBytes(modelDir),
+    registry: new RequestRegistry(),
+    defaults: { endId, padId: config.padTokenId >= 0 ? config.padTokenId : endId },
+    servedModelName: options.servedModelName ?? basename(modelDir),
+    maxBatchSize: options.maxBatchSize ?? 64,
+    isReady: () => ready,
+  };
+
+  // Warm-up: one real request through the executor before we say ready, so the first user request does not pay
+  // for first-touch costs and a broken engine fails here rather than on traffic.
+  const warmId = tokenizer.bosTokenId ?? (endId >= 0 ? endId : 0);
+  await executor.generate({ inputTokenIds: [warmId], maxTokens: 1 });
+  executor.iterationStats();
+
+  const http = createFrontendServer(context, {
+    apiKey: options.apiKey, authHealth: options.authHealth, authMetrics: options.authMetrics,
+    maxBodyBytes: options.maxBodyBytes, onError: (error) => log.error(`request failed: ${(error as Error)?.stack ?? String(error)}`),
+  });
+  const metricsServer = createMetricsServer(metrics, { apiKey: options.apiKey, authMetrics: options.authMetrics });
+  const httpPort = await listen(http, options.httpPort, options.host);
+  const metricsPort = await listen(metricsServer, options.metricsPort, options.host);
+  const poll = setInterval(() => executor.iterationStats(), STATS_POLL_MS);
+  poll.unref();
+  ready = true;
+
+  let closing: Promise<void> | undefined;
+  const close = () => {
+    closing ??= (async () => {
+      ready = false;  // health/ready answers 503 at once, so load balancers stop sending
+      const httpClosed = closeServer(http);
+      http.closeIdleConnections();
+      const deadline = Date.now() + options.drainTimeoutMs;
+      while (executor.numActiveRequests() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      if (executor.numActiveRequests() > 0) log.warn(`drain deadline reached: cancelling ${executor.numActiveRequests()} request(s)`);
+      await executor.shutdown();
+      // Let the cancelled streams write their last events before the sockets go.
+      await new Promise((r) => setTimeout(r, 20));
+      http.closeAllConnections();
+      clearInterval(poll);
+      await Promise.all([httpClosed, closeServer(metricsServer)]);
+      metricsServer.closeAllConnections();
+    })();
+    return closing;
+  };
+  return { context, httpPort, metricsPort, close };
+}
+
+/** `trtllm-launch serve`: starts, prints how to query it, and runs until SIGINT/SIGTERM; returns the exit code. */
+export async function serveUntilSignal(options: ServeOptions): Promise<number> {
+  const log = createLogger(options.logLevel);
+  const server = await startServer(options, log);
+  const host = options.host === '0.0.0.0' || options.host === '::' ? 'localhost' : options.host;
+  const auth = options.apiKey ? ` -H "Authorization: Bearer $TRTLLM_API_KEY"` : '';
+  const lines = [
+    `Started HTTPService at ${options.host}:${server.httpPort}`,
+    `Started Metrics Service at ${options.host}:${server.metricsPort}`,
+    `ready: serving ${server.context.servedModelName} as ensemble, tensorrt_llm_bls, tensorrt_llm, preprocessing, postprocessing`,
+    `  curl -X POST ${host}:${server.httpPort}/v2/models/ensemble/generate${auth} -d '{"text_input": "What is machine learning?", "max_tokens": 20, "bad_words": "", "stop_words": ""}'`,
+    `  OpenAI base URL: http://${host}:${server.httpPort}/v1 (model "${server.context.servedModelName}")`,
+    `  metrics: curl ${host}:${server.metricsPort}/metrics`,
+  ];
+  process.stdout.write(`${lines.join('\n')}\n`);
+  await new Promise<void>((done) => {
+    const stop = (signal: string) => {
+      log.info(`${signal}: draining (up to ${options.drainTimeoutMs} ms), then stopping`);
+      server.close().then(done, (error: unknown) => {
+        log.error(`shutdown failed: ${String(error)}`);
+        done();
+      });
+    };
+    process.once('SIGINT', () => stop('SIGINT'));
+    process.once('SIGTERM', () => stop('SIGTERM'));
+  });
+  log.info('stopped');
+  return 0;
+}
