@@ -7,6 +7,7 @@ import { Command } from 'commander';
 import { packageRoot } from '../worker/binding/load-addon.js';
 import { registerGenerate } from './generate-command.js';
 import { registerServe } from './serve-command.js';
+import { normalizeTritonSpellings } from './triton-spellings.js';
 
 export function buildProgram(): Command {
   const pkg = JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string };
@@ -19,6 +20,8 @@ export function buildProgram(): Command {
 }
 
 export async function main(argv: string[]): Promise<number> {
-  await buildProgram().parseAsync(argv);
+  const { argv: normalized, notes } = normalizeTritonSpellings(argv.slice(2));
+  for (const note of notes) process.stderr.write(`trtllm-launch: ${note}\n`);
+  await buildProgram().parseAsync([...argv.slice(0, 2), ...normalized]);
   return typeof process.exitCode === 'number' ? process.exitCode : 0;
 }

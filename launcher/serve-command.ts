@@ -1,18 +1,33 @@
-// `trtllm-launch [serve] --model <dir> --world-size 1 --http-port 8000 --metrics-port 8002`: serve one model in
-// this process until SIGINT/SIGTERM. Every option has a TRTLLM_* environment fallback. World size 1 only, until
-// leader mode over MPI lands.
+// `trtllm-launch [serve] --model <dir> --world-size N --http-port 8000 --metrics-port 8002`: world size 1 serves
+// in this process; more ranks run under mpirun as `trtllm-launch rank`, supervised by this process (cluster/).
+// Every option has a TRTLLM_* environment fallback.
 import { type Command, InvalidArgumentError, Option } from 'commander';
 
 import type { SchedulerPolicy } from '../worker/binding/addon-types.js';
 import { TrtllmError } from '../worker/binding/errors.js';
 import { LOG_LEVELS, type LogLevel } from '../worker/log.js';
+import { loadAddon } from '../worker/binding/load-addon.js';
+import { initRank } from '../worker/rank.js';
 import { serveUntilSignal } from '../worker/serve.js';
+import { launchCluster } from './cluster/launch.js';
+import { resolveParallel } from './cluster/parallel-plan.js';
 import { defaultModelDir } from './defaults.js';
 import { parseChoiceOption, parseIntOption, parsePortOption } from './parse-options.js';
 
+type LauncherKind = 'auto' | 'mpirun' | 'none';
+
 interface ServeCliOptions {
   model: string;
-  worldSize: number;
+  worldSize?: number;
+  tp?: number;
+  pp?: number;
+  launcher: LauncherKind;
+  oversubscribe: boolean;
+  hostfile?: string;
+  hosts?: string;
+  startupTimeout: number;
+  logDir?: string;
+  dryRun: boolean;
   host: string;
   httpPort: number;
   metricsPort: number;
@@ -33,15 +48,6 @@ interface ServeCliOptions {
   drainTimeout: number;
 }
 
-/** Rejects what this build cannot do yet, naming the option and the value. */
-export function checkWorldSize(worldSize: number): void {
-  if (worldSize !== 1) {
-    throw new InvalidArgumentError(
-      `--world-size ${worldSize}: only 1 is supported for now; leader mode over MPI (tensor/pipeline parallel ranks) is not implemented yet`,
-    );
-  }
-}
-
 function option(flags: string, description: string, env: string): Option {
   return new Option(flags, `${description} (env ${env})`).env(env);
 }
@@ -50,7 +56,16 @@ function option(flags: string, description: string, env: string): Option {
 export function addServeOptions(command: Command): Command {
   return command
     .addOption(option('--model <dir>', 'Hugging Face checkpoint directory', 'TRTLLM_MODEL').default(defaultModelDir()))
-    .addOption(option('--world-size <n>', 'ranks (tp × pp); only 1 for now', 'TRTLLM_WORLD_SIZE').argParser(parseIntOption('--world-size', 1)).default(1))
+    .addOption(option('--world-size <n>', 'ranks = tp × pp (default 1; alone it means tp = world size)', 'TRTLLM_WORLD_SIZE').argParser(parseIntOption('--world-size', 1)))
+    .addOption(option('--tp <n>', 'tensor-parallel ranks', 'TRTLLM_TP').argParser(parseIntOption('--tp', 1)))
+    .addOption(option('--pp <n>', 'pipeline-parallel stages', 'TRTLLM_PP').argParser(parseIntOption('--pp', 1)))
+    .addOption(option('--launcher <kind>', 'auto | mpirun | none (auto: mpirun when world size > 1)', 'TRTLLM_LAUNCHER').argParser(parseChoiceOption('--launcher', ['auto', 'mpirun', 'none'] as const)).default('auto'))
+    .addOption(option('--oversubscribe', 'allow more ranks than cores (CPU clusters on one machine)', 'TRTLLM_OVERSUBSCRIBE').default(false))
+    .addOption(option('--hostfile <file>', 'mpirun hostfile for multi-node clusters', 'TRTLLM_HOSTFILE'))
+    .addOption(option('--hosts <list>', 'comma-separated hosts (host:slots) for mpirun', 'TRTLLM_HOSTS'))
+    .addOption(option('--startup-timeout <seconds>', 'give up when the leader is not ready by then', 'TRTLLM_STARTUP_TIMEOUT').argParser(parseIntOption('--startup-timeout', 1)).default(300))
+    .addOption(option('--log-dir <dir>', 'also write each rank\'s output to <dir>/rank-N.log', 'TRTLLM_LOG_DIR'))
+    .addOption(option('--dry-run', 'print the mpirun command and each rank\'s role, then exit', 'TRTLLM_DRY_RUN').default(false))
     .addOption(option('--host <addr>', 'address to listen on', 'TRTLLM_HOST').default('0.0.0.0'))
     .addOption(option('--http-port <port>', 'KServe v2 + OpenAI HTTP port', 'TRTLLM_HTTP_PORT').argParser(parsePortOption('--http-port')).default(8000))
     .addOption(option('--metrics-port <port>', 'Prometheus metrics port', 'TRTLLM_METRICS_PORT').argParser(parsePortOption('--metrics-port')).default(8002))
@@ -71,24 +86,84 @@ export function addServeOptions(command: Command): Command {
     .addOption(option('--drain-timeout <seconds>', 'on SIGINT/SIGTERM, how long in-flight requests may finish', 'TRTLLM_DRAIN_TIMEOUT').argParser(parseIntOption('--drain-timeout', 0)).default(30));
 }
 
+function serveOptions(options: ServeCliOptions, parallel: { tp: number; pp: number }) {
+  return {
+    model: options.model, host: options.host, httpPort: options.httpPort, metricsPort: options.metricsPort,
+    apiKey: options.apiKey, authHealth: options.authHealth, authMetrics: options.authMetrics,
+    maxBodyBytes: options.maxBodyBytes, servedModelName: options.servedModelName, threads: options.threads,
+    maxBatchSize: options.maxBatchSize, maxQueueSize: options.maxQueueSize, maxNumTokens: options.maxNumTokens,
+    maxSeqLen: options.maxSeqLen, maxTokensInPagedKvCache: options.maxTokensInPagedKvCache,
+    tokensPerBlock: options.tokensPerBlock, schedulerPolicy: options.schedulerPolicy,
+    drainTimeoutMs: options.drainTimeout * 1000, logLevel: options.logLevel, tp: parallel.tp, pp: parallel.pp,
+  };
+}
+
+/** The serve options a rank needs, as arguments (the API key travels in the environment, not on `ps`). */
+function rankArguments(o: ServeCliOptions): string[] {
+  const args = ['--model', o.model, '--host', o.host, '--http-port', String(o.httpPort), '--metrics-port', String(o.metricsPort),
+    '--log-level', o.logLevel, '--max-body-bytes', String(o.maxBodyBytes), '--drain-timeout', String(o.drainTimeout)];
+  const optional: [string, unknown][] = [
+    ['--served-model-name', o.servedModelName], ['--threads', o.threads], ['--max-batch-size', o.maxBatchSize],
+    ['--max-queue-size', o.maxQueueSize], ['--max-num-tokens', o.maxNumTokens], ['--max-seq-len', o.maxSeqLen],
+    ['--max-tokens-in-paged-kv-cache', o.maxTokensInPagedKvCache], ['--tokens-per-block', o.tokensPerBlock],
+    ['--scheduler-policy', o.schedulerPolicy],
+  ];
+  for (const [flag, value] of optional) if (value !== undefined) args.push(flag, String(value));
+  if (o.authHealth) args.push('--auth-health');
+  if (o.authMetrics) args.push('--auth-metrics');
+  return args;
+}
+
+function reportError(error: unknown, what: string): number {
+  if (error instanceof TrtllmError || (error as NodeJS.ErrnoException)?.code === 'EADDRINUSE') {
+    process.stderr.write(`trtllm-launch ${what}: ${(error as Error).message}\n`);
+    return 2;
+  }
+  throw error;
+}
+
 export async function runServe(options: ServeCliOptions): Promise<number> {
-  checkWorldSize(options.worldSize);
+  const parallel = resolveParallel(options);
+  const launcher = options.launcher === 'auto' ? (parallel.worldSize > 1 ? 'mpirun' : 'none') : options.launcher;
+  if (launcher === 'none' && parallel.worldSize > 1) {
+    throw new InvalidArgumentError(`--launcher none runs one rank in this process; --world-size ${parallel.worldSize} needs --launcher mpirun (or auto)`);
+  }
   try {
-    return await serveUntilSignal({
-      model: options.model, host: options.host, httpPort: options.httpPort, metricsPort: options.metricsPort,
-      apiKey: options.apiKey, authHealth: options.authHealth, authMetrics: options.authMetrics,
-      maxBodyBytes: options.maxBodyBytes, servedModelName: options.servedModelName, threads: options.threads,
-      maxBatchSize: options.maxBatchSize, maxQueueSize: options.maxQueueSize, maxNumTokens: options.maxNumTokens,
-      maxSeqLen: options.maxSeqLen, maxTokensInPagedKvCache: options.maxTokensInPagedKvCache,
-      tokensPerBlock: options.tokensPerBlock, schedulerPolicy: options.schedulerPolicy,
-      drainTimeoutMs: options.drainTimeout * 1000, logLevel: options.logLevel,
-    });
-  } catch (error) {
-    if (error instanceof TrtllmError || (error as NodeJS.ErrnoException)?.code === 'EADDRINUSE') {
-      process.stderr.write(`trtllm-launch serve: ${(error as Error).message}\n`);
-      return 2;
+    if (launcher === 'mpirun') {
+      if (options.apiKey) process.env.TRTLLM_API_KEY = options.apiKey;
+      return await launchCluster({
+        parallel, host: options.host, httpPort: options.httpPort, metricsPort: options.metricsPort,
+        oversubscribe: options.oversubscribe, hostfile: options.hostfile, hosts: options.hosts,
+        startupTimeoutSeconds: options.startupTimeout, drainTimeoutSeconds: options.drainTimeout, logDir: options.logDir,
+        dryRun: options.dryRun, rankOptions: rankArguments(options),
+      });
     }
-    throw error;
+    if (options.dryRun) {
+      process.stdout.write(`one rank in this process (no MPI): ${options.model} on ${options.host}:${options.httpPort}\n`);
+      return 0;
+    }
+    return await serveUntilSignal(serveOptions(options, parallel));
+  } catch (error) {
+    return reportError(error, 'serve');
+  }
+}
+
+/** One rank of a cluster (started by mpirun for the launcher): rank 0 serves, the others follow it. */
+async function runRank(options: ServeCliOptions): Promise<number> {
+  const parallel = { tp: options.tp ?? 1, pp: options.pp ?? 1 };
+  try {
+    const info = initRank();
+    if (info.worldRank === 0) {
+      process.stdout.write(`leader pid ${process.pid}\n`);
+      return await serveUntilSignal(serveOptions(options, parallel));
+    }
+    // Followers stop when the leader releases them after its drain; a signal from mpirun must not cut that short.
+    process.on('SIGINT', () => {});
+    process.on('SIGTERM', () => {});
+    await loadAddon().runFollower(options.model, { ...parallel, ...(options.threads === undefined ? {} : { numThreads: options.threads }) });
+    return 0;
+  } catch (error) {
+    return reportError(error, 'rank');
   }
 }
 
@@ -104,7 +179,15 @@ function serveAction(command: Command) {
   };
 }
 
+function rankAction(command: Command) {
+  return async () => {
+    process.exitCode = await runRank(command.opts<ServeCliOptions>());
+  };
+}
+
 export function registerServe(program: Command): void {
+  const rank = addServeOptions(program.command('rank', { hidden: true }).description('one rank of a cluster (started by the launcher under mpirun)'));
+  rank.action(rankAction(rank));
   const serve = addServeOptions(program.command('serve', { isDefault: true }).description('serve a model over HTTP (KServe v2 + OpenAI) with Prometheus metrics'));
   serve.action(serveAction(serve));
 }

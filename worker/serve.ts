@@ -37,6 +37,8 @@ export interface ServeOptions {
   schedulerPolicy?: SchedulerPolicy | undefined;
   drainTimeoutMs: number;
   logLevel: LogLevel;
+  tp?: number | undefined;       // leader mode: the grid started by mpirun (default 1 x 1)
+  pp?: number | undefined;
 }
 
 export interface RunningServer {
@@ -78,6 +80,8 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
     ...(options.tokensPerBlock === undefined ? {} : { tokensPerBlock: options.tokensPerBlock }),
     ...(options.schedulerPolicy === undefined ? {} : { schedulerPolicy: options.schedulerPolicy }),
     iterStatsMaxIterations: 10_000,
+    ...(options.tp === undefined ? {} : { tp: options.tp }),
+    ...(options.pp === undefined ? {} : { pp: options.pp }),
   });
   const config = executor.modelConfig;
   log.info(`loaded ${config.architectureName} from ${modelDir} in ${((performance.now() - started) / 1000).toFixed(2)} s`);

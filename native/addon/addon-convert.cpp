@@ -157,6 +157,9 @@ Napi::Object from_iteration_stats(Napi::Env env, const engine::IterationStats& s
   o.Set("numCompletedRequests", static_cast<double>(s.num_completed_requests));
   o.Set("cpuMemUsage", static_cast<double>(s.cpu_mem_usage));
   o.Set("gpuMemUsage", static_cast<double>(s.gpu_mem_usage));
+  o.Set("commSeconds", s.comm_seconds);
+  o.Set("commBytes", static_cast<double>(s.comm_bytes));
+  o.Set("planBytes", static_cast<double>(s.plan_bytes));
   o.Set("kvCacheStats", from_kv_cache_stats(env, s.kv_cache_stats));
   const engine::InflightBatchingStats& b = s.inflight_batching_stats;
   Napi::Object ib = Napi::Object::New(env);

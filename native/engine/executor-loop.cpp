@@ -356,6 +356,12 @@ void Executor::Impl::run_iteration(std::vector<Response>& out) {
   stats.max_num_active_requests = scheduler_config.max_batch_size;
   stats.num_completed_requests = completed;
   stats.cpu_mem_usage = static_cast<int64_t>(model->weight_bytes()) + kv_pool_bytes;
+  if (!batch.empty()) {
+    const ForwardCommStats comm = model->last_comm_stats();
+    stats.comm_seconds = comm.seconds;
+    stats.comm_bytes = static_cast<int64_t>(comm.bytes);
+    stats.plan_bytes = static_cast<int64_t>(comm.plan_bytes);
+  }
   stats.kv_cache_stats = kv.stats();
   deliver(std::move(out), &stats);
   out.clear();

@@ -1,5 +1,6 @@
 #include "leader-model.h"
 
+#include <chrono>
 #include <exception>
 #include <string>
 
@@ -15,7 +16,9 @@ void LeaderModel::broadcast(const IterationPlan& plan) {
   if (world_.size() == 1) return;
   std::vector<uint8_t> bytes = serialize_plan(plan);
   last_plan_bytes_.store(bytes.size());
+  const auto t0 = std::chrono::steady_clock::now();
   world_.broadcast_bytes(bytes, 0);
+  last_plan_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // After a plan went out the ranks must stay in lock step: a local failure here cannot be reported as one failed
@@ -61,6 +64,17 @@ void LeaderModel::forward(const std::vector<SequenceChunk>& chunks, ForwardOutpu
   plan.chunks = chunks;
   broadcast(plan);
   in_lock_step(world_, "forward", [&] { inner_->forward(chunks, out); });
+}
+
+ForwardCommStats LeaderModel::last_comm_stats() const {
+  ForwardCommStats stats = inner_->last_comm_stats();
+  if (world_.size() > 1) {
+    stats.plan_bytes = last_plan_bytes_.load();
+    stats.seconds += last_plan_seconds_;
+    stats.bytes += stats.plan_bytes;
+    stats.calls += 1;
+  }
+  return stats;
 }
 
 void LeaderModel::release_followers() {

@@ -22,6 +22,8 @@ class LeaderModel : public Model {
   void allocate_kv(int32_t num_blocks, int32_t tokens_per_block) override;
   void copy_kv_block(int32_t src, int32_t dst) override;
   void forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) override;
+  // The inner model's communication plus this forward's plan broadcast.
+  ForwardCommStats last_comm_stats() const override;
   // Tells the followers to return; idempotent. Called by the executor's loop thread when it stops.
   void release_followers();
 
@@ -33,6 +35,7 @@ class LeaderModel : public Model {
   Comm world_;
   bool released_ = false;
   std::atomic<uint64_t> last_plan_bytes_{0};
+  double last_plan_seconds_ = 0;
 };
 
 // A follower's whole life: receive plans from world rank 0 and apply them to `model` until shutdown. Any failure

@@ -43,6 +43,7 @@ struct ForwardCommStats {
   double seconds = 0;
   uint64_t bytes = 0;  // payload of this rank's calls: sent, received, or its own buffer in a collective
   int32_t calls = 0;
+  uint64_t plan_bytes = 0;  // leader mode: the iteration plan broadcast before this forward (iteration-plan.h)
 };
 
 class Model {

@@ -99,6 +99,11 @@ struct IterationStats {
   int32_t num_active_requests = 0, num_queued_requests = 0, max_num_active_requests = 0;
   int64_t num_completed_requests = 0; // in this iteration
   int64_t cpu_mem_usage = 0;          // bytes: weights + KV pool + activations
+  // Leader mode: this iteration's forward pass — seconds and bytes in MPI calls on the leader (plan broadcast,
+  // all-reduces, stage transfers) and the size of the plan broadcast to the followers.
+  double comm_seconds = 0;
+  int64_t comm_bytes = 0;
+  int64_t plan_bytes = 0;
   int64_t gpu_mem_usage = 0;
   KvCacheStats kv_cache_stats;
   InflightBatchingStats inflight_batching_stats;

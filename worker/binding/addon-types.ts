@@ -111,6 +111,10 @@ export interface IterationStats {
   numCompletedRequests: number;
   cpuMemUsage: number;
   gpuMemUsage: number;
+  /** Leader mode: seconds and bytes of this iteration's MPI calls on the leader, and its plan broadcast's size. */
+  commSeconds: number;
+  commBytes: number;
+  planBytes: number;
   kvCacheStats: KvCacheStats;
   inflightBatchingStats: {
     numScheduledRequests: number;

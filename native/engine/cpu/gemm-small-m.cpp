@@ -1,5 +1,7 @@
 #include "gemm-small-m.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 
 namespace engine::cpu {
@@ -19,10 +21,21 @@ inline vec load(const float* p) {
   return v;
 }
 
+// Horizontal sum by halving (a log2 tree of vector adds), not lane by lane: with 16 accumulators per tile and a
+// short k the lane-by-lane version cost as much as the multiply-adds themselves.
 inline float hsum(vec v) {
+#if defined(__AVX512F__)
+  return _mm512_reduce_add_ps(reinterpret_cast<__m512>(v));
+#elif defined(__AVX__)
+  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(reinterpret_cast<__m256>(v)), _mm256_extractf128_ps(reinterpret_cast<__m256>(v), 1));
+  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  lo = _mm_add_ss(lo, _mm_shuffle_ps(lo, lo, 0x55));
+  return _mm_cvtss_f32(lo);
+#else
   float s = 0;
   for (int i = 0; i < kLanes; ++i) s += v[i];
   return s;
+#endif
 }
 
 // MR activation rows x NR weight rows: MR*NR accumulators stay in registers; every loaded vector feeds NR or MR

@@ -34,13 +34,13 @@ t.test('trtllm-launch --model --world-size 1 --http-port --metrics-port serves u
   t.match(result.stderr, /SIGTERM: draining/);
 });
 
-t.test('world size > 1 is refused clearly; bad ports name the option', async (t) => {
-  const r = await execa('node', [bin, 'serve', '--world-size', '2', '--model', fixtureDir('tiny-gpt2')], { reject: false });
+t.test('world size > 1 without a launcher is refused clearly; bad ports name the option', async (t) => {
+  const r = await execa('node', [bin, 'serve', '--world-size', '2', '--launcher', 'none', '--model', fixtureDir('tiny-gpt2')], { reject: false });
   t.equal(r.exitCode, 2);
-  t.match(r.stderr, /--world-size 2: only 1 is supported for now; leader mode over MPI .* is not implemented yet/);
+  t.match(r.stderr, /--launcher none runs one rank in this process; --world-size 2 needs --launcher mpirun/);
   const p = await execa('node', [bin, '--http-port', '70000'], { reject: false });
   t.not(p.exitCode, 0);
   t.match(p.stderr, /--http-port must be a port number in \[0, 65535\], got "70000"/);
-  const env = await execa('node', [bin, '--model', fixtureDir('tiny-gpt2')], { reject: false, env: { TRTLLM_WORLD_SIZE: '3' } });
-  t.match(env.stderr, /--world-size 3/, 'env fallback TRTLLM_WORLD_SIZE');
+  const env = await execa('node', [bin, '--model', fixtureDir('tiny-gpt2')], { reject: false, env: { TRTLLM_WORLD_SIZE: '3', TRTLLM_TP: '2' } });
+  t.match(env.stderr, /--world-size 3 is not a multiple of --tp 2/, 'env fallbacks TRTLLM_WORLD_SIZE and TRTLLM_TP');
 });

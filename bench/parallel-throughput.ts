@@ -1,0 +1,68 @@
+// Leader mode on one machine: decode step time, throughput, communication per iteration and memory per rank at
+// tp=1 vs tp=2 vs pp=2, on a Llama shape big enough for the split to matter (dummy weights), plus the size of the
+// iteration plan at 256 active requests. Baseline in the same run: tp=1 in one process with all cores.
+//   node dist/bench/parallel-throughput.js [--model 100m|22m] [--prompt 128] [--gen 64] [--batches 1,8]
+import { cpus } from 'node:os';
+import { join } from 'node:path';
+
+import { execa } from 'execa';
+
+import { packageRoot } from '../worker/binding/load-addon.js';
+import { BENCH_SHAPE, type LlamaShape, parameterCount, writeDummyLlama } from './dummy-checkpoint.js';
+
+function arg(name: string, fallback: string): string {
+  const i = process.argv.indexOf(name);
+  return i >= 0 && process.argv[i + 1] ? process.argv[i + 1]! : fallback;
+}
+
+const SHAPES: Record<string, LlamaShape> = {
+  '22m': BENCH_SHAPE,
+  '100m': { vocabSize: 32000, hiddenSize: 768, numLayers: 12, numHeads: 12, numKvHeads: 4, intermediateSize: 2048, maxPositionEmbeddings: 2048 },
+};
+
+interface Row { batch: number; prefillTokensPerSecond: number; decodeStepMs: number; decodeTokensPerSecond: number; commMsPerDecodeStep: number; planBytesPerDecodeStep: number }
+
+/** Bytes of one decode iteration's plan (iteration-plan.cpp's format): 4 header words, 4 per chunk, its token and block ids. */
+function planBytes(requests: number, contextTokens: number, tokensPerBlock: number): number {
+  const blocks = Math.ceil((contextTokens + 1) / tokensPerBlock);
+  return 4 * (4 + requests * (4 + 1 + blocks));
+}
+
+async function main(): Promise<void> {
+  const name = arg('--model', '100m');
+  const shape = SHAPES[name]!;
+  const dir = writeDummyLlama(join(packageRoot(), 'build', 'bench-models', `llama-${name}`), shape);
+  const program = join(packageRoot(), 'dist', 'bench', 'programs', 'parallel-rank.js');
+  const cores = cpus().length;
+  const common = [arg('--prompt', '128'), arg('--gen', '64'), arg('--batches', '1,8')];
+  console.log(`model: ${name} Llama shape, ${(parameterCount(shape) / 1e6).toFixed(0)}M parameters (fp32 dummy weights); ${cpus()[0]?.model}, ${cores} cores`);
+  const layouts = [
+    { name: 'tp=1 (1 rank x 2 threads, baseline)', np: 1, tp: 1, pp: 1, threads: cores },
+    { name: 'tp=2 (2 ranks x 1 thread)', np: 2, tp: 2, pp: 1, threads: Math.max(1, cores / 2) },
+    { name: 'pp=2 (2 ranks x 1 thread)', np: 2, tp: 1, pp: 2, threads: Math.max(1, cores / 2) },
+  ];
+  const table: string[] = [];
+  let base: Row[] | undefined;
+  for (const l of layouts) {
+    process.stderr.write(`running ${l.name} ...\n`);
+    const args = [program, dir, String(l.tp), String(l.pp), String(l.threads), ...common];
+    const child = l.np === 1
+      ? await execa('node', args, { all: true, reject: false })
+      : await execa('mpirun', ['-np', String(l.np), '--oversubscribe', '--bind-to', 'none', 'node', ...args],
+        { all: true, reject: false, env: { OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1' } });
+    const line = child.all.split('\n').find((s) => s.startsWith('RESULT '));
+    if (!line) throw new Error(`${l.name} failed (exit ${child.exitCode}):\n${child.all.slice(-3000)}`);
+    const rows = (JSON.parse(line.slice(7)) as { rows: Row[] }).rows;
+    const mem = child.all.split('\n').filter((s) => s.startsWith('MEM ')).map((s) => Number(s.split(' ')[2]) / 2 ** 20);
+    base ??= rows;
+    for (const [i, r] of rows.entries()) {
+      table.push(`| ${l.name} | ${r.batch} | ${r.prefillTokensPerSecond.toFixed(0)} | ${r.decodeStepMs.toFixed(2)} | ${r.decodeTokensPerSecond.toFixed(0)} | ${(r.decodeTokensPerSecond / base[i]!.decodeTokensPerSecond).toFixed(2)} | ${r.commMsPerDecodeStep.toFixed(3)} | ${r.planBytesPerDecodeStep.toFixed(0)} | ${mem.map((m) => m.toFixed(0)).join(' / ')} |`);
+    }
+  }
+  console.log('\n| layout | batch | prefill tok/s | decode step (ms) | decode tok/s | vs tp=1 | comm ms / decode step (leader) | plan bytes / step | peak RSS per rank (MiB) |');
+  console.log('|---|---|---|---|---|---|---|---|---|');
+  for (const row of table) console.log(row);
+  console.log(`\niteration plan at 256 active decode requests with 1024-token contexts (64-token blocks): ${planBytes(256, 1024, 64)} bytes`);
+}
+
+await main();

@@ -1,0 +1,92 @@
+// `trtllm-launch --world-size N`: plan the mpirun command for N ranks of `trtllm-launch rank`, check the ports,
+// print it (--dry-run) or run and supervise it.
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+
+import { execa } from 'execa';
+
+import { TrtllmError } from '../../worker/binding/errors.js';
+import { packageRoot } from '../../worker/binding/load-addon.js';
+import { mpiFlavor, mpirunCommand, shellQuote } from './mpirun-command.js';
+import type { ParallelPlan } from './parallel-plan.js';
+import { superviseCluster } from './supervise.js';
+
+export interface ClusterOptions {
+  parallel: ParallelPlan;
+  host: string;
+  httpPort: number;
+  metricsPort: number;
+  oversubscribe: boolean;
+  hostfile?: string | undefined;
+  hosts?: string | undefined;
+  startupTimeoutSeconds: number;
+  drainTimeoutSeconds: number;
+  logDir?: string | undefined;
+  dryRun: boolean;
+  /** The serve options every rank gets, already rendered as CLI arguments. */
+  rankOptions: string[];
+}
+
+// Variables every rank must see, whatever the MPI forwards by default.
+const FORWARDED = ['PATH', 'LD_LIBRARY_PATH', 'OMP_NUM_THREADS', 'TRTLLM_ADDON_PATH', 'TRTLLM_API_KEY'];
+
+/** Fails before any rank starts when a port is taken (by another cluster, typically). */
+async function checkPortFree(host: string, port: number, option: string): Promise<void> {
+  if (port === 0) return;
+  await new Promise<void>((resolve, reject) => {
+    const server = createServer();
+    server.once('error', (error: NodeJS.ErrnoException) => {
+      reject(new TrtllmError(
+        `${option} ${port} on ${host} is not free (${error.code}); another cluster may be running there: stop it or pick another port`,
+        'invalid_argument',
+      ));
+    });
+    server.listen(port, host, () => server.close(() => resolve()));
+  });
+}
+
+async function findMpirun(): Promise<{ path: string; version: string }> {
+  const which = await execa('sh', ['-c', 'command -v mpirun'], { reject: false });
+  if (which.exitCode !== 0 || !which.stdout.trim()) {
+    throw new TrtllmError('mpirun is not on PATH: install Open MPI (apt-get install openmpi-bin) or use --launcher none with --world-size 1', 'not_found');
+  }
+  const version = await execa(which.stdout.trim(), ['--version'], { reject: false, all: true });
+  return { path: which.stdout.trim(), version: version.all };
+}
+
+export async function launchCluster(options: ClusterOptions): Promise<number> {
+  const { worldSize, tp, pp } = options.parallel;
+  const mpirun = await findMpirun();
+  const bin = join(packageRoot(), 'bin', 'trtllm-launch.js');
+  const rankArgv = [process.execPath, bin, 'rank', '--tp', String(tp), '--pp', String(pp), ...options.rankOptions];
+  const env: Record<string, string> = { OMP_NUM_THREADS: process.env.OMP_NUM_THREADS ?? '1' };
+  const command = mpirunCommand({
+    flavor: mpiFlavor(mpirun.version), mpirun: mpirun.path, np: worldSize, isRoot: process.getuid?.() === 0,
+    oversubscribe: options.oversubscribe, hostfile: options.hostfile, hosts: options.hosts,
+    forwardEnv: FORWARDED.filter((name) => (env[name] ?? process.env[name]) !== undefined), rankArgv,
+  });
+  if (options.dryRun) {
+    process.stdout.write(`${shellQuote([command.file, ...command.args])}\n`);
+    for (let rank = 0; rank < worldSize; rank += 1) {
+      const role = rank === 0 ? `leader: HTTP ${options.host}:${options.httpPort}, metrics :${options.metricsPort}` : 'follower: no ports';
+      process.stdout.write(`rank ${rank}: tp_rank ${rank % tp}, pp_rank ${Math.floor(rank / tp)}; ${role}; env OMP_NUM_THREADS=${env.OMP_NUM_THREADS}\n`);
+    }
+    return 0;
+  }
+  await checkPortFree(options.host, options.httpPort, '--http-port');
+  await checkPortFree(options.host, options.metricsPort, '--metrics-port');
+  const local = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host;
+  const shown = local === '127.0.0.1' ? 'localhost' : local;
+  return superviseCluster({
+    file: command.file, args: command.args, env, worldSize,
+    readyUrl: `http://${local}:${options.httpPort}/v2/health/ready`,
+    readyBanner: [
+      `serving on http://${shown}:${options.httpPort} (tp ${tp} x pp ${pp}), metrics on http://${shown}:${options.metricsPort}/metrics`,
+      `  curl -X POST ${shown}:${options.httpPort}/v2/models/ensemble/generate -d '{"text_input": "What is machine learning?", "max_tokens": 20, "bad_words": "", "stop_words": ""}'`,
+      '  Ctrl-C drains and stops every rank',
+    ],
+    startupTimeoutMs: options.startupTimeoutSeconds * 1000,
+    drainTimeoutMs: options.drainTimeoutSeconds * 1000,
+    logDir: options.logDir,
+  });
+}

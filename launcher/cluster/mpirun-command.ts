@@ -1,0 +1,48 @@
+// The exact mpirun command line for a cluster (pure): Open MPI's or MPICH hydra's spelling, the rank program and
+// the environment every rank needs forwarded. Snapshot-tested; printed verbatim by --dry-run.
+export type MpiFlavor = 'openmpi' | 'mpich';
+
+export interface MpirunInput {
+  flavor: MpiFlavor;
+  mpirun: string;               // the mpirun found on PATH
+  np: number;
+  isRoot: boolean;              // Open MPI refuses root without --allow-run-as-root
+  oversubscribe: boolean;
+  hostfile?: string | undefined;
+  hosts?: string | undefined;   // "a,b" or "a:2,b:2"
+  forwardEnv: string[];         // variable names every rank must see
+  rankArgv: string[];           // node <bin> rank <options...>
+}
+
+export interface MpirunCommand {
+  file: string;
+  args: string[];
+}
+
+/** Which MPI `mpirun --version` belongs to. */
+export function mpiFlavor(versionText: string): MpiFlavor {
+  return /HYDRA|MPICH/i.test(versionText) && !/Open MPI|OpenRTE/i.test(versionText) ? 'mpich' : 'openmpi';
+}
+
+export function mpirunCommand(input: MpirunInput): MpirunCommand {
+  const args: string[] = [];
+  if (input.flavor === 'openmpi') {
+    args.push('-np', String(input.np), '--tag-output', '--bind-to', 'none');
+    if (input.oversubscribe) args.push('--oversubscribe');
+    if (input.isRoot) args.push('--allow-run-as-root');
+    if (input.hostfile) args.push('--hostfile', input.hostfile);
+    if (input.hosts) args.push('--host', input.hosts);
+    for (const name of input.forwardEnv) args.push('-x', name);
+  } else {
+    args.push('-n', String(input.np), '-prepend-rank');
+    if (input.hostfile) args.push('-f', input.hostfile);
+    if (input.hosts) args.push('-hosts', input.hosts);
+    if (input.forwardEnv.length > 0) args.push('-genvlist', input.forwardEnv.join(','));
+  }
+  return { file: input.mpirun, args: [...args, ...input.rankArgv] };
+}
+
+/** A shell-pasteable rendering of a command. */
+export function shellQuote(parts: string[]): string {
+  return parts.map((p) => (/^[\w@%+=:,./-]+$/.test(p) ? p : `'${p.replace(/'/g, `'\\''`)}'`)).join(' ');
+}

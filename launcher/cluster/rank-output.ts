@@ -1,0 +1,49 @@
+// Rank output as the user sees it: Open MPI's `[1,0]<stdout>:` and MPICH's `[0] ` tags become `[rank 0]`, and the
+// last lines of every rank are kept for the root-cause summary (pure parsing + a small ring buffer).
+export interface TaggedLine {
+  rank: number | undefined;
+  text: string;
+}
+
+const OPENMPI_TAG = /^\[\d+,(\d+)\]<std(?:out|err)>:(.*)$/;
+const MPICH_TAG = /^\[(\d+)\] (.*)$/;
+
+export function parseRankLine(line: string): TaggedLine {
+  const m = OPENMPI_TAG.exec(line) ?? MPICH_TAG.exec(line);
+  return m ? { rank: Number(m[1]), text: m[2]! } : { rank: undefined, text: line };
+}
+
+export class RankTail {
+  private readonly lines = new Map<number | 'mpirun', string[]>();
+  constructor(private readonly keep = 15) {}
+
+  add(rank: number | undefined, text: string): void {
+    const key = rank ?? 'mpirun';
+    const list = this.lines.get(key) ?? [];
+    list.push(text);
+    if (list.length > this.keep) list.shift();
+    this.lines.set(key, list);
+  }
+
+  last(rank: number | 'mpirun'): string[] {
+    return this.lines.get(rank) ?? [];
+  }
+}
+
+export interface RankFailure {
+  rank: number;
+  host?: string | undefined;
+  exitCode?: number | undefined;
+  signal?: string | undefined;
+}
+
+/** The failing rank as Open MPI's mpirun reports it ("process rank 1 with PID 123 on node vm exited on signal 9"). */
+export function parseMpirunFailure(text: string): RankFailure | undefined {
+  const signal = /process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)(?: \(([^)]+)\))?/.exec(text);
+  if (signal) return { rank: Number(signal[1]), host: signal[2], signal: `${signal[3]}${signal[4] ? ` (${signal[4]})` : ''}` };
+  const code = /Process name: \[\[\d+,\d+\],(\d+)\][\s\S]*?Exit code:\s+(\d+)/.exec(text);
+  if (code) return { rank: Number(code[1]), exitCode: Number(code[2]) };
+  const node = /process rank (\d+) with PID \d+ on\s+node (\S+) exiting improperly/.exec(text);
+  if (node) return { rank: Number(node[1]), host: node[2] };
+  return undefined;
+}

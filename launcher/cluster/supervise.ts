@@ -1,0 +1,164 @@
+// Runs the cluster's mpirun and watches it: every rank's lines on the console as `[rank N] ...` (and in
+// --log-dir), ready only when the leader answers /v2/health/ready within --startup-timeout, a root-cause summary
+// when any rank dies, and SIGINT/SIGTERM turned into a drain of the leader, then a stop; a second Ctrl-C forces.
+import { createWriteStream, mkdirSync, type WriteStream } from 'node:fs';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+
+import { execa, type ResultPromise } from 'execa';
+
+import { parseMpirunFailure, parseRankLine, RankTail } from './rank-output.js';
+
+export interface SuperviseOptions {
+  file: string;
+  args: string[];
+  env: Record<string, string>;
+  worldSize: number;
+  readyUrl: string;              // the leader's /v2/health/ready
+  readyBanner: string[];         // printed once ready
+  startupTimeoutMs: number;
+  drainTimeoutMs: number;
+  logDir?: string | undefined;
+  out?: (line: string) => void;  // console sink (tests capture it)
+}
+
+async function isReady(url: string): Promise<boolean> {
+  try {
+    const response = await fetch(url, { signal: AbortSignal.timeout(1000) });
+    return response.status === 200;
+  } catch {
+    return false;
+  }
+}
+
+function rootCause(all: string, tail: RankTail, worldSize: number, exit: { exitCode?: number | undefined; signal?: string | undefined }): string[] {
+  const failure = parseMpirunFailure(all);
+  const lines = ['Root cause:'];
+  if (failure) {
+    const how = failure.signal ? `killed by signal ${failure.signal}` : failure.exitCode !== undefined ? `exit code ${failure.exitCode}` : 'exited improperly';
+    lines.push(`  rank ${failure.rank}${failure.host ? ` on ${failure.host}` : ''}: ${how}`);
+    const last = tail.last(failure.rank);
+    if (last.length > 0) lines.push(`  its last lines:`, ...last.map((l) => `    ${l}`));
+  } else {
+    lines.push(`  mpirun exited with ${exit.signal ? `signal ${exit.signal}` : `code ${exit.exitCode}`}`);
+    for (let r = 0; r < worldSize; r += 1) {
+      const last = tail.last(r).slice(-5);
+      if (last.length > 0) lines.push(`  rank ${r} last lines:`, ...last.map((l) => `    ${l}`));
+    }
+    const own = tail.last('mpirun').slice(-8);
+    if (own.length > 0) lines.push('  mpirun said:', ...own.map((l) => `    ${l}`));
+  }
+  return lines;
+}
+
+/** Runs until the cluster stops; returns the launcher's exit code (0 only for a requested, clean stop). */
+export async function superviseCluster(options: SuperviseOptions): Promise<number> {
+  const out = options.out ?? ((line: string) => process.stdout.write(`${line}\n`));
+  const files = new Map<number, WriteStream>();
+  if (options.logDir) mkdirSync(options.logDir, { recursive: true });
+  const logFile = (rank: number): WriteStream | undefined => {
+    if (!options.logDir) return undefined;
+    let f = files.get(rank);
+    if (!f) {
+      f = createWriteStream(join(options.logDir, `rank-${rank}.log`), { flags: 'a' });
+      files.set(rank, f);
+    }
+    return f;
+  };
+
+  // Its own process group: the terminal's Ctrl-C reaches only us (we drain first), and whatever mpirun leaves
+  // behind on this host when it dies — ranks, daemons — can be killed as one group.
+  const child: ResultPromise = execa(options.file, options.args, {
+    env: options.env, extendEnv: true, reject: false, buffer: false, stdin: 'ignore', cleanup: true,
+    forceKillAfterDelay: 5000, detached: true,
+  });
+  const killGroup = () => {
+    try {
+      if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+    } catch {
+      // the group is already empty
+    }
+  };
+  process.once('exit', killGroup);
+  const tail = new RankTail();
+  let everything = '';
+  let leaderPid: number | undefined;
+  const onLine = (line: string) => {
+    const { rank, text } = parseRankLine(line);
+    if (rank === 0) {
+      const pid = /^leader pid (\d+)$/.exec(text);
+      if (pid) leaderPid = Number(pid[1]);
+    }
+    tail.add(rank, text);
+    if (everything.length < 1_000_000) everything += `${line}\n`;
+    out(rank === undefined ? `[mpirun] ${text}` : `[rank ${rank}] ${text}`);
+    if (rank !== undefined) logFile(rank)?.write(`${text}\n`);
+  };
+  createInterface({ input: child.stdout! }).on('line', onLine);
+  createInterface({ input: child.stderr! }).on('line', onLine);
+
+  let stopping = false;
+  let exited = false;
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      out(`[launcher] ${signal} again: killing every rank now`);
+      killGroup();
+      return;
+    }
+    stopping = true;
+    out(`[launcher] ${signal}: draining the leader (up to ${options.drainTimeoutMs / 1000} s), then stopping all ranks`);
+    // The leader stops admitting (503), finishes or cancels what is in flight, then releases its followers.
+    if (leaderPid !== undefined) {
+      try {
+        process.kill(leaderPid, 'SIGTERM');
+      } catch {
+        child.kill('SIGTERM');
+      }
+    } else {
+      child.kill('SIGTERM');
+    }
+    setTimeout(() => {
+      if (!exited) {
+        out('[launcher] drain deadline passed: stopping the ranks');
+        child.kill('SIGTERM');
+      }
+    }, options.drainTimeoutMs + 5000).unref();
+  };
+  const onSigint = () => stop('SIGINT');
+  const onSigterm = () => stop('SIGTERM');
+  process.on('SIGINT', onSigint);
+  process.on('SIGTERM', onSigterm);
+
+  const started = performance.now();
+  const readiness = (async () => {
+    while (!exited && !stopping) {
+      if (await isReady(options.readyUrl)) {
+        out(`[launcher] ready after ${((performance.now() - started) / 1000).toFixed(2)} s: ${options.worldSize} rank(s)`);
+        for (const line of options.readyBanner) out(line);
+        return;
+      }
+      if (performance.now() - started > options.startupTimeoutMs) {
+        out(`[launcher] not ready after ${options.startupTimeoutMs / 1000} s (--startup-timeout): stopping every rank`);
+        stopping = true;
+        child.kill('SIGTERM');
+        return;
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  })();
+
+  const result = await child;
+  exited = true;
+  killGroup();  // a rank that outlived mpirun (mpirun killed, say) must not become an orphan
+  process.off('exit', killGroup);
+  await readiness;
+  process.off('SIGINT', onSigint);
+  process.off('SIGTERM', onSigterm);
+  for (const f of files.values()) f.end();
+  if (stopping && result.exitCode === 0) {
+    out('[launcher] all ranks stopped cleanly');
+    return 0;
+  }
+  for (const line of rootCause(everything, tail, options.worldSize, { exitCode: result.exitCode, signal: result.signal })) out(line);
+  return result.exitCode && result.exitCode !== 0 ? result.exitCode : 1;
+}

@@ -1,0 +1,130 @@
+// The real thing: `trtllm-launch --world-size 2` on this machine — mpirun, two ranks, the leader's HTTP port,
+// the same outputs as one rank, Ctrl-C that drains and exits 0, a killed rank that brings the cluster down with a
+// root cause, a taken port refused before any rank starts, and no process left behind on any path.
+import { readdirSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+
+import { execa, type ResultPromise } from 'execa';
+import t from 'tap';
+
+import { packageRoot } from '../../../worker/binding/load-addon.js';
+import { fixtureDir } from '../../helpers/fixtures.js';
+
+const bin = join(packageRoot(), 'bin', 'trtllm-launch.js');
+const MODEL = fixtureDir('tiny-llama');
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** Processes (pid, command line) whose command line mentions `marker`: our ranks, mpirun and its daemon. */
+function processesWith(marker: string): { pid: number; cmd: string }[] {
+  const out: { pid: number; cmd: string }[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmd = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replace(/\0/g, ' ');
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (stat.slice(stat.lastIndexOf(')') + 2)[0] === 'Z') continue;
+      if (cmd.includes(marker) && Number(entry) !== process.pid) out.push({ pid: Number(entry), cmd });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}
+
+
+async function startCluster(extra: string[] = []): Promise<{ child: ResultPromise; port: number; metrics: number; output: () => string; ready: Promise<boolean> }> {
+  const port = await freePort();
+  const metrics = await freePort();
+  let all = '';
+  const child = execa('node', [bin, '--model', MODEL, '--world-size', '2', '--oversubscribe', '--http-port', String(port), '--metrics-port', String(metrics), '--threads', '1', '--tokens-per-block', '16', ...extra],
+    { reject: false, all: true, env: { TRTLLM_TEST_MARKER: String(port) } });
+  const ready = new Promise<boolean>((resolve) => {
+    child.all!.on('data', (chunk: Buffer) => {
+      all += chunk.toString();
+      if (all.includes('[launcher] ready after')) resolve(true);
+    });
+    void child.then(() => resolve(false));
+  });
+  return { child, port, metrics, output: () => all, ready };
+}
+
+async function generate(port: number, body: object): Promise<{ status: number; json: Record<string, unknown> }> {
+  const r = await fetch(`http://127.0.0.1:${port}/v2/models/tensorrt_llm/generate`, { method: 'POST', body: JSON.stringify(body) });
+  return { status: r.status, json: await r.json() as Record<string, unknown> };
+}
+
+t.test('world size 2: serves what one rank serves; Ctrl-C drains and exits 0 with nothing left behind', async (t) => {
+  const cluster = await startCluster();
+  t.ok(await cluster.ready, `ready (output: ${cluster.output().slice(-1500)})`);
+  t.match(cluster.output(), /\[rank 0\] /, 'rank-prefixed output');
+  t.match(cluster.output(), /curl -X POST localhost:\d+\/v2\/models\/ensemble\/generate/, 'prints how to query it');
+  const reference = JSON.parse(readFileSync(join(MODEL, 'reference.json'), 'utf8')) as { cases: { input_ids: number[]; greedy_output_ids: number[] }[] };
+  for (const c of reference.cases.slice(0, 2)) {
+    const r = await generate(cluster.port, { input_ids: c.input_ids, request_output_len: 16 });
+    t.equal(r.status, 200);
+    t.same((r.json.output_ids as number[]).slice(c.input_ids.length), c.greedy_output_ids, 'tp=2 greedy = HF transformers');
+  }
+  const text = await fetch(`http://127.0.0.1:${cluster.port}/v2/models/ensemble/generate`, { method: 'POST', body: JSON.stringify({ text_input: 'What is machine learning?', max_tokens: 8, bad_words: '', stop_words: '' }) });
+  t.equal(text.status, 200, "the seeds' curl body works");
+  const scrape = await (await fetch(`http://127.0.0.1:${cluster.metrics}/metrics`)).text();
+  t.match(scrape, /nv_trt_llm_kv_cache_block_metrics\{/);
+  const marker = String(cluster.port);
+  t.ok(processesWith(`--http-port ${marker}`).length >= 2, 'ranks are running');
+  cluster.child.kill('SIGINT');
+  const result = await cluster.child;
+  t.equal(result.exitCode, 0, `exit 0 after Ctrl-C (${cluster.output().slice(-600)})`);
+  t.match(cluster.output(), /all ranks stopped cleanly/);
+  await new Promise((r) => setTimeout(r, 300));
+  t.same(processesWith(`--http-port ${marker}`).map((p) => p.pid), [], 'no rank or mpirun left');
+});
+
+for (const victim of ['follower', 'mpirun'] as const) {
+  t.test(`SIGKILL of ${victim === 'mpirun' ? 'mpirun itself' : 'a follower rank'} stops the cluster with a root cause and no orphans`, async (t) => {
+    const cluster = await startCluster();
+    t.ok(await cluster.ready, 'ready');
+    const marker = `--http-port ${cluster.port}`;
+    const all = processesWith(marker);
+    const target = victim === 'mpirun'
+      ? all.find((p) => /(^|\/)(mpirun|mpiexec|orterun) /.test(p.cmd))
+      : all.find((p) => p.cmd.startsWith(process.execPath) && p.cmd.includes(' rank ') && !cluster.output().includes(`leader pid ${p.pid}`));
+    t.ok(target, `found the ${victim} (${target?.cmd.slice(0, 80)})`);
+    const started = performance.now();
+    process.kill(target!.pid, 'SIGKILL');
+    const result = await cluster.child;
+    const seconds = (performance.now() - started) / 1000;
+    t.not(result.exitCode, 0, `non-zero exit (${result.exitCode})`);
+    t.ok(seconds < 5, `down in ${seconds.toFixed(2)} s`);
+    if (victim === 'follower') t.match(cluster.output(), /Root cause:\n\s+rank 1 on \S+: killed by signal 9/);
+    else t.match(cluster.output(), /Root cause:/);
+    for (let i = 0; i < 20 && processesWith(marker).length > 0; i += 1) await new Promise((r) => setTimeout(r, 100));
+    t.same(processesWith(marker).map((p) => p.cmd.slice(0, 60)), [], 'no process left');
+  });
+}
+
+t.test('a taken port is refused before any rank starts; --dry-run prints the plan', async (t) => {
+  const blocker = createServer();
+  const port = await new Promise<number>((resolve) => blocker.listen(0, '0.0.0.0', () => resolve((blocker.address() as { port: number }).port)));
+  t.teardown(() => blocker.close());
+  const r = await execa('node', [bin, '--model', MODEL, '--world-size', '2', '--http-port', String(port)], { reject: false, all: true });
+  t.equal(r.exitCode, 2);
+  t.match(r.all, new RegExp(`--http-port ${port} on 0\\.0\\.0\\.0 is not free`));
+  const dry = await execa('node', [bin, '--model', MODEL, '--tp', '2', '--pp', '2', '--oversubscribe', '--dry-run'], { reject: false, all: true });
+  t.equal(dry.exitCode, 0);
+  t.match(dry.stdout, /mpirun -np 4 --tag-output --bind-to none --oversubscribe/);
+  t.match(dry.stdout, / rank --tp 2 --pp 2 --model /);
+  t.match(dry.stdout, /rank 0: tp_rank 0, pp_rank 0; leader: HTTP 0\.0\.0\.0:8000/);
+  t.match(dry.stdout, /rank 3: tp_rank 1, pp_rank 1; follower: no ports/);
+  const bad = await execa('node', [bin, '--world-size', '3', '--tp', '2', '--pp', '2'], { reject: false, all: true });
+  t.not(bad.exitCode, 0);
+  t.match(bad.all, /--world-size 3 does not equal --tp 2 x --pp 2 = 4/);
+});

@@ -1,0 +1,54 @@
+// Pure planning: tp/pp/world resolution, the exact mpirun command lines (snapshots written here, not generated),
+// rank output parsing and Triton's flag spellings.
+import t from 'tap';
+
+import { mpiFlavor, mpirunCommand, shellQuote } from '../../../launcher/cluster/mpirun-command.js';
+import { resolveParallel } from '../../../launcher/cluster/parallel-plan.js';
+import { parseMpirunFailure, parseRankLine, RankTail } from '../../../launcher/cluster/rank-output.js';
+import { normalizeTritonSpellings } from '../../../launcher/triton-spellings.js';
+
+t.test('world size, tp and pp', async (t) => {
+  t.same(resolveParallel({}), { worldSize: 1, tp: 1, pp: 1 });
+  t.same(resolveParallel({ worldSize: 4 }), { worldSize: 4, tp: 4, pp: 1 }, 'world size alone: tensor parallel');
+  t.same(resolveParallel({ tp: 2, pp: 2 }), { worldSize: 4, tp: 2, pp: 2 });
+  t.same(resolveParallel({ worldSize: 4, pp: 2 }), { worldSize: 4, tp: 2, pp: 2 });
+  t.throws(() => resolveParallel({ worldSize: 3, tp: 2, pp: 2 }), /--world-size 3 does not equal --tp 2 x --pp 2 = 4/);
+  t.throws(() => resolveParallel({ worldSize: 3, tp: 2 }), /--world-size 3 is not a multiple of --tp 2/);
+});
+
+t.test('mpirun command lines', async (t) => {
+  const rankArgv = ['node', '/opt/bin/trtllm-launch.js', 'rank', '--tp', '2', '--pp', '1'];
+  const openmpi = mpirunCommand({ flavor: 'openmpi', mpirun: '/usr/bin/mpirun', np: 2, isRoot: true, oversubscribe: true, forwardEnv: ['PATH', 'OMP_NUM_THREADS'], rankArgv });
+  t.equal(shellQuote([openmpi.file, ...openmpi.args]),
+    '/usr/bin/mpirun -np 2 --tag-output --bind-to none --oversubscribe --allow-run-as-root -x PATH -x OMP_NUM_THREADS node /opt/bin/trtllm-launch.js rank --tp 2 --pp 1');
+  const user = mpirunCommand({ flavor: 'openmpi', mpirun: 'mpirun', np: 4, isRoot: false, oversubscribe: false, hostfile: '/etc/hosts list', forwardEnv: [], rankArgv });
+  t.equal(shellQuote([user.file, ...user.args]),
+    "mpirun -np 4 --tag-output --bind-to none --hostfile '/etc/hosts list' node /opt/bin/trtllm-launch.js rank --tp 2 --pp 1", 'no root flag for users; quoted paths');
+  const mpich = mpirunCommand({ flavor: 'mpich', mpirun: 'mpiexec.hydra', np: 2, isRoot: true, oversubscribe: true, hosts: 'a,b', forwardEnv: ['PATH', 'OMP_NUM_THREADS'], rankArgv });
+  t.equal(shellQuote([mpich.file, ...mpich.args]),
+    'mpiexec.hydra -n 2 -prepend-rank -hosts a,b -genvlist PATH,OMP_NUM_THREADS node /opt/bin/trtllm-launch.js rank --tp 2 --pp 1');
+  t.equal(mpiFlavor('mpirun (Open MPI) 4.1.4'), 'openmpi');
+  t.equal(mpiFlavor('HYDRA build details:\n    Version: 4.0.2'), 'mpich');
+});
+
+t.test('rank output and failures', async (t) => {
+  t.same(parseRankLine('[1,0]<stdout>:ready'), { rank: 0, text: 'ready' });
+  t.same(parseRankLine('[1,3]<stderr>:oops: x'), { rank: 3, text: 'oops: x' });
+  t.same(parseRankLine('[2] hello'), { rank: 2, text: 'hello' });
+  t.same(parseRankLine('plain'), { rank: undefined, text: 'plain' });
+  const tail = new RankTail(2);
+  for (const line of ['a', 'b', 'c']) tail.add(1, line);
+  t.same(tail.last(1), ['b', 'c']);
+  t.same(parseMpirunFailure('mpirun noticed that process rank 1 with PID 4242 on node vm exited on signal 9 (Killed).'),
+    { rank: 1, host: 'vm', signal: '9 (Killed)' });
+  t.same(parseMpirunFailure('The first process to do so was:\n\n  Process name: [[16430,1],0]\n  Exit code:    3\n'),
+    { rank: 0, exitCode: 3 });
+  t.equal(parseMpirunFailure('all good'), undefined);
+});
+
+t.test("launch_triton_server.py's spellings", async (t) => {
+  const { argv, notes } = normalizeTritonSpellings(['--world_size', '2', '--http_port=9000', '--metrics_port', '9002', '--no-mpi', '--force', '--grpc_port', '9001', '--oversubscribe']);
+  t.same(argv, ['--world-size', '2', '--http-port=9000', '--metrics-port', '9002', '--launcher=none', '--oversubscribe']);
+  t.equal(notes.length, 2);
+  t.match(notes.join('\n'), /--grpc_port .*gRPC is not served yet/);
+});
