@@ -1,3 +1,5 @@
+// Needs node-llama-cpp, installed on demand (not a dependency):
+//   npm install --no-save node-llama-cpp@3.22.1 && npx tsc -p bench/tsconfig.llama-cpp.json
 // Our CPU executor side by side with llama.cpp (through the node-llama-cpp npm package and its CPU prebuilt) on the
 // same weights: the dummy-weight Llama checkpoints of bench/dummy-checkpoint.ts exported to GGUF by
 // bench/gguf-export.ts. Issue 3: batch-1 decode and prefill tokens/s, aggregate decode throughput with 16 concurrent

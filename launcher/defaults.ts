@@ -3,7 +3,8 @@ import { join } from 'node:path';
 
 import { packageRoot } from '../worker/binding/load-addon.js';
 
-/** The model served when --model is not given: the bundled tiny Llama (random weights until a trained one ships). */
+/** The model served when --model is not given: the bundled 17M-parameter Llama trained on the Brown corpus
+ * (examples/models/brown-llama-17m, made by scripts/train/train_tiny_llama.py). */
 export function defaultModelDir(): string {
-  return join(packageRoot(), 'test', 'fixtures', 'models', 'tiny-llama');
+  return join(packageRoot(), 'examples', 'models', 'brown-llama-17m');
 }
