@@ -5,6 +5,9 @@ import { join } from 'node:path';
 import { Command } from 'commander';
 
 import { packageRoot } from '../worker/binding/load-addon.js';
+import { registerConfig } from './config-command.js';
+import { registerBench } from './bench/bench-command.js';
+import { registerClient } from './client/client-command.js';
 import { registerGenerate } from './generate-command.js';
 import { registerServe } from './serve-command.js';
 import { normalizeTritonSpellings } from './triton-spellings.js';
@@ -16,6 +19,9 @@ export function buildProgram(): Command {
     .version(pkg.version);
   registerServe(program);
   registerGenerate(program);
+  registerClient(program);
+  registerBench(program);
+  registerConfig(program);
   return program;
 }
 

@@ -39,3 +39,16 @@ export function parseChoiceOption<T extends string>(name: string, choices: reado
     return value as T;
   };
 }
+
+// Switches with an optional value: `--x`, `--x true`, `--x false`, and the same words (or 1/0) from the env.
+const TRUE_WORDS = ['true', '1', 'yes', 'on'];
+const FALSE_WORDS = ['false', '0', 'no', 'off'];
+
+export function parseBoolOption(name: string): (value: string) => boolean {
+  return (value) => {
+    const v = value.trim().toLowerCase();
+    if (TRUE_WORDS.includes(v)) return true;
+    if (FALSE_WORDS.includes(v)) return false;
+    throw new InvalidArgumentError(`${name} must be true or false, got "${value}"`);
+  };
+}

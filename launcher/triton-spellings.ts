@@ -11,7 +11,7 @@ const DROPPED = new Set(['--force', '--multi-model', '--log']);
 const DROPPED_WITH_VALUE = new Set(['--grpc_port', '--grpc-port', '--model_repo', '--tritonserver', '--backend', '--log-file']);
 
 const HINTS: Record<string, string> = {
-  '--model_repo': 'use --model <checkpoint dir>',
+  '--model_repo': 'use --model <checkpoint dir> or --model-repo <dir of YAML model files>',
   '--log-file': 'use --log-dir <dir> (one file per rank)',
   '--grpc_port': 'gRPC is not served yet',
   '--grpc-port': 'gRPC is not served yet',

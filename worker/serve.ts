@@ -35,6 +35,9 @@ export interface ServeOptions {
   maxTokensInPagedKvCache?: number | undefined;
   tokensPerBlock?: number | undefined;
   schedulerPolicy?: SchedulerPolicy | undefined;
+  enableChunkedContext?: boolean | undefined;
+  enableKvCacheReuse?: boolean | undefined;
+  maxBeamWidth?: number | undefined;
   drainTimeoutMs: number;
   logLevel: LogLevel;
   tp?: number | undefined;       // leader mode: the grid started by mpirun (default 1 x 1)
@@ -79,6 +82,9 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
     ...(options.maxTokensInPagedKvCache === undefined ? {} : { maxTokensInPagedKvCache: options.maxTokensInPagedKvCache }),
     ...(options.tokensPerBlock === undefined ? {} : { tokensPerBlock: options.tokensPerBlock }),
     ...(options.schedulerPolicy === undefined ? {} : { schedulerPolicy: options.schedulerPolicy }),
+    ...(options.enableChunkedContext === undefined ? {} : { enableChunkedContext: options.enableChunkedContext }),
+    ...(options.enableKvCacheReuse === undefined ? {} : { enableKvCacheReuse: options.enableKvCacheReuse }),
+    ...(options.maxBeamWidth === undefined ? {} : { maxBeamWidth: options.maxBeamWidth }),
     iterStatsMaxIterations: 10_000,
     ...(options.tp === undefined ? {} : { tp: options.tp }),
     ...(options.pp === undefined ? {} : { pp: options.pp }),

@@ -46,7 +46,8 @@ export function loadTokenizer(modelDir: string): TextTokenizer {
   const bos = tokenText(config.bos_token);
   return {
     encode: (text, options) => tokenizer.encode(text, { add_special_tokens: options?.addSpecialTokens ?? true }).ids,
-    decode: (ids, options) => tokenizer.decode(ids, { skip_special_tokens: options?.skipSpecialTokens ?? true }),
+    // The library rejects an empty list; no tokens is simply no text (an empty output, a fully cancelled request).
+    decode: (ids, options) => (ids.length === 0 ? '' : tokenizer.decode(ids, { skip_special_tokens: options?.skipSpecialTokens ?? true })),
     eosTokenId: eos === undefined ? undefined : tokenizer.token_to_id(eos),
     bosTokenId: bos === undefined ? undefined : tokenizer.token_to_id(bos),
   };

@@ -27,7 +27,10 @@ export function mpiFlavor(versionText: string): MpiFlavor {
 export function mpirunCommand(input: MpirunInput): MpirunCommand {
   const args: string[] = [];
   if (input.flavor === 'openmpi') {
-    args.push('-np', String(input.np), '--tag-output', '--bind-to', 'none');
+    // When a rank dies, Open MPI by default waits 1 s after SIGCONT and again after SIGTERM before it kills the
+    // others: 2 s in which a gang that cannot serve anyway holds its ports. The leader's drain does not go through
+    // mpirun (the launcher signals the leader itself), so nothing is lost by killing at once.
+    args.push('-np', String(input.np), '--tag-output', '--bind-to', 'none', '--mca', 'odls_base_sigkill_timeout', '0');
     if (input.oversubscribe) args.push('--oversubscribe');
     if (input.isRoot) args.push('--allow-run-as-root');
     if (input.hostfile) args.push('--hostfile', input.hostfile);

@@ -83,11 +83,14 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
   const tail = new RankTail();
   let everything = '';
   let leaderPid: number | undefined;
+  let checkNow: (() => void) | undefined;
   const onLine = (line: string) => {
     const { rank, text } = parseRankLine(line);
     if (rank === 0) {
       const pid = /^leader pid (\d+)$/.exec(text);
       if (pid) leaderPid = Number(pid[1]);
+      // The leader says when it listens: check at once rather than up to a poll interval later.
+      if (text.startsWith('ready: serving ')) checkNow?.();
     }
     tail.add(rank, text);
     if (everything.length < 1_000_000) everything += `${line}\n`;
@@ -143,7 +146,10 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
         child.kill('SIGTERM');
         return;
       }
-      await new Promise((r) => setTimeout(r, 200));
+      await new Promise<void>((r) => {
+        checkNow = r;
+        setTimeout(r, 200);
+      });
     }
   })();
 

@@ -23,3 +23,7 @@ for (const model of ['tiny-llama', 'tiny-gpt2']) {
 t.test('a checkpoint without tokenizer.json gets a clear error', async (t) => {
   expectError(t, () => loadTokenizer('/nonexistent'), 'not_found', /tokenizer\.json is missing/);
 });
+
+t.test('no tokens decode to no text', async (t) => {
+  t.equal(loadTokenizer(fixtureDir('tiny-llama')).decode([]), '');
+});

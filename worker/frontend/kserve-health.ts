@@ -37,7 +37,7 @@ export function healthRoutes(ctx: ServingContext, openHealth: boolean): Route[] 
     {
       method: 'GET', path: new RegExp(`^/v2/models/${MODEL}${VERSION_PART}/config$`), style: 'kserve',
       handle: (c) => sendJson(c.res, 200, modelConfigJson(findModel(c.params[0]!, c.params[1]), {
-        maxBatchSize: ctx.maxBatchSize, maxBeamWidth: ctx.executor.limits.maxBeamWidth,
+        maxBatchSize: ctx.maxBatchSize, maxBeamWidth: ctx.executor.limits.maxBeamWidth, vocabSize: ctx.executor.modelConfig.vocabSize,
       })),
     },
     {

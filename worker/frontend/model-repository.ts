@@ -95,7 +95,7 @@ export function modelMetadata(model: ServedModel): unknown {
 }
 
 /** A Triton-style model config: what clients read to find limits and whether the model streams (decoupled). */
-export function modelConfigJson(model: ServedModel, limits: { maxBatchSize: number; maxBeamWidth: number }): unknown {
+export function modelConfigJson(model: ServedModel, limits: { maxBatchSize: number; maxBeamWidth: number; vocabSize: number }): unknown {
   const dims = (shape: number[]) => shape.map(String);
   return {
     name: model.name,
@@ -106,6 +106,7 @@ export function modelConfigJson(model: ServedModel, limits: { maxBatchSize: numb
     input: model.inputs.map((i) => ({ name: i.name, data_type: `TYPE_${i.datatype === 'BYTES' ? 'STRING' : i.datatype}`, dims: dims(i.shape), optional: i.optional ?? true })),
     output: model.outputs.map((o) => ({ name: o.name, data_type: `TYPE_${o.datatype === 'BYTES' ? 'STRING' : o.datatype}`, dims: dims(o.shape) })),
     model_transaction_policy: { decoupled: model.kind === 'text' || model.kind === 'tokens' },
-    parameters: { max_beam_width: { string_value: String(limits.maxBeamWidth) } },
+    // vocab_size lets token-level clients (the bench's random prompts) stay inside the vocabulary.
+    parameters: { max_beam_width: { string_value: String(limits.maxBeamWidth) }, vocab_size: { string_value: String(limits.vocabSize) } },
   };
 }

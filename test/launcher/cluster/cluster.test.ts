@@ -120,7 +120,7 @@ t.test('a taken port is refused before any rank starts; --dry-run prints the pla
   t.match(r.all, new RegExp(`--http-port ${port} on 0\\.0\\.0\\.0 is not free`));
   const dry = await execa('node', [bin, '--model', MODEL, '--tp', '2', '--pp', '2', '--oversubscribe', '--dry-run'], { reject: false, all: true });
   t.equal(dry.exitCode, 0);
-  t.match(dry.stdout, /mpirun -np 4 --tag-output --bind-to none --oversubscribe/);
+  t.match(dry.stdout, /mpirun -np 4 --tag-output --bind-to none --mca odls_base_sigkill_timeout 0 --oversubscribe/);
   t.match(dry.stdout, / rank --tp 2 --pp 2 --model /);
   t.match(dry.stdout, /rank 0: tp_rank 0, pp_rank 0; leader: HTTP 0\.0\.0\.0:8000/);
   t.match(dry.stdout, /rank 3: tp_rank 1, pp_rank 1; follower: no ports/);

@@ -20,10 +20,10 @@ t.test('mpirun command lines', async (t) => {
   const rankArgv = ['node', '/opt/bin/trtllm-launch.js', 'rank', '--tp', '2', '--pp', '1'];
   const openmpi = mpirunCommand({ flavor: 'openmpi', mpirun: '/usr/bin/mpirun', np: 2, isRoot: true, oversubscribe: true, forwardEnv: ['PATH', 'OMP_NUM_THREADS'], rankArgv });
   t.equal(shellQuote([openmpi.file, ...openmpi.args]),
-    '/usr/bin/mpirun -np 2 --tag-output --bind-to none --oversubscribe --allow-run-as-root -x PATH -x OMP_NUM_THREADS node /opt/bin/trtllm-launch.js rank --tp 2 --pp 1');
+    '/usr/bin/mpirun -np 2 --tag-output --bind-to none --mca odls_base_sigkill_timeout 0 --oversubscribe --allow-run-as-root -x PATH -x OMP_NUM_THREADS node /opt/bin/trtllm-launch.js rank --tp 2 --pp 1');
   const user = mpirunCommand({ flavor: 'openmpi', mpirun: 'mpirun', np: 4, isRoot: false, oversubscribe: false, hostfile: '/etc/hosts list', forwardEnv: [], rankArgv });
   t.equal(shellQuote([user.file, ...user.args]),
-    "mpirun -np 4 --tag-output --bind-to none --hostfile '/etc/hosts list' node /opt/bin/trtllm-launch.js rank --tp 2 --pp 1", 'no root flag for users; quoted paths');
+    "mpirun -np 4 --tag-output --bind-to none --mca odls_base_sigkill_timeout 0 --hostfile '/etc/hosts list' node /opt/bin/trtllm-launch.js rank --tp 2 --pp 1", 'no root flag for users; quoted paths');
   const mpich = mpirunCommand({ flavor: 'mpich', mpirun: 'mpiexec.hydra', np: 2, isRoot: true, oversubscribe: true, hosts: 'a,b', forwardEnv: ['PATH', 'OMP_NUM_THREADS'], rankArgv });
   t.equal(shellQuote([mpich.file, ...mpich.args]),
     'mpiexec.hydra -n 2 -prepend-rank -hosts a,b -genvlist PATH,OMP_NUM_THREADS node /opt/bin/trtllm-launch.js rank --tp 2 --pp 1');

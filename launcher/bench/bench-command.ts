@@ -1,0 +1,68 @@
+// Registers `trtllm-launch bench <token-norm-dist|dataset>`: benchmark_core_model's flags with dashes
+// (-i, --request-rate, --num-requests, --input-mean, ...), options before or after the source.
+import { type Command, InvalidArgumentError, Option } from 'commander';
+
+import { reportToolErrors } from '../client/client-command.js';
+import { defaultModelDir } from '../defaults.js';
+import { parseChoiceOption, parseIntOption, parseNumberOption } from '../parse-options.js';
+import { type BenchOptions, parseSource, runBench } from './bench-run.js';
+
+// A rate of 0 would never send anything: --request-rate must be strictly positive.
+function positiveNumber(name: string): (value: string) => number {
+  return (value) => {
+    const n = Number(value);
+    if (value.trim() === '' || !Number.isFinite(n) || n <= 0) throw new InvalidArgumentError(`${name} must be a number > 0, got "${value}"`);
+    return n;
+  };
+}
+
+export function registerBench(program: Command): void {
+  const int = (name: string, min: number) => parseIntOption(name, min);
+  const num = (name: string, min: number) => parseNumberOption(name, min);
+  program
+    .command('bench')
+    .description('benchmark a server (or --offline the executor) with benchmark_core_model\'s traffic and table')
+    .argument('<source>', 'token-norm-dist (random token ids) or dataset (--dataset file.json)')
+    .option('-u, --url <url>', 'server address (http://host:port or host:port)', 'localhost:8000')
+    .option('-i, --protocol <protocol>', 'http (grpc is not served yet)', 'http')
+    .option('--offline', 'enqueue straight into an executor in this process (no HTTP); see --model', false)
+    .option('--model <dir>', 'checkpoint for --offline (default: the bundled model)', defaultModelDir())
+    .option('--threads <n>', '--offline: compute threads (default: all cores)', int('--threads', 1))
+    .option('--max-batch-size <n>', '--offline: requests per iteration (default 64)', int('--max-batch-size', 1))
+    .option('--num-requests <n>', 'requests to measure', int('--num-requests', 1), 100)
+    .option('--request-rate <r>', 'requests per second (default: all at once)', positiveNumber('--request-rate'))
+    .addOption(new Option('--arrivals <kind>', 'gaps between requests at --request-rate').argParser(parseChoiceOption('--arrivals', ['exponential', 'constant'] as const)).default('exponential'))
+    .option('--concurrency <n>', 'most requests in flight (default: no limit)', int('--concurrency', 1))
+    .option('--warmup-requests <n>', 'unmeasured requests sent first', int('--warmup-requests', 0), 2)
+    .option('--input-mean <n>', 'token-norm-dist: mean prompt length', num('--input-mean', 1), 128)
+    .option('--input-stdev <n>', 'token-norm-dist: prompt length standard deviation', num('--input-stdev', 0), 0)
+    .option('--output-mean <n>', 'mean output length (dataset: for entries without an output)', num('--output-mean', 1), 20)
+    .option('--output-stdev <n>', 'token-norm-dist: output length standard deviation', num('--output-stdev', 0), 0)
+    .option('--dataset <file>', 'dataset: JSON list of prompts, or of {"input", "output"} objects')
+    .option('--tokenizer-dir <dir>', 'dataset over HTTP: tokenize locally (default: the server\'s preprocessing)')
+    .option('--vocab-size <n>', 'token-norm-dist: token ids in [0, n) (default: the server\'s config)', int('--vocab-size', 1))
+    .option('--seed <n>', 'seed of the random prompts, lengths and arrivals', int('--seed', 0), 0)
+    .option('--end-id <id>', 'end token id; -1 (default) generates exactly the asked lengths', int('--end-id', -1), -1)
+    .option('--json', 'print the summary as JSON (progress and notes go to stderr)', false)
+    .option('--check-perf-json <file>', 'baselines to compare with; exit 1 when a figure regressed past its tolerance')
+    .option('--perf-tolerance <x>', 'default relative tolerance for --check-perf-json', num('--perf-tolerance', 0), 0.1)
+    .option('--no-progress', 'no progress bar')
+    .action(async (sourceArg: string, options: BenchOptions) => {
+      await reportToolErrors('bench', async () => {
+        const source = parseSource(sourceArg);
+        const toStderr = (text: string) => process.stderr.write(`${text}\n`);
+        const toStdout = (text: string) => process.stdout.write(`${text}\n`);
+        const tty = process.stderr.isTTY;
+        const result = await runBench(source, options, {
+          out: toStdout,
+          info: options.json ? toStderr : toStdout,
+          // A bar redrawn in place on a terminal; in a log, only the start and the end.
+          progress: (text) => {
+            if (tty) process.stderr.write(`\r${text}`);
+            if (tty && /(\d+)\/\1$/.test(text)) process.stderr.write('\n');
+          },
+        });
+        return result.exitCode;
+      });
+    });
+}

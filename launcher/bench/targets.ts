@@ -1,0 +1,74 @@
+// Where the bench sends its requests: a running server over HTTP (tensorrt_llm's generate_stream, token ids in,
+// as benchmark_core_model drives the core model), or --offline an executor in this process (no HTTP, no JSON:
+// the figure comparable to trtllm-bench). Both stream, so time to first token and inter-token gaps are measured
+// the same way.
+import { Executor } from '../../worker/executor/executor.js';
+import { checkReady, getJson, normalizeUrl, postStream } from '../client/http.js';
+import { localCodec, serverCodec, type TextCodec } from '../client/text-codec.js';
+import type { BenchRequest } from './sources.js';
+
+export interface BenchTarget {
+  /** Sends one request; onTokens(n) as each response with n new tokens arrives; resolves with the token total. */
+  send(request: BenchRequest, onTokens: (n: number) => void): Promise<number>;
+  vocabSize: number | undefined;
+  codec: TextCodec;
+  close(): Promise<void>;
+}
+
+function tokenCount(v: unknown): number {
+  return Array.isArray(v) ? v.flat(Infinity).length : 0;
+}
+
+export async function httpTarget(url: string, endId: number, tokenizerDir: string | undefined): Promise<BenchTarget> {
+  const base = normalizeUrl(url);
+  await checkReady(base);
+  const config = await getJson(`${base}/v2/models/tensorrt_llm/config`) as { parameters?: { vocab_size?: { string_value?: string } } };
+  const vocab = Number(config.parameters?.vocab_size?.string_value);
+  return {
+    vocabSize: Number.isSafeInteger(vocab) && vocab > 0 ? vocab : undefined,
+    codec: tokenizerDir ? localCodec(tokenizerDir) : serverCodec(base),
+    async send(request, onTokens) {
+      let total = 0;
+      const body = { input_ids: request.inputIds, request_output_len: request.outputLen, streaming: true, end_id: endId };
+      for await (const event of postStream(`${base}/v2/models/tensorrt_llm/generate_stream`, body)) {
+        const n = tokenCount(event.output_ids);
+        if (n > 0) onTokens(n);
+        total += n;
+      }
+      return total;
+    },
+    close: async () => {},
+  };
+}
+
+export interface OfflineOptions {
+  model: string;
+  endId: number;
+  threads?: number;
+  maxBatchSize?: number;
+}
+
+export async function offlineTarget(o: OfflineOptions): Promise<BenchTarget> {
+  const executor = await Executor.load(o.model, {
+    ...(o.threads === undefined ? {} : { numThreads: o.threads }),
+    ...(o.maxBatchSize === undefined ? {} : { maxBatchSize: o.maxBatchSize }),
+  });
+  return {
+    vocabSize: executor.modelConfig.vocabSize,
+    codec: localCodec(o.model),
+    async send(request, onTokens) {
+      let total = 0;
+      const handle = executor.enqueue({
+        inputTokenIds: request.inputIds, maxTokens: request.outputLen, streaming: true, endId: o.endId,
+        output: { excludeInputFromOutput: true },
+      });
+      for await (const response of handle) {
+        const n = response.outputTokenIds?.[0]?.length ?? 0;
+        if (n > 0) onTokens(n);
+        total += n;
+      }
+      return total;
+    },
+    close: () => executor.shutdown(),
+  };
+}

@@ -1,0 +1,60 @@
+// Text <-> token ids for the client tools: a local tokenizer when --tokenizer-dir is given (as Triton's clients
+// take one), otherwise the server's own preprocessing and postprocessing models, so a client needs nothing but
+// the URL and always tokenizes exactly as the server does.
+import { loadTokenizer } from '../../worker/tokenizer.js';
+import { postJson } from './http.js';
+import { ToolError } from './tool-error.js';
+
+export interface TextCodec {
+  encode(texts: string[]): Promise<number[][]>;
+  decode(rows: number[][]): Promise<string[]>;
+}
+
+interface InferOutput { name: string; shape: number[]; data: unknown[] }
+
+function output(body: unknown, name: string, url: string): InferOutput {
+  const found = (body as { outputs?: InferOutput[] }).outputs?.find((o) => o.name === name);
+  if (!found) throw new ToolError(`${url} returned no ${name} output`);
+  return found;
+}
+
+export function localCodec(tokenizerDir: string): TextCodec {
+  const tokenizer = loadTokenizer(tokenizerDir);
+  return {
+    encode: async (texts) => texts.map((t) => tokenizer.encode(t)),
+    decode: async (rows) => rows.map((ids) => tokenizer.decode(ids)),
+  };
+}
+
+export function serverCodec(base: string): TextCodec {
+  return {
+    async encode(texts) {
+      const url = `${base}/v2/models/preprocessing/infer`;
+      const body = await postJson(url, { inputs: [
+        { name: 'QUERY', datatype: 'BYTES', shape: [texts.length, 1], data: texts },
+        { name: 'REQUEST_OUTPUT_LEN', datatype: 'INT32', shape: [texts.length, 1], data: texts.map(() => 1) },
+      ] });
+      const ids = output(body, 'INPUT_ID', url);
+      const lengths = output(body, 'REQUEST_INPUT_LEN', url).data as number[];
+      const width = ids.shape[ids.shape.length - 1]!;
+      // Rows come back padded to the longest; REQUEST_INPUT_LEN says where each really ends.
+      return texts.map((_, i) => (ids.data as number[]).slice(i * width, i * width + lengths[i]!));
+    },
+    async decode(rows) {
+      // Empty rows (a request stopped before its first token) decode to "" without asking the server.
+      const full = rows.map((r, i) => [r, i] as const).filter(([r]) => r.length > 0);
+      const texts = rows.map(() => '');
+      if (full.length === 0) return texts;
+      const url = `${base}/v2/models/postprocessing/infer`;
+      const width = Math.max(...full.map(([r]) => r.length));
+      const padded = full.flatMap(([r]) => [...r, ...new Array<number>(width - r.length).fill(0)]);
+      const body = await postJson(url, { inputs: [
+        { name: 'TOKENS_BATCH', datatype: 'INT32', shape: [full.length, 1, width], data: padded },
+        { name: 'SEQUENCE_LENGTH', datatype: 'INT32', shape: [full.length, 1], data: full.map(([r]) => r.length) },
+      ] });
+      const decoded = output(body, 'OUTPUT', url).data as string[];
+      full.forEach(([, i], k) => { texts[i] = decoded[k]!; });
+      return texts;
+    },
+  };
+}

@@ -1,0 +1,65 @@
+// A configuration file's text → its checked values, keyed by dotted key (pure). Every problem in the file is
+// reported at once, each naming the key, the file and the value received; unknown keys get a did-you-mean.
+import { dirname, resolve } from 'node:path';
+
+import { InvalidArgumentError } from 'commander';
+import { parseDocument } from 'yaml';
+
+import { closest } from './did-you-mean.js';
+import { configKey, SECTIONS, sectionKeys, TOP_LEVEL_NAMES } from './schema.js';
+import { showValue } from './checks.js';
+
+export interface FileValues {
+  path: string;
+  values: ReadonlyMap<string, unknown>;   // 'batching.max_batch_size' → 8
+}
+
+const isMapping = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function unknownKey(key: string, candidates: readonly string[], path: string, prefix: string): string {
+  const name = key.slice(prefix.length);
+  const near = closest(name, candidates);
+  // A key put in the wrong section is a likelier mistake than a typo: point at where it belongs.
+  const elsewhere = near ? undefined : SECTIONS.find((s) => sectionKeys(s).includes(name) && `${s}.` !== prefix);
+  const hint = near ? `; did you mean "${prefix}${near}"?` : elsewhere ? `; did you mean "${elsewhere}.${name}"?` : '';
+  const known = candidates.join(', ');
+  return `unknown key "${key}" in ${path}${hint} (known${prefix ? ` in ${prefix.slice(0, -1)}` : ''}: ${known})`;
+}
+
+export function parseConfigText(text: string, path: string): FileValues {
+  const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
+  if (doc.errors.length > 0) {
+    throw new InvalidArgumentError(`${path} is not valid YAML: ${doc.errors.map((e) => e.message).join('\n')}`);
+  }
+  const root: unknown = doc.toJS() ?? {};
+  if (!isMapping(root)) throw new InvalidArgumentError(`${path} must be a YAML mapping of keys (model, batching, ...), got ${showValue(root)}`);
+
+  const values = new Map<string, unknown>();
+  const errors: string[] = [];
+  const take = (key: string, value: unknown) => {
+    const spec = configKey(key)!;
+    const checked = spec.check(value);
+    if (!checked.ok) errors.push(`${key} in ${path} ${checked.rule}, got ${showValue(value)}`);
+    // The checkpoint directory is relative to the file, so a model file and its checkpoint can move together.
+    else values.set(key, key === 'model' ? resolve(dirname(path), checked.value as string) : checked.value);
+  };
+  for (const [name, value] of Object.entries(root)) {
+    if (SECTIONS.includes(name)) {
+      if (!isMapping(value)) {
+        errors.push(`${name} in ${path} must be a mapping (${sectionKeys(name).join(', ')}), got ${showValue(value)}`);
+        continue;
+      }
+      for (const [sub, subValue] of Object.entries(value)) {
+        const key = `${name}.${sub}`;
+        if (configKey(key)) take(key, subValue);
+        else errors.push(unknownKey(key, sectionKeys(name), path, `${name}.`));
+      }
+    } else if (configKey(name)) {
+      take(name, value);
+    } else {
+      errors.push(unknownKey(name, TOP_LEVEL_NAMES, path, ''));
+    }
+  }
+  if (errors.length > 0) throw new InvalidArgumentError(errors.join('\n'));
+  return { path, values };
+}

@@ -1,0 +1,116 @@
+// `trtllm-launch client` against a real server on the tiny GPT-2: the seeds' lines, streaming = whole, batches by
+// batch_index, logits shapes, --stop-after-ms cancelling mid-generation, and clear errors for bad flags and URLs.
+import { type AddressInfo, createServer } from 'node:net';
+import { join } from 'node:path';
+
+import { execa } from 'execa';
+import t from 'tap';
+
+import type { ClientOptions } from '../../../launcher/client/client-options.js';
+import { runClient } from '../../../launcher/client/client-run.js';
+import { packageRoot } from '../../../worker/binding/load-addon.js';
+import { postJson, startTestServer, waitFor } from '../../helpers/serving.js';
+
+const bin = join(packageRoot(), 'bin', 'trtllm-launch.js');
+
+function options(url: string, o: Partial<ClientOptions> = {}): ClientOptions {
+  return {
+    url, protocol: 'http', modelName: 'tensorrt_llm', text: 'Born in north-east France, Soyer trained as a', requestOutputLen: 8,
+    streaming: false, returnLogProbs: false, returnContextLogits: false, returnGenerationLogits: false, excludeInputInOutput: false, ...o,
+  };
+}
+
+/** A port nothing listens on: one the OS just handed out and took back. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((r) => server.close(r));
+  return port;
+}
+
+async function run(o: ClientOptions) {
+  const lines: string[] = [];
+  const result = await runClient(o, (l) => lines.push(l));
+  return { result, lines };
+}
+
+t.test('client over HTTP', async (t) => {
+  const { base, metricsBase, server } = await startTestServer(t, { maxBatchSize: 1 });
+  const executor = server.context.executor;
+
+  t.test("tensorrt_llm: the seeds' lines, logits shapes; streaming gives the same tokens", async (t) => {
+    const whole = await run(options(base, { returnLogProbs: true, returnContextLogits: true, returnGenerationLogits: true }));
+    const inputLine = whole.lines.find((l) => l.startsWith('Input sequence: '))!;
+    const promptLen = JSON.parse(inputLine.slice('Input sequence: '.length)).length;
+    t.match(whole.lines.join('\n'), /Input sequence: \[.*\]\nGot completed request\nInput: Born in north-east France, Soyer trained as a\nOutput beam 0: .*\nOutput sequence: \[/);
+    t.ok(whole.lines.includes(`context_logits.shape: (1, ${promptLen}, 512)`), 'context logits (1, prompt, vocab)');
+    t.ok(whole.lines.includes('generation_logits.shape: (1, 1, 8, 512)'), 'generation logits (1, beams, tokens, vocab)');
+    t.ok(whole.lines.includes('Finish: length (generated 8 of 8 tokens)'));
+    const e = whole.result.elements[0]!;
+    t.equal(e.outputIds!.length, promptLen + 8, 'output_ids hold the prompt, then 8 tokens');
+    t.equal(e.outputLogProbs!.length, 8);
+    const streamed = await run(options(base, { streaming: true }));
+    t.same(streamed.result.elements[0]!.outputIds, e.outputIds!.slice(promptLen), 'streamed = whole, new tokens only');
+    t.ok(streamed.result.responses >= 2, `${streamed.result.responses} streamed responses`);
+    const excluded = await run(options(base, { excludeInputInOutput: true, inputTokens: [5, 6, 7] }));
+    t.equal(excluded.result.elements[0]!.outputIds!.length, 8, '--exclude-input-in-output with --input-tokens');
+  });
+
+  t.test('ensemble: text, streaming, a batch grouped by batch_index', async (t) => {
+    const text = await run(options(base, { modelName: 'ensemble', text: 'What is machine learning?' }));
+    t.match(text.lines.join('\n'), /Got completed request\nInput: What is machine learning\?\nOutput: What is machine learning\?/);
+    const streamed = await run(options(base, { modelName: 'ensemble', text: 'What is machine learning?', streaming: true, excludeInputInOutput: true }));
+    t.equal('What is machine learning?' + streamed.result.elements[0]!.outputText, text.result.elements[0]!.outputText);
+    const batch = await run(options(base, { modelName: 'ensemble', batchInputs: '["This is a test","I want you to","The cat is"]', streaming: true }));
+    t.same(batch.result.elements.map((e) => e.batchIndex), [0, 1, 2]);
+    t.same(batch.lines.filter((l) => l.startsWith('batch_index')), ['batch_index 0:', 'batch_index 1:', 'batch_index 2:']);
+    const tokens = await run(options(base, { batchInputs: '["This is a test","The cat is"]', topK: 1, temperature: 1 }));
+    t.same(tokens.result.elements.map((e) => e.generated), [8, 8], 'token model batch: input_ids [2, L] + input_lengths');
+  });
+
+  t.test('--stop-after-ms stops the request: fewer tokens than asked, a cancelled finish', async (t) => {
+    // (matched by hand: the default process metrics can read "Nan", which the strict helper parser refuses)
+    const failures = async () => Number(/nv_inference_request_failure\{model="tensorrt_llm",version="1"\} (\d+)/.exec(await (await fetch(`${metricsBase}/metrics`)).text())![1]);
+    const before = await failures();
+    // The tiny model makes 100 tokens in a few ms: one request per iteration and long requests queued ahead of ours
+    // make it wait; the stop then lands while it is queued or generating. Longer waits first, until it lands mid-way.
+    let stopped: Awaited<ReturnType<typeof run>> | undefined;
+    for (const ms of [12, 6, 3, 1]) {
+      const blockers = Array.from({ length: 6 }, () => postJson(`${base}/v2/models/tensorrt_llm/generate`, { input_ids: [1, 2, 3], request_output_len: 100 }));
+      await waitFor(() => executor.numActiveRequests() >= 6);
+      stopped = await run(options(base, { inputTokens: [1, 2, 3], requestOutputLen: 100, streaming: true, stopAfterMs: ms }));
+      await Promise.all(blockers);
+      const n = stopped.result.elements[0]?.generated ?? 0;
+      t.comment(`stop after ${ms} ms: ${n} of 100 tokens`);
+      if (n < 100) break;
+    }
+    const e = stopped!.result.elements[0];
+    t.ok(stopped!.result.stopSent, 'the stop request was sent');
+    t.ok((e?.generated ?? 0) < 100, `${e?.generated ?? 0} of 100 tokens`);
+    t.equal(e?.finish ?? 'cancelled', 'cancelled');
+    t.match(stopped!.lines.join('\n'), /Finish: cancelled \(generated \d+ of 100 tokens\)/);
+    t.ok(await waitFor(async () => (await failures()) === before + 1), 'the server counts the cancelled request as not successful');
+    t.ok(await waitFor(() => executor.numActiveRequests() === 0), 'nothing left running');
+  });
+
+  t.test('errors name the flag and the value', async (t) => {
+    const port = new URL(base).port;
+    await t.rejects(run(options(base, { protocol: 'grpc' })), /-i grpc: gRPC is not served yet/);
+    await t.rejects(run(options(base, { modelName: 'ensemble', batchInputs: 'not json' })), /--batch-inputs must be a JSON list of non-empty prompts/);
+    const closed = await closedPort();
+    await t.rejects(run(options(`http://127.0.0.1:${closed}`)),
+      new RegExp(`cannot reach http://127\\.0\\.0\\.1:${closed}/v2/health/ready \\(ECONNREFUSED\\); is the server running`));
+    await t.rejects(run(options(base, { inputTokens: [1, 99999] })), /answered 400: .*99999/, 'a server rejection is passed on with its message');
+    // The command line itself: a parse error, then a run, as users type them.
+    const len = await execa('node', [bin, 'client', '--request-output-len', 'abc'], { reject: false });
+    t.not(len.exitCode, 0);
+    t.match(len.stderr, /--request-output-len must be an integer >= 1, got "abc"/);
+    const grpc = await execa('node', [bin, 'client', '-u', `localhost:${port}`, '-i', 'grpc'], { reject: false });
+    t.equal(grpc.exitCode, 2);
+    t.match(grpc.stderr, /^trtllm-launch client: -i grpc: gRPC is not served yet/, 'one line, no stack');
+    const ok = await execa('node', [bin, 'client', '-u', `localhost:${port}`, '-o', '3'], { reject: false });
+    t.equal(ok.exitCode, 0, ok.stderr);
+    t.match(ok.stdout, /Got completed request\nInput: Born in north-east France, Soyer trained as a\nOutput beam 0: /);
+  });
+});
