@@ -54,11 +54,13 @@ function tokenOutputs(r: NativeResponse, request: NativeRequest, logProbs: numbe
     if (final) out.push({ name: 'cum_log_probs', datatype: 'FP32', shape: [1], data: [r.cumLogProbs?.[0] ?? 0] });
     out.push({ name: 'output_log_probs', datatype: 'FP32', shape: [1, logProbs.length], data: logProbs, pad: 0 });
   }
-  if (final && request.output?.returnContextLogits && r.contextLogits && r.vocabSize) {
+  // Streaming: the engine sends the context logits once (with the first tokens) and each step's generation
+  // logits with that step's tokens, so they go out with whichever event carries them, not only the last one.
+  if (request.output?.returnContextLogits && r.contextLogits && r.contextLogits.length > 0 && r.vocabSize) {
     const data = Array.from(r.contextLogits);
     out.push({ name: 'context_logits', datatype: 'FP32', shape: [data.length / r.vocabSize, r.vocabSize], data, pad: 0 });
   }
-  if (final && request.output?.returnGenerationLogits && r.generationLogits && r.vocabSize) {
+  if (request.output?.returnGenerationLogits && r.generationLogits && r.generationLogits.length > 0 && r.vocabSize) {
     const data = Array.from(r.generationLogits);
     out.push({ name: 'generation_logits', datatype: 'FP32', shape: [1, data.length / r.vocabSize, r.vocabSize], data, pad: 0 });
   }
