@@ -3,11 +3,14 @@
 // Every option has a TRTLLM_* environment fallback; --config / --model-repo add a YAML file under flags and env.
 // The frontend and the supervisor are imported only on the path that needs them: every process of a cluster starts
 // through this file, and their modules (execa, prom-client, tokenizers) cost 0.1-0.3 s each on a small machine.
+import { hostname } from 'node:os';
+
 import { type Command, InvalidArgumentError } from 'commander';
 
 import { TrtllmError } from '../worker/binding/errors.js';
 import { loadAddon } from '../worker/binding/load-addon.js';
 import { initRank } from '../worker/rank.js';
+import { chooseLauncher } from './cluster/mpirun-command.js';
 import { resolveParallel } from './cluster/parallel-plan.js';
 import { ignoredSettings } from './config/effective-config.js';
 import { resolveServeConfig } from './config/resolve-serve-config.js';
@@ -53,19 +56,23 @@ function reportError(error: unknown, what: string): number {
 
 export async function runServe(options: Readonly<ServeCliOptions>): Promise<number> {
   const parallel = resolveParallel(options);
-  const launcher = options.launcher === 'auto' ? (parallel.worldSize > 1 ? 'mpirun' : 'none') : options.launcher;
+  if (options.device === 'cuda') {
+    throw new InvalidArgumentError('--device cuda: this build has only the CPU backend (the CUDA backend is not built here); use --device cpu or auto');
+  }
+  if (options.gpuDeviceIds !== undefined) process.stderr.write(`trtllm-launch: --gpu-device-ids ${options.gpuDeviceIds} is ignored on the CPU backend\n`);
+  const launcher = chooseLauncher(options.launcher, parallel.worldSize, process.env);
   if (launcher === 'none' && parallel.worldSize > 1) {
-    throw new InvalidArgumentError(`--launcher none runs one rank in this process; --world-size ${parallel.worldSize} needs --launcher mpirun (or auto)`);
+    throw new InvalidArgumentError(`--launcher none runs one rank in this process; --world-size ${parallel.worldSize} needs --launcher mpirun or srun (or auto)`);
   }
   try {
-    if (launcher === 'mpirun') {
+    if (launcher === 'mpirun' || launcher === 'srun') {
       if (options.apiKey) process.env.TRTLLM_API_KEY = options.apiKey;
       const { launchCluster } = await import('./cluster/launch.js');
       return await launchCluster({
         parallel, host: options.host, httpPort: options.httpPort, metricsPort: options.metricsPort,
         oversubscribe: options.oversubscribe, hostfile: options.hostfile, hosts: options.hosts,
         startupTimeoutSeconds: options.startupTimeout, drainTimeoutSeconds: options.drainTimeout, logDir: options.logDir,
-        dryRun: options.dryRun, rankOptions: rankArguments(options),
+        dryRun: options.dryRun, rankOptions: rankArguments(options), launcher,
       });
     }
     if (options.dryRun) {
@@ -85,7 +92,7 @@ async function runRank(options: ServeCliOptions): Promise<number> {
   try {
     const info = initRank();
     if (info.worldRank === 0) {
-      process.stdout.write(`leader pid ${process.pid}\n`);
+      process.stdout.write(`leader pid ${process.pid} on ${hostname()}\n`);
       const { serveUntilSignal } = await import('../worker/serve.js');
       return await serveUntilSignal(serveOptions(options, parallel));
     }

@@ -5,10 +5,12 @@ import { type Command, Option } from 'commander';
 
 import type { SchedulerPolicy } from '../worker/binding/addon-types.js';
 import { LOG_LEVELS, type LogLevel } from '../worker/log.js';
+import type { LauncherKind } from './cluster/mpirun-command.js';
 import { defaultModelDir } from './defaults.js';
 import { parseBoolOption, parseChoiceOption, parseIntOption, parsePortOption } from './parse-options.js';
 
-export type LauncherKind = 'auto' | 'mpirun' | 'none';
+export type { LauncherKind };
+
 
 export interface ServeCliOptions {
   model: string;
@@ -22,6 +24,9 @@ export interface ServeCliOptions {
   startupTimeout: number;
   logDir?: string;
   dryRun: boolean;
+  device: 'auto' | 'cpu' | 'cuda';
+  gpuDeviceIds?: string;
+  grpcPort: number;
   host: string;
   httpPort: number;
   metricsPort: number;
@@ -69,13 +74,16 @@ export function addServeOptions(command: Command): Command {
     .addOption(option('--world-size <n>', 'ranks = tp × pp (default 1; alone it means tp = world size)', 'TRTLLM_WORLD_SIZE').argParser(parseIntOption('--world-size', 1)))
     .addOption(option('--tp <n>', 'tensor-parallel ranks', 'TRTLLM_TP').argParser(parseIntOption('--tp', 1)))
     .addOption(option('--pp <n>', 'pipeline-parallel stages', 'TRTLLM_PP').argParser(parseIntOption('--pp', 1)))
-    .addOption(option('--launcher <kind>', 'auto | mpirun | none (auto: mpirun when world size > 1)', 'TRTLLM_LAUNCHER').argParser(parseChoiceOption('--launcher', ['auto', 'mpirun', 'none'] as const)).default('auto'))
+    .addOption(option('--launcher <kind>', 'auto | mpirun | srun | none (auto: srun inside a Slurm allocation, else mpirun when world size > 1)', 'TRTLLM_LAUNCHER').argParser(parseChoiceOption('--launcher', ['auto', 'mpirun', 'srun', 'none'] as const)).default('auto'))
     .addOption(option('--oversubscribe', 'allow more ranks than cores (CPU clusters on one machine)', 'TRTLLM_OVERSUBSCRIBE').default(false))
     .addOption(option('--hostfile <file>', 'mpirun hostfile for multi-node clusters', 'TRTLLM_HOSTFILE'))
     .addOption(option('--hosts <list>', 'comma-separated hosts (host:slots) for mpirun', 'TRTLLM_HOSTS'))
     .addOption(option('--startup-timeout <seconds>', 'give up when the leader is not ready by then', 'TRTLLM_STARTUP_TIMEOUT').argParser(parseIntOption('--startup-timeout', 1)).default(300))
     .addOption(option('--log-dir <dir>', 'also write each rank\'s output to <dir>/rank-N.log', 'TRTLLM_LOG_DIR'))
     .addOption(option('--dry-run', 'print the mpirun command and each rank\'s role, then exit', 'TRTLLM_DRY_RUN').default(false))
+    .addOption(option('--device <kind>', 'auto | cpu | cuda (this build has the CPU backend only)', 'TRTLLM_DEVICE').argParser(parseChoiceOption('--device', ['auto', 'cpu', 'cuda'] as const)).default('auto'))
+    .addOption(option('--gpu-device-ids <ids>', 'GPUs per rank, "0,1" (ignored on the CPU backend)', 'TRTLLM_GPU_DEVICE_IDS'))
+    .addOption(option('--grpc-port <port>', 'KServe v2 gRPC port (not served yet)', 'TRTLLM_GRPC_PORT').argParser(parsePortOption('--grpc-port')).default(8001))
     .addOption(option('--host <addr>', 'address to listen on', 'TRTLLM_HOST').default('0.0.0.0'))
     .addOption(option('--http-port <port>', 'KServe v2 + OpenAI HTTP port', 'TRTLLM_HTTP_PORT').argParser(parsePortOption('--http-port')).default(8000))
     .addOption(option('--metrics-port <port>', 'Prometheus metrics port', 'TRTLLM_METRICS_PORT').argParser(parsePortOption('--metrics-port')).default(8002))

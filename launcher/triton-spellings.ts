@@ -3,18 +3,17 @@
 // to do here: our ranks never outlive the launcher.
 const RENAMES: Record<string, string> = {
   '--world_size': '--world-size',
+  '--grpc_port': '--grpc-port',
   '--http_port': '--http-port',
   '--metrics_port': '--metrics-port',
   '--no-mpi': '--launcher=none',
 };
 const DROPPED = new Set(['--force', '--multi-model', '--log']);
-const DROPPED_WITH_VALUE = new Set(['--grpc_port', '--grpc-port', '--model_repo', '--tritonserver', '--backend', '--log-file']);
+const DROPPED_WITH_VALUE = new Set(['--model_repo', '--tritonserver', '--backend', '--log-file']);
 
 const HINTS: Record<string, string> = {
   '--model_repo': 'use --model <checkpoint dir> or --model-repo <dir of YAML model files>',
   '--log-file': 'use --log-dir <dir> (one file per rank)',
-  '--grpc_port': 'gRPC is not served yet',
-  '--grpc-port': 'gRPC is not served yet',
 };
 
 export function normalizeTritonSpellings(argv: string[]): { argv: string[]; notes: string[] } {

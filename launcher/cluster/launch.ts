@@ -8,7 +8,7 @@ import { execa } from 'execa';
 
 import { TrtllmError } from '../../worker/binding/errors.js';
 import { packageRoot } from '../../worker/binding/load-addon.js';
-import { mpiFlavor, mpirunCommand, shellQuote } from './mpirun-command.js';
+import { type MpirunCommand, mpiFlavor, mpirunCommand, shellQuote, srunCommand, srunMpiPlugin } from './mpirun-command.js';
 import type { ParallelPlan } from './parallel-plan.js';
 import { superviseCluster } from './supervise.js';
 
@@ -26,6 +26,7 @@ export interface ClusterOptions {
   dryRun: boolean;
   /** The serve options every rank gets, already rendered as CLI arguments. */
   rankOptions: string[];
+  launcher?: 'mpirun' | 'srun';
 }
 
 // Variables every rank must see, whatever the MPI forwards by default.
@@ -61,6 +62,16 @@ function onPath(name: string): string | undefined {
   return undefined;
 }
 
+/** srun and the MPI plugin this Slurm offers (pmix, else pmi2), inside an allocation. */
+async function findSrun(): Promise<{ path: string; plugin: string }> {
+  const path = onPath('srun');
+  if (!path) {
+    throw new TrtllmError('--launcher srun: srun is not on PATH; run inside a Slurm allocation (salloc/sbatch) or use --launcher mpirun', 'not_found');
+  }
+  const list = await execa(path, ['--mpi=list'], { reject: false, all: true });
+  return { path, plugin: srunMpiPlugin(list.all) };
+}
+
 async function findMpirun(): Promise<{ path: string; version: string }> {
   const path = onPath('mpirun');
   if (!path) {
@@ -72,20 +83,28 @@ async function findMpirun(): Promise<{ path: string; version: string }> {
 
 export async function launchCluster(options: ClusterOptions): Promise<number> {
   const { worldSize, tp, pp } = options.parallel;
-  // The port checks overlap `mpirun --version`; both finish before any rank starts.
-  const [mpirun] = await Promise.all([
-    findMpirun(),
-    options.dryRun ? undefined : checkPortFree(options.host, options.httpPort, '--http-port'),
-    options.dryRun ? undefined : checkPortFree(options.host, options.metricsPort, '--metrics-port'),
-  ]);
+  const launcher = options.launcher ?? 'mpirun';
   const bin = join(packageRoot(), 'bin', 'trtllm-launch.js');
   const rankArgv = [process.execPath, bin, 'rank', '--tp', String(tp), '--pp', String(pp), ...options.rankOptions];
   const env: Record<string, string> = { OMP_NUM_THREADS: process.env.OMP_NUM_THREADS ?? '1' };
-  const command = mpirunCommand({
-    flavor: mpiFlavor(mpirun.version), mpirun: mpirun.path, np: worldSize, isRoot: process.getuid?.() === 0,
-    oversubscribe: options.oversubscribe, hostfile: options.hostfile, hosts: options.hosts,
-    forwardEnv: FORWARDED.filter((name) => (env[name] ?? process.env[name]) !== undefined), rankArgv,
-  });
+  // The port checks overlap finding the launcher; both finish before any rank starts. Under srun the leader may
+  // land on another node, so its ports are checked there (it fails to bind) rather than here.
+  const checks = options.dryRun || launcher === 'srun' ? [] : [
+    checkPortFree(options.host, options.httpPort, '--http-port'),
+    checkPortFree(options.host, options.metricsPort, '--metrics-port'),
+  ];
+  let command: MpirunCommand;
+  if (launcher === 'srun') {
+    const [srun] = await Promise.all([findSrun(), ...checks]);
+    command = srunCommand({ srun: srun.path, np: worldSize, mpiPlugin: srun.plugin, rankArgv });
+  } else {
+    const [mpirun] = await Promise.all([findMpirun(), ...checks]);
+    command = mpirunCommand({
+      flavor: mpiFlavor(mpirun.version), mpirun: mpirun.path, np: worldSize, isRoot: process.getuid?.() === 0,
+      oversubscribe: options.oversubscribe, hostfile: options.hostfile, hosts: options.hosts,
+      forwardEnv: FORWARDED.filter((name) => (env[name] ?? process.env[name]) !== undefined), rankArgv,
+    });
+  }
   if (options.dryRun) {
     process.stdout.write(`${shellQuote([command.file, ...command.args])}\n`);
     for (let rank = 0; rank < worldSize; rank += 1) {
@@ -97,11 +116,11 @@ export async function launchCluster(options: ClusterOptions): Promise<number> {
   const local = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host;
   const shown = local === '127.0.0.1' ? 'localhost' : local;
   return superviseCluster({
-    file: command.file, args: command.args, env, worldSize,
-    readyUrl: `http://${local}:${options.httpPort}/v2/health/ready`,
-    readyBanner: [
-      `serving on http://${shown}:${options.httpPort} (tp ${tp} x pp ${pp}), metrics on http://${shown}:${options.metricsPort}/metrics`,
-      `  curl -X POST ${shown}:${options.httpPort}/v2/models/ensemble/generate -d '{"text_input": "What is machine learning?", "max_tokens": 20, "bad_words": "", "stop_words": ""}'`,
+    file: command.file, args: command.args, env, worldSize, launcher,
+    readyUrl: (leaderHost) => `http://${leaderHost ?? local}:${options.httpPort}/v2/health/ready`,
+    readyBanner: (leaderHost) => [
+      `serving on http://${leaderHost ?? shown}:${options.httpPort} (tp ${tp} x pp ${pp}), metrics on http://${leaderHost ?? shown}:${options.metricsPort}/metrics`,
+      `  curl -X POST ${leaderHost ?? shown}:${options.httpPort}/v2/models/ensemble/generate -d '{"text_input": "What is machine learning?", "max_tokens": 20, "bad_words": "", "stop_words": ""}'`,
       '  Ctrl-C drains and stops every rank',
     ],
     startupTimeoutMs: options.startupTimeoutSeconds * 1000,

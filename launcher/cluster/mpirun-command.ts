@@ -49,3 +49,34 @@ export function mpirunCommand(input: MpirunInput): MpirunCommand {
 export function shellQuote(parts: string[]): string {
   return parts.map((p) => (/^[\w@%+=:,./-]+$/.test(p) ? p : `'${p.replace(/'/g, `'\\''`)}'`)).join(' ');
 }
+
+export interface SrunInput {
+  srun: string;
+  np: number;
+  mpiPlugin: string;            // what `srun --mpi=list` offers: pmix preferred, else pmi2
+  rankArgv: string[];
+}
+
+/** Inside a Slurm allocation: one task per rank, labelled output, the whole step killed when one task fails. */
+export function srunCommand(input: SrunInput): MpirunCommand {
+  return {
+    file: input.srun,
+    args: [`--mpi=${input.mpiPlugin}`, '-n', String(input.np), '--label', '--kill-on-bad-exit=1', '--export=ALL', ...input.rankArgv],
+  };
+}
+
+/** The MPI plugin to ask srun for, from `srun --mpi=list`'s output (pure). */
+export function srunMpiPlugin(listOutput: string): string {
+  if (/\bpmix\b/.test(listOutput)) return 'pmix';
+  if (/\bpmi2\b/.test(listOutput)) return 'pmi2';
+  return 'none';
+}
+
+export type LauncherKind = 'auto' | 'mpirun' | 'srun' | 'none';
+
+/** `--launcher auto`: srun inside a Slurm allocation, else mpirun for several ranks, else one in-process rank. */
+export function chooseLauncher(kind: LauncherKind, worldSize: number, env: NodeJS.ProcessEnv): Exclude<LauncherKind, 'auto'> {
+  if (kind !== 'auto') return kind;
+  if (worldSize === 1) return 'none';
+  return env.SLURM_JOB_ID !== undefined ? 'srun' : 'mpirun';
+}

@@ -7,9 +7,10 @@ export interface TaggedLine {
 
 const OPENMPI_TAG = /^\[\d+,(\d+)\]<std(?:out|err)>:(.*)$/;
 const MPICH_TAG = /^\[(\d+)\] (.*)$/;
+const SRUN_LABEL = /^\s*(\d+): (.*)$/;
 
-export function parseRankLine(line: string): TaggedLine {
-  const m = OPENMPI_TAG.exec(line) ?? MPICH_TAG.exec(line);
+export function parseRankLine(line: string, launcher: 'mpirun' | 'srun' = 'mpirun'): TaggedLine {
+  const m = launcher === 'srun' ? SRUN_LABEL.exec(line) : OPENMPI_TAG.exec(line) ?? MPICH_TAG.exec(line);
   return m ? { rank: Number(m[1]), text: m[2]! } : { rank: undefined, text: line };
 }
 

@@ -2,6 +2,7 @@
 // --log-dir), ready only when the leader answers /v2/health/ready within --startup-timeout, a root-cause summary
 // when any rank dies, and SIGINT/SIGTERM turned into a drain of the leader, then a stop; a second Ctrl-C forces.
 import { createWriteStream, mkdirSync, type WriteStream } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 
@@ -14,12 +15,15 @@ export interface SuperviseOptions {
   args: string[];
   env: Record<string, string>;
   worldSize: number;
-  readyUrl: string;              // the leader's /v2/health/ready
-  readyBanner: string[];         // printed once ready
+  // The leader's /v2/health/ready and the lines printed once it answers, given the host the leader reported
+  // (undefined until it did, or when it is this host): under srun it may run on another node.
+  readyUrl: (leaderHost: string | undefined) => string;
+  readyBanner: (leaderHost: string | undefined) => string[];
   startupTimeoutMs: number;
   drainTimeoutMs: number;
   logDir?: string | undefined;
   out?: (line: string) => void;  // console sink (tests capture it)
+  launcher?: 'mpirun' | 'srun';  // how rank lines are tagged
 }
 
 async function isReady(url: string): Promise<boolean> {
@@ -83,12 +87,15 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
   const tail = new RankTail();
   let everything = '';
   let leaderPid: number | undefined;
+  let leaderHost: string | undefined;
   let checkNow: (() => void) | undefined;
   const onLine = (line: string) => {
-    const { rank, text } = parseRankLine(line);
+    const { rank, text } = parseRankLine(line, options.launcher);
     if (rank === 0) {
-      const pid = /^leader pid (\d+)$/.exec(text);
-      if (pid) leaderPid = Number(pid[1]);
+      // Signalled directly only when it runs on this host: a pid means nothing on another node.
+      const pid = /^leader pid (\d+) on (\S+)$/.exec(text);
+      if (pid && pid[2] === hostname()) leaderPid = Number(pid[1]);
+      else if (pid) leaderHost = pid[2];
       // The leader says when it listens: check at once rather than up to a poll interval later.
       if (text.startsWith('ready: serving ')) checkNow?.();
     }
@@ -135,9 +142,9 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
   const started = performance.now();
   const readiness = (async () => {
     while (!exited && !stopping) {
-      if (await isReady(options.readyUrl)) {
+      if (await isReady(options.readyUrl(leaderHost))) {
         out(`[launcher] ready after ${((performance.now() - started) / 1000).toFixed(2)} s: ${options.worldSize} rank(s)`);
-        for (const line of options.readyBanner) out(line);
+        for (const line of options.readyBanner(leaderHost)) out(line);
         return;
       }
       if (performance.now() - started > options.startupTimeoutMs) {

@@ -96,7 +96,7 @@ for (const victim of ['follower', 'mpirun'] as const) {
     const all = processesWith(marker);
     const target = victim === 'mpirun'
       ? all.find((p) => /(^|\/)(mpirun|mpiexec|orterun) /.test(p.cmd))
-      : all.find((p) => p.cmd.startsWith(process.execPath) && p.cmd.includes(' rank ') && !cluster.output().includes(`leader pid ${p.pid}`));
+      : all.find((p) => p.cmd.startsWith(process.execPath) && p.cmd.includes(' rank ') && !cluster.output().includes(`leader pid ${p.pid} on `));
     t.ok(target, `found the ${victim} (${target?.cmd.slice(0, 80)})`);
     const started = performance.now();
     process.kill(target!.pid, 'SIGKILL');
@@ -124,6 +124,12 @@ t.test('a taken port is refused before any rank starts; --dry-run prints the pla
   t.match(dry.stdout, / rank --tp 2 --pp 2 --model /);
   t.match(dry.stdout, /rank 0: tp_rank 0, pp_rank 0; leader: HTTP 0\.0\.0\.0:8000/);
   t.match(dry.stdout, /rank 3: tp_rank 1, pp_rank 1; follower: no ports/);
+  const noSrun = await execa(process.execPath, [bin, '--model', MODEL, '--world-size', '2', '--launcher', 'srun', '--dry-run'], { reject: false, all: true, env: { PATH: '/nonexistent-bin-dir' }, extendEnv: true });
+  t.equal(noSrun.exitCode, 2);
+  t.match(noSrun.all, /--launcher srun: srun is not on PATH; run inside a Slurm allocation/);
+  const cuda = await execa('node', [bin, '--model', MODEL, '--device', 'cuda', '--dry-run'], { reject: false, all: true });
+  t.equal(cuda.exitCode, 2);
+  t.match(cuda.all, /--device cuda: this build has only the CPU backend/);
   const bad = await execa('node', [bin, '--world-size', '3', '--tp', '2', '--pp', '2'], { reject: false, all: true });
   t.not(bad.exitCode, 0);
   t.match(bad.all, /--world-size 3 does not equal --tp 2 x --pp 2 = 4/);

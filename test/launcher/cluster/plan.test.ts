@@ -2,7 +2,7 @@
 // rank output parsing and Triton's flag spellings.
 import t from 'tap';
 
-import { mpiFlavor, mpirunCommand, shellQuote } from '../../../launcher/cluster/mpirun-command.js';
+import { chooseLauncher, mpiFlavor, mpirunCommand, shellQuote, srunCommand, srunMpiPlugin } from '../../../launcher/cluster/mpirun-command.js';
 import { resolveParallel } from '../../../launcher/cluster/parallel-plan.js';
 import { parseMpirunFailure, parseRankLine, RankTail } from '../../../launcher/cluster/rank-output.js';
 import { normalizeTritonSpellings } from '../../../launcher/triton-spellings.js';
@@ -48,7 +48,23 @@ t.test('rank output and failures', async (t) => {
 
 t.test("launch_triton_server.py's spellings", async (t) => {
   const { argv, notes } = normalizeTritonSpellings(['--world_size', '2', '--http_port=9000', '--metrics_port', '9002', '--no-mpi', '--force', '--grpc_port', '9001', '--oversubscribe']);
-  t.same(argv, ['--world-size', '2', '--http-port=9000', '--metrics-port', '9002', '--launcher=none', '--oversubscribe']);
-  t.equal(notes.length, 2);
-  t.match(notes.join('\n'), /--grpc_port .*gRPC is not served yet/);
+  t.same(argv, ['--world-size', '2', '--http-port=9000', '--metrics-port', '9002', '--launcher=none', '--grpc-port', '9001', '--oversubscribe']);
+  t.equal(notes.length, 1);
+  t.match(notes.join('\n'), /--force .*no effect/);
+});
+
+t.test('srun inside a Slurm allocation', async (t) => {
+  const rankArgv = ['node', '/opt/bin/trtllm-launch.js', 'rank', '--tp', '4', '--pp', '1'];
+  const srun = srunCommand({ srun: '/usr/bin/srun', np: 4, mpiPlugin: 'pmix', rankArgv });
+  t.equal(shellQuote([srun.file, ...srun.args]),
+    '/usr/bin/srun --mpi=pmix -n 4 --label --kill-on-bad-exit=1 --export=ALL node /opt/bin/trtllm-launch.js rank --tp 4 --pp 1');
+  t.equal(srunMpiPlugin('MPI plugin types are...\n\tnone\n\tpmi2\n\tpmix\nspecific pmix plugin versions available: pmix_v4'), 'pmix');
+  t.equal(srunMpiPlugin('MPI plugin types are...\n\tnone\n\tpmi2\n'), 'pmi2');
+  t.equal(chooseLauncher('auto', 4, { SLURM_JOB_ID: '17' }), 'srun', 'auto picks srun inside an allocation');
+  t.equal(chooseLauncher('auto', 4, {}), 'mpirun');
+  t.equal(chooseLauncher('auto', 1, { SLURM_JOB_ID: '17' }), 'none', 'one rank runs in process');
+  t.equal(chooseLauncher('mpirun', 1, {}), 'mpirun', 'an explicit choice wins');
+  t.same(parseRankLine(' 3: hello', 'srun'), { rank: 3, text: 'hello' });
+  t.same(parseRankLine('12: hello', 'srun'), { rank: 12, text: 'hello' });
+  t.same(parseRankLine('[1,0]<stdout>:x', 'srun'), { rank: undefined, text: '[1,0]<stdout>:x' });
 });
