@@ -44,10 +44,11 @@ async function scenarios(executor: Executor): Promise<Record<string, unknown>> {
   for await (const r of handle) { last = r; handle.cancel(); }
   out.cancelled = last?.finishReasons?.[0];
 
-  // KV pressure: four short prompts (one block each) growing to 4 blocks each, 16 blocks of demand in a pool of
-  // 10: max_utilization must pause and resume some, and the outputs must not change.
+  // KV pressure: four short prompts (one block each) growing to 7 blocks each in a pool of 10 — any two running
+  // at once overflow it: max_utilization must pause and resume some, and the outputs must not change.
   executor.iterationStats();
-  const pressure = cases.map((c, i) => ({ inputTokenIds: c.input_ids.slice(0, 12 + i), maxTokens: 40, output: { excludeInputFromOutput: true } }));
+  const grow = Math.min(100, executor.limits.maxSeqLen - 16);
+  const pressure = cases.map((c, i) => ({ inputTokenIds: c.input_ids.slice(0, 12 + i), maxTokens: grow, output: { excludeInputFromOutput: true } }));
   out.pressure = (await Promise.all(pressure.map((r) => executor.generate(r)))).map((r) => r.outputTokenIds?.[0]);
   out.paused = executor.iterationStats().reduce((n, s) => n + s.inflightBatchingStats.numPausedRequests, 0);
   await new Promise((r) => setTimeout(r, 20));

@@ -76,6 +76,10 @@ t.test('world size 2: serves what one rank serves; Ctrl-C drains and exits 0 wit
   }
   const text = await fetch(`http://127.0.0.1:${cluster.port}/v2/models/ensemble/generate`, { method: 'POST', body: JSON.stringify({ text_input: 'What is machine learning?', max_tokens: 8, bad_words: '', stop_words: '' }) });
   t.equal(text.status, 200, "the seeds' curl body works");
+  // OpenAI completions through the cluster give the text the Triton route gives (both greedy).
+  const triton = await (await fetch(`http://127.0.0.1:${cluster.port}/v2/models/ensemble/generate`, { method: 'POST', body: JSON.stringify({ text_input: 'The jury said', max_tokens: 8, exclude_input_in_output: true }) })).json() as { text_output: string };
+  const openai = await (await fetch(`http://127.0.0.1:${cluster.port}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny-llama', prompt: 'The jury said', max_tokens: 8, temperature: 0 }) })).json() as { choices?: { text: string }[] };
+  t.equal(openai.choices?.[0]?.text, triton.text_output, 'OpenAI completion = Triton generate');
   const scrape = await (await fetch(`http://127.0.0.1:${cluster.metrics}/metrics`)).text();
   t.match(scrape, /nv_trt_llm_kv_cache_block_metrics\{/);
   const marker = String(cluster.port);

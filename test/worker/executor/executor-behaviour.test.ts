@@ -116,8 +116,9 @@ t.test('cancel mid-generation frees the KV cache within an iteration', async (t)
 });
 
 t.test('KV pressure: max_utilization pauses and resumes with identical outputs; no_evict never pauses', async (t) => {
-  // Four short prompts (one 16-token block each) that grow to 4 blocks each: 16 blocks of demand, 10 in the pool.
-  const requests = cases.map((c, i) => ({ inputTokenIds: c.input_ids.slice(0, 12 + i), maxTokens: 40, output: { excludeInputFromOutput: true } }));
+  // Four short prompts (one 16-token block each) that grow to 7 blocks each, in a pool of 10: any two of them
+  // running at once overflow it, however the loop thread happens to interleave their arrival.
+  const requests = cases.map((c, i) => ({ inputTokenIds: c.input_ids.slice(0, 12 + i), maxTokens: 100, output: { excludeInputFromOutput: true } }));
   const small = { maxTokensInPagedKvCache: 160 };
   const free = await withExecutor(t);
   const expected = await Promise.all(requests.map((r) => free.generate(r)));
