@@ -156,7 +156,7 @@ t.test('KServe v2 over HTTP', async (t) => {
 
 t.test('queue full → 503 with Triton\'s message', async (t) => {
   const { base } = await startTestServer(t, { maxQueueSize: 1, maxBatchSize: 1 });
-  const results = await Promise.all(Array.from({ length: 6 }, () => postJson(`${base}/v2/models/ensemble/generate`, { text_input: PROMPT, max_tokens: 60 })));
+  const results = await Promise.all(Array.from({ length: 6 }, () => postJson(`${base}/v2/models/ensemble/generate`, { text_input: PROMPT, max_tokens: 110 })));
   const full = results.filter((r) => r.status === 503);
   t.ok(full.length > 0, `${full.length} of 6 rejected`);
   t.match(full[0]?.json.error, /Maximum queue size of 1 has been reached/);
