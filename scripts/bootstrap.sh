@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES=(cmake g++ make pkg-config libopenblas-dev libopenmpi-dev openmpi-bin)
+# curl: the tests send the seeds' curl commands verbatim; iproute2: the multi-host test's network namespaces.
+PACKAGES=(cmake g++ make pkg-config libopenblas-dev libopenmpi-dev openmpi-bin curl iproute2)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -1,7 +1,8 @@
 // Leader mode under the real mpirun: tp=2, pp=2, tp=2 x pp=2 and tp=4 produce what one rank produces (and what
 // HF transformers produced) — greedy tokens, context logits, streaming, stop words, beam search, cancellation, KV
 // pressure — and a rank killed with SIGKILL takes the whole job down within seconds, leaving no process behind.
-import { readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { execa } from 'execa';
@@ -31,11 +32,12 @@ interface CheckResult {
 
 async function run(model: string, np: number, tp: number, pp: number): Promise<{ result?: CheckResult; exitCode?: number; output: string }> {
   const args = [fixtureDir(model), String(tp), String(pp), model];
+  const resultFile = join(mkdtempSync(join(tmpdir(), 'trtl-leader-')), 'result.txt');
   const child = np === 1
-    ? await execa('node', [program, ...args], { reject: false, all: true, timeout: 120_000 })
-    : await execa('mpirun', ['-np', String(np), '--oversubscribe', 'node', program, ...args],
-      { reject: false, all: true, timeout: 120_000, env: MPI_ENV });
-  const line = child.all.split('\n').find((l) => l.startsWith('RESULT '));
+    ? await execa('node', [program, ...args], { reject: false, all: true, timeout: 120_000, env: { RESULT_FILE: resultFile } })
+    : await execa('mpirun', ['-np', String(np), '--oversubscribe', '-x', 'RESULT_FILE', 'node', program, ...args],
+      { reject: false, all: true, timeout: 120_000, env: { ...MPI_ENV, RESULT_FILE: resultFile } });
+  const line = existsSync(resultFile) ? readFileSync(resultFile, 'utf8').trim() : undefined;
   return { result: line ? JSON.parse(line.slice(7)) as CheckResult : undefined, exitCode: child.exitCode, output: child.all };
 }
 

@@ -2,7 +2,7 @@
 // mpirun hostfile naming them, and an rsh agent that starts each host's daemon inside its namespace. Ranks can
 // only talk over TCP on the namespaces' own addresses (no shared memory), and tp=2 must still give HF's outputs.
 // Skipped, with the reason, where this machine cannot create namespaces (not root, no CAP_NET_ADMIN).
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -66,10 +66,12 @@ t.test('tp=2 across two network-namespace hosts matches HF transformers', { skip
   const child = await execa('mpirun', [
     '-np', '2', '--hostfile', hostfile, '--mca', 'plm_rsh_agent', agent,
     '--mca', 'oob_tcp_if_include', `${subnet}.0/24`, '--mca', 'btl', 'tcp,self', '--mca', 'btl_tcp_if_include', `${subnet}.0/24`,
-    '-x', 'OMP_NUM_THREADS=1', 'node', program, fixtureDir('tiny-llama'), '2', '1', 'tiny-llama',
+    '-x', 'OMP_NUM_THREADS=1', '-x', `RESULT_FILE=${join(dir, 'result.txt')}`, 'node', program, fixtureDir('tiny-llama'), '2', '1', 'tiny-llama',
   ], { reject: false, all: true, timeout: 120_000, env: { OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1' } });
   t.equal(child.exitCode, 0, 'every rank exits 0');
-  const line = child.all.split('\n').find((l) => l.startsWith('RESULT '));
+  // The leader writes its result to a file: mpirun interleaves the ranks' stdout.
+  const resultFile = join(dir, 'result.txt');
+  const line = existsSync(resultFile) ? readFileSync(resultFile, 'utf8').trim() : undefined;
   if (!line) {
     t.fail(`no result: ${child.all.slice(-2000)}`);
     return;

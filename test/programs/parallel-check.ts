@@ -1,6 +1,8 @@
 // One rank of a leader-mode job, for test/parallel/leader-mode.test.ts: started as `node parallel-check.js <model>
 // <tp> <pp>` alone (tp = pp = 1) or by mpirun. World rank 0 runs the scenarios through the executor and prints one
 // `RESULT <json>` line; the other ranks follow its plans and exit 0 when it shuts down.
+import { writeFileSync } from 'node:fs';
+
 import type { NativeRequest, NativeResponse } from '../../worker/binding/addon-types.js';
 import { loadAddon } from '../../worker/binding/load-addon.js';
 import { Executor } from '../../worker/executor/executor.js';
@@ -83,7 +85,10 @@ async function main(): Promise<void> {
   } finally {
     await executor.shutdown();
   }
-  process.stdout.write(`RESULT ${JSON.stringify({ worldSize: info.worldSize, ...result })}\n`);
+  // A file, not stdout: mpirun interleaves the ranks' output, and the other ranks' lines can land inside a long one.
+  const line = `RESULT ${JSON.stringify({ worldSize: info.worldSize, ...result })}\n`;
+  if (process.env.RESULT_FILE) writeFileSync(process.env.RESULT_FILE, line);
+  else process.stdout.write(line);
 }
 
 await main();
