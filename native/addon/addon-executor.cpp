@@ -5,6 +5,7 @@
 #include "addon-args.h"
 #include "addon-convert.h"
 #include "addon-errors.h"
+#include "addon-progress.h"
 #include "addon-parallel.h"
 #include "comm.h"
 #include "leader-model.h"
@@ -30,13 +31,6 @@ void deliver(Napi::Env env, Napi::Function callback, std::vector<engine::Respons
   callback.Call({array});
 }
 
-void deliver_progress(Napi::Env env, Napi::Function callback, std::pair<uint64_t, uint64_t>* progress) {
-  std::unique_ptr<std::pair<uint64_t, uint64_t>> owned(progress);
-  if (env == nullptr || callback.IsEmpty()) return;
-  callback.Call({Napi::Number::New(env, static_cast<double>(owned->first)),
-                 Napi::Number::New(env, static_cast<double>(owned->second))});
-}
-
 // Loads the model and builds the executor off the main thread; resolves with an AddonExecutor.
 class LoadWorker : public Napi::AsyncWorker {
  public:
@@ -54,7 +48,7 @@ class LoadWorker : public Napi::AsyncWorker {
       if (has_progress_) {
         options.progress = [](void* user, uint64_t done, uint64_t total) {
           auto* self = static_cast<LoadWorker*>(user);
-          self->on_progress_.NonBlockingCall(new std::pair<uint64_t, uint64_t>(done, total), deliver_progress);
+          self->on_progress_.NonBlockingCall(new Progress(done, total), deliver_progress);
         };
         options.progress_user = this;
       }

@@ -4,6 +4,7 @@
 
 #include "addon-args.h"
 #include "addon-errors.h"
+#include "addon-progress.h"
 #include "comm.h"
 #include "errors.h"
 #include "leader-model.h"
@@ -59,13 +60,6 @@ Napi::Value comm_init(const Napi::CallbackInfo& info) {
 
 namespace {
 
-void deliver_progress(Napi::Env env, Napi::Function callback, std::pair<uint64_t, uint64_t>* progress) {
-  std::unique_ptr<std::pair<uint64_t, uint64_t>> owned(progress);
-  if (env == nullptr || callback.IsEmpty()) return;
-  callback.Call({Napi::Number::New(env, static_cast<double>(owned->first)),
-                 Napi::Number::New(env, static_cast<double>(owned->second))});
-}
-
 // A follower's whole life on a worker thread: load its shard (collectively with the other ranks), then apply the
 // leader's plans until the leader shuts down; the promise resolves then.
 class FollowerWorker : public Napi::AsyncWorker {
@@ -81,7 +75,7 @@ class FollowerWorker : public Napi::AsyncWorker {
       engine::LoadOptions options = parallel_load_options(threads_, tp_, pp_);
       if (has_progress_) {
         options.progress = [](void* user, uint64_t done, uint64_t total) {
-          static_cast<FollowerWorker*>(user)->progress_.NonBlockingCall(new std::pair<uint64_t, uint64_t>(done, total),
+          static_cast<FollowerWorker*>(user)->progress_.NonBlockingCall(new Progress(done, total),
                                                                          deliver_progress);
         };
         options.progress_user = this;

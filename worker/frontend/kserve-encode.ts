@@ -1,5 +1,6 @@
 // Output sets → response JSON: the generate extension's flat fields (the seeds' shape) and KServe v2 tensors
 // (one tensor per output, batch elements stacked and ragged ones padded). Pure.
+import type { NativeResponse } from '../binding/addon-types.js';
 import type { ElementEvent, OutputTensor } from './kserve-run.js';
 import { MODEL_VERSION } from './metrics.js';
 
@@ -70,5 +71,22 @@ function copyInto(block: unknown[], to: number[], data: unknown[], from: number[
 export async function collectFinal(events: AsyncIterable<ElementEvent>, batch: number): Promise<OutputTensor[][]> {
   const out: OutputTensor[][] = new Array(batch);
   for await (const e of events) if (e.final) out[e.batchIndex] = e.outputs;
+  return out;
+}
+
+/** Triton's context_logits [prompt, vocab] and generation_logits [1, tokens, vocab] tensors, for whichever of them
+ * the request asked for and this response carries. */
+export function logitsOutputs(r: NativeResponse | undefined, context: boolean, generation: boolean): OutputTensor[] {
+  const out: OutputTensor[] = [];
+  const vocab = r?.vocabSize;
+  if (!r || !vocab) return out;
+  if (context && r.contextLogits && r.contextLogits.length > 0) {
+    const data = Array.from(r.contextLogits);
+    out.push({ name: 'context_logits', datatype: 'FP32', shape: [data.length / vocab, vocab], data, pad: 0 });
+  }
+  if (generation && r.generationLogits && r.generationLogits.length > 0) {
+    const data = Array.from(r.generationLogits);
+    out.push({ name: 'generation_logits', datatype: 'FP32', shape: [1, data.length / vocab, vocab], data, pad: 0 });
+  }
   return out;
 }

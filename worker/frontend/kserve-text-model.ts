@@ -2,6 +2,7 @@
 // results are reported per element (with batch_index when the batch has several) as soon as each is ready.
 import type { NativeResponse } from '../binding/addon-types.js';
 import { inClientTerms } from './http-errors.js';
+import { logitsOutputs } from './kserve-encode.js';
 import { mergeStreams } from './merge-streams.js';
 import type { ServedModel } from './model-repository.js';
 import type { NamedValues } from './named-values.js';
@@ -21,14 +22,7 @@ function extraOutputs(p: TextParams, logProbs: number[], final: NativeResponse |
     if (final) out.push({ name: 'cum_log_probs', datatype: 'FP32', shape: [1], data: [final.cumLogProbs?.[0] ?? 0] });
     out.push({ name: 'output_log_probs', datatype: 'FP32', shape: [1, logProbs.length], data: logProbs, pad: 0 });
   }
-  if (p.returnContextLogits && final?.contextLogits && final.vocabSize) {
-    const data = Array.from(final.contextLogits);
-    out.push({ name: 'context_logits', datatype: 'FP32', shape: [data.length / final.vocabSize, final.vocabSize], data, pad: 0 });
-  }
-  if (p.returnGenerationLogits && final?.generationLogits && final.vocabSize) {
-    const data = Array.from(final.generationLogits);
-    out.push({ name: 'generation_logits', datatype: 'FP32', shape: [1, data.length / final.vocabSize, final.vocabSize], data, pad: 0 });
-  }
+  out.push(...logitsOutputs(final, p.returnContextLogits, p.returnGenerationLogits));
   if (batch > 1) out.push({ name: 'batch_index', datatype: 'INT32', shape: [1], data: [batchIndex] });
   return out;
 }

@@ -3,6 +3,7 @@
 import type { NativeRequest, NativeResponse } from '../binding/addon-types.js';
 import { describeValue } from '../binding/errors.js';
 import { badRequest, inClientTerms } from './http-errors.js';
+import { logitsOutputs } from './kserve-encode.js';
 import { mergeStreams } from './merge-streams.js';
 import type { ServedModel } from './model-repository.js';
 import { elementAt, type NamedValues, optBool, optInt } from './named-values.js';
@@ -56,14 +57,7 @@ function tokenOutputs(r: NativeResponse, request: NativeRequest, logProbs: numbe
   }
   // Streaming: the engine sends the context logits once (with the first tokens) and each step's generation
   // logits with that step's tokens, so they go out with whichever event carries them, not only the last one.
-  if (request.output?.returnContextLogits && r.contextLogits && r.contextLogits.length > 0 && r.vocabSize) {
-    const data = Array.from(r.contextLogits);
-    out.push({ name: 'context_logits', datatype: 'FP32', shape: [data.length / r.vocabSize, r.vocabSize], data, pad: 0 });
-  }
-  if (request.output?.returnGenerationLogits && r.generationLogits && r.generationLogits.length > 0 && r.vocabSize) {
-    const data = Array.from(r.generationLogits);
-    out.push({ name: 'generation_logits', datatype: 'FP32', shape: [1, data.length / r.vocabSize, r.vocabSize], data, pad: 0 });
-  }
+  out.push(...logitsOutputs(r, request.output?.returnContextLogits ?? false, request.output?.returnGenerationLogits ?? false));
   if (batch > 1) out.push({ name: 'batch_index', datatype: 'INT32', shape: [1], data: [i] });
   return out;
 }
