@@ -6,11 +6,12 @@ import type { Server } from 'node:http';
 import { basename, resolve } from 'node:path';
 
 import type { SchedulerPolicy } from './binding/addon-types.js';
-import { Executor } from './executor/executor.js';
+import { Executor, type ExecutorOptions } from './executor/executor.js';
 import { byteLevelTokenBytes } from './frontend/byte-level.js';
 import { loadChatTemplate } from './frontend/chat-template.js';
 import { createFrontendServer, createMetricsServer } from './frontend/frontend.js';
 import { ServingMetrics } from './frontend/metrics.js';
+import { singleModelCatalog } from './frontend/model-catalog.js';
 import { MODEL_NAMES } from './frontend/model-repository.js';
 import { RequestRegistry } from './frontend/request-registry.js';
 import type { ServingContext } from './frontend/serving-context.js';
@@ -68,12 +69,9 @@ function closeServer(server: Server): Promise<void> {
   return new Promise((done) => server.close(() => done()));
 }
 
-export async function startServer(options: ServeOptions, log: Logger = createLogger(options.logLevel)): Promise<RunningServer> {
-  const modelDir = resolve(options.model);
-  const tokenizer = loadTokenizer(modelDir);
-  const chatTemplate = loadChatTemplate(modelDir);
-  const started = performance.now();
-  const executor = await Executor.load(modelDir, {
+/** The executor's settings among the serve options (also what a worker group of the orchestrator loads with). */
+export function executorOptions(options: ServeOptions): ExecutorOptions {
+  return {
     ...(options.threads === undefined ? {} : { numThreads: options.threads }),
     ...(options.maxBatchSize === undefined ? {} : { maxBatchSize: options.maxBatchSize }),
     ...(options.maxQueueSize === undefined ? {} : { maxQueueSize: options.maxQueueSize }),
@@ -88,7 +86,15 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
     iterStatsMaxIterations: 10_000,
     ...(options.tp === undefined ? {} : { tp: options.tp }),
     ...(options.pp === undefined ? {} : { pp: options.pp }),
-  });
+  };
+}
+
+export async function startServer(options: ServeOptions, log: Logger = createLogger(options.logLevel)): Promise<RunningServer> {
+  const modelDir = resolve(options.model);
+  const tokenizer = loadTokenizer(modelDir);
+  const chatTemplate = loadChatTemplate(modelDir);
+  const started = performance.now();
+  const executor = await Executor.load(modelDir, executorOptions(options));
   const config = executor.modelConfig;
   log.info(`loaded ${config.architectureName} from ${modelDir} in ${((performance.now() - started) / 1000).toFixed(2)} s`);
 
@@ -111,7 +117,7 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
   await executor.generate({ inputTokenIds: [warmId], maxTokens: 1 });
   executor.iterationStats();
 
-  const http = createFrontendServer(context, {
+  const http = createFrontendServer(singleModelCatalog(context), {
     apiKey: options.apiKey, authHealth: options.authHealth, authMetrics: options.authMetrics,
     maxBodyBytes: options.maxBodyBytes, onError: (error) => log.error(`request failed: ${(error as Error)?.stack ?? String(error)}`),
   });

@@ -12,6 +12,7 @@ namespace addon {
 struct AddonData {
   Napi::FunctionReference error_class;     // new ErrorClass(message, code)
   Napi::FunctionReference executor_class;  // AddonExecutor's constructor
+  Napi::FunctionReference links_class;     // AddonLinks's constructor
 };
 
 AddonData& addon_data(Napi::Env env);

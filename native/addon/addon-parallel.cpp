@@ -38,15 +38,7 @@ engine::LoadOptions parallel_load_options(int32_t num_threads, int32_t tp, int32
   return options;
 }
 
-Napi::Value comm_init(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  const bool use_mpi = require_arg(info, 0, napi_boolean, "useMpi").As<Napi::Boolean>().Value();
-  engine::CommInfo c;
-  try {
-    c = engine::comm_init(use_mpi);
-  } catch (const engine::EngineError& e) {
-    throw from_engine_error(env, e);
-  }
+Napi::Object comm_info_object(Napi::Env env, const engine::CommInfo& c) {
   Napi::Object o = Napi::Object::New(env);
   o.Set("mpi", c.mpi);
   o.Set("worldRank", c.world_rank);
@@ -55,7 +47,26 @@ Napi::Value comm_init(const Napi::CallbackInfo& info) {
   o.Set("localSize", c.local_size);
   o.Set("host", c.host);
   o.Set("library", c.library);
+  o.Set("jobRank", c.job_rank);
+  o.Set("jobSize", c.job_size);
+  o.Set("spawned", c.spawned);
   return o;
+}
+
+Napi::Value comm_init(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const bool use_mpi = require_arg(info, 0, napi_boolean, "useMpi").As<Napi::Boolean>().Value();
+  const bool multiple = info.Length() > 1 && info[1].IsBoolean() && info[1].As<Napi::Boolean>().Value();
+  try {
+    return comm_info_object(env, engine::comm_init(use_mpi, multiple));
+  } catch (const engine::EngineError& e) {
+    throw from_engine_error(env, e);
+  }
+}
+
+Napi::Value comm_finalize(const Napi::CallbackInfo& info) {
+  engine::comm_finalize();
+  return info.Env().Undefined();
 }
 
 namespace {

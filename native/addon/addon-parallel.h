@@ -3,6 +3,7 @@
 #pragma once
 #include <napi.h>
 
+#include "comm.h"
 #include "model.h"
 
 namespace addon {
@@ -12,8 +13,12 @@ namespace addon {
 // tp x pp differs from the number of ranks started.
 engine::LoadOptions parallel_load_options(int32_t num_threads, int32_t tp, int32_t pp);
 
-// commInit(useMpi) -> { mpi, worldRank, worldSize, localRank, localSize, host, library }
+// commInit(useMpi, threadMultiple?) -> { mpi, worldRank, worldSize, localRank, localSize, host, library, jobRank,
+// jobSize, spawned }
 Napi::Value comm_init(const Napi::CallbackInfo& info);
+// commFinalize(): ends MPI for a process that never ran an executor (the orchestrator); no-op without MPI.
+Napi::Value comm_finalize(const Napi::CallbackInfo& info);
+Napi::Object comm_info_object(Napi::Env env, const engine::CommInfo& info);
 // runFollower(modelDir, loadOptions, onProgress?) -> Promise<void>, resolved when the leader shuts down.
 Napi::Value run_follower(const Napi::CallbackInfo& info);
 

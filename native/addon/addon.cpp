@@ -4,6 +4,7 @@
 #include "addon-args.h"
 #include "addon-errors.h"
 #include "addon-executor.h"
+#include "addon-links.h"
 #include "addon-parallel.h"
 
 namespace addon {
@@ -38,12 +39,19 @@ static Napi::Object init_addon(Napi::Env env, Napi::Object exports) {
   auto* data = new AddonData();
   env.SetInstanceData(data);
   data->executor_class = Napi::Persistent(AddonExecutor::define(env));
+  data->links_class = Napi::Persistent(AddonLinks::define(env));
   exports.Set("setErrorClass", Napi::Function::New(env, set_error_class, "setErrorClass"));
   exports.Set("buildInfo", Napi::Function::New(env, build_info, "buildInfo"));
   exports.Set("loadExecutor", Napi::Function::New(env, load_executor, "loadExecutor"));
   exports.Set("readModelConfig", Napi::Function::New(env, read_model_config, "readModelConfig"));
   exports.Set("commInit", Napi::Function::New(env, comm_init, "commInit"));
   exports.Set("runFollower", Napi::Function::New(env, run_follower, "runFollower"));
+  exports.Set("spawnGroups", Napi::Function::New(env, spawn_groups, "spawnGroups"));
+  exports.Set("linkToParent", Napi::Function::New(env, link_to_parent, "linkToParent"));
+  exports.Set("joinGroup", Napi::Function::New(env, join_group, "joinGroup"));
+  exports.Set("linkGroups", Napi::Function::New(env, link_groups, "linkGroups"));
+  exports.Set("commFinalize", Napi::Function::New(env, comm_finalize, "commFinalize"));
+  exports.Set("groupMembers", Napi::Function::New(env, group_members, "groupMembers"));
   return exports;
 }
 

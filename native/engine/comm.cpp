@@ -1,9 +1,6 @@
 #include "comm.h"
 
-#define OMPI_SKIP_MPICXX 1
-#define MPICH_SKIP_MPICXX 1
 #include <dlfcn.h>
-#include <mpi.h>
 #include <unistd.h>
 
 #include <climits>
@@ -11,6 +8,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "comm-mpi.h"
 #include "errors.h"
 
 namespace engine {
@@ -31,6 +29,8 @@ namespace {
 std::mutex g_mu;
 CommInfo g_info;
 bool g_initialized = false;
+MPI_Comm g_world = MPI_COMM_NULL;  // MPI_COMM_WORLD, or the group of comm_join_group
+bool g_isolated = false;
 
 void check(int rc, const char* what) {
   if (rc == MPI_SUCCESS) return;
@@ -137,7 +137,7 @@ void Comm::barrier() const {
   check(MPI_Barrier(impl_->comm), "MPI_Barrier");
 }
 
-CommInfo comm_init(bool use_mpi) {
+CommInfo comm_init(bool use_mpi, bool thread_multiple) {
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_initialized) return g_info;
   g_initialized = true;
@@ -148,20 +148,29 @@ CommInfo comm_init(bool use_mpi) {
 
   promote_libmpi_symbols();
   int provided = 0;
-  int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+  const int wanted = thread_multiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_SERIALIZED;
+  int rc = MPI_Init_thread(nullptr, nullptr, wanted, &provided);
   if (rc != MPI_SUCCESS) {
     throw EngineError(ErrorCode::unsupported, "MPI_Init_thread failed (error " + std::to_string(rc) +
                                                   "); start the ranks with mpirun or srun --mpi=pmix");
   }
-  if (provided < MPI_THREAD_SERIALIZED) {
+  if (provided < wanted) {
     throw EngineError(ErrorCode::unsupported, "the MPI library provides thread level " + std::to_string(provided) +
-                                                  ", the executor needs MPI_THREAD_SERIALIZED");
+                                                  (thread_multiple ? ", orchestrator mode needs MPI_THREAD_MULTIPLE"
+                                                                   : ", the executor needs MPI_THREAD_SERIALIZED"));
   }
   // Errors come back as codes (we abort the job on them) instead of MPI's default of killing the process silently.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   g_info.mpi = true;
+  g_world = MPI_COMM_WORLD;
   MPI_Comm_rank(MPI_COMM_WORLD, &g_info.world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_info.world_size);
+  g_info.job_rank = g_info.world_rank;
+  g_info.job_size = g_info.world_size;
+  MPI_Comm parent = MPI_COMM_NULL;
+  MPI_Comm_get_parent(&parent);
+  g_info.spawned = parent != MPI_COMM_NULL;
+  g_isolated = g_info.spawned;
   MPI_Comm local;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_info.world_rank, MPI_INFO_NULL, &local);
   MPI_Comm_rank(local, &g_info.local_rank);
@@ -184,17 +193,66 @@ Comm comm_world() {
   CommInfo info = comm_info();
   if (!info.mpi) return Comm();
   auto impl = std::make_shared<Comm::Impl>();
-  impl->comm = MPI_COMM_WORLD;
+  impl->comm = comm_world_handle();
   impl->rank = info.world_rank;
   impl->size = info.world_size;
   return Comm(impl);
+}
+
+void comm_join_group(int32_t color) {
+  const CommInfo info = comm_info();
+  if (!info.mpi) throw EngineError(ErrorCode::unsupported, "comm_join_group needs MPI: start the ranks with mpirun or srun");
+  MPI_Comm group = MPI_COMM_NULL;
+  check(MPI_Comm_split(MPI_COMM_WORLD, color, info.job_rank, &group), "MPI_Comm_split");
+  MPI_Comm_set_errhandler(group, MPI_ERRORS_RETURN);
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_world = group;
+  MPI_Comm_rank(group, &g_info.world_rank);
+  MPI_Comm_size(group, &g_info.world_size);
+  g_isolated = true;
+}
+
+std::vector<RankIdentity> comm_world_members() {
+  const CommInfo info = comm_info();
+  RankIdentity self{info.host, static_cast<int64_t>(getpid())};
+  if (!info.mpi || info.world_size == 1) return {self};
+  constexpr size_t kHost = 256;
+  struct Wire {
+    int64_t pid;
+    char host[kHost];
+  };
+  Wire mine{};
+  mine.pid = self.pid;
+  std::snprintf(mine.host, kHost, "%s", self.host.c_str());
+  std::vector<Wire> all(static_cast<size_t>(info.world_size));
+  check(MPI_Allgather(&mine, sizeof(Wire), MPI_BYTE, all.data(), sizeof(Wire), MPI_BYTE, comm_world_handle()),
+        "MPI_Allgather");
+  std::vector<RankIdentity> out;
+  for (const Wire& w : all) out.push_back({std::string(w.host), w.pid});
+  return out;
+}
+
+bool comm_isolated() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_isolated;
+}
+
+MPI_Comm comm_world_handle() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_world;
 }
 
 void comm_finalize() {
   if (!comm_info().mpi) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (finalized) return;
+  // MPI_Finalize waits for every process this one is connected to: a spawned rank first leaves its parent
+  // (the orchestrator disconnects from the same intercommunicator), so the two jobs end independently.
+  MPI_Comm parent = MPI_COMM_NULL;
+  MPI_Comm_get_parent(&parent);
+  if (parent != MPI_COMM_NULL) MPI_Comm_disconnect(&parent);
+  MPI_Finalize();
 }
 
 void comm_abort(int32_t code, const std::string& reason) {
@@ -204,7 +262,8 @@ void comm_abort(int32_t code, const std::string& reason) {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
-  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
+  // MPI_Abort would take the whole job down, the orchestrator and the other models included.
+  if (initialized && !finalized && !comm_isolated()) MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);
 }
 

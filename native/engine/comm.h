@@ -6,6 +6,8 @@
 // Threading: MPI is initialised with MPI_THREAD_SERIALIZED by the first call to comm_init(). MPI calls are made
 // by one thread at a time, in a happens-before chain: the loader thread (model load, KV allocation), then the
 // executor's loop thread for every iteration, then the thread that joined it (shutdown). Never concurrently.
+// Orchestrator mode (comm-link.h) asks for MPI_THREAD_MULTIPLE instead: a link thread exchanges messages with
+// another group while the executor's loop thread runs this group's collectives.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -21,6 +23,8 @@ struct CommInfo {
   int32_t local_rank = 0, local_size = 1;  // among the ranks on this host
   std::string host;
   std::string library;       // MPI library version string (empty without MPI)
+  int32_t job_rank = 0, job_size = 1;      // in the whole MPI job (differs from world_* after comm_join_group)
+  bool spawned = false;      // started by MPI_Comm_spawn (an orchestrator's worker group)
 };
 
 class Comm {
@@ -54,14 +58,32 @@ class Comm {
   friend Comm comm_world();
 };
 
-// Initialises MPI once per process when `use_mpi` (idempotent; later calls ignore the argument). Throws
-// EngineError(unsupported) naming the reason when MPI was requested but cannot start.
-CommInfo comm_init(bool use_mpi);
+// Initialises MPI once per process when `use_mpi` (idempotent; later calls ignore the arguments); with
+// `thread_multiple`, at MPI_THREAD_MULTIPLE. Throws EngineError(unsupported) naming the reason when MPI was
+// requested but cannot start.
+CommInfo comm_init(bool use_mpi, bool thread_multiple = false);
 CommInfo comm_info();
+// The ranks this process computes with: MPI_COMM_WORLD, or after comm_join_group the group it joined. A spawned
+// group's world is its own job, so it needs no join.
 Comm comm_world();
+// Orchestrator mode without spawning: every rank of the job calls this once with its group's color (0: the
+// orchestrator alone); afterwards comm_world() and comm_info().world_rank/world_size describe the group, while
+// job_rank/job_size keep the whole job. Collective over the job.
+void comm_join_group(int32_t color);
+// Every rank of comm_world(): its host and process id, in rank order. Collective over comm_world(). The orchestrator
+// watches these processes, so it can tell a dead group from a busy one without any MPI call.
+struct RankIdentity {
+  std::string host;
+  int64_t pid = 0;
+};
+std::vector<RankIdentity> comm_world_members();
+// True once this process's failure must stay inside its group (orchestrator mode): comm_abort then ends only this
+// process, and the orchestrator, which watches every rank, takes the rest of the group down.
+bool comm_isolated();
 // Ends MPI (once, from the init thread); no-op without MPI.
 void comm_finalize();
-// Brings the whole job down at once (MPI_Abort), so no rank hangs in a collective after another one failed.
+// Brings the whole job down at once (MPI_Abort), so no rank hangs in a collective after another one failed; in
+// orchestrator mode (comm_isolated) only this process exits.
 [[noreturn]] void comm_abort(int32_t code, const std::string& reason);
 
 }  // namespace engine

@@ -4,6 +4,7 @@ include(${CMAKE_CURRENT_LIST_DIR}/executor-sources.cmake)  # sets ENGINE_EXECUTO
 # Leader mode: comm (the only unit with mpi.h), the plan the leader broadcasts, and the leader/follower roles.
 set(ENGINE_PARALLEL_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/comm.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/comm-link.cpp
   ${CMAKE_CURRENT_LIST_DIR}/iteration-plan.cpp
   ${CMAKE_CURRENT_LIST_DIR}/leader-model.cpp
 )

@@ -89,6 +89,11 @@ export interface CommInfo {
   localSize: number;
   host: string;
   library: string;
+  /** In the whole MPI job (differs from world* in a group joined with joinGroup). */
+  jobRank: number;
+  jobSize: number;
+  /** Started by MPI_Comm_spawn: a worker group of an orchestrator. */
+  spawned: boolean;
 }
 
 export interface KvCacheStats {
@@ -154,6 +159,27 @@ export interface AddonExecutor {
   shutdown(): Promise<void>;
 }
 
+/** Orchestrator mode: byte messages between the orchestrator and each worker group's rank 0 (comm-link.h). */
+export interface AddonLinks {
+  count(): number;
+  connected(index: number): boolean;
+  /** Starts the poller thread; arrived messages come in batches of [link index, tag, bytes]. */
+  listen(onMessages: (batch: [number, number, Buffer][]) => void): void;
+  send(index: number, tag: number, bytes: Uint8Array): void;
+  pending(index: number): number;
+  /** Stops polling a link; MPI_Comm_disconnect unless `dropOnly` (a dead peer is never waited for). */
+  disconnect(index: number, dropOnly?: boolean): void;
+  /** Stops the poller thread (the links stay as they are). */
+  close(): void;
+}
+
+export interface SpawnSpec {
+  command: string;
+  args: string[];
+  processes: number;
+  host?: string;
+}
+
 export interface BuildInfo {
   blas: 'openblas' | 'builtin';
   backends: string[];
@@ -171,14 +197,30 @@ export interface Addon {
     onProgress?: (done: number, total: number) => void,
   ): Promise<AddonExecutor>;
   readModelConfig(modelDir: string): ModelConfig;
-  /** Starts MPI when `useMpi` (once per process; later calls return the same info). */
-  commInit(useMpi: boolean): CommInfo;
+  /** Starts MPI when `useMpi` (once per process; later calls return the same info); orchestrator mode asks for
+   * MPI_THREAD_MULTIPLE. */
+  commInit(useMpi: boolean, threadMultiple?: boolean): CommInfo;
   /** A follower rank's whole life: load its shard, apply the leader's plans, resolve when the leader shuts down. */
   runFollower(modelDir: string, options: NativeLoadOptions, onProgress?: (done: number, total: number) => void): Promise<void>;
+  /** The orchestrator: MPI_Comm_spawn one group per spec, in order; one link per group. */
+  spawnGroups(specs: SpawnSpec[]): Promise<AddonLinks>;
+  /** A spawned group's rank: its link to the orchestrator (unconnected when not spawned). */
+  linkToParent(): AddonLinks;
+  /** No-spawn variant: this rank joins group `color` (0: the orchestrator); collective over the job. */
+  joinGroup(color: number): CommInfo;
+  /** No-spawn variant, after joinGroup: the orchestrator's links to groups 1..numGroups, or a group's link to it. */
+  linkGroups(color: number, numGroups: number): Promise<AddonLinks>;
+  /** Ends MPI in a process that ran no executor (the orchestrator); MPI_Finalize waits for connected groups. */
+  commFinalize(): void;
+  /** Host and pid of every rank of this process's group, in rank order; collective over the group. */
+  groupMembers(): { host: string; pid: number }[];
 }
 
 /** The export names, for the test that compares them with what the addon really exports. */
-export const ADDON_EXPORTS = ['setErrorClass', 'buildInfo', 'loadExecutor', 'readModelConfig', 'commInit', 'runFollower'] as const;
+export const ADDON_EXPORTS = [
+  'setErrorClass', 'buildInfo', 'loadExecutor', 'readModelConfig', 'commInit', 'runFollower', 'spawnGroups', 'linkToParent',
+  'joinGroup', 'linkGroups', 'groupMembers', 'commFinalize',
+] as const;
 export const ADDON_EXECUTOR_METHODS = [
   'enqueue', 'cancel', 'getLatestIterationStats', 'kvCacheStats', 'numActiveRequests', 'modelConfig', 'shutdown',
 ] as const;

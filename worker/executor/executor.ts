@@ -6,6 +6,7 @@ import type {
 } from '../binding/addon-types.js';
 import { TrtllmError } from '../binding/errors.js';
 import { loadAddon } from '../binding/load-addon.js';
+import type { ServingExecutor } from './serving-executor.js';
 import { type RequestLimits, validateRequest } from './validate-request.js';
 
 export interface ExecutorOptions extends NativeExecutorConfig, NativeLoadOptions {
@@ -70,9 +71,10 @@ export class RequestHandle implements AsyncIterable<NativeResponse> {
   }
 }
 
-export class Executor {
+export class Executor implements ServingExecutor {
   private readonly handles = new Map<number, RequestHandle>();
   private readonly statsListeners = new Set<(batch: IterationStats[]) => void>();
+  private readonly responseListeners = new Set<(batch: NativeResponse[]) => void>();
   private closed = false;
 
   private constructor(
@@ -114,6 +116,13 @@ export class Executor {
       if (response.isFinal) this.handles.delete(response.requestId);
       handle.push(response);
     }
+    for (const listener of this.responseListeners) listener(batch);
+  }
+
+  /** Sees every iteration's responses as delivered (an orchestrator's worker group forwards them whole). */
+  onResponses(listener: (batch: NativeResponse[]) => void): () => void {
+    this.responseListeners.add(listener);
+    return () => this.responseListeners.delete(listener);
   }
 
   /** Validates and enqueues; throws TrtllmError (invalid_argument, queue_full, shutdown). */

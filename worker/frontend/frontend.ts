@@ -6,11 +6,10 @@ import { HttpError } from './http-errors.js';
 import { generateRoutes } from './kserve-generate.js';
 import { healthRoutes } from './kserve-health.js';
 import { inferRoutes } from './kserve-infer.js';
-import type { ServingMetrics } from './metrics.js';
+import type { ModelCatalog } from './model-catalog.js';
 import { chatRoutes } from './openai-chat.js';
 import { completionsRoutes } from './openai-completions.js';
 import { modelsRoutes } from './openai-models.js';
-import type { ServingContext } from './serving-context.js';
 
 export interface FrontendOptions {
   apiKey?: string | undefined;
@@ -20,20 +19,26 @@ export interface FrontendOptions {
   onError?: (error: unknown) => void;
 }
 
-export function frontendRoutes(ctx: ServingContext, options: FrontendOptions): Route[] {
+export function frontendRoutes(catalog: ModelCatalog, options: FrontendOptions): Route[] {
   return [
-    ...healthRoutes(ctx, !options.authHealth),
-    ...generateRoutes(ctx),
-    ...inferRoutes(ctx),
-    ...modelsRoutes(ctx),
-    ...completionsRoutes(ctx),
-    ...chatRoutes(ctx),
+    ...healthRoutes(catalog, !options.authHealth),
+    ...generateRoutes(catalog),
+    ...inferRoutes(catalog),
+    ...modelsRoutes(catalog),
+    ...completionsRoutes(catalog),
+    ...chatRoutes(catalog),
   ];
 }
 
-export function createFrontendServer(ctx: ServingContext, options: FrontendOptions): Server {
+/** What the metrics port serves: one registry, brought up to date on each scrape. */
+export interface MetricsEndpoint {
+  registry: { contentType: string };
+  scrape(): Promise<string>;
+}
+
+export function createFrontendServer(catalog: ModelCatalog, options: FrontendOptions): Server {
   return createHttpServer({
-    routes: frontendRoutes(ctx, options),
+    routes: frontendRoutes(catalog, options),
     maxBodyBytes: options.maxBodyBytes,
     apiKey: options.apiKey,
     ...(options.onError ? { onError: options.onError } : {}),
@@ -41,7 +46,7 @@ export function createFrontendServer(ctx: ServingContext, options: FrontendOptio
 }
 
 /** The metrics port: GET /metrics in Prometheus' text format (what Triton serves on 8002). */
-export function createMetricsServer(metrics: ServingMetrics, options: Pick<FrontendOptions, 'apiKey' | 'authMetrics'>): Server {
+export function createMetricsServer(metrics: MetricsEndpoint, options: Pick<FrontendOptions, 'apiKey' | 'authMetrics'>): Server {
   const server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (path !== '/metrics') return sendError(res, new HttpError(404, `no route for ${req.method} ${path}; metrics are at /metrics`), 'kserve');

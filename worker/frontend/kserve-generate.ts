@@ -6,9 +6,8 @@ import { badRequest } from './http-errors.js';
 import { type Route, sendJson } from './http-server.js';
 import { collectFinal, generateBatchBody, generateEvent } from './kserve-encode.js';
 import { runModel } from './kserve-run.js';
-import { findModel } from './model-repository.js';
+import type { ModelCatalog } from './model-catalog.js';
 import { fromJsonField, type NamedValues } from './named-values.js';
-import type { ServingContext } from './serving-context.js';
 import { endEventStream, startEventStream, writeEvent } from './sse.js';
 
 /** The body's "id" (Triton's request id, used by stop requests) and its inputs. */
@@ -27,13 +26,13 @@ export function generateInputs(body: Record<string, unknown>): { id: string | un
   return { id, values };
 }
 
-export function generateRoutes(ctx: ServingContext): Route[] {
+export function generateRoutes(catalog: ModelCatalog): Route[] {
   const path = (suffix: string) => new RegExp(`^/v2/models/([^/]+)(?:/versions/([^/]+))?/${suffix}$`);
   return [
     {
       method: 'POST', path: path('generate'), style: 'kserve',
       handle: async (c) => {
-        const model = findModel(c.params[0]!, c.params[1]);
+        const { ctx, model } = catalog.resolve(c.params[0]!, c.params[1]);
         const { id, values } = generateInputs(await c.json());
         const run = runModel(ctx, model, values, { signal: c.signal, streamEndpoint: false, ...(id === undefined ? {} : { requestId: id }) });
         const elements = await collectFinal(run.events, run.batchSize);
@@ -44,7 +43,7 @@ export function generateRoutes(ctx: ServingContext): Route[] {
     {
       method: 'POST', path: path('generate_stream'), style: 'kserve',
       handle: async (c) => {
-        const model = findModel(c.params[0]!, c.params[1]);
+        const { ctx, model } = catalog.resolve(c.params[0]!, c.params[1]);
         const { id, values } = generateInputs(await c.json());
         // Everything that can be rejected is rejected here, before the 200 and the first event.
         const run = runModel(ctx, model, values, { signal: c.signal, streamEndpoint: true, ...(id === undefined ? {} : { requestId: id }) });

@@ -5,14 +5,14 @@ import { join } from 'node:path';
 
 import { packageRoot } from '../binding/load-addon.js';
 import { type Route, sendJson } from './http-server.js';
-import { findModel, modelConfigJson, modelMetadata } from './model-repository.js';
-import type { ServingContext } from './serving-context.js';
+import { requireReady, type ModelCatalog } from './model-catalog.js';
+import { modelConfigJson, modelMetadata } from './model-repository.js';
 
 const VERSION = (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
 const MODEL = '([^/]+)';
 const VERSION_PART = '(?:/versions/([^/]+))?';
 
-export function healthRoutes(ctx: ServingContext, openHealth: boolean): Route[] {
+export function healthRoutes(catalog: ModelCatalog, openHealth: boolean): Route[] {
   const empty = (status: number) => (c: { res: import('node:http').ServerResponse }) => {
     c.res.writeHead(status, { 'content-length': 0 });
     c.res.end();
@@ -21,7 +21,7 @@ export function healthRoutes(ctx: ServingContext, openHealth: boolean): Route[] 
     { method: 'GET', path: /^\/v2\/health\/live$/, style: 'kserve', open: openHealth, handle: empty(200) },
     {
       method: 'GET', path: /^\/v2\/health\/ready$/, style: 'kserve', open: openHealth,
-      handle: (c) => empty(ctx.isReady() ? 200 : 503)(c),
+      handle: (c) => empty(catalog.serverReady() ? 200 : 503)(c),
     },
     {
       method: 'GET', path: /^\/v2\/?$/, style: 'kserve',
@@ -30,19 +30,32 @@ export function healthRoutes(ctx: ServingContext, openHealth: boolean): Route[] 
     {
       method: 'GET', path: new RegExp(`^/v2/models/${MODEL}${VERSION_PART}/ready$`), style: 'kserve', open: openHealth,
       handle: (c) => {
-        findModel(c.params[0]!, c.params[1]);
+        const { ctx } = catalog.resolve(c.params[0]!, c.params[1]);
         empty(ctx.isReady() ? 200 : 503)(c);
       },
     },
     {
       method: 'GET', path: new RegExp(`^/v2/models/${MODEL}${VERSION_PART}/config$`), style: 'kserve',
-      handle: (c) => sendJson(c.res, 200, modelConfigJson(findModel(c.params[0]!, c.params[1]), {
-        maxBatchSize: ctx.maxBatchSize, maxBeamWidth: ctx.executor.limits.maxBeamWidth, vocabSize: ctx.executor.modelConfig.vocabSize,
-      })),
+      handle: (c) => {
+        const { ctx, model } = catalog.resolve(c.params[0]!, c.params[1]);
+        requireReady(ctx, model.name);
+        sendJson(c.res, 200, modelConfigJson(model, {
+          maxBatchSize: ctx.maxBatchSize, maxBeamWidth: ctx.executor.limits.maxBeamWidth, vocabSize: ctx.executor.modelConfig.vocabSize,
+        }));
+      },
     },
     {
       method: 'GET', path: new RegExp(`^/v2/models/${MODEL}${VERSION_PART}$`), style: 'kserve',
-      handle: (c) => sendJson(c.res, 200, modelMetadata(findModel(c.params[0]!, c.params[1]))),
+      handle: (c) => {
+        const { ctx, model } = catalog.resolve(c.params[0]!, c.params[1]);
+        requireReady(ctx, model.name);  // Triton answers metadata of an unavailable model with an error, not stale data
+        sendJson(c.res, 200, modelMetadata(model));
+      },
+    },
+    {
+      // KServe's repository extension: every model with its state, and why an unavailable one is so.
+      method: 'POST', path: /^\/v2\/repository\/index$/, style: 'kserve',
+      handle: (c) => sendJson(c.res, 200, catalog.index()),
     },
   ];
 }

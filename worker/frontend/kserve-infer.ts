@@ -5,9 +5,8 @@ import { type Route, sendJson } from './http-server.js';
 import { collectFinal, stackOutputs } from './kserve-encode.js';
 import { runModel } from './kserve-run.js';
 import { MODEL_VERSION } from './metrics.js';
-import { findModel } from './model-repository.js';
+import type { ModelCatalog } from './model-catalog.js';
 import { fromKserveTensor, type NamedValues } from './named-values.js';
-import type { ServingContext } from './serving-context.js';
 
 export function inferInputs(body: Record<string, unknown>): { id: string | undefined; values: NamedValues; outputs?: Set<string> } {
   const { id, inputs, outputs } = body;
@@ -31,11 +30,11 @@ export function inferInputs(body: Record<string, unknown>): { id: string | undef
   return { id, values, ...(wanted ? { outputs: wanted } : {}) };
 }
 
-export function inferRoutes(ctx: ServingContext): Route[] {
+export function inferRoutes(catalog: ModelCatalog): Route[] {
   return [{
     method: 'POST', path: /^\/v2\/models\/([^/]+)(?:\/versions\/([^/]+))?\/infer$/, style: 'kserve',
     handle: async (c) => {
-      const model = findModel(c.params[0]!, c.params[1]);
+      const { ctx, model } = catalog.resolve(c.params[0]!, c.params[1]);
       const { id, values, outputs } = inferInputs(await c.json());
       const run = runModel(ctx, model, values, { signal: c.signal, streamEndpoint: false, ...(id === undefined ? {} : { requestId: id }) });
       const elements = await collectFinal(run.events, run.batchSize);

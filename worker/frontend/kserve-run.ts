@@ -2,6 +2,7 @@
 // generate_stream, infer): named values in, a stream of per-batch-element output sets out.
 import type { ServedModel } from './model-repository.js';
 import { checkNames, type NamedValues, optBool } from './named-values.js';
+import { requireReady } from './model-catalog.js';
 import type { ServingContext } from './serving-context.js';
 import { runTextModel } from './kserve-text-model.js';
 import { runTokenModel } from './kserve-token-model.js';
@@ -44,7 +45,7 @@ function handleStop(ctx: ServingContext, values: NamedValues, requestId: string 
 }
 
 export function runModel(ctx: ServingContext, model: ServedModel, values: NamedValues, options: RunOptions): ModelRun {
-  if (!ctx.isReady()) throw new HttpError(503, 'the server is not ready (loading, warming up or shutting down)');
+  requireReady(ctx, model.name);
   checkNames(values, new Set(model.inputs.map((i) => i.name)), model.name);
   const stopped = handleStop(ctx, values, options.requestId);
   if (stopped) return stopped;

@@ -6,7 +6,7 @@ import { describeValue } from '../binding/errors.js';
 import type { ChatMessage } from './chat-template.js';
 import { badRequest } from './http-errors.js';
 import { type Route, sendJson } from './http-server.js';
-import { checkModel } from './openai-models.js';
+import type { ModelCatalog } from './model-catalog.js';
 import { startChoices } from './openai-generate.js';
 import { CHAT_KEYS, checkKeys, finishReason, readOpenAiParams } from './openai-params.js';
 import type { ServingContext } from './serving-context.js';
@@ -42,14 +42,14 @@ export function readMessages(value: unknown): ChatMessage[] {
 
 interface TokenLogProb { token: string; logprob: number; bytes: number[]; top_logprobs: { token: string; logprob: number; bytes: number[] }[] }
 
-export function chatRoutes(ctx: ServingContext): Route[] {
+export function chatRoutes(catalog: ModelCatalog): Route[] {
   return [{
     method: 'POST', path: /^\/v1\/chat\/completions$/, style: 'openai',
     handle: async (c) => {
       const body = await c.json();
       checkKeys(body, CHAT_KEYS);
       const p = readOpenAiParams(body, 'max_completion_tokens');
-      checkModel(ctx, p.model);
+      const ctx = catalog.openAi(p.model);
       const logprobs = body.logprobs === null || body.logprobs === undefined ? false : body.logprobs;
       if (typeof logprobs !== 'boolean') throw badRequest(`logprobs must be a boolean, got ${describeValue(logprobs)}`, 'logprobs');
       const top = body.top_logprobs;

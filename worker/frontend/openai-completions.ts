@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { describeValue } from '../binding/errors.js';
 import { badRequest } from './http-errors.js';
 import { type Route, sendJson } from './http-server.js';
-import { checkModel } from './openai-models.js';
+import type { ModelCatalog } from './model-catalog.js';
 import { type PromptInput, startChoices } from './openai-generate.js';
 import { checkKeys, COMPLETION_KEYS, finishReason, readOpenAiParams } from './openai-params.js';
 import type { ServingContext } from './serving-context.js';
@@ -38,14 +38,14 @@ export function readPrompts(ctx: ServingContext, prompt: unknown): PromptInput[]
 
 interface LogProbs { tokens: string[]; token_logprobs: number[]; top_logprobs: Record<string, number>[]; text_offset: number[] }
 
-export function completionsRoutes(ctx: ServingContext): Route[] {
+export function completionsRoutes(catalog: ModelCatalog): Route[] {
   return [{
     method: 'POST', path: /^\/v1\/completions$/, style: 'openai',
     handle: async (c) => {
       const body = await c.json();
       checkKeys(body, COMPLETION_KEYS);
       const p = readOpenAiParams(body);
-      checkModel(ctx, p.model);
+      const ctx = catalog.openAi(p.model);
       if (body.suffix !== undefined && body.suffix !== null) throw badRequest('suffix is not supported', 'suffix');
       const logprobs = body.logprobs === null || body.logprobs === undefined ? undefined : body.logprobs;
       if (logprobs !== undefined && (!Number.isSafeInteger(logprobs) || (logprobs as number) < 0 || (logprobs as number) > 5)) {

@@ -4,6 +4,7 @@ import type { NativeRequest } from '../binding/addon-types.js';
 import { HttpError, inClientTerms } from './http-errors.js';
 import { mergeStreams } from './merge-streams.js';
 import { choiceSeed, type OpenAiParams } from './openai-params.js';
+import { requireReady } from './model-catalog.js';
 import type { ServingContext } from './serving-context.js';
 import { compact } from './text-params.js';
 import { startText, type TextDelta } from './text-generation.js';
@@ -24,7 +25,7 @@ export interface ChoicesOptions {
 }
 
 export function startChoices(ctx: ServingContext, prompts: PromptInput[], p: OpenAiParams, o: ChoicesOptions): AsyncIterable<ChoiceDelta> {
-  if (!ctx.isReady()) throw new HttpError(503, 'the server is not ready (loading, warming up or shutting down)');
+  requireReady(ctx, ctx.servedModelName);
   // One controller for the whole request: the client leaving, or a later choice failing to enqueue, cancels all.
   const aborter = new AbortController();
   const onAbort = () => aborter.abort();

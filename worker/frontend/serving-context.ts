@@ -1,5 +1,5 @@
 // Everything a route needs to serve a request, gathered once at start-up and passed to each route explicitly.
-import type { Executor } from '../executor/executor.js';
+import type { ServingExecutor } from '../executor/serving-executor.js';
 import type { TextTokenizer } from '../tokenizer.js';
 import type { TokenBytes } from './byte-level.js';
 import type { ChatTemplate } from './chat-template.js';
@@ -8,7 +8,7 @@ import type { RequestRegistry } from './request-registry.js';
 import type { TokenDefaults } from './text-params.js';
 
 export interface ServingContext {
-  executor: Executor;
+  executor: ServingExecutor;
   tokenizer: TextTokenizer;
   tokenBytes: TokenBytes | undefined;  // byte-level vocabularies: the fast streaming detokenizer
   metrics: ServingMetrics;
@@ -18,4 +18,5 @@ export interface ServingContext {
   chatTemplate: ChatTemplate | undefined;
   maxBatchSize: number;
   isReady(): boolean;                 // loaded, warmed up and not draining
+  unavailableReason?(): string | undefined;  // orchestrator mode: why the model's worker group cannot serve
 }

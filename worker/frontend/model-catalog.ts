@@ -1,0 +1,89 @@
+// Which executor answers a model name. One model (leader mode): Triton's five names all reach it. Several models
+// (orchestrator mode): each is served under its own name with the text interface of `ensemble` (generate, infer,
+// OpenAI), and Triton's five names reach the first model of the repository, so the seeds' commands keep working.
+// Per-model readiness comes from each model's context; the server is ready when every model is (Triton's strict
+// readiness), and /v2/repository/index says which one is not and why.
+import { HttpError, notFound } from './http-errors.js';
+import { MODEL_VERSION } from './metrics.js';
+import { findModel, MODEL_NAMES, SERVED_MODELS, type ServedModel } from './model-repository.js';
+import type { ServingContext } from './serving-context.js';
+
+export interface CatalogEntry { ctx: ServingContext; model: ServedModel }
+export interface ModelState { name: string; version: string; state: 'READY' | 'UNAVAILABLE'; reason: string }
+
+export interface ModelCatalog {
+  /** The executor and interface behind a KServe model name; 404 naming what is served. */
+  resolve(name: string, version?: string): CatalogEntry;
+  /** The executor behind an OpenAI `model` field; 404 naming what is served. */
+  openAi(model: string): ServingContext;
+  /** OpenAI model ids, served order. */
+  openAiModels(): string[];
+  serverReady(): boolean;
+  /** Every served model name with its state (KServe's repository index). */
+  index(): ModelState[];
+  contexts(): ServingContext[];
+}
+
+export function singleModelCatalog(ctx: ServingContext): ModelCatalog {
+  return {
+    resolve: (name, version) => ({ ctx, model: findModel(name, version) }),
+    openAi: (model) => {
+      if (model === ctx.servedModelName || model === 'ensemble' || model === 'tensorrt_llm_bls') return ctx;
+      throw notFound(`The model \`${model}\` does not exist; this server serves \`${ctx.servedModelName}\``, 'model');
+    },
+    openAiModels: () => [ctx.servedModelName],
+    serverReady: () => ctx.isReady(),
+    index: () => MODEL_NAMES.map((name) => state(name, ctx)),
+    contexts: () => [ctx],
+  };
+}
+
+function state(name: string, ctx: ServingContext): ModelState {
+  const ready = ctx.isReady();
+  return { name, version: MODEL_VERSION, state: ready ? 'READY' : 'UNAVAILABLE', reason: ready ? '' : ctx.unavailableReason?.() ?? 'not ready' };
+}
+
+const ENSEMBLE = SERVED_MODELS.find((m) => m.name === 'ensemble')!;
+
+export function multiModelCatalog(contexts: readonly ServingContext[]): ModelCatalog {
+  if (contexts.length === 0) throw new Error('a multi-model catalog needs at least one model');
+  const byName = new Map<string, ServingContext>();
+  for (const ctx of contexts) {
+    if (byName.has(ctx.servedModelName) || MODEL_NAMES.includes(ctx.servedModelName)) {
+      throw new Error(`model name '${ctx.servedModelName}' is used twice (Triton's names ${MODEL_NAMES.join(', ')} are taken by the first model)`);
+    }
+    byName.set(ctx.servedModelName, ctx);
+  }
+  const first = contexts[0]!;
+  const served = [...byName.keys(), ...MODEL_NAMES];
+  const unknown = (name: string) => `unknown model '${name}'; this server serves ${served.join(', ')}`;
+  return {
+    resolve: (name, version) => {
+      const ctx = byName.get(name);
+      if (!ctx) {
+        if (MODEL_NAMES.includes(name)) return { ctx: first, model: findModel(name, version) };
+        throw notFound(unknown(name));
+      }
+      if (version !== undefined && version !== '' && version !== MODEL_VERSION) {
+        throw notFound(`model '${name}' has no version '${version}'; available: ${MODEL_VERSION}`);
+      }
+      return { ctx, model: { ...ENSEMBLE, name } };
+    },
+    openAi: (model) => {
+      const ctx = byName.get(model) ?? (model === 'ensemble' || model === 'tensorrt_llm_bls' ? first : undefined);
+      if (!ctx) throw notFound(`The model \`${model}\` does not exist; this server serves ${[...byName.keys()].map((n) => `\`${n}\``).join(', ')}`, 'model');
+      return ctx;
+    },
+    openAiModels: () => [...byName.keys()],
+    serverReady: () => contexts.every((c) => c.isReady()),
+    index: () => [...[...byName].map(([name, ctx]) => state(name, ctx)), ...MODEL_NAMES.map((name) => state(name, first))],
+    contexts: () => [...contexts],
+  };
+}
+
+/** 503 naming the model when its executor cannot take requests (its worker group died, or it is draining). */
+export function requireReady(ctx: ServingContext, name: string): void {
+  if (ctx.isReady()) return;
+  const reason = ctx.unavailableReason?.();
+  throw new HttpError(503, reason ? `model '${name}' is not available: ${reason}` : 'the server is not ready (loading, warming up or shutting down)');
+}

@@ -1,0 +1,63 @@
+// What the orchestrator and a worker group's leader say to each other over their link (comm-link.h): a tag per
+// kind of message and a JSON body, with Float32Arrays (logits) carried as base64 of their bytes rather than as
+// number lists. Pure.
+import type { IterationStats, KvCacheStats, ModelConfig, NativeErrorCode, NativeRequest, NativeResponse } from '../binding/addon-types.js';
+import type { RequestLimits } from '../executor/validate-request.js';
+
+export const TAG = {
+  hello: 1,        // group → orchestrator: loaded, warmed up, ready (or loadFailed)
+  loadFailed: 2,   // group → orchestrator: the model could not be loaded
+  enqueue: 3,      // orchestrator → group
+  cancel: 4,       // orchestrator → group
+  responses: 5,    // group → orchestrator: one iteration's responses
+  stats: 6,        // group → orchestrator: iteration stats and KV state, every STATS_INTERVAL_MS
+  shutdown: 7,     // orchestrator → group: drain, then stop
+  bye: 8,          // group → orchestrator: stopped; the link may be disconnected
+  heartbeat: 9,    // orchestrator → group: still here
+} as const;
+export type Tag = (typeof TAG)[keyof typeof TAG];
+
+export const STATS_INTERVAL_MS = 500;
+export const HEARTBEAT_INTERVAL_MS = 1000;
+
+export interface RankIdentity { host: string; pid: number }
+
+export interface Hello {
+  modelConfig: ModelConfig;
+  limits: RequestLimits;
+  ranks: RankIdentity[];
+  kv: KvCacheStats;
+  loadSeconds: number;
+}
+export interface LoadFailed { code: NativeErrorCode; message: string; ranks: RankIdentity[] }
+export interface Enqueue { id: number; request: NativeRequest }
+export interface Cancel { id: number }
+export interface Stats { iterations: IterationStats[]; kv: KvCacheStats; active: number }
+export interface Shutdown { drainMs: number }
+
+const F32 = '$f32';
+
+export function encode(value: unknown): Uint8Array {
+  const text = JSON.stringify(value, (_key, v: unknown) => {
+    if (v instanceof Float32Array) return { [F32]: Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('base64') };
+    return v;
+  });
+  return Buffer.from(text, 'utf8');
+}
+
+export function decode<T>(bytes: Uint8Array): T {
+  return JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'), (_key, v: unknown) => {
+    if (v !== null && typeof v === 'object' && typeof (v as Record<string, unknown>)[F32] === 'string') {
+      const raw = Buffer.from((v as Record<string, string>)[F32]!, 'base64');
+      const out = new Float32Array(raw.byteLength / 4);
+      new Uint8Array(out.buffer).set(raw);
+      return out;
+    }
+    return v;
+  }) as T;
+}
+
+/** Responses travel with the orchestrator's request id in place of the group's own. */
+export function withRequestId(response: NativeResponse, requestId: number): NativeResponse {
+  return { ...response, requestId };
+}
