@@ -14,9 +14,9 @@ import { chooseLauncher } from './cluster/mpirun-command.js';
 import { resolveParallel } from './cluster/parallel-plan.js';
 import { ignoredSettings } from './config/effective-config.js';
 import { resolveServeConfig } from './config/resolve-serve-config.js';
-import { addConfigSourceOptions, addServeOptions, type ServeCliOptions } from './serve-options.js';
+import { addConfigSourceOptions, addMultiModelOptions, addServeOptions, type ServeCliOptions } from './serve-options.js';
 
-function serveOptions(options: Readonly<ServeCliOptions>, parallel: { tp: number; pp: number }) {
+export function serveOptions(options: Readonly<ServeCliOptions>, parallel: { tp: number; pp: number }) {
   return {
     model: options.model, host: options.host, httpPort: options.httpPort, metricsPort: options.metricsPort,
     apiKey: options.apiKey, authHealth: options.authHealth, authMetrics: options.authMetrics,
@@ -109,6 +109,16 @@ async function runRank(options: ServeCliOptions): Promise<number> {
 function serveAction(command: Command) {
   return async () => {
     try {
+      if (command.opts<{ multiModel?: boolean }>().multiModel) {
+        const { runMultiModel } = await import('./multi-model/multi-model-command.js');
+        try {
+          process.exitCode = await runMultiModel(command);
+        } catch (error) {
+          if (error instanceof InvalidArgumentError) throw error;
+          process.exitCode = reportError(error, 'serve');
+        }
+        return;
+      }
       const config = await resolveServeConfig(command);
       for (const s of ignoredSettings(config)) {
         process.stderr.write(`trtllm-launch: ${s.key} = ${JSON.stringify(s.value)} (${s.origin}) ${s.ignored}\n`);
@@ -130,6 +140,18 @@ function rankAction(command: Command) {
 export function registerServe(program: Command): void {
   const rank = addServeOptions(program.command('rank', { hidden: true }).description('one rank of a cluster (started by the launcher under mpirun)'));
   rank.action(rankAction(rank));
-  const serve = addConfigSourceOptions(addServeOptions(program.command('serve', { isDefault: true }).description('serve a model over HTTP (KServe v2 + OpenAI) with Prometheus metrics')));
+  const orchestrated = program.command('orchestrated', { hidden: true })
+    .description('one process of a --multi-model job: the orchestrator or a rank of a worker group (started under mpirun/srun)')
+    .option('--group <index>', 'the worker group a spawned process belongs to', (v) => Number(v))
+    .option('--orchestrator <host:pid>', 'the orchestrator that spawned this group');
+  orchestrated.action(async () => {
+    const { runOrchestrated } = await import('../worker/orchestrator/roles.js');
+    try {
+      process.exitCode = await runOrchestrated(orchestrated.opts());
+    } catch (error) {
+      process.exitCode = reportError(error, 'orchestrated');
+    }
+  });
+  const serve = addMultiModelOptions(addConfigSourceOptions(addServeOptions(program.command('serve', { isDefault: true }).description('serve a model over HTTP (KServe v2 + OpenAI) with Prometheus metrics'))));
   serve.action(serveAction(serve));
 }

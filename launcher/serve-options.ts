@@ -107,6 +107,14 @@ export function addServeOptions(command: Command): Command {
     .addOption(option('--drain-timeout <seconds>', 'on SIGINT/SIGTERM, how long in-flight requests may finish', 'TRTLLM_DRAIN_TIMEOUT').argParser(parseIntOption('--drain-timeout', 0)).default(30));
 }
 
+/** Orchestrator mode (Triton's --multi-model): one orchestrator serving every model of --model-repo. */
+export function addMultiModelOptions(command: Command): Command {
+  return command
+    .addOption(option('--multi-model', 'serve every model file of --model-repo, each on its own worker group (orchestrator mode)', 'TRTLLM_MULTI_MODEL').default(false))
+    .addOption(new Option('--no-spawn', 'orchestrator mode without MPI_Comm_spawn: start every rank up front (Slurm); ranks from participant_ids'))
+    .addOption(option('--fail-fast', 'orchestrator mode: one model\'s failure stops the whole cluster', 'TRTLLM_FAIL_FAST').default(false));
+}
+
 /** Where the configuration comes from: a YAML file, or a model repository holding one (see config/). */
 export function addConfigSourceOptions(command: Command): Command {
   return command

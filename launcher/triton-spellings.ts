@@ -8,7 +8,7 @@ const RENAMES: Record<string, string> = {
   '--metrics_port': '--metrics-port',
   '--no-mpi': '--launcher=none',
 };
-const DROPPED = new Set(['--force', '--multi-model', '--log']);
+const DROPPED = new Set(['--force', '--log']);
 const DROPPED_WITH_VALUE = new Set(['--model_repo', '--tritonserver', '--backend', '--log-file']);
 
 const HINTS: Record<string, string> = {

@@ -7,14 +7,12 @@ import { basename, resolve } from 'node:path';
 
 import type { SchedulerPolicy } from './binding/addon-types.js';
 import { Executor, type ExecutorOptions } from './executor/executor.js';
-import { byteLevelTokenBytes } from './frontend/byte-level.js';
 import { loadChatTemplate } from './frontend/chat-template.js';
 import { createFrontendServer, createMetricsServer } from './frontend/frontend.js';
 import { ServingMetrics } from './frontend/metrics.js';
 import { singleModelCatalog } from './frontend/model-catalog.js';
 import { MODEL_NAMES } from './frontend/model-repository.js';
-import { RequestRegistry } from './frontend/request-registry.js';
-import type { ServingContext } from './frontend/serving-context.js';
+import { buildServingContext, type ServingContext } from './frontend/serving-context.js';
 import { createLogger, type Logger, type LogLevel } from './log.js';
 import { loadTokenizer } from './tokenizer.js';
 
@@ -101,15 +99,13 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
   let ready = false;
   const metrics = new ServingMetrics(executor, [...MODEL_NAMES, options.servedModelName ?? basename(modelDir)]);
   executor.onIterationStats(metrics.onIterationStats);
-  const endId = tokenizer.eosTokenId ?? config.eosTokenIds[0] ?? -1;
-  const context: ServingContext = {
-    executor, tokenizer, metrics, chatTemplate, tokenBytes: byteLevelTokenBytes(modelDir),
-    registry: new RequestRegistry(),
-    defaults: { endId, padId: config.padTokenId >= 0 ? config.padTokenId : endId },
+  const context = buildServingContext({
+    executor, tokenizer, metrics, chatTemplate, modelDir,
     servedModelName: options.servedModelName ?? basename(modelDir),
     maxBatchSize: options.maxBatchSize ?? 64,
     isReady: () => ready,
-  };
+  });
+  const endId = context.defaults.endId;
 
   // Warm-up: one real request through the executor before we say ready, so the first user request does not pay
   // for first-touch costs and a broken engine fails here rather than on traffic.

@@ -27,6 +27,15 @@ export interface ClusterOptions {
   /** The serve options every rank gets, already rendered as CLI arguments. */
   rankOptions: string[];
   launcher?: 'mpirun' | 'srun';
+  /** Orchestrator mode (--multi-model): what every process runs instead of `rank`, and how the job is shown. */
+  orchestrated?: OrchestratedJob;
+}
+
+export interface OrchestratedJob {
+  np: number;                        // processes mpirun/srun starts (1 when the orchestrator spawns the groups)
+  env: Record<string, string>;       // the plan, forwarded to every process (spawned ones too)
+  roles: string[];                   // one line per started process, for --dry-run
+  banner: (host: string) => string[];
 }
 
 // Variables every rank must see, whatever the MPI forwards by default.
@@ -85,8 +94,10 @@ export async function launchCluster(options: ClusterOptions): Promise<number> {
   const { worldSize, tp, pp } = options.parallel;
   const launcher = options.launcher ?? 'mpirun';
   const bin = join(packageRoot(), 'bin', 'trtllm-launch.js');
-  const rankArgv = [process.execPath, bin, 'rank', '--tp', String(tp), '--pp', String(pp), ...options.rankOptions];
-  const env: Record<string, string> = { OMP_NUM_THREADS: process.env.OMP_NUM_THREADS ?? '1' };
+  const job = options.orchestrated;
+  const rankArgv = job ? [process.execPath, bin, 'orchestrated'] : [process.execPath, bin, 'rank', '--tp', String(tp), '--pp', String(pp), ...options.rankOptions];
+  const env: Record<string, string> = { OMP_NUM_THREADS: process.env.OMP_NUM_THREADS ?? '1', ...job?.env };
+  const np = job ? job.np : worldSize;
   // The port checks overlap finding the launcher; both finish before any rank starts. Under srun the leader may
   // land on another node, so its ports are checked there (it fails to bind) rather than here.
   const checks = options.dryRun || launcher === 'srun' ? [] : [
@@ -96,17 +107,21 @@ export async function launchCluster(options: ClusterOptions): Promise<number> {
   let command: MpirunCommand;
   if (launcher === 'srun') {
     const [srun] = await Promise.all([findSrun(), ...checks]);
-    command = srunCommand({ srun: srun.path, np: worldSize, mpiPlugin: srun.plugin, rankArgv });
+    command = srunCommand({ srun: srun.path, np, mpiPlugin: srun.plugin, rankArgv, survive: job !== undefined });
   } else {
     const [mpirun] = await Promise.all([findMpirun(), ...checks]);
     command = mpirunCommand({
-      flavor: mpiFlavor(mpirun.version), mpirun: mpirun.path, np: worldSize, isRoot: process.getuid?.() === 0,
-      oversubscribe: options.oversubscribe, hostfile: options.hostfile, hosts: options.hosts,
-      forwardEnv: FORWARDED.filter((name) => (env[name] ?? process.env[name]) !== undefined), rankArgv,
+      flavor: mpiFlavor(mpirun.version), mpirun: mpirun.path, np, isRoot: process.getuid?.() === 0,
+      oversubscribe: options.oversubscribe, hostfile: options.hostfile, hosts: options.hosts, survive: job !== undefined,
+      forwardEnv: [...FORWARDED, ...Object.keys(job?.env ?? {})].filter((name) => (env[name] ?? process.env[name]) !== undefined), rankArgv,
     });
   }
   if (options.dryRun) {
     process.stdout.write(`${shellQuote([command.file, ...command.args])}\n`);
+    if (job) {
+      for (const line of job.roles) process.stdout.write(`${line}\n`);
+      return 0;
+    }
     for (let rank = 0; rank < worldSize; rank += 1) {
       const role = rank === 0 ? `leader: HTTP ${options.host}:${options.httpPort}, metrics :${options.metricsPort}` : 'follower: no ports';
       process.stdout.write(`rank ${rank}: tp_rank ${rank % tp}, pp_rank ${Math.floor(rank / tp)}; ${role}; env OMP_NUM_THREADS=${env.OMP_NUM_THREADS}\n`);
@@ -116,9 +131,10 @@ export async function launchCluster(options: ClusterOptions): Promise<number> {
   const local = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host;
   const shown = local === '127.0.0.1' ? 'localhost' : local;
   return superviseCluster({
-    file: command.file, args: command.args, env, worldSize, launcher,
-    readyUrl: (leaderHost) => `http://${leaderHost ?? local}:${options.httpPort}/v2/health/ready`,
-    readyBanner: (leaderHost) => [
+    file: command.file, args: command.args, env, worldSize: np, launcher,
+    // The orchestrator opens its port once every model is up or failed: live means started; ready means all models.
+    readyUrl: (leaderHost) => `http://${leaderHost ?? local}:${options.httpPort}/v2/health/${job ? 'live' : 'ready'}`,
+    readyBanner: (leaderHost) => job ? job.banner(leaderHost ?? shown) : [
       `serving on http://${leaderHost ?? shown}:${options.httpPort} (tp ${tp} x pp ${pp}), metrics on http://${leaderHost ?? shown}:${options.metricsPort}/metrics`,
       `  curl -X POST ${leaderHost ?? shown}:${options.httpPort}/v2/models/ensemble/generate -d '{"text_input": "What is machine learning?", "max_tokens": 20, "bad_words": "", "stop_words": ""}'`,
       '  Ctrl-C drains and stops every rank',

@@ -12,6 +12,8 @@ export interface MpirunInput {
   hosts?: string | undefined;   // "a,b" or "a:2,b:2"
   forwardEnv: string[];         // variable names every rank must see
   rankArgv: string[];           // node <bin> rank <options...>
+  // Orchestrator mode: a process that dies must not take the job down (the orchestrator isolates its group).
+  survive?: boolean;
 }
 
 export interface MpirunCommand {
@@ -33,11 +35,13 @@ export function mpirunCommand(input: MpirunInput): MpirunCommand {
     args.push('-np', String(input.np), '--tag-output', '--bind-to', 'none', '--mca', 'odls_base_sigkill_timeout', '0');
     if (input.oversubscribe) args.push('--oversubscribe');
     if (input.isRoot) args.push('--allow-run-as-root');
+    if (input.survive) args.push('--enable-recovery');
     if (input.hostfile) args.push('--hostfile', input.hostfile);
     if (input.hosts) args.push('--host', input.hosts);
     for (const name of input.forwardEnv) args.push('-x', name);
   } else {
     args.push('-n', String(input.np), '-prepend-rank');
+    if (input.survive) args.push('-disable-auto-cleanup');
     if (input.hostfile) args.push('-f', input.hostfile);
     if (input.hosts) args.push('-hosts', input.hosts);
     if (input.forwardEnv.length > 0) args.push('-genvlist', input.forwardEnv.join(','));
@@ -55,13 +59,14 @@ export interface SrunInput {
   np: number;
   mpiPlugin: string;            // what `srun --mpi=list` offers: pmix preferred, else pmi2
   rankArgv: string[];
+  survive?: boolean;            // orchestrator mode: keep the step when one task fails
 }
 
 /** Inside a Slurm allocation: one task per rank, labelled output, the whole step killed when one task fails. */
 export function srunCommand(input: SrunInput): MpirunCommand {
   return {
     file: input.srun,
-    args: [`--mpi=${input.mpiPlugin}`, '-n', String(input.np), '--label', '--kill-on-bad-exit=1', '--export=ALL', ...input.rankArgv],
+    args: [`--mpi=${input.mpiPlugin}`, '-n', String(input.np), '--label', `--kill-on-bad-exit=${input.survive ? 0 : 1}`, '--export=ALL', ...input.rankArgv],
   };
 }
 

@@ -3,14 +3,20 @@
 export interface TaggedLine {
   rank: number | undefined;
   text: string;
+  group?: number;  // Open MPI: a job spawned by the orchestrator (its n-th worker group, 0-based)
 }
 
-const OPENMPI_TAG = /^\[\d+,(\d+)\]<std(?:out|err)>:(.*)$/;
+const OPENMPI_TAG = /^\[(\d+),(\d+)\]<std(?:out|err)>:(.*)$/;
 const MPICH_TAG = /^\[(\d+)\] (.*)$/;
 const SRUN_LABEL = /^\s*(\d+): (.*)$/;
 
 export function parseRankLine(line: string, launcher: 'mpirun' | 'srun' = 'mpirun'): TaggedLine {
-  const m = launcher === 'srun' ? SRUN_LABEL.exec(line) : OPENMPI_TAG.exec(line) ?? MPICH_TAG.exec(line);
+  if (launcher === 'mpirun') {
+    const o = OPENMPI_TAG.exec(line);
+    // Job 1 is what mpirun started; jobs 2, 3, ... are the groups an orchestrator spawned, in order.
+    if (o) return Number(o[1]) > 1 ? { rank: Number(o[2]), text: o[3]!, group: Number(o[1]) - 2 } : { rank: Number(o[2]), text: o[3]! };
+  }
+  const m = launcher === 'srun' ? SRUN_LABEL.exec(line) : MPICH_TAG.exec(line);
   return m ? { rank: Number(m[1]), text: m[2]! } : { rank: undefined, text: line };
 }
 

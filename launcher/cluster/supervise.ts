@@ -58,14 +58,14 @@ function rootCause(all: string, tail: RankTail, worldSize: number, exit: { exitC
 /** Runs until the cluster stops; returns the launcher's exit code (0 only for a requested, clean stop). */
 export async function superviseCluster(options: SuperviseOptions): Promise<number> {
   const out = options.out ?? ((line: string) => process.stdout.write(`${line}\n`));
-  const files = new Map<number, WriteStream>();
+  const files = new Map<string, WriteStream>();
   if (options.logDir) mkdirSync(options.logDir, { recursive: true });
-  const logFile = (rank: number): WriteStream | undefined => {
+  const logFile = (name: string): WriteStream | undefined => {
     if (!options.logDir) return undefined;
-    let f = files.get(rank);
+    let f = files.get(name);
     if (!f) {
-      f = createWriteStream(join(options.logDir, `rank-${rank}.log`), { flags: 'a' });
-      files.set(rank, f);
+      f = createWriteStream(join(options.logDir, `${name}.log`), { flags: 'a' });
+      files.set(name, f);
     }
     return f;
   };
@@ -90,7 +90,14 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
   let leaderHost: string | undefined;
   let checkNow: (() => void) | undefined;
   const onLine = (line: string) => {
-    const { rank, text } = parseRankLine(line, options.launcher);
+    const { rank, text, group } = parseRankLine(line, options.launcher);
+    if (group !== undefined) {
+      // A spawned worker group's line: shown and logged under its own name, never taken for the leader's.
+      out(`[group ${group} rank ${rank}] ${text}`);
+      tail.add(undefined, `[group ${group} rank ${rank}] ${text}`);
+      logFile(`group-${group}-rank-${rank}`)?.write(`${text}\n`);
+      return;
+    }
     if (rank === 0) {
       // Signalled directly only when it runs on this host: a pid means nothing on another node.
       const pid = /^leader pid (\d+) on (\S+)$/.exec(text);
@@ -102,7 +109,7 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
     tail.add(rank, text);
     if (everything.length < 1_000_000) everything += `${line}\n`;
     out(rank === undefined ? `[mpirun] ${text}` : `[rank ${rank}] ${text}`);
-    if (rank !== undefined) logFile(rank)?.write(`${text}\n`);
+    if (rank !== undefined) logFile(`rank-${rank}`)?.write(`${text}\n`);
   };
   createInterface({ input: child.stdout! }).on('line', onLine);
   createInterface({ input: child.stderr! }).on('line', onLine);

@@ -29,6 +29,11 @@ export const deviceIdsCheck: Check = (v) =>
     ? pass(Object.freeze([...v]))
     : fail('must be a non-empty list of integers >= 0');
 
+export const participantIdsCheck: Check = (v) =>
+  Array.isArray(v) && v.length > 0 && v.every((id) => typeof id === 'number' && Number.isSafeInteger(id) && id >= 1)
+    ? pass(Object.freeze([...v]))
+    : fail('must be a non-empty list of MPI ranks >= 1 (rank 0 is the orchestrator)');
+
 /** A received value as an error message quotes it: strings quoted, everything else as JSON. */
 export function showValue(value: unknown): string {
   if (typeof value === 'string') return `"${value}"`;

@@ -3,7 +3,7 @@
 // `config print` and the serve banner can say so instead of dropping it silently.
 import type { ServeCliOptions } from '../serve-options.js';
 import {
-  boolCheck, type Check, choiceCheck, deviceIdsCheck, fractionCheck, intCheck, portCheck, textCheck,
+  boolCheck, type Check, choiceCheck, deviceIdsCheck, fractionCheck, intCheck, participantIdsCheck, portCheck, textCheck,
 } from './checks.js';
 
 export interface ConfigKey {
@@ -20,6 +20,7 @@ export const CONFIG_KEYS: readonly ConfigKey[] = [
   { key: 'parallel.tp', option: 'tp', check: intCheck(1), unset: 'world size / pp' },
   { key: 'parallel.pp', option: 'pp', check: intCheck(1), unset: 'world size / tp, else 1' },
   { key: 'gpu_device_ids', check: deviceIdsCheck, ignored: 'ignored on the CPU backend (ranks run on CPU cores)' },
+  { key: 'participant_ids', check: participantIdsCheck, ignored: 'used only by --multi-model --no-spawn (the job ranks of this model)' },
   { key: 'batching.max_batch_size', option: 'maxBatchSize', check: intCheck(1), unset: '64' },
   { key: 'batching.max_num_tokens', option: 'maxNumTokens', check: intCheck(1), unset: '8192' },
   { key: 'batching.scheduler_policy', option: 'schedulerPolicy', check: choiceCheck(['max_utilization', 'guaranteed_no_evict']), unset: 'guaranteed_no_evict' },

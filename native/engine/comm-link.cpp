@@ -99,7 +99,8 @@ bool Link::poll(int32_t& tag, std::vector<uint8_t>& bytes) {
 size_t Link::pending() const {
   if (!connected()) return 0;
   std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->sends.size();
+  if (!impl_->broken) impl_->complete_sends();
+  return impl_->broken ? 0 : impl_->sends.size();
 }
 
 void Link::disconnect() {

@@ -45,39 +45,54 @@ function state(name: string, ctx: ServingContext): ModelState {
 
 const ENSEMBLE = SERVED_MODELS.find((m) => m.name === 'ensemble')!;
 
-export function multiModelCatalog(contexts: readonly ServingContext[]): ModelCatalog {
-  if (contexts.length === 0) throw new Error('a multi-model catalog needs at least one model');
-  const byName = new Map<string, ServingContext>();
-  for (const ctx of contexts) {
-    if (byName.has(ctx.servedModelName) || MODEL_NAMES.includes(ctx.servedModelName)) {
-      throw new Error(`model name '${ctx.servedModelName}' is used twice (Triton's names ${MODEL_NAMES.join(', ')} are taken by the first model)`);
+/** A model of a repository: its context once its worker group is up (absent when it never came up). */
+export interface CatalogModel {
+  name: string;
+  ctx: ServingContext | undefined;
+  reason(): string | undefined;  // why it cannot serve, when it cannot
+}
+
+export function multiModelCatalog(models: readonly CatalogModel[]): ModelCatalog {
+  if (models.length === 0) throw new Error('a multi-model catalog needs at least one model');
+  const byName = new Map<string, CatalogModel>();
+  for (const m of models) {
+    if (byName.has(m.name) || MODEL_NAMES.includes(m.name)) {
+      throw new Error(`model name '${m.name}' is used twice (Triton's names ${MODEL_NAMES.join(', ')} are taken by the first model)`);
     }
-    byName.set(ctx.servedModelName, ctx);
+    byName.set(m.name, m);
   }
-  const first = contexts[0]!;
+  const first = models[0]!;
   const served = [...byName.keys(), ...MODEL_NAMES];
   const unknown = (name: string) => `unknown model '${name}'; this server serves ${served.join(', ')}`;
+  const usable = (m: CatalogModel, name: string): ServingContext => {
+    if (m.ctx) return m.ctx;
+    throw new HttpError(503, `model '${name}' is not available: ${m.reason() ?? 'its worker group is not up'}`);
+  };
+  const ready = (m: CatalogModel) => m.ctx !== undefined && m.ctx.isReady();
+  const stateOf = (name: string, m: CatalogModel): ModelState => (ready(m)
+    ? { name, version: MODEL_VERSION, state: 'READY', reason: '' }
+    : { name, version: MODEL_VERSION, state: 'UNAVAILABLE', reason: m.reason() ?? 'not ready' });
   return {
     resolve: (name, version) => {
-      const ctx = byName.get(name);
-      if (!ctx) {
-        if (MODEL_NAMES.includes(name)) return { ctx: first, model: findModel(name, version) };
+      const m = byName.get(name);
+      if (!m) {
+        if (MODEL_NAMES.includes(name)) return { ctx: usable(first, name), model: findModel(name, version) };
         throw notFound(unknown(name));
       }
       if (version !== undefined && version !== '' && version !== MODEL_VERSION) {
         throw notFound(`model '${name}' has no version '${version}'; available: ${MODEL_VERSION}`);
       }
-      return { ctx, model: { ...ENSEMBLE, name } };
+      return { ctx: usable(m, name), model: { ...ENSEMBLE, name } };
     },
     openAi: (model) => {
-      const ctx = byName.get(model) ?? (model === 'ensemble' || model === 'tensorrt_llm_bls' ? first : undefined);
-      if (!ctx) throw notFound(`The model \`${model}\` does not exist; this server serves ${[...byName.keys()].map((n) => `\`${n}\``).join(', ')}`, 'model');
-      return ctx;
+      const m = byName.get(model) ?? (model === 'ensemble' || model === 'tensorrt_llm_bls' ? first : undefined);
+      if (!m) throw notFound(`The model \`${model}\` does not exist; this server serves ${[...byName.keys()].map((n) => `\`${n}\``).join(', ')}`, 'model');
+      return usable(m, model);
     },
     openAiModels: () => [...byName.keys()],
-    serverReady: () => contexts.every((c) => c.isReady()),
-    index: () => [...[...byName].map(([name, ctx]) => state(name, ctx)), ...MODEL_NAMES.map((name) => state(name, first))],
-    contexts: () => [...contexts],
+    serverReady: () => models.every(ready),
+    index: () => [...[...byName].map(([name, m]) => stateOf(name, m)), ...MODEL_NAMES.map((name) => stateOf(name, first))],
+    contexts: () => models.flatMap((m) => (m.ctx ? [m.ctx] : [])),
   };
 }
 

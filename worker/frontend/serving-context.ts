@@ -1,10 +1,10 @@
 // Everything a route needs to serve a request, gathered once at start-up and passed to each route explicitly.
 import type { ServingExecutor } from '../executor/serving-executor.js';
 import type { TextTokenizer } from '../tokenizer.js';
-import type { TokenBytes } from './byte-level.js';
+import { byteLevelTokenBytes, type TokenBytes } from './byte-level.js';
 import type { ChatTemplate } from './chat-template.js';
 import type { ServingMetrics } from './metrics.js';
-import type { RequestRegistry } from './request-registry.js';
+import { RequestRegistry } from './request-registry.js';
 import type { TokenDefaults } from './text-params.js';
 
 export interface ServingContext {
@@ -19,4 +19,29 @@ export interface ServingContext {
   maxBatchSize: number;
   isReady(): boolean;                 // loaded, warmed up and not draining
   unavailableReason?(): string | undefined;  // orchestrator mode: why the model's worker group cannot serve
+}
+
+export interface ContextParts {
+  executor: ServingExecutor;
+  tokenizer: TextTokenizer;
+  modelDir: string;
+  metrics: ServingMetrics;
+  chatTemplate: ChatTemplate | undefined;
+  servedModelName: string;
+  maxBatchSize: number;
+  isReady(): boolean;
+  unavailableReason?(): string | undefined;
+}
+
+/** A model's context: the request defaults come from its tokenizer and config (end_id: EOS, pad_id: PAD or EOS). */
+export function buildServingContext(parts: ContextParts): ServingContext {
+  const { modelDir, ...rest } = parts;
+  const config = parts.executor.modelConfig;
+  const endId = parts.tokenizer.eosTokenId ?? config.eosTokenIds[0] ?? -1;
+  return {
+    ...rest,
+    tokenBytes: byteLevelTokenBytes(modelDir),
+    registry: new RequestRegistry(),
+    defaults: { endId, padId: config.padTokenId >= 0 ? config.padTokenId : endId },
+  };
 }

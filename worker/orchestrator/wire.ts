@@ -14,6 +14,7 @@ export const TAG = {
   shutdown: 7,     // orchestrator → group: drain, then stop
   bye: 8,          // group → orchestrator: stopped; the link may be disconnected
   heartbeat: 9,    // orchestrator → group: still here
+  members: 10,     // group → orchestrator: its processes (host, pid), sent before loading so they are watched early
 } as const;
 export type Tag = (typeof TAG)[keyof typeof TAG];
 

@@ -1,7 +1,7 @@
 // The real thing: `trtllm-launch --world-size 2` on this machine — mpirun, two ranks, the leader's HTTP port,
 // the same outputs as one rank, Ctrl-C that drains and exits 0, a killed rank that brings the cluster down with a
 // root cause, a taken port refused before any rank starts, and no process left behind on any path.
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 
@@ -10,37 +10,10 @@ import t from 'tap';
 
 import { packageRoot } from '../../../worker/binding/load-addon.js';
 import { fixtureDir } from '../../helpers/fixtures.js';
+import { freePort, processesWith } from '../../helpers/processes.js';
 
 const bin = join(packageRoot(), 'bin', 'trtllm-launch.js');
 const MODEL = fixtureDir('tiny-llama');
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-/** Processes (pid, command line) whose command line mentions `marker`: our ranks, mpirun and its daemon. */
-function processesWith(marker: string): { pid: number; cmd: string }[] {
-  const out: { pid: number; cmd: string }[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const cmd = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replace(/\0/g, ' ');
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      if (stat.slice(stat.lastIndexOf(')') + 2)[0] === 'Z') continue;
-      if (cmd.includes(marker) && Number(entry) !== process.pid) out.push({ pid: Number(entry), cmd });
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return out;
-}
-
 
 async function startCluster(extra: string[] = []): Promise<{ child: ResultPromise; port: number; metrics: number; output: () => string; ready: Promise<boolean> }> {
   const port = await freePort();

@@ -98,7 +98,7 @@ t.test('--model-repo: one model file is --config <that file>; two need --multi-m
   write('repo-two/b.yml', MODEL_FILE);
   const two = await run(['--model-repo', join(dir, 'repo-two'), '--dry-run']);
   t.equal(two.exitCode, 2);
-  t.match(two.stderr, `--model-repo ${join(dir, 'repo-two')} has 2 model files (a.yaml, b.yml): serving several models needs --multi-model, which is not implemented yet`);
+  t.match(two.stderr, `--model-repo ${join(dir, 'repo-two')} has 2 model files (a.yaml, b.yml): serve them all with --multi-model, or one of them with --config <file>`);
   const both = await run(['config', 'print', '--config', one], { TRTLLM_MODEL_REPO: join(dir, 'repo-one') });
   t.match(both.stderr, /--config \S+ and TRTLLM_MODEL_REPO \S+ both name a configuration: give one/);
 });

@@ -90,7 +90,7 @@ t.test('--model-repo: one file is the configuration; several need --multi-model'
   t.equal(pickModelFile('/repo', ['llama.yaml', 'README.md']), '/repo/llama.yaml');
   t.equal(pickModelFile('/repo', ['llama.yml']), '/repo/llama.yml');
   t.throws(() => pickModelFile('/repo', ['b.yaml', 'a.yml']), {
-    message: '--model-repo /repo has 2 model files (a.yml, b.yaml): serving several models needs --multi-model, which is not implemented yet; serve one with --config <file>',
+    message: '--model-repo /repo has 2 model files (a.yml, b.yaml): serve them all with --multi-model, or one of them with --config <file>',
   });
   t.throws(() => pickModelFile('/repo', ['notes.txt']), { message: '--model-repo /repo has no model files (*.yaml, *.yml)' });
 });

@@ -1,0 +1,64 @@
+// `trtllm-launch --multi-model --model-repo <dir>`: every model file of the repository, merged under the flags and
+// env like a --config file, planned (plan-groups.ts) and started as one orchestrator job under mpirun or srun.
+import { availableParallelism } from 'node:os';
+
+import { type Command, InvalidArgumentError } from 'commander';
+
+import { PLAN_ENV } from '../../worker/orchestrator/plan.js';
+import { launchCluster } from '../cluster/launch.js';
+import { chooseLauncher } from '../cluster/mpirun-command.js';
+import { effectiveConfig } from '../config/effective-config.js';
+import { modelRepoFiles } from '../config/model-repo.js';
+import { cliValues, readConfigFile } from '../config/resolve-serve-config.js';
+import { serveOptions } from '../serve-command.js';
+import type { ConfigSourceOptions, ServeCliOptions } from '../serve-options.js';
+import { type ModelFile, planMultiModel } from './plan-groups.js';
+
+export interface MultiModelOptions {
+  multiModel?: boolean;
+  spawn: boolean;      // commander's --no-spawn sets false
+  failFast: boolean;
+}
+
+export async function runMultiModel(command: Command): Promise<number> {
+  const { modelRepo, config } = command.opts<ConfigSourceOptions>();
+  const flags = command.opts<MultiModelOptions & ServeCliOptions>();
+  if (config !== undefined) throw new InvalidArgumentError(`--multi-model serves every model file of --model-repo; --config ${config} names a single model: drop it`);
+  if (modelRepo === undefined) throw new InvalidArgumentError('--multi-model needs --model-repo <dir>: a directory with one YAML file per model (model, name, parallel.tp, ...)');
+  const cli = cliValues(command);
+  const models: ModelFile[] = [];
+  for (const path of modelRepoFiles(modelRepo)) {
+    const file = await readConfigFile(path, `--model-repo ${modelRepo}`);
+    models.push({ path, options: effectiveConfig(cli, file).options, values: file.values });
+  }
+  const spawnNp = 1;
+  const launcher = chooseLauncher(flags.launcher, 2, process.env);
+  if (launcher === 'none') throw new InvalidArgumentError('--multi-model runs the orchestrator and its worker groups under MPI: --launcher none cannot start them (use mpirun, srun or auto)');
+  if (launcher === 'srun' && flags.spawn) {
+    throw new InvalidArgumentError('--multi-model under srun: Slurm\'s MPI plugins do not support spawning worker groups; add --no-spawn to start every rank with srun up front');
+  }
+  if (flags.device === 'cuda') throw new InvalidArgumentError('--device cuda: this build has only the CPU backend; use --device cpu or auto');
+  const { apiKey: _secret, ...frontend } = serveOptions(flags, { tp: 1, pp: 1 });
+  const plan = planMultiModel({
+    models, spawn: flags.spawn, failFast: flags.failFast, worldSize: flags.worldSize, oversubscribe: flags.oversubscribe,
+    cpu: true, gpuDeviceIds: flags.gpuDeviceIds, cores: availableParallelism(), frontend, serveOptions,
+  });
+  if (flags.apiKey) process.env.TRTLLM_API_KEY = flags.apiKey;
+  const total = plan.groups.reduce((n, g) => n + g.tp * g.pp, 0);
+  const roles = [
+    `rank 0: orchestrator; HTTP ${flags.host}:${flags.httpPort}, metrics :${flags.metricsPort}; ${plan.spawn ? 'spawns' : 'links to'} ${plan.groups.length} worker group(s)${plan.failFast ? '; --fail-fast' : ''}`,
+    ...plan.groups.map((g) => `${g.name}: tp ${g.tp} x pp ${g.pp} from ${g.serve.model}${plan.spawn ? ' (spawned)' : `, job ranks ${g.ranks.join(',')}`}${g.deviceIds.length ? `, devices ${g.deviceIds.join(',')}` : ''}`),
+  ];
+  const banner = (host: string) => [
+    `serving ${plan.groups.length} model(s) on http://${host}:${flags.httpPort} (orchestrator mode), metrics on http://${host}:${flags.metricsPort}/metrics`,
+    ...plan.groups.map((g) => `  curl -X POST ${host}:${flags.httpPort}/v2/models/${g.name}/generate -d '{"text_input": "What is machine learning?", "max_tokens": 20}'`),
+    `  model states: curl -X POST ${host}:${flags.httpPort}/v2/repository/index`,
+    '  Ctrl-C drains and stops every model',
+  ];
+  return launchCluster({
+    parallel: { worldSize: plan.spawn ? spawnNp : 1 + total, tp: 1, pp: 1 }, host: flags.host, httpPort: flags.httpPort, metricsPort: flags.metricsPort,
+    oversubscribe: flags.oversubscribe, hostfile: flags.hostfile, hosts: flags.hosts, startupTimeoutSeconds: flags.startupTimeout,
+    drainTimeoutSeconds: flags.drainTimeout, logDir: flags.logDir, dryRun: flags.dryRun, rankOptions: [], launcher,
+    orchestrated: { np: plan.spawn ? spawnNp : 1 + total, env: { [PLAN_ENV]: JSON.stringify(plan) }, roles, banner },
+  });
+}

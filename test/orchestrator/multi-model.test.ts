@@ -1,0 +1,229 @@
+// Orchestrator mode for real: `trtllm-launch --multi-model --model-repo <dir>` under mpirun, two models with
+// different tp (spawned with MPI_Comm_spawn, or started up front with --no-spawn), each answering what a one-rank
+// server answers; streaming and cancellation through the orchestrator; a killed worker that takes only its own
+// model down (or everything, with --fail-fast); the orchestrator's death that takes every group with it; and no
+// process left behind on any path.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { execa, type ResultPromise } from 'execa';
+import t, { type Test } from 'tap';
+
+import { packageRoot } from '../../worker/binding/load-addon.js';
+import { fixtureDir, referenceCases } from '../helpers/fixtures.js';
+import { freePort, processesWith } from '../helpers/processes.js';
+import { postJson, postSse, startTestServer } from '../helpers/serving.js';
+
+const bin = join(packageRoot(), 'bin', 'trtllm-launch.js');
+const PROMPTS = ['What is machine learning?', 'The jury said', 'hello world'];
+
+function repository(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'trtllm-repo-'));
+  // alpha sorts first: it also answers Triton's names (tensorrt_llm's token interface is checked on it).
+  writeFileSync(join(dir, 'alpha.yaml'), `model: ${fixtureDir('tiny-llama')}\nparallel:\n  tp: 2\nkv_cache:\n  tokens_per_block: 16\n`);
+  writeFileSync(join(dir, 'beta.yaml'), `model: ${fixtureDir('tiny-gpt2')}\nkv_cache:\n  tokens_per_block: 16\n`);
+  return dir;
+}
+
+interface Cluster {
+  child: ResultPromise;
+  base: string;
+  metrics: string;
+  marker: string;
+  output: () => string;
+  ready: Promise<boolean>;
+  pids: (model: string) => number[];
+}
+
+async function startCluster(extra: string[] = []): Promise<Cluster> {
+  const port = await freePort();
+  const metricsPort = await freePort();
+  let all = '';
+  const child = execa('node', [bin, '--multi-model', '--model-repo', repository(), '--oversubscribe', '--threads', '1',
+    '--http-port', String(port), '--metrics-port', String(metricsPort), '--drain-timeout', '5', ...extra], { reject: false, all: true });
+  const ready = new Promise<boolean>((resolve) => {
+    child.all!.on('data', (chunk: Buffer) => {
+      all += chunk.toString();
+      if (all.includes('[launcher] ready after')) resolve(true);
+    });
+    void child.then(() => resolve(false));
+  });
+  const pids = (model: string) => {
+    const m = new RegExp(`model ${model}: ready on \\d+ rank\\(s\\) \\(([^)]*)\\)`).exec(all);
+    return m ? [...m[1]!.matchAll(/pid (\d+)/g)].map((p) => Number(p[1])) : [];
+  };
+  // Every process of the job carries the plan (with this unique port) in its environment, spawned ones included.
+  return { child, base: `http://127.0.0.1:${port}`, metrics: `http://127.0.0.1:${metricsPort}`, marker: `"httpPort":${port},`, output: () => all, ready, pids };
+}
+
+async function generate(base: string, model: string, text: string, maxTokens = 12): Promise<{ status: number; json: any }> {
+  return postJson(`${base}/v2/models/${model}/generate`, { text_input: text, max_tokens: maxTokens });
+}
+
+async function noneLeft(t: Test, marker: string): Promise<void> {
+  let left = processesWith(marker, true);
+  for (let i = 0; i < 50 && left.length > 0; i += 1) {
+    await new Promise((r) => setTimeout(r, 100));
+    left = processesWith(marker, true);
+  }
+  t.same(left, [], 'no process of the job is left');
+}
+
+async function metric(base: string, name: string, labels: string): Promise<number | undefined> {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{`) && labels.split(',').every((kv) => l.includes(kv)));
+  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
+// What one rank in this process serves for each model: the orchestrator must answer the same.
+async function oneRankOutputs(t: Test): Promise<Record<string, string[]>> {
+  const out: Record<string, string[]> = {};
+  for (const [name, model] of [['alpha', 'tiny-llama'], ['beta', 'tiny-gpt2']] as const) {
+    const { base, server } = await startTestServer(t, { model: fixtureDir(model), tokensPerBlock: 16 });
+    out[name] = [];
+    for (const p of PROMPTS) out[name].push((await generate(base, 'ensemble', p)).json.text_output as string);
+    await server.close();
+  }
+  return out;
+}
+
+t.test('spawn mode: two models with different tp serve what one rank serves; one dies alone; clean stop', async (t) => {
+  const expected = await oneRankOutputs(t);
+  const cluster = await startCluster();
+  t.teardown(() => { cluster.child.kill('SIGKILL'); });
+  t.ok(await cluster.ready, `ready (output: ${cluster.output().slice(-2000)})`);
+  t.match(cluster.output(), /spawning 2 worker group\(s\): alpha \(2 rank\(s\)\), beta \(1 rank\(s\)\)/);
+  t.match(cluster.output(), /\[group 0 rank 0\] .*model alpha ready/, 'spawned ranks print under their group');
+
+  // Both models at once, several requests each: every answer equals the one-rank answer.
+  const answers = await Promise.all(PROMPTS.flatMap((p) => ['alpha', 'beta'].map(async (m) => ({ m, p, r: await generate(cluster.base, m, p) }))));
+  for (const { m, p, r } of answers) {
+    t.equal(r.status, 200, `${m}: 200`);
+    t.equal(r.json.model_name, m);
+    t.equal(r.json.text_output, expected[m]![PROMPTS.indexOf(p)], `${m} "${p}" equals one rank`);
+  }
+  t.match(cluster.output(), /curl -X POST localhost:\d+\/v2\/models\/beta\/generate/, 'prints how to query each model');
+  // Triton's names reach the first model: token-level greedy equals HF transformers.
+  const c = referenceCases('tiny-llama')[0]!;
+  const tokens = await postJson(`${cluster.base}/v2/models/tensorrt_llm/generate`, { input_ids: c.input_ids, request_output_len: 16 });
+  t.same((tokens.json.output_ids as number[]).slice(c.input_ids.length), c.greedy_output_ids, 'tensorrt_llm on alpha (tp=2) = HF greedy');
+  // OpenAI: the model field picks the executor; /v1/models lists both.
+  const models = await (await fetch(`${cluster.base}/v1/models`)).json() as { data: { id: string }[] };
+  t.same(models.data.map((d) => d.id), ['alpha', 'beta']);
+  const chat = await postJson(`${cluster.base}/v1/completions`, { model: 'beta', prompt: PROMPTS[2], max_tokens: 12, temperature: 0 });
+  t.equal(chat.status, 200);
+  t.equal(PROMPTS[2] + chat.json.choices[0].text, expected.beta![2], 'OpenAI completions on beta = one rank');
+  const wrong = await postJson(`${cluster.base}/v1/completions`, { model: 'gamma', prompt: 'x', max_tokens: 2 });
+  t.equal(wrong.status, 404);
+  t.match(wrong.json.error.message, /`gamma` does not exist; this server serves `alpha`, `beta`/);
+
+  // Bad input is refused by the orchestrator naming the field, and does not disturb the group.
+  const bad = await postJson(`${cluster.base}/v2/models/beta/generate`, { text_input: 'x', max_tokens: -3 });
+  t.equal(bad.status, 400);
+  t.match(bad.json.error, /max_tokens .*-3/);
+  const unknown = await generate(cluster.base, 'gamma', 'x');
+  t.equal(unknown.status, 404);
+  t.match(unknown.json.error, /unknown model 'gamma'; this server serves alpha, beta, ensemble/);
+
+  // Streaming through the orchestrator: one event per token, the same text in the end.
+  const stream = await postSse(`${cluster.base}/v2/models/beta/generate_stream`, { text_input: PROMPTS[0], max_tokens: 12 });
+  t.equal(stream.status, 200);
+  t.ok(stream.events.length >= 2, `${stream.events.length} events`);
+  t.equal(PROMPTS[0] + stream.events.map((e) => e.text_output).join(''), expected.beta![0], 'streamed text = one rank');
+
+  // Cancellation: a long stream dropped after two events frees its KV blocks in the group.
+  const aborter = new AbortController();
+  const long = await fetch(`${cluster.base}/v2/models/alpha/generate_stream`, { method: 'POST', body: JSON.stringify({ text_input: PROMPTS[1], max_tokens: 200 }), signal: aborter.signal });
+  t.equal(long.status, 200);
+  const reader = long.body!.getReader();
+  let seen = '';
+  while ((seen.match(/data: /g) ?? []).length < 2) {
+    const chunk = await reader.read();
+    if (chunk.done) break;
+    seen += new TextDecoder().decode(chunk.value);
+  }
+  t.ok((seen.match(/data: /g) ?? []).length >= 2, 'the long stream is flowing');
+  aborter.abort();
+  let used: number | undefined = -1;
+  for (let i = 0; i < 40 && used !== 0; i += 1) {
+    await new Promise((r) => setTimeout(r, 150));
+    used = await metric(cluster.metrics, 'nv_trt_llm_kv_cache_block_metrics', 'model="alpha",kv_cache_block_type="used"');
+  }
+  t.equal(used, 0, 'the cancelled request left no KV block in use');
+  t.equal(await metric(cluster.metrics, 'nv_trt_llm_request_metrics', 'model="alpha",request_type="active"'), 0, 'and no active request');
+  t.ok((await metric(cluster.metrics, 'nv_inference_request_success', 'model="beta"'))! >= 3, 'metrics are labelled per model');
+
+  // Kill one of alpha's ranks: alpha turns unavailable (503 naming it), beta keeps answering.
+  const alpha = cluster.pids('alpha');
+  t.equal(alpha.length, 2, 'alpha runs on 2 ranks');
+  process.kill(alpha[1]!, 'SIGKILL');
+  let down = await generate(cluster.base, 'alpha', 'x');
+  for (let i = 0; i < 20 && down.status === 200; i += 1) {
+    await new Promise((r) => setTimeout(r, 100));
+    down = await generate(cluster.base, 'alpha', 'x');
+  }
+  t.equal(down.status, 503);
+  t.match(down.json.error, /model 'alpha' is not available: its rank 1 \(pid \d+ on \S+\) exited/);
+  const still = await generate(cluster.base, 'beta', PROMPTS[2]!);
+  t.equal(still.status, 200, 'beta keeps serving');
+  t.equal(still.json.text_output, expected.beta![2]);
+  const index = (await postJson(`${cluster.base}/v2/repository/index`, {})).json as { name: string; state: string; reason: string }[];
+  t.match(index.find((m) => m.name === 'alpha'), { state: 'UNAVAILABLE', reason: /rank 1/ });
+  t.match(index.find((m) => m.name === 'beta'), { state: 'READY' });
+  t.equal((await fetch(`${cluster.base}/v2/health/ready`)).status, 503, 'the server is not ready while a model is down (strict readiness)');
+  t.equal((await fetch(`${cluster.base}/v2/models/beta/ready`)).status, 200, 'beta is ready');
+  for (const pid of alpha) t.throws(() => process.kill(pid, 0), 'alpha\'s other rank was taken down too');
+
+  cluster.child.kill('SIGTERM');
+  const result = await cluster.child;
+  t.equal(result.exitCode, 0, 'SIGTERM drains and exits 0');
+  t.match(cluster.output(), /all ranks stopped cleanly/);
+  await noneLeft(t, cluster.marker);
+});
+
+t.test('no-spawn variant: every rank started by mpirun serves the same; a dead group is isolated', async (t) => {
+  const expected = await oneRankOutputs(t);
+  const cluster = await startCluster(['--no-spawn']);
+  t.teardown(() => { cluster.child.kill('SIGKILL'); });
+  t.ok(await cluster.ready, `ready (output: ${cluster.output().slice(-2000)})`);
+  t.match(cluster.output(), /ready after [\d.]+ s: 4 rank\(s\)/, 'mpirun started the orchestrator and all 3 group ranks');
+  for (const m of ['alpha', 'beta']) {
+    const r = await generate(cluster.base, m, PROMPTS[0]!);
+    t.equal(r.json.text_output, expected[m]![0], `${m} = one rank`);
+  }
+  process.kill(cluster.pids('beta')[0]!, 'SIGKILL');
+  let down = await generate(cluster.base, 'beta', 'x');
+  for (let i = 0; i < 20 && down.status === 200; i += 1) {
+    await new Promise((r) => setTimeout(r, 100));
+    down = await generate(cluster.base, 'beta', 'x');
+  }
+  t.equal(down.status, 503);
+  t.match(down.json.error, /model 'beta' is not available/);
+  t.equal((await generate(cluster.base, 'alpha', PROMPTS[1]!)).json.text_output, expected.alpha![1], 'alpha keeps serving');
+  cluster.child.kill('SIGTERM');
+  await cluster.child;
+  await noneLeft(t, cluster.marker);
+});
+
+t.test('--fail-fast: one dead worker stops the whole cluster with a non-zero exit', async (t) => {
+  const cluster = await startCluster(['--fail-fast']);
+  t.teardown(() => { cluster.child.kill('SIGKILL'); });
+  t.ok(await cluster.ready, `ready (output: ${cluster.output().slice(-2000)})`);
+  process.kill(cluster.pids('beta')[0]!, 'SIGKILL');
+  const result = await cluster.child;
+  t.not(result.exitCode, 0, `exit code ${result.exitCode}`);
+  t.match(cluster.output(), /--fail-fast: model beta failed, stopping the whole cluster/);
+  await noneLeft(t, cluster.marker);
+});
+
+t.test('the orchestrator killed: every worker group goes with it', async (t) => {
+  const cluster = await startCluster();
+  t.teardown(() => { cluster.child.kill('SIGKILL'); });
+  t.ok(await cluster.ready, `ready (output: ${cluster.output().slice(-2000)})`);
+  const orchestrator = Number(/leader pid (\d+)/.exec(cluster.output())![1]);
+  process.kill(orchestrator, 'SIGKILL');
+  const result = await cluster.child;
+  t.not(result.exitCode, 0);
+  await noneLeft(t, cluster.marker);
+});

@@ -1,0 +1,105 @@
+// A worker group's rank 0 in orchestrator mode: loads the model (its followers load their shards alongside),
+// says hello to the orchestrator, then runs the requests that arrive over the link and sends every iteration's
+// responses back, with the executor's stats twice a second. On the orchestrator's shutdown message it drains,
+// says bye and stops; the followers are released by the executor's shutdown as in leader mode.
+import type { AddonLinks, NativeErrorCode, NativeResponse } from '../binding/addon-types.js';
+import { TrtllmError } from '../binding/errors.js';
+import { Executor } from '../executor/executor.js';
+import type { Logger } from '../log.js';
+import { executorOptions } from '../serve.js';
+import { loadTokenizer } from '../tokenizer.js';
+import {
+  type Cancel, decode, encode, type Enqueue, type Hello, type LoadFailed, type RankIdentity, type Shutdown, STATS_INTERVAL_MS,
+  type Stats, TAG, withRequestId,
+} from './wire.js';
+import type { GroupPlan } from './plan.js';
+
+const LINK = 0;
+
+export async function runGroupLeader(group: GroupPlan, links: AddonLinks, ranks: RankIdentity[], log: Logger): Promise<number> {
+  const send = (tag: number, body: unknown) => links.send(LINK, tag, encode(body));
+  send(TAG.members, ranks);
+  let executor: Executor;
+  const started = performance.now();
+  try {
+    executor = await Executor.load(group.serve.model, executorOptions(group.serve));
+    const tokenizer = loadTokenizer(group.serve.model);
+    const endId = tokenizer.eosTokenId ?? executor.modelConfig.eosTokenIds[0] ?? -1;
+    // Warm-up, as a leader-mode server does before it says ready.
+    await executor.generate({ inputTokenIds: [tokenizer.bosTokenId ?? (endId >= 0 ? endId : 0)], maxTokens: 1 });
+    executor.iterationStats();
+  } catch (error) {
+    const code = (error instanceof TrtllmError ? error.code : 'internal') as NativeErrorCode;
+    const failed: LoadFailed = { code, message: (error as Error).message, ranks };
+    send(TAG.loadFailed, failed);
+    await flush(links);
+    log.error(`model ${group.name} failed to load: ${(error as Error).message}`);
+    return 1;
+  }
+  const hello: Hello = {
+    modelConfig: executor.modelConfig, limits: executor.limits, ranks, kv: executor.kvCacheStats(),
+    loadSeconds: (performance.now() - started) / 1000,
+  };
+
+  const ids = new Map<number, number>();  // this executor's request id → the orchestrator's
+  executor.onResponses((batch) => {
+    const out: NativeResponse[] = [];
+    for (const response of batch) {
+      const theirs = ids.get(response.requestId);
+      if (theirs === undefined) continue;
+      if (response.isFinal) ids.delete(response.requestId);
+      out.push(withRequestId(response, theirs));
+    }
+    if (out.length > 0) send(TAG.responses, out);
+  });
+  const ours = new Map<number, number>();  // the orchestrator's id → this executor's, while running
+  const stats = setInterval(() => {
+    const body: Stats = { iterations: executor.iterationStats(), kv: executor.kvCacheStats(), active: executor.numActiveRequests() };
+    send(TAG.stats, body);
+  }, STATS_INTERVAL_MS);
+
+  const done = new Promise<Shutdown>((resolveShutdown) => {
+    links.listen((messages) => {
+      for (const [, tag, bytes] of messages) {
+        if (tag === TAG.enqueue) {
+          const { id, request } = decode<Enqueue>(bytes);
+          try {
+            const handle = executor.enqueue(request);
+            ids.set(handle.id, id);
+            ours.set(id, handle.id);
+            handle.responses().then(() => ours.delete(id), () => ours.delete(id));
+          } catch (error) {
+            const code = (error instanceof TrtllmError ? error.code : 'internal') as NativeErrorCode;
+            send(TAG.responses, [{ requestId: id, isFinal: true, error: { code, message: (error as Error).message } }]);
+          }
+        } else if (tag === TAG.cancel) {
+          const local = ours.get(decode<Cancel>(bytes).id);
+          if (local !== undefined) executor.cancel(local);
+        } else if (tag === TAG.shutdown) {
+          resolveShutdown(decode<Shutdown>(bytes));
+        }
+      }
+    });
+  });
+  send(TAG.hello, hello);
+  log.info(`model ${group.name} ready (tp ${group.tp} x pp ${group.pp}, loaded in ${hello.loadSeconds.toFixed(2)} s)`);
+
+  const { drainMs } = await done;
+  const deadline = Date.now() + drainMs;
+  while (executor.numActiveRequests() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  // What is left is cancelled here, while the link is still up, so its final responses reach the orchestrator.
+  for (const local of ours.values()) executor.cancel(local);
+  while (executor.numActiveRequests() > 0) await new Promise((r) => setTimeout(r, 5));
+  clearInterval(stats);
+  send(TAG.bye, {});
+  await flush(links);
+  links.close();
+  await executor.shutdown();  // releases the followers and ends MPI (leaving the orchestrator's intercommunicator)
+  return 0;
+}
+
+/** Waits until the link's sends are done, so a message is not lost when the process ends right after. */
+async function flush(links: AddonLinks): Promise<void> {
+  const deadline = Date.now() + 5000;
+  while (links.pending(LINK) > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+}

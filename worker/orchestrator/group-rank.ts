@@ -1,0 +1,54 @@
+// One rank of a worker group in orchestrator mode. Rank 0 leads (group-leader.ts); the others follow it exactly as
+// in leader mode. Every rank watches the orchestrator: a group must not outlive it, whatever killed it.
+import { hostname } from 'node:os';
+
+import type { AddonLinks } from '../binding/addon-types.js';
+import { loadAddon } from '../binding/load-addon.js';
+import type { Logger } from '../log.js';
+import { runGroupLeader } from './group-leader.js';
+import type { GroupPlan } from './plan.js';
+import type { RankIdentity } from './wire.js';
+
+const WATCH_MS = 250;
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Ends this process at once when the orchestrator is gone. On its host that is seen from its pid; elsewhere the
+ * group's leader hears from it every second over the link, and its followers go with the leader (the MPI job of
+ * the group fails).
+ */
+export function watchOrchestrator(orchestrator: RankIdentity, log: Logger): void {
+  if (orchestrator.host !== hostname()) return;
+  const timer = setInterval(() => {
+    if (alive(orchestrator.pid)) return;
+    log.error(`the orchestrator (pid ${orchestrator.pid}) is gone: stopping`);
+    process.kill(process.pid, 'SIGKILL');  // no MPI_Finalize: the peers it would wait for are gone too
+  }, WATCH_MS);
+  timer.unref();
+}
+
+export async function runGroupRank(group: GroupPlan, rank: number, links: AddonLinks | undefined, orchestrator: RankIdentity, log: Logger): Promise<number> {
+  const addon = loadAddon();
+  const ranks = addon.groupMembers();  // collective over the group: the orchestrator watches these processes
+  watchOrchestrator(orchestrator, log);
+  if (rank !== 0) {
+    // Followers stop when the leader releases them after its drain; a signal must not cut that short.
+    process.on('SIGINT', () => {});
+    process.on('SIGTERM', () => {});
+    await addon.runFollower(group.serve.model, {
+      tp: group.tp, pp: group.pp, ...(group.serve.threads === undefined ? {} : { numThreads: group.serve.threads }),
+    });
+    return 0;
+  }
+  process.on('SIGINT', () => {});  // the orchestrator drains its groups itself
+  process.on('SIGTERM', () => {});
+  return runGroupLeader(group, links ?? addon.linkToParent(), ranks, log);
+}

@@ -1,0 +1,160 @@
+// The orchestrator (Triton's orchestrator mode): one process that owns the frontend and, per model of the
+// repository, a worker group — spawned here with MPI_Comm_spawn, or started up front by mpirun/srun (no-spawn).
+// It waits until every group is ready or failed, serves every model by name, drains the groups on SIGINT/SIGTERM,
+// and keeps serving the others when one group dies (unless fail-fast).
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+
+import { Registry, collectDefaultMetrics } from 'prom-client';
+
+import type { AddonLinks } from '../binding/addon-types.js';
+import { loadAddon, packageRoot } from '../binding/load-addon.js';
+import { loadChatTemplate } from '../frontend/chat-template.js';
+import { createFrontendServer, createMetricsServer, type MetricsEndpoint } from '../frontend/frontend.js';
+import { ServingMetrics } from '../frontend/metrics.js';
+import { type CatalogModel, multiModelCatalog } from '../frontend/model-catalog.js';
+import { MODEL_NAMES } from '../frontend/model-repository.js';
+import { buildServingContext } from '../frontend/serving-context.js';
+import type { Logger } from '../log.js';
+import { loadTokenizer } from '../tokenizer.js';
+import type { MultiModelPlan } from './plan.js';
+import { HEARTBEAT_INTERVAL_MS } from './wire.js';
+import { WorkerGroup } from './worker-group.js';
+
+const CHECK_MS = 250;
+
+function listen(server: Server, port: number, host: string): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolvePort((server.address() as AddressInfo).port);
+    });
+  });
+}
+
+/** The command line a spawned group runs: this program's hidden `orchestrated` command. */
+function groupArgv(index: number): string[] {
+  return [join(packageRoot(), 'bin', 'trtllm-launch.js'), 'orchestrated', '--group', String(index), '--orchestrator', `${hostname()}:${process.pid}`];
+}
+
+export async function spawnLinks(plan: MultiModelPlan, log: Logger): Promise<AddonLinks> {
+  const specs = plan.groups.map((g, i) => ({ command: process.execPath, args: groupArgv(i), processes: g.tp * g.pp }));
+  log.info(`spawning ${specs.length} worker group(s): ${plan.groups.map((g) => `${g.name} (${g.tp * g.pp} rank(s))`).join(', ')}`);
+  return loadAddon().spawnGroups(specs);
+}
+
+export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, log: Logger): Promise<number> {
+  const opts = plan.frontend;
+  let open = false;
+  let exitCode = 0;
+  let stopRequested: ((code: number) => void) | undefined;
+  const stopped = new Promise<number>((resolve) => { stopRequested = resolve; });
+  const groups = plan.groups.map((g, i) => new WorkerGroup(i, g, {
+    send: (tag, bytes) => links.send(i, tag, bytes),
+    drop: () => links.disconnect(i, true),
+    // A spawned group leaves its parent intercommunicator in MPI_Finalize: disconnect here too, or both wait.
+    close: () => links.disconnect(i, !plan.spawn),
+  }, log, (failed) => {
+    if (plan.failFast) {
+      log.error(`--fail-fast: model ${failed.name} failed, stopping the whole cluster`);
+      exitCode = 1;
+      stopRequested?.(1);
+    }
+  }));
+  links.listen((batch) => {
+    for (const [index, tag, bytes] of batch) groups[index]?.receive(tag, bytes);
+  });
+  const watch = setInterval(() => { for (const g of groups) g.check(); }, CHECK_MS);
+  const heartbeat = setInterval(() => { for (const g of groups) g.heartbeat(); }, HEARTBEAT_INTERVAL_MS);
+
+  await Promise.all(groups.map((g) => g.settled()));
+  const failed = groups.filter((g) => g.status === 'failed');
+  if (failed.length > 0 && plan.failFast) {
+    for (const g of groups) g.killSurvivors();
+    clearInterval(watch);
+    clearInterval(heartbeat);
+    links.close();
+    return 1;
+  }
+
+  // One registry for all models; each model's executor gauges are labelled with its name.
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const catalogModels: CatalogModel[] = [];
+  const allMetrics: ServingMetrics[] = [];
+  for (const [i, g] of groups.entries()) {
+    const reason = () => g.reason ?? (g.status === 'ready' ? undefined : `its worker group is ${g.status}`);
+    if (!g.executor) {
+      catalogModels.push({ name: g.name, ctx: undefined, reason });
+      continue;
+    }
+    const executor = g.executor;
+    const names = i === 0 ? [g.name, ...MODEL_NAMES] : [g.name];
+    const metrics = new ServingMetrics(executor, names, { registry, engineModel: g.name });
+    executor.onIterationStats(metrics.onIterationStats);
+    allMetrics.push(metrics);
+    const ctx = buildServingContext({
+      executor, tokenizer: loadTokenizer(g.plan.serve.model), modelDir: g.plan.serve.model, metrics,
+      chatTemplate: loadChatTemplate(g.plan.serve.model), servedModelName: g.name, maxBatchSize: g.plan.serve.maxBatchSize ?? 64,
+      isReady: () => open && g.status === 'ready', unavailableReason: reason,
+    });
+    catalogModels.push({ name: g.name, ctx, reason });
+  }
+  const endpoint: MetricsEndpoint = {
+    registry,
+    scrape: async () => {
+      for (const m of allMetrics) m.refresh();
+      return registry.metrics();
+    },
+  };
+  const http = createFrontendServer(multiModelCatalog(catalogModels), {
+    apiKey: opts.apiKey, authHealth: opts.authHealth, authMetrics: opts.authMetrics, maxBodyBytes: opts.maxBodyBytes,
+    onError: (error) => log.error(`request failed: ${(error as Error)?.stack ?? String(error)}`),
+  });
+  const metricsServer = createMetricsServer(endpoint, { apiKey: opts.apiKey, authMetrics: opts.authMetrics });
+  const httpPort = await listen(http, opts.httpPort, opts.host);
+  const metricsPort = await listen(metricsServer, opts.metricsPort, opts.host);
+  const poll = setInterval(() => { for (const g of groups) g.executor?.iterationStats(); }, 500);
+  open = true;
+  const shown = opts.host === '0.0.0.0' || opts.host === '::' ? 'localhost' : opts.host;
+  process.stdout.write([
+    `Started HTTPService at ${opts.host}:${httpPort}`,
+    `Started Metrics Service at ${opts.host}:${metricsPort}`,
+    `orchestrator ready: ${groups.filter((g) => g.status === 'ready').length} of ${groups.length} model(s) serving`,
+    ...groups.map((g) => `  ${g.name}: ${g.status === 'ready' ? `ready (tp ${g.plan.tp} x pp ${g.plan.pp})` : `NOT available: ${g.reason}`}`),
+    `  curl -X POST ${shown}:${httpPort}/v2/models/${groups[0]!.name}/generate -d '{"text_input": "What is machine learning?", "max_tokens": 20}'`,
+    '',
+  ].join('\n'));
+
+  const onSignal = (signal: string) => {
+    log.info(`${signal}: draining every model (up to ${opts.drainTimeoutMs} ms), then stopping`);
+    stopRequested?.(0);
+  };
+  process.once('SIGINT', () => onSignal('SIGINT'));
+  process.once('SIGTERM', () => onSignal('SIGTERM'));
+  const code = await stopped;
+
+  open = false;
+  const httpClosed = new Promise<void>((done) => http.close(() => done()));
+  http.closeIdleConnections();
+  if (code === 0) {
+    for (const g of groups) g.shutdown(opts.drainTimeoutMs);
+    const deadline = new Promise<void>((done) => setTimeout(done, opts.drainTimeoutMs + 10_000).unref());
+    await Promise.race([Promise.all(groups.map((g) => g.settled())), deadline]);
+  }
+  http.closeAllConnections();
+  clearInterval(poll);
+  clearInterval(watch);
+  clearInterval(heartbeat);
+  await Promise.all([httpClosed, new Promise<void>((done) => metricsServer.close(() => done()))]);
+  links.close();
+  for (const g of groups) if (g.status !== 'stopped') g.killSurvivors();
+  // MPI_Finalize waits for every connected process: only when every group ended in order (a spawned group that
+  // failed was never connected to in a way that outlives it; a no-spawn job shares one MPI_COMM_WORLD).
+  if (plan.spawn || groups.every((g) => g.status === 'stopped')) loadAddon().commFinalize();
+  log.info('stopped');
+  return exitCode;
+}

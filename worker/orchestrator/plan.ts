@@ -1,0 +1,39 @@
+// The multi-model plan the launcher hands every process of an orchestrator job (environment variable
+// TRTLLM_MULTI_MODEL_PLAN, JSON): the frontend's options, and per model its serve options, grid and — without
+// spawning — the job ranks that run it. Spawned groups inherit the variable through mpirun (-x), so the plan needs
+// no file on a shared disk.
+import type { ServeOptions } from '../serve.js';
+
+export const PLAN_ENV = 'TRTLLM_MULTI_MODEL_PLAN';
+
+export interface GroupPlan {
+  name: string;            // the served model name (unique)
+  serve: ServeOptions;     // the model's serve options (checkpoint, executor settings, tp, pp)
+  tp: number;
+  pp: number;
+  ranks: number[];         // no-spawn: the job ranks of this group (participant ids), leader first; spawn: []
+  deviceIds: number[];     // one per rank, or empty (CPU backend)
+}
+
+export interface MultiModelPlan {
+  spawn: boolean;          // true: the orchestrator spawns the groups; false: every rank started up front
+  failFast: boolean;       // one group's death stops the whole cluster
+  frontend: ServeOptions;  // host, ports, auth, drain timeout, log level (model fields unused)
+  groups: GroupPlan[];
+}
+
+export function readPlan(env: NodeJS.ProcessEnv = process.env): MultiModelPlan {
+  const text = env[PLAN_ENV];
+  if (!text) throw new Error(`${PLAN_ENV} is not set: orchestrator processes are started by trtllm-launch --multi-model`);
+  const plan = JSON.parse(text) as MultiModelPlan;
+  if (!Array.isArray(plan.groups) || plan.groups.length === 0) throw new Error(`${PLAN_ENV} has no groups`);
+  return plan;
+}
+
+/** No-spawn: which group a job rank belongs to (0: the orchestrator, g + 1: group g). */
+export function colorOf(plan: MultiModelPlan, jobRank: number): number {
+  if (jobRank === 0) return 0;
+  const g = plan.groups.findIndex((group) => group.ranks.includes(jobRank));
+  if (g < 0) throw new Error(`job rank ${jobRank} belongs to no model of the plan (ranks: ${plan.groups.map((p) => `${p.name} ${p.ranks.join(',')}`).join('; ')})`);
+  return g + 1;
+}

@@ -1,0 +1,54 @@
+// Every process of an orchestrator job starts here (`trtllm-launch orchestrated`) and takes its role: the
+// orchestrator, or a rank of one model's worker group — spawned by the orchestrator, or (no-spawn) started with it
+// by mpirun/srun and sorted into groups by the plan's rank lists.
+import { hostname } from 'node:os';
+
+import { createLogger } from '../log.js';
+import { loadAddon } from '../binding/load-addon.js';
+import { runGroupRank } from './group-rank.js';
+import { runOrchestrator, spawnLinks } from './orchestrator.js';
+import { colorOf, readPlan } from './plan.js';
+import type { RankIdentity } from './wire.js';
+
+export interface OrchestratedArgs {
+  group?: number;            // a spawned group's index (set by the orchestrator)
+  orchestrator?: string;     // "host:pid" of the orchestrator that spawned this group
+}
+
+function parseIdentity(text: string): RankIdentity {
+  const at = text.lastIndexOf(':');
+  return { host: text.slice(0, at), pid: Number(text.slice(at + 1)) };
+}
+
+/** The launcher drains the cluster by signalling this process: it looks for this line (as for a leader). */
+function announce(): void {
+  process.stdout.write(`leader pid ${process.pid} on ${hostname()}\n`);
+}
+
+export async function runOrchestrated(args: OrchestratedArgs): Promise<number> {
+  const plan = readPlan();
+  if (process.env.TRTLLM_API_KEY) plan.frontend.apiKey = process.env.TRTLLM_API_KEY;
+  const addon = loadAddon();
+  const info = addon.commInit(true, true);
+  const log = createLogger(plan.frontend.logLevel);
+  if (plan.spawn) {
+    if (!info.spawned) {
+      announce();
+      return runOrchestrator(plan, await spawnLinks(plan, log), log);
+    }
+    const index = args.group ?? -1;
+    const group = plan.groups[index];
+    if (!group || args.orchestrator === undefined) throw new Error(`a spawned group needs --group (0..${plan.groups.length - 1}) and --orchestrator host:pid`);
+    return runGroupRank(group, info.worldRank, undefined, parseIdentity(args.orchestrator), log);
+  }
+  // No spawning: everybody learns the orchestrator's identity (job rank 0), then splits into groups and links up.
+  const job = addon.groupMembers();
+  const color = colorOf(plan, info.jobRank);
+  const groupInfo = addon.joinGroup(color);
+  const links = await addon.linkGroups(color, plan.groups.length);
+  if (color === 0) {
+    announce();
+    return runOrchestrator(plan, links, log);
+  }
+  return runGroupRank(plan.groups[color - 1]!, groupInfo.worldRank, links, job[0]!, log);
+}
