@@ -68,7 +68,7 @@ export function planMultiModel(input: MultiModelInput): MultiModelPlan {
       fail(`model "${name}" (${file.path}) needs ${tp * pp} rank(s) (tp ${tp} x pp ${pp}) but has ${deviceIds.length} device id(s) [${deviceIds.join(', ')}]: give one device per rank`);
     }
     const ranks = [...((file.values.get('participant_ids') as number[] | undefined) ?? [])].sort((a, b) => a - b);
-    return { name, serve: input.serveOptions(file.options, { tp, pp }), tp, pp, ranks, deviceIds: deviceIds.slice(0, tp * pp) };
+    return { name, serve: input.serveOptions(file.options, { tp, pp }), tp, pp, ranks, deviceIds: [...deviceIds] };
   });
 
   const owner = new Map<number, string>();

@@ -12,7 +12,7 @@ export interface GroupPlan {
   tp: number;
   pp: number;
   ranks: number[];         // no-spawn: the job ranks of this group (participant ids), leader first; spawn: []
-  deviceIds: number[];     // one per rank, or empty (CPU backend)
+  deviceIds: number[];     // the model's devices (rank i uses the i-th), or empty (CPU backend)
 }
 
 export interface MultiModelPlan {

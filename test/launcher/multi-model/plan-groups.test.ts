@@ -1,0 +1,62 @@
+// The multi-model planner (pure): names, world size, device ids (Triton's "0,1;2,3" too), participant ids and
+// oversubscription are checked before anything starts, each error naming the model, the value and what to do.
+import t from 'tap';
+
+import { type ModelFile, type MultiModelInput, parseDeviceLists, planMultiModel } from '../../../launcher/multi-model/plan-groups.js';
+import { serveOptions } from '../../../launcher/serve-command.js';
+import type { ServeCliOptions } from '../../../launcher/serve-options.js';
+import type { ServeOptions } from '../../../worker/serve.js';
+
+const frontend = { host: '0.0.0.0', httpPort: 8000, metricsPort: 8002 } as ServeOptions;
+
+function file(path: string, options: Partial<ServeCliOptions>, values: Record<string, unknown> = {}): ModelFile {
+  return { path, options: { model: `/models/${path}`, host: '0.0.0.0', httpPort: 8000, metricsPort: 8002, ...options } as ServeCliOptions, values: new Map(Object.entries(values)) };
+}
+
+function input(models: ModelFile[], extra: Partial<MultiModelInput> = {}): MultiModelInput {
+  return { models, spawn: true, failFast: false, oversubscribe: true, cpu: true, cores: 64, frontend, serveOptions, ...extra };
+}
+
+t.test('names come from the files (or their name key); each group gets its grid', async (t) => {
+  const plan = planMultiModel(input([file('/repo/a.yaml', { tp: 2 }), file('/repo/b.yml', { servedModelName: 'bee', pp: 2 })]));
+  t.same(plan.groups.map((g) => [g.name, g.tp, g.pp, g.ranks]), [['a', 2, 1, []], ['bee', 1, 2, []]]);
+  t.equal(plan.groups[0]!.serve.model, '/models//repo/a.yaml');
+  t.equal(plan.spawn, true);
+});
+
+t.test('bad repositories are refused with what to do', async (t) => {
+  t.throws(() => planMultiModel(input([])), /at least one model file/);
+  t.throws(() => planMultiModel(input([file('/r/a.yaml', { servedModelName: 'x' }), file('/r/b.yaml', { servedModelName: 'x' })])),
+    /model name "x" is used by both \/r\/a.yaml and \/r\/b.yaml: set a distinct "name"/);
+  t.throws(() => planMultiModel(input([file('/r/a.yaml', {})], { worldSize: 4 })),
+    /--multi-model starts one orchestrator \(world size 1\).*--world-size 4 does not apply/);
+  t.throws(() => planMultiModel(input([file('/r/a.yaml', { tp: 2 }), file('/r/b.yaml', {})], { oversubscribe: false, cores: 2 })),
+    /needs 4 processes \(the orchestrator \+ 2 for a, 1 for b\) but this machine has 2 core\(s\): pass --oversubscribe/);
+  t.doesNotThrow(() => planMultiModel(input([file('/r/a.yaml', {})], { oversubscribe: false, cores: 2 })), '2 processes on 2 cores need nothing');
+});
+
+t.test('device ids: per file or Triton\'s "0,1;2,3"; no overlap; one per rank', async (t) => {
+  t.same(parseDeviceLists('0,1;2,3', 2), [[0, 1], [2, 3]]);
+  t.throws(() => parseDeviceLists('0,1', 2), /has 1 list\(s\) separated by ';' but the repository has 2 model\(s\)/);
+  t.throws(() => parseDeviceLists('0,x;1', 2), /"x" is not a device id/);
+  const two = [file('/r/a.yaml', { tp: 2 }), file('/r/b.yaml', {})];
+  t.same(planMultiModel(input(two, { gpuDeviceIds: '0,1;2' })).groups.map((g) => g.deviceIds), [[0, 1], [2]]);
+  t.throws(() => planMultiModel(input(two, { gpuDeviceIds: '0,1;1' })), /device 1 is given to both model "a" and model "b"/);
+  t.throws(() => planMultiModel(input(two, { gpuDeviceIds: '0;1' })), /model "a" \(\/r\/a.yaml\) needs 2 rank\(s\) \(tp 2 x pp 1\) but has 1 device id\(s\) \[0\]/);
+  const fromFiles = [file('/r/a.yaml', { tp: 2 }, { gpu_device_ids: [3, 4] }), file('/r/b.yaml', {}, { gpu_device_ids: [4] })];
+  t.throws(() => planMultiModel(input(fromFiles)), /device 4 is given to both model "a" and model "b"/);
+});
+
+t.test('no-spawn: participant ids partition the job after the orchestrator; the rest are assigned in order', async (t) => {
+  const models = [file('/r/a.yaml', { tp: 2 }), file('/r/b.yaml', {}, { participant_ids: [1] })];
+  const plan = planMultiModel(input(models, { spawn: false }));
+  t.same(plan.groups.map((g) => g.ranks), [[2, 3], [1]]);
+  t.same(planMultiModel(input(models, { spawn: false, worldSize: 4 })).groups.length, 2, '--world-size may state the total');
+  t.throws(() => planMultiModel(input(models, { spawn: false, worldSize: 3 })), /--world-size 3 must equal 1 \(the orchestrator\) \+ the ranks of every model = 4/);
+  t.throws(() => planMultiModel(input([file('/r/a.yaml', { tp: 2 }, { participant_ids: [1] })], { spawn: false })),
+    /participant_ids \[1\] has 1 rank\(s\), tp 2 x pp 1 needs 2/);
+  t.throws(() => planMultiModel(input([file('/r/a.yaml', {}, { participant_ids: [5] })], { spawn: false })),
+    /participant id 5 is outside 1..1/);
+  t.throws(() => planMultiModel(input([file('/r/a.yaml', {}, { participant_ids: [1] }), file('/r/b.yaml', {}, { participant_ids: [1] })], { spawn: false })),
+    /participant id 1 is given to both model "a" and model "b"/);
+});
