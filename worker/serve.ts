@@ -53,7 +53,7 @@ export interface RunningServer {
 
 const STATS_POLL_MS = 500;  // drains iteration stats often enough that the native ring buffer never overflows
 
-function listen(server: Server, port: number, host: string): Promise<number> {
+export function listen(server: Server, port: number, host: string): Promise<number> {
   return new Promise((resolvePort, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {

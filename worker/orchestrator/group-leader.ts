@@ -16,7 +16,9 @@ import type { GroupPlan } from './plan.js';
 
 const LINK = 0;
 
-export async function runGroupLeader(group: GroupPlan, links: AddonLinks, ranks: RankIdentity[], log: Logger): Promise<number> {
+const ORCHESTRATOR_SILENCE_MS = 10_000;  // it sends a heartbeat every second
+
+export async function runGroupLeader(group: GroupPlan, links: AddonLinks, ranks: RankIdentity[], orchestratorRemote: boolean, log: Logger): Promise<number> {
   const send = (tag: number, body: unknown) => links.send(LINK, tag, encode(body));
   send(TAG.members, ranks);
   let executor: Executor;
@@ -58,8 +60,17 @@ export async function runGroupLeader(group: GroupPlan, links: AddonLinks, ranks:
     send(TAG.stats, body);
   }, STATS_INTERVAL_MS);
 
+  // An orchestrator on another host cannot be watched by pid: its silence is the sign that it is gone.
+  let lastHeard = Date.now();
+  const silence = setInterval(() => {
+    if (!orchestratorRemote || Date.now() - lastHeard < ORCHESTRATOR_SILENCE_MS) return;
+    log.error(`the orchestrator has been silent for ${ORCHESTRATOR_SILENCE_MS / 1000} s: stopping`);
+    process.kill(process.pid, 'SIGKILL');
+  }, 1000);
+  silence.unref();
   const done = new Promise<Shutdown>((resolveShutdown) => {
     links.listen((messages) => {
+      lastHeard = Date.now();
       for (const [, tag, bytes] of messages) {
         if (tag === TAG.enqueue) {
           const { id, request } = decode<Enqueue>(bytes);
@@ -91,6 +102,7 @@ export async function runGroupLeader(group: GroupPlan, links: AddonLinks, ranks:
   for (const local of ours.values()) executor.cancel(local);
   while (executor.numActiveRequests() > 0) await new Promise((r) => setTimeout(r, 5));
   clearInterval(stats);
+  clearInterval(silence);
   send(TAG.bye, {});
   await flush(links);
   links.close();

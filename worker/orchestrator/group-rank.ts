@@ -5,30 +5,22 @@ import { hostname } from 'node:os';
 import type { AddonLinks } from '../binding/addon-types.js';
 import { loadAddon } from '../binding/load-addon.js';
 import type { Logger } from '../log.js';
+import { processAlive } from './process-alive.js';
 import { runGroupLeader } from './group-leader.js';
 import type { GroupPlan } from './plan.js';
 import type { RankIdentity } from './wire.js';
 
 const WATCH_MS = 250;
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /**
- * Ends this process at once when the orchestrator is gone. On its host that is seen from its pid; elsewhere the
- * group's leader hears from it every second over the link, and its followers go with the leader (the MPI job of
- * the group fails).
+ * Ends this process at once when the orchestrator is gone, seen from its pid on the same host. On another host the
+ * group's leader watches the orchestrator's heartbeats instead (group-leader.ts), and followers there end with the
+ * launcher's mpirun/srun.
  */
 export function watchOrchestrator(orchestrator: RankIdentity, log: Logger): void {
   if (orchestrator.host !== hostname()) return;
   const timer = setInterval(() => {
-    if (alive(orchestrator.pid)) return;
+    if (processAlive(orchestrator.pid)) return;
     log.error(`the orchestrator (pid ${orchestrator.pid}) is gone: stopping`);
     process.kill(process.pid, 'SIGKILL');  // no MPI_Finalize: the peers it would wait for are gone too
   }, WATCH_MS);
@@ -50,5 +42,5 @@ export async function runGroupRank(group: GroupPlan, rank: number, links: AddonL
   }
   process.on('SIGINT', () => {});  // the orchestrator drains its groups itself
   process.on('SIGTERM', () => {});
-  return runGroupLeader(group, links ?? addon.linkToParent(), ranks, log);
+  return runGroupLeader(group, links ?? addon.linkToParent(), ranks, orchestrator.host !== hostname(), log);
 }

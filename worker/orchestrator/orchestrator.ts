@@ -2,8 +2,6 @@
 // repository, a worker group — spawned here with MPI_Comm_spawn, or started up front by mpirun/srun (no-spawn).
 // It waits until every group is ready or failed, serves every model by name, drains the groups on SIGINT/SIGTERM,
 // and keeps serving the others when one group dies (unless fail-fast).
-import type { AddressInfo } from 'node:net';
-import type { Server } from 'node:http';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 
@@ -18,22 +16,13 @@ import { type CatalogModel, multiModelCatalog } from '../frontend/model-catalog.
 import { MODEL_NAMES } from '../frontend/model-repository.js';
 import { buildServingContext } from '../frontend/serving-context.js';
 import type { Logger } from '../log.js';
+import { listen } from '../serve.js';
 import { loadTokenizer } from '../tokenizer.js';
 import type { MultiModelPlan } from './plan.js';
 import { HEARTBEAT_INTERVAL_MS } from './wire.js';
 import { WorkerGroup } from './worker-group.js';
 
 const CHECK_MS = 250;
-
-function listen(server: Server, port: number, host: string): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolvePort((server.address() as AddressInfo).port);
-    });
-  });
-}
 
 /** The command line a spawned group runs: this program's hidden `orchestrated` command. */
 function groupArgv(index: number): string[] {

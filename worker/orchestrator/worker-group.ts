@@ -6,6 +6,7 @@ import { hostname } from 'node:os';
 
 import type { NativeResponse } from '../binding/addon-types.js';
 import type { Logger } from '../log.js';
+import { processAlive } from './process-alive.js';
 import type { GroupPlan } from './plan.js';
 import { RemoteExecutor } from './remote-executor.js';
 import { decode, encode, type Hello, type LoadFailed, type RankIdentity, type Stats, TAG } from './wire.js';
@@ -19,15 +20,6 @@ export interface GroupLink {
 }
 
 const REMOTE_SILENCE_MS = 10_000;  // a leader on another host that says nothing (stats come twice a second) is gone
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 export class WorkerGroup {
   status: GroupStatus = 'loading';
@@ -97,7 +89,7 @@ export class WorkerGroup {
   check(): void {
     if (this.status === 'failed' || this.status === 'stopped') return;
     for (const [rank, r] of this.ranks.entries()) {
-      if (r.host === this.here && !alive(r.pid)) {
+      if (r.host === this.here && !processAlive(r.pid)) {
         this.fail(`its rank ${rank} (pid ${r.pid} on ${r.host}) exited`);
         return;
       }
@@ -133,7 +125,7 @@ export class WorkerGroup {
   /** Ranks of a failed group that are still up would hang in a collective with the dead one forever. */
   killSurvivors(): void {
     for (const r of this.ranks) {
-      if (r.host !== this.here || !alive(r.pid)) continue;
+      if (r.host !== this.here || !processAlive(r.pid)) continue;
       try {
         process.kill(r.pid, 'SIGKILL');
       } catch {
