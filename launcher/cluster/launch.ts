@@ -36,6 +36,7 @@ export interface OrchestratedJob {
   env: Record<string, string>;       // the plan, forwarded to every process (spawned ones too)
   roles: string[];                   // one line per started process, for --dry-run
   banner: (host: string) => string[];
+  spawned: number;                   // ranks the orchestrator spawns itself (0 with --no-spawn)
 }
 
 // Variables every rank must see, whatever the MPI forwards by default.
@@ -132,6 +133,7 @@ export async function launchCluster(options: ClusterOptions): Promise<number> {
   const shown = local === '127.0.0.1' ? 'localhost' : local;
   return superviseCluster({
     file: command.file, args: command.args, env, worldSize: np, launcher,
+    ...(job && job.spawned > 0 ? { ranksShown: `${np} rank(s) + ${job.spawned} spawned` } : {}),
     // The orchestrator opens its port once every model is up or failed: live means started; ready means all models.
     readyUrl: (leaderHost) => `http://${leaderHost ?? local}:${options.httpPort}/v2/health/${job ? 'live' : 'ready'}`,
     readyBanner: (leaderHost) => job ? job.banner(leaderHost ?? shown) : [

@@ -24,6 +24,7 @@ export interface SuperviseOptions {
   logDir?: string | undefined;
   out?: (line: string) => void;  // console sink (tests capture it)
   launcher?: 'mpirun' | 'srun';  // how rank lines are tagged
+  ranksShown?: string;           // the ready line's count, when it is not just worldSize ("1 rank(s) + 3 spawned")
 }
 
 async function isReady(url: string): Promise<boolean> {
@@ -150,7 +151,7 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
   const readiness = (async () => {
     while (!exited && !stopping) {
       if (await isReady(options.readyUrl(leaderHost))) {
-        out(`[launcher] ready after ${((performance.now() - started) / 1000).toFixed(2)} s: ${options.worldSize} rank(s)`);
+        out(`[launcher] ready after ${((performance.now() - started) / 1000).toFixed(2)} s: ${options.ranksShown ?? `${options.worldSize} rank(s)`}`);
         for (const line of options.readyBanner(leaderHost)) out(line);
         return;
       }

@@ -59,6 +59,6 @@ export async function runMultiModel(command: Command): Promise<number> {
     parallel: { worldSize: plan.spawn ? spawnNp : 1 + total, tp: 1, pp: 1 }, host: flags.host, httpPort: flags.httpPort, metricsPort: flags.metricsPort,
     oversubscribe: flags.oversubscribe, hostfile: flags.hostfile, hosts: flags.hosts, startupTimeoutSeconds: flags.startupTimeout,
     drainTimeoutSeconds: flags.drainTimeout, logDir: flags.logDir, dryRun: flags.dryRun, rankOptions: [], launcher,
-    orchestrated: { np: plan.spawn ? spawnNp : 1 + total, env: { [PLAN_ENV]: JSON.stringify(plan) }, roles, banner },
+    orchestrated: { np: plan.spawn ? spawnNp : 1 + total, env: { [PLAN_ENV]: JSON.stringify(plan) }, roles, banner, spawned: plan.spawn ? total : 0 },
   });
 }
