@@ -10,6 +10,7 @@ import { registerBench } from './bench/bench-command.js';
 import { registerClient } from './client/client-command.js';
 import { registerGenerate } from './generate-command.js';
 import { registerServe } from './serve-command.js';
+import { registerSlurm } from './slurm/slurm-command.js';
 import { normalizeTritonSpellings } from './triton-spellings.js';
 
 export function buildProgram(): Command {
@@ -22,6 +23,7 @@ export function buildProgram(): Command {
   registerClient(program);
   registerBench(program);
   registerConfig(program);
+  registerSlurm(program);
   return program;
 }
 

@@ -70,7 +70,7 @@ export async function runServe(options: Readonly<ServeCliOptions>): Promise<numb
       const { launchCluster } = await import('./cluster/launch.js');
       return await launchCluster({
         parallel, host: options.host, httpPort: options.httpPort, metricsPort: options.metricsPort,
-        oversubscribe: options.oversubscribe, hostfile: options.hostfile, hosts: options.hosts,
+        oversubscribe: options.oversubscribe, hostfile: options.hostfile, hosts: options.hosts, srunArgs: options.srunArgs,
         startupTimeoutSeconds: options.startupTimeout, drainTimeoutSeconds: options.drainTimeout, logDir: options.logDir,
         dryRun: options.dryRun, rankOptions: rankArguments(options), launcher,
       });

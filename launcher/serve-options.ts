@@ -21,6 +21,7 @@ export interface ServeCliOptions {
   oversubscribe: boolean;
   hostfile?: string;
   hosts?: string;
+  srunArgs?: string;
   startupTimeout: number;
   logDir?: string;
   dryRun: boolean;
@@ -78,6 +79,7 @@ export function addServeOptions(command: Command): Command {
     .addOption(option('--oversubscribe', 'allow more ranks than cores (CPU clusters on one machine)', 'TRTLLM_OVERSUBSCRIBE').default(false))
     .addOption(option('--hostfile <file>', 'mpirun hostfile for multi-node clusters', 'TRTLLM_HOSTFILE'))
     .addOption(option('--hosts <list>', 'comma-separated hosts (host:slots) for mpirun', 'TRTLLM_HOSTS'))
+    .addOption(option('--srun-args <args>', 'extra srun arguments for the rank step under Slurm, e.g. "--container-image=img --container-mounts=/data:/data"', 'TRTLLM_SRUN_ARGS'))
     .addOption(option('--startup-timeout <seconds>', 'give up when the leader is not ready by then', 'TRTLLM_STARTUP_TIMEOUT').argParser(parseIntOption('--startup-timeout', 1)).default(300))
     .addOption(option('--log-dir <dir>', 'also write each rank\'s output to <dir>/rank-N.log', 'TRTLLM_LOG_DIR'))
     .addOption(option('--dry-run', 'print the mpirun command and each rank\'s role, then exit', 'TRTLLM_DRY_RUN').default(false))

@@ -5,8 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# curl: the tests send the seeds' curl commands verbatim; iproute2: the multi-host test's network namespaces.
-PACKAGES=(cmake g++ make pkg-config libopenblas-dev libopenmpi-dev openmpi-bin curl iproute2)
+# curl: the tests send the seeds' curl commands verbatim; iproute2: the multi-host test's network namespaces;
+# slurmctld slurmd slurm-client munge: the Slurm tests start a real cluster (mpi/pmix comes with the plugins).
+PACKAGES=(cmake g++ make pkg-config libopenblas-dev libopenmpi-dev openmpi-bin curl iproute2 slurmctld slurmd slurm-client munge)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

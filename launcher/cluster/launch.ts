@@ -2,13 +2,15 @@
 // print it (--dry-run) or run and supervise it.
 import { accessSync, constants, statSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { hostname } from 'node:os';
 import { delimiter, join } from 'node:path';
 
 import { execa } from 'execa';
 
 import { TrtllmError } from '../../worker/binding/errors.js';
 import { packageRoot } from '../../worker/binding/load-addon.js';
-import { type MpirunCommand, mpiFlavor, mpirunCommand, shellQuote, srunCommand, srunMpiPlugin } from './mpirun-command.js';
+import { SRUN_MARKER } from '../../worker/rank.js';
+import { type MpirunCommand, mpiFlavor, mpirunCommand, shellQuote, splitArgs, srunCommand, srunMpiPlugin } from './mpirun-command.js';
 import type { ParallelPlan } from './parallel-plan.js';
 import { superviseCluster } from './supervise.js';
 
@@ -27,6 +29,8 @@ export interface ClusterOptions {
   /** The serve options every rank gets, already rendered as CLI arguments. */
   rankOptions: string[];
   launcher?: 'mpirun' | 'srun';
+  /** Extra srun arguments for the rank step (site flags, pyxis's --container-image=...). */
+  srunArgs?: string | undefined;
   /** Orchestrator mode (--multi-model): what every process runs instead of `rank`, and how the job is shown. */
   orchestrated?: OrchestratedJob;
 }
@@ -79,7 +83,43 @@ async function findSrun(): Promise<{ path: string; plugin: string }> {
     throw new TrtllmError('--launcher srun: srun is not on PATH; run inside a Slurm allocation (salloc/sbatch) or use --launcher mpirun', 'not_found');
   }
   const list = await execa(path, ['--mpi=list'], { reject: false, all: true });
-  return { path, plugin: srunMpiPlugin(list.all) };
+  const plugin = srunMpiPlugin(list.all);
+  if (plugin === 'none') {
+    throw new TrtllmError(`--launcher srun: this Slurm offers neither pmix nor pmi2 (\`srun --mpi=list\` said: ${list.all.trim().replace(/\s+/g, ' ').slice(0, 300)}); ` +
+      'the ranks could not join one MPI world. Ask your administrator for the pmix plugin, or use --launcher mpirun inside the allocation', 'unsupported');
+  }
+  return { path, plugin };
+}
+
+/** The rank step's drain request when the leader runs on another node (see superviseCluster). */
+function signalStep(step: string): void {
+  const scancel = onPath('scancel');
+  if (scancel) void execa(scancel, ['--signal=TERM', step], { reject: false });
+}
+
+/** Under srun, a node's name as Slurm reaches it (NodeAddr): where names do not resolve from the launcher's host
+ * (a login node, say), the address still does. Looked up once per node, in the background; the name meanwhile. */
+function slurmAddresses(): (node: string) => string {
+  const known = new Map<string, string>();
+  const scontrol = onPath('scontrol');
+  return (node) => {
+    if (!known.has(node)) {
+      known.set(node, node);
+      if (scontrol) {
+        void execa(scontrol, ['show', 'node', '-o', node], { reject: false }).then((r) => {
+          const addr = / NodeAddr=(\S+)/.exec(r.stdout ?? '')?.[1];
+          if (addr) known.set(node, addr);
+        });
+      }
+    }
+    return known.get(node)!;
+  };
+}
+
+/** Under srun: the job's --cpus-per-task (srun no longer passes it on by itself), also the ranks' default --threads. */
+function slurmCpusPerTask(): number | undefined {
+  const v = process.env.SLURM_CPUS_PER_TASK;
+  return v !== undefined && /^\d+$/.test(v) && Number(v) > 0 ? Number(v) : undefined;
 }
 
 async function findMpirun(): Promise<{ path: string; version: string }> {
@@ -96,8 +136,15 @@ export async function launchCluster(options: ClusterOptions): Promise<number> {
   const launcher = options.launcher ?? 'mpirun';
   const bin = join(packageRoot(), 'bin', 'trtllm-launch.js');
   const job = options.orchestrated;
-  const rankArgv = job ? [process.execPath, bin, 'orchestrated'] : [process.execPath, bin, 'rank', '--tp', String(tp), '--pp', String(pp), ...options.rankOptions];
+  const srunArgs = splitArgs(options.srunArgs ?? '');
+  // In a pyxis/enroot container the ranks find node on the image's PATH; this package must be mounted at the same
+  // path there (slurm/README.md, "Containers").
+  const node = launcher === 'srun' && srunArgs.some((a) => a.startsWith('--container-image')) ? 'node' : process.execPath;
+  const rankArgv = job ? [node, bin, 'orchestrated'] : [node, bin, 'rank', '--tp', String(tp), '--pp', String(pp), ...options.rankOptions];
+  const cpusPerTask = launcher === 'srun' ? slurmCpusPerTask() : undefined;
+  if (!job && cpusPerTask !== undefined && !options.rankOptions.includes('--threads')) rankArgv.push('--threads', String(cpusPerTask));
   const env: Record<string, string> = { OMP_NUM_THREADS: process.env.OMP_NUM_THREADS ?? '1', ...job?.env };
+  if (launcher === 'srun') env[SRUN_MARKER] = 'srun';
   const np = job ? job.np : worldSize;
   // The port checks overlap finding the launcher; both finish before any rank starts. Under srun the leader may
   // land on another node, so its ports are checked there (it fails to bind) rather than here.
@@ -108,7 +155,7 @@ export async function launchCluster(options: ClusterOptions): Promise<number> {
   let command: MpirunCommand;
   if (launcher === 'srun') {
     const [srun] = await Promise.all([findSrun(), ...checks]);
-    command = srunCommand({ srun: srun.path, np, mpiPlugin: srun.plugin, rankArgv, survive: job !== undefined });
+    command = srunCommand({ srun: srun.path, np, mpiPlugin: srun.plugin, cpusPerTask, extraArgs: srunArgs, rankArgv, survive: job !== undefined });
   } else {
     const [mpirun] = await Promise.all([findMpirun(), ...checks]);
     command = mpirunCommand({
@@ -130,19 +177,24 @@ export async function launchCluster(options: ClusterOptions): Promise<number> {
     return 0;
   }
   const local = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host;
-  const shown = local === '127.0.0.1' ? 'localhost' : local;
+  // Under Slurm the endpoint is read on a login node (trtllm-launch slurm submit): name this node, not localhost.
+  const shown = local !== '127.0.0.1' ? local : launcher === 'srun' ? hostname() : 'localhost';
+  const addressOf = launcher === 'srun' ? slurmAddresses() : (host: string) => host;
   return superviseCluster({
     file: command.file, args: command.args, env, worldSize: np, launcher,
     ...(job && job.spawned > 0 ? { ranksShown: `${np} rank(s) + ${job.spawned} spawned` } : {}),
     // The orchestrator opens its port once every model is up or failed: live means started; ready means all models.
-    readyUrl: (leaderHost) => `http://${leaderHost ?? local}:${options.httpPort}/v2/health/${job ? 'live' : 'ready'}`,
+    readyUrl: (leaderHost) => `http://${leaderHost === undefined ? local : addressOf(leaderHost)}:${options.httpPort}/v2/health/${job ? 'live' : 'ready'}`,
     readyBanner: (leaderHost) => job ? job.banner(leaderHost ?? shown) : [
       `serving on http://${leaderHost ?? shown}:${options.httpPort} (tp ${tp} x pp ${pp}), metrics on http://${leaderHost ?? shown}:${options.metricsPort}/metrics`,
       `  curl -X POST ${leaderHost ?? shown}:${options.httpPort}/v2/models/ensemble/generate -d '{"text_input": "What is machine learning?", "max_tokens": 20, "bad_words": "", "stop_words": ""}'`,
-      '  Ctrl-C drains and stops every rank',
+      launcher === 'srun' && process.env.SLURM_JOB_ID
+        ? `  Ctrl-C (from a login node: trtllm-launch slurm stop ${process.env.SLURM_JOB_ID}) drains and stops every rank`
+        : '  Ctrl-C drains and stops every rank',
     ],
     startupTimeoutMs: options.startupTimeoutSeconds * 1000,
     drainTimeoutMs: options.drainTimeoutSeconds * 1000,
     logDir: options.logDir,
+    signalLeaderStep: signalStep,
   });
 }

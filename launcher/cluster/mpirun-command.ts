@@ -58,16 +58,25 @@ export interface SrunInput {
   srun: string;
   np: number;
   mpiPlugin: string;            // what `srun --mpi=list` offers: pmix preferred, else pmi2
+  cpusPerTask?: number | undefined;  // the job's --cpus-per-task: srun no longer inherits it (Slurm >= 22.05)
+  extraArgs?: string[] | undefined;  // --srun-args: site flags such as pyxis's --container-image
   rankArgv: string[];
   survive?: boolean;            // orchestrator mode: keep the step when one task fails
 }
 
 /** Inside a Slurm allocation: one task per rank, labelled output, the whole step killed when one task fails. */
 export function srunCommand(input: SrunInput): MpirunCommand {
-  return {
-    file: input.srun,
-    args: [`--mpi=${input.mpiPlugin}`, '-n', String(input.np), '--label', `--kill-on-bad-exit=${input.survive ? 0 : 1}`, '--export=ALL', ...input.rankArgv],
-  };
+  const args = [`--mpi=${input.mpiPlugin}`, '-n', String(input.np)];
+  if (input.cpusPerTask !== undefined) args.push(`--cpus-per-task=${input.cpusPerTask}`);
+  args.push('--label', `--kill-on-bad-exit=${input.survive ? 0 : 1}`, '--export=ALL', ...(input.extraArgs ?? []));
+  return { file: input.srun, args: [...args, ...input.rankArgv] };
+}
+
+/** Splits --srun-args the way a shell would split unquoted words, keeping '...' and "..." groups (pure). */
+export function splitArgs(text: string): string[] {
+  const out: string[] = [];
+  for (const m of text.matchAll(/(?:[^\s'"]+|'[^']*'|"[^"]*")+/g)) out.push(m[0].replace(/'([^']*)'|"([^"]*)"/g, '$1$2'));
+  return out;
 }
 
 /** The MPI plugin to ask srun for, from `srun --mpi=list`'s output (pure). */

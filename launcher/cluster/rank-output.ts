@@ -44,6 +44,14 @@ export interface RankFailure {
   signal?: string | undefined;
 }
 
+/** The first failing task as srun reports it ("srun: error: h2: task 1: Exited with exit code 2", "...: Killed"). */
+export function parseSrunFailure(text: string): RankFailure | undefined {
+  const m = /srun: error: (\S+): tasks? (\d+)[-,\d]*: (.+)$/m.exec(text);
+  if (!m) return undefined;
+  const code = /^Exited with exit code (\d+)/.exec(m[3]!);
+  return code ? { rank: Number(m[2]), host: m[1], exitCode: Number(code[1]) } : { rank: Number(m[2]), host: m[1], signal: m[3]!.trim() };
+}
+
 /** The failing rank as Open MPI's mpirun reports it ("process rank 1 with PID 123 on node vm exited on signal 9"). */
 export function parseMpirunFailure(text: string): RankFailure | undefined {
   const signal = /process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)(?: \(([^)]+)\))?/.exec(text);

@@ -8,7 +8,7 @@ import { createInterface } from 'node:readline';
 
 import { execa, type ResultPromise } from 'execa';
 
-import { parseMpirunFailure, parseRankLine, RankTail } from './rank-output.js';
+import { parseMpirunFailure, parseRankLine, parseSrunFailure, RankTail } from './rank-output.js';
 
 export interface SuperviseOptions {
   file: string;
@@ -25,6 +25,9 @@ export interface SuperviseOptions {
   out?: (line: string) => void;  // console sink (tests capture it)
   launcher?: 'mpirun' | 'srun';  // how rank lines are tagged
   ranksShown?: string;           // the ready line's count, when it is not just worldSize ("1 rank(s) + 3 spawned")
+  // Under srun the leader may run on another node, where its pid means nothing: the drain request goes to its
+  // step instead (followers ignore SIGTERM, so signalling the step reaches the leader alone).
+  signalLeaderStep?: (step: string) => void;
 }
 
 async function isReady(url: string): Promise<boolean> {
@@ -36,8 +39,8 @@ async function isReady(url: string): Promise<boolean> {
   }
 }
 
-function rootCause(all: string, tail: RankTail, worldSize: number, exit: { exitCode?: number | undefined; signal?: string | undefined }): string[] {
-  const failure = parseMpirunFailure(all);
+function rootCause(all: string, tail: RankTail, worldSize: number, exit: { exitCode?: number | undefined; signal?: string | undefined }, launcher: 'mpirun' | 'srun'): string[] {
+  const failure = launcher === 'srun' ? parseSrunFailure(all) : parseMpirunFailure(all);
   const lines = ['Root cause:'];
   if (failure) {
     const how = failure.signal ? `killed by signal ${failure.signal}` : failure.exitCode !== undefined ? `exit code ${failure.exitCode}` : 'exited improperly';
@@ -45,13 +48,13 @@ function rootCause(all: string, tail: RankTail, worldSize: number, exit: { exitC
     const last = tail.last(failure.rank);
     if (last.length > 0) lines.push(`  its last lines:`, ...last.map((l) => `    ${l}`));
   } else {
-    lines.push(`  mpirun exited with ${exit.signal ? `signal ${exit.signal}` : `code ${exit.exitCode}`}`);
+    lines.push(`  ${launcher} exited with ${exit.signal ? `signal ${exit.signal}` : `code ${exit.exitCode}`}`);
     for (let r = 0; r < worldSize; r += 1) {
       const last = tail.last(r).slice(-5);
       if (last.length > 0) lines.push(`  rank ${r} last lines:`, ...last.map((l) => `    ${l}`));
     }
     const own = tail.last('mpirun').slice(-8);
-    if (own.length > 0) lines.push('  mpirun said:', ...own.map((l) => `    ${l}`));
+    if (own.length > 0) lines.push(`  ${launcher} said:`, ...own.map((l) => `    ${l}`));
   }
   return lines;
 }
@@ -89,6 +92,7 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
   let everything = '';
   let leaderPid: number | undefined;
   let leaderHost: string | undefined;
+  let leaderStep: string | undefined;
   let checkNow: (() => void) | undefined;
   const onLine = (line: string) => {
     const { rank, text, group } = parseRankLine(line, options.launcher);
@@ -104,12 +108,14 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
       const pid = /^leader pid (\d+) on (\S+)$/.exec(text);
       if (pid && pid[2] === hostname()) leaderPid = Number(pid[1]);
       else if (pid) leaderHost = pid[2];
+      const step = /^slurm step (\d+\.\d+): /.exec(text);
+      if (step) leaderStep = step[1];
       // The leader says when it listens: check at once rather than up to a poll interval later.
       if (text.startsWith('ready: serving ')) checkNow?.();
     }
     tail.add(rank, text);
     if (everything.length < 1_000_000) everything += `${line}\n`;
-    out(rank === undefined ? `[mpirun] ${text}` : `[rank ${rank}] ${text}`);
+    out(rank === undefined ? `[${options.launcher ?? 'mpirun'}] ${text}` : `[rank ${rank}] ${text}`);
     if (rank !== undefined) logFile(`rank-${rank}`)?.write(`${text}\n`);
   };
   createInterface({ input: child.stdout! }).on('line', onLine);
@@ -117,6 +123,8 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
 
   let stopping = false;
   let exited = false;
+  let ready = false;
+  let stoppedEarly = false;
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) {
       out(`[launcher] ${signal} again: killing every rank now`);
@@ -124,6 +132,14 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
       return;
     }
     stopping = true;
+    if (!ready) {
+      // Nothing is served yet, so nothing to drain; and a leader still loading has no drain handler to answer with.
+      // (Under Slurm this is a time limit's signal or a stop that came before the job got going.)
+      out(`[launcher] ${signal} before the leader was ready: stopping every rank`);
+      stoppedEarly = true;
+      child.kill('SIGTERM');
+      return;
+    }
     out(`[launcher] ${signal}: draining the leader (up to ${options.drainTimeoutMs / 1000} s), then stopping all ranks`);
     // The leader stops admitting (503), finishes or cancels what is in flight, then releases its followers.
     if (leaderPid !== undefined) {
@@ -132,6 +148,9 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
       } catch {
         child.kill('SIGTERM');
       }
+    } else if (leaderStep !== undefined && options.signalLeaderStep) {
+      // srun answers a SIGTERM of its own by killing its tasks at once: it must not be the one signalled.
+      options.signalLeaderStep(leaderStep);
     } else {
       child.kill('SIGTERM');
     }
@@ -151,6 +170,7 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
   const readiness = (async () => {
     while (!exited && !stopping) {
       if (await isReady(options.readyUrl(leaderHost))) {
+        ready = true;
         out(`[launcher] ready after ${((performance.now() - started) / 1000).toFixed(2)} s: ${options.ranksShown ?? `${options.worldSize} rank(s)`}`);
         for (const line of options.readyBanner(leaderHost)) out(line);
         return;
@@ -176,10 +196,16 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
   process.off('SIGINT', onSigint);
   process.off('SIGTERM', onSigterm);
   for (const f of files.values()) f.end();
-  if (stopping && result.exitCode === 0) {
-    out('[launcher] all ranks stopped cleanly');
+  // Every rank exits 0 only after the leader drained and released its followers: a stop, whoever asked for it
+  // (under Slurm, `scancel --signal=TERM <job>` reaches the leader without passing through this process).
+  if (stoppedEarly) {
+    out('[launcher] stopped before the leader was ready; nothing was served');
     return 0;
   }
-  for (const line of rootCause(everything, tail, options.worldSize, { exitCode: result.exitCode, signal: result.signal })) out(line);
+  if (result.exitCode === 0) {
+    out(`[launcher] all ranks stopped cleanly${stopping ? '' : ' (the leader was asked to stop directly)'}`);
+    return 0;
+  }
+  for (const line of rootCause(everything, tail, options.worldSize, { exitCode: result.exitCode, signal: result.signal }, options.launcher ?? 'mpirun')) out(line);
   return result.exitCode && result.exitCode !== 0 ? result.exitCode : 1;
 }
