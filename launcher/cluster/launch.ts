@@ -183,6 +183,7 @@ export async function launchCluster(options: ClusterOptions): Promise<number> {
   return superviseCluster({
     file: command.file, args: command.args, env, worldSize: np, launcher,
     ...(job && job.spawned > 0 ? { ranksShown: `${np} rank(s) + ${job.spawned} spawned` } : {}),
+    ...(job ? { leaderReportsExit: true } : {}),
     // The orchestrator opens its port once every model is up or failed: live means started; ready means all models.
     readyUrl: (leaderHost) => `http://${leaderHost === undefined ? local : addressOf(leaderHost)}:${options.httpPort}/v2/health/${job ? 'live' : 'ready'}`,
     readyBanner: (leaderHost) => job ? job.banner(leaderHost ?? shown) : [

@@ -24,7 +24,10 @@ export interface SuperviseOptions {
   logDir?: string | undefined;
   out?: (line: string) => void;  // console sink (tests capture it)
   launcher?: 'mpirun' | 'srun';  // how rank lines are tagged
-  ranksShown?: string;           // the ready line's count, when it is not just worldSize ("1 rank(s) + 3 spawned")
+  ranksShown?: string;
+  // Orchestrator mode runs under mpirun --enable-recovery, whose exit status says nothing about a process that
+  // died: the job is clean only when the leader itself printed "leader exit code 0".
+  leaderReportsExit?: boolean;           // the ready line's count, when it is not just worldSize ("1 rank(s) + 3 spawned")
   // Under srun the leader may run on another node, where its pid means nothing: the drain request goes to its
   // step instead (followers ignore SIGTERM, so signalling the step reaches the leader alone).
   signalLeaderStep?: (step: string) => void;
@@ -92,6 +95,7 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
   let everything = '';
   let leaderPid: number | undefined;
   let leaderHost: string | undefined;
+  let leaderExit: number | undefined;
   let leaderStep: string | undefined;
   let checkNow: (() => void) | undefined;
   const onLine = (line: string) => {
@@ -105,6 +109,8 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
     }
     if (rank === 0) {
       // Signalled directly only when it runs on this host: a pid means nothing on another node.
+      const exit = /^leader exit code (\d+)$/.exec(text);
+      if (exit) leaderExit = Number(exit[1]);
       const pid = /^leader pid (\d+) on (\S+)$/.exec(text);
       if (pid && pid[2] === hostname()) leaderPid = Number(pid[1]);
       else if (pid) leaderHost = pid[2];
@@ -201,6 +207,11 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
   if (stoppedEarly) {
     out('[launcher] stopped before the leader was ready; nothing was served');
     return 0;
+  }
+  if (options.leaderReportsExit && result.exitCode === 0 && leaderExit !== 0) {
+    out(leaderExit === undefined ? '[launcher] the leader ended without reporting its exit code (killed?)' : `[launcher] the leader exited with code ${leaderExit}`);
+    for (const line of rootCause(everything, tail, options.worldSize, { exitCode: leaderExit ?? 1 }, options.launcher ?? 'mpirun')) out(line);
+    return leaderExit ?? 1;
   }
   if (result.exitCode === 0) {
     out(`[launcher] all ranks stopped cleanly${stopping ? '' : ' (the leader was asked to stop directly)'}`);

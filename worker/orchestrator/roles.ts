@@ -25,6 +25,12 @@ function announce(): void {
   process.stdout.write(`leader pid ${process.pid} on ${hostname()}\n`);
 }
 
+/** mpirun --enable-recovery exits 0 whatever its processes did: the launcher reads the orchestrator's own code. */
+function reportExit(code: number): number {
+  process.stdout.write(`leader exit code ${code}\n`);
+  return code;
+}
+
 export async function runOrchestrated(args: OrchestratedArgs): Promise<number> {
   const plan = readPlan();
   if (process.env.TRTLLM_API_KEY) plan.frontend.apiKey = process.env.TRTLLM_API_KEY;
@@ -34,7 +40,7 @@ export async function runOrchestrated(args: OrchestratedArgs): Promise<number> {
   if (plan.spawn) {
     if (!info.spawned) {
       announce();
-      return runOrchestrator(plan, await spawnLinks(plan, log), log);
+      return reportExit(await runOrchestrator(plan, await spawnLinks(plan, log), log));
     }
     const index = args.group ?? -1;
     const group = plan.groups[index];
@@ -48,7 +54,7 @@ export async function runOrchestrated(args: OrchestratedArgs): Promise<number> {
   const links = await addon.linkGroups(color, plan.groups.length);
   if (color === 0) {
     announce();
-    return runOrchestrator(plan, links, log);
+    return reportExit(await runOrchestrator(plan, links, log));
   }
   return runGroupRank(plan.groups[color - 1]!, groupInfo.worldRank, links, job[0]!, log);
 }
