@@ -5,12 +5,24 @@ import { join } from 'node:path';
 
 import { packageRoot } from '../binding/load-addon.js';
 import { type Route, sendJson } from './http-server.js';
-import { findModel, modelConfigJson, modelMetadata } from './model-repository.js';
+import { findModel, modelConfigJson, modelMetadata, type ServedModel } from './model-repository.js';
 import type { ServingContext } from './serving-context.js';
 
 const VERSION = (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
 const MODEL = '([^/]+)';
 const VERSION_PART = '(?:/versions/([^/]+))?';
+
+/** GET /v2 and gRPC ServerMetadata: who we are and the extensions we serve. */
+export function serverMetadata(): { name: string; version: string; extensions: string[] } {
+  return { name: 'trtllm-launch', version: VERSION, extensions: ['model_configuration', 'generate', 'statistics'] };
+}
+
+/** GET .../config and gRPC ModelConfig: the model's Triton-style config with this server's limits. */
+export function modelConfigFor(ctx: ServingContext, model: ServedModel): ReturnType<typeof modelConfigJson> {
+  return modelConfigJson(model, {
+    maxBatchSize: ctx.maxBatchSize, maxBeamWidth: ctx.executor.limits.maxBeamWidth, vocabSize: ctx.executor.modelConfig.vocabSize,
+  });
+}
 
 export function healthRoutes(ctx: ServingContext, openHealth: boolean): Route[] {
   const empty = (status: number) => (c: { res: import('node:http').ServerResponse }) => {
@@ -25,7 +37,7 @@ export function healthRoutes(ctx: ServingContext, openHealth: boolean): Route[] 
     },
     {
       method: 'GET', path: /^\/v2\/?$/, style: 'kserve',
-      handle: (c) => sendJson(c.res, 200, { name: 'trtllm-launch', version: VERSION, extensions: ['model_configuration', 'generate', 'statistics'] }),
+      handle: (c) => sendJson(c.res, 200, serverMetadata()),
     },
     {
       method: 'GET', path: new RegExp(`^/v2/models/${MODEL}${VERSION_PART}/ready$`), style: 'kserve', open: openHealth,
@@ -36,9 +48,7 @@ export function healthRoutes(ctx: ServingContext, openHealth: boolean): Route[] 
     },
     {
       method: 'GET', path: new RegExp(`^/v2/models/${MODEL}${VERSION_PART}/config$`), style: 'kserve',
-      handle: (c) => sendJson(c.res, 200, modelConfigJson(findModel(c.params[0]!, c.params[1]), {
-        maxBatchSize: ctx.maxBatchSize, maxBeamWidth: ctx.executor.limits.maxBeamWidth, vocabSize: ctx.executor.modelConfig.vocabSize,
-      })),
+      handle: (c) => sendJson(c.res, 200, modelConfigFor(ctx, findModel(c.params[0]!, c.params[1]))),
     },
     {
       method: 'GET', path: new RegExp(`^/v2/models/${MODEL}${VERSION_PART}$`), style: 'kserve',
