@@ -45,8 +45,9 @@ function processesWith(marker: string): { pid: number; cmd: string }[] {
 async function startCluster(extra: string[] = []): Promise<{ child: ResultPromise; port: number; metrics: number; output: () => string; ready: Promise<boolean> }> {
   const port = await freePort();
   const metrics = await freePort();
+  const grpc = await freePort();
   let all = '';
-  const child = execa('node', [bin, '--model', MODEL, '--world-size', '2', '--oversubscribe', '--http-port', String(port), '--metrics-port', String(metrics), '--threads', '1', '--tokens-per-block', '16', ...extra],
+  const child = execa('node', [bin, '--model', MODEL, '--world-size', '2', '--oversubscribe', '--http-port', String(port), '--metrics-port', String(metrics), '--grpc-port', String(grpc), '--threads', '1', '--tokens-per-block', '16', ...extra],
     { reject: false, all: true, env: { TRTLLM_TEST_MARKER: String(port) } });
   const ready = new Promise<boolean>((resolve) => {
     child.all!.on('data', (chunk: Buffer) => {
@@ -126,7 +127,7 @@ t.test('a taken port is refused before any rank starts; --dry-run prints the pla
   t.equal(dry.exitCode, 0);
   t.match(dry.stdout, /mpirun -np 4 --tag-output --bind-to none --mca odls_base_sigkill_timeout 0 --oversubscribe/);
   t.match(dry.stdout, / rank --tp 2 --pp 2 --model /);
-  t.match(dry.stdout, /rank 0: tp_rank 0, pp_rank 0; leader: HTTP 0\.0\.0\.0:8000/);
+  t.match(dry.stdout, /rank 0: tp_rank 0, pp_rank 0; leader: HTTP 0\.0\.0\.0:8000, gRPC :8001, metrics :8002/);
   t.match(dry.stdout, /rank 3: tp_rank 1, pp_rank 1; follower: no ports/);
   const noSrun = await execa(process.execPath, [bin, '--model', MODEL, '--world-size', '2', '--launcher', 'srun', '--dry-run'], { reject: false, all: true, env: { PATH: '/nonexistent-bin-dir' }, extendEnv: true });
   t.equal(noSrun.exitCode, 2);
