@@ -2,14 +2,21 @@
 // (detokenize + SSE write), as the server process's CPU time minus the executor's iteration time (both read from
 // the server itself: /proc and trtllm_iteration_seconds_total). Beside it, in the same run: end-to-end requests/s
 // at max_tokens=1 and a bare node:http server answering the same JSON, the ceiling. Load: wrk if installed
-// (`apt-get install wrk`), else autocannon.
+// (`apt-get install wrk`), else autocannon. Then HTTP against gRPC (KServe v2 ModelInfer / ModelStreamInfer) in the
+// same run, both driven by one load generator so the wires are compared under the same client: h2load
+// (`apt-get install nghttp2-client`; HTTP/1.1 for HTTP, HTTP/2 with gRPC framing for gRPC), else the node
+// closed loop bench/programs/kserve-load.ts. Figures: 1-token requests/s, main-thread CPU per request and per
+// streamed token (the frontend's own thread: the executor runs on its native thread).
 //   node dist/bench/frontend-overhead.js [--seconds 10] [--connections 16] [--model <dir>]
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 
+import { loadSync } from '@grpc/proto-loader';
+
 import { packageRoot } from '../worker/binding/load-addon.js';
+import { PROTO_OPTIONS, protoPath } from '../worker/frontend/grpc/proto.js';
 
 const args = process.argv.slice(2);
 const arg = (name: string, fallback: string) => {
@@ -21,6 +28,7 @@ const CONNECTIONS = Number(arg('connections', '16'));
 const MODEL = arg('model', join(packageRoot(), 'test', 'fixtures', 'models', 'tiny-gpt2'));
 const TICKS = 100;  // USER_HZ: /proc CPU times are in 1/100 s
 const HAVE_WRK = ['/usr/bin/wrk', '/usr/local/bin/wrk'].some((p) => existsSync(p));
+const HAVE_H2LOAD = ['/usr/bin/h2load', '/usr/local/bin/h2load'].some((p) => existsSync(p));
 
 /** utime + stime of a process, or of one of its threads (the main thread's tid is the pid), in seconds. */
 function cpuSeconds(pid: number, tid?: number): number {
@@ -59,9 +67,55 @@ function load(url: string, body: string, seconds = SECONDS): Load {
   return { requests: r.requests.total, seconds: r.duration, rps: r.requests.total / r.duration, errors: r.non2xx };
 }
 
-async function startTrtllm(): Promise<{ child: ChildProcess; http: number; metrics: number }> {
+/** One gRPC request message as it goes on the wire: the 5-byte gRPC frame header, then the protobuf. */
+function grpcFrame(method: 'ModelInfer' | 'ModelStreamInfer', message: unknown): Buffer {
+  const definition = loadSync(protoPath(), PROTO_OPTIONS)['inference.GRPCInferenceService'] as Record<string, { requestSerialize(v: unknown): Buffer }>;
+  const body = definition[method]!.requestSerialize(message);
+  const header = Buffer.alloc(5);
+  header.writeUInt32BE(body.length, 1);
+  return Buffer.concat([header, body]);
+}
+
+/** The same load over either wire: h2load when installed (one client for both), else the node closed loop. */
+function wireLoad(wire: 'http' | 'grpc', address: string, mode: 'unary' | 'stream', maxTokens: number): Load {
+  if (!HAVE_H2LOAD) {
+    const program = join(packageRoot(), 'dist', 'bench', 'programs', 'kserve-load.js');
+    const out = execFileSync('node', [program, wire, address, mode, String(CONNECTIONS), String(SECONDS), String(maxTokens)], { encoding: 'utf8' });
+    const r = JSON.parse(out.trim().split('\n').pop()!) as { requests: number; seconds: number; errors: number };
+    return { requests: r.requests, seconds: r.seconds, rps: r.requests / r.seconds, errors: r.errors };
+  }
+  const stream = mode === 'stream';
+  const file = join(tmpdir(), `h2load-${process.pid}-${wire}-${mode}.bin`);
+  let url: string;
+  let headers: string[];
+  if (wire === 'http') {
+    writeFileSync(file, JSON.stringify({ text_input: 'What is machine learning?', max_tokens: maxTokens, bad_words: '', stop_words: '', ...(stream ? { stream: true } : {}) }));
+    url = `http://${address}/v2/models/ensemble/${stream ? 'generate_stream' : 'generate'}`;
+    headers = ['--h1', '-H', 'content-type: application/json'];
+  } else {
+    // Raw tensors, as tritonclient sends them.
+    const text = Buffer.from('What is machine learning?');
+    const len = Buffer.alloc(4);
+    len.writeUInt32LE(text.length);
+    writeFileSync(file, grpcFrame(stream ? 'ModelStreamInfer' : 'ModelInfer', {
+      model_name: 'ensemble',
+      inputs: [{ name: 'text_input', datatype: 'BYTES', shape: [1, 1] }, { name: 'max_tokens', datatype: 'INT32', shape: [1, 1] },
+        ...(stream ? [{ name: 'stream', datatype: 'BOOL', shape: [1, 1] }] : [])],
+      raw_input_contents: [Buffer.concat([len, text]), Buffer.from(Int32Array.from([maxTokens]).buffer), ...(stream ? [Buffer.from([1])] : [])],
+    }));
+    url = `http://${address}/inference.GRPCInferenceService/${stream ? 'ModelStreamInfer' : 'ModelInfer'}`;
+    headers = ['-H', 'content-type: application/grpc', '-H', 'te: trailers'];
+  }
+  const out = execFileSync('h2load', [...headers, '-D', String(SECONDS), '-c', String(CONNECTIONS), '-t', '1', '-d', file, url], { encoding: 'utf8' });
+  const done = Number(/(\d+) succeeded/.exec(out)?.[1] ?? 0);
+  const failed = Number(/(\d+) failed/.exec(out)?.[1] ?? 0) + Number(/(\d+) errored/.exec(out)?.[1] ?? 0);
+  const took = Number(/finished in ([\d.]+)s/.exec(out)?.[1] ?? SECONDS);
+  return { requests: done, seconds: took, rps: done / took, errors: failed };
+}
+
+async function startTrtllm(): Promise<{ child: ChildProcess; http: number; grpc: number; metrics: number }> {
   const child = spawn('node', [join(packageRoot(), 'bin', 'trtllm-launch.js'), '--model', MODEL, '--http-port', '0',
-    '--metrics-port', '0', '--threads', '1', '--host', '127.0.0.1', '--log-level', 'warn'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    '--grpc-port', '0', '--metrics-port', '0', '--threads', '1', '--host', '127.0.0.1', '--log-level', 'warn'], { stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   await new Promise<void>((resolve, reject) => {
     child.stdout!.on('data', (c: Buffer) => { out += c.toString(); if (out.includes('metrics: curl')) resolve(); });
@@ -70,6 +124,7 @@ async function startTrtllm(): Promise<{ child: ChildProcess; http: number; metri
   return {
     child,
     http: Number(/HTTPService at [^:]+:(\d+)/.exec(out)![1]),
+    grpc: Number(/GRPCInferenceService at [^:]+:(\d+)/.exec(out)![1]),
     metrics: Number(/Metrics Service at [^:]+:(\d+)/.exec(out)![1]),
   };
 }
@@ -77,10 +132,14 @@ async function startTrtllm(): Promise<{ child: ChildProcess; http: number; metri
 interface Measured { load: Load; processCpu: number; mainThreadCpu: number; executorSeconds: number; tokens: number; served: number }
 
 async function measure(pid: number, metricsPort: number, url: string, body: string): Promise<Measured> {
+  return measureWith(pid, metricsPort, () => load(url, body));
+}
+
+async function measureWith(pid: number, metricsPort: number, run: () => Load): Promise<Measured> {
   const before = await scrape(metricsPort);
   const cpu0 = cpuSeconds(pid);
   const main0 = cpuSeconds(pid, pid);
-  const l = load(url, body);
+  const l = run();
   const cpu1 = cpuSeconds(pid);
   const main1 = cpuSeconds(pid, pid);
   const after = await scrape(metricsPort);
@@ -131,6 +190,33 @@ async function main(): Promise<void> {
       ['main JS thread CPU / streamed token (cross-check, incl. per-request)', us(b.mainThreadCpu / b.tokens)],
     ];
     process.stdout.write(`| measure | value |\n|---|---|\n${rows.map(([k, v]) => `| ${k} | ${v} |`).join('\n')}\n`);
+
+    // HTTP against gRPC under the same load generator. h2load counts an HTTP 200 as success, and gRPC failures
+    // are HTTP 200 too, so the server's own success counter is reported beside the rate.
+    const wires = { http: `127.0.0.1:${server.http}`, grpc: `127.0.0.1:${server.grpc}` } as const;
+    wireLoad('grpc', wires.grpc, 'unary', 1);  // warm-up: the gRPC path's JIT
+    const unary: Record<string, Measured> = {};
+    const streams: Record<string, Measured> = {};
+    for (const wire of ['http', 'grpc'] as const) unary[wire] = await measureWith(pid, server.metrics, () => wireLoad(wire, wires[wire], 'unary', 1));
+    for (const wire of ['http', 'grpc'] as const) streams[wire] = await measureWith(pid, server.metrics, () => wireLoad(wire, wires[wire], 'stream', 64));
+    // Main JS thread CPU: the frontend's thread (parsing, tokenizing, encoding, the wire); the executor has its own.
+    const mainPerRequest = (m: Measured) => m.mainThreadCpu / m.served;
+    const mainPerToken = (m: Measured, perReq: number) => (m.mainThreadCpu - perReq * m.served) / m.tokens;
+    const h = { rps: unary.http!.load.rps, req: mainPerRequest(unary.http!), tps: streams.http!.tokens / streams.http!.load.seconds };
+    const g = { rps: unary.grpc!.load.rps, req: mainPerRequest(unary.grpc!), tps: streams.grpc!.tokens / streams.grpc!.load.seconds };
+    const hTok = mainPerToken(streams.http!, h.req);
+    const gTok = mainPerToken(streams.grpc!, g.req);
+    const ratio = (a: number, b: number) => `${(a / b).toFixed(2)}×`;
+    const served = (m: Measured) => `${m.served} served, ${m.load.errors} failed`;
+    const wireRows = [
+      ['load', HAVE_H2LOAD ? `h2load, ${CONNECTIONS} connections, ${SECONDS} s per run (HTTP/1.1; gRPC on HTTP/2)` : `kserve-load.js, ${CONNECTIONS} in flight, ${SECONDS} s per run`, '', ''],
+      ['ensemble, max_tokens=1: requests/s (generate / ModelInfer)', `${h.rps.toFixed(0)} (${served(unary.http!)})`, `${g.rps.toFixed(0)} (${served(unary.grpc!)})`, ratio(g.rps, h.rps)],
+      ['main JS thread CPU / request', us(h.req), us(g.req), ratio(g.req, h.req)],
+      ['server CPU / request (process − executor iterations, cross-check)', us((unary.http!.processCpu - unary.http!.executorSeconds) / unary.http!.served), us((unary.grpc!.processCpu - unary.grpc!.executorSeconds) / unary.grpc!.served), ''],
+      ['ensemble, max_tokens=64 streamed: tokens/s (generate_stream / ModelStreamInfer)', `${h.tps.toFixed(0)} (${served(streams.http!)})`, `${g.tps.toFixed(0)} (${served(streams.grpc!)})`, ratio(g.tps, h.tps)],
+      ['main JS thread CPU / streamed token (minus per-request cost)', us(hTok), us(gTok), ratio(gTok, hTok)],
+    ];
+    process.stdout.write(`\n| HTTP vs gRPC | HTTP | gRPC | gRPC / HTTP |\n|---|---|---|---|\n${wireRows.map((r) => `| ${r.join(' | ')} |`).join('\n')}\n`);
     process.stdout.write(`\nmachine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, node ${process.version}\n`);
   } finally {
     server.child.kill('SIGTERM');

@@ -131,7 +131,7 @@ const textInputs = (prompts: string[], maxTokens: number[], extra: Tensor[] = []
 const flag = (name: string, value: boolean, batch = 1): Tensor => ({ name, datatype: 'BOOL', shape: [batch, 1], data: new Array(batch).fill(value) });
 
 t.test('KServe v2 over gRPC = over HTTP', async (t) => {
-  const { base, server, client } = await startGrpc(t);
+  const { base, metricsBase, server, client } = await startGrpc(t);
   const executor = server.context.executor;
   const allFree = () => { const s = executor.kvCacheStats(); return s.freeNumBlocks === s.maxNumBlocks && executor.numActiveRequests() === 0; };
   const ids = loadTokenizer(MODEL).encode(PROMPT);
@@ -262,6 +262,19 @@ t.test('KServe v2 over gRPC = over HTTP', async (t) => {
     t.ok(await waitFor(allFree), 'KV all free');
   });
 
+  t.test('ModelStatistics: the metrics port\'s counters, per model', async (t) => {
+    const { model_stats: all } = await unary(client, 'ModelStatistics', {});
+    t.same(all.map((m: any) => m.name).sort(), ['ensemble', 'postprocessing', 'preprocessing', 'tensorrt_llm', 'tensorrt_llm_bls']);
+    const { model_stats: [ens] } = await unary(client, 'ModelStatistics', { name: 'ensemble', version: '1' });
+    const text = await (await fetch(`${metricsBase}/metrics`)).text();
+    const counter = (name: string) => Number(new RegExp(`^${name}\\{model="ensemble",version="1"\\} (\\S+)$`, 'm').exec(text)![1]);
+    t.ok(ens.inference_stats.success.count > 0, `${ens.inference_stats.success.count} successes so far`);
+    t.equal(ens.inference_stats.success.count, counter('nv_inference_request_success'), 'success = nv_inference_request_success');
+    t.equal(ens.inference_stats.success.ns, counter('nv_inference_request_duration_us') * 1000, 'durations in ns');
+    t.equal(ens.execution_count, counter('nv_inference_exec_count'));
+    t.equal((await rejected(client, 'ModelStatistics', { name: 'llama' })).code, status.NOT_FOUND);
+  });
+
   t.test('malformed requests: the status names the field; a stream reports in-band and carries on', async (t) => {
     const cases: [string, Record<string, unknown>, number, RegExp][] = [
       ['unknown model', request('llama', textInputs([PROMPT], [2])), status.NOT_FOUND, /unknown model 'llama'/],
@@ -348,6 +361,17 @@ t.test('cancellation: the client cancels the call, or sends Triton\'s stop; KV i
     t.ok(tokens > 0 && tokens < LEN, `${tokens} of ${LEN} tokens`);
     t.equal(isFinal(got.at(-1)), true, 'the stopped request still ends with a final response');
     t.ok(got.every((r) => r.error_message === '' && r.infer_response.id === 's2'), 'the stop itself answers nothing (no empty final asked for)');
+    t.ok(await waitFor(allFree), 'KV all free');
+  });
+
+  t.test("Triton's stop for a ModelInfer (inflight_batcher_llm_client without --streaming)", async (t) => {
+    const whole = unary(client, 'ModelInfer', request('tensorrt_llm', tokenInputs([1, 2, 3], LEN, [{ name: 'end_id', datatype: 'INT32', shape: [1, 1], data: [-1] }]), { id: 'u1' }, true));
+    t.ok(await waitFor(() => executor.numActiveRequests() === 1), 'running');
+    const stop = await unary(client, 'ModelInfer', request('tensorrt_llm', [flag('stop', true)], { id: 'u1' }, true));
+    t.same(stop.outputs, [], 'the stop request answers with no outputs');
+    t.equal(stop.id, 'u1');
+    const ids = byName(outputs(await whole)).output_ids!;
+    t.ok(ids.data.length >= 3 && ids.data.length < 3 + LEN, `the stopped request returns what it had: ${ids.data.length - 3} of ${LEN} tokens`);
     t.ok(await waitFor(allFree), 'KV all free');
   });
 

@@ -14,6 +14,7 @@ import { findModel, modelMetadata } from '../model-repository.js';
 import type { ServingContext } from '../serving-context.js';
 import { decodeInferRequest } from './decode-request.js';
 import { encodeInferResponse, finalFlag } from './encode-response.js';
+import { modelStatistics } from './statistics.js';
 import { type GrpcFailure, grpcFailure, serviceError } from './status.js';
 import type { ModelInferRequest, ModelStreamInferResponse } from './wire-types.js';
 
@@ -75,6 +76,7 @@ export function inferenceHandlers(serving: GrpcServing, options: GrpcServiceOpti
       const dims = <T extends { dims: string[] }>(t: T) => ({ ...t, dims: t.dims.map(Number) });
       return { config: { ...config, input: config.input.map(dims), output: config.output.map(dims) } };
     }),
+    ModelStatistics: unary(false, (r: { name: string; version: string }) => modelStatistics(serving.contextFor(r.name), r.name, r.version)),
     ModelInfer: unary(false, async (m: ModelInferRequest, call) => {
       const aborter = new AbortController();
       call.once('cancelled', () => aborter.abort());
