@@ -47,7 +47,7 @@ export function fromWire(m: ModelInferResponse): GrpcResult {
     data: raw.length > 0 ? decodeRaw(t.datatype, raw[i]!, t.name, `raw_output_contents[${i}]`) : decodeContents(t.datatype, t.contents, t.name),
   }));
   const final = m.parameters?.triton_final_response?.bool_param;
-  return { id: m.id, outputs, final };
+  return { id: m.id ?? '', outputs, final };
 }
 
 export class GrpcClient {

@@ -51,7 +51,7 @@ export function decodeInferRequest(m: ModelInferRequest): DecodedRequest {
   });
   return {
     request: {
-      modelName: m.model_name,
+      modelName: m.model_name ?? '',
       modelVersion: m.model_version || undefined,
       id: m.id || undefined,
       inputs: values,

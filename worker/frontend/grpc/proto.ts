@@ -7,8 +7,11 @@ import { loadSync, type Options } from '@grpc/proto-loader';
 
 import { packageRoot } from '../../binding/load-addon.js';
 
-/** How messages look in JS (see wire-types.ts): proto field names, int64 as number, bytes as Buffer. */
-export const PROTO_OPTIONS: Options = { keepCase: true, longs: Number, enums: String, bytes: Buffer, defaults: true, oneofs: true };
+/**
+ * How messages look in JS (see wire-types.ts): proto field names, int64 as number, bytes as Buffer, unset fields
+ * absent (no defaults: filling every field of every message costs more than the readers' `?? []`).
+ */
+export const PROTO_OPTIONS: Options = { keepCase: true, longs: Number, enums: String, bytes: Buffer, defaults: false, oneofs: true };
 
 export function protoPath(): string {
   return join(packageRoot(), 'worker', 'frontend', 'grpc', 'kserve-v2.proto');

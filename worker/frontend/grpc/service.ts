@@ -57,8 +57,8 @@ export function inferenceHandlers(serving: GrpcServing, options: GrpcServiceOpti
     };
   }
 
-  const named = (request: { name: string; version: string }) => {
-    const model = findModel(request.name, request.version);
+  const named = (request: { name?: string; version?: string }) => {
+    const model = findModel(request.name ?? '', request.version ?? '');
     return { model, ctx: serving.contextFor(model.name) };
   };
   const health = !options.authHealth;
@@ -66,23 +66,29 @@ export function inferenceHandlers(serving: GrpcServing, options: GrpcServiceOpti
   return {
     ServerLive: unary(health, () => ({ live: true })),
     ServerReady: unary(health, () => ({ ready: serving.contextFor('').isReady() })),
-    ModelReady: unary(health, (r: { name: string; version: string }) => ({ ready: named(r).ctx.isReady() })),
+    ModelReady: unary(health, (r: { name?: string; version?: string }) => ({ ready: named(r).ctx.isReady() })),
     ServerMetadata: unary(false, () => serverMetadata()),
-    ModelMetadata: unary(false, (r: { name: string; version: string }) => modelMetadata(named(r).model)),
-    ModelConfig: unary(false, (r: { name: string; version: string }) => {
+    ModelMetadata: unary(false, (r: { name?: string; version?: string }) => modelMetadata(named(r).model)),
+    ModelConfig: unary(false, (r: { name?: string; version?: string }) => {
       const { model, ctx } = named(r);
       const config = modelConfigFor(ctx, model) as { input: { dims: string[] }[]; output: { dims: string[] }[] };
       // The JSON config spells dims as strings (int64 in JSON); on the wire they are numbers.
       const dims = <T extends { dims: string[] }>(t: T) => ({ ...t, dims: t.dims.map(Number) });
       return { config: { ...config, input: config.input.map(dims), output: config.output.map(dims) } };
     }),
-    ModelStatistics: unary(false, (r: { name: string; version: string }) => modelStatistics(serving.contextFor(r.name), r.name, r.version)),
+    ModelStatistics: unary(false, (r: { name?: string; version?: string }) => modelStatistics(serving.contextFor(r.name ?? ''), r.name ?? '', r.version ?? '')),
     ModelInfer: unary(false, async (m: ModelInferRequest, call) => {
       const aborter = new AbortController();
-      call.once('cancelled', () => aborter.abort());
-      const { request, rawOutputs } = decodeInferRequest(m);
-      const response = await inferWhole(serving.contextFor(request.modelName), request, aborter.signal);
-      return encodeInferResponse(response, response.outputs, rawOutputs);
+      let answered = false;
+      // grpc-js also reports 'cancelled' when a finished call's stream closes: only a call still running is cancelled.
+      call.once('cancelled', () => { if (!answered) aborter.abort(); });
+      try {
+        const { request, rawOutputs } = decodeInferRequest(m);
+        const response = await inferWhole(serving.contextFor(request.modelName), request, aborter.signal);
+        return encodeInferResponse(response, response.outputs, rawOutputs);
+      } finally {
+        answered = true;
+      }
     }),
     ModelStreamInfer: (call: ServerDuplexStream<ModelInferRequest, ModelStreamInferResponse>) => {
       if (!allowed(call.metadata, false)) {
@@ -111,8 +117,10 @@ function streamCall(
   const endIfDone = () => {
     if (halfClosed && pending === 0 && !call.writableEnded) call.end();
   };
-  call.on('cancelled', () => aborter.abort());
-  call.on('error', () => aborter.abort());
+  // (grpc-js also reports 'cancelled' once a finished call's stream closes; then nothing is left to cancel)
+  const cancel = () => { if (pending > 0) aborter.abort(); };
+  call.on('cancelled', cancel);
+  call.on('error', cancel);
   call.on('end', () => {
     halfClosed = true;
     endIfDone();
@@ -130,7 +138,7 @@ async function serveStreamed(
   serving: GrpcServing, m: ModelInferRequest, signal: AbortSignal, write: (r: ModelStreamInferResponse) => void,
   fail: (e: unknown) => GrpcFailure,
 ): Promise<void> {
-  let header = { modelName: m.model_name, modelVersion: MODEL_VERSION, id: m.id };
+  let header = { modelName: m.model_name ?? '', modelVersion: MODEL_VERSION, id: m.id ?? '' };
   try {
     const { request, rawOutputs, emptyFinal } = decodeInferRequest(m);
     const { modelName, responses } = inferStreamed(serving.contextFor(request.modelName), request, signal);

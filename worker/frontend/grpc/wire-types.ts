@@ -1,5 +1,6 @@
 // The KServe v2 gRPC messages as @grpc/proto-loader hands them over with PROTO_OPTIONS (proto field names,
-// int64 as number, bytes as Buffer, enums as names, oneofs named by a virtual field). Only the fields we use.
+// int64 as number, bytes as Buffer, enums as names, oneofs named by a virtual field, unset fields absent: so every
+// field is optional to a reader, whatever the type says). Only the fields we use.
 
 export interface InferParameter {
   bool_param?: boolean;
