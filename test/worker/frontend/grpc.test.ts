@@ -402,3 +402,25 @@ t.test('queue full → UNAVAILABLE; API key → UNAUTHENTICATED; health open', a
   t.match(full[0]?.details, /Maximum queue size of 1 has been reached/);
   t.ok(results.some((r) => r.status === 'fulfilled'), 'the others are served');
 });
+
+t.test('drain: close() lets a running streamed request finish, then ends the calls still open', async (t) => {
+  const { client, server } = await startGrpc(t, { model: join(packageRoot(), 'examples', 'models', 'brown-llama-17m'), drainTimeoutMs: 10_000 });
+  const call = client.ModelStreamInfer();
+  const got: any[] = [];
+  let first!: () => void;
+  const firstResponse = new Promise<void>((resolve) => { first = resolve; });
+  const ended = new Promise<string>((resolve) => {
+    call.on('data', (r: any) => { got.push(r); first(); });
+    call.on('error', (e: ServiceError) => resolve(status[e.code]));
+    call.on('end', () => resolve('end'));
+  });
+  // The client never half-closes: the server must end the call itself once it has drained.
+  call.write(request('tensorrt_llm', tokenInputs([1, 2, 3], 30, [flag('streaming', true), { name: 'end_id', datatype: 'INT32', shape: [1, 1], data: [-1] }])));
+  await firstResponse;
+  const closed = server.close().then(() => 'closed');
+  const winner = await Promise.race([closed, new Promise((r) => setTimeout(() => r('close() still pending after 20 s'), 20_000).unref())]);
+  t.equal(winner, 'closed', 'close() resolves');
+  t.equal(got.reduce((n, r) => n + (byName(outputs(r.infer_response)).output_ids?.data.length ?? 0), 0), 30, 'the running request finished: all 30 tokens');
+  t.equal(isFinal(got.at(-1)), true);
+  t.not(await ended, undefined, `the open call was ended (${await ended})`);
+});

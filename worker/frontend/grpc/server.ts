@@ -28,7 +28,7 @@ export async function startGrpcServer(serving: GrpcServing, options: GrpcServerO
   const server = new Server({
     'grpc.max_receive_message_length': options.maxMessageBytes,
     'grpc.max_send_message_length': -1,   // logits can be large; the client sets its own limit
-    'grpc.enable_channelz': 0,            // per-call bookkeeping for a debugging service we do not offer
+    // channelz stays on (its default): grpc-js tracks the sessions that forceShutdown must end only through it.
   });
   server.addService(inferenceService().service, inferenceHandlers(serving, options));
   const port = await new Promise<number>((resolve, reject) => {
