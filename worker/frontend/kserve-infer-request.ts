@@ -43,7 +43,10 @@ export function namedInputs(tensors: Iterable<readonly [string, NamedValue]>): N
 
 function runFor(ctx: ServingContext, request: InferRequest, signal: AbortSignal, streamEndpoint: boolean) {
   const model = findModel(request.modelName, request.modelVersion);
-  const run = runModel(ctx, model, request.inputs, { signal, streamEndpoint, ...(request.id === undefined ? {} : { requestId: request.id }) });
+  // Triton's models stream only when the request's `stream` / `streaming` input says so (their default is false).
+  const run = runModel(ctx, model, request.inputs, {
+    signal, streamEndpoint, streamByDefault: false, ...(request.id === undefined ? {} : { requestId: request.id }),
+  });
   return { model, run };
 }
 
@@ -60,9 +63,9 @@ export async function inferWhole(ctx: ServingContext, request: InferRequest, sig
 }
 
 /**
- * Triton's decoupled mode (gRPC ModelStreamInfer): one response per batch element per iteration, each element's
- * tensors with a batch dimension of 1 (batch_index says which element). Everything that can be rejected is
- * rejected when this is called, before the first response.
+ * Triton's decoupled mode (gRPC ModelStreamInfer): with `stream` / `streaming` true, one response per batch element
+ * per iteration (else one per element), each element's tensors with a batch dimension of 1 (batch_index says which
+ * element). Everything that can be rejected is rejected when this is called, before the first response.
  */
 export function inferStreamed(ctx: ServingContext, request: InferRequest, signal: AbortSignal): { modelName: string; responses: AsyncIterable<StreamedResponse> } {
   const { model, run } = runFor(ctx, request, signal, true);

@@ -222,7 +222,7 @@ t.test('KServe v2 over gRPC = over HTTP', async (t) => {
 
   t.test('ModelStreamInfer on ensemble: text deltas = generate; empty final response on request', async (t) => {
     const http = await postJson(`${base}/v2/models/ensemble/generate`, { text_input: PROMPT, max_tokens: 10, exclude_input_in_output: true });
-    const got = await stream(client, [request('ensemble', textInputs([PROMPT], [10]), {
+    const got = await stream(client, [request('ensemble', textInputs([PROMPT], [10], [flag('stream', true)]), {
       id: 'e1', parameters: { triton_enable_empty_final_response: { bool_param: true } },
     })]);
     const last = got.at(-1).infer_response;
@@ -232,16 +232,22 @@ t.test('KServe v2 over gRPC = over HTTP', async (t) => {
     const text = got.slice(0, -1).map((r) => byName(outputs(r.infer_response)).text_output!.data[0]).join('');
     t.equal(text, http.json.text_output, 'streamed text = generate\'s text');
     t.same(byName(outputs(got[0].infer_response)).text_output!.shape, [1]);
-    const whole = await stream(client, [request('ensemble', textInputs([PROMPT], [10], [flag('stream', false)]))]);
-    t.equal(whole.length, 1, 'stream: false → one response');
-    t.equal(byName(outputs(whole[0].infer_response)).text_output!.data[0], PROMPT + http.json.text_output, 'the whole text, prompt first (as /generate)');
+    for (const how of [[flag('stream', false)], []]) {
+      const whole = await stream(client, [request('ensemble', textInputs([PROMPT], [10], how))]);
+      t.equal(whole.length, 1, `${how.length ? 'stream: false' : 'no stream input (Triton\'s default: false)'} → one response`);
+      t.equal(isFinal(whole[0]), true);
+      t.equal(byName(outputs(whole[0].infer_response)).text_output!.data[0], PROMPT + http.json.text_output, 'the whole text, prompt first (as /generate)');
+    }
+    const tokens = await stream(client, [request('tensorrt_llm', tokenInputs(ids, 4))]);
+    t.equal(tokens.length, 1, 'tensorrt_llm without streaming: one response');
+    t.same(byName(outputs(tokens[0].infer_response)).output_ids!.shape, [1, 1, ids.length + 4], 'the prompt and the 4 tokens, as ModelInfer');
   });
 
   t.test('batch > 1 streamed: per element with batch_index, each = the prompt alone; several requests on one call', async (t) => {
     const prompts = ['Hello', PROMPT, 'The cat is'];
     const lens = [2, 9, 4];
     const got = await stream(client, [
-      request('ensemble', textInputs(prompts, lens), { id: 'b' }),
+      request('ensemble', textInputs(prompts, lens, [flag('stream', true, 3)]), { id: 'b' }),
       request('tensorrt_llm', tokenInputs(ids, 5, [flag('streaming', true)]), { id: 't' }),
     ]);
     const batch = got.filter((r) => r.infer_response.id === 'b');
