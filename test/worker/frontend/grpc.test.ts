@@ -265,6 +265,14 @@ t.test('KServe v2 over gRPC = over HTTP', async (t) => {
     }
     const tokens = got.filter((r) => r.infer_response.id === 't');
     t.equal(tokens.flatMap((r) => byName(outputs(r.infer_response)).output_ids!.data).length, 5, 'the other request on the same call: its own 5 tokens');
+    // perf_analyzer keeps --concurrency requests in flight on one stream: many at once, each answered to the end.
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.name);
+    process.on('warning', onWarning);
+    const many = await stream(client, Array.from({ length: 24 }, (_, i) => request('tensorrt_llm', tokenInputs(ids, 40, [flag('streaming', true)]), { id: `m${i}` })));
+    process.off('warning', onWarning);
+    t.equal(many.filter(isFinal).length, 24, '24 requests on one call, each with its final response');
+    t.same(warnings, [], 'no warnings');
     t.ok(await waitFor(allFree), 'KV all free');
   });
 

@@ -1,6 +1,8 @@
 // The handlers of inference.GRPCInferenceService. Each RPC finds its ServingContext through `contextFor` (one
 // context today; the multi-model orchestrator plugs its per-model lookup in there) and runs the request through the
 // same code as HTTP (kserve-infer-request.ts); this file only decodes, encodes, maps errors and manages calls.
+import { setMaxListeners } from 'node:events';
+
 import type {
   Metadata, sendUnaryData, ServerDuplexStream, ServerUnaryCall, UntypedServiceImplementation,
 } from '@grpc/grpc-js';
@@ -109,6 +111,8 @@ function streamCall(
   serving: GrpcServing, call: ServerDuplexStream<ModelInferRequest, ModelStreamInferResponse>, fail: (e: unknown) => GrpcFailure,
 ): void {
   const aborter = new AbortController();
+  // Every request in flight on the call (perf_analyzer keeps --concurrency of them on one stream) listens to it.
+  setMaxListeners(0, aborter.signal);
   let pending = 0;
   let halfClosed = false;
   const write = (message: ModelStreamInferResponse) => {
