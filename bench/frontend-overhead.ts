@@ -7,7 +7,7 @@
 // (`apt-get install nghttp2-client`; HTTP/1.1 for HTTP, HTTP/2 with gRPC framing for gRPC), else the node
 // closed loop bench/programs/kserve-load.ts. Figures: 1-token requests/s, main-thread CPU per request and per
 // streamed token (the frontend's own thread: the executor runs on its native thread).
-//   node dist/bench/frontend-overhead.js [--seconds 10] [--connections 16] [--model <dir>]
+//   node dist/bench/frontend-overhead.js [--seconds 10] [--connections 16] [--rounds 3] [--wire-only] [--model <dir>]
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
@@ -25,6 +25,8 @@ const arg = (name: string, fallback: string) => {
 };
 const SECONDS = Number(arg('seconds', '10'));
 const CONNECTIONS = Number(arg('connections', '16'));
+const ROUNDS = Number(arg('rounds', '3'));             // HTTP-vs-gRPC rounds
+const WIRE_ONLY = args.includes('--wire-only');          // only the HTTP-vs-gRPC comparison
 const MODEL = arg('model', join(packageRoot(), 'test', 'fixtures', 'models', 'tiny-gpt2'));
 const TICKS = 100;  // USER_HZ: /proc CPU times are in 1/100 s
 const HAVE_WRK = ['/usr/bin/wrk', '/usr/local/bin/wrk'].some((p) => existsSync(p));
@@ -170,51 +172,62 @@ async function main(): Promise<void> {
   const base = `http://127.0.0.1:${server.http}`;
   const oneToken = JSON.stringify({ text_input: 'What is machine learning?', max_tokens: 1, bad_words: '', stop_words: '' });
   const streamed = JSON.stringify({ text_input: 'What is machine learning?', max_tokens: 64, stream: true });
+  const us = (s: number) => `${(s * 1e6).toFixed(1)} µs`;
   try {
-    load(`${base}/v2/models/ensemble/generate`, oneToken, 2);  // warm-up: JIT, connections
-    const a = await measure(pid, server.metrics, `${base}/v2/models/ensemble/generate`, oneToken);
-    const b = await measure(pid, server.metrics, `${base}/v2/models/ensemble/generate_stream`, streamed);
-    const ceiling = await bareCeiling(oneToken);
-    const perRequest = (a.processCpu - a.executorSeconds) / a.served;
-    const perToken = (b.processCpu - b.executorSeconds - perRequest * b.served) / b.tokens;
-    const us = (s: number) => `${(s * 1e6).toFixed(1)} µs`;
-    const rows = [
-      ['tool', HAVE_WRK ? `wrk, ${CONNECTIONS} connections, ${SECONDS} s per run` : `autocannon, ${CONNECTIONS} connections, ${SECONDS} s per run`],
-      ['generate, max_tokens=1: requests/s (end to end)', `${a.load.rps.toFixed(0)} (${a.served} served, ${a.load.errors} non-2xx)`],
-      ['bare node:http, same JSON: requests/s (ceiling)', ceiling.rps.toFixed(0)],
-      ['ratio to the ceiling', `${((100 * a.load.rps) / ceiling.rps).toFixed(1)} %`],
-      ['server CPU / request (process − executor iterations)', `${us(a.processCpu / a.served)} − ${us(a.executorSeconds / a.served)} = **${us(perRequest)}** (goal ≤ 100 µs)`],
-      ['main JS thread CPU / request (cross-check)', us(a.mainThreadCpu / a.served)],
-      ['generate_stream, max_tokens=64: tokens/s', `${(b.tokens / b.load.seconds).toFixed(0)} (${b.served} requests)`],
-      ['frontend CPU / streamed token (minus per-request cost)', `**${us(perToken)}** (goal ≤ 10 µs)`],
-      ['main JS thread CPU / streamed token (cross-check, incl. per-request)', us(b.mainThreadCpu / b.tokens)],
-    ];
-    process.stdout.write(`| measure | value |\n|---|---|\n${rows.map(([k, v]) => `| ${k} | ${v} |`).join('\n')}\n`);
+    // The HTTP frontend's own cost (wrk or autocannon), against a bare node:http ceiling.
+    if (!WIRE_ONLY) {
+      load(`${base}/v2/models/ensemble/generate`, oneToken, 2);  // warm-up: JIT, connections
+      const a = await measure(pid, server.metrics, `${base}/v2/models/ensemble/generate`, oneToken);
+      const b = await measure(pid, server.metrics, `${base}/v2/models/ensemble/generate_stream`, streamed);
+      const ceiling = await bareCeiling(oneToken);
+      const perRequest = (a.processCpu - a.executorSeconds) / a.served;
+      const perToken = (b.processCpu - b.executorSeconds - perRequest * b.served) / b.tokens;
+      const rows = [
+        ['tool', HAVE_WRK ? `wrk, ${CONNECTIONS} connections, ${SECONDS} s per run` : `autocannon, ${CONNECTIONS} connections, ${SECONDS} s per run`],
+        ['generate, max_tokens=1: requests/s (end to end)', `${a.load.rps.toFixed(0)} (${a.served} served, ${a.load.errors} non-2xx)`],
+        ['bare node:http, same JSON: requests/s (ceiling)', ceiling.rps.toFixed(0)],
+        ['ratio to the ceiling', `${((100 * a.load.rps) / ceiling.rps).toFixed(1)} %`],
+        ['server CPU / request (process − executor iterations)', `${us(a.processCpu / a.served)} − ${us(a.executorSeconds / a.served)} = **${us(perRequest)}** (goal ≤ 100 µs)`],
+        ['main JS thread CPU / request (cross-check)', us(a.mainThreadCpu / a.served)],
+        ['generate_stream, max_tokens=64: tokens/s', `${(b.tokens / b.load.seconds).toFixed(0)} (${b.served} requests)`],
+        ['frontend CPU / streamed token (minus per-request cost)', `**${us(perToken)}** (goal ≤ 10 µs)`],
+        ['main JS thread CPU / streamed token (cross-check, incl. per-request)', us(b.mainThreadCpu / b.tokens)],
+      ];
+      process.stdout.write(`| measure | value |\n|---|---|\n${rows.map(([k, v]) => `| ${k} | ${v} |`).join('\n')}\n`);
+    }
 
     // HTTP against gRPC under the same load generator. h2load counts an HTTP 200 as success, and gRPC failures
     // are HTTP 200 too, so the server's own success counter is reported beside the rate.
     const wires = { http: `127.0.0.1:${server.http}`, grpc: `127.0.0.1:${server.grpc}` } as const;
     wireLoad('grpc', wires.grpc, 'unary', 1);  // warm-up: the gRPC path's JIT
-    const unary: Record<string, Measured> = {};
-    const streams: Record<string, Measured> = {};
-    for (const wire of ['http', 'grpc'] as const) unary[wire] = await measureWith(pid, server.metrics, () => wireLoad(wire, wires[wire], 'unary', 1));
-    for (const wire of ['http', 'grpc'] as const) streams[wire] = await measureWith(pid, server.metrics, () => wireLoad(wire, wires[wire], 'stream', 64));
-    // Main JS thread CPU: the frontend's thread (parsing, tokenizing, encoding, the wire); the executor has its own.
+    // Main JS thread CPU: the frontend's thread (parsing, tokenizing, encoding, the wire); the executor has its own
+    // thread, so its time (which other load on the machine stretches) is not in it.
     const mainPerRequest = (m: Measured) => m.mainThreadCpu / m.served;
     const mainPerToken = (m: Measured, perReq: number) => (m.mainThreadCpu - perReq * m.served) / m.tokens;
-    const h = { rps: unary.http!.load.rps, req: mainPerRequest(unary.http!), tps: streams.http!.tokens / streams.http!.load.seconds };
-    const g = { rps: unary.grpc!.load.rps, req: mainPerRequest(unary.grpc!), tps: streams.grpc!.tokens / streams.grpc!.load.seconds };
-    const hTok = mainPerToken(streams.http!, h.req);
-    const gTok = mainPerToken(streams.grpc!, g.req);
-    const ratio = (a: number, b: number) => `${(a / b).toFixed(2)}×`;
-    const served = (m: Measured) => `${m.served} served, ${m.load.errors} failed`;
+    interface Figures { rps: number; req: number; tps: number; tok: number; failed: number }
+    const rounds: Record<'http' | 'grpc', Figures>[] = [];
+    // Rounds alternate the wires, so drift in the machine's load hits both alike; medians are reported.
+    for (let r = 0; r < ROUNDS; r += 1) {
+      const round = {} as Record<'http' | 'grpc', Figures>;
+      for (const wire of ['http', 'grpc'] as const) {
+        const u = await measureWith(pid, server.metrics, () => wireLoad(wire, wires[wire], 'unary', 1));
+        const st = await measureWith(pid, server.metrics, () => wireLoad(wire, wires[wire], 'stream', 64));
+        const req = mainPerRequest(u);
+        round[wire] = { rps: u.load.rps, req, tps: st.tokens / st.load.seconds, tok: mainPerToken(st, req), failed: u.load.errors + st.load.errors + (u.load.requests - u.served) };
+      }
+      rounds.push(round);
+      process.stderr.write(`round ${r + 1}/${ROUNDS}: ${JSON.stringify(round)}\n`);
+    }
+    const median = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2; };
+    const med = (wire: 'http' | 'grpc', k: keyof Figures) => median(rounds.map((r) => r[wire][k]));
+    const ratio = (k: keyof Figures) => `${median(rounds.map((r) => r.grpc[k] / r.http[k])).toFixed(2)}×`;
     const wireRows = [
-      ['load', HAVE_H2LOAD ? `h2load, ${CONNECTIONS} connections, ${SECONDS} s per run (HTTP/1.1; gRPC on HTTP/2)` : `kserve-load.js, ${CONNECTIONS} in flight, ${SECONDS} s per run`, '', ''],
-      ['ensemble, max_tokens=1: requests/s (generate / ModelInfer)', `${h.rps.toFixed(0)} (${served(unary.http!)})`, `${g.rps.toFixed(0)} (${served(unary.grpc!)})`, ratio(g.rps, h.rps)],
-      ['main JS thread CPU / request', us(h.req), us(g.req), ratio(g.req, h.req)],
-      ['server CPU / request (process − executor iterations, cross-check)', us((unary.http!.processCpu - unary.http!.executorSeconds) / unary.http!.served), us((unary.grpc!.processCpu - unary.grpc!.executorSeconds) / unary.grpc!.served), ''],
-      ['ensemble, max_tokens=64 streamed: tokens/s (generate_stream / ModelStreamInfer)', `${h.tps.toFixed(0)} (${served(streams.http!)})`, `${g.tps.toFixed(0)} (${served(streams.grpc!)})`, ratio(g.tps, h.tps)],
-      ['main JS thread CPU / streamed token (minus per-request cost)', us(hTok), us(gTok), ratio(gTok, hTok)],
+      ['load', `${HAVE_H2LOAD ? 'h2load (HTTP/1.1; gRPC on HTTP/2)' : 'kserve-load.js'}, ${CONNECTIONS} connections, ${SECONDS} s per run, median of ${ROUNDS} alternating rounds`, '', ''],
+      ['ensemble, max_tokens=1: requests/s (generate / ModelInfer)', med('http', 'rps').toFixed(0), med('grpc', 'rps').toFixed(0), ratio('rps')],
+      ['main JS thread CPU / request', us(med('http', 'req')), us(med('grpc', 'req')), ratio('req')],
+      ['ensemble, max_tokens=64 streamed: tokens/s (generate_stream / ModelStreamInfer)', med('http', 'tps').toFixed(0), med('grpc', 'tps').toFixed(0), ratio('tps')],
+      ['main JS thread CPU / streamed token (minus per-request cost)', us(med('http', 'tok')), us(med('grpc', 'tok')), ratio('tok')],
+      ['failed requests (all rounds; server-counted successes vs completed)', String(rounds.reduce((n, r) => n + r.http.failed, 0)), String(rounds.reduce((n, r) => n + r.grpc.failed, 0)), ''],
     ];
     process.stdout.write(`\n| HTTP vs gRPC | HTTP | gRPC | gRPC / HTTP |\n|---|---|---|---|\n${wireRows.map((r) => `| ${r.join(' | ')} |`).join('\n')}\n`);
     process.stdout.write(`\nmachine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, node ${process.version}\n`);
