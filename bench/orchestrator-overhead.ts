@@ -37,7 +37,8 @@ async function freePort(): Promise<number> {
 async function start(args: string[]): Promise<{ child: ResultPromise; base: string }> {
   const port = await freePort();
   const metrics = await freePort();
-  const child = execa('node', [BIN, ...args, '--http-port', String(port), '--metrics-port', String(metrics), '--threads', '1', '--log-level', 'warn'],
+  const grpc = await freePort();
+  const child = execa('node', [BIN, ...args, '--http-port', String(port), '--metrics-port', String(metrics), '--grpc-port', String(grpc), '--threads', '1', '--log-level', 'warn'],
     { reject: false, all: true });
   let all = '';
   await new Promise<void>((resolve, reject) => {

@@ -18,7 +18,7 @@ import { addConfigSourceOptions, addMultiModelOptions, addServeOptions, type Ser
 
 export function serveOptions(options: Readonly<ServeCliOptions>, parallel: { tp: number; pp: number }) {
   return {
-    model: options.model, host: options.host, httpPort: options.httpPort, metricsPort: options.metricsPort,
+    model: options.model, host: options.host, httpPort: options.httpPort, metricsPort: options.metricsPort, grpcPort: options.grpcPort,
     apiKey: options.apiKey, authHealth: options.authHealth, authMetrics: options.authMetrics,
     maxBodyBytes: options.maxBodyBytes, servedModelName: options.servedModelName, threads: options.threads,
     maxBatchSize: options.maxBatchSize, maxQueueSize: options.maxQueueSize, maxNumTokens: options.maxNumTokens,
@@ -31,7 +31,7 @@ export function serveOptions(options: Readonly<ServeCliOptions>, parallel: { tp:
 
 /** The serve options a rank needs, as arguments (the API key travels in the environment, not on `ps`). */
 function rankArguments(o: Readonly<ServeCliOptions>): string[] {
-  const args = ['--model', o.model, '--host', o.host, '--http-port', String(o.httpPort), '--metrics-port', String(o.metricsPort),
+  const args = ['--model', o.model, '--host', o.host, '--http-port', String(o.httpPort), '--metrics-port', String(o.metricsPort), '--grpc-port', String(o.grpcPort),
     '--log-level', o.logLevel, '--max-body-bytes', String(o.maxBodyBytes), '--drain-timeout', String(o.drainTimeout)];
   const optional: [string, unknown][] = [
     ['--served-model-name', o.servedModelName], ['--threads', o.threads], ['--max-batch-size', o.maxBatchSize],
@@ -69,7 +69,7 @@ export async function runServe(options: Readonly<ServeCliOptions>): Promise<numb
       if (options.apiKey) process.env.TRTLLM_API_KEY = options.apiKey;
       const { launchCluster } = await import('./cluster/launch.js');
       return await launchCluster({
-        parallel, host: options.host, httpPort: options.httpPort, metricsPort: options.metricsPort,
+        parallel, host: options.host, httpPort: options.httpPort, metricsPort: options.metricsPort, grpcPort: options.grpcPort,
         oversubscribe: options.oversubscribe, hostfile: options.hostfile, hosts: options.hosts, srunArgs: options.srunArgs,
         startupTimeoutSeconds: options.startupTimeout, drainTimeoutSeconds: options.drainTimeout, logDir: options.logDir,
         dryRun: options.dryRun, rankOptions: rankArguments(options), launcher,

@@ -85,7 +85,7 @@ export function addServeOptions(command: Command): Command {
     .addOption(option('--dry-run', 'print the mpirun command and each rank\'s role, then exit', 'TRTLLM_DRY_RUN').default(false))
     .addOption(option('--device <kind>', 'auto | cpu | cuda (this build has the CPU backend only)', 'TRTLLM_DEVICE').argParser(parseChoiceOption('--device', ['auto', 'cpu', 'cuda'] as const)).default('auto'))
     .addOption(option('--gpu-device-ids <ids>', 'GPUs per rank, "0,1" (ignored on the CPU backend)', 'TRTLLM_GPU_DEVICE_IDS'))
-    .addOption(option('--grpc-port <port>', 'KServe v2 gRPC port (not served yet)', 'TRTLLM_GRPC_PORT').argParser(parsePortOption('--grpc-port')).default(8001))
+    .addOption(option('--grpc-port <port>', 'KServe v2 gRPC port (Triton\'s GRPCInferenceService)', 'TRTLLM_GRPC_PORT').argParser(parsePortOption('--grpc-port')).default(8001))
     .addOption(option('--host <addr>', 'address to listen on', 'TRTLLM_HOST').default('0.0.0.0'))
     .addOption(option('--http-port <port>', 'KServe v2 + OpenAI HTTP port', 'TRTLLM_HTTP_PORT').argParser(parsePortOption('--http-port')).default(8000))
     .addOption(option('--metrics-port <port>', 'Prometheus metrics port', 'TRTLLM_METRICS_PORT').argParser(parsePortOption('--metrics-port')).default(8002))

@@ -1,4 +1,4 @@
-// One process serving one model: load the tokenizer and the executor, warm up, open the HTTP and metrics ports,
+// One process serving one model: load the tokenizer and the executor, warm up, open the HTTP, gRPC and metrics ports,
 // and on SIGINT/SIGTERM drain — stop accepting, let in-flight requests finish (or cancel them at the deadline),
 // shut the executor down and exit 0.
 import type { AddressInfo } from 'node:net';
@@ -21,6 +21,7 @@ export interface ServeOptions {
   host: string;
   httpPort: number;              // 0: any free port (tests)
   metricsPort: number;
+  grpcPort?: number | undefined; // KServe v2 gRPC; undefined: no gRPC port
   apiKey?: string | undefined;
   authHealth: boolean;
   authMetrics: boolean;
@@ -47,6 +48,7 @@ export interface RunningServer {
   context: ServingContext;
   httpPort: number;
   metricsPort: number;
+  grpcPort: number | undefined;
   /** Drains and stops everything; resolves when the executor has shut down. */
   close(): Promise<void>;
 }
@@ -113,13 +115,20 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
   await executor.generate({ inputTokenIds: [warmId], maxTokens: 1 });
   executor.iterationStats();
 
-  const http = createFrontendServer(singleModelCatalog(context), {
+  const catalog = singleModelCatalog(context);
+  const http = createFrontendServer(catalog, {
     apiKey: options.apiKey, authHealth: options.authHealth, authMetrics: options.authMetrics,
     maxBodyBytes: options.maxBodyBytes, onError: (error) => log.error(`request failed: ${(error as Error)?.stack ?? String(error)}`),
   });
   const metricsServer = createMetricsServer(metrics, { apiKey: options.apiKey, authMetrics: options.authMetrics });
   const httpPort = await listen(http, options.httpPort, options.host);
   const metricsPort = await listen(metricsServer, options.metricsPort, options.host);
+  // grpc-js is loaded only where a gRPC port is asked for.
+  const grpc = options.grpcPort === undefined ? undefined : await (await import('./frontend/grpc/server.js')).startGrpcServer(
+    { catalog },
+    { host: options.host, port: options.grpcPort, maxMessageBytes: options.maxBodyBytes, apiKey: options.apiKey,
+      authHealth: options.authHealth, onError: (error) => log.error(`gRPC request failed: ${(error as Error)?.stack ?? String(error)}`) },
+  );
   const poll = setInterval(() => executor.iterationStats(), STATS_POLL_MS);
   poll.unref();
   ready = true;
@@ -129,6 +138,7 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
     closing ??= (async () => {
       ready = false;  // health/ready answers 503 at once, so load balancers stop sending
       const httpClosed = closeServer(http);
+      const grpcDrained = grpc?.drain();
       http.closeIdleConnections();
       const deadline = Date.now() + options.drainTimeoutMs;
       while (executor.numActiveRequests() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
@@ -137,13 +147,14 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
       // Let the cancelled streams write their last events before the sockets go.
       await new Promise((r) => setTimeout(r, 20));
       http.closeAllConnections();
+      grpc?.close();
       clearInterval(poll);
-      await Promise.all([httpClosed, closeServer(metricsServer)]);
+      await Promise.all([httpClosed, grpcDrained, closeServer(metricsServer)]);
       metricsServer.closeAllConnections();
     })();
     return closing;
   };
-  return { context, httpPort, metricsPort, close };
+  return { context, httpPort, metricsPort, grpcPort: grpc?.port, close };
 }
 
 /** `trtllm-launch serve`: starts, prints how to query it, and runs until SIGINT/SIGTERM; returns the exit code. */
@@ -154,6 +165,7 @@ export async function serveUntilSignal(options: ServeOptions): Promise<number> {
   const auth = options.apiKey ? ` -H "Authorization: Bearer $TRTLLM_API_KEY"` : '';
   const lines = [
     `Started HTTPService at ${options.host}:${server.httpPort}`,
+    ...(server.grpcPort === undefined ? [] : [`Started GRPCInferenceService at ${options.host}:${server.grpcPort}`]),
     `Started Metrics Service at ${options.host}:${server.metricsPort}`,
     `ready: serving ${server.context.servedModelName} as ensemble, tensorrt_llm_bls, tensorrt_llm, preprocessing, postprocessing`,
     `  curl -X POST ${host}:${server.httpPort}/v2/models/ensemble/generate${auth} -d '{"text_input": "What is machine learning?", "max_tokens": 20, "bad_words": "", "stop_words": ""}'`,

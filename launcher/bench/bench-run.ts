@@ -3,7 +3,7 @@
 // --check-perf-json turns the run into a regression gate (exit 1 when a figure is past its tolerance).
 import { readFileSync } from 'node:fs';
 
-import { checkProtocol } from '../client/client-options.js';
+import { checkProtocol, defaultUrl } from '../client/client-options.js';
 import { ToolError } from '../client/tool-error.js';
 import { arrivalOffsetsMs, type ArrivalKind } from './arrivals.js';
 import { checkPerf, formatChecks, type PerfCheck } from './check-perf.js';
@@ -12,12 +12,12 @@ import { runRequests } from './runner.js';
 import { type BenchRequest, datasetRequests, parseDataset, tokenNormDist } from './sources.js';
 import { type BenchSummary, summarize } from './summary.js';
 import { progressBar, report } from './table.js';
-import { type BenchTarget, httpTarget, offlineTarget } from './targets.js';
+import { type BenchTarget, grpcTarget, httpTarget, offlineTarget } from './targets.js';
 
 export type BenchSource = 'token-norm-dist' | 'dataset';
 
 export interface BenchOptions {
-  url: string;
+  url?: string | undefined;       // default: localhost:8000 for http, localhost:8001 for grpc
   protocol: string;
   offline: boolean;
   model: string;
@@ -95,7 +95,9 @@ export async function runBench(source: BenchSource, o: BenchOptions, io: BenchOu
   const perfSpec = o.checkPerfJson === undefined ? undefined : readJsonFile(o.checkPerfJson, '--check-perf-json');
   const target = o.offline
     ? await offlineTarget({ model: o.model, endId: o.endId, ...(o.threads === undefined ? {} : { threads: o.threads }), ...(o.maxBatchSize === undefined ? {} : { maxBatchSize: o.maxBatchSize }) })
-    : await httpTarget(o.url, o.endId, o.tokenizerDir);
+    : o.protocol === 'grpc'
+      ? await grpcTarget(o.url ?? defaultUrl('grpc'), o.endId, o.tokenizerDir)
+      : await httpTarget(o.url ?? defaultUrl('http'), o.endId, o.tokenizerDir);
   try {
     const requests = await buildRequests(source, o, target);
     const arrivalsMs = arrivalOffsetsMs(requests.length, o.requestRate, o.arrivals, seededRandom(o.seed + 1));

@@ -1,10 +1,11 @@
 // Where the bench sends its requests: a running server over HTTP (tensorrt_llm's generate_stream, token ids in,
-// as benchmark_core_model drives the core model), or --offline an executor in this process (no HTTP, no JSON:
-// the figure comparable to trtllm-bench). Both stream, so time to first token and inter-token gaps are measured
-// the same way.
+// as benchmark_core_model drives the core model) or gRPC (-i grpc: one ModelStreamInfer call per request, as
+// benchmark_core_model -i grpc does), or --offline an executor in this process (no HTTP, no JSON: the figure
+// comparable to trtllm-bench). All stream, so time to first token and inter-token gaps are measured the same way.
 import { Executor } from '../../worker/executor/executor.js';
+import { GrpcClient, grpcAddress } from '../client/grpc.js';
 import { checkReady, getJson, normalizeUrl, postStream } from '../client/http.js';
-import { localCodec, serverCodec, type TextCodec } from '../client/text-codec.js';
+import { localCodec, serverCodec, serverCodecVia, type TextCodec } from '../client/text-codec.js';
 import type { BenchRequest } from './sources.js';
 
 export interface BenchTarget {
@@ -39,6 +40,38 @@ export async function httpTarget(url: string, endId: number, tokenizerDir: strin
     },
     close: async () => {},
   };
+}
+
+export async function grpcTarget(url: string, endId: number, tokenizerDir: string | undefined): Promise<BenchTarget> {
+  const client = new GrpcClient(grpcAddress(url));
+  try {
+    await client.checkReady();
+    const vocab = Number((await client.modelConfig('tensorrt_llm')).parameters?.vocab_size?.string_value);
+    return {
+      vocabSize: Number.isSafeInteger(vocab) && vocab > 0 ? vocab : undefined,
+      codec: tokenizerDir ? localCodec(tokenizerDir) : serverCodecVia(async (model, inputs) => (await client.infer({ model, inputs })).outputs),
+      async send(request, onTokens) {
+        let total = 0;
+        const call = client.stream();
+        const one = (name: string, datatype: string, data: number[] | boolean[]) => ({ name, datatype, shape: [1, data.length], data });
+        call.send({ model: 'tensorrt_llm', inputs: [
+          one('input_ids', 'INT32', request.inputIds), one('input_lengths', 'INT32', [request.inputIds.length]),
+          one('request_output_len', 'INT32', [request.outputLen]), one('end_id', 'INT32', [endId]), one('streaming', 'BOOL', [true]),
+        ] });
+        for await (const r of call.responses) {
+          const n = r.outputs.find((t) => t.name === 'output_ids')?.data.length ?? 0;
+          if (n > 0) onTokens(n);
+          total += n;
+          if (r.final) call.end();
+        }
+        return total;
+      },
+      close: async () => client.close(),
+    };
+  } catch (error) {
+    client.close();
+    throw error;
+  }
 }
 
 export interface OfflineOptions {

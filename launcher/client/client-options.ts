@@ -5,7 +5,7 @@ import { ToolError } from './tool-error.js';
 export type ModelKind = 'tokens' | 'text';
 
 export interface ClientOptions {
-  url: string;
+  url?: string | undefined;         // default: localhost:8000 for http, localhost:8001 for grpc
   protocol: string;
   modelName: string;
   text: string;
@@ -43,11 +43,15 @@ export function modelKind(name: string): ModelKind {
   throw new ToolError(`--model-name must be tensorrt_llm (token ids), ensemble or tensorrt_llm_bls (text), got "${name}"`);
 }
 
-/** -i/--protocol: only HTTP is served; gRPC comes with its own issue and is refused with that said. */
+/** -i/--protocol: KServe v2 over HTTP (port 8000) or gRPC (port 8001), as Triton's clients take it. */
 export function checkProtocol(protocol: string): void {
-  if (protocol === 'http') return;
-  if (protocol === 'grpc') throw new ToolError('-i grpc: gRPC is not served yet; use -i http (the default) against port 8000');
-  throw new ToolError(`-i/--protocol must be http, got "${protocol}"`);
+  if (protocol === 'http' || protocol === 'grpc') return;
+  throw new ToolError(`-i/--protocol must be http or grpc, got "${protocol}"`);
+}
+
+/** Triton's ports: HTTP on 8000, gRPC on 8001. */
+export function defaultUrl(protocol: string): string {
+  return protocol === 'grpc' ? 'localhost:8001' : 'localhost:8000';
 }
 
 /** --input-tokens: "1,2,3" or "[1, 2, 3]". */

@@ -1,12 +1,14 @@
-// `trtllm-launch client`: one request (or one batch) to a generation model over HTTP, printed as the seeds'
-// clients print it. Non-streaming requests go through /infer (its tensors keep the logits' shapes); --streaming
-// reads generate_stream. --stop-after-ms sends Triton's stop request for the request's id, and hangs up if the
-// stream still has not ended shortly after (the server cancels a request whose client disconnected).
-import { type ClientOptions, checkCombination, checkProtocol, type ModelKind, modelKind, prompts } from './client-options.js';
+// `trtllm-launch client`: one request (or one batch) to a generation model over HTTP or gRPC (-i), printed as the
+// seeds' clients print it. Non-streaming requests go through /infer or ModelInfer (their tensors keep the logits'
+// shapes); --streaming reads generate_stream or ModelStreamInfer. --stop-after-ms sends Triton's stop request for
+// the request's id, and hangs up if the stream still has not ended shortly after (the server cancels a request whose
+// client went away).
+import { type ClientOptions, checkCombination, checkProtocol, defaultUrl, type ModelKind, modelKind, prompts } from './client-options.js';
 import { type ElementResult, finishOf, formatElement, formatIds, type Tensor } from './client-output.js';
-import { generateBody, inferBody, stopBody } from './client-request.js';
-import { checkReady, getJson, normalizeUrl, postJson, postStream } from './http.js';
-import { localCodec, serverCodec, type TextCodec } from './text-codec.js';
+import { GrpcClient, grpcAddress } from './grpc.js';
+import { normalizeUrl } from './http.js';
+import { localCodec, type TextCodec } from './text-codec.js';
+import { type ClientTransport, grpcTransport, httpTransport, type RequestSpec } from './transport.js';
 
 const HANG_UP_AFTER_STOP_MS = 2000;
 
@@ -35,23 +37,23 @@ function numbers(v: unknown): number[] {
   return Array.isArray(v) ? (v.flat(Infinity) as number[]) : typeof v === 'number' ? [v] : [];
 }
 
-function stopScheduler(base: string, model: string, id: string | undefined, ms: number | undefined, controller: AbortController) {
+function stopScheduler(transport: ClientTransport, model: string, id: string | undefined, ms: number | undefined, controller: AbortController) {
   let sent = false;
   const timers: NodeJS.Timeout[] = [];
   if (id !== undefined && ms !== undefined) {
     timers.push(setTimeout(() => {
       sent = true;
-      postJson(`${base}/v2/models/${model}/generate`, stopBody(id)).catch(() => controller.abort());
+      transport.stop(model, id).catch(() => controller.abort());
       timers.push(setTimeout(() => controller.abort(), HANG_UP_AFTER_STOP_MS));
     }, ms));
   }
   return { sent: () => sent, clear: () => timers.forEach(clearTimeout) };
 }
 
-async function streamParts(url: string, body: unknown, signal: AbortSignal, parts: Map<number, Partial>): Promise<number> {
+async function streamParts(events$: AsyncIterable<Record<string, unknown>>, parts: Map<number, Partial>): Promise<number> {
   let events = 0;
   try {
-    for await (const e of postStream(url, body, signal)) {
+    for await (const e of events$) {
       events += 1;
       const i = typeof e.batch_index === 'number' ? e.batch_index : 0;
       const p = parts.get(i) ?? newPartial();
@@ -77,10 +79,10 @@ function rowOf(t: { shape: number[]; data: unknown[] }, i: number): { shape: num
   return { shape: [1, ...rest], data: t.data.slice(i * size, (i + 1) * size) };
 }
 
-async function inferParts(url: string, body: unknown, signal: AbortSignal, parts: Map<number, Partial>): Promise<number> {
+async function inferParts(whole: () => Promise<unknown>, parts: Map<number, Partial>): Promise<number> {
   let res: unknown;
   try {
-    res = await postJson(url, body, signal);
+    res = await whole();
   } catch (error) {
     if ((error as Error).name === 'AbortError') return 0;
     throw error;
@@ -106,12 +108,6 @@ async function inferParts(url: string, body: unknown, signal: AbortSignal, parts
     parts.set(i, p);
   }
   return 1;
-}
-
-async function vocabSize(base: string, model: string): Promise<number | undefined> {
-  const config = await getJson(`${base}/v2/models/${model}/config`).catch(() => undefined) as { parameters?: { vocab_size?: { string_value?: string } } } | undefined;
-  const v = Number(config?.parameters?.vocab_size?.string_value);
-  return Number.isSafeInteger(v) && v > 0 ? v : undefined;
 }
 
 /** Streamed logits arrive flat: their shapes follow from the prompt length and the vocabulary. */
@@ -155,14 +151,28 @@ async function toElements(
   });
 }
 
+/** The transport -i asks for, at --url (or the protocol's default port). */
+export function openTransport(protocol: string, url: string | undefined): ClientTransport {
+  const where = url ?? defaultUrl(protocol);
+  return protocol === 'grpc' ? grpcTransport(new GrpcClient(grpcAddress(where))) : httpTransport(normalizeUrl(where));
+}
+
 export async function runClient(o: ClientOptions, print: (line: string) => void): Promise<ClientRun> {
   checkProtocol(o.protocol);
   const kind = modelKind(o.modelName);
   checkCombination(o, kind);
-  const base = normalizeUrl(o.url);
+  const transport = openTransport(o.protocol, o.url);
+  try {
+    return await runWith(transport, o, kind, print);
+  } finally {
+    transport.close();
+  }
+}
+
+async function runWith(transport: ClientTransport, o: ClientOptions, kind: ModelKind, print: (line: string) => void): Promise<ClientRun> {
   const texts = o.inputTokens ? undefined : prompts(o);
-  await checkReady(base);
-  const codec = o.tokenizerDir ? localCodec(o.tokenizerDir) : serverCodec(base);
+  await transport.checkReady();
+  const codec = o.tokenizerDir ? localCodec(o.tokenizerDir) : transport.codec;
   if (o.padId !== undefined) print(`Using pad_id: ${o.padId}`);
   if (o.endId !== undefined) print(`Using end_id: ${o.endId}`);
   let rows: number[][] | undefined;
@@ -173,18 +183,19 @@ export async function runClient(o: ClientOptions, print: (line: string) => void)
   const input = kind === 'tokens' ? { rows: rows! } : { prompts: texts! };
   const id = o.requestId ?? (o.stopAfterMs === undefined ? undefined : `trtllm-client-${process.pid}-${Date.now()}`);
   const controller = new AbortController();
-  const stop = stopScheduler(base, o.modelName, id, o.stopAfterMs, controller);
+  const stop = stopScheduler(transport, o.modelName, id, o.stopAfterMs, controller);
   const parts = new Map<number, Partial>();
+  const spec: RequestSpec = { o, kind, input, id };
   let responses: number;
   try {
     responses = o.streaming
-      ? await streamParts(`${base}/v2/models/${o.modelName}/generate_stream`, generateBody(o, kind, input, true, id), controller.signal, parts)
-      : await inferParts(`${base}/v2/models/${o.modelName}/infer`, inferBody(o, kind, input, id), controller.signal, parts);
+      ? await streamParts(transport.stream(spec, controller.signal), parts)
+      : await inferParts(() => transport.whole(spec, controller.signal), parts);
   } finally {
     stop.clear();
   }
   if (o.streaming && (o.returnContextLogits || o.returnGenerationLogits)) {
-    const vocab = await vocabSize(base, o.modelName);
+    const vocab = await transport.vocabSize(o.modelName);
     for (const [i, p] of parts) streamedShapes(p, rows?.[i]?.length, vocab);
   }
   print('Got completed request');

@@ -14,7 +14,7 @@ export function normalizeUrl(url: string): string {
     throw new ToolError(`--url must be an http(s) URL or host:port, got "${url}"`);
   }
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
-    throw new ToolError(`--url must use http or https, got "${url}" (gRPC is not served yet)`);
+    throw new ToolError(`--url must use http or https, got "${url}" (for gRPC, add -i grpc and give host:port)`);
   }
   return withScheme.replace(/\/+$/, '');
 }

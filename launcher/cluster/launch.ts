@@ -19,6 +19,7 @@ export interface ClusterOptions {
   host: string;
   httpPort: number;
   metricsPort: number;
+  grpcPort?: number | undefined;
   oversubscribe: boolean;
   hostfile?: string | undefined;
   hosts?: string | undefined;
@@ -151,6 +152,7 @@ export async function launchCluster(options: ClusterOptions): Promise<number> {
   const checks = options.dryRun || launcher === 'srun' ? [] : [
     checkPortFree(options.host, options.httpPort, '--http-port'),
     checkPortFree(options.host, options.metricsPort, '--metrics-port'),
+    ...(options.grpcPort === undefined ? [] : [checkPortFree(options.host, options.grpcPort, '--grpc-port')]),
   ];
   let command: MpirunCommand;
   if (launcher === 'srun') {
@@ -171,7 +173,8 @@ export async function launchCluster(options: ClusterOptions): Promise<number> {
       return 0;
     }
     for (let rank = 0; rank < worldSize; rank += 1) {
-      const role = rank === 0 ? `leader: HTTP ${options.host}:${options.httpPort}, metrics :${options.metricsPort}` : 'follower: no ports';
+      const grpc = options.grpcPort === undefined ? '' : `, gRPC :${options.grpcPort}`;
+      const role = rank === 0 ? `leader: HTTP ${options.host}:${options.httpPort}${grpc}, metrics :${options.metricsPort}` : 'follower: no ports';
       process.stdout.write(`rank ${rank}: tp_rank ${rank % tp}, pp_rank ${Math.floor(rank / tp)}; ${role}; env OMP_NUM_THREADS=${env.OMP_NUM_THREADS}\n`);
     }
     return 0;

@@ -34,6 +34,7 @@ export const CONFIG_KEYS: readonly ConfigKey[] = [
   { key: 'serving.exclude_input_in_output', check: boolCheck, ignored: 'ignored: not applied server-wide yet; requests set exclude_input_in_output themselves' },
   { key: 'serving.decoupled', check: boolCheck, ignored: 'ignored: ensemble and tensorrt_llm always allow streaming (decoupled) responses' },
   { key: 'serving.http_port', option: 'httpPort', check: portCheck },
+  { key: 'serving.grpc_port', option: 'grpcPort', check: portCheck },
   { key: 'serving.metrics_port', option: 'metricsPort', check: portCheck },
   { key: 'serving.host', option: 'host', check: textCheck },
 ];

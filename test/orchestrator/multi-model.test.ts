@@ -39,9 +39,10 @@ interface Cluster {
 async function startCluster(extra: string[] = []): Promise<Cluster> {
   const port = await freePort();
   const metricsPort = await freePort();
+  const grpcPort = await freePort();
   let all = '';
   const child = execa('node', [bin, '--multi-model', '--model-repo', repository(), '--oversubscribe', '--threads', '1',
-    '--http-port', String(port), '--metrics-port', String(metricsPort), '--drain-timeout', '5', ...extra], { reject: false, all: true });
+    '--http-port', String(port), '--metrics-port', String(metricsPort), '--grpc-port', String(grpcPort), '--drain-timeout', '5', ...extra], { reject: false, all: true });
   const ready = new Promise<boolean>((resolve) => {
     child.all!.on('data', (chunk: Buffer) => {
       all += chunk.toString();
@@ -95,6 +96,7 @@ t.test('spawn mode: two models with different tp serve what one rank serves; one
   t.ok(await cluster.ready, `ready (output: ${cluster.output().slice(-2000)})`);
   t.match(cluster.output(), /spawning 2 worker group\(s\): alpha \(2 rank\(s\)\), beta \(1 rank\(s\)\)/);
   t.match(cluster.output(), /\[group 0 rank 0\] .*model alpha ready/, 'spawned ranks print under their group');
+  t.match(cluster.output(), /Started GRPCInferenceService at /, 'the orchestrator opens the gRPC port too');
 
   // Both models at once, several requests each: every answer equals the one-rank answer.
   const answers = await Promise.all(PROMPTS.flatMap((p) => ['alpha', 'beta'].map(async (m) => ({ m, p, r: await generate(cluster.base, m, p) }))));

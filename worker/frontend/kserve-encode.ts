@@ -36,7 +36,7 @@ export function generateBatchBody(model: string, id: string | undefined, element
 }
 
 /** Stacks per-element tensors into [batch, ...] tensors, padding each element up to the largest shape. */
-export function stackOutputs(elements: OutputTensor[][], only?: ReadonlySet<string>): unknown[] {
+export function stackOutputs(elements: OutputTensor[][], only?: ReadonlySet<string>): OutputTensor[] {
   const names = [...new Set(elements.flatMap((e) => e.map((t) => t.name)))].filter((n) => !only || only.has(n));
   return names.map((name) => {
     const parts = elements.map((e) => e.find((t) => t.name === name));
@@ -51,7 +51,7 @@ export function stackOutputs(elements: OutputTensor[][], only?: ReadonlySet<stri
       if (p) copyInto(block, shape, p.data, p.shape);
       for (const x of block) data.push(x);
     }
-    return { name, datatype: first.datatype, shape: [elements.length, ...shape], data };
+    return { name, datatype: first.datatype, shape: [elements.length, ...shape], data } satisfies OutputTensor;
   });
 }
 

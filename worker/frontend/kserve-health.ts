@@ -6,11 +6,24 @@ import { join } from 'node:path';
 import { packageRoot } from '../binding/load-addon.js';
 import { type Route, sendJson } from './http-server.js';
 import { requireReady, type ModelCatalog } from './model-catalog.js';
-import { modelConfigJson, modelMetadata } from './model-repository.js';
+import { modelConfigJson, modelMetadata, type ServedModel } from './model-repository.js';
+import type { ServingContext } from './serving-context.js';
 
 const VERSION = (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
 const MODEL = '([^/]+)';
 const VERSION_PART = '(?:/versions/([^/]+))?';
+
+/** GET /v2 and gRPC ServerMetadata: who we are and the extensions we serve. */
+export function serverMetadata(): { name: string; version: string; extensions: string[] } {
+  return { name: 'trtllm-launch', version: VERSION, extensions: ['model_configuration', 'generate', 'statistics'] };
+}
+
+/** GET .../config and gRPC ModelConfig: the model's Triton-style config with this server's limits. */
+export function modelConfigFor(ctx: ServingContext, model: ServedModel): ReturnType<typeof modelConfigJson> {
+  return modelConfigJson(model, {
+    maxBatchSize: ctx.maxBatchSize, maxBeamWidth: ctx.executor.limits.maxBeamWidth, vocabSize: ctx.executor.modelConfig.vocabSize,
+  });
+}
 
 export function healthRoutes(catalog: ModelCatalog, openHealth: boolean): Route[] {
   const empty = (status: number) => (c: { res: import('node:http').ServerResponse }) => {
@@ -25,7 +38,7 @@ export function healthRoutes(catalog: ModelCatalog, openHealth: boolean): Route[
     },
     {
       method: 'GET', path: /^\/v2\/?$/, style: 'kserve',
-      handle: (c) => sendJson(c.res, 200, { name: 'trtllm-launch', version: VERSION, extensions: ['model_configuration', 'generate', 'statistics'] }),
+      handle: (c) => sendJson(c.res, 200, serverMetadata()),
     },
     {
       method: 'GET', path: new RegExp(`^/v2/models/${MODEL}${VERSION_PART}/ready$`), style: 'kserve', open: openHealth,
@@ -39,9 +52,7 @@ export function healthRoutes(catalog: ModelCatalog, openHealth: boolean): Route[
       handle: (c) => {
         const { ctx, model } = catalog.resolve(c.params[0]!, c.params[1]);
         requireReady(ctx, model.name);
-        sendJson(c.res, 200, modelConfigJson(model, {
-          maxBatchSize: ctx.maxBatchSize, maxBeamWidth: ctx.executor.limits.maxBeamWidth, vocabSize: ctx.executor.modelConfig.vocabSize,
-        }));
+        sendJson(c.res, 200, modelConfigFor(ctx, model));
       },
     },
     {

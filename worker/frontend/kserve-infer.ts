@@ -1,23 +1,19 @@
-// POST /v2/models/{name}[/versions/{v}]/infer: KServe v2 JSON tensors in and out, with Triton's tensor names.
+// POST /v2/models/{name}[/versions/{v}]/infer: KServe v2 JSON tensors in and out, with Triton's tensor names. This
+// file only reads the JSON body and writes the JSON answer; the request itself runs in kserve-infer-request.ts,
+// which gRPC's ModelInfer shares.
 import { describeValue } from '../binding/errors.js';
 import { badRequest } from './http-errors.js';
 import { type Route, sendJson } from './http-server.js';
-import { collectFinal, stackOutputs } from './kserve-encode.js';
-import { runModel } from './kserve-run.js';
-import { MODEL_VERSION } from './metrics.js';
+import { type InferRequest, inferWhole, namedInputs } from './kserve-infer-request.js';
 import type { ModelCatalog } from './model-catalog.js';
-import { fromKserveTensor, type NamedValues } from './named-values.js';
+import { fromKserveTensor } from './named-values.js';
 
-export function inferInputs(body: Record<string, unknown>): { id: string | undefined; values: NamedValues; outputs?: Set<string> } {
+/** The JSON body's id, inputs and requested outputs, decoded and checked. */
+export function inferInputs(body: Record<string, unknown>): Pick<InferRequest, 'id' | 'inputs' | 'outputs'> {
   const { id, inputs, outputs } = body;
   if (id !== undefined && typeof id !== 'string') throw badRequest(`id must be a string, got ${describeValue(id)}`, 'id');
   if (!Array.isArray(inputs)) throw badRequest(`inputs must be an array of tensors, got ${describeValue(inputs)}`, 'inputs');
-  const values: NamedValues = new Map();
-  inputs.forEach((tensor, i) => {
-    const [name, value] = fromKserveTensor(tensor, i);
-    if (values.has(name)) throw badRequest(`input '${name}' is given twice`, name);
-    values.set(name, value);
-  });
+  const values = namedInputs(inputs.map((tensor, i) => fromKserveTensor(tensor, i)));
   let wanted: Set<string> | undefined;
   if (outputs !== undefined) {
     if (!Array.isArray(outputs)) throw badRequest(`outputs must be an array of {"name": ...}, got ${describeValue(outputs)}`, 'outputs');
@@ -27,23 +23,22 @@ export function inferInputs(body: Record<string, unknown>): { id: string | undef
       return name;
     }));
   }
-  return { id, values, ...(wanted ? { outputs: wanted } : {}) };
+  return { id, inputs: values, ...(wanted ? { outputs: wanted } : {}) };
 }
 
 export function inferRoutes(catalog: ModelCatalog): Route[] {
   return [{
     method: 'POST', path: /^\/v2\/models\/([^/]+)(?:\/versions\/([^/]+))?\/infer$/, style: 'kserve',
     handle: async (c) => {
-      const { ctx, model } = catalog.resolve(c.params[0]!, c.params[1]);
-      const { id, values, outputs } = inferInputs(await c.json());
-      const run = runModel(ctx, model, values, { signal: c.signal, streamEndpoint: false, ...(id === undefined ? {} : { requestId: id }) });
-      const elements = await collectFinal(run.events, run.batchSize);
+      catalog.resolve(c.params[0]!, c.params[1]);  // an unknown model is a 404 before the body is read
+      const request = { modelName: c.params[0]!, modelVersion: c.params[1], ...inferInputs(await c.json()) };
+      const response = await inferWhole(catalog, request, c.signal);
       if (c.signal.aborted) return;
       sendJson(c.res, 200, {
-        model_name: model.name,
-        model_version: MODEL_VERSION,
-        ...(id === undefined ? {} : { id }),
-        outputs: elements.length === 0 ? [] : stackOutputs(elements, outputs),
+        model_name: response.modelName,
+        model_version: response.modelVersion,
+        ...(response.id === undefined ? {} : { id: response.id }),
+        outputs: response.outputs,
       });
     },
   }];

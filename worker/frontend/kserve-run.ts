@@ -31,7 +31,8 @@ export interface ModelRun {
 export interface RunOptions {
   signal: AbortSignal;
   requestId?: string;
-  streamEndpoint: boolean;   // generate_stream: stream even when the request does not say so
+  streamEndpoint: boolean;   // generate_stream / ModelStreamInfer: a response per iteration is possible
+  streamByDefault?: boolean; // what a request without `stream` / `streaming` gets there (default true: generate_stream)
 }
 
 /** A `stop: true` request cancels the running requests with its id and produces nothing itself. */

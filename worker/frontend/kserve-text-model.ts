@@ -35,7 +35,7 @@ export function runTextModel(ctx: ServingContext, model: ServedModel, values: Na
   try {
     runs = params.map((p, i) => {
     // Only generate_stream streams (per iteration unless the request says stream: false); generate collects.
-    const streaming = options.streamEndpoint && (p.stream ?? true);
+    const streaming = options.streamEndpoint && (p.stream ?? options.streamByDefault ?? true);
     const promptIds = ctx.tokenizer.encode(p.prompt);
     const run = inClientTerms(() => startText(ctx, {
       promptIds,

@@ -70,7 +70,7 @@ export function runTokenModel(ctx: ServingContext, model: ServedModel, values: N
     const maxTokens = optInt(get('request_output_len'), 'request_output_len', 1);
     if (maxTokens === undefined) throw badRequest('request_output_len is required (tokens to generate)', 'request_output_len');
     const asked = optBool(get('streaming'), 'streaming');
-    const streaming = options.streamEndpoint && (asked ?? true);
+    const streaming = options.streamEndpoint && (asked ?? options.streamByDefault ?? true);
     return compact<NativeRequest>({
       inputTokenIds,
       maxTokens,

@@ -27,11 +27,11 @@ export function fromJsonField(name: string, value: unknown): NamedValue {
   return { shape, data };
 }
 
-const DATATYPES = new Set([
+export const DATATYPES: ReadonlySet<string> = new Set([
   'BOOL', 'UINT8', 'UINT16', 'UINT32', 'UINT64', 'INT8', 'INT16', 'INT32', 'INT64', 'FP16', 'FP32', 'FP64', 'BYTES',
 ]);
 
-/** One entry of a KServe v2 `inputs` array, checked for name, datatype, shape and data agreeing. */
+/** One entry of a KServe v2 JSON `inputs` array: the object's form here, the tensor itself in checkTensor. */
 export function fromKserveTensor(tensor: unknown, index: number): [string, NamedValue] {
   const where = `inputs[${index}]`;
   if (typeof tensor !== 'object' || tensor === null || Array.isArray(tensor)) {
@@ -40,27 +40,40 @@ export function fromKserveTensor(tensor: unknown, index: number): [string, Named
   const t = tensor as Record<string, unknown>;
   if (typeof t.name !== 'string' || t.name === '') throw badRequest(`${where}.name must be a non-empty string, got ${describeValue(t.name)}`);
   const name = t.name;
-  if (typeof t.datatype !== 'string' || !DATATYPES.has(t.datatype)) {
-    throw badRequest(`input '${name}': datatype must be one of ${[...DATATYPES].join(', ')}, got ${describeValue(t.datatype)}`, name);
+  if (!Array.isArray(t.data)) {
+    checkTensorHeader(name, t.datatype, t.shape);
+    throw badRequest(`input '${name}': data must be an array, got ${describeValue(t.data)}`, name);
   }
-  if (!Array.isArray(t.shape) || t.shape.some((d) => !Number.isSafeInteger(d) || (d as number) < 0)) {
-    throw badRequest(`input '${name}': shape must be an array of non-negative integers, got ${describeValue(t.shape)}`, name);
+  return [name, checkTensor(name, t.datatype, t.shape, (t.data as unknown[]).flat(Infinity as 1) as unknown[])];
+}
+
+function checkTensorHeader(name: string, datatype: unknown, shape: unknown): asserts shape is number[] {
+  if (typeof datatype !== 'string' || !DATATYPES.has(datatype)) {
+    throw badRequest(`input '${name}': datatype must be one of ${[...DATATYPES].join(', ')}, got ${describeValue(datatype)}`, name);
   }
-  const shape = t.shape as number[];
-  if (!Array.isArray(t.data)) throw badRequest(`input '${name}': data must be an array, got ${describeValue(t.data)}`, name);
-  const data = (t.data as unknown[]).flat(Infinity as 1) as unknown[];
+  if (!Array.isArray(shape) || shape.some((d) => !Number.isSafeInteger(d) || (d as number) < 0)) {
+    throw badRequest(`input '${name}': shape must be an array of non-negative integers, got ${describeValue(shape)}`, name);
+  }
+}
+
+/**
+ * A decoded input tensor, whatever the wire (JSON, gRPC typed contents, gRPC raw bytes): the datatype is a KServe
+ * one, the shape holds as many elements as the flat data, and every element is a value of the datatype.
+ */
+export function checkTensor(name: string, datatype: unknown, shape: unknown, data: unknown[]): NamedValue {
+  checkTensorHeader(name, datatype, shape);
   const expected = shape.reduce((a, b) => a * b, 1);
   if (data.length !== expected) {
     throw badRequest(`input '${name}': shape [${shape.join(', ')}] needs ${expected} elements, data has ${data.length}`, name);
   }
-  const dt = t.datatype;
+  const dt = datatype as string;
   const ok = dt === 'BYTES' ? (x: unknown) => typeof x === 'string'
     : dt === 'BOOL' ? (x: unknown) => typeof x === 'boolean'
       : dt.startsWith('FP') ? (x: unknown) => typeof x === 'number' && Number.isFinite(x)
         : (x: unknown) => Number.isSafeInteger(x) && (!dt.startsWith('U') || (x as number) >= 0);
   const bad = data.findIndex((x) => !ok(x));
   if (bad >= 0) throw badRequest(`input '${name}': element ${bad} is ${describeValue(data[bad])}, not a ${dt} value`, name);
-  return [name, { shape, data }];
+  return { shape, data };
 }
 
 /** Rejects names the model does not declare, listing those it does. */

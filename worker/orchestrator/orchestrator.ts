@@ -99,19 +99,27 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
       return registry.metrics();
     },
   };
-  const http = createFrontendServer(multiModelCatalog(catalogModels), {
+  const catalog = multiModelCatalog(catalogModels);
+  const http = createFrontendServer(catalog, {
     apiKey: opts.apiKey, authHealth: opts.authHealth, authMetrics: opts.authMetrics, maxBodyBytes: opts.maxBodyBytes,
     onError: (error) => log.error(`request failed: ${(error as Error)?.stack ?? String(error)}`),
   });
   const metricsServer = createMetricsServer(endpoint, { apiKey: opts.apiKey, authMetrics: opts.authMetrics });
   const httpPort = await listen(http, opts.httpPort, opts.host);
   const metricsPort = await listen(metricsServer, opts.metricsPort, opts.host);
+  // The gRPC port answers from the same catalog: every model by name, Triton's names on the first.
+  const grpc = opts.grpcPort === undefined ? undefined : await (await import('../frontend/grpc/server.js')).startGrpcServer(
+    { catalog },
+    { host: opts.host, port: opts.grpcPort, maxMessageBytes: opts.maxBodyBytes, apiKey: opts.apiKey, authHealth: opts.authHealth,
+      onError: (error) => log.error(`gRPC request failed: ${(error as Error)?.stack ?? String(error)}`) },
+  );
   const poll = setInterval(() => { for (const g of groups) g.executor?.iterationStats(); }, 500);
   open = true;
   const shown = opts.host === '0.0.0.0' || opts.host === '::' ? 'localhost' : opts.host;
   process.stdout.write([
     `Started HTTPService at ${opts.host}:${httpPort}`,
     `Started Metrics Service at ${opts.host}:${metricsPort}`,
+    ...(grpc === undefined ? [] : [`Started GRPCInferenceService at ${opts.host}:${grpc.port}`]),
     `orchestrator ready: ${groups.filter((g) => g.status === 'ready').length} of ${groups.length} model(s) serving`,
     ...groups.map((g) => `  ${g.name}: ${g.status === 'ready' ? `ready (tp ${g.plan.tp} x pp ${g.plan.pp})` : `NOT available: ${g.reason}`}`),
     `  curl -X POST ${shown}:${httpPort}/v2/models/${groups[0]!.name}/generate -d '{"text_input": "What is machine learning?", "max_tokens": 20}'`,
@@ -129,16 +137,18 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
   open = false;
   const httpClosed = new Promise<void>((done) => http.close(() => done()));
   http.closeIdleConnections();
+  const grpcDrained = grpc?.drain();
   if (code === 0) {
     for (const g of groups) g.shutdown(opts.drainTimeoutMs);
     const deadline = new Promise<void>((done) => setTimeout(done, opts.drainTimeoutMs + 10_000).unref());
     await Promise.race([Promise.all(groups.map((g) => g.settled())), deadline]);
   }
   http.closeAllConnections();
+  grpc?.close();
   clearInterval(poll);
   clearInterval(watch);
   clearInterval(heartbeat);
-  await Promise.all([httpClosed, new Promise<void>((done) => metricsServer.close(() => done()))]);
+  await Promise.all([httpClosed, grpcDrained, new Promise<void>((done) => metricsServer.close(() => done()))]);
   links.close();
   for (const g of groups) if (g.status !== 'stopped') g.killSurvivors();
   // MPI_Finalize waits for every connected process: only when every group ended in order (a spawned group that

@@ -79,6 +79,25 @@ t.test('bench over HTTP: counts add up against the server\'s metrics', async (t)
   t.match(gate.stderr, /\[FAIL\] requests_per_sec: .*\n.*\n\[ERROR\] performance regressed: requests_per_sec/);
 });
 
+t.test('bench -i grpc: the same traffic through ModelStreamInfer, counts against the server\'s metrics', async (t) => {
+  const { metricsBase, server } = await startTestServer(t, { grpcPort: 0 });
+  const url = `127.0.0.1:${server.grpcPort}`;
+  const before = await counters(metricsBase);
+  const { summary } = await runBench('token-norm-dist', options(url, { protocol: 'grpc', concurrency: 4, requestRate: 400, outputStdev: 0 }), quiet);
+  const after = await counters(metricsBase);
+  const delta = (n: string) => after[n]! - before[n]!;
+  t.match(summary, { total_requests: 12, successful_requests: 12, failed_requests: 0, output_tokens: 96 });
+  t.equal(delta('nv_inference_request_success'), 12, 'server: 12 successes');
+  t.equal(delta('trtllm_prompt_tokens_total'), summary.input_tokens, `prompt tokens ${summary.input_tokens}`);
+  t.equal(delta('trtllm_generation_tokens_total'), 96, 'output tokens');
+  t.ok(summary.mean_ttft_ms > 0 && summary.mean_tpot_ms > 0, 'TTFT and TPOT from the streamed responses');
+  // A dataset tokenized by the server's preprocessing over gRPC.
+  const file = join(dir, 'grpc-prompts.json');
+  writeFileSync(file, JSON.stringify(['Hello there', { input: 'The cat is', output_len: 1000 }]));
+  const ds = await runBench('dataset', options(url, { protocol: 'grpc', dataset: file, numRequests: 2 }), quiet);
+  t.match(ds.summary, { total_requests: 2, successful_requests: 1, failed_requests: 1 }, 'a request the server refuses is a failure');
+});
+
 t.test('bench --offline: the same traffic in-process, exact token counts', async (t) => {
   const { summary } = await runBench('token-norm-dist', options('', { offline: true, model: fixtureDir('tiny-llama'), threads: 1, outputStdev: 0, warmupRequests: 1 }), quiet);
   t.match(summary, { total_requests: 12, successful_requests: 12, failed_requests: 0, output_tokens: 96 });
@@ -90,7 +109,8 @@ t.test('bad flags and an unreachable URL', async (t) => {
   const { port } = server.address() as AddressInfo;
   await new Promise((r) => server.close(r));
   await t.rejects(runBench('token-norm-dist', options(`127.0.0.1:${port}`), quiet), new RegExp(`cannot reach http://127\\.0\\.0\\.1:${port}/v2/health/ready \\(ECONNREFUSED\\)`));
-  await t.rejects(runBench('token-norm-dist', options('x:1', { protocol: 'grpc' }), quiet), /-i grpc: gRPC is not served yet/);
+  await t.rejects(runBench('token-norm-dist', options(`127.0.0.1:${port}`, { protocol: 'grpc' }), quiet), new RegExp(`cannot reach 127\\.0\\.0\\.1:${port} \\(.*ECONNREFUSED`));
+  await t.rejects(runBench('token-norm-dist', options('x:1', { protocol: 'udp' }), quiet), /-i\/--protocol must be http or grpc, got "udp"/);
   await t.rejects(runBench('dataset', options('x:1', { offline: true, dataset: join(dir, 'missing.json') }), quiet), /--dataset .*missing.json cannot be read: ENOENT/);
   const r = await execa('node', [bin, 'bench', 'token-norm-dist', '--num-requests', '0'], { reject: false });
   t.not(r.exitCode, 0);

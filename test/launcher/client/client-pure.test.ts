@@ -1,7 +1,8 @@
 // The client's pure parts: flag checks, request bodies, SSE framing and the seeds' print formats.
 import t from 'tap';
 
-import { checkProtocol, modelKind, parseTokenList, prompts, type ClientOptions } from '../../../launcher/client/client-options.js';
+import { checkProtocol, defaultUrl, modelKind, parseTokenList, prompts, type ClientOptions } from '../../../launcher/client/client-options.js';
+import { grpcAddress } from '../../../launcher/client/grpc.js';
 import { finishOf, formatElement, formatIds, formatShape, previewValues } from '../../../launcher/client/client-output.js';
 import { generateBody, inferBody, padRows } from '../../../launcher/client/client-request.js';
 import { normalizeUrl } from '../../../launcher/client/http.js';
@@ -14,8 +15,9 @@ const base: ClientOptions = {
 
 t.test('flags: protocol, model names, token lists, batch prompts, URLs', async (t) => {
   t.doesNotThrow(() => checkProtocol('http'));
-  t.throws(() => checkProtocol('grpc'), /-i grpc: gRPC is not served yet; use -i http/);
-  t.throws(() => checkProtocol('udp'), /-i\/--protocol must be http, got "udp"/);
+  t.doesNotThrow(() => checkProtocol('grpc'));
+  t.throws(() => checkProtocol('udp'), /-i\/--protocol must be http or grpc, got "udp"/);
+  t.same([defaultUrl('http'), defaultUrl('grpc')], ['localhost:8000', 'localhost:8001'], "Triton's ports");
   t.equal(modelKind('tensorrt_llm'), 'tokens');
   t.equal(modelKind('tensorrt_llm_bls'), 'text');
   t.throws(() => modelKind('preprocessing'), /--model-name must be tensorrt_llm .*got "preprocessing"/);
@@ -27,7 +29,11 @@ t.test('flags: protocol, model names, token lists, batch prompts, URLs', async (
   t.throws(() => prompts({ text: 'x', batchInputs: 'nope' }), /--batch-inputs must be a JSON list of non-empty prompts/);
   t.equal(normalizeUrl('localhost:8000'), 'http://localhost:8000');
   t.equal(normalizeUrl('https://h:1/'), 'https://h:1');
-  t.throws(() => normalizeUrl('grpc://h:1'), /--url must use http or https, got "grpc:\/\/h:1"/);
+  t.throws(() => normalizeUrl('grpc://h:1'), /--url must use http or https, got "grpc:\/\/h:1" \(for gRPC, add -i grpc/);
+  t.equal(grpcAddress('localhost:8001'), 'localhost:8001');
+  t.equal(grpcAddress('grpc://h:9/'), 'h:9');
+  t.equal(grpcAddress('h'), 'h:8001', 'the gRPC port by default');
+  t.throws(() => grpcAddress('http://h:8001'), /--url for -i grpc must be host:port \(or grpc:\/\/host:port\), got "http:\/\/h:8001"/);
 });
 
 t.test('request bodies: Triton names per model, padded batches, infer tensors', async (t) => {

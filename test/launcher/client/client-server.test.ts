@@ -1,5 +1,6 @@
 // `trtllm-launch client` against a real server on the tiny GPT-2: the seeds' lines, streaming = whole, batches by
-// batch_index, logits shapes, --stop-after-ms cancelling mid-generation, and clear errors for bad flags and URLs.
+// batch_index, logits shapes, --stop-after-ms cancelling mid-generation, the same lines over -i grpc as over HTTP,
+// and clear errors for bad flags and URLs.
 import { type AddressInfo, createServer } from 'node:net';
 import { join } from 'node:path';
 
@@ -36,7 +37,8 @@ async function run(o: ClientOptions) {
 }
 
 t.test('client over HTTP', async (t) => {
-  const { base, metricsBase, server } = await startTestServer(t, { maxBatchSize: 1 });
+  const { base, metricsBase, server } = await startTestServer(t, { maxBatchSize: 1, grpcPort: 0 });
+  const grpcUrl = `127.0.0.1:${server.grpcPort}`;
   const executor = server.context.executor;
 
   t.test("tensorrt_llm: the seeds' lines, logits shapes; streaming gives the same tokens", async (t) => {
@@ -94,9 +96,45 @@ t.test('client over HTTP', async (t) => {
     t.ok(await waitFor(() => executor.numActiveRequests() === 0), 'nothing left running');
   });
 
+  t.test('-i grpc prints what -i http prints, for every kind of request', async (t) => {
+    const cases: Partial<ClientOptions>[] = [
+      {}, { streaming: true }, { returnLogProbs: true, returnContextLogits: true, returnGenerationLogits: true },
+      { streaming: true, returnLogProbs: true, returnContextLogits: true, returnGenerationLogits: true, excludeInputInOutput: true },
+      { modelName: 'ensemble', text: 'What is machine learning?', returnLogProbs: true },
+      { modelName: 'tensorrt_llm_bls', text: 'What is machine learning?', streaming: true },
+      { modelName: 'ensemble', batchInputs: '["This is a test","I want you to","The cat is"]', streaming: true },
+      { batchInputs: '["This is a test","The cat is"]', topK: 1, temperature: 1 },
+    ];
+    for (const c of cases) {
+      const http = await run(options(base, c));
+      const grpc = await run(options(grpcUrl, { ...c, protocol: 'grpc' }));
+      t.same(grpc.lines, http.lines, `the same lines: ${JSON.stringify(c)}`);
+      t.equal(grpc.result.responses, http.result.responses, 'as many responses');
+    }
+  });
+
+  t.test('-i grpc --stop-after-ms: the stop goes on the same stream and ends the request early', async (t) => {
+    let report = '';
+    for (const ms of [12, 6, 3, 1]) {
+      const blockers = Array.from({ length: 6 }, () => postJson(`${base}/v2/models/tensorrt_llm/generate`, { input_ids: [1, 2, 3], request_output_len: 100 }));
+      await waitFor(() => executor.numActiveRequests() >= 6);
+      const stopped = await run(options(grpcUrl, { protocol: 'grpc', inputTokens: [1, 2, 3], requestOutputLen: 100, streaming: true, stopAfterMs: ms }));
+      await Promise.all(blockers);
+      const e = stopped.result.elements[0];
+      report = `stop after ${ms} ms: sent ${stopped.result.stopSent}, ${e?.generated ?? 0} of 100 tokens, ${e?.finish ?? 'cancelled'}`;
+      t.comment(report);
+      if ((e?.generated ?? 0) < 100) break;
+    }
+    t.match(report, /sent true, \d+ of 100 tokens, cancelled$/);
+    t.ok(await waitFor(() => executor.numActiveRequests() === 0), 'nothing left running');
+  });
+
   t.test('errors name the flag and the value', async (t) => {
     const port = new URL(base).port;
-    await t.rejects(run(options(base, { protocol: 'grpc' })), /-i grpc: gRPC is not served yet/);
+    await t.rejects(run(options(base, { protocol: 'udp' })), /-i\/--protocol must be http or grpc, got "udp"/);
+    await t.rejects(run(options(`127.0.0.1:${await closedPort()}`, { protocol: 'grpc' })), /cannot reach 127\.0\.0\.1:\d+ \(.*ECONNREFUSED.*\); is the server running with its gRPC port there/);
+    await t.rejects(run(options(grpcUrl, { protocol: 'grpc', inputTokens: [1, 99999] })), /ModelInfer answered INVALID_ARGUMENT: .*99999/, 'a server rejection, its status and message');
+    await t.rejects(run(options(grpcUrl, { protocol: 'grpc', inputTokens: [1, 99999], streaming: true })), /ModelStreamInfer request .* failed: .*99999/);
     await t.rejects(run(options(base, { modelName: 'ensemble', batchInputs: 'not json' })), /--batch-inputs must be a JSON list of non-empty prompts/);
     const closed = await closedPort();
     await t.rejects(run(options(`http://127.0.0.1:${closed}`)),
@@ -106,9 +144,12 @@ t.test('client over HTTP', async (t) => {
     const len = await execa('node', [bin, 'client', '--request-output-len', 'abc'], { reject: false });
     t.not(len.exitCode, 0);
     t.match(len.stderr, /--request-output-len must be an integer >= 1, got "abc"/);
-    const grpc = await execa('node', [bin, 'client', '-u', `localhost:${port}`, '-i', 'grpc'], { reject: false });
+    const grpc = await execa('node', [bin, 'client', '-u', `http://localhost:${port}`, '-i', 'grpc'], { reject: false });
     t.equal(grpc.exitCode, 2);
-    t.match(grpc.stderr, /^trtllm-launch client: -i grpc: gRPC is not served yet/, 'one line, no stack');
+    t.match(grpc.stderr, /^trtllm-launch client: --url for -i grpc must be host:port/, 'one line, no stack');
+    const viaGrpc = await execa('node', [bin, 'client', '-u', grpcUrl, '-i', 'grpc', '-o', '3', '--streaming'], { reject: false });
+    t.equal(viaGrpc.exitCode, 0, viaGrpc.stderr);
+    t.match(viaGrpc.stdout, /Got completed request\nInput: Born in north-east France, Soyer trained as a\nOutput beam 0: /);
     const ok = await execa('node', [bin, 'client', '-u', `localhost:${port}`, '-o', '3'], { reject: false });
     t.equal(ok.exitCode, 0, ok.stderr);
     t.match(ok.stdout, /Got completed request\nInput: Born in north-east France, Soyer trained as a\nOutput beam 0: /);

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { execa, type ResultPromise } from 'execa';
 import t from 'tap';
 
+import { GrpcClient } from '../../../launcher/client/grpc.js';
 import { packageRoot } from '../../../worker/binding/load-addon.js';
 import { fixtureDir } from '../../helpers/fixtures.js';
 import { freePort, processesWith } from '../../helpers/processes.js';
@@ -15,11 +16,12 @@ import { freePort, processesWith } from '../../helpers/processes.js';
 const bin = join(packageRoot(), 'bin', 'trtllm-launch.js');
 const MODEL = fixtureDir('tiny-llama');
 
-async function startCluster(extra: string[] = []): Promise<{ child: ResultPromise; port: number; metrics: number; output: () => string; ready: Promise<boolean> }> {
+async function startCluster(extra: string[] = []): Promise<{ child: ResultPromise; port: number; metrics: number; grpc: number; output: () => string; ready: Promise<boolean> }> {
   const port = await freePort();
   const metrics = await freePort();
+  const grpc = await freePort();
   let all = '';
-  const child = execa('node', [bin, '--model', MODEL, '--world-size', '2', '--oversubscribe', '--http-port', String(port), '--metrics-port', String(metrics), '--threads', '1', '--tokens-per-block', '16', ...extra],
+  const child = execa('node', [bin, '--model', MODEL, '--world-size', '2', '--oversubscribe', '--http-port', String(port), '--metrics-port', String(metrics), '--grpc-port', String(grpc), '--threads', '1', '--tokens-per-block', '16', ...extra],
     { reject: false, all: true, env: { TRTLLM_TEST_MARKER: String(port) } });
   const ready = new Promise<boolean>((resolve) => {
     child.all!.on('data', (chunk: Buffer) => {
@@ -28,7 +30,7 @@ async function startCluster(extra: string[] = []): Promise<{ child: ResultPromis
     });
     void child.then(() => resolve(false));
   });
-  return { child, port, metrics, output: () => all, ready };
+  return { child, port, metrics, grpc, output: () => all, ready };
 }
 
 async function generate(port: number, body: object): Promise<{ status: number; json: Record<string, unknown> }> {
@@ -53,6 +55,22 @@ t.test('world size 2: serves what one rank serves; Ctrl-C drains and exits 0 wit
   const triton = await (await fetch(`http://127.0.0.1:${cluster.port}/v2/models/ensemble/generate`, { method: 'POST', body: JSON.stringify({ text_input: 'The jury said', max_tokens: 8, exclude_input_in_output: true }) })).json() as { text_output: string };
   const openai = await (await fetch(`http://127.0.0.1:${cluster.port}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny-llama', prompt: 'The jury said', max_tokens: 8, temperature: 0 }) })).json() as { choices?: { text: string }[] };
   t.equal(openai.choices?.[0]?.text, triton.text_output, 'OpenAI completion = Triton generate');
+  // The leader's gRPC port: the same tokens through ModelStreamInfer.
+  const grpc = new GrpcClient(`127.0.0.1:${cluster.grpc}`);
+  const c0 = reference.cases[0]!;
+  const call = grpc.stream();
+  call.send({ model: 'tensorrt_llm', inputs: [
+    { name: 'input_ids', datatype: 'INT32', shape: [1, c0.input_ids.length], data: c0.input_ids },
+    { name: 'request_output_len', datatype: 'INT32', shape: [1, 1], data: [16] },
+    { name: 'streaming', datatype: 'BOOL', shape: [1, 1], data: [true] },
+  ] });
+  const streamed: number[] = [];
+  for await (const r of call.responses) {
+    streamed.push(...((r.outputs.find((o) => o.name === 'output_ids')?.data ?? []) as number[]));
+    if (r.final) call.end();
+  }
+  grpc.close();
+  t.same(streamed, c0.greedy_output_ids, 'gRPC on the leader: tp=2 greedy = HF transformers, streamed');
   const scrape = await (await fetch(`http://127.0.0.1:${cluster.metrics}/metrics`)).text();
   t.match(scrape, /nv_trt_llm_kv_cache_block_metrics\{/);
   const marker = String(cluster.port);
@@ -99,7 +117,7 @@ t.test('a taken port is refused before any rank starts; --dry-run prints the pla
   t.equal(dry.exitCode, 0);
   t.match(dry.stdout, /mpirun -np 4 --tag-output --bind-to none --mca odls_base_sigkill_timeout 0 --oversubscribe/);
   t.match(dry.stdout, / rank --tp 2 --pp 2 --model /);
-  t.match(dry.stdout, /rank 0: tp_rank 0, pp_rank 0; leader: HTTP 0\.0\.0\.0:8000/);
+  t.match(dry.stdout, /rank 0: tp_rank 0, pp_rank 0; leader: HTTP 0\.0\.0\.0:8000, gRPC :8001, metrics :8002/);
   t.match(dry.stdout, /rank 3: tp_rank 1, pp_rank 1; follower: no ports/);
   const noSrun = await execa(process.execPath, [bin, '--model', MODEL, '--world-size', '2', '--launcher', 'srun', '--dry-run'], { reject: false, all: true, env: { PATH: '/nonexistent-bin-dir' }, extendEnv: true });
   t.equal(noSrun.exitCode, 2);

@@ -119,7 +119,7 @@ t.test('a server from a file: chunked context, KV reuse and beam width reach the
 model: ${fixtureDir('tiny-llama')}
 batching: { max_num_tokens: 32, enable_chunked_context: true }
 kv_cache: { tokens_per_block: 16, enable_reuse: true }
-serving: { http_port: 0, metrics_port: 0, host: 127.0.0.1 }
+serving: { http_port: 0, grpc_port: 0, metrics_port: 0, host: 127.0.0.1 }
 `);
   const child = execa('node', [bin, '--config', file, '--max-beam-width', '2', '--threads', '1'], { reject: false, env: cleanEnv(), extendEnv: false });
   let out = '';
@@ -132,6 +132,7 @@ serving: { http_port: 0, metrics_port: 0, host: 127.0.0.1 }
   });
   const port = /Started HTTPService at 127\.0\.0\.1:(\d+)/.exec(out)![1];
   const metricsPort = /Started Metrics Service at 127\.0\.0\.1:(\d+)/.exec(out)![1];
+  t.match(out, /Started GRPCInferenceService at 127\.0\.0\.1:\d+/, 'serving.grpc_port from the file');
   const config = await (await fetch(`http://127.0.0.1:${port}/v2/models/tensorrt_llm/config`)).json() as { parameters: Record<string, { string_value: string }> };
   t.equal(config.parameters.max_beam_width?.string_value, '2', '--max-beam-width');
   // 40 prompt tokens > max_num_tokens 32: served only with chunked context; the second request reuses 2 blocks of 16.

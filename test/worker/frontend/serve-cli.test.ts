@@ -9,8 +9,8 @@ import { fixtureDir } from '../../helpers/fixtures.js';
 
 const bin = join(packageRoot(), 'bin', 'trtllm-launch.js');
 
-t.test('trtllm-launch --model --world-size 1 --http-port --metrics-port serves until SIGTERM', async (t) => {
-  const child = execa('node', [bin, '--model', fixtureDir('tiny-llama'), '--world-size', '1', '--http-port', '0', '--metrics-port', '0', '--threads', '1'], { reject: false });
+t.test('trtllm-launch --model --world-size 1 --http-port --grpc-port --metrics-port serves until SIGTERM', async (t) => {
+  const child = execa('node', [bin, '--model', fixtureDir('tiny-llama'), '--world-size', '1', '--http-port', '0', '--grpc-port', '0', '--metrics-port', '0', '--threads', '1'], { reject: false });
   let out = '';
   const ready = new Promise<void>((resolve, reject) => {
     child.stdout!.on('data', (chunk: Buffer) => {
@@ -22,6 +22,7 @@ t.test('trtllm-launch --model --world-size 1 --http-port --metrics-port serves u
   await ready;
   const port = /Started HTTPService at 0\.0\.0\.0:(\d+)/.exec(out)![1];
   const metricsPort = /Started Metrics Service at 0\.0\.0\.0:(\d+)/.exec(out)![1];
+  t.match(out, /Started GRPCInferenceService at 0\.0\.0\.0:\d+\n/, "Triton's line for the gRPC port");
   t.match(out, /curl -X POST localhost:\d+\/v2\/models\/ensemble\/generate -d/, 'prints how to query it');
   const r = await execa('curl', ['-s', '-X', 'POST', `localhost:${port}/v2/models/ensemble/generate`, '-d',
     '{"text_input": "What is machine learning?", "max_tokens": 20, "bad_words": "", "stop_words": ""}']);

@@ -1,0 +1,47 @@
+// The gRPC port: a grpc-js server with the inference service, bound like the HTTP port (host, port 0 for any free
+// one), with --max-body-bytes as its largest request message, and a two-step close for draining.
+import { Server, ServerCredentials } from '@grpc/grpc-js';
+
+import { TrtllmError } from '../../binding/errors.js';
+import { inferenceService } from './proto.js';
+import { type GrpcServiceOptions, type GrpcServing, inferenceHandlers } from './service.js';
+
+export interface GrpcServerOptions extends GrpcServiceOptions {
+  host: string;
+  port: number;
+  maxMessageBytes: number;
+}
+
+export interface RunningGrpcServer {
+  port: number;
+  /** Stops taking new calls; resolves once the calls in progress have ended. */
+  drain(): Promise<void>;
+  /** Ends every call still open. */
+  close(): void;
+}
+
+function address(host: string, port: number): string {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+export async function startGrpcServer(serving: GrpcServing, options: GrpcServerOptions): Promise<RunningGrpcServer> {
+  const server = new Server({
+    'grpc.max_receive_message_length': options.maxMessageBytes,
+    'grpc.max_send_message_length': -1,   // logits can be large; the client sets its own limit
+    // channelz stays on (its default): grpc-js tracks the sessions that forceShutdown must end only through it.
+  });
+  server.addService(inferenceService().service, inferenceHandlers(serving, options));
+  const port = await new Promise<number>((resolve, reject) => {
+    server.bindAsync(address(options.host, options.port), ServerCredentials.createInsecure(), (error, bound) => {
+      if (error) {
+        reject(new TrtllmError(`--grpc-port ${options.port} on ${options.host} cannot be bound (${error.message}); another server may hold it: stop it or pick another port`, 'invalid_argument'));
+      } else resolve(bound);
+    });
+  });
+  let drained: Promise<void> | undefined;
+  return {
+    port,
+    drain: () => (drained ??= new Promise((resolve) => server.tryShutdown(() => resolve()))),
+    close: () => server.forceShutdown(),
+  };
+}
