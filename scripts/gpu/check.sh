@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The GPU machine's one script (the device tool; see ../shared/device/README.md): builds native/ with the CUDA
+# backend, checks it against transformers on the same GPU, and times it, writing full logs to $OUT (or ./gpu-out).
+#   scripts/gpu/check.sh single   one GPU: cuda-model test, transformers comparison, decode / offline bench vs the
+#                                 copy bandwidth and transformers' generate() on the Llama-3-8B shape
+#   scripts/gpu/check.sh tp2      two GPUs: tp=2 and pp=2 against one GPU, tp=2 decode steps on the 8B shape
+# Prints a short summary last. Expects CUDA_HOME / NCCL_ROOT (the device prelude exports them).
+set -uo pipefail
+mode=${1:-single}
+cd "$(dirname "$0")/../.."
+out=${OUT:-$PWD/gpu-out}
+mkdir -p "$out"
+summary=()
+note() { summary+=("$1"); echo "== $1"; }
+jobs=$(nproc)
+export PYTHONUNBUFFERED=1
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpus.txt"
+(cat COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null) | tee "$out/commit.txt"
+
+gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+t0=$(date +%s)
+if cmake -S native -B build-gpu "${gen[@]}" -DCMAKE_BUILD_TYPE=Release >"$out/configure.log" 2>&1 &&
+   cmake --build build-gpu -j "$jobs" >"$out/build.log" 2>&1; then
+  note "build ok in $(( $(date +%s) - t0 )) s: $(grep -o 'engine: CUDA backend[^$]*' "$out/configure.log" | head -1)"
+else
+  note "BUILD FAILED (configure.log / build.log)"; tail -30 "$out/build.log" "$out/configure.log"; printf '%s\n' "${summary[@]}"; exit 1
+fi
+
+if [[ $mode == single ]]; then
+  mkdir -p /tmp/dump
+  if CUDA_MODEL_DUMP=/tmp/dump timeout 300 build-gpu/cuda-model "$PWD" >"$out/cuda-model.log" 2>&1; then
+    note "cuda-model: $(tail -1 "$out/cuda-model.log")"
+  else
+    note "cuda-model FAILED: $(tail -1 "$out/cuda-model.log")"; grep -i "fail\|error" "$out/cuda-model.log" | head -20
+  fi
+  grep -E "rel err|greedy|executor" "$out/cuda-model.log" | head -40
+  if timeout 300 python3 scripts/gpu/hf_compare.py "$PWD" /tmp/dump >"$out/hf-compare.log" 2>&1; then
+    note "transformers comparison: $(tail -1 "$out/hf-compare.log")"
+  else
+    note "transformers comparison FAILED: $(tail -1 "$out/hf-compare.log")"
+  fi
+  cat "$out/hf-compare.log" | tail -14
+  timeout 420 build-gpu/cuda-bench bench/configs/llama-3-8b --dummy --batches ${BATCHES:-1,8,64,256} \
+    --requests ${REQUESTS:-1000} --json "$out/bench.json" 2>&1 | tee "$out/bench.log" | tail -14
+  note "bench: $(grep -E '^offline' "$out/bench.log" | head -1)"
+  timeout 300 python3 bench/hf-generate.py bench/configs/llama-3-8b --batches ${HF_BATCHES:-1,64,256} \
+    >"$out/hf-generate.log" 2>&1
+  note "transformers: $(tail -1 "$out/hf-generate.log")"
+  grep "generate()" "$out/hf-generate.log"
+else
+  mpi=(mpirun -np 2 --allow-run-as-root -x NCCL_NVLS_ENABLE=0 -x LD_LIBRARY_PATH)
+  for grid in "2 1" "1 2"; do
+    set -- $grid
+    if timeout 300 "${mpi[@]}" build-gpu/cuda-parallel "$PWD" $1 $2 >"$out/parallel-tp$1-pp$2.log" 2>&1; then
+      note "tp=$1 pp=$2 vs one GPU: $(tail -1 "$out/parallel-tp$1-pp$2.log")"
+    else
+      note "tp=$1 pp=$2 FAILED: $(tail -3 "$out/parallel-tp$1-pp$2.log" | tr '\n' ' ')"
+    fi
+    grep "rel err" "$out/parallel-tp$1-pp$2.log"
+  done
+  timeout 300 "${mpi[@]}" build-gpu/cuda-parallel "$PWD" 2 1 --bench bench/configs/llama-3-8b >"$out/bench-tp2.log" 2>&1
+  grep "^bench" "$out/bench-tp2.log"; note "tp=2 8B bench: $(grep '^bench' "$out/bench-tp2.log" | tr '\n' ' ')"
+fi
+printf '\n%s\n' "--- summary ($mode)"; printf '%s\n' "${summary[@]}"
