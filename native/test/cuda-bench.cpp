@@ -107,6 +107,7 @@ double decode_step_ms(Model& m, int batch, int ctx, int steps, int tpb, int bloc
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress reaches a log even if the run is cut short
   if (argc < 2) {
     std::fprintf(stderr, "usage: cuda-bench <checkpoint dir> [--dummy] [--batches 1,8,64,256] [--ctx 128] ...\n");
     return 2;

@@ -150,6 +150,7 @@ void bench(const Grid& g, const std::string& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress reaches a log even if the run is cut short
   if (argc < 4) {
     std::fprintf(stderr, "usage: cuda-parallel <repo> <tp> <pp> [--bench <config dir>]\n");
     return 2;

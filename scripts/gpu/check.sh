@@ -29,7 +29,7 @@ fi
 
 if [[ $mode == single ]]; then
   mkdir -p /tmp/dump
-  if CUDA_MODEL_DUMP=/tmp/dump timeout 300 build-gpu/cuda-model "$PWD" >"$out/cuda-model.log" 2>&1; then
+  if CUDA_MODEL_DUMP=/tmp/dump timeout 150 build-gpu/cuda-model "$PWD" >"$out/cuda-model.log" 2>&1; then
     note "cuda-model: $(tail -1 "$out/cuda-model.log")"
   else
     note "cuda-model FAILED: $(tail -1 "$out/cuda-model.log")"; grep -i "fail\|error" "$out/cuda-model.log" | head -20
@@ -41,7 +41,7 @@ if [[ $mode == single ]]; then
     note "transformers comparison FAILED: $(tail -1 "$out/hf-compare.log")"
   fi
   cat "$out/hf-compare.log" | tail -14
-  timeout 420 build-gpu/cuda-bench bench/configs/llama-3-8b --dummy --batches ${BATCHES:-1,8,64,256} \
+  timeout 300 build-gpu/cuda-bench bench/configs/llama-3-8b --dummy --batches ${BATCHES:-1,8,64,256} \
     --requests ${REQUESTS:-1000} --json "$out/bench.json" 2>&1 | tee "$out/bench.log" | tail -14
   note "bench: $(grep -E '^offline' "$out/bench.log" | head -1)"
   timeout 300 python3 bench/hf-generate.py bench/configs/llama-3-8b --batches ${HF_BATCHES:-1,64,256} \

@@ -107,9 +107,17 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttnArgs a, int par
     float mx[G];
 #pragma unroll
     for (int g = 0; g < G; ++g) mx[g] = -INFINITY;
-    for (int j = key_group; j < n; j += kKeyGroups) {
+    // The same trip count for every lane of a warp: the shuffles below need all 32 lanes present.
+    for (int j0 = 0; j0 < n; j0 += kKeyGroups) {
+      const int j = j0 + key_group;
+      const bool valid = j < n;
       float k[E];
-      load_elems<E>(k_pool + slot(t0 + j), k);
+      if (valid) {
+        load_elems<E>(k_pool + slot(t0 + j), k);
+      } else {
+#pragma unroll
+        for (int e = 0; e < E; ++e) k[e] = 0;
+      }
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         float dot = 0;
@@ -117,8 +125,10 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttnArgs a, int par
         for (int e = 0; e < E; ++e) dot += q[g][e] * k[e];
 #pragma unroll
         for (int o = kLanesPerKey / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-        if (sub == 0) scores[g][j] = dot;
-        mx[g] = fmaxf(mx[g], dot);
+        if (valid) {
+          if (sub == 0) scores[g][j] = dot;
+          mx[g] = fmaxf(mx[g], dot);
+        }
       }
     }
 #pragma unroll
