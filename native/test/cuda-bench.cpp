@@ -174,6 +174,11 @@ int main(int argc, char** argv) {
     cuda_model->gemm().set_use_gemv(false);
     cublas_ms = decode_step_ms(*model, 1, ctx, steps, tpb, blocks_per_seq);
     cuda_model->gemm().set_use_gemv(true);
+    cuda_model->set_use_graphs(false);
+    const double nograph_ms = decode_step_ms(*model, 1, ctx, steps, tpb, blocks_per_seq);
+    cuda_model->set_use_graphs(true);
+    std::printf("| 1 (no CUDA graph) | %.3f | %.0f | %.1f%% |\n", nograph_ms, 1000.0 / nograph_ms,
+                100.0 * (wbytes / (nograph_ms / 1000)) / bw);
     std::printf("| 1 (cuBLAS only) | %.3f | %.0f | %.1f%% |\n", cublas_ms, 1000.0 / cublas_ms,
                 100.0 * (wbytes / (cublas_ms / 1000)) / bw);
   }

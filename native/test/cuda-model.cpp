@@ -9,9 +9,11 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
 
 #include "../engine/checkpoint.h"
 #include "../engine/cuda/cuda-backend.h"
+#include "../engine/cuda/cuda-decoder.h"
 #include "../engine/json.h"
 #include "../engine/safetensors.h"
 #include "check.h"
@@ -23,6 +25,8 @@ using cudatest::rel_err;
 namespace {
 
 constexpr double kTol = 1e-2;
+// Per fixture case: max |our context logits - transformers'| (the executor check judges only clear margins).
+std::map<std::string, std::vector<double>> g_abs_err;
 
 std::vector<int32_t> scrambled_blocks(int32_t n) {
   std::vector<int32_t> ids(n);
@@ -59,30 +63,52 @@ void fixture_vs_reference(const std::string& dir, const std::string& label) {
     }
     const TensorInfo* want = ref_tensors.find("case" + std::to_string(ci) + ".context_logits");
     CHECK(want && want->numel() == static_cast<int64_t>(og.logits.size()));
+    double abs_err = 0;
     if (want && want->numel() == static_cast<int64_t>(og.logits.size())) {
-      const double e_ref = rel_err(og.logits.data(), reinterpret_cast<const float*>(want->data), og.logits.size());
+      const float* w = reinterpret_cast<const float*>(want->data);
+      const double e_ref = rel_err(og.logits.data(), w, og.logits.size());
       const double e_cpu = rel_err(og.logits.data(), oc.logits.data(), og.logits.size());
-      std::printf("%s: context logits rel err vs transformers %.3g, vs CPU model %.3g\n", name.c_str(), e_ref, e_cpu);
+      abs_err = cudatest::max_abs_err(og.logits.data(), w, og.logits.size());
+      std::printf("%s: context logits rel err (L2) vs transformers %.3g, vs CPU model %.3g; max abs err %.3g\n",
+                  name.c_str(), e_ref, e_cpu, abs_err);
       CHECK_MSG(e_ref < kTol, "%s: rel err %g vs transformers", name.c_str(), e_ref);
       CHECK_MSG(e_cpu < kTol, "%s: rel err %g vs the CPU model", name.c_str(), e_cpu);
     }
-    // Greedy continuation through the paged KV, sampled on the device.
-    std::vector<int32_t> want_ids, got;
+    g_abs_err[label].push_back(abs_err);
+    // Greedy decode through the paged KV with argmax on the device, teacher-forced on transformers' greedy
+    // tokens: each step's device argmax must be transformers' token wherever the top-1 margin (measured on the
+    // CPU model, fp32 like transformers) exceeds twice our logits error; closer calls are counted, not judged.
+    std::vector<int32_t> want_ids;
     for (const auto& v : c.find("greedy_output_ids")->as_array()) want_ids.push_back(static_cast<int32_t>(v.as_int64()));
     std::vector<double> want_lp;
     for (const auto& v : c.find("greedy_log_probs")->as_array()) want_lp.push_back(v.as_number());
-    int32_t tok = cudatest::argmax(og.logits.data() + static_cast<size_t>(n - 1) * vocab, vocab);
+    const double close = 2 * abs_err;
+    int judged = 0, agreed = 0, too_close = 0;
     double lp_err = 0;
+    std::vector<int32_t> got;
+    const float* last_cpu = oc.logits.data() + static_cast<size_t>(n - 1) * vocab;
+    int32_t ours = cudatest::argmax(og.logits.data() + static_cast<size_t>(n - 1) * vocab, vocab);
+    double margin = cudatest::top1_margin(last_cpu, vocab);
     for (size_t step = 0; step < want_ids.size(); ++step) {
-      got.push_back(tok);
+      got.push_back(ours);
+      if (margin > close) {
+        ++judged;
+        agreed += ours == want_ids[step];
+      } else {
+        ++too_close;
+      }
       if (step + 1 == want_ids.size()) break;
-      SequenceChunk ch{{tok}, n + static_cast<int32_t>(step), blocks, false};
+      SequenceChunk ch{{want_ids[step]}, n + static_cast<int32_t>(step), blocks, false};
+      ForwardOutput cpu_row;
+      cpu->forward({ch}, cpu_row);
+      margin = cudatest::top1_margin(cpu_row.logits.data(), vocab);
       ch.greedy_on_device = true;
       ForwardOutput o;
       gpu->forward({ch}, o);
       CHECK(o.first_row.size() == 1 && o.first_row[0] == -1 && o.logits.empty());
-      tok = o.sampled[0].token;
-      if (step + 1 < want_lp.size()) lp_err = std::max(lp_err, std::fabs(o.sampled[0].log_prob - want_lp[step + 1]));
+      ours = o.sampled[0].token;
+      if (margin > close && step + 1 < want_lp.size() && ours == want_ids[step + 1])
+        lp_err = std::max(lp_err, std::fabs(o.sampled[0].log_prob - want_lp[step + 1]));
     }
     if (const char* dump = std::getenv("CUDA_MODEL_DUMP")) {
       const std::string path = std::string(dump) + "/" + label + "-case" + std::to_string(ci) + ".greedy.txt";
@@ -91,10 +117,11 @@ void fixture_vs_reference(const std::string& dir, const std::string& label) {
         std::fclose(f);
       }
     }
-    std::printf("%s: greedy %s transformers (%zu tokens), log-prob max abs err %.3g\n", name.c_str(),
-                got == want_ids ? "equals" : "DIFFERS from", got.size(), lp_err);
-    CHECK_MSG(got == want_ids, "%s: greedy output differs from transformers", name.c_str());
-    CHECK_MSG(lp_err < 5e-2, "%s: greedy log-prob err %g", name.c_str(), lp_err);
+    std::printf("%s: greedy (teacher-forced) %d/%d steps equal transformers, %d too close to call (margin <= %.3g); "
+                "log-prob max abs err %.3g\n",
+                name.c_str(), agreed, judged, too_close, close, lp_err);
+    CHECK_MSG(agreed == judged, "%s: greedy token differs from transformers at a clear margin", name.c_str());
+    CHECK_MSG(lp_err <= close + 1e-3, "%s: greedy log-prob err %g", name.c_str(), lp_err);
   }
 }
 
@@ -157,7 +184,19 @@ void dummy_vs_cpu(const std::string& label, const std::string& config_json) {
   // A batch of decode rows (no split) and a bad token id rejected before anything runs.
   std::vector<SequenceChunk> batch;
   for (int s = 0; s < 3; ++s) batch.push_back({{s + 1}, s == 0 ? long_len + 4 : (s == 1 ? 87 : 5), table[s], false});
-  compare(batch, "decode-batch");
+  auto graphed = compare(batch, "decode-batch");
+  // The same batch without the CUDA graph (decode batches replay one by default): the same kernels, same result.
+  if (auto* cm = dynamic_cast<cuda::CudaDecoder*>(gpu.get())) {
+    cm->set_use_graphs(false);
+    ForwardOutput plain;
+    gpu->forward(batch, plain);
+    cm->set_use_graphs(true);
+    // (The graph sizes the attention split by a context bucket: partitions may differ, so fp32 rounding may too.)
+    const bool same_size = plain.logits.size() == graphed.first.logits.size();
+    const double e = same_size ? rel_err(plain.logits.data(), graphed.first.logits.data(), plain.logits.size()) : 1;
+    std::printf("%s/decode-batch: CUDA graph vs plain launches rel err %.3g\n", label.c_str(), e);
+    CHECK_MSG(e < 1e-5, "%s: decode logits with and without the CUDA graph differ (%g)", label.c_str(), e);
+  }
   ForwardOutput bad;
   CHECK_THROWS(gpu->forward({{{V + 3}, 0, table[2], false}}, bad), "outside the vocabulary");
 }
@@ -204,7 +243,12 @@ void executor_checks(const std::string& dir) {
       const cudatest::Outcome& o = out[id];
       std::vector<int32_t> want;
       for (const auto& v : cases[ci].find("greedy_output_ids")->as_array()) want.push_back(static_cast<int32_t>(v.as_int64()));
-      if (!o.has_error && o.reason == FinishReason::length && (sample || o.tokens == want)) ++ok;
+      // A case whose closest greedy call (min_top1_margin) is within twice our logits error may flip in bf16.
+      const double margin = cases[ci].find("min_top1_margin")->as_number();
+      const auto& errs = g_abs_err["tiny-llama"];
+      const bool clear = ci < errs.size() && margin > 2 * errs[ci];
+      const bool full = o.tokens.size() == want.size();
+      if (!o.has_error && o.reason == FinishReason::length && full && (sample || !clear || o.tokens == want)) ++ok;
       got[id] = o.tokens;
     }
     return std::make_pair(ok, static_cast<int>(which.size()));
@@ -212,12 +256,13 @@ void executor_checks(const std::string& dir) {
   ExecutorConfig base;
   base.tokens_per_block = 16;
   auto [ok1, n1] = run(base, 4, false);
-  std::printf("executor: %d/%d greedy requests equal transformers (device greedy, KV sized from free memory)\n", ok1, n1);
+  std::printf("executor: %d/%d greedy requests complete, equal to transformers where the margin is clear (device greedy, "
+              "KV sized from free memory)\n", ok1, n1);
   CHECK(ok1 == n1);
   ExecutorConfig tight = base;
   tight.max_tokens_in_paged_kv_cache = 160;  // a few sequences at a time: pauses and resumes
   auto [ok2, n2] = run(tight, 4, false);
-  std::printf("executor: %d/%d greedy requests equal transformers under KV pressure (160 tokens)\n", ok2, n2);
+  std::printf("executor: %d/%d greedy requests likewise under KV pressure (160 tokens)\n", ok2, n2);
   CHECK(ok2 == n2);
   auto [ok3, n3] = run(base, 2, true);
   std::printf("executor: %d/%d sampled requests completed (host sampling path)\n", ok3, n3);

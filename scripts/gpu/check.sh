@@ -44,7 +44,7 @@ if [[ $mode == single ]]; then
   timeout 300 build-gpu/cuda-bench bench/configs/llama-3-8b --dummy --batches ${BATCHES:-1,8,64,256} \
     --requests ${REQUESTS:-1000} --json "$out/bench.json" 2>&1 | tee "$out/bench.log" | tail -14
   note "bench: $(grep -E '^offline' "$out/bench.log" | head -1)"
-  timeout 300 python3 bench/hf-generate.py bench/configs/llama-3-8b --batches ${HF_BATCHES:-1,64,256} \
+  [[ ${SKIP_HF:-0} == 1 ]] || timeout 300 python3 bench/hf-generate.py bench/configs/llama-3-8b --batches ${HF_BATCHES:-1,64,256} \
     >"$out/hf-generate.log" 2>&1
   note "transformers: $(tail -1 "$out/hf-generate.log")"
   grep "generate()" "$out/hf-generate.log"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -94,6 +95,7 @@ CudaDecoder::CudaDecoder(const ModelConfig& config, const DecoderSpec& spec, con
   check_cuda(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_), "cudaDeviceGetAttribute");
   check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   gemm_ = std::make_unique<Gemm>(stream_);
+  if (const char* g = std::getenv("TRTLLM_CUDA_GRAPHS")) graphs_enabled_ = std::string(g) != "0";
   num_heads_ = layout_.local_heads();
   num_kv_heads_ = layout_.local_kv_heads();
   num_layers_ = layout_.local_layers();
@@ -113,6 +115,7 @@ CudaDecoder::~CudaDecoder() {
   if (stream_ != nullptr) {
     cudaSetDevice(device_);
     cudaStreamSynchronize(stream_);
+    drop_graphs();
     gemm_.reset();
     cudaStreamDestroy(stream_);
   }
@@ -255,11 +258,18 @@ void CudaDecoder::reserve(int64_t tokens, int64_t logit_rows) {
   }
   // Metadata for the block tables of a full batch, so that a forward pass after the KV pool took the free memory
   // does not need to grow it (it still can, for unusually long tables).
-  const size_t meta = meta_layout(tokens, logit_rows, 64 * 1024).total;
+  drop_graphs();  // buffers may move below
+  const size_t meta = meta_layout(tokens, logit_rows, kGraphTableEntries).total;
   meta_dev_.ensure(meta);
   meta_host_.ensure(meta);
   cap_tokens_ = std::max(cap_tokens_, tokens);
   cap_logit_rows_ = std::max(cap_logit_rows_, logit_rows);
+  if (layout_.leader() && iota_.bytes() < static_cast<size_t>(cap_logit_rows_) * 4) {
+    std::vector<int32_t> iota(static_cast<size_t>(cap_logit_rows_));
+    for (size_t i = 0; i < iota.size(); ++i) iota[i] = static_cast<int32_t>(i);
+    iota_.reset(iota.size() * 4);
+    check_cuda(cudaMemcpy(iota_.get(), iota.data(), iota.size() * 4, cudaMemcpyHostToDevice), "upload row indices");
+  }
 }
 
 size_t CudaDecoder::activation_bytes() const {
@@ -303,6 +313,7 @@ void CudaDecoder::allocate_kv(int32_t num_blocks, int32_t tokens_per_block) {
   block_elems_ = static_cast<int64_t>(num_kv_heads_) * tokens_per_block * config_.head_dim;
   const size_t bytes = static_cast<size_t>(num_layers_) * 2 * static_cast<size_t>(num_blocks) *
                        static_cast<size_t>(block_elems_) * dtype_size(dt_);
+  drop_graphs();  // captured graphs point into the old pool
   kv_.reset(0);
   try {
     kv_.reset(bytes);
@@ -432,9 +443,8 @@ void CudaDecoder::forward(const std::vector<SequenceChunk>& chunks, ForwardOutpu
   validate_chunks(chunks, config_, !spec_.rope, num_blocks_, tokens_per_block_);
   use_device();
   comm_stats_ = {};
-  const int64_t H = config_.hidden_size, V = config_.vocab_size;
+  const int64_t V = config_.vocab_size;
   const int32_t hd = config_.head_dim;
-  const size_t es = dtype_size(dt_);
 
   // The iteration's layout: every chunk's tokens as consecutive rows; logits rows as the CPU model (all of an
   // all_logits chunk, else its last); host rows for the ones the executor samples itself.
@@ -472,10 +482,19 @@ void CudaDecoder::forward(const std::vector<SequenceChunk>& chunks, ForwardOutpu
   if (T == 0) return;
   if (T > cap_tokens_) reserve(T, cap_logit_rows_);
 
-  // Per-row metadata, one pinned block and one copy.
-  const MetaLayout ml = meta_layout(T, R, table_entries);
+  // A decode batch (one token per sequence, last-row logits only) on a single GPU replays a CUDA graph captured
+  // for its batch size and context bucket: one launch instead of ~10 per layer.
+  bool graph = graphs_enabled_ && tp_.size() == 1 && pp_.size() == 1 && R == T && T <= cap_logit_rows_ &&
+               table_entries <= kGraphTableEntries;
+  for (const SequenceChunk& ch : chunks) graph = graph && ch.tokens.size() == 1 && !ch.all_logits;
+
+  // Per-row metadata, one pinned block and one copy. A graph's layout depends on the batch size alone.
+  const MetaLayout ml = meta_layout(T, R, graph ? kGraphTableEntries : table_entries);
   meta_host_.ensure(ml.total);
-  meta_dev_.ensure(ml.total);
+  if (ml.total > meta_dev_.bytes()) {
+    meta_dev_.ensure(ml.total);
+    drop_graphs();  // captured graphs read the old buffer
+  }
   char* mh = meta_host_.as<char>();
   auto* tokens = reinterpret_cast<int32_t*>(mh + ml.tokens);
   auto* positions = reinterpret_cast<int32_t*>(mh + ml.positions);
@@ -515,6 +534,89 @@ void CudaDecoder::forward(const std::vector<SequenceChunk>& chunks, ForwardOutpu
   const auto* d_out_rows = reinterpret_cast<const int32_t*>(md + ml.out_rows);
   const auto* d_tables = reinterpret_cast<const int32_t*>(md + ml.tables);
 
+  const Meta meta{d_tokens, d_positions, d_kv_dst, d_rows_all, d_rows_last, d_out_rows, d_tables};
+  if (!graph) {
+    enqueue_layers(meta, T, R, max_ctx);
+    if (layout_.last_stage() || layout_.leader()) {
+      // The LM head in slices of the reserved logits rows, each sampled / copied out before the next.
+      for (int64_t r0 = 0; r0 < R; r0 += cap_logit_rows_)
+        lm_head_rows(xn_.get(), r0, std::min(cap_logit_rows_, R - r0), out, host_row, greedy_chunk);
+    }
+    check_cuda(cudaStreamSynchronize(stream_), "forward");
+    return;
+  }
+  // Contexts are bucketed by powers of two: the bucket sizes the attention's split (its grid), positions past a
+  // row's own context are skipped by the kernel.
+  int32_t bucket = 64;
+  while (bucket < max_ctx) bucket *= 2;
+  const uint64_t key = (static_cast<uint64_t>(T) << 32) | static_cast<uint32_t>(bucket);
+  auto it = graphs_.find(key);
+  if (it == graphs_.end()) {
+    cudaGraph_t g = nullptr;
+    check_cuda(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    try {
+      enqueue_layers(meta, T, R, bucket);
+      enqueue_logits_and_greedy(T);
+    } catch (...) {
+      cudaStreamEndCapture(stream_, &g);
+      if (g != nullptr) cudaGraphDestroy(g);
+      throw;
+    }
+    check_cuda(cudaStreamEndCapture(stream_, &g), "cudaStreamEndCapture");
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
+    cudaGraphDestroy(g);
+    check_cuda(e, "cudaGraphInstantiate");
+    it = graphs_.emplace(key, exec).first;
+  }
+  check_cuda(cudaGraphLaunch(it->second, stream_), "cudaGraphLaunch");
+  // Tokens and log-probs of every row (the greedy kernel ran on all of them), logits of the host-sampled ones.
+  const int64_t cap = cap_logit_rows_;
+  int32_t* gd = greedy_dev_.as<int32_t>();
+  int32_t* gh = greedy_host_.as<int32_t>();
+  check_cuda(cudaMemcpyAsync(gh, gd, sizeof(int32_t) * T, cudaMemcpyDeviceToHost, stream_), "greedy tokens");
+  check_cuda(cudaMemcpyAsync(gh + cap, gd + cap, sizeof(float) * T, cudaMemcpyDeviceToHost, stream_), "greedy log-probs");
+  const float* logits = logits_local_.as<float>();
+  float* staging = logits_host_.as<float>();
+  for (int64_t i = 0; i < T; ++i)
+    if (host_row[i] >= 0)
+      check_cuda(cudaMemcpyAsync(staging + i * V, logits + i * V, sizeof(float) * V, cudaMemcpyDeviceToHost, stream_),
+                 "copy logits");
+  check_cuda(cudaStreamSynchronize(stream_), "forward");
+  const float* glp = reinterpret_cast<const float*>(gh + cap);
+  for (int64_t i = 0; i < T; ++i) {
+    if (host_row[i] >= 0)
+      std::memcpy(out.logits.data() + static_cast<size_t>(host_row[i]) * V, staging + i * V, sizeof(float) * V);
+    else
+      out.sampled[static_cast<size_t>(greedy_chunk[i])] = DeviceSample{gh[i], glp[i]};
+  }
+}
+
+void CudaDecoder::enqueue_logits_and_greedy(int64_t rows) {
+  const int64_t V = config_.vocab_size, H = config_.hidden_size;
+  const void* head = lm_head_.empty() ? embed_.get() : lm_head_.get();
+  gemm_->xwt(rows, V, H, xn_.get(), head, dt_, logits_local_.get(), true, V, false);
+  int32_t* gd = greedy_dev_.as<int32_t>();
+  greedy_sample(logits_local_.as<float>(), iota_.as<int32_t>(), static_cast<int32_t>(rows), V, gd,
+                reinterpret_cast<float*>(gd + cap_logit_rows_), stream_);
+}
+
+void CudaDecoder::drop_graphs() {
+  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+  graphs_.clear();
+}
+
+void CudaDecoder::enqueue_layers(const Meta& m, int64_t T, int64_t R, int32_t max_ctx) {
+  const int64_t H = config_.hidden_size, V = config_.vocab_size;
+  const int32_t hd = config_.head_dim;
+  const size_t es = dtype_size(dt_);
+  const auto* d_tokens = m.tokens;
+  const auto* d_positions = m.positions;
+  const auto* d_kv_dst = m.kv_dst;
+  const auto* d_rows_all = m.rows_all;
+  const auto* d_rows_last = m.rows_last;
+  const auto* d_out_rows = m.out_rows;
+  const auto* d_tables = m.tables;
   float* x = x_.as<float>();
   float* x2 = x2_.as<float>();
   void* xn = xn_.get();
@@ -597,12 +699,6 @@ void CudaDecoder::forward(const std::vector<SequenceChunk>& chunks, ForwardOutpu
   } else {
     norm(x, xn, dt_, R, H, final_norm_.w.as<float>(), final_norm_.bias(), config_.norm_eps, stream_);
   }
-  if (layout_.last_stage() || layout_.leader()) {
-    // The LM head in slices of the reserved logits rows, each sampled / copied out before the next.
-    for (int64_t r0 = 0; r0 < R; r0 += cap_logit_rows_)
-      lm_head_rows(xn, r0, std::min(cap_logit_rows_, R - r0), out, host_row, greedy_chunk);
-  }
-  check_cuda(cudaStreamSynchronize(stream_), "forward");
 }
 
 }  // namespace engine::cuda

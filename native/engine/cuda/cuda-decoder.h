@@ -6,6 +6,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -59,9 +60,31 @@ class CudaDecoder : public Model {
 
   int device() const { return device_; }
   Gemm& gemm() { return *gemm_; }
+  // Decode batches replay captured CUDA graphs (default; TRTLLM_CUDA_GRAPHS=0 turns them off).
+  void set_use_graphs(bool on) {
+    graphs_enabled_ = on;
+    drop_graphs();
+  }
 
  private:
+  // Device pointers of one iteration's metadata (see meta_layout in the .cpp).
+  struct Meta {
+    const int32_t* tokens;
+    const int32_t* positions;
+    const int64_t* kv_dst;
+    const AttnRow* rows_all;
+    const AttnRow* rows_last;
+    const int32_t* out_rows;
+    const int32_t* tables;
+  };
+  static constexpr int64_t kGraphTableEntries = 64 * 1024;  // block-table entries a graph's metadata holds
+
   void use_device() const;
+  // Everything from the embedding to the final norm (into xn_), enqueued on the stream.
+  void enqueue_layers(const Meta& m, int64_t T, int64_t R, int32_t max_ctx);
+  // Single-GPU decode: the LM head over all rows and the greedy kernel over all of them.
+  void enqueue_logits_and_greedy(int64_t rows);
+  void drop_graphs();
   void reserve(int64_t tokens, int64_t logit_rows);
   void make_device_comms();
   void linear(const DLinear& l, const void* x, int64_t rows, void* y, bool y_f32, bool accumulate);
@@ -105,6 +128,10 @@ class CudaDecoder : public Model {
   DeviceBuffer logits_local_, logits_all_, logits_full_;
   DeviceBuffer meta_dev_, greedy_dev_;
   PinnedBuffer meta_host_, logits_host_, greedy_host_;
+
+  DeviceBuffer iota_;  // 0, 1, ..., cap_logit_rows_ - 1: the greedy rows of a graph
+  bool graphs_enabled_ = true;
+  std::map<uint64_t, cudaGraphExec_t> graphs_;  // by (batch size, context bucket)
 
   ForwardCommStats comm_stats_;
 };
