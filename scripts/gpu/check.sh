@@ -4,6 +4,9 @@
 #   scripts/gpu/check.sh single   one GPU: cuda-model test, transformers comparison, decode / offline bench vs the
 #                                 copy bandwidth and transformers' generate() on the Llama-3-8B shape
 #   scripts/gpu/check.sh tp2      two GPUs: tp=2 and pp=2 against one GPU, tp=2 decode steps on the 8B shape
+#   scripts/gpu/check.sh x2       both of the above on a two-GPU machine (single-GPU parts on GPU 0), then the
+#                                 addon (node-api headers from node_modules, no cmake-js) and `trtllm-launch bench
+#                                 --offline` on the 8B shape (needs node on PATH, node_modules and dist/)
 # Prints a short summary last. Expects CUDA_HOME / NCCL_ROOT (the device prelude exports them).
 set -uo pipefail
 mode=${1:-single}
@@ -27,7 +30,17 @@ else
   note "BUILD FAILED (configure.log / build.log)"; tail -30 "$out/build.log" "$out/configure.log"; printf '%s\n' "${summary[@]}"; exit 1
 fi
 
-if [[ $mode == single ]]; then
+if [[ $mode == x2 ]]; then
+  # The addon, built by plain CMake with the node-api headers cmake-js would pass.
+  if cmake -S native -B build-gpu -DCMAKE_JS_VERSION=8 -DCMAKE_JS_INC="$PWD/node_modules/node-api-headers/include" \
+       >>"$out/configure.log" 2>&1 && cmake --build build-gpu -j "$jobs" --target trtllm_native >>"$out/build.log" 2>&1; then
+    mkdir -p build/native/Release && cp build-gpu/trtllm_native.node build/native/Release/
+    note "addon ok: $(node -e "const a=require('./build/native/Release/trtllm_native.node'); const b=a.buildInfo(); console.log(b.backends.join(','), b.cudaDevices, 'GPU(s)')")"
+  else
+    note "ADDON BUILD FAILED"; tail -20 "$out/build.log"
+  fi
+fi
+if [[ $mode == single || $mode == x2 ]]; then
   mkdir -p /tmp/dump
   if CUDA_MODEL_DUMP=/tmp/dump timeout 150 build-gpu/cuda-model "$PWD" >"$out/cuda-model.log" 2>&1; then
     note "cuda-model: $(tail -1 "$out/cuda-model.log")"
@@ -48,7 +61,18 @@ if [[ $mode == single ]]; then
     >"$out/hf-generate.log" 2>&1
   note "transformers: $(tail -1 "$out/hf-generate.log")"
   grep "generate()" "$out/hf-generate.log"
-else
+fi
+if [[ $mode == x2 ]]; then
+  # Figure 2 through the launcher: the executor in the bench's process, on GPU 0, the 8B shape with dummy weights.
+  if [[ -f build/native/Release/trtllm_native.node ]]; then
+    timeout 240 node bin/trtllm-launch.js bench token-norm-dist --offline --device cuda --load-format dummy \
+      --model bench/configs/llama-3-8b --num-requests ${REQUESTS:-1000} --input-mean 128 --output-mean 128 \
+      --max-batch-size 256 --warmup-requests 8 --vocab-size 128256 --no-progress >"$out/bench-offline.log" 2>&1
+    note "bench --offline: $(grep -E 'OP tokens/sec|failed requests' "$out/bench-offline.log" | tr '\n' ' ')"
+    tail -25 "$out/bench-offline.log"
+  fi
+fi
+if [[ $mode == tp2 || $mode == x2 ]]; then
   mpi=(mpirun -np 2 --allow-run-as-root -x NCCL_NVLS_ENABLE=0 -x LD_LIBRARY_PATH)
   for grid in "2 1" "1 2"; do
     set -- $grid

@@ -552,6 +552,10 @@ void CudaDecoder::forward(const std::vector<SequenceChunk>& chunks, ForwardOutpu
   const uint64_t key = (static_cast<uint64_t>(T) << 32) | static_cast<uint32_t>(bucket);
   auto it = graphs_.find(key);
   if (it == graphs_.end()) {
+    // One plain run first (it rewrites the same K/V, so it is harmless): the GEMMs pick their kernels by timing,
+    // which a capture cannot do.
+    enqueue_layers(meta, T, R, bucket);
+    enqueue_logits_and_greedy(T);
     cudaGraph_t g = nullptr;
     check_cuda(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
     try {

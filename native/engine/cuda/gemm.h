@@ -6,6 +6,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <map>
+#include <tuple>
 
 #include "device-buffer.h"
 #include "kernels.h"
@@ -28,6 +30,13 @@ class Gemm {
   void set_use_gemv(bool on) { use_gemv_ = on; }
 
  private:
+  // Decode shapes: the first product of each (m, n, k, output type) outside a graph capture times the engine's
+  // GEMV against cuBLAS (into scratch) and remembers the faster; neither wins everywhere.
+  bool gemv_faster(int64_t m, int64_t n, int64_t k, const void* x, const void* w, DType dt, bool y_f32);
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool>, bool> choice_;
+  DeviceBuffer scratch_;
+  void cublas(int64_t m, int64_t n, int64_t k, const void* x, const void* w, DType dt, void* y, bool y_f32,
+              int64_t ldy, bool accumulate);
   cublasHandle_t handle_ = nullptr;
   cudaStream_t stream_;
   DeviceBuffer workspace_;
