@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 
@@ -47,15 +48,18 @@ LoadOptions grid_options(const Grid& g, const std::string& format) {
   return o;
 }
 
-std::vector<SequenceChunk> batch_for(int32_t V, int32_t tpb, int step, const std::vector<int32_t>& table_a,
+// A long prompt (shortened to fit a learned position table) next to a short one, then a decode row next to a
+// context chunk continuing the short one.
+std::vector<SequenceChunk> batch_for(int32_t V, int32_t max_pos, int step, const std::vector<int32_t>& table_a,
                                      const std::vector<int32_t>& table_b) {
   auto prompt = [&](int n, int salt) {
     std::vector<int32_t> t(n);
     for (int i = 0; i < n; ++i) t[i] = (i * 7919 + salt * 104729) % V;
     return t;
   };
-  if (step == 0) return {{prompt(300, 1), 0, table_a, true}, {prompt(40, 2), 0, table_b, false}};
-  return {{{3}, 300, table_a, false}, {prompt(20, 3), 40, table_b, true}};
+  const int n = std::min(300, max_pos - 8);
+  if (step == 0) return {{prompt(n, 1), 0, table_a, true}, {prompt(40, 2), 0, table_b, false}};
+  return {{{3}, n, table_a, false}, {prompt(20, 3), 40, table_b, true}};
 }
 
 void compare(const Grid& g, const std::string& dir, const std::string& format, const char* label) {
@@ -73,10 +77,10 @@ void compare(const Grid& g, const std::string& dir, const std::string& format, c
     single->allocate_kv(nb, tpb);
     for (int step = 0; step < 2; ++step) {
       ForwardOutput o;
-      single->forward(batch_for(single->config().vocab_size, tpb, step, ta, tb), o);
+      single->forward(batch_for(single->config().vocab_size, single->config().max_position_embeddings, step, ta, tb), o);
       ref.push_back(o.logits);
     }
-    SequenceChunk c{{5}, 301, ta, false};
+    SequenceChunk c{{5}, std::min(300, single->config().max_position_embeddings - 8) + 1, ta, false};
     c.greedy_on_device = true;
     ForwardOutput o;
     single->forward({c}, o);
@@ -86,15 +90,18 @@ void compare(const Grid& g, const std::string& dir, const std::string& format, c
   model->allocate_kv(nb, tpb);
   for (int step = 0; step < 2; ++step) {
     ForwardOutput o;
-    model->forward(batch_for(model->config().vocab_size, tpb, step, ta, tb), o);
+    model->forward(batch_for(model->config().vocab_size, model->config().max_position_embeddings, step, ta, tb), o);
     if (leader) {
       const double e = o.logits.size() == ref[step].size() ? rel_err(o.logits.data(), ref[step].data(), o.logits.size()) : 1;
-      std::printf("%s tp=%d pp=%d step %d: logits rel err vs one GPU %.3g (%zu values)\n", label, g.shard.tp_size,
-                  g.shard.pp_size, step, e, o.logits.size());
+      double norm = 0;
+      for (float v : ref[step]) norm += static_cast<double>(v) * v;
+      std::printf("%s tp=%d pp=%d step %d: logits rel err vs one GPU %.3g (%zu values, reference L2 norm %.4g, first "
+                  "values %.6g / %.6g)\n", label, g.shard.tp_size, g.shard.pp_size, step, e, o.logits.size(),
+                  std::sqrt(norm), o.logits.empty() ? 0.0 : o.logits[0], ref[step].empty() ? 0.0 : ref[step][0]);
       CHECK_MSG(e < 1e-2, "%s step %d: rel err %g", label, step, e);
     }
   }
-  SequenceChunk c{{5}, 301, ta, false};
+  SequenceChunk c{{5}, std::min(300, model->config().max_position_embeddings - 8) + 1, ta, false};
   c.greedy_on_device = true;
   ForwardOutput o;
   model->forward({c}, o);

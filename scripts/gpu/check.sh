@@ -30,7 +30,7 @@ else
   note "BUILD FAILED (configure.log / build.log)"; tail -30 "$out/build.log" "$out/configure.log"; printf '%s\n' "${summary[@]}"; exit 1
 fi
 
-if [[ $mode == x2 ]]; then
+if [[ $mode == x2 || $mode == serve || $mode == offline512 ]]; then
   # The addon, built by plain CMake with the node-api headers cmake-js would pass.
   if cmake -S native -B build-gpu -DCMAKE_JS_VERSION=8 -DCMAKE_JS_INC="$PWD/node_modules/node-api-headers/include" \
        >>"$out/configure.log" 2>&1 && cmake --build build-gpu -j "$jobs" --target trtllm_native >>"$out/build.log" 2>&1; then
@@ -71,6 +71,37 @@ if [[ $mode == x2 ]]; then
     note "bench --offline: $(grep -E 'OP tokens/sec|failed requests' "$out/bench-offline.log" | tr '\n' ' ')"
     tail -25 "$out/bench-offline.log"
   fi
+fi
+if [[ $mode == offline512 ]]; then
+  # Offline throughput with room for 512 sequences per iteration (the 128/128 traffic of figure 2).
+  timeout 200 build-gpu/cuda-bench bench/configs/llama-3-8b --dummy --batches 512 --requests ${REQUESTS:-1000} \
+    --max-batch 512 --json "$out/bench-512.json" >"$out/bench-512.log" 2>&1
+  grep -E "^\| 512|^offline" "$out/bench-512.log"
+  timeout 200 node bin/trtllm-launch.js bench token-norm-dist --offline --device cuda --load-format dummy \
+    --model bench/configs/llama-3-8b --num-requests ${REQUESTS:-1000} --input-mean 128 --output-mean 128 \
+    --max-batch-size 512 --warmup-requests 8 --no-progress >"$out/bench-offline-512.log" 2>&1
+  note "bench --offline, max batch 512: $(grep -E 'OP tokens/sec|failed requests' "$out/bench-offline-512.log" | tr '\n' ' ')"
+fi
+if [[ $mode == serve ]]; then
+  # Served through the HTTP frontend on the GPU: the bundled checkpoint (a real model with a tokenizer) at a fixed
+  # request rate, one rank on GPU 0, then tp = 2 over both GPUs (launch -> ready timed by the launcher).
+  model=${SERVE_MODEL:-examples/models/brown-llama-17m}
+  serve_bench() {  # <label> <launcher args...>
+    local label=$1; shift
+    node bin/trtllm-launch.js --model "$model" --host 127.0.0.1 --http-port 18000 --metrics-port 18002 --device cuda \
+      "$@" >"$out/serve-$label.log" 2>&1 &
+    local pid=$!
+    for _ in $(seq 1 240); do grep -q "ready:\|ready after" "$out/serve-$label.log" && break; sleep 0.5; done
+    note "serve $label: $(grep -m1 -o 'ready after [0-9.]* s[^$]*\|loaded [^$]*' "$out/serve-$label.log" | tr '\n' ' ')"
+    timeout 120 node bin/trtllm-launch.js bench token-norm-dist -u 127.0.0.1:18000 --num-requests ${SERVED_REQUESTS:-300} \
+      --request-rate ${RATE:-20} --input-mean 128 --output-mean 64 --warmup-requests 4 --no-progress \
+      >"$out/served-$label.log" 2>&1
+    grep -A8 "Latency (ms)" "$out/served-$label.log"; grep -E "OP tokens/sec|failed requests" "$out/served-$label.log"
+    curl -s 127.0.0.1:18002/metrics 2>/dev/null | grep -m3 "memory_type=\"gpu\"" || true
+    kill -INT $pid; wait $pid
+  }
+  serve_bench tp1 --world-size 1
+  serve_bench tp2 --world-size 2 --tp 2
 fi
 if [[ $mode == tp2 || $mode == x2 ]]; then
   mpi=(mpirun -np 2 --allow-run-as-root -x NCCL_NVLS_ENABLE=0 -x LD_LIBRARY_PATH)
