@@ -92,7 +92,7 @@ if [[ $mode == serve ]]; then
       "$@" >"$out/serve-$label.log" 2>&1 &
     local pid=$!
     for _ in $(seq 1 240); do grep -q "ready:\|ready after" "$out/serve-$label.log" && break; sleep 0.5; done
-    note "serve $label: $(grep -m1 -o 'ready after [0-9.]* s[^$]*\|loaded [^$]*' "$out/serve-$label.log" | tr '\n' ' ')"
+    note "serve $label: $(grep -m1 -o 'ready after [0-9.]* s' "$out/serve-$label.log") $(grep -m1 -o 'loaded .* in [0-9.]* s' "$out/serve-$label.log")"
     timeout 120 node bin/trtllm-launch.js bench token-norm-dist -u 127.0.0.1:18000 --num-requests ${SERVED_REQUESTS:-300} \
       --request-rate ${RATE:-20} --input-mean 128 --output-mean 64 --warmup-requests 4 --no-progress \
       >"$out/served-$label.log" 2>&1
