@@ -4,6 +4,7 @@
 #   scripts/gpu/check.sh single   one GPU: cuda-model test, transformers comparison, decode / offline bench vs the
 #                                 copy bandwidth and transformers' generate() on the Llama-3-8B shape
 #   scripts/gpu/check.sh tp2      two GPUs: tp=2 and pp=2 against one GPU, tp=2 decode steps on the 8B shape
+#   scripts/gpu/check.sh tp4      four GPUs: tp=4 and tp=2 x pp=2 against one GPU, tp=4 decode steps
 #   scripts/gpu/check.sh x2       both of the above on a two-GPU machine (single-GPU parts on GPU 0), then the
 #                                 addon (node-api headers from node_modules, no cmake-js) and `trtllm-launch bench
 #                                 --offline` on the 8B shape (needs node on PATH, node_modules and dist/)
@@ -102,10 +103,16 @@ if [[ $mode == serve ]]; then
   }
   serve_bench tp1 --world-size 1
   serve_bench tp2 --world-size 2 --tp 2
+  if (( $(nvidia-smi -L | wc -l) >= 4 )); then
+    model=test/fixtures/models/tiny-llama  # 4 heads: tp = 4 splits them (the bundled model has 6)
+    serve_bench tp4 --world-size 4 --tp 4
+  fi
 fi
-if [[ $mode == tp2 || $mode == x2 ]]; then
-  mpi=(mpirun -np 2 --allow-run-as-root -x NCCL_NVLS_ENABLE=0 -x LD_LIBRARY_PATH)
-  for grid in "2 1" "1 2"; do
+if [[ $mode == tp2 || $mode == x2 || $mode == tp4 ]]; then
+  np=2; grids=("2 1" "1 2")
+  [[ $mode == tp4 ]] && { np=4; grids=("4 1" "2 2"); }
+  mpi=(mpirun -np $np --allow-run-as-root -x NCCL_NVLS_ENABLE=0 -x LD_LIBRARY_PATH)
+  for grid in "${grids[@]}"; do
     set -- $grid
     if timeout 300 "${mpi[@]}" build-gpu/cuda-parallel "$PWD" $1 $2 >"$out/parallel-tp$1-pp$2.log" 2>&1; then
       note "tp=$1 pp=$2 vs one GPU: $(tail -1 "$out/parallel-tp$1-pp$2.log")"
@@ -114,7 +121,7 @@ if [[ $mode == tp2 || $mode == x2 ]]; then
     fi
     grep "rel err" "$out/parallel-tp$1-pp$2.log"
   done
-  timeout 300 "${mpi[@]}" build-gpu/cuda-parallel "$PWD" 2 1 --bench bench/configs/llama-3-8b >"$out/bench-tp2.log" 2>&1
-  grep "^bench" "$out/bench-tp2.log"; note "tp=2 8B bench: $(grep '^bench' "$out/bench-tp2.log" | tr '\n' ' ')"
+  timeout 300 "${mpi[@]}" build-gpu/cuda-parallel "$PWD" $np 1 --bench bench/configs/llama-3-8b >"$out/bench-tp$np.log" 2>&1
+  grep "^bench" "$out/bench-tp$np.log"; note "tp=$np 8B bench: $(grep '^bench' "$out/bench-tp$np.log" | tr '\n' ' ')"
 fi
 printf '\n%s\n' "--- summary ($mode)"; printf '%s\n' "${summary[@]}"
