@@ -21,6 +21,16 @@ export function parseNumberOption(name: string, min: number): (value: string) =>
   };
 }
 
+export function parseFractionOption(name: string): (value: string) => number {
+  return (value) => {
+    const n = Number(value);
+    if (value.trim() === '' || !Number.isFinite(n) || n <= 0 || n > 1) {
+      throw new InvalidArgumentError(`${name} must be a number in (0, 1], got "${value}"`);
+    }
+    return n;
+  };
+}
+
 export function parsePortOption(name: string): (value: string) => number {
   return (value) => {
     const n = Number(value);

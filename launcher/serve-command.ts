@@ -26,18 +26,37 @@ export function serveOptions(options: Readonly<ServeCliOptions>, parallel: { tp:
     tokensPerBlock: options.tokensPerBlock, schedulerPolicy: options.schedulerPolicy,
     enableChunkedContext: options.enableChunkedContext, enableKvCacheReuse: options.enableKvCacheReuse,
     maxBeamWidth: options.maxBeamWidth, drainTimeoutMs: options.drainTimeout * 1000, logLevel: options.logLevel, tp: parallel.tp, pp: parallel.pp,
+    ...deviceOptions(options),
+  };
+}
+
+/** The backend choice of this rank: --device, --load-format, the KV fraction, and its GPU from --gpu-device-ids. */
+function deviceOptions(o: Readonly<ServeCliOptions>, localRank = 0) {
+  const ids = o.gpuDeviceIds === undefined ? undefined : o.gpuDeviceIds.split(',').map((s) => Number(s.trim()));
+  if (ids !== undefined && (ids.length === 0 || ids.some((n) => !Number.isInteger(n) || n < 0))) {
+    throw new InvalidArgumentError(`--gpu-device-ids must be a comma-separated list of integers >= 0, got "${o.gpuDeviceIds}"`);
+  }
+  if (ids !== undefined && localRank >= ids.length) {
+    throw new InvalidArgumentError(`--gpu-device-ids ${o.gpuDeviceIds} names ${ids.length} GPU(s) but this host runs local rank ${localRank}`);
+  }
+  return {
+    device: o.device, loadFormat: o.loadFormat,
+    ...(ids === undefined ? {} : { gpuDeviceId: ids[localRank] }),
+    ...(o.kvCacheFreeGpuMemFraction === undefined ? {} : { kvCacheFreeGpuMemFraction: o.kvCacheFreeGpuMemFraction }),
   };
 }
 
 /** The serve options a rank needs, as arguments (the API key travels in the environment, not on `ps`). */
 function rankArguments(o: Readonly<ServeCliOptions>): string[] {
   const args = ['--model', o.model, '--host', o.host, '--http-port', String(o.httpPort), '--metrics-port', String(o.metricsPort), '--grpc-port', String(o.grpcPort),
-    '--log-level', o.logLevel, '--max-body-bytes', String(o.maxBodyBytes), '--drain-timeout', String(o.drainTimeout)];
+    '--log-level', o.logLevel, '--max-body-bytes', String(o.maxBodyBytes), '--drain-timeout', String(o.drainTimeout),
+    '--device', o.device, '--load-format', o.loadFormat];
   const optional: [string, unknown][] = [
     ['--served-model-name', o.servedModelName], ['--threads', o.threads], ['--max-batch-size', o.maxBatchSize],
     ['--max-queue-size', o.maxQueueSize], ['--max-num-tokens', o.maxNumTokens], ['--max-seq-len', o.maxSeqLen],
     ['--max-tokens-in-paged-kv-cache', o.maxTokensInPagedKvCache], ['--tokens-per-block', o.tokensPerBlock],
     ['--scheduler-policy', o.schedulerPolicy], ['--enable-chunked-context', o.enableChunkedContext],
+    ['--gpu-device-ids', o.gpuDeviceIds], ['--kv-cache-free-gpu-mem-fraction', o.kvCacheFreeGpuMemFraction],
     ['--enable-kv-cache-reuse', o.enableKvCacheReuse], ['--max-beam-width', o.maxBeamWidth],
   ];
   for (const [flag, value] of optional) if (value !== undefined) args.push(flag, String(value));
@@ -56,10 +75,14 @@ function reportError(error: unknown, what: string): number {
 
 export async function runServe(options: Readonly<ServeCliOptions>): Promise<number> {
   const parallel = resolveParallel(options);
-  if (options.device === 'cuda') {
-    throw new InvalidArgumentError('--device cuda: this build has only the CPU backend (the CUDA backend is not built here); use --device cpu or auto');
+  const build = loadAddon().buildInfo();
+  if (options.device === 'cuda' && !build.backends.includes('cuda')) {
+    throw new InvalidArgumentError(`--device cuda: the CUDA backend is not built into this addon (${build.cuda}); use --device cpu or auto`);
   }
-  if (options.gpuDeviceIds !== undefined) process.stderr.write(`trtllm-launch: --gpu-device-ids ${options.gpuDeviceIds} is ignored on the CPU backend\n`);
+  if (options.gpuDeviceIds !== undefined && !build.backends.includes('cuda')) {
+    process.stderr.write(`trtllm-launch: --gpu-device-ids ${options.gpuDeviceIds} is ignored on the CPU backend\n`);
+  }
+  deviceOptions(options);  // a malformed --gpu-device-ids fails here, before any rank starts
   const launcher = chooseLauncher(options.launcher, parallel.worldSize, process.env);
   if (launcher === 'none' && parallel.worldSize > 1) {
     throw new InvalidArgumentError(`--launcher none runs one rank in this process; --world-size ${parallel.worldSize} needs --launcher mpirun or srun (or auto)`);
@@ -94,12 +117,17 @@ async function runRank(options: ServeCliOptions): Promise<number> {
     if (info.worldRank === 0) {
       process.stdout.write(`leader pid ${process.pid} on ${hostname()}\n`);
       const { serveUntilSignal } = await import('../worker/serve.js');
-      return await serveUntilSignal(serveOptions(options, parallel));
+      return await serveUntilSignal({ ...serveOptions(options, parallel), ...deviceOptions(options, info.localRank) });
     }
     // Followers stop when the leader releases them after its drain; a signal from mpirun must not cut that short.
     process.on('SIGINT', () => {});
     process.on('SIGTERM', () => {});
-    await loadAddon().runFollower(options.model, { ...parallel, ...(options.threads === undefined ? {} : { numThreads: options.threads }) });
+    const { kvCacheFreeGpuMemFraction: _, ...device } = deviceOptions(options, info.localRank);
+    await loadAddon().runFollower(options.model, {
+      ...parallel, ...device, ...(options.threads === undefined ? {} : { numThreads: options.threads }),
+      ...(options.maxNumTokens === undefined ? {} : { maxNumTokens: options.maxNumTokens }),
+      ...(options.maxBatchSize === undefined ? {} : { maxBatchSize: options.maxBatchSize }),
+    });
     return 0;
   } catch (error) {
     return reportError(error, 'rank');

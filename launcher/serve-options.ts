@@ -7,7 +7,7 @@ import type { SchedulerPolicy } from '../worker/binding/addon-types.js';
 import { LOG_LEVELS, type LogLevel } from '../worker/log.js';
 import type { LauncherKind } from './cluster/mpirun-command.js';
 import { defaultModelDir } from './defaults.js';
-import { parseBoolOption, parseChoiceOption, parseIntOption, parsePortOption } from './parse-options.js';
+import { parseBoolOption, parseChoiceOption, parseFractionOption, parseIntOption, parsePortOption } from './parse-options.js';
 
 export type { LauncherKind };
 
@@ -27,6 +27,8 @@ export interface ServeCliOptions {
   dryRun: boolean;
   device: 'auto' | 'cpu' | 'cuda';
   gpuDeviceIds?: string;
+  loadFormat: 'auto' | 'dummy';
+  kvCacheFreeGpuMemFraction?: number;
   grpcPort: number;
   host: string;
   httpPort: number;
@@ -83,8 +85,10 @@ export function addServeOptions(command: Command): Command {
     .addOption(option('--startup-timeout <seconds>', 'give up when the leader is not ready by then', 'TRTLLM_STARTUP_TIMEOUT').argParser(parseIntOption('--startup-timeout', 1)).default(300))
     .addOption(option('--log-dir <dir>', 'also write each rank\'s output to <dir>/rank-N.log', 'TRTLLM_LOG_DIR'))
     .addOption(option('--dry-run', 'print the mpirun command and each rank\'s role, then exit', 'TRTLLM_DRY_RUN').default(false))
-    .addOption(option('--device <kind>', 'auto | cpu | cuda (this build has the CPU backend only)', 'TRTLLM_DEVICE').argParser(parseChoiceOption('--device', ['auto', 'cpu', 'cuda'] as const)).default('auto'))
-    .addOption(option('--gpu-device-ids <ids>', 'GPUs per rank, "0,1" (ignored on the CPU backend)', 'TRTLLM_GPU_DEVICE_IDS'))
+    .addOption(option('--device <kind>', 'auto | cpu | cuda (auto: cuda when the addon has the CUDA backend and a GPU is visible)', 'TRTLLM_DEVICE').argParser(parseChoiceOption('--device', ['auto', 'cpu', 'cuda'] as const)).default('auto'))
+    .addOption(option('--gpu-device-ids <ids>', 'GPU of each rank on a host, by local rank: "0,1" (default: local rank)', 'TRTLLM_GPU_DEVICE_IDS'))
+    .addOption(option('--load-format <format>', 'auto | dummy (random weights of config.json\'s shapes, for benchmarks)', 'TRTLLM_LOAD_FORMAT').argParser(parseChoiceOption('--load-format', ['auto', 'dummy'] as const)).default('auto'))
+    .addOption(option('--kv-cache-free-gpu-mem-fraction <x>', 'GPU: share of the free memory after loading the KV cache takes (default 0.9)', 'TRTLLM_KV_CACHE_FREE_GPU_MEM_FRACTION').argParser(parseFractionOption('--kv-cache-free-gpu-mem-fraction')))
     .addOption(option('--grpc-port <port>', 'KServe v2 gRPC port (Triton\'s GRPCInferenceService)', 'TRTLLM_GRPC_PORT').argParser(parsePortOption('--grpc-port')).default(8001))
     .addOption(option('--host <addr>', 'address to listen on', 'TRTLLM_HOST').default('0.0.0.0'))
     .addOption(option('--http-port <port>', 'KServe v2 + OpenAI HTTP port', 'TRTLLM_HTTP_PORT').argParser(parsePortOption('--http-port')).default(8000))

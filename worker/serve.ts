@@ -42,6 +42,10 @@ export interface ServeOptions {
   logLevel: LogLevel;
   tp?: number | undefined;       // leader mode: the grid started by mpirun (default 1 x 1)
   pp?: number | undefined;
+  device?: 'auto' | 'cpu' | 'cuda' | undefined;   // default cpu
+  loadFormat?: 'auto' | 'dummy' | undefined;
+  gpuDeviceId?: number | undefined;
+  kvCacheFreeGpuMemFraction?: number | undefined;
 }
 
 export interface RunningServer {
@@ -86,6 +90,10 @@ export function executorOptions(options: ServeOptions): ExecutorOptions {
     iterStatsMaxIterations: 10_000,
     ...(options.tp === undefined ? {} : { tp: options.tp }),
     ...(options.pp === undefined ? {} : { pp: options.pp }),
+    ...(options.device === undefined ? {} : { device: options.device }),
+    ...(options.loadFormat === undefined ? {} : { loadFormat: options.loadFormat }),
+    ...(options.gpuDeviceId === undefined ? {} : { gpuDeviceId: options.gpuDeviceId }),
+    ...(options.kvCacheFreeGpuMemFraction === undefined ? {} : { kvCacheFreeGpuMemFraction: options.kvCacheFreeGpuMemFraction }),
   };
 }
 

@@ -29,6 +29,8 @@ export function registerBench(program: Command): void {
     .option('--model <dir>', 'checkpoint for --offline (default: the bundled model)', defaultModelDir())
     .option('--threads <n>', '--offline: compute threads (default: all cores)', int('--threads', 1))
     .option('--max-batch-size <n>', '--offline: requests per iteration (default 64)', int('--max-batch-size', 1))
+    .addOption(new Option('--device <kind>', '--offline: auto | cpu | cuda').argParser(parseChoiceOption('--device', ['auto', 'cpu', 'cuda'] as const)).default('auto'))
+    .addOption(new Option('--load-format <format>', '--offline: auto | dummy (random weights of --model\'s config.json)').argParser(parseChoiceOption('--load-format', ['auto', 'dummy'] as const)).default('auto'))
     .option('--num-requests <n>', 'requests to measure', int('--num-requests', 1), 100)
     .option('--request-rate <r>', 'requests per second (default: all at once)', positiveNumber('--request-rate'))
     .addOption(new Option('--arrivals <kind>', 'gaps between requests at --request-rate').argParser(parseChoiceOption('--arrivals', ['exponential', 'constant'] as const)).default('exponential'))

@@ -23,6 +23,8 @@ export interface BenchOptions {
   model: string;
   threads?: number;
   maxBatchSize?: number;
+  device?: 'auto' | 'cpu' | 'cuda';
+  loadFormat?: 'auto' | 'dummy';
   numRequests: number;
   requestRate?: number;
   arrivals: ArrivalKind;
@@ -94,7 +96,11 @@ export async function runBench(source: BenchSource, o: BenchOptions, io: BenchOu
   // The perf file is read before the run, so a typo does not cost a whole benchmark.
   const perfSpec = o.checkPerfJson === undefined ? undefined : readJsonFile(o.checkPerfJson, '--check-perf-json');
   const target = o.offline
-    ? await offlineTarget({ model: o.model, endId: o.endId, ...(o.threads === undefined ? {} : { threads: o.threads }), ...(o.maxBatchSize === undefined ? {} : { maxBatchSize: o.maxBatchSize }) })
+    ? await offlineTarget({
+      model: o.model, endId: o.endId, ...(o.threads === undefined ? {} : { threads: o.threads }),
+      ...(o.maxBatchSize === undefined ? {} : { maxBatchSize: o.maxBatchSize }),
+      ...(o.device === undefined ? {} : { device: o.device }), ...(o.loadFormat === undefined ? {} : { loadFormat: o.loadFormat }),
+    })
     : o.protocol === 'grpc'
       ? await grpcTarget(o.url ?? defaultUrl('grpc'), o.endId, o.tokenizerDir)
       : await httpTarget(o.url ?? defaultUrl('http'), o.endId, o.tokenizerDir);

@@ -79,12 +79,15 @@ export interface OfflineOptions {
   endId: number;
   threads?: number;
   maxBatchSize?: number;
+  device?: 'auto' | 'cpu' | 'cuda';
+  loadFormat?: 'auto' | 'dummy';
 }
 
 export async function offlineTarget(o: OfflineOptions): Promise<BenchTarget> {
   const executor = await Executor.load(o.model, {
     ...(o.threads === undefined ? {} : { numThreads: o.threads }),
     ...(o.maxBatchSize === undefined ? {} : { maxBatchSize: o.maxBatchSize }),
+    ...(o.device === undefined ? {} : { device: o.device }), ...(o.loadFormat === undefined ? {} : { loadFormat: o.loadFormat }),
   });
   return {
     vocabSize: executor.modelConfig.vocabSize,

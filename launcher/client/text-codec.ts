@@ -19,10 +19,12 @@ function output(outputs: InferOutput[], name: string, url: string): InferOutput 
 }
 
 export function localCodec(tokenizerDir: string): TextCodec {
-  const tokenizer = loadTokenizer(tokenizerDir);
+  // Loaded on first use: token-id traffic never needs it, and a config-only directory (--load-format dummy) has none.
+  let tokenizer: ReturnType<typeof loadTokenizer> | undefined;
+  const get = () => (tokenizer ??= loadTokenizer(tokenizerDir));
   return {
-    encode: async (texts) => texts.map((t) => tokenizer.encode(t)),
-    decode: async (rows) => rows.map((ids) => tokenizer.decode(ids)),
+    encode: async (texts) => texts.map((t) => get().encode(t)),
+    decode: async (rows) => rows.map((ids) => get().decode(ids)),
   };
 }
 

@@ -4,6 +4,7 @@ import { availableParallelism } from 'node:os';
 
 import { type Command, InvalidArgumentError } from 'commander';
 
+import { loadAddon } from '../../worker/binding/load-addon.js';
 import { PLAN_ENV } from '../../worker/orchestrator/plan.js';
 import { launchCluster } from '../cluster/launch.js';
 import { chooseLauncher } from '../cluster/mpirun-command.js';
@@ -37,11 +38,15 @@ export async function runMultiModel(command: Command): Promise<number> {
   if (launcher === 'srun' && flags.spawn) {
     throw new InvalidArgumentError('--multi-model under srun: Slurm\'s MPI plugins do not support spawning worker groups; add --no-spawn to start every rank with srun up front');
   }
-  if (flags.device === 'cuda') throw new InvalidArgumentError('--device cuda: this build has only the CPU backend; use --device cpu or auto');
-  const { apiKey: _secret, ...frontend } = serveOptions(flags, { tp: 1, pp: 1 });
+  const build = loadAddon().buildInfo();
+  const gpu = build.backends.includes('cuda') && flags.device !== 'cpu';
+  if (flags.device === 'cuda' && !gpu) throw new InvalidArgumentError(`--device cuda: the CUDA backend is not built into this addon (${build.cuda}); use --device cpu or auto`);
+  // Device ids are per model here (files, or Triton's "0,1;2,3"): each group rank gets its own from the plan.
+  const perModel = (o: Readonly<ServeCliOptions>, parallel: { tp: number; pp: number }) => serveOptions({ ...o, gpuDeviceIds: undefined }, parallel);
+  const { apiKey: _secret, ...frontend } = perModel(flags, { tp: 1, pp: 1 });
   const plan = planMultiModel({
     models, spawn: flags.spawn, failFast: flags.failFast, worldSize: flags.worldSize, oversubscribe: flags.oversubscribe,
-    cpu: true, gpuDeviceIds: flags.gpuDeviceIds, cores: availableParallelism(), frontend, serveOptions,
+    cpu: !gpu, gpuDeviceIds: flags.gpuDeviceIds, cores: availableParallelism(), frontend, serveOptions: perModel,
   });
   if (flags.apiKey) process.env.TRTLLM_API_KEY = flags.apiKey;
   const total = plan.groups.reduce((n, g) => n + g.tp * g.pp, 0);

@@ -89,7 +89,32 @@ engine::ExecutorConfig to_executor_config(Napi::Env env, Napi::Object object) {
   c.enable_kv_cache_reuse = f.boolean("enableKvCacheReuse", c.enable_kv_cache_reuse);
   c.iter_stats_max_iterations = static_cast<int32_t>(f.integer("iterStatsMaxIterations", c.iter_stats_max_iterations));
   c.max_logits_elements = f.integer("maxLogitsElements", c.max_logits_elements);
+  c.kv_cache_free_gpu_mem_fraction =
+      static_cast<float>(f.number("kvCacheFreeGpuMemFraction", c.kv_cache_free_gpu_mem_fraction));
   return c;
+}
+
+DeviceFields to_device_fields(Napi::Env env, Napi::Object load_options, const engine::ExecutorConfig* config) {
+  Fields f(env, load_options, "");
+  DeviceFields d;
+  const std::string device = f.string("device", "cpu");
+  if (device == "cpu") d.device = engine::Device::cpu;
+  else if (device == "cuda") d.device = engine::Device::cuda;
+  else if (device == "auto") d.device = engine::Device::auto_select;
+  else throw make_error(env, "invalid_argument", "field 'device' must be 'auto', 'cpu' or 'cuda', got '" + device + "'");
+  d.load_format = f.string("loadFormat", d.load_format);
+  if (d.load_format != "auto" && d.load_format != "dummy")
+    throw make_error(env, "invalid_argument", "field 'loadFormat' must be 'auto' or 'dummy', got '" + d.load_format + "'");
+  d.dtype = f.string("dtype", d.dtype);
+  d.gpu_device = static_cast<int32_t>(f.integer("gpuDeviceId", d.gpu_device));
+  if (config != nullptr) {
+    d.max_num_tokens = config->max_num_tokens;
+    d.max_batch_size = config->max_batch_size;
+  } else {
+    d.max_num_tokens = static_cast<int32_t>(f.integer("maxNumTokens", d.max_num_tokens));
+    d.max_batch_size = static_cast<int32_t>(f.integer("maxBatchSize", d.max_batch_size));
+  }
+  return d;
 }
 
 int32_t to_num_threads(Napi::Env env, Napi::Object object) {

@@ -2,7 +2,10 @@
 #pragma once
 #include <napi.h>
 
+#include <string>
+
 #include "executor.h"
+#include "model.h"
 #include "model-config.h"
 #include "request.h"
 
@@ -11,6 +14,26 @@ namespace addon {
 engine::Request to_request(Napi::Env env, Napi::Object object);
 engine::ExecutorConfig to_executor_config(Napi::Env env, Napi::Object object);
 int32_t to_num_threads(Napi::Env env, Napi::Object object);
+
+// The load options that pick and size the backend: device ("auto" | "cpu" | "cuda"; absent: cpu), loadFormat
+// ("auto" | "dummy"), dtype, gpuDeviceId, and the activation sizing hints maxNumTokens / maxBatchSize (the
+// executor config's when a leader loads, the load options' on a follower). Parsed on the JS thread, applied on
+// the loader's.
+struct DeviceFields {
+  engine::Device device = engine::Device::cpu;
+  std::string load_format = "auto", dtype = "auto";
+  int32_t gpu_device = -1;
+  int32_t max_num_tokens = 8192, max_batch_size = 64;
+  void apply(engine::LoadOptions& o) const {
+    o.device = device;
+    o.load_format = load_format;
+    o.dtype = dtype;
+    o.gpu_device = gpu_device;
+    o.max_num_tokens = max_num_tokens;
+    o.max_batch_size = max_batch_size;
+  }
+};
+DeviceFields to_device_fields(Napi::Env env, Napi::Object load_options, const engine::ExecutorConfig* config);
 
 Napi::Object from_response(Napi::Env env, const engine::Response& response);
 Napi::Object from_iteration_stats(Napi::Env env, const engine::IterationStats& stats);

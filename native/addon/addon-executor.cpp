@@ -35,9 +35,11 @@ void deliver(Napi::Env env, Napi::Function callback, std::vector<engine::Respons
 class LoadWorker : public Napi::AsyncWorker {
  public:
   LoadWorker(Napi::Env env, std::string dir, engine::ExecutorConfig config, int32_t num_threads, int32_t tp, int32_t pp,
-             Napi::ThreadSafeFunction on_responses, Napi::ThreadSafeFunction on_progress, bool has_progress)
+             DeviceFields device, Napi::ThreadSafeFunction on_responses, Napi::ThreadSafeFunction on_progress,
+             bool has_progress)
       : Napi::AsyncWorker(env, "trtllm.loadExecutor"), deferred_(Napi::Promise::Deferred::New(env)),
-        dir_(std::move(dir)), config_(config), num_threads_(num_threads), tp_(tp), pp_(pp), on_responses_(on_responses),
+        dir_(std::move(dir)), config_(config), num_threads_(num_threads), tp_(tp), pp_(pp), device_(std::move(device)),
+        on_responses_(on_responses),
         on_progress_(on_progress), has_progress_(has_progress) {}
 
   Napi::Promise promise() { return deferred_.Promise(); }
@@ -45,6 +47,7 @@ class LoadWorker : public Napi::AsyncWorker {
   void Execute() override {
     try {
       engine::LoadOptions options = parallel_load_options(num_threads_, tp_, pp_);
+      device_.apply(options);
       if (has_progress_) {
         options.progress = [](void* user, uint64_t done, uint64_t total) {
           auto* self = static_cast<LoadWorker*>(user);
@@ -96,6 +99,7 @@ class LoadWorker : public Napi::AsyncWorker {
   std::string dir_;
   engine::ExecutorConfig config_;
   int32_t num_threads_, tp_, pp_;
+  DeviceFields device_;
   engine::LeaderModel* leader_ = nullptr;  // owned by executor_
   Napi::ThreadSafeFunction on_responses_;
   Napi::ThreadSafeFunction on_progress_;
@@ -264,7 +268,9 @@ Napi::Value load_executor(const Napi::CallbackInfo& info) {
   if (has_progress) {
     progress_tsfn = Napi::ThreadSafeFunction::New(env, info[4].As<Napi::Function>(), "trtllm.progress", 0, 1);
   }
-  auto* worker = new LoadWorker(env, dir, config, num_threads, tp, pp, responses_tsfn, progress_tsfn, has_progress);
+  DeviceFields device = to_device_fields(env, load_options, &config);
+  auto* worker =
+      new LoadWorker(env, dir, config, num_threads, tp, pp, std::move(device), responses_tsfn, progress_tsfn, has_progress);
   Napi::Promise promise = worker->promise();
   worker->Queue();
   return promise;

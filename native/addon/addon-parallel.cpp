@@ -3,6 +3,7 @@
 #include <string>
 
 #include "addon-args.h"
+#include "addon-convert.h"
 #include "addon-errors.h"
 #include "addon-progress.h"
 #include "comm.h"
@@ -75,15 +76,16 @@ namespace {
 // leader's plans until the leader shuts down; the promise resolves then.
 class FollowerWorker : public Napi::AsyncWorker {
  public:
-  FollowerWorker(Napi::Env env, std::string dir, int32_t threads, int32_t tp, int32_t pp,
+  FollowerWorker(Napi::Env env, std::string dir, int32_t threads, int32_t tp, int32_t pp, DeviceFields device,
                  Napi::ThreadSafeFunction progress, bool has_progress)
       : Napi::AsyncWorker(env, "trtllm.runFollower"), deferred_(Napi::Promise::Deferred::New(env)), dir_(std::move(dir)),
-        threads_(threads), tp_(tp), pp_(pp), progress_(progress), has_progress_(has_progress) {}
+        threads_(threads), tp_(tp), pp_(pp), device_(std::move(device)), progress_(progress), has_progress_(has_progress) {}
   Napi::Promise promise() { return deferred_.Promise(); }
 
   void Execute() override {
     try {
       engine::LoadOptions options = parallel_load_options(threads_, tp_, pp_);
+      device_.apply(options);
       if (has_progress_) {
         options.progress = [](void* user, uint64_t done, uint64_t total) {
           static_cast<FollowerWorker*>(user)->progress_.NonBlockingCall(new Progress(done, total),
@@ -119,6 +121,7 @@ class FollowerWorker : public Napi::AsyncWorker {
   Napi::Promise::Deferred deferred_;
   std::string dir_;
   int32_t threads_, tp_, pp_;
+  DeviceFields device_;
   Napi::ThreadSafeFunction progress_;
   bool has_progress_;
   std::string code_ = "internal";
@@ -136,7 +139,8 @@ Napi::Value run_follower(const Napi::CallbackInfo& info) {
   const bool has_progress = info.Length() > 2 && info[2].IsFunction();
   Napi::ThreadSafeFunction progress;
   if (has_progress) progress = Napi::ThreadSafeFunction::New(env, info[2].As<Napi::Function>(), "trtllm.progress", 0, 1);
-  auto* worker = new FollowerWorker(env, dir, threads, tp, pp, progress, has_progress);
+  DeviceFields device = to_device_fields(env, require_object(info, 1, "loadOptions"), nullptr);
+  auto* worker = new FollowerWorker(env, dir, threads, tp, pp, std::move(device), progress, has_progress);
   Napi::Promise promise = worker->promise();
   worker->Queue();
   return promise;

@@ -6,6 +6,7 @@
 #include "addon-executor.h"
 #include "addon-links.h"
 #include "addon-parallel.h"
+#include "cuda/cuda-backend.h"
 
 namespace addon {
 namespace {
@@ -27,6 +28,10 @@ Napi::Value build_info(const Napi::CallbackInfo& info) {
   o.Set("backends", Napi::Array::New(env, 0));
   Napi::Array backends = o.Get("backends").As<Napi::Array>();
   backends.Set(0u, "cpu");
+  if (engine::cuda_backend_built()) backends.Set(1u, "cuda");
+  // Why CUDA is (not) usable here: the launcher's --device cuda / auto decide with these.
+  o.Set("cuda", engine::cuda_backend_status());
+  o.Set("cudaDevices", engine::cuda_device_count());
   o.Set("napiVersion", NAPI_VERSION);
   return o;
 }

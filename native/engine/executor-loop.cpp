@@ -34,6 +34,18 @@ int32_t reusable_tokens(const Sequence& s, int32_t vocab) {
   return std::max(0, n);
 }
 
+// A request whose next token is a plain argmax of the raw logits row: greedy (the sampler's rule) and no logits
+// processor active (logits-processors.h), no logits returned. A device model may take such argmaxes itself.
+bool plain_greedy(const Sequence& s) {
+  const Request& r = s.request;
+  const SamplingConfig& c = r.sampling;
+  const bool greedy = c.temperature == 0.0f || c.top_k == 1 || (c.top_k == 0 && !c.top_p);
+  const bool min_tokens_active = r.end_id >= 0 && s.num_generated() < c.min_tokens;
+  return greedy && !s.is_beam_search() && !r.output.return_generation_logits && r.embedding_bias.empty() &&
+         r.bad_words.empty() && c.repetition_penalty == 1.0f && c.presence_penalty == 0.0f &&
+         c.frequency_penalty == 0.0f && !min_tokens_active;
+}
+
 }  // namespace
 
 void Executor::Impl::run_loop() {
@@ -181,6 +193,7 @@ void Executor::Impl::run_iteration(std::vector<Response>& out) {
   std::vector<Sequence*> batch;
   std::vector<SequenceChunk> chunks;
   std::vector<int32_t> ctx_rows_from, ctx_rows_to;  // prompt positions whose logits rows to keep
+  const bool device_greedy = model->samples_greedy();
   const double t_sched = now();
   // Attach the cached prefixes of starting sequences before any block is allocated: allocation may evict cached
   // blocks, and the plan counted on these. Same state as the probe above, so the same chains are found.
@@ -230,6 +243,7 @@ void Executor::Impl::run_iteration(std::vector<Response>& out) {
     int32_t to = std::min(end, s->prompt_len);
     c.all_logits = s->request.output.return_context_logits && from < to;
     if (!c.all_logits) from = to = 0;
+    c.greedy_on_device = device_greedy && end == s->num_tokens() && !c.all_logits && plain_greedy(*s);
     batch.push_back(s);
     chunks.push_back(std::move(c));
     ctx_rows_from.push_back(from);
@@ -252,8 +266,16 @@ void Executor::Impl::run_iteration(std::vector<Response>& out) {
       model->forward(chunks, fo);
       // Check the shape before trusting any row index.
       size_t rows = 0;
-      for (const SequenceChunk& c : chunks) rows += c.all_logits ? c.tokens.size() : 1;
-      if (fo.vocab_size != vocab_size || fo.first_row.size() != chunks.size() ||
+      bool sampled_ok = true;
+      for (size_t i = 0; i < chunks.size() && i < fo.first_row.size(); ++i) {
+        const SequenceChunk& c = chunks[i];
+        if (fo.first_row[i] < 0) {  // sampled on the device: only where asked, with the token present
+          sampled_ok = sampled_ok && c.greedy_on_device && fo.sampled.size() == chunks.size();
+          continue;
+        }
+        rows += c.all_logits ? c.tokens.size() : 1;
+      }
+      if (fo.vocab_size != vocab_size || fo.first_row.size() != chunks.size() || !sampled_ok ||
           fo.logits.size() < rows * static_cast<size_t>(vocab_size)) {
         throw EngineError(ErrorCode::internal, "model returned logits of an unexpected shape (vocab " +
                                                    std::to_string(fo.vocab_size) + ", " +
@@ -289,7 +311,8 @@ void Executor::Impl::run_iteration(std::vector<Response>& out) {
         continue;
       }
       const SequenceChunk& c = chunks[i];
-      const size_t first = static_cast<size_t>(fo.first_row[i]);
+      const bool on_device = fo.first_row[i] < 0;
+      const size_t first = on_device ? 0 : static_cast<size_t>(fo.first_row[i]);
       if (ctx_rows_from[i] < ctx_rows_to[i]) {
         const size_t a = first + static_cast<size_t>(ctx_rows_from[i] - c.past_len);
         const size_t b = first + static_cast<size_t>(ctx_rows_to[i] - c.past_len);
@@ -301,7 +324,7 @@ void Executor::Impl::run_iteration(std::vector<Response>& out) {
 
       s.state = SequenceState::generation;
       const size_t row = first + (c.all_logits ? c.tokens.size() - 1 : 0);
-      const float* logits = fo.logits.data() + row * V;
+      const float* logits = on_device ? nullptr : fo.logits.data() + row * V;
       if (s.is_beam_search()) {  // the context's row: the fork into beams
         run_beam_step(s, {logits}, t_tok, out, completed);
         continue;
@@ -314,7 +337,8 @@ void Executor::Impl::run_iteration(std::vector<Response>& out) {
       sc.end_id = s.request.end_id;
       sc.bad_words = &s.request.bad_words;
       sc.embedding_bias = &s.request.embedding_bias;
-      const SampledToken tok = sampler.sample(logits, vocab_size, sc);
+      const SampledToken tok = on_device ? SampledToken{fo.sampled[i].token, fo.sampled[i].log_prob}
+                                         : sampler.sample(logits, vocab_size, sc);
       if (s.first_token_time == 0) s.first_token_time = t_tok;
       s.last_token_time = t_tok;
 
@@ -355,7 +379,8 @@ void Executor::Impl::run_iteration(std::vector<Response>& out) {
   stats.num_queued_requests = static_cast<int32_t>(queue.size());
   stats.max_num_active_requests = scheduler_config.max_batch_size;
   stats.num_completed_requests = completed;
-  stats.cpu_mem_usage = static_cast<int64_t>(model->weight_bytes()) + kv_pool_bytes;
+  const int64_t mem = static_cast<int64_t>(model->weight_bytes() + model->activation_bytes()) + kv_pool_bytes;
+  (model->on_device() ? stats.gpu_mem_usage : stats.cpu_mem_usage) = mem;
   if (!batch.empty()) {
     const ForwardCommStats comm = model->last_comm_stats();
     stats.comm_seconds = comm.seconds;

@@ -47,7 +47,19 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config) :
   // KV pool: an explicit token count wins, then a memory budget, then room for a full batch of full sequences.
   int64_t tokens = 0;
   const size_t bytes_per_token = m.model->kv_bytes_per_token();
-  if (c.max_tokens_in_paged_kv_cache > 0) {
+  require_config(c.kv_cache_free_gpu_mem_fraction > 0 && c.kv_cache_free_gpu_mem_fraction <= 1,
+                 "kv_cache_free_gpu_mem_fraction must be in (0, 1], got " +
+                     std::to_string(c.kv_cache_free_gpu_mem_fraction));
+  if (m.model->on_device() && c.kv_cache_memory_bytes == 0) {
+    require_config(bytes_per_token > 0, "the device model reports 0 KV bytes per token");
+    const double budget = static_cast<double>(m.model->device_free_bytes()) * c.kv_cache_free_gpu_mem_fraction;
+    tokens = static_cast<int64_t>(budget / static_cast<double>(bytes_per_token));
+    if (c.max_tokens_in_paged_kv_cache > 0) tokens = std::min(tokens, c.max_tokens_in_paged_kv_cache);
+    require_config(tokens >= c.tokens_per_block,
+                   "the device has room for only " + std::to_string(tokens) + " KV tokens (" +
+                       std::to_string(m.model->device_free_bytes() >> 20) + " MiB free x kv_cache_free_gpu_mem_fraction " +
+                       std::to_string(c.kv_cache_free_gpu_mem_fraction) + "); free device memory or use a smaller model");
+  } else if (c.max_tokens_in_paged_kv_cache > 0) {
     tokens = c.max_tokens_in_paged_kv_cache;
   } else if (c.kv_cache_memory_bytes > 0) {
     require_config(bytes_per_token > 0, "kv_cache_memory_bytes is set but the model reports 0 KV bytes per token");

@@ -26,6 +26,10 @@ struct ExecutorConfig {
   int32_t tokens_per_block = 64;
   int64_t max_tokens_in_paged_kv_cache = 0;  // 0: derive from kv_cache_memory_bytes
   int64_t kv_cache_memory_bytes = 0;         // 0 with max_tokens 0: room for max_batch_size * max_seq_len tokens
+  // Device models: the KV pool takes this fraction of the device memory free after the weights and activation
+  // buffers (TensorRT-LLM's KvCacheConfig.free_gpu_memory_fraction); with max_tokens_in_paged_kv_cache also set,
+  // the smaller of the two. Host models ignore it.
+  float kv_cache_free_gpu_mem_fraction = 0.9f;
   // Prompts longer than what an iteration has left run in block-aligned chunks over several iterations, next to
   // other requests' decodes; off, a prompt over max_num_tokens is rejected at enqueue.
   bool enable_chunked_context = false;

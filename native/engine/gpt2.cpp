@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-#include "decoder.h"
 #include "errors.h"
 
 namespace engine {
@@ -66,17 +65,20 @@ Norm read_layer_norm(WeightReader& r, const std::string& name, int64_t dim) {
 }
 }  // namespace
 
-std::unique_ptr<Model> load_gpt2(const ModelConfig& c, WeightReader& r, const ParallelLayout& pl,
-                                 const LoadOptions& options) {
-  const int64_t H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size, P = c.max_position_embeddings;
-  const int64_t hd = c.head_dim;
-  const bool bias_here = pl.shard.tp_rank == 0;
-  const std::string pre = r.has("transformer.wte.weight") ? "transformer." : "";
+DecoderSpec gpt2_spec(const ModelConfig& c) {
   DecoderSpec spec;
   spec.rms_norm = false;
   spec.rope = false;
   spec.gated_mlp = false;
   spec.act = cpu::parse_activation(c.hidden_act);
+  return spec;
+}
+
+DecoderWeights read_gpt2_weights(const ModelConfig& c, WeightReader& r, const ParallelLayout& pl) {
+  const int64_t H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size, P = c.max_position_embeddings;
+  const int64_t hd = c.head_dim;
+  const bool bias_here = pl.shard.tp_rank == 0;
+  const std::string pre = r.has("transformer.wte.weight") ? "transformer." : "";
 
   DecoderWeights w;
   if (pl.first_stage()) {
@@ -100,8 +102,7 @@ std::unique_ptr<Model> load_gpt2(const ModelConfig& c, WeightReader& r, const Pa
     if (!pl.first_stage()) w.lm_head = r.read_rows_padded(pre + "wte.weight", V, H, pl.vocab_begin, pl.vocab_end);
   }
   r.finish();
-  return std::make_unique<DecoderModel>(c, spec, std::move(w), options.num_threads, pl, options.tp_comm,
-                                        options.pp_comm);
+  return w;
 }
 
 }  // namespace engine

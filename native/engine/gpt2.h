@@ -3,6 +3,7 @@
 #pragma once
 #include <memory>
 
+#include "decoder.h"
 #include "model.h"
 #include "parallel-layout.h"
 #include "weight-reader.h"
@@ -11,8 +12,8 @@ namespace engine {
 
 // Accepts tensor names with or without the "transformer." prefix; ignores the attn.bias / attn.masked_bias
 // buffers older exports carry.
-// Reads only the slices `layout` gives this rank; the model communicates over options.tp_comm / pp_comm.
-std::unique_ptr<Model> load_gpt2(const ModelConfig& config, WeightReader& reader, const ParallelLayout& layout,
-                                 const LoadOptions& options);
+// Reads only the slices `layout` gives this rank.
+DecoderSpec gpt2_spec(const ModelConfig& config);
+DecoderWeights read_gpt2_weights(const ModelConfig& config, WeightReader& reader, const ParallelLayout& layout);
 
 }  // namespace engine

@@ -22,6 +22,10 @@ class LeaderModel : public Model {
   void allocate_kv(int32_t num_blocks, int32_t tokens_per_block) override;
   void copy_kv_block(int32_t src, int32_t dst) override;
   void forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) override;
+  bool on_device() const override { return inner_->on_device(); }
+  size_t device_free_bytes() const override { return inner_->device_free_bytes(); }
+  size_t activation_bytes() const override { return inner_->activation_bytes(); }
+  bool samples_greedy() const override { return inner_->samples_greedy(); }
   // The inner model's communication plus this forward's plan broadcast.
   ForwardCommStats last_comm_stats() const override;
   // Tells the followers to return; idempotent. Called by the executor's loop thread when it stops.

@@ -1,6 +1,5 @@
 #include "llama.h"
 
-#include "decoder.h"
 #include "errors.h"
 
 namespace engine {
@@ -46,17 +45,19 @@ Linear read_row_parallel(WeightReader& r, const std::string& name, int64_t out, 
 }
 }  // namespace
 
-std::unique_ptr<Model> load_llama(const ModelConfig& c, WeightReader& r, const ParallelLayout& pl,
-                                  const LoadOptions& options) {
-  const int64_t H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size, hd = c.head_dim;
-  const int64_t q = int64_t{c.num_heads} * hd;
-  const bool bias_here = pl.shard.tp_rank == 0;
+DecoderSpec llama_spec(const ModelConfig& c) {
   DecoderSpec spec;
   spec.rms_norm = true;
   spec.rope = true;
   spec.gated_mlp = true;
   spec.act = cpu::parse_activation(c.hidden_act);
+  return spec;
+}
 
+DecoderWeights read_llama_weights(const ModelConfig& c, WeightReader& r, const ParallelLayout& pl) {
+  const int64_t H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size, hd = c.head_dim;
+  const int64_t q = int64_t{c.num_heads} * hd;
+  const bool bias_here = pl.shard.tp_rank == 0;
   DecoderWeights w;
   if (pl.first_stage()) w.embed = r.read_rows_padded("model.embed_tokens.weight", V, H, pl.vocab_begin, pl.vocab_end);
   for (int32_t i = pl.layer_begin; i < pl.layer_end; ++i) {
@@ -93,8 +94,7 @@ std::unique_ptr<Model> load_llama(const ModelConfig& c, WeightReader& r, const P
       w.lm_head = r.read_rows_padded("model.embed_tokens.weight", V, H, pl.vocab_begin, pl.vocab_end);
   }
   r.finish();
-  return std::make_unique<DecoderModel>(c, spec, std::move(w), options.num_threads, pl, options.tp_comm,
-                                        options.pp_comm);
+  return w;
 }
 
 }  // namespace engine

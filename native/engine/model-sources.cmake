@@ -12,6 +12,8 @@ set(ENGINE_MODEL_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/load-model.cpp
   ${CMAKE_CURRENT_LIST_DIR}/parallel-layout.cpp
   ${CMAKE_CURRENT_LIST_DIR}/load-agreement.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/chunk-validation.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/dummy-weights.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/gemm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/gemm-small-m.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/norm.cpp

@@ -27,13 +27,24 @@ struct SequenceChunk {
   int32_t past_len = 0;
   std::vector<int32_t> block_ids;
   bool all_logits = false;  // true: a logits row for every token of the chunk; false: only for the last token
+  // The executor asks a model that samples_greedy() to take the argmax of this chunk's last row itself (on its
+  // device) instead of returning the row: ForwardOutput.first_row is then -1 and `sampled` holds the token. Set
+  // only for greedy requests without logits processors, never with all_logits. Not sent to followers.
+  bool greedy_on_device = false;
+};
+
+// A token the model sampled itself (greedy): the argmax, lowest id on ties, and its log-softmax.
+struct DeviceSample {
+  int32_t token = 0;
+  float log_prob = 0;
 };
 
 // With tp/pp > 1, `logits` is filled on the leader (pp stage 0, tp rank 0) and on every tp rank of the last stage;
 // on the other ranks it is left empty. first_row and vocab_size are set on every rank.
 struct ForwardOutput {
   std::vector<float> logits;           // [n_rows, vocab_size], rows of all chunks concatenated in chunk order
-  std::vector<int32_t> first_row;      // per chunk: index of its first row in `logits`
+  std::vector<int32_t> first_row;      // per chunk: index of its first row in `logits`; -1: sampled on the device
+  std::vector<DeviceSample> sampled;   // per chunk, valid where first_row is -1
   int32_t vocab_size = 0;
 };
 
@@ -66,7 +77,18 @@ class Model {
   // allocation calls before), on the thread that called comm_init; all communication happens inside.
   virtual void forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) = 0;
   virtual ForwardCommStats last_comm_stats() const { return {}; }
+
+  // Device (GPU) models. on_device: weights, KV and activations live in device memory (memory stats go to
+  // gpu_mem_usage). device_free_bytes: free device memory now, after weights and activation buffers (the KV pool
+  // is sized from it); 0 for host models. activation_bytes: device scratch held for forward().
+  virtual bool on_device() const { return false; }
+  virtual size_t device_free_bytes() const { return 0; }
+  virtual size_t activation_bytes() const { return 0; }
+  // True when forward() honours SequenceChunk::greedy_on_device on this rank.
+  virtual bool samples_greedy() const { return false; }
 };
+
+enum class Device { cpu, cuda, auto_select };  // auto_select: cuda when built and a GPU is visible, else cpu
 
 struct LoadOptions {
   ShardInfo shard;
@@ -74,6 +96,17 @@ struct LoadOptions {
   // stages holding its tp rank, ordered by pp_rank). Sizes and ranks must match `shard`; default: size 1.
   Comm tp_comm, pp_comm;
   int32_t num_threads = 0;  // 0: all cores
+  Device device = Device::cpu;
+  // "auto": weights from the checkpoint; "dummy": random weights of the config.json's shapes (benchmarking without
+  // a checkpoint: only config.json is read; on CUDA the weights are generated on the GPU).
+  std::string load_format = "auto";
+  // Device models: "auto" (float16 when config.json's torch_dtype says so, else bfloat16), "bfloat16", "float16".
+  std::string dtype = "auto";
+  int32_t gpu_device = -1;  // -1: the rank's local rank modulo the visible GPUs
+  // Activation buffers of device models are sized for these once, before the KV pool takes the free memory
+  // (the executor's max_num_tokens and max_batch_size).
+  int32_t max_num_tokens = 8192;
+  int32_t max_batch_size = 64;
   // progress(bytes_done, bytes_total) during weight loading; may be empty.
   void (*progress)(void* user, uint64_t done, uint64_t total) = nullptr;
   void* progress_user = nullptr;
@@ -84,5 +117,9 @@ struct LoadOptions {
 // architecture on any problem. Makes no MPI call (it may run on any thread): ranks of a grid then settle whether
 // all of them loaded with agree_on_load (load-agreement.h) on the comm thread.
 std::unique_ptr<Model> load_model(const std::string& checkpoint_dir, const LoadOptions& options);
+
+// cpu stays cpu; cuda throws EngineError(unsupported) saying why when this build or machine cannot run it;
+// auto_select picks cuda when the backend is built and a GPU is visible.
+Device resolve_device(Device requested);
 
 }  // namespace engine

@@ -6,6 +6,7 @@ engine_test(model-forward)
 engine_test(model-reference)
 engine_test(cpu-gemm)
 engine_test(model-parallel-layout)
+engine_test(model-dummy)
 
 # Tensor/pipeline parallel forward under the real MPI launcher (one rank per tp x pp cell, world rank =
 # pp_rank * tp + tp_rank), and grids that cannot split the model (every rank must say so; none may hang).

@@ -19,3 +19,15 @@ foreach(np 2 3)
   set_tests_properties(comm-mpi-${np} PROPERTIES TIMEOUT 60
                        ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
 endforeach()
+
+# The CUDA backend on a GPU (only when it is built): the model against transformers and the CPU model, the
+# executor over it; tp/pp under mpirun when NCCL is there (2 GPUs). cuda-bench is a benchmark, not a test.
+if(ENGINE_CUDA_BUILT)
+  add_executable(cuda-model ${CMAKE_CURRENT_LIST_DIR}/cuda-model.cpp ${CMAKE_CURRENT_LIST_DIR}/cuda-test-util.h)
+  target_link_libraries(cuda-model PRIVATE engine)
+  add_test(NAME cuda-model COMMAND cuda-model ${ENGINE_REPO_ROOT})
+  add_executable(cuda-bench ${CMAKE_CURRENT_LIST_DIR}/cuda-bench.cpp)
+  target_link_libraries(cuda-bench PRIVATE engine)
+  add_executable(cuda-parallel ${CMAKE_CURRENT_LIST_DIR}/cuda-parallel.cpp)
+  target_link_libraries(cuda-parallel PRIVATE engine)
+endif()

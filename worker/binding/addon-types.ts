@@ -72,6 +72,8 @@ export interface NativeExecutorConfig {
   enableKvCacheReuse?: boolean;
   iterStatsMaxIterations?: number;
   maxLogitsElements?: number;   // cap on context/generation logits values per request; 0: none (default 2^28)
+  /** Device backends: the KV pool takes this fraction of the GPU memory free after loading (default 0.9). */
+  kvCacheFreeGpuMemFraction?: number;
 }
 
 export interface NativeLoadOptions {
@@ -79,6 +81,17 @@ export interface NativeLoadOptions {
   /** Tensor / pipeline parallel sizes; tp x pp must equal the number of MPI ranks (1 without MPI). */
   tp?: number;
   pp?: number;
+  /** Backend: 'cuda' needs an addon built with the CUDA backend and a GPU; 'auto' picks it when both are there. Default 'cpu'. */
+  device?: 'auto' | 'cpu' | 'cuda';
+  /** 'dummy': random weights of config.json's shapes (benchmarks without a checkpoint). Default 'auto'. */
+  loadFormat?: 'auto' | 'dummy';
+  /** CUDA: 'auto' (float16 when config.json says so, else bfloat16), 'bfloat16' or 'float16'. */
+  dtype?: string;
+  /** CUDA: the GPU of this rank; default: its local rank modulo the visible GPUs. */
+  gpuDeviceId?: number;
+  /** Followers: the executor's maxNumTokens / maxBatchSize, which size a GPU rank's activation buffers. */
+  maxNumTokens?: number;
+  maxBatchSize?: number;
 }
 
 export interface CommInfo {
@@ -184,6 +197,10 @@ export interface BuildInfo {
   blas: 'openblas' | 'builtin';
   backends: string[];
   napiVersion: number;
+  /** How the CUDA backend was built, or why it was not. */
+  cuda: string;
+  /** GPUs the CUDA backend sees (0 without it). */
+  cudaDevices: number;
 }
 
 export interface Addon {

@@ -31,16 +31,23 @@ export async function runGroupRank(group: GroupPlan, rank: number, links: AddonL
   const addon = loadAddon();
   const ranks = addon.groupMembers();  // collective over the group: the orchestrator watches these processes
   watchOrchestrator(orchestrator, log);
+  // The model's devices are its own (plan-groups.ts): rank i of the group runs on the i-th.
+  const gpu = group.deviceIds[rank];
+  const serve = gpu === undefined ? group.serve : { ...group.serve, gpuDeviceId: gpu };
   if (rank !== 0) {
     // Followers stop when the leader releases them after its drain; a signal must not cut that short.
     process.on('SIGINT', () => {});
     process.on('SIGTERM', () => {});
-    await addon.runFollower(group.serve.model, {
-      tp: group.tp, pp: group.pp, ...(group.serve.threads === undefined ? {} : { numThreads: group.serve.threads }),
+    await addon.runFollower(serve.model, {
+      tp: group.tp, pp: group.pp, ...(serve.threads === undefined ? {} : { numThreads: serve.threads }),
+      ...(serve.device === undefined ? {} : { device: serve.device }), ...(serve.loadFormat === undefined ? {} : { loadFormat: serve.loadFormat }),
+      ...(serve.gpuDeviceId === undefined ? {} : { gpuDeviceId: serve.gpuDeviceId }),
+      ...(serve.maxNumTokens === undefined ? {} : { maxNumTokens: serve.maxNumTokens }),
+      ...(serve.maxBatchSize === undefined ? {} : { maxBatchSize: serve.maxBatchSize }),
     });
     return 0;
   }
   process.on('SIGINT', () => {});  // the orchestrator drains its groups itself
   process.on('SIGTERM', () => {});
-  return runGroupLeader(group, links ?? addon.linkToParent(), ranks, orchestrator.host !== hostname(), log);
+  return runGroupLeader({ ...group, serve }, links ?? addon.linkToParent(), ranks, orchestrator.host !== hostname(), log);
 }

@@ -124,7 +124,7 @@ t.test('a taken port is refused before any rank starts; --dry-run prints the pla
   t.match(noSrun.all, /--launcher srun: srun is not on PATH; run inside a Slurm allocation/);
   const cuda = await execa('node', [bin, '--model', MODEL, '--device', 'cuda', '--dry-run'], { reject: false, all: true });
   t.equal(cuda.exitCode, 2);
-  t.match(cuda.all, /--device cuda: this build has only the CPU backend/);
+  t.match(cuda.all, /--device cuda: the CUDA backend is not built into this addon \(.+\); use --device cpu or auto/);
   const bad = await execa('node', [bin, '--world-size', '3', '--tp', '2', '--pp', '2'], { reject: false, all: true });
   t.not(bad.exitCode, 0);
   t.match(bad.all, /--world-size 3 does not equal --tp 2 x --pp 2 = 4/);

@@ -37,4 +37,8 @@ t.test('buildInfo reports the CPU backend', async (t) => {
   const info = loadAddon().buildInfo();
   t.ok(info.backends.includes('cpu'));
   t.equal(info.napiVersion, 8);
+  // The CUDA backend: listed with its build, or absent with the reason (this machine: no cuBLAS / no nvcc).
+  t.type(info.cuda, 'string');
+  t.ok(info.cuda.length > 0);
+  if (!info.backends.includes('cuda')) t.equal(info.cudaDevices, 0);
 });

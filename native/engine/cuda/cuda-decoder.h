@@ -1,0 +1,139 @@
+// The decoder of decoder.h on one GPU: the same forward pass (embedding, per layer norm -> fused qkv -> rope ->
+// paged attention -> out proj + residual -> norm -> MLP + residual, final norm, LM head) with weights, KV pool and
+// activations in device memory. Weights and KV in bf16 or fp16; the residual stream, norms, rope, softmax and all
+// accumulation in fp32. Tensor parallel: the same row/column split as the CPU model, all-reduces and the logits
+// all-gather through NCCL; pipeline parallel: activations and logits through NCCL send/recv.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "../comm-nccl.h"
+#include "../decoder.h"
+#include "../dummy-weights.h"
+#include "../model.h"
+#include "../parallel-layout.h"
+#include "device-buffer.h"
+#include "gemm.h"
+#include "kernels.h"
+
+namespace engine::cuda {
+
+struct DLinear {
+  DeviceBuffer w;  // [out, in], model dtype
+  DeviceBuffer b;  // [out] fp32; empty: no bias
+  int64_t out = 0, in = 0;
+  const float* bias() const { return b.empty() ? nullptr : b.as<float>(); }
+};
+struct DNorm {
+  DeviceBuffer w, b;  // fp32; b empty for RMSNorm
+  const float* bias() const { return b.empty() ? nullptr : b.as<float>(); }
+};
+struct DLayer {
+  DNorm attn_norm, mlp_norm;
+  DLinear qkv, o, up, down;
+};
+
+class CudaDecoder : public Model {
+ public:
+  CudaDecoder(const ModelConfig& config, const DecoderSpec& spec, const ParallelLayout& layout,
+              const LoadOptions& options);
+  ~CudaDecoder() override;
+
+  // Exactly one of these fills the weights; then the activation buffers are reserved.
+  void upload(DecoderWeights weights);
+  void generate(const DummyPlan& plan, uint64_t seed);
+
+  const ModelConfig& config() const override { return config_; }
+  size_t kv_bytes_per_token() const override;
+  void allocate_kv(int32_t num_blocks, int32_t tokens_per_block) override;
+  void copy_kv_block(int32_t src, int32_t dst) override;
+  size_t weight_bytes() const override { return weight_bytes_; }
+  void forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) override;
+  ForwardCommStats last_comm_stats() const override { return comm_stats_; }
+  bool on_device() const override { return true; }
+  size_t device_free_bytes() const override;
+  size_t activation_bytes() const override;
+  bool samples_greedy() const override { return layout_.leader(); }
+
+  int device() const { return device_; }
+  Gemm& gemm() { return *gemm_; }
+  // Decode batches replay captured CUDA graphs (default; TRTLLM_CUDA_GRAPHS=0 turns them off).
+  void set_use_graphs(bool on) {
+    graphs_enabled_ = on;
+    drop_graphs();
+  }
+
+ private:
+  // Device pointers of one iteration's metadata (see meta_layout in the .cpp).
+  struct Meta {
+    const int32_t* tokens;
+    const int32_t* positions;
+    const int64_t* kv_dst;
+    const AttnRow* rows_all;
+    const AttnRow* rows_last;
+    const int32_t* out_rows;
+    const int32_t* tables;
+  };
+  static constexpr int64_t kGraphTableEntries = 64 * 1024;  // block-table entries a graph's metadata holds
+
+  void use_device() const;
+  // Everything from the embedding to the final norm (into xn_), enqueued on the stream.
+  void enqueue_layers(const Meta& m, int64_t T, int64_t R, int32_t max_ctx);
+  // Single-GPU decode: the LM head over all rows and the greedy kernel over all of them.
+  void enqueue_logits_and_greedy(int64_t rows);
+  void drop_graphs();
+  void reserve(int64_t tokens, int64_t logit_rows);
+  void make_device_comms();
+  void linear(const DLinear& l, const void* x, int64_t rows, void* y, bool y_f32, bool accumulate);
+  void row_parallel(const DLinear& l, const void* x, int64_t rows, float* y);
+  void all_reduce(float* x, size_t n);
+  // Logits of rows [r0, r0 + n) of the final activations; on the leader, samples / copies them out.
+  void lm_head_rows(const void* xn, int64_t r0, int64_t n, ForwardOutput& out, const std::vector<int32_t>& host_row,
+                    const std::vector<int32_t>& greedy_chunk);
+  void upload_matrix(const std::vector<float>& host, DeviceBuffer& dst, bool f32);
+  void fill_matrix(const DummyMatrix& m, uint64_t seed, DeviceBuffer& dst, bool f32);
+
+  ModelConfig config_;
+  DecoderSpec spec_;
+  ParallelLayout layout_;
+  Comm tp_, pp_;
+  std::unique_ptr<DeviceComm> tp_dev_, pp_dev_;
+  DType dt_;
+  Act act_;
+  int device_ = 0;
+  int num_sms_ = 0;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<Gemm> gemm_;
+  int32_t max_num_tokens_, max_batch_size_;
+
+  // Weights (this rank's slices).
+  DeviceBuffer embed_, pos_embed_, lm_head_, inv_freq_;
+  DNorm final_norm_;
+  std::vector<DLayer> layers_;
+  size_t weight_bytes_ = 0;
+  int64_t q_dim_, kv_dim_, inter_;
+  int32_t num_heads_, num_kv_heads_, num_layers_;
+
+  // KV pool: [layer][k, v][num_blocks][n_kv][tokens_per_block][head_dim], one allocation.
+  DeviceBuffer kv_;
+  int32_t num_blocks_ = 0, tokens_per_block_ = 0;
+  int64_t block_elems_ = 0;  // n_kv * tokens_per_block * head_dim
+
+  // Activations, sized by reserve() (grown if an iteration ever needs more).
+  int64_t cap_tokens_ = 0, cap_logit_rows_ = 0;
+  DeviceBuffer x_, x2_, xn_, qkv_, attn_, mlp_, mlp_act_, attn_ws_;
+  DeviceBuffer logits_local_, logits_all_, logits_full_;
+  DeviceBuffer meta_dev_, greedy_dev_;
+  PinnedBuffer meta_host_, logits_host_, greedy_host_;
+
+  DeviceBuffer iota_;  // 0, 1, ..., cap_logit_rows_ - 1: the greedy rows of a graph
+  bool graphs_enabled_ = true;
+  std::map<uint64_t, cudaGraphExec_t> graphs_;  // by (batch size, context bucket)
+
+  ForwardCommStats comm_stats_;
+};
+
+}  // namespace engine::cuda

@@ -1,0 +1,300 @@
+// Elementwise and per-row kernels of the decoder: embedding, norms, rotary embedding + paged KV write,
+// activations, bias, and the small reshuffles around the LM head. Math in fp32, as the CPU backend does.
+#include <cfloat>
+
+#include "../dummy-value.h"
+#include "cuda-check.h"
+#include "dtype.cuh"
+#include "kernels.h"
+
+namespace engine::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// Grid-stride loops: one launch covers any size with a bounded grid.
+__device__ __forceinline__ int64_t global_thread() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ __forceinline__ int64_t grid_threads() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+unsigned grid_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65536 ? (b > 0 ? b : 1) : 65536);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, <= 1024); every thread gets the result.
+__device__ float block_sum(float v, float* scratch /* [32] */) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();  // scratch may still be read from a previous call
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float t = lane < warps ? scratch[lane] : 0.0f;
+  return warp_sum(t);
+}
+
+__device__ __forceinline__ float apply_act(float x, Act act) {
+  switch (act) {
+    case Act::silu: return x / (1.0f + expf(-x));
+    case Act::gelu: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case Act::gelu_tanh: {
+      const float k = 0.7978845608028654f;  // sqrt(2 / pi)
+      return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+    }
+    case Act::relu: return x > 0 ? x : 0.0f;
+  }
+  return x;
+}
+
+template <typename T>
+__global__ void embed_kernel(const int32_t* tokens, int64_t rows, const T* table, int64_t v0, int64_t nv, int64_t hidden,
+                             float* x) {
+  const int64_t r = blockIdx.x;
+  const int64_t local = static_cast<int64_t>(tokens[r]) - v0;
+  float* xr = x + r * hidden;
+  const bool here = local >= 0 && local < nv;
+  const T* er = table + (here ? local : 0) * hidden;
+  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) xr[i] = here ? to_float(er[i]) : 0.0f;
+}
+
+template <typename T>
+__global__ void add_pos_kernel(float* x, const int32_t* positions, const T* pos, int64_t hidden) {
+  const int64_t r = blockIdx.x;
+  const T* pr = pos + static_cast<int64_t>(positions[r]) * hidden;
+  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) x[r * hidden + i] += to_float(pr[i]);
+}
+
+template <typename T>
+__global__ void norm_kernel(const float* x, T* out, int64_t dim, const float* w, const float* b, float eps) {
+  __shared__ float scratch[32];
+  const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
+  T* o = out + static_cast<int64_t>(blockIdx.x) * dim;
+  if (b == nullptr) {  // RMSNorm
+    float ss = 0;
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += xr[i] * xr[i];
+    ss = block_sum(ss, scratch);
+    const float inv = 1.0f / sqrtf(ss / static_cast<float>(dim) + eps);
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) o[i] = from_float<T>(w[i] * (xr[i] * inv));
+    return;
+  }
+  float sum = 0;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) sum += xr[i];
+  const float mean = block_sum(sum, scratch) / static_cast<float>(dim);
+  float var = 0;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) var += (xr[i] - mean) * (xr[i] - mean);
+  var = block_sum(var, scratch);
+  const float inv = 1.0f / sqrtf(var / static_cast<float>(dim) + eps);
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) o[i] = from_float<T>((xr[i] - mean) * inv * w[i] + b[i]);
+}
+
+template <typename T>
+__global__ void rope_kv_kernel(float* qkv, int64_t stride, const float* bias, int32_t n_heads, int32_t n_kv,
+                               int32_t hd, const int32_t* positions, const float* inv_freq, T* k_pool, T* v_pool,
+                               const int64_t* kv_dst, int32_t tpb) {
+  const int64_t t = blockIdx.x;
+  float* row = qkv + t * stride;
+  const int32_t q_dim = n_heads * hd, kv_dim = n_kv * hd, width = q_dim + 2 * kv_dim;
+  if (bias != nullptr) {
+    for (int32_t i = threadIdx.x; i < width; i += blockDim.x) row[i] += bias[i];
+    __syncthreads();
+  }
+  if (inv_freq != nullptr) {
+    const int32_t half = hd / 2;
+    const float p = static_cast<float>(positions[t]);
+    for (int32_t i = threadIdx.x; i < half; i += blockDim.x) {
+      // The angle rounded to fp32 first, then cos/sin in double: the CPU backend's (and transformers') order.
+      const float angle = p * inv_freq[i];
+      const float c = static_cast<float>(cos(static_cast<double>(angle)));
+      const float s = static_cast<float>(sin(static_cast<double>(angle)));
+      for (int32_t h = 0; h < n_heads + n_kv; ++h) {
+        float* v = row + static_cast<int64_t>(h) * hd;  // q heads, then the k heads right after them
+        const float a = v[i], b = v[i + half];
+        v[i] = a * c - b * s;
+        v[i + half] = b * c + a * s;
+      }
+    }
+    __syncthreads();
+  }
+  const int64_t base = kv_dst[t];
+  for (int32_t i = threadIdx.x; i < kv_dim; i += blockDim.x) {
+    const int32_t h = i / hd, d = i % hd;
+    const int64_t dst = base + static_cast<int64_t>(h) * tpb * hd + d;
+    k_pool[dst] = from_float<T>(row[q_dim + i]);
+    v_pool[dst] = from_float<T>(row[q_dim + kv_dim + i]);
+  }
+}
+
+template <typename T>
+__global__ void gated_kernel(const T* gu, T* out, int64_t rows, int64_t inter, Act act, const float* b) {
+  const int64_t n = rows * inter;
+  for (int64_t idx = global_thread(); idx < n; idx += grid_threads()) {
+    const int64_t r = idx / inter, i = idx % inter;
+    float g = to_float(gu[r * 2 * inter + i]), u = to_float(gu[r * 2 * inter + inter + i]);
+    if (b != nullptr) {
+      g += b[i];
+      u += b[inter + i];
+    }
+    out[idx] = from_float<T>(apply_act(g, act) * u);
+  }
+}
+
+template <typename T>
+__global__ void act_kernel(T* x, int64_t rows, int64_t n, Act act, const float* b) {
+  const int64_t total = rows * n;
+  for (int64_t idx = global_thread(); idx < total; idx += grid_threads()) {
+    float v = to_float(x[idx]);
+    if (b != nullptr) v += b[idx % n];
+    x[idx] = from_float<T>(apply_act(v, act));
+  }
+}
+
+__global__ void add_bias_kernel(float* y, const float* b, int64_t rows, int64_t n) {
+  const int64_t total = rows * n;
+  for (int64_t idx = global_thread(); idx < total; idx += grid_threads()) y[idx] += b[idx % n];
+}
+
+__global__ void gather_rows_kernel(const float* src, const int32_t* idx, float* dst, int64_t n) {
+  const float* s = src + static_cast<int64_t>(idx[blockIdx.x]) * n;
+  float* d = dst + static_cast<int64_t>(blockIdx.x) * n;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) d[i] = s[i];
+}
+
+template <typename T>
+__global__ void convert_kernel(const float* src, T* dst, int64_t n) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) dst[i] = from_float<T>(src[i]);
+}
+
+__global__ void mask_kernel(float* x, int64_t rows, int64_t cols, int64_t real) {
+  const int64_t pad = cols - real, total = rows * pad;
+  for (int64_t i = global_thread(); i < total; i += grid_threads()) x[(i / pad) * cols + real + i % pad] = -INFINITY;
+}
+
+__global__ void assemble_kernel(const float* all, int32_t tp, int64_t rows, int64_t vl, int64_t vocab, float* out) {
+  const int64_t total = rows * vocab;
+  for (int64_t i = global_thread(); i < total; i += grid_threads()) {
+    const int64_t r = i / vocab, c = i % vocab;
+    const int64_t t = c / vl, j = c % vl;
+    out[i] = all[(t * rows + r) * vl + j];
+  }
+}
+
+template <typename T>
+__global__ void fill_dummy_kernel(T* dst, int64_t rows, int64_t cols, int64_t ld, uint64_t seed, uint32_t tensor,
+                                  int64_t row0, int64_t col0, int64_t gcols, float scale) {
+  const int64_t total = rows * cols;
+  for (int64_t i = global_thread(); i < total; i += grid_threads()) {
+    const int64_t r = i / cols, c = i % cols;
+    const uint64_t index = static_cast<uint64_t>((row0 + r) * gcols + col0 + c);
+    dst[r * ld + c] = from_float<T>(dummy_value(seed, tensor, index, scale));
+  }
+}
+
+__global__ void fill_constant_kernel(float* dst, int64_t n, float v) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) dst[i] = v;
+}
+
+int row_threads(int64_t n) { return n >= 1024 ? 1024 : n >= 256 ? 256 : 128; }
+
+}  // namespace
+
+void embed(const int32_t* tokens, int64_t rows, const void* table, DType dt, int64_t v0, int64_t nv, int64_t hidden,
+           float* x, cudaStream_t s) {
+  if (rows == 0) return;
+  ENGINE_DISPATCH_DTYPE(dt, embed_kernel<T><<<static_cast<unsigned>(rows), 256, 0, s>>>(
+                                tokens, rows, static_cast<const T*>(table), v0, nv, hidden, x));
+  check_launch("embed");
+}
+
+void add_position_embedding(float* x, const int32_t* positions, int64_t rows, const void* pos_table, DType dt,
+                            int64_t hidden, cudaStream_t s) {
+  if (rows == 0) return;
+  ENGINE_DISPATCH_DTYPE(dt, add_pos_kernel<T><<<static_cast<unsigned>(rows), 256, 0, s>>>(
+                                x, positions, static_cast<const T*>(pos_table), hidden));
+  check_launch("add_position_embedding");
+}
+
+void norm(const float* x, void* out, DType dt, int64_t rows, int64_t dim, const float* w, const float* b, float eps,
+          cudaStream_t s) {
+  if (rows == 0) return;
+  ENGINE_DISPATCH_DTYPE(dt, norm_kernel<T><<<static_cast<unsigned>(rows), row_threads(dim), 0, s>>>(
+                                x, static_cast<T*>(out), dim, w, b, eps));
+  check_launch("norm");
+}
+
+void rope_and_write_kv(float* qkv, int64_t rows, int64_t stride, const float* bias, int32_t n_heads, int32_t n_kv,
+                       int32_t head_dim, const int32_t* positions, const float* inv_freq, void* k_pool, void* v_pool,
+                       DType dt, const int64_t* kv_dst, int32_t tokens_per_block, cudaStream_t s) {
+  if (rows == 0) return;
+  ENGINE_DISPATCH_DTYPE(dt, rope_kv_kernel<T><<<static_cast<unsigned>(rows), 128, 0, s>>>(
+                                qkv, stride, bias, n_heads, n_kv, head_dim, positions, inv_freq,
+                                static_cast<T*>(k_pool), static_cast<T*>(v_pool), kv_dst, tokens_per_block));
+  check_launch("rope_and_write_kv");
+}
+
+void gated_activation(const void* gu, void* out, DType dt, int64_t rows, int64_t inter, Act act, const float* b,
+                      cudaStream_t s) {
+  if (rows == 0) return;
+  ENGINE_DISPATCH_DTYPE(dt, gated_kernel<T><<<grid_for(rows * inter), kThreads, 0, s>>>(
+                                static_cast<const T*>(gu), static_cast<T*>(out), rows, inter, act, b));
+  check_launch("gated_activation");
+}
+
+void activation(void* x, DType dt, int64_t rows, int64_t n, Act act, const float* b, cudaStream_t s) {
+  if (rows == 0) return;
+  ENGINE_DISPATCH_DTYPE(dt, act_kernel<T><<<grid_for(rows * n), kThreads, 0, s>>>(static_cast<T*>(x), rows, n, act, b));
+  check_launch("activation");
+}
+
+void add_bias(float* y, const float* b, int64_t rows, int64_t n, cudaStream_t s) {
+  if (rows == 0) return;
+  add_bias_kernel<<<grid_for(rows * n), kThreads, 0, s>>>(y, b, rows, n);
+  check_launch("add_bias");
+}
+
+void gather_rows(const float* src, const int32_t* rows_idx, float* dst, int64_t rows, int64_t n, cudaStream_t s) {
+  if (rows == 0) return;
+  gather_rows_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(src, rows_idx, dst, n);
+  check_launch("gather_rows");
+}
+
+void convert(const float* src, void* dst, DType dt, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  ENGINE_DISPATCH_DTYPE(dt, convert_kernel<T><<<grid_for(n), kThreads, 0, s>>>(src, static_cast<T*>(dst), n));
+  check_launch("convert");
+}
+
+void mask_columns(float* x, int64_t rows, int64_t cols, int64_t real, cudaStream_t s) {
+  if (rows == 0 || real >= cols) return;
+  mask_kernel<<<grid_for(rows * (cols - real)), kThreads, 0, s>>>(x, rows, cols, real);
+  check_launch("mask_columns");
+}
+
+void assemble_vocab(const float* all, int32_t tp, int64_t rows, int64_t vl, int64_t vocab, float* out, cudaStream_t s) {
+  if (rows == 0) return;
+  assemble_kernel<<<grid_for(rows * vocab), kThreads, 0, s>>>(all, tp, rows, vl, vocab, out);
+  check_launch("assemble_vocab");
+}
+
+void fill_dummy(void* dst, bool f32, DType dt, int64_t rows, int64_t cols, int64_t ld, uint64_t seed, uint32_t tensor,
+                int64_t row0, int64_t col0, int64_t global_cols, float scale, cudaStream_t s) {
+  if (rows * cols == 0) return;
+  if (f32) {
+    fill_dummy_kernel<float><<<grid_for(rows * cols), kThreads, 0, s>>>(static_cast<float*>(dst), rows, cols, ld, seed,
+                                                                         tensor, row0, col0, global_cols, scale);
+  } else {
+    ENGINE_DISPATCH_DTYPE(dt, fill_dummy_kernel<T><<<grid_for(rows * cols), kThreads, 0, s>>>(
+                                  static_cast<T*>(dst), rows, cols, ld, seed, tensor, row0, col0, global_cols, scale));
+  }
+  check_launch("fill_dummy");
+}
+
+void fill_constant(float* dst, int64_t n, float value, cudaStream_t s) {
+  if (n == 0) return;
+  fill_constant_kernel<<<grid_for(n), kThreads, 0, s>>>(dst, n, value);
+  check_launch("fill_constant");
+}
+
+}  // namespace engine::cuda

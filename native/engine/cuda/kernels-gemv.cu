@@ -1,0 +1,127 @@
+// The decode-shaped matrix product y = x · wᵀ for a few activation rows (one per sequence of a small batch). Such a
+// product is bound by reading the weight once: each warp streams R weight rows with 16-byte loads, U chunks in
+// flight, multiplies them with all M activation rows (small, served from L1), and reduces with shuffles.
+#include "cuda-check.h"
+#include "dtype.cuh"
+#include "kernels.h"
+
+namespace engine::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kRowsPerWarp = 2;  // R
+constexpr int kUnroll = 4;       // U: 16-byte chunks per weight row in flight
+constexpr int kChunk = 8;        // elements per 16-byte load
+
+template <typename T>
+__device__ __forceinline__ void unpack(const uint4& raw, float (&out)[kChunk]) {
+  const T* v = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+  for (int i = 0; i < kChunk; ++i) out[i] = to_float(v[i]);
+}
+
+template <typename T, int M, typename OutT>
+__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, OutT* y,
+                                                           int64_t n, int64_t k, int64_t ldy, bool accumulate) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * kRowsPerWarp;
+  if (n0 >= n) return;
+  const T* rows[kRowsPerWarp];
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) rows[r] = w + (n0 + r < n ? n0 + r : n0) * k;
+
+  float acc[kRowsPerWarp][M];
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r)
+#pragma unroll
+    for (int m = 0; m < M; ++m) acc[r][m] = 0;
+
+  constexpr int64_t step = 32 * kChunk;  // elements a warp covers per chunk
+  for (int64_t base = lane * kChunk; base < k; base += step * kUnroll) {
+    uint4 wv[kUnroll][kRowsPerWarp];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t kk = base + u * step;
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r)
+        wv[u][r] = kk < k ? __ldcs(reinterpret_cast<const uint4*>(rows[r] + kk)) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t kk = base + u * step;
+      if (kk >= k) break;
+      float wf[kRowsPerWarp][kChunk];
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) unpack<T>(wv[u][r], wf[r]);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        float xf[kChunk];
+        unpack<T>(__ldg(reinterpret_cast<const uint4*>(x + m * k + kk)), xf);
+#pragma unroll
+        for (int r = 0; r < kRowsPerWarp; ++r)
+#pragma unroll
+          for (int i = 0; i < kChunk; ++i) acc[r][m] += wf[r][i] * xf[i];
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r)
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) acc[r][m] += __shfl_xor_sync(0xffffffffu, acc[r][m], o);
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      if (n0 + r >= n) break;
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        OutT* dst = y + m * ldy + n0 + r;
+        const float prev = accumulate ? to_float(*dst) : 0.0f;
+        *dst = from_float<OutT>(prev + acc[r][m]);
+      }
+    }
+  }
+}
+
+template <typename T, typename OutT, int M>
+void launch_m(int64_t n, int64_t k, const void* x, const void* w, void* y, int64_t ldy, bool accumulate, cudaStream_t s) {
+  const int64_t per_block = kWarps * kRowsPerWarp;
+  const unsigned blocks = static_cast<unsigned>((n + per_block - 1) / per_block);
+  gemv_kernel<T, M, OutT><<<blocks, kWarps * 32, 0, s>>>(static_cast<const T*>(x), static_cast<const T*>(w),
+                                                          static_cast<OutT*>(y), n, k, ldy, accumulate);
+}
+
+template <typename T, typename OutT>
+void launch(int64_t m, int64_t n, int64_t k, const void* x, const void* w, void* y, int64_t ldy, bool accumulate,
+            cudaStream_t s) {
+  switch (m) {
+    case 1: launch_m<T, OutT, 1>(n, k, x, w, y, ldy, accumulate, s); break;
+    case 2: launch_m<T, OutT, 2>(n, k, x, w, y, ldy, accumulate, s); break;
+    case 3: launch_m<T, OutT, 3>(n, k, x, w, y, ldy, accumulate, s); break;
+    case 4: launch_m<T, OutT, 4>(n, k, x, w, y, ldy, accumulate, s); break;
+    case 5: launch_m<T, OutT, 5>(n, k, x, w, y, ldy, accumulate, s); break;
+    case 6: launch_m<T, OutT, 6>(n, k, x, w, y, ldy, accumulate, s); break;
+    case 7: launch_m<T, OutT, 7>(n, k, x, w, y, ldy, accumulate, s); break;
+    default: launch_m<T, OutT, 8>(n, k, x, w, y, ldy, accumulate, s); break;
+  }
+}
+
+}  // namespace
+
+bool gemv_applicable(int64_t m, int64_t k) { return m >= 1 && m <= kGemvMaxRows && k % kChunk == 0; }
+
+void gemv(int64_t m, int64_t n, int64_t k, const void* x, const void* w, DType dt, void* y, bool y_is_f32, int64_t ldy,
+          bool accumulate, cudaStream_t s) {
+  if (!gemv_applicable(m, k))
+    throw EngineError(ErrorCode::internal, "gemv called with m " + std::to_string(m) + ", k " + std::to_string(k));
+  if (n == 0) return;
+  if (y_is_f32) {
+    ENGINE_DISPATCH_DTYPE(dt, (launch<T, float>(m, n, k, x, w, y, ldy, accumulate, s)));
+  } else {
+    ENGINE_DISPATCH_DTYPE(dt, (launch<T, T>(m, n, k, x, w, y, ldy, accumulate, s)));
+  }
+  check_launch("gemv");
+}
+
+}  // namespace engine::cuda

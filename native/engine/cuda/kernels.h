@@ -1,0 +1,97 @@
+// Launchers of the CUDA backend's own kernels (the GEMMs go through cuBLAS, gemm.h). Every launcher is
+// asynchronous on `stream` and checks the launch (cudaGetLastError) before returning. Tensors named `T` are in
+// the model's dtype (bf16 or fp16, passed as DType), everything else fp32; row-major throughout.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace engine::cuda {
+
+enum class DType { bf16, f16 };
+inline size_t dtype_size(DType) { return 2; }
+
+enum class Act { silu, gelu, gelu_tanh, relu };  // same set and formulas as cpu/activation.h
+
+// --- elementwise (kernels-elementwise.cu) ---
+// x[r] = table[tokens[r] - v0] (T -> fp32), zeros when the id is outside [v0, v0 + nv) (vocab parallel).
+void embed(const int32_t* tokens, int64_t rows, const void* table, DType dt, int64_t v0, int64_t nv, int64_t hidden,
+           float* x, cudaStream_t s);
+// x[r] += pos_table[positions[r]] (T table).
+void add_position_embedding(float* x, const int32_t* positions, int64_t rows, const void* pos_table, DType dt,
+                            int64_t hidden, cudaStream_t s);
+// out (T) = rms_norm(x) * w  or  layer_norm(x) * w + b (b non-null), per row of `dim`; fp32 math as cpu/norm.h.
+void norm(const float* x, void* out, DType dt, int64_t rows, int64_t dim, const float* w, const float* b, float eps,
+          cudaStream_t s);
+// For each row t: adds `bias` (nullable, [q_dim + 2 kv_dim]) to the fp32 qkv row, rotates q and k heads by
+// positions[t] * inv_freq (nullable: no rotation; HF rotate_half pairing), and writes the row's k and v (T) into
+// the paged pools at element offset kv_dst[t] + h * tokens_per_block * head_dim for kv head h.
+void rope_and_write_kv(float* qkv, int64_t rows, int64_t stride, const float* bias, int32_t n_heads, int32_t n_kv,
+                       int32_t head_dim, const int32_t* positions, const float* inv_freq, void* k_pool, void* v_pool,
+                       DType dt, const int64_t* kv_dst, int32_t tokens_per_block, cudaStream_t s);
+// out[t, i] = act(gu[t, i] + b[i]) * (gu[t, inter + i] + b[inter + i])   (gu, out: T; b nullable fp32)
+void gated_activation(const void* gu, void* out, DType dt, int64_t rows, int64_t inter, Act act, const float* b,
+                      cudaStream_t s);
+// x[t, i] = act(x[t, i] + b[i]) in place (T; b nullable).
+void activation(void* x, DType dt, int64_t rows, int64_t n, Act act, const float* b, cudaStream_t s);
+// y[r, i] += b[i] (fp32).
+void add_bias(float* y, const float* b, int64_t rows, int64_t n, cudaStream_t s);
+// dst[i] = src[rows_idx[i]] for i < rows, rows of `n` floats.
+void gather_rows(const float* src, const int32_t* rows_idx, float* dst, int64_t rows, int64_t n, cudaStream_t s);
+// dst (T) = src (fp32), n elements.
+void convert(const float* src, void* dst, DType dt, int64_t n, cudaStream_t s);
+// Columns [real, cols) of each row set to -inf (vocab padding of a tp slice).
+void mask_columns(float* x, int64_t rows, int64_t cols, int64_t real, cudaStream_t s);
+// all: [tp, rows, vl] (each rank's vocab slice) -> out: [rows, vocab], padding dropped.
+void assemble_vocab(const float* all, int32_t tp, int64_t rows, int64_t vl, int64_t vocab, float* out, cudaStream_t s);
+// dst[r, c] = dummy_value(seed, tensor, (row0 + r) * global_cols + col0 + c) for r < rows, c < cols; dst row
+// stride ld. T or fp32 (dt_is_f32).
+void fill_dummy(void* dst, bool f32, DType dt, int64_t rows, int64_t cols, int64_t ld, uint64_t seed, uint32_t tensor,
+                int64_t row0, int64_t col0, int64_t global_cols, float scale, cudaStream_t s);
+void fill_constant(float* dst, int64_t n, float value, cudaStream_t s);
+
+// --- attention (kernels-attention.cu) ---
+// One query row of the paged attention: which row of q, how many positions it sees (causal: its own position + 1),
+// and where its sequence's block table starts in the flat `block_tables` array.
+struct AttnRow {
+  int32_t q_row;
+  int32_t ctx;
+  int32_t table;
+};
+struct AttnArgs {
+  const float* q;  // [*, q_stride], query head h at h * head_dim
+  int64_t q_stride;
+  const void* k_pool;  // [num_blocks, n_kv, tokens_per_block, head_dim] (T)
+  const void* v_pool;
+  DType dt;
+  const AttnRow* rows;         // [n_rows] (device)
+  const int32_t* block_tables; // (device)
+  int32_t n_rows, n_heads, n_kv, head_dim, tokens_per_block;
+  float scale;
+  void* out;  // [n_rows, out_stride] (T), head h at h * head_dim
+  int64_t out_stride;
+  int32_t max_ctx;  // largest ctx of any row (sizes the split into partitions)
+};
+// Workspace floats attention() needs for `args` (0 when no context is split).
+size_t attention_workspace_floats(const AttnArgs& args, int32_t num_sms);
+void attention(const AttnArgs& args, float* workspace, int32_t num_sms, cudaStream_t s);
+// Whether the attention kernel is built for `head_dim` (16, 32, 64, 128, 256).
+bool attention_supports_head_dim(int32_t head_dim);
+// An upper bound of attention_workspace_floats over every batch of this head layout (decode batches split).
+size_t attention_workspace_bound(int32_t n_heads, int32_t n_kv, int32_t head_dim, int32_t num_sms);
+
+// --- decode-shaped matrix products (kernels-gemv.cu) ---
+// y[m, n] (+)= x[m, k] · w[n, k]ᵀ for m <= kGemvMaxRows, streaming each weight row once (the decode step is bound
+// by reading the weights). y fp32 (ldy) or T (y_is_f32 false). Needs k % 8 == 0 and 16-byte aligned rows.
+constexpr int32_t kGemvMaxRows = 8;
+bool gemv_applicable(int64_t m, int64_t k);
+void gemv(int64_t m, int64_t n, int64_t k, const void* x, const void* w, DType dt, void* y, bool y_is_f32, int64_t ldy,
+          bool accumulate, cudaStream_t s);
+
+// --- sampling (kernels-sampling.cu) ---
+// For each i < n: row = logits + rows_idx[i] * vocab; token[i] = argmax (lowest id on ties), log_prob[i] =
+// log-softmax of it, as the host sampler's greedy path.
+void greedy_sample(const float* logits, const int32_t* rows_idx, int32_t n, int64_t vocab, int32_t* token,
+                   float* log_prob, cudaStream_t s);
+
+}  // namespace engine::cuda

@@ -1,0 +1,252 @@
+// Speed of the CUDA backend on one GPU, each figure next to its baseline measured in the same run:
+//   copy   the device-to-device copy bandwidth (bytes read + written), the decode roofline's denominator;
+//   decode forward() steps at several batch sizes after a prompt of --ctx tokens, median of --steps; at batch 1,
+//          weight bytes / step time against the copy bandwidth (the memory-bound optimum), with the engine's
+//          decode GEMV and with cuBLAS alone;
+//   offline the executor over the model: --requests requests of --input / --output tokens (random ids, no end id),
+//          all enqueued at once, output tokens per second.
+// usage: cuda-bench <checkpoint dir> [--dummy] [--batches 1,8,64,256] [--ctx 128] [--steps 30] [--requests 1000]
+//        [--input 128] [--output 128] [--max-batch 256] [--dtype bfloat16] [--json out.json]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "../engine/cuda/cuda-backend.h"
+#include "../engine/cuda/cuda-decoder.h"
+#include "../engine/executor.h"
+#include "cuda-test-util.h"
+
+using namespace engine;
+
+namespace {
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+double copy_bandwidth() {
+  const size_t bytes = size_t{2} << 30;
+  void *a = nullptr, *b = nullptr;
+  cudaMalloc(&a, bytes);
+  cudaMalloc(&b, bytes);
+  cudaMemset(a, 1, bytes);
+  cudaMemset(b, 0, bytes);
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  for (int i = 0; i < 2; ++i) cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
+  float best_ms = 1e30f;
+  for (int r = 0; r < 5; ++r) {
+    cudaEventRecord(e0);
+    for (int i = 0; i < 5; ++i) cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice);
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    best_ms = std::min(best_ms, ms / 5);
+  }
+  cudaFree(a);
+  cudaFree(b);
+  return 2.0 * static_cast<double>(bytes) / (best_ms / 1000.0);
+}
+
+std::vector<int> parse_list(const std::string& s) {
+  std::vector<int> out;
+  size_t at = 0;
+  while (at < s.size()) {
+    size_t comma = s.find(',', at);
+    if (comma == std::string::npos) comma = s.size();
+    out.push_back(std::stoi(s.substr(at, comma - at)));
+    at = comma + 1;
+  }
+  return out;
+}
+
+struct StepResult {
+  int batch;
+  double step_ms;
+};
+
+// Prefills `batch` sequences of `ctx` tokens, then times decode steps (greedy on the device, as the executor runs
+// greedy requests). Block tables are disjoint slices of the pool.
+double decode_step_ms(Model& m, int batch, int ctx, int steps, int tpb, int blocks_per_seq) {
+  const int32_t V = m.config().vocab_size;
+  std::vector<std::vector<int32_t>> tables(batch);
+  for (int s = 0; s < batch; ++s)
+    for (int b = 0; b < blocks_per_seq; ++b) tables[s].push_back(s * blocks_per_seq + b);
+  ForwardOutput out;
+  for (int s0 = 0; s0 < batch; s0 += 32) {
+    std::vector<SequenceChunk> chunks;
+    for (int s = s0; s < std::min(batch, s0 + 32); ++s) {
+      std::vector<int32_t> t(ctx);
+      for (int i = 0; i < ctx; ++i) t[i] = (i * 7919 + s * 131) % V;
+      chunks.push_back({t, 0, tables[s], false});
+    }
+    m.forward(chunks, out);
+  }
+  std::vector<double> times;
+  for (int step = 0; step < steps + 3; ++step) {
+    std::vector<SequenceChunk> chunks;
+    for (int s = 0; s < batch; ++s) {
+      SequenceChunk c{{(step * 17 + s) % V}, ctx + step, tables[s], false};
+      c.greedy_on_device = true;
+      chunks.push_back(std::move(c));
+    }
+    const double t0 = now();
+    m.forward(chunks, out);
+    if (step >= 3) times.push_back(now() - t0);  // the first steps warm caches and cuBLAS heuristics
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2] * 1000;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress reaches a log even if the run is cut short
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: cuda-bench <checkpoint dir> [--dummy] [--batches 1,8,64,256] [--ctx 128] ...\n");
+    return 2;
+  }
+  std::string dir = argv[1], dtype = "auto", json_path;
+  bool dummy = false;
+  std::vector<int> batches = {1, 8, 64, 256};
+  int ctx = 128, steps = 30, requests = 1000, input = 128, output = 128, max_batch = 256;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() { return std::string(i + 1 < argc ? argv[++i] : ""); };
+    if (a == "--dummy") dummy = true;
+    else if (a == "--batches") batches = parse_list(next());
+    else if (a == "--ctx") ctx = std::stoi(next());
+    else if (a == "--steps") steps = std::stoi(next());
+    else if (a == "--requests") requests = std::stoi(next());
+    else if (a == "--input") input = std::stoi(next());
+    else if (a == "--output") output = std::stoi(next());
+    else if (a == "--max-batch") max_batch = std::stoi(next());
+    else if (a == "--dtype") dtype = next();
+    else if (a == "--json") json_path = next();
+    else {
+      std::fprintf(stderr, "cuda-bench: unknown option %s\n", a.c_str());
+      return 2;
+    }
+  }
+  if (!cuda_backend_built() || cuda_device_count() == 0) {
+    std::printf("SKIP: %s; GPUs visible: %d\n", cuda_backend_status(), cuda_device_count());
+    return 0;
+  }
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  std::printf("device: %s, %d SMs, %.1f GiB; %s\n", prop.name, prop.multiProcessorCount,
+              prop.totalGlobalMem / 1073741824.0, cuda_backend_status());
+  const double bw = copy_bandwidth();
+  std::printf("copy bandwidth (read + write): %.0f GB/s\n", bw / 1e9);
+
+  LoadOptions lo = cudatest::options(Device::cuda, dummy ? "dummy" : "auto");
+  lo.dtype = dtype;
+  lo.max_num_tokens = 8192;
+  lo.max_batch_size = max_batch;
+  double t0 = now();
+  std::unique_ptr<Model> model = load_model(dir, lo);
+  const double load_s = now() - t0;
+  const double wbytes = static_cast<double>(model->weight_bytes());
+  std::printf("loaded %s (%s) in %.1f s: %.2f GB of weights\n", dir.c_str(), dummy ? "dummy weights" : "checkpoint",
+              load_s, wbytes / 1e9);
+
+  // Decode steps.
+  const int tpb = 64;
+  const int max_b = *std::max_element(batches.begin(), batches.end());
+  const int blocks_per_seq = (ctx + steps + 8 + tpb - 1) / tpb;
+  model->allocate_kv(max_b * blocks_per_seq, tpb);
+  auto* cuda_model = dynamic_cast<cuda::CudaDecoder*>(model.get());
+  std::printf("\n| batch | decode step (ms) | tokens/s | weights / step vs copy bandwidth |\n|---|---|---|---|\n");
+  std::vector<StepResult> results;
+  for (int b : batches) {
+    const double ms = decode_step_ms(*model, b, ctx, steps, tpb, blocks_per_seq);
+    results.push_back({b, ms});
+    std::printf("| %d | %.3f | %.0f | %.1f%% |\n", b, ms, b * 1000.0 / ms, 100.0 * (wbytes / (ms / 1000)) / bw);
+  }
+  double cublas_ms = 0;
+  if (cuda_model != nullptr) {
+    cuda_model->gemm().set_use_gemv(false);
+    cuda_model->set_use_graphs(false);  // (re-captured below with the other GEMM choice)
+    cuda_model->set_use_graphs(true);
+    cublas_ms = decode_step_ms(*model, 1, ctx, steps, tpb, blocks_per_seq);
+    cuda_model->gemm().set_use_gemv(true);
+    cuda_model->set_use_graphs(false);  // drops the graphs captured with cuBLAS alone
+    const double nograph_ms = decode_step_ms(*model, 1, ctx, steps, tpb, blocks_per_seq);
+    cuda_model->set_use_graphs(true);
+    std::printf("| 1 (no CUDA graph) | %.3f | %.0f | %.1f%% |\n", nograph_ms, 1000.0 / nograph_ms,
+                100.0 * (wbytes / (nograph_ms / 1000)) / bw);
+    std::printf("| 1 (cuBLAS only) | %.3f | %.0f | %.1f%% |\n", cublas_ms, 1000.0 / cublas_ms,
+                100.0 * (wbytes / (cublas_ms / 1000)) / bw);
+  }
+  const double roofline_ms = wbytes / bw * 1000;
+  std::printf("batch-1 roofline (weights / copy bandwidth): %.3f ms\n", roofline_ms);
+
+  // Offline throughput through the executor.
+  double tok_s = 0, offline_s = 0;
+  int64_t out_tokens = 0;
+  if (requests > 0) {
+    model.reset();
+    std::unique_ptr<Model> m2 = load_model(dir, lo);
+    ExecutorConfig cfg;
+    cfg.max_batch_size = max_batch;
+    cfg.max_num_tokens = 8192;
+    cfg.tokens_per_block = tpb;
+    Executor ex(std::move(m2), cfg);
+    const int32_t V = ex.model_config().vocab_size;
+    uint64_t rng = 12345;
+    auto next_rand = [&]() {
+      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+      return static_cast<int32_t>((rng >> 33) % static_cast<uint64_t>(V));
+    };
+    // Warm-up: one batch of the same shape, not measured.
+    std::set<RequestId> warm;
+    for (int i = 0; i < std::min(max_batch, 32); ++i) {
+      Request r;
+      for (int k = 0; k < input; ++k) r.input_token_ids.push_back(next_rand());
+      r.max_tokens = 8;
+      r.sampling.temperature = 0;
+      warm.insert(ex.enqueue(r));
+    }
+    cudatest::collect(ex, warm, 600);
+    std::set<RequestId> ids;
+    t0 = now();
+    for (int i = 0; i < requests; ++i) {
+      Request r;
+      for (int k = 0; k < input; ++k) r.input_token_ids.push_back(next_rand());
+      r.max_tokens = output;
+      r.sampling.temperature = 0;
+      r.output.exclude_input_from_output = true;
+      ids.insert(ex.enqueue(r));
+    }
+    auto outcomes = cudatest::collect(ex, ids, 1200);
+    offline_s = now() - t0;
+    int failed = 0;
+    for (auto& [id, o] : outcomes) {
+      out_tokens += static_cast<int64_t>(o.tokens.size());
+      if (o.has_error) ++failed;
+    }
+    tok_s = out_tokens / offline_s;
+    std::printf("\noffline (executor, C++): %d requests %d/%d, max batch %d: %lld output tokens in %.2f s = %.0f "
+                "output tokens/s (%d failed, %zu answered)\n",
+                requests, input, output, max_batch, static_cast<long long>(out_tokens), offline_s, tok_s, failed,
+                outcomes.size());
+  }
+  if (!json_path.empty()) {
+    FILE* f = std::fopen(json_path.c_str(), "w");
+    std::fprintf(f, "{\"device\": \"%s\", \"copy_bandwidth\": %.0f, \"weight_bytes\": %.0f, \"load_s\": %.2f, "
+                    "\"roofline_ms\": %.4f, \"cublas_only_batch1_ms\": %.4f, \"steps\": [",
+                 prop.name, bw, wbytes, load_s, roofline_ms, cublas_ms);
+    for (size_t i = 0; i < results.size(); ++i)
+      std::fprintf(f, "%s{\"batch\": %d, \"ms\": %.4f}", i ? ", " : "", results[i].batch, results[i].step_ms);
+    std::fprintf(f, "], \"offline\": {\"requests\": %d, \"output_tokens\": %lld, \"seconds\": %.3f, \"tok_s\": %.1f}}\n",
+                 requests, static_cast<long long>(out_tokens), offline_s, tok_s);
+    std::fclose(f);
+  }
+  return 0;
+}

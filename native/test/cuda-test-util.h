@@ -1,0 +1,112 @@
+// Helpers for the CUDA backend's tests (built only with the backend): small checkpoint configs written to a temp
+// directory (weights come from load_format "dummy", identical on the CPU and the GPU), relative errors, and a
+// response collector for executor-level checks.
+#pragma once
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "../engine/executor.h"
+#include "../engine/model.h"
+
+namespace cudatest {
+
+inline std::string write_config(const std::string& name, const std::string& json) {
+  char tmpl[] = "/tmp/cuda-test-XXXXXX";
+  const char* dir = mkdtemp(tmpl);
+  const std::string d = std::string(dir ? dir : "/tmp") + "/" + name;
+  mkdir(d.c_str(), 0755);
+  FILE* f = std::fopen((d + "/config.json").c_str(), "w");
+  std::fputs(json.c_str(), f);
+  std::fclose(f);
+  return d;
+}
+
+// ‖a − b‖ / ‖b‖ over the first n values (the library METHOD's measure: bf16 operands land between 1e-3 and 1e-2).
+inline double rel_err(const float* a, const float* b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    const double d = static_cast<double>(a[i]) - b[i];
+    num += d * d;
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+// max |a − b| (the scale against which a top-1 margin is "too close to call").
+inline double max_abs_err(const float* a, const float* b, size_t n) {
+  double m = 0;
+  for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
+  return m;
+}
+
+inline double top1_margin(const float* row, int32_t n) {
+  float a = -INFINITY, b = -INFINITY;
+  for (int32_t i = 0; i < n; ++i) {
+    if (row[i] > a) {
+      b = a;
+      a = row[i];
+    } else if (row[i] > b) {
+      b = row[i];
+    }
+  }
+  return static_cast<double>(a) - b;
+}
+
+inline int32_t argmax(const float* row, int32_t n) {
+  return static_cast<int32_t>(std::max_element(row, row + n) - row);
+}
+
+inline engine::LoadOptions options(engine::Device device, const std::string& load_format = "auto") {
+  engine::LoadOptions o;
+  o.device = device;
+  o.load_format = load_format;
+  o.max_num_tokens = 2048;
+  o.max_batch_size = 64;
+  return o;
+}
+
+struct Outcome {
+  std::vector<int32_t> tokens;
+  std::vector<float> log_probs;
+  engine::FinishReason reason = engine::FinishReason::not_finished;
+  bool has_error = false;
+  std::string error;
+  int responses = 0;
+};
+
+// Collects every response until each id had its final one (or the deadline passed).
+inline std::map<engine::RequestId, Outcome> collect(engine::Executor& ex, std::set<engine::RequestId> pending,
+                                                    double timeout_s = 120) {
+  std::map<engine::RequestId, Outcome> out;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (!pending.empty() && std::chrono::steady_clock::now() < deadline) {
+    for (auto& r : ex.await_responses(std::chrono::milliseconds(50))) {
+      Outcome& o = out[r.request_id];
+      ++o.responses;
+      if (r.has_error) {
+        o.has_error = true;
+        o.error = r.error_message;
+      } else if (!r.result.output_token_ids.empty()) {
+        const auto& t = r.result.output_token_ids[0];
+        o.tokens.insert(o.tokens.end(), t.begin(), t.end());
+        if (!r.result.log_probs.empty())
+          o.log_probs.insert(o.log_probs.end(), r.result.log_probs[0].begin(), r.result.log_probs[0].end());
+        if (!r.result.finish_reasons.empty()) o.reason = r.result.finish_reasons[0];
+      }
+      if (r.result.is_final || r.has_error) pending.erase(r.request_id);
+    }
+  }
+  return out;
+}
+
+}  // namespace cudatest

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# The GPU machine's one script (the device tool; see ../shared/device/README.md): builds native/ with the CUDA
+# backend, checks it against transformers on the same GPU, and times it, writing full logs to $OUT (or ./gpu-out).
+#   scripts/gpu/check.sh single   one GPU: cuda-model test, transformers comparison, decode / offline bench vs the
+#                                 copy bandwidth and transformers' generate() on the Llama-3-8B shape
+#   scripts/gpu/check.sh tp2      two GPUs: tp=2 and pp=2 against one GPU, tp=2 decode steps on the 8B shape
+#   scripts/gpu/check.sh tp4      four GPUs: tp=4 and tp=2 x pp=2 against one GPU, tp=4 decode steps
+#   scripts/gpu/check.sh x2       both of the above on a two-GPU machine (single-GPU parts on GPU 0), then the
+#                                 addon (node-api headers from node_modules, no cmake-js) and `trtllm-launch bench
+#                                 --offline` on the 8B shape (needs node on PATH, node_modules and dist/)
+# Prints a short summary last. Expects CUDA_HOME / NCCL_ROOT (the device prelude exports them).
+set -uo pipefail
+mode=${1:-single}
+cd "$(dirname "$0")/../.."
+out=${OUT:-$PWD/gpu-out}
+mkdir -p "$out"
+summary=()
+note() { summary+=("$1"); echo "== $1"; }
+jobs=$(nproc)
+export PYTHONUNBUFFERED=1
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpus.txt"
+(cat COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null) | tee "$out/commit.txt"
+
+gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+t0=$(date +%s)
+if cmake -S native -B build-gpu "${gen[@]}" -DCMAKE_BUILD_TYPE=Release >"$out/configure.log" 2>&1 &&
+   cmake --build build-gpu -j "$jobs" >"$out/build.log" 2>&1; then
+  note "build ok in $(( $(date +%s) - t0 )) s: $(grep -o 'engine: CUDA backend[^$]*' "$out/configure.log" | head -1)"
+else
+  note "BUILD FAILED (configure.log / build.log)"; tail -30 "$out/build.log" "$out/configure.log"; printf '%s\n' "${summary[@]}"; exit 1
+fi
+
+if [[ $mode == x2 || $mode == serve || $mode == offline512 ]]; then
+  # The addon, built by plain CMake with the node-api headers cmake-js would pass.
+  if cmake -S native -B build-gpu -DCMAKE_JS_VERSION=8 -DCMAKE_JS_INC="$PWD/node_modules/node-api-headers/include" \
+       >>"$out/configure.log" 2>&1 && cmake --build build-gpu -j "$jobs" --target trtllm_native >>"$out/build.log" 2>&1; then
+    mkdir -p build/native/Release && cp build-gpu/trtllm_native.node build/native/Release/
+    note "addon ok: $(node -e "const a=require('./build/native/Release/trtllm_native.node'); const b=a.buildInfo(); console.log(b.backends.join(','), b.cudaDevices, 'GPU(s)')")"
+  else
+    note "ADDON BUILD FAILED"; tail -20 "$out/build.log"
+  fi
+fi
+if [[ $mode == single || $mode == x2 ]]; then
+  mkdir -p /tmp/dump
+  if CUDA_MODEL_DUMP=/tmp/dump timeout 150 build-gpu/cuda-model "$PWD" >"$out/cuda-model.log" 2>&1; then
+    note "cuda-model: $(tail -1 "$out/cuda-model.log")"
+  else
+    note "cuda-model FAILED: $(tail -1 "$out/cuda-model.log")"; grep -i "fail\|error" "$out/cuda-model.log" | head -20
+  fi
+  grep -E "rel err|greedy|executor" "$out/cuda-model.log" | head -40
+  if timeout 300 python3 scripts/gpu/hf_compare.py "$PWD" /tmp/dump >"$out/hf-compare.log" 2>&1; then
+    note "transformers comparison: $(tail -1 "$out/hf-compare.log")"
+  else
+    note "transformers comparison FAILED: $(tail -1 "$out/hf-compare.log")"
+  fi
+  cat "$out/hf-compare.log" | tail -14
+  timeout 300 build-gpu/cuda-bench bench/configs/llama-3-8b --dummy --batches ${BATCHES:-1,8,64,256} \
+    --requests ${REQUESTS:-1000} --json "$out/bench.json" 2>&1 | tee "$out/bench.log" | tail -14
+  note "bench: $(grep -E '^offline' "$out/bench.log" | head -1)"
+  [[ ${SKIP_HF:-0} == 1 ]] || timeout 300 python3 bench/hf-generate.py bench/configs/llama-3-8b --batches ${HF_BATCHES:-1,64,256} \
+    >"$out/hf-generate.log" 2>&1
+  note "transformers: $(tail -1 "$out/hf-generate.log")"
+  grep "generate()" "$out/hf-generate.log"
+fi
+if [[ $mode == x2 ]]; then
+  # Figure 2 through the launcher: the executor in the bench's process, on GPU 0, the 8B shape with dummy weights.
+  if [[ -f build/native/Release/trtllm_native.node ]]; then
+    timeout 240 node bin/trtllm-launch.js bench token-norm-dist --offline --device cuda --load-format dummy \
+      --model bench/configs/llama-3-8b --num-requests ${REQUESTS:-1000} --input-mean 128 --output-mean 128 \
+      --max-batch-size 256 --warmup-requests 8 --vocab-size 128256 --no-progress >"$out/bench-offline.log" 2>&1
+    note "bench --offline: $(grep -E 'OP tokens/sec|failed requests' "$out/bench-offline.log" | tr '\n' ' ')"
+    tail -25 "$out/bench-offline.log"
+  fi
+fi
+if [[ $mode == offline512 ]]; then
+  # Offline throughput with room for 512 sequences per iteration (the 128/128 traffic of figure 2).
+  timeout 200 build-gpu/cuda-bench bench/configs/llama-3-8b --dummy --batches 512 --requests ${REQUESTS:-1000} \
+    --max-batch 512 --json "$out/bench-512.json" >"$out/bench-512.log" 2>&1
+  grep -E "^\| 512|^offline" "$out/bench-512.log"
+  timeout 200 node bin/trtllm-launch.js bench token-norm-dist --offline --device cuda --load-format dummy \
+    --model bench/configs/llama-3-8b --num-requests ${REQUESTS:-1000} --input-mean 128 --output-mean 128 \
+    --max-batch-size 512 --warmup-requests 8 --no-progress >"$out/bench-offline-512.log" 2>&1
+  note "bench --offline, max batch 512: $(grep -E 'OP tokens/sec|failed requests' "$out/bench-offline-512.log" | tr '\n' ' ')"
+fi
+if [[ $mode == serve ]]; then
+  # Served through the HTTP frontend on the GPU: the bundled checkpoint (a real model with a tokenizer) at a fixed
+  # request rate, one rank on GPU 0, then tp = 2 over both GPUs (launch -> ready timed by the launcher).
+  model=${SERVE_MODEL:-examples/models/brown-llama-17m}
+  serve_bench() {  # <label> <launcher args...>
+    local label=$1; shift
+    node bin/trtllm-launch.js --model "$model" --host 127.0.0.1 --http-port 18000 --metrics-port 18002 --device cuda \
+      "$@" >"$out/serve-$label.log" 2>&1 &
+    local pid=$!
+    for _ in $(seq 1 240); do grep -q "ready:\|ready after" "$out/serve-$label.log" && break; sleep 0.5; done
+    note "serve $label: $(grep -m1 -o 'ready after [0-9.]* s' "$out/serve-$label.log") $(grep -m1 -o 'loaded .* in [0-9.]* s' "$out/serve-$label.log")"
+    timeout 120 node bin/trtllm-launch.js bench token-norm-dist -u 127.0.0.1:18000 --num-requests ${SERVED_REQUESTS:-300} \
+      --request-rate ${RATE:-20} --input-mean 128 --output-mean 64 --warmup-requests 4 --no-progress \
+      >"$out/served-$label.log" 2>&1
+    grep -A8 "Latency (ms)" "$out/served-$label.log"; grep -E "OP tokens/sec|failed requests" "$out/served-$label.log"
+    curl -s 127.0.0.1:18002/metrics 2>/dev/null | grep -m3 "memory_type=\"gpu\"" || true
+    kill -INT $pid; wait $pid
+  }
+  serve_bench tp1 --world-size 1
+  serve_bench tp2 --world-size 2 --tp 2
+  if (( $(nvidia-smi -L | wc -l) >= 4 )); then
+    model=test/fixtures/models/tiny-llama  # 4 heads: tp = 4 splits them (the bundled model has 6)
+    serve_bench tp4 --world-size 4 --tp 4
+  fi
+fi
+if [[ $mode == tp2 || $mode == x2 || $mode == tp4 ]]; then
+  np=2; grids=("2 1" "1 2")
+  [[ $mode == tp4 ]] && { np=4; grids=("4 1" "2 2"); }
+  mpi=(mpirun -np $np --allow-run-as-root -x NCCL_NVLS_ENABLE=0 -x LD_LIBRARY_PATH)
+  for grid in "${grids[@]}"; do
+    set -- $grid
+    if timeout 300 "${mpi[@]}" build-gpu/cuda-parallel "$PWD" $1 $2 >"$out/parallel-tp$1-pp$2.log" 2>&1; then
+      note "tp=$1 pp=$2 vs one GPU: $(tail -1 "$out/parallel-tp$1-pp$2.log")"
+    else
+      note "tp=$1 pp=$2 FAILED: $(tail -3 "$out/parallel-tp$1-pp$2.log" | tr '\n' ' ')"
+    fi
+    grep "rel err" "$out/parallel-tp$1-pp$2.log"
+  done
+  timeout 300 "${mpi[@]}" build-gpu/cuda-parallel "$PWD" $np 1 --bench bench/configs/llama-3-8b >"$out/bench-tp$np.log" 2>&1
+  grep "^bench" "$out/bench-tp$np.log"; note "tp=$np 8B bench: $(grep '^bench' "$out/bench-tp$np.log" | tr '\n' ' ')"
+fi
+printf '\n%s\n' "--- summary ($mode)"; printf '%s\n' "${summary[@]}"
