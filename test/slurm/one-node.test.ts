@@ -31,7 +31,7 @@ const common = ['--model', MODEL, '--threads', '1', '--tokens-per-block', '16', 
 let timed: { jobId?: string | undefined; port: number } | undefined;
 if (!skip) {
   const port = await freePort();
-  const r = await trtllm(['slurm', 'submit', ...common, '--world-size', '2', '--http-port', String(port), '--metrics-port', String(await freePort()),
+  const r = await trtllm(['slurm', 'submit', ...common, '--world-size', '2', '--http-port', String(port), '--metrics-port', String(await freePort()), '--grpc-port', String(await freePort()),
     '--job-name', 'timed', '--time', '1:15', '--drain-timeout', '5', '--no-follow'], work, env);
   timed = { jobId: parseSubmit(r.all ?? '').jobId, port };
 }
@@ -56,8 +56,8 @@ t.test('slurm render prints a script that bash parses and Slurm accepts', { skip
 t.test('submit: endpoint printed, the seeds\' curl answers as one rank does; stop drains and leaves nothing', { skip }, async (t) => {
   const port = await freePort();
   const marker = `--http-port ${port}`;
-  const r = await trtllm(['slurm', 'submit', ...common, '--world-size', '2', '--http-port', String(port), '--metrics-port', String(await freePort()),
-    '--job-name', 'serve', '--drain-timeout', '20', '--max-batch-size', '1'], work, env);
+  const r = await trtllm(['slurm', 'submit', ...common, '--world-size', '2', '--http-port', String(port), '--metrics-port', String(await freePort()), '--grpc-port', String(await freePort()),
+    '--job-name', 'serve', '--drain-timeout', '60', '--max-batch-size', '1'], work, env);
   t.equal(r.exitCode, 0, `submit exit 0${r.exitCode === 0 ? '' : ` (${r.all?.slice(-2500)})`}`);
   const job = parseSubmit(r.all ?? '');
   t.ok(job.jobId, 'printed the job id');
@@ -81,7 +81,7 @@ t.test('submit: endpoint printed, the seeds\' curl answers as one rank does; sto
 
   // Requests queued and in flight when the stop comes must still finish: a stop is a drain. One request per
   // iteration (--max-batch-size 1) keeps a queue long enough to outlast the stop command's start.
-  const body = (i: number) => JSON.stringify({ text_input: `The jury said ${i}`, max_tokens: 200, exclude_input_in_output: true });
+  const body = (i: number) => JSON.stringify({ text_input: `The jury said ${i}`, max_tokens: 100, exclude_input_in_output: true });
   const requests = Array.from({ length: 16 }, (_, i) => fetch(`http://${job.addr}:${port}/v2/models/ensemble/generate`, { method: 'POST', body: body(i) }));
   await Promise.race(requests);
   const stop = await trtllm(['slurm', 'stop', job.jobId], work, env);
@@ -104,7 +104,7 @@ t.test('submit: endpoint printed, the seeds\' curl answers as one rank does; sto
 t.test('a job that cannot serve: submit reports the failure and the lines that explain it', { skip }, async (t) => {
   const port = await freePort();
   // tiny-llama has 4 attention heads: 3 tensor-parallel ranks cannot split them.
-  const r = await trtllm(['slurm', 'submit', ...common, '--tp', '3', '--http-port', String(port), '--metrics-port', String(await freePort()), '--job-name', 'bad'], work, env);
+  const r = await trtllm(['slurm', 'submit', ...common, '--tp', '3', '--http-port', String(port), '--metrics-port', String(await freePort()), '--grpc-port', String(await freePort()), '--job-name', 'bad'], work, env);
   t.equal(r.exitCode, 1, 'non-zero exit');
   t.comment(r.all);
   t.match(r.all, /job \d+ ended before the leader was ready: FAILED \(exit code \d+:\d+/);
@@ -116,7 +116,7 @@ t.test('a job that cannot serve: submit reports the failure and the lines that e
 t.test('tasks that cannot join one MPI world are refused, not served as many rank 0s', { skip }, async (t) => {
   const port = await freePort();
   // srun takes the last --mpi it is given: no PMI at all, so each task would start MPI alone.
-  const r = await trtllm(['slurm', 'submit', ...common, '--world-size', '2', '--srun-args=--mpi=none', '--http-port', String(port), '--metrics-port', String(await freePort()), '--job-name', 'nompi'], work, env);
+  const r = await trtllm(['slurm', 'submit', ...common, '--world-size', '2', '--srun-args=--mpi=none', '--http-port', String(port), '--metrics-port', String(await freePort()), '--grpc-port', String(await freePort()), '--job-name', 'nompi'], work, env);
   t.equal(r.exitCode, 1, 'non-zero exit');
   t.match(r.all, /job \d+ ended before the leader was ready: FAILED/);
   t.match(r.all, /srun started 2 tasks but MPI sees a world of 1 \(srun --mpi=none\)/);

@@ -50,7 +50,7 @@ t.test('--nodes 2 --tp 2: one rank per namespace node, the answers of one rank; 
   const stepdsBefore = new Set(pidsNamed('slurmstepd'));
 
   const r = await trtllm(['slurm', 'submit', '--model', fixtureDir('tiny-llama'), '--nodes', '2', '--tp', '2', '--threads', '1', '--tokens-per-block', '16',
-    '--http-port', String(port), '--metrics-port', String(await freePort()), '--output-dir', 'logs', '--job-name', 'two'], work, env);
+    '--http-port', String(port), '--metrics-port', String(await freePort()), '--grpc-port', String(await freePort()), '--output-dir', 'logs', '--job-name', 'two'], work, env);
   t.equal(r.exitCode, 0, `submit exit 0${r.exitCode === 0 ? '' : ` (${r.all?.slice(-2500)})\n${cluster.daemonLogs()}`}`);
   const job = parseSubmit(r.all ?? '');
   t.match(r.all, /job \d+: RUNNING on h\[1-2\]/, 'both nodes allocated');
@@ -107,7 +107,7 @@ t.test('inside salloc from the login side: srun runs the ranks on the nodes, Ctr
   const port = await freePort();
   let all = '';
   const launcher = execa(process.execPath, [BIN, '--model', fixtureDir('tiny-llama'), '--tp', '2', '--threads', '1', '--tokens-per-block', '16',
-    '--http-port', String(port), '--metrics-port', String(await freePort()), '--drain-timeout', '10'], { env: { ...env, SLURM_JOB_ID: jobId }, reject: false, all: true });
+    '--http-port', String(port), '--metrics-port', String(await freePort()), '--grpc-port', String(await freePort()), '--drain-timeout', '10'], { env: { ...env, SLURM_JOB_ID: jobId }, reject: false, all: true });
   const ready = await new Promise<boolean>((resolve) => {
     launcher.all!.on('data', (chunk: Buffer) => {
       all += chunk.toString();
