@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <unordered_map>
 
 #include "executor-impl.h"
 #include "response-builder.h"
@@ -44,6 +45,39 @@ bool plain_greedy(const Sequence& s) {
   return greedy && !s.is_beam_search() && !r.output.return_generation_logits && r.embedding_bias.empty() &&
          r.bad_words.empty() && c.repetition_penalty == 1.0f && c.presence_penalty == 0.0f &&
          c.frequency_penalty == 0.0f && !min_tokens_active;
+}
+
+// A sampled request the device can sample itself: every processor it uses is a penalty (no embedding bias, bad
+// words or min_tokens ban), no beams, no generation logits returned.
+bool device_samplable(const Sequence& s) {
+  const Request& r = s.request;
+  const bool min_tokens_active = r.end_id >= 0 && s.num_generated() < r.sampling.min_tokens;
+  return !s.is_beam_search() && !r.output.return_generation_logits && r.embedding_bias.empty() &&
+         r.bad_words.empty() && !min_tokens_active;
+}
+
+DeviceSampling device_sampling(const Sequence& s) {
+  const SamplingConfig& c = s.request.sampling;
+  DeviceSampling d;
+  d.greedy = c.temperature == 0.0f || c.top_k == 1 || (c.top_k == 0 && !c.top_p);
+  d.temperature = c.temperature;
+  d.top_k = c.top_k;
+  d.top_p = c.top_p.value_or(1.0f);
+  d.seed = c.seed.value_or(0);
+  d.step = static_cast<uint64_t>(s.num_generated());
+  d.repetition_penalty = c.repetition_penalty;
+  d.presence_penalty = c.presence_penalty;
+  d.frequency_penalty = c.frequency_penalty;
+  if (c.repetition_penalty != 1.0f || c.presence_penalty != 0.0f || c.frequency_penalty != 0.0f) {
+    std::unordered_map<int32_t, int32_t> output_count;  // distinct tokens, with their count in the output
+    output_count.reserve(s.tokens.size());
+    for (size_t i = 0; i < s.tokens.size(); ++i) {
+      int32_t& n = output_count[s.tokens[i]];
+      if (static_cast<int32_t>(i) >= s.prompt_len) ++n;
+    }
+    d.penalty_tokens.assign(output_count.begin(), output_count.end());
+  }
+  return d;
 }
 
 }  // namespace
@@ -244,6 +278,8 @@ void Executor::Impl::run_iteration(std::vector<Response>& out) {
     c.all_logits = s->request.output.return_context_logits && from < to;
     if (!c.all_logits) from = to = 0;
     c.greedy_on_device = device_greedy && end == s->num_tokens() && !c.all_logits && plain_greedy(*s);
+    if (device_greedy && !c.greedy_on_device && end == s->num_tokens() && !c.all_logits && device_samplable(*s))
+      c.sample_on_device = device_sampling(*s);
     batch.push_back(s);
     chunks.push_back(std::move(c));
     ctx_rows_from.push_back(from);
@@ -270,7 +306,7 @@ void Executor::Impl::run_iteration(std::vector<Response>& out) {
       for (size_t i = 0; i < chunks.size() && i < fo.first_row.size(); ++i) {
         const SequenceChunk& c = chunks[i];
         if (fo.first_row[i] < 0) {  // sampled on the device: only where asked, with the token present
-          sampled_ok = sampled_ok && c.greedy_on_device && fo.sampled.size() == chunks.size();
+          sampled_ok = sampled_ok && (c.greedy_on_device || c.sample_on_device) && fo.sampled.size() == chunks.size();
           continue;
         }
         rows += c.all_logits ? c.tokens.size() : 1;

@@ -4,7 +4,9 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm.h"
@@ -19,6 +21,20 @@ struct ShardInfo {
   int32_t pp_rank = 0, pp_size = 1;
 };
 
+// A request's sampling, for a model that samples on its device (samples_greedy() models also honour this): the
+// sampling config plus what its penalties read, so the device draws what sampler.h would draw from the same row
+// (the same counter-based uniform of (seed, step), the same tie-breaks).
+struct DeviceSampling {
+  bool greedy = false;  // argmax of the penalised row
+  float temperature = 1.0f;
+  int32_t top_k = 0;    // 0: no limit
+  float top_p = 1.0f;   // 1: no nucleus
+  uint64_t seed = 0, step = 0;
+  float repetition_penalty = 1.0f, presence_penalty = 0.0f, frequency_penalty = 0.0f;
+  // Each distinct token of prompt + output with its count in the output; empty when no penalty is set.
+  std::vector<std::pair<int32_t, int32_t>> penalty_tokens;
+};
+
 // One sequence's slice of an iteration: `tokens` are new (prefill chunk, or the one decode token), placed at
 // positions [past_len, past_len + tokens.size()). `block_ids` covers positions [0, past_len + tokens.size()):
 // position p lives in block block_ids[p / tokens_per_block] at slot p % tokens_per_block.
@@ -31,9 +47,13 @@ struct SequenceChunk {
   // device) instead of returning the row: ForwardOutput.first_row is then -1 and `sampled` holds the token. Set
   // only for greedy requests without logits processors, never with all_logits. Not sent to followers.
   bool greedy_on_device = false;
+  // The same for a sampled request (temperature / top-k / top-p / penalties, no logits processors beyond the
+  // penalties): the model samples the last row on its device with these parameters. Not sent to followers.
+  std::optional<DeviceSampling> sample_on_device;
 };
 
-// A token the model sampled itself (greedy): the argmax, lowest id on ties, and its log-softmax.
+// A token the model sampled itself: greedy, the argmax (lowest id on ties) and its log-softmax; sampled, the
+// token and its log-probability under the distribution it was drawn from (sampler.h's SampledToken).
 struct DeviceSample {
   int32_t token = 0;
   float log_prob = 0;

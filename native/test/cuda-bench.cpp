@@ -7,6 +7,11 @@
 //          all enqueued at once, output tokens per second.
 // usage: cuda-bench <checkpoint dir> [--dummy] [--batches 1,8,64,256] [--ctx 128] [--steps 30] [--requests 1000]
 //        [--input 128] [--output 128] [--max-batch 256] [--dtype bfloat16] [--json out.json]
+//        [--profile prefill|decode] [--sampled]
+// --sampled: the offline requests sample (temperature 0.8, top-p 0.95, a seed each) instead of greedy.
+// --profile brackets the first prefill chunk (32 sequences of --ctx tokens at most) or the last decode step of each
+// batch with cudaProfilerStart/Stop, for `ncu --profile-from-start off` (per-kernel times, no load or warm-up).
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -25,6 +30,20 @@
 using namespace engine;
 
 namespace {
+
+std::string g_profile;  // "", "prefill" or "decode"
+struct ProfileRange {
+  ProfileRange(const char* what, bool on) : on_(on && g_profile == what) {
+    if (on_) cudaProfilerStart();
+  }
+  ~ProfileRange() {
+    if (on_) {
+      cudaDeviceSynchronize();
+      cudaProfilerStop();
+    }
+  }
+  bool on_;
+};
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
@@ -86,6 +105,7 @@ double decode_step_ms(Model& m, int batch, int ctx, int steps, int tpb, int bloc
       for (int i = 0; i < ctx; ++i) t[i] = (i * 7919 + s * 131) % V;
       chunks.push_back({t, 0, tables[s], false});
     }
+    ProfileRange range("prefill", s0 == 0);
     m.forward(chunks, out);
   }
   std::vector<double> times;
@@ -96,6 +116,7 @@ double decode_step_ms(Model& m, int batch, int ctx, int steps, int tpb, int bloc
       c.greedy_on_device = true;
       chunks.push_back(std::move(c));
     }
+    ProfileRange range("decode", step == steps + 2);
     const double t0 = now();
     m.forward(chunks, out);
     if (step >= 3) times.push_back(now() - t0);  // the first steps warm caches and cuBLAS heuristics
@@ -113,7 +134,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string dir = argv[1], dtype = "auto", json_path;
-  bool dummy = false;
+  bool dummy = false, sampled = false;
   std::vector<int> batches = {1, 8, 64, 256};
   int ctx = 128, steps = 30, requests = 1000, input = 128, output = 128, max_batch = 256;
   for (int i = 2; i < argc; ++i) {
@@ -129,6 +150,8 @@ int main(int argc, char** argv) {
     else if (a == "--max-batch") max_batch = std::stoi(next());
     else if (a == "--dtype") dtype = next();
     else if (a == "--json") json_path = next();
+    else if (a == "--profile") g_profile = next();
+    else if (a == "--sampled") sampled = true;
     else {
       std::fprintf(stderr, "cuda-bench: unknown option %s\n", a.c_str());
       return 2;
@@ -170,7 +193,7 @@ int main(int argc, char** argv) {
     std::printf("| %d | %.3f | %.0f | %.1f%% |\n", b, ms, b * 1000.0 / ms, 100.0 * (wbytes / (ms / 1000)) / bw);
   }
   double cublas_ms = 0;
-  if (cuda_model != nullptr) {
+  if (cuda_model != nullptr && g_profile.empty()) {
     cuda_model->gemm().set_use_gemv(false);
     cuda_model->set_use_graphs(false);  // (re-captured below with the other GEMM choice)
     cuda_model->set_use_graphs(true);
@@ -221,6 +244,11 @@ int main(int argc, char** argv) {
       for (int k = 0; k < input; ++k) r.input_token_ids.push_back(next_rand());
       r.max_tokens = output;
       r.sampling.temperature = 0;
+      if (sampled) {
+        r.sampling.temperature = 0.8f;
+        r.sampling.top_p = 0.95f;
+        r.sampling.seed = static_cast<uint64_t>(i);
+      }
       r.output.exclude_input_from_output = true;
       ids.insert(ex.enqueue(r));
     }
@@ -232,9 +260,9 @@ int main(int argc, char** argv) {
       if (o.has_error) ++failed;
     }
     tok_s = out_tokens / offline_s;
-    std::printf("\noffline (executor, C++): %d requests %d/%d, max batch %d: %lld output tokens in %.2f s = %.0f "
+    std::printf("\noffline (executor, C++%s): %d requests %d/%d, max batch %d: %lld output tokens in %.2f s = %.0f "
                 "output tokens/s (%d failed, %zu answered)\n",
-                requests, input, output, max_batch, static_cast<long long>(out_tokens), offline_s, tok_s, failed,
+                sampled ? ", sampled: t 0.8, top-p 0.95" : "", requests, input, output, max_batch, static_cast<long long>(out_tokens), offline_s, tok_s, failed,
                 outcomes.size());
   }
   if (!json_path.empty()) {

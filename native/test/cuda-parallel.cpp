@@ -3,7 +3,9 @@
 // leader) compares its logits with the same model on its GPU alone (tp = pp = 1), for the fixtures and for a
 // dummy-weight Llama with GQA 8/2 whose vocab needs tp padding; greedy on the device must pick the same tokens.
 // --bench: then the decode step time of that (large) dummy-weight shape on the grid, median of 30 steps at batch
-// 1 and 64 after a 128-token prompt.
+// 1 and 64 after a 128-token prompt, with the NCCL all-reduce time of one such step (the step's all-reduce count
+// times one all-reduce of its size, timed alone with CUDA events). --offline N: then N requests of 128 / 128 through
+// the executor in leader mode as the launcher runs it (rank 0 schedules over a LeaderModel, the others follow).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -11,8 +13,11 @@
 #include <chrono>
 #include <cstdio>
 
+#include "../engine/comm-nccl.h"
 #include "../engine/comm.h"
 #include "../engine/cuda/cuda-backend.h"
+#include "../engine/executor.h"
+#include "../engine/leader-model.h"
 #include "../engine/load-agreement.h"
 #include "check.h"
 #include "cuda-test-util.h"
@@ -110,6 +115,8 @@ void compare(const Grid& g, const std::string& dir, const std::string& format, c
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
+double all_reduce_us(const Grid& g, size_t count);
+
 void bench(const Grid& g, const std::string& dir) {
   LoadOptions lo = grid_options(g, "dummy");
   lo.max_num_tokens = 8192;
@@ -147,11 +154,99 @@ void bench(const Grid& g, const std::string& dir) {
       if (step >= 3) times.push_back(now() - a);
     }
     std::sort(times.begin(), times.end());
+    const ForwardCommStats cs = model->last_comm_stats();
+    const double ar_us = all_reduce_us(g, static_cast<size_t>(batch) * model->config().hidden_size);
+    // All-reduces of a decode step on this rank: the embedding's (first stage) and two per layer of the stage.
+    const int32_t per_step = (g.shard.pp_rank == 0 ? 1 : 0) + 2 * (model->config().num_layers / g.shard.pp_size);
     if (g.world.rank() == 0)
-      std::printf("bench tp=%d pp=%d: %.2f GB of weights per rank, load %.1f s, batch %d decode step %.3f ms\n",
+      std::printf("bench tp=%d pp=%d: %.2f GB of weights per rank, load %.1f s, batch %d decode step %.3f ms; NCCL: "
+                  "%d calls per step, all-reduce of %d x %d fp32 %.1f us -> %.3f ms of all-reduce per step\n",
                   g.shard.tp_size, g.shard.pp_size, model->weight_bytes() / 1e9, load_s, batch,
-                  times[times.size() / 2] * 1000);
+                  times[times.size() / 2] * 1000, cs.calls, batch, model->config().hidden_size, ar_us,
+                  g.shard.tp_size > 1 ? per_step * ar_us / 1000 : 0.0);
   }
+}
+
+// One all-reduce of `count` floats over the rank's tp group, on its own stream: median of 50 after 5 warm-up calls.
+double all_reduce_us(const Grid& g, size_t count) {
+  if (g.shard.tp_size == 1) return 0;
+  std::unique_ptr<DeviceComm> dc = DeviceComm::create(g.tp);
+  float* buf = nullptr;
+  cudaMalloc(&buf, count * sizeof(float));
+  cudaMemset(buf, 0, count * sizeof(float));
+  cudaStream_t st = nullptr;
+  cudaStreamCreate(&st);
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  std::vector<float> us;
+  for (int i = 0; i < 55; ++i) {
+    cudaEventRecord(a, st);
+    dc->all_reduce_sum(buf, count, st);
+    cudaEventRecord(b, st);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    if (i >= 5) us.push_back(ms * 1000);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaStreamDestroy(st);
+  cudaFree(buf);
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
+}
+
+// Offline throughput on the grid through the executor in leader mode: `requests` greedy requests of 128 prompt
+// tokens (random ids) and 128 output tokens, enqueued at once after a small warm-up batch.
+void offline(const Grid& g, const std::string& dir, int requests) {
+  LoadOptions lo = grid_options(g, "dummy");
+  lo.max_num_tokens = 8192;
+  lo.max_batch_size = 256;
+  auto model = load_model_collective(dir, lo);
+  if (g.world.rank() != 0) {
+    follower_loop(*model, g.world);
+    return;
+  }
+  ExecutorConfig cfg;
+  cfg.max_batch_size = 256;
+  cfg.max_num_tokens = 8192;
+  cfg.tokens_per_block = 64;
+  auto leader = std::make_unique<LeaderModel>(std::move(model), g.world);
+  LeaderModel* lead = leader.get();
+  Executor ex(std::move(leader), cfg);
+  const int32_t V = ex.model_config().vocab_size;
+  uint64_t rng = 12345;
+  auto request = [&](int32_t out) {
+    Request r;
+    for (int k = 0; k < 128; ++k) {
+      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+      r.input_token_ids.push_back(static_cast<int32_t>((rng >> 33) % static_cast<uint64_t>(V)));
+    }
+    r.max_tokens = out;
+    r.sampling.temperature = 0;
+    r.output.exclude_input_from_output = true;
+    return r;
+  };
+  std::set<RequestId> warm;
+  for (int i = 0; i < 32; ++i) warm.insert(ex.enqueue(request(8)));
+  cudatest::collect(ex, warm, 600);
+  std::set<RequestId> ids;
+  const double t0 = now();
+  for (int i = 0; i < requests; ++i) ids.insert(ex.enqueue(request(128)));
+  auto outcomes = cudatest::collect(ex, ids, 1200);
+  const double secs = now() - t0;
+  int64_t tokens = 0;
+  int failed = 0;
+  for (auto& [id, o] : outcomes) {
+    tokens += static_cast<int64_t>(o.tokens.size());
+    if (o.has_error) ++failed;
+  }
+  ex.shutdown();
+  lead->release_followers();  // as the addon does once its executor stopped: the followers return
+  std::printf("offline tp=%d pp=%d (leader mode, C++): %d requests 128/128, max batch 256: %lld output tokens in %.2f "
+              "s = %.0f output tokens/s (%d failed)\n",
+              g.shard.tp_size, g.shard.pp_size, requests, static_cast<long long>(tokens), secs, tokens / secs, failed);
 }
 
 }  // namespace
@@ -159,7 +254,7 @@ void bench(const Grid& g, const std::string& dir) {
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress reaches a log even if the run is cut short
   if (argc < 4) {
-    std::fprintf(stderr, "usage: cuda-parallel <repo> <tp> <pp> [--bench <config dir>]\n");
+    std::fprintf(stderr, "usage: cuda-parallel <repo> <tp> <pp> [--bench <config dir> [--offline N]]\n");
     return 2;
   }
   check::repo_root = argv[1];
@@ -181,6 +276,7 @@ int main(int argc, char** argv) {
       "tie_word_embeddings": false, "mlp_bias": true, "attention_bias": true})");
     compare(g, dir, "dummy", "llama-gqa-bias");
     if (argc > 5 && std::string(argv[4]) == "--bench") bench(g, argv[5]);
+    if (argc > 7 && std::string(argv[6]) == "--offline") offline(g, argv[5], std::atoi(argv[7]));
   } catch (const std::exception& e) {
     comm_abort(3, std::string("rank ") + std::to_string(g.world.rank()) + ": " + e.what());
   }

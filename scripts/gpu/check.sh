@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The GPU machine's one script (the device tool; see ../shared/device/README.md): builds native/ with the CUDA
 # backend, checks it against transformers on the same GPU, and times it, writing full logs to $OUT (or ./gpu-out).
-#   scripts/gpu/check.sh single   one GPU: cuda-model test, transformers comparison, decode / offline bench vs the
+#   scripts/gpu/check.sh single   one GPU: cuda-model and cuda-sampling tests, transformers comparison, decode / offline bench vs the
 #                                 copy bandwidth and transformers' generate() on the Llama-3-8B shape
 #   scripts/gpu/check.sh tp2      two GPUs: tp=2 and pp=2 against one GPU, tp=2 decode steps on the 8B shape
 #   scripts/gpu/check.sh tp4      four GPUs: tp=4 and tp=2 x pp=2 against one GPU, tp=4 decode steps
 #   scripts/gpu/check.sh x2       both of the above on a two-GPU machine (single-GPU parts on GPU 0), then the
 #                                 addon (node-api headers from node_modules, no cmake-js) and `trtllm-launch bench
 #                                 --offline` on the 8B shape (needs node on PATH, node_modules and dist/)
+#   scripts/gpu/check.sh kill4    four GPUs: `trtllm-launch --world-size 4 --tp 4` under load, kill -9 of one rank
 # Prints a short summary last. Expects CUDA_HOME / NCCL_ROOT (the device prelude exports them).
 set -uo pipefail
 mode=${1:-single}
@@ -31,7 +32,7 @@ else
   note "BUILD FAILED (configure.log / build.log)"; tail -30 "$out/build.log" "$out/configure.log"; printf '%s\n' "${summary[@]}"; exit 1
 fi
 
-if [[ $mode == x2 || $mode == serve || $mode == offline512 ]]; then
+if [[ $mode == x2 || $mode == serve || $mode == offline512 || $mode == kill4 ]]; then
   # The addon, built by plain CMake with the node-api headers cmake-js would pass.
   if cmake -S native -B build-gpu -DCMAKE_JS_VERSION=8 -DCMAKE_JS_INC="$PWD/node_modules/node-api-headers/include" \
        >>"$out/configure.log" 2>&1 && cmake --build build-gpu -j "$jobs" --target trtllm_native >>"$out/build.log" 2>&1; then
@@ -49,6 +50,12 @@ if [[ $mode == single || $mode == x2 ]]; then
     note "cuda-model FAILED: $(tail -1 "$out/cuda-model.log")"; grep -i "fail\|error" "$out/cuda-model.log" | head -20
   fi
   grep -E "rel err|greedy|executor" "$out/cuda-model.log" | head -40
+  if timeout 150 build-gpu/cuda-sampling "$PWD" >"$out/cuda-sampling.log" 2>&1; then
+    note "cuda-sampling (GPU sampling = host sampler): $(tail -1 "$out/cuda-sampling.log")"
+  else
+    note "cuda-sampling FAILED: $(tail -1 "$out/cuda-sampling.log")"; grep -i "fail" "$out/cuda-sampling.log" | head -20
+  fi
+  grep -E "draws equal" "$out/cuda-sampling.log"
   if timeout 300 python3 scripts/gpu/hf_compare.py "$PWD" /tmp/dump >"$out/hf-compare.log" 2>&1; then
     note "transformers comparison: $(tail -1 "$out/hf-compare.log")"
   else
@@ -121,7 +128,41 @@ if [[ $mode == tp2 || $mode == x2 || $mode == tp4 ]]; then
     fi
     grep "rel err" "$out/parallel-tp$1-pp$2.log"
   done
-  timeout 300 "${mpi[@]}" build-gpu/cuda-parallel "$PWD" $np 1 --bench bench/configs/llama-3-8b >"$out/bench-tp$np.log" 2>&1
-  grep "^bench" "$out/bench-tp$np.log"; note "tp=$np 8B bench: $(grep '^bench' "$out/bench-tp$np.log" | tr '\n' ' ')"
+  # The 8B shape on each grid: decode steps with their NCCL all-reduce time, then offline 128/128 in leader mode.
+  for grid in "${grids[@]}"; do
+    set -- $grid
+    timeout 420 "${mpi[@]}" build-gpu/cuda-parallel "$PWD" $1 $2 --bench bench/configs/llama-3-8b \
+      --offline ${REQUESTS:-1000} >"$out/bench-tp$1-pp$2.log" 2>&1
+    note "tp=$1 pp=$2 8B: $(grep -E '^bench|^offline' "$out/bench-tp$1-pp$2.log" | tr '\n' ' ')"
+  done
+fi
+if [[ $mode == kill4 ]]; then
+  # `trtllm-launch --world-size 4 --tp 4` on four GPUs, under load, then kill -9 of one rank: the launcher must
+  # exit non-zero with every rank and mpirun gone (found through /proc's environment, as the CPU tests do).
+  model=test/fixtures/models/tiny-llama
+  node bin/trtllm-launch.js --model "$model" --host 127.0.0.1 --http-port 18000 --metrics-port 18002 --grpc-port 18001 \
+    --device cuda --world-size 4 --tp 4 >"$out/kill4-serve.log" 2>&1 &
+  launcher=$!
+  for _ in $(seq 1 240); do grep -q "ready after" "$out/kill4-serve.log" && break; sleep 0.5; done
+  note "kill4: $(grep -m1 -o 'ready after [0-9.]* s' "$out/kill4-serve.log")"
+  ranks() { for e in /proc/[0-9]*/environ; do tr '\0' '\n' <"$e" 2>/dev/null | grep -q '^OMPI_COMM_WORLD_RANK=' && basename "$(dirname "$e")"; done; }
+  rank_pid() { for e in /proc/[0-9]*/environ; do tr '\0' '\n' <"$e" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && basename "$(dirname "$e")"; done | head -1; }
+  note "kill4: rank processes before: $(ranks | wc -l)"
+  timeout 120 node bin/trtllm-launch.js bench token-norm-dist -u 127.0.0.1:18000 --num-requests 400 --request-rate 40 \
+    --input-mean 64 --output-mean 64 --no-progress >"$out/kill4-bench.log" 2>&1 &
+  bench=$!
+  sleep 4
+  victim=$(rank_pid 2)
+  t_kill=$(date +%s.%N)
+  kill -9 "$victim"
+  for _ in $(seq 1 120); do kill -0 $launcher 2>/dev/null || break; sleep 0.25; done
+  wait $launcher; code=$?
+  t_exit=$(date +%s.%N)
+  sleep 2
+  left=$(ranks | wc -l); mpis=$(pgrep -c -x mpirun || true); mpis=${mpis:-0}
+  note "kill4: kill -9 of rank 2 (pid $victim) under load -> launcher exit $code after $(awk "BEGIN{printf \"%.2f\", $t_exit - $t_kill}") s; rank processes left: $left; mpirun left: $mpis"
+  wait $bench
+  grep -E "failed requests|Successful|OP tokens" "$out/kill4-bench.log" | head -5
+  tail -15 "$out/kill4-serve.log"
 fi
 printf '\n%s\n' "--- summary ($mode)"; printf '%s\n' "${summary[@]}"

@@ -368,7 +368,8 @@ void CudaDecoder::row_parallel(const DLinear& l, const void* x, int64_t rows, fl
 }
 
 void CudaDecoder::lm_head_rows(const void* xn, int64_t r0, int64_t n, ForwardOutput& out,
-                               const std::vector<int32_t>& host_row, const std::vector<int32_t>& greedy_chunk) {
+                               const std::vector<int32_t>& host_row, const std::vector<int32_t>& greedy_chunk,
+                               const std::vector<int32_t>& sample_chunk, const std::vector<SequenceChunk>& chunks) {
   const int64_t V = config_.vocab_size, H = config_.hidden_size;
   const size_t es = dtype_size(dt_);
   float* logits = nullptr;
@@ -415,6 +416,10 @@ void CudaDecoder::lm_head_rows(const void* xn, int64_t r0, int64_t n, ForwardOut
     check_cuda(cudaMemcpyAsync(gh + cap, gd + cap, sizeof(float) * ng, cudaMemcpyDeviceToHost, stream_),
                "greedy log-probs");
   }
+  for (int64_t i = 0; i < n; ++i)
+    if (const int32_t c = sample_chunk[r0 + i]; c >= 0)
+      sampler_.add(static_cast<int32_t>(i), c, *chunks[static_cast<size_t>(c)].sample_on_device);
+  sampler_.enqueue(logits, V, stream_);
   float* staging = logits_host_.as<float>();
   for (int64_t i = 0; i < n;) {
     if (host_row[r0 + i] < 0) {
@@ -432,6 +437,7 @@ void CudaDecoder::lm_head_rows(const void* xn, int64_t r0, int64_t n, ForwardOut
   for (int64_t i = 0; i < n; ++i)
     if (host_row[r0 + i] >= 0)
       std::memcpy(out.logits.data() + static_cast<size_t>(host_row[r0 + i]) * V, staging + i * V, sizeof(float) * V);
+  sampler_.finish(out);
   const float* glp = reinterpret_cast<const float*>(gh + cap);
   for (int32_t g = 0; g < ng; ++g) {
     const int64_t row = r0 + gh[2 * cap + g];
@@ -443,6 +449,7 @@ void CudaDecoder::forward(const std::vector<SequenceChunk>& chunks, ForwardOutpu
   validate_chunks(chunks, config_, !spec_.rope, num_blocks_, tokens_per_block_);
   use_device();
   comm_stats_ = {};
+  sampler_.clear();
   const int64_t V = config_.vocab_size;
   const int32_t hd = config_.head_dim;
 
@@ -453,7 +460,7 @@ void CudaDecoder::forward(const std::vector<SequenceChunk>& chunks, ForwardOutpu
     T += static_cast<int64_t>(c.tokens.size());
     table_entries += static_cast<int64_t>(c.block_ids.size());
   }
-  std::vector<int32_t> out_rows, host_row, greedy_chunk;
+  std::vector<int32_t> out_rows, host_row, greedy_chunk, sample_chunk;
   out.vocab_size = static_cast<int32_t>(V);
   out.first_row.assign(chunks.size(), -1);
   out.sampled.assign(chunks.size(), DeviceSample{});
@@ -464,12 +471,14 @@ void CudaDecoder::forward(const std::vector<SequenceChunk>& chunks, ForwardOutpu
       const SequenceChunk& ch = chunks[c];
       const int32_t n = static_cast<int32_t>(ch.tokens.size());
       const bool greedy = ch.greedy_on_device && !ch.all_logits && samples_greedy();
-      if (!greedy) out.first_row[c] = host_rows;
+      const bool sampled = !greedy && ch.sample_on_device && !ch.all_logits && samples_greedy();
+      if (!greedy && !sampled) out.first_row[c] = host_rows;
       for (int32_t i = 0; i < n; ++i) {
         if (!(ch.all_logits || i == n - 1)) continue;
         out_rows.push_back(static_cast<int32_t>(row + i));
-        host_row.push_back(greedy ? -1 : host_rows++);
+        host_row.push_back(greedy || sampled ? -1 : host_rows++);
         greedy_chunk.push_back(greedy ? static_cast<int32_t>(c) : -1);
+        sample_chunk.push_back(sampled ? static_cast<int32_t>(c) : -1);
       }
       row += n;
     }
@@ -540,7 +549,8 @@ void CudaDecoder::forward(const std::vector<SequenceChunk>& chunks, ForwardOutpu
     if (layout_.last_stage() || layout_.leader()) {
       // The LM head in slices of the reserved logits rows, each sampled / copied out before the next.
       for (int64_t r0 = 0; r0 < R; r0 += cap_logit_rows_)
-        lm_head_rows(xn_.get(), r0, std::min(cap_logit_rows_, R - r0), out, host_row, greedy_chunk);
+        lm_head_rows(xn_.get(), r0, std::min(cap_logit_rows_, R - r0), out, host_row, greedy_chunk, sample_chunk,
+                     chunks);
     }
     check_cuda(cudaStreamSynchronize(stream_), "forward");
     return;
@@ -580,18 +590,23 @@ void CudaDecoder::forward(const std::vector<SequenceChunk>& chunks, ForwardOutpu
   int32_t* gh = greedy_host_.as<int32_t>();
   check_cuda(cudaMemcpyAsync(gh, gd, sizeof(int32_t) * T, cudaMemcpyDeviceToHost, stream_), "greedy tokens");
   check_cuda(cudaMemcpyAsync(gh + cap, gd + cap, sizeof(float) * T, cudaMemcpyDeviceToHost, stream_), "greedy log-probs");
-  const float* logits = logits_local_.as<float>();
+  float* logits = logits_local_.as<float>();
+  for (int64_t i = 0; i < T; ++i)  // sampled rows: the graph's argmax of them is not used
+    if (const int32_t c = sample_chunk[i]; c >= 0)
+      sampler_.add(static_cast<int32_t>(i), c, *chunks[static_cast<size_t>(c)].sample_on_device);
+  sampler_.enqueue(logits, V, stream_);
   float* staging = logits_host_.as<float>();
   for (int64_t i = 0; i < T; ++i)
     if (host_row[i] >= 0)
       check_cuda(cudaMemcpyAsync(staging + i * V, logits + i * V, sizeof(float) * V, cudaMemcpyDeviceToHost, stream_),
                  "copy logits");
   check_cuda(cudaStreamSynchronize(stream_), "forward");
+  sampler_.finish(out);
   const float* glp = reinterpret_cast<const float*>(gh + cap);
   for (int64_t i = 0; i < T; ++i) {
     if (host_row[i] >= 0)
       std::memcpy(out.logits.data() + static_cast<size_t>(host_row[i]) * V, staging + i * V, sizeof(float) * V);
-    else
+    else if (greedy_chunk[i] >= 0)
       out.sampled[static_cast<size_t>(greedy_chunk[i])] = DeviceSample{gh[i], glp[i]};
   }
 }

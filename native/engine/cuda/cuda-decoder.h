@@ -16,6 +16,7 @@
 #include "../model.h"
 #include "../parallel-layout.h"
 #include "device-buffer.h"
+#include "device-sampler.h"
 #include "gemm.h"
 #include "kernels.h"
 
@@ -92,7 +93,8 @@ class CudaDecoder : public Model {
   void all_reduce(float* x, size_t n);
   // Logits of rows [r0, r0 + n) of the final activations; on the leader, samples / copies them out.
   void lm_head_rows(const void* xn, int64_t r0, int64_t n, ForwardOutput& out, const std::vector<int32_t>& host_row,
-                    const std::vector<int32_t>& greedy_chunk);
+                    const std::vector<int32_t>& greedy_chunk, const std::vector<int32_t>& sample_chunk,
+                    const std::vector<SequenceChunk>& chunks);
   void upload_matrix(const std::vector<float>& host, DeviceBuffer& dst, bool f32);
   void fill_matrix(const DummyMatrix& m, uint64_t seed, DeviceBuffer& dst, bool f32);
 
@@ -129,6 +131,7 @@ class CudaDecoder : public Model {
   DeviceBuffer meta_dev_, greedy_dev_;
   PinnedBuffer meta_host_, logits_host_, greedy_host_;
 
+  DeviceSampler sampler_;  // rows of sampled (not greedy) requests
   DeviceBuffer iota_;  // 0, 1, ..., cap_logit_rows_ - 1: the greedy rows of a graph
   bool graphs_enabled_ = true;
   std::map<uint64_t, cudaGraphExec_t> graphs_;  // by (batch size, context bucket)

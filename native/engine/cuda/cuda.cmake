@@ -15,6 +15,7 @@ set(ENGINE_CUDA_KERNELS
 set(ENGINE_CUDA_HOST
   ${ENGINE_CUDA_DIR}/cuda-backend.cpp
   ${ENGINE_CUDA_DIR}/cuda-decoder.cpp
+  ${ENGINE_CUDA_DIR}/device-sampler.cpp
   ${ENGINE_CUDA_DIR}/gemm.cpp
 )
 set(ENGINE_CUDA_BUILT OFF)

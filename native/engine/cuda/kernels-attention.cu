@@ -1,11 +1,13 @@
 // Paged attention for every query row of an iteration (decode tokens and prefill chunks alike): each row attends
 // to positions [0, ctx) of its own sequence, found through its block table. One thread block handles one row, one
 // kv head and G of the query heads that read it (GQA: the kv head's keys and values are loaded once for all G).
-// Keys are taken by groups of 8 lanes (each lane holds head_dim / 8 elements); positions go in tiles (scores in
-// shared memory, online softmax across tiles). When too few rows would leave the GPU idle (small-batch decode),
-// each context is split into partitions handled by separate blocks and merged by a second kernel (flash-decoding's
-// split-K).
+// Each warp walks its own chunks of 32 positions with its own online softmax (no block-wide barrier per chunk):
+// lane j holds key j of the chunk whole (scores against the queries in shared memory), then the values are taken
+// with lane = a slice of head_dim, so every load of a chunk is issued before any is waited on. The warps' partial
+// results are combined at the end. When too few rows would leave the GPU idle (small-batch decode), each context
+// is split into partitions handled by separate blocks and merged by a second kernel (flash-decoding's split-K).
 #include <cfloat>
+#include <type_traits>
 
 #include "cuda-check.h"
 #include "dtype.cuh"
@@ -15,30 +17,25 @@ namespace engine::cuda {
 namespace {
 
 constexpr int kThreads = 128;
-constexpr int kLanesPerKey = 8;
-constexpr int kKeyGroups = kThreads / kLanesPerKey;  // keys in flight per block
-constexpr int kTile = 256;                            // positions per tile (scores in shared memory)
-constexpr int kMaxParts = 64;                         // partitions of one context at most
+constexpr int kWarps = kThreads / 32;
+constexpr int kChunk = 32;     // positions per warp step (one per lane)
+constexpr int kMaxParts = 64;  // partitions of one context at most
 
-template <int E, typename T>
-__device__ __forceinline__ void load_elems(const T* p, float (&out)[E]) {
-  if constexpr (E % 8 == 0) {
+// N consecutive elements of T as one load (N = 1, 2, 4 or 8; 16-byte aligned rows).
+template <int N, typename T>
+struct Packed {
+  using type = typename std::conditional<N == 8, uint4,
+               typename std::conditional<N == 4, uint2, typename std::conditional<N == 2, uint32_t, T>::type>::type>::type;
+};
+template <int N, typename T>
+__device__ __forceinline__ typename Packed<N, T>::type load_packed(const T* p) {
+  return *reinterpret_cast<const typename Packed<N, T>::type*>(p);
+}
+template <int N, typename T>
+__device__ __forceinline__ void unpack(const typename Packed<N, T>::type& raw, float (&out)[N]) {
+  const T* v = reinterpret_cast<const T*>(&raw);
 #pragma unroll
-    for (int i = 0; i < E; i += 8) {
-      const uint4 raw = *reinterpret_cast<const uint4*>(p + i);
-      const T* v = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) out[i + j] = to_float(v[j]);
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < E; i += 2) {
-      const uint32_t raw = *reinterpret_cast<const uint32_t*>(p + i);
-      const T* v = reinterpret_cast<const T*>(&raw);
-      out[i] = to_float(v[0]);
-      out[i + 1] = to_float(v[1]);
-    }
-  }
+  for (int i = 0; i < N; ++i) out[i] = to_float(v[i]);
 }
 
 __device__ __forceinline__ float warp_max(float v) {
@@ -50,18 +47,15 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// grid: (n_rows, n_kv * head groups, partitions). A block walks its positions in tiles of kTile (scores of one tile
-// in shared memory) with a running max / sum / output (online softmax), so any context length fits; partitions
-// exist only to give a GPU with few rows enough blocks. ws_out: [n_rows, n_heads, parts, HD]; ws_ms: [.., 2].
+// grid: (n_rows, n_kv * head groups, partitions); ws_out: [n_rows, n_heads, parts, HD]; ws_ms: [.., 2] (max, sum).
 template <typename T, int HD, int G>
-__global__ void __launch_bounds__(kThreads) attention_kernel(AttnArgs a, int part_size, float* ws_out, float* ws_ms) {
-  constexpr int E = HD / kLanesPerKey;
-  __shared__ float scores[G][kTile];
-  __shared__ float red[kThreads / 32][G];
-  __shared__ float tile_max[G], tile_sum[G];
-  __shared__ float shared_max[G];  // the running max, for the threads that combine (a register array can't be
-                                   // indexed by thread id without going to local memory)
-  __shared__ float wacc[kThreads / 32][G * HD];
+__global__ void __launch_bounds__(kThreads, HD >= 256 ? 1 : 3) attention_kernel(AttnArgs a, int part_size, float* ws_out, float* ws_ms) {
+  constexpr int DPL = HD >= 32 ? HD / 32 : 1;  // value dims per lane
+  // Values in registers at once (of the chunk's 32): fewer where the accumulators already take many registers.
+  constexpr int VB = G * HD >= 1024 || HD >= 256 ? 8 : 16;
+  __shared__ __align__(16) float qs[G][HD];
+  __shared__ float wm[kWarps][G], wl[kWarps][G];
+  __shared__ float wacc[kWarps][G][HD];
 
   const int r = blockIdx.x;
   const int group = a.n_heads / a.n_kv;
@@ -73,155 +67,140 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttnArgs a, int par
   if (start >= row.ctx) return;  // this row's context ends before the partition (the merge skips it)
   const int end = min(row.ctx, start + part_size);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int sub = lane & (kLanesPerKey - 1), key_group = tid / kLanesPerKey;
 
-  float q[G][E];
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
-    const float* qh = a.q + static_cast<int64_t>(row.q_row) * a.q_stride + static_cast<int64_t>(h0 + g) * HD + sub * E;
-#pragma unroll
-    for (int e = 0; e < E; ++e) q[g][e] = qh[e] * a.scale;
+  for (int i = tid; i < G * HD; i += kThreads) {
+    const int g = i / HD, d = i % HD;
+    qs[g][d] = a.q[static_cast<int64_t>(row.q_row) * a.q_stride + static_cast<int64_t>(h0 + g) * HD + d] * a.scale;
   }
+  __syncthreads();
+
   const T* k_pool = static_cast<const T*>(a.k_pool);
   const T* v_pool = static_cast<const T*>(a.v_pool);
   const int32_t* table = a.block_tables + row.table;
   const int tpb = a.tokens_per_block;
   const int64_t block_stride = static_cast<int64_t>(a.n_kv) * tpb * HD;
-  auto slot = [&](int p) {
-    return static_cast<int64_t>(table[p / tpb]) * block_stride + (static_cast<int64_t>(kvh) * tpb + p % tpb) * HD + sub * E;
+  auto slot = [&](int p) {  // element 0 of position p's key (or value) for this kv head
+    return static_cast<int64_t>(table[p / tpb]) * block_stride + (static_cast<int64_t>(kvh) * tpb + p % tpb) * HD;
   };
+  const int dim0 = HD >= 32 ? lane * DPL : lane;  // this lane's value dims [dim0, dim0 + DPL)
+  const bool dims_here = HD >= 32 || lane < HD;
 
-  float run_max[G], run_sum[G], acc[G][E];
+  float m[G], l[G], acc[G][DPL];
 #pragma unroll
   for (int g = 0; g < G; ++g) {
-    run_max[g] = -INFINITY;
-    run_sum[g] = 0;
+    m[g] = -INFINITY;
+    l[g] = 0;
 #pragma unroll
-    for (int e = 0; e < E; ++e) acc[g][e] = 0;
+    for (int e = 0; e < DPL; ++e) acc[g][e] = 0;
   }
 
-  if (tid < G) shared_max[tid] = -INFINITY;  // read back by the same thread only
-  for (int t0 = start; t0 < end; t0 += kTile) {
-    const int n = min(end - t0, kTile);
-    // 1. Scores of the tile.
-    float mx[G];
+  for (int c0 = start + warp * kChunk; c0 < end; c0 += kWarps * kChunk) {
+    const int n = min(kChunk, end - c0);
+    const bool valid = lane < n;
+    // Lane j finds position c0 + j in the block table once; the value loads below take it by shuffle.
+    const int64_t my_slot = valid ? slot(c0 + lane) : 0;
+    // Issue the key of this lane and the first values of the chunk, then compute.
+    uint4 kr[HD / 8 > 0 ? HD / 8 : 1];
+    if (valid) {
+      const T* kp = k_pool + my_slot;
 #pragma unroll
-    for (int g = 0; g < G; ++g) mx[g] = -INFINITY;
-    // The same trip count for every lane of a warp: the shuffles below need all 32 lanes present.
-    for (int j0 = 0; j0 < n; j0 += kKeyGroups) {
-      const int j = j0 + key_group;
-      const bool valid = j < n;
-      float k[E];
-      if (valid) {
-        load_elems<E>(k_pool + slot(t0 + j), k);
-      } else {
+      for (int i = 0; i < HD / 8; ++i) kr[i] = *reinterpret_cast<const uint4*>(kp + i * 8);
+    }
+    typename Packed<DPL, T>::type vr[VB];
 #pragma unroll
-        for (int e = 0; e < E; ++e) k[e] = 0;
-      }
+    for (int j = 0; j < VB; ++j) {
+      const int64_t sj = __shfl_sync(0xffffffffu, my_slot, j);
+      if (j < n && dims_here) vr[j] = load_packed<DPL>(v_pool + sj + dim0);
+    }
+    float p[G];
 #pragma unroll
-      for (int g = 0; g < G; ++g) {
-        float dot = 0;
+    for (int g = 0; g < G; ++g) p[g] = 0;
+    if (valid) {
 #pragma unroll
-        for (int e = 0; e < E; ++e) dot += q[g][e] * k[e];
+      for (int i = 0; i < HD / 8; ++i) {
+        float kf[8];
+        unpack<8, T>(kr[i], kf);
 #pragma unroll
-        for (int o = kLanesPerKey / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-        if (valid) {
-          if (sub == 0) scores[g][j] = dot;
-          mx[g] = fmaxf(mx[g], dot);
+        for (int g = 0; g < G; ++g) {
+          const float4 qa = *reinterpret_cast<const float4*>(&qs[g][i * 8]);
+          const float4 qb = *reinterpret_cast<const float4*>(&qs[g][i * 8 + 4]);
+          p[g] += qa.x * kf[0] + qa.y * kf[1] + qa.z * kf[2] + qa.w * kf[3] + qb.x * kf[4] + qb.y * kf[5] +
+                  qb.z * kf[6] + qb.w * kf[7];
         }
       }
     }
 #pragma unroll
     for (int g = 0; g < G; ++g) {
-      const float m = warp_max(mx[g]);
-      if (lane == 0) red[warp][g] = m;
-    }
-    __syncthreads();
-    if (tid < G) {
-      float m = red[0][tid];
-      for (int w = 1; w < kThreads / 32; ++w) m = fmaxf(m, red[w][tid]);
-      tile_max[tid] = fmaxf(m, shared_max[tid]);  // the new running max
-      shared_max[tid] = tile_max[tid];
-    }
-    __syncthreads();
-
-    // 2. Numerators against the new running max, and the tile's sum.
-    float sm[G];
+      const float cm = warp_max(valid ? p[g] : -INFINITY);
+      const float nm = fmaxf(m[g], cm);
+      const float alpha = m[g] == -INFINITY ? 0.0f : expf(m[g] - nm);
+      p[g] = valid ? expf(p[g] - nm) : 0.0f;
+      l[g] = l[g] * alpha + warp_sum(p[g]);
+      m[g] = nm;
 #pragma unroll
-    for (int g = 0; g < G; ++g) sm[g] = 0;
-    for (int j = tid; j < n; j += kThreads) {
+      for (int e = 0; e < DPL; ++e) acc[g][e] *= alpha;
+    }
 #pragma unroll
-      for (int g = 0; g < G; ++g) {
-        const float e = expf(scores[g][j] - tile_max[g]);
-        scores[g][j] = e;
-        sm[g] += e;
+    for (int j0 = 0; j0 < kChunk; j0 += VB) {
+      if (j0 > 0) {
+#pragma unroll
+        for (int j = 0; j < VB; ++j) {
+          const int64_t sj = __shfl_sync(0xffffffffu, my_slot, j0 + j);
+          if (j0 + j < n && dims_here) vr[j] = load_packed<DPL>(v_pool + sj + dim0);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < VB; ++j) {
+        if (j0 + j >= n) break;  // n is the same on every lane: the shuffles below stay converged
+        float vf[DPL];
+        unpack<DPL, T>(vr[j], vf);
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+          const float w = __shfl_sync(0xffffffffu, p[g], j0 + j);
+#pragma unroll
+          for (int e = 0; e < DPL; ++e) acc[g][e] += w * vf[e];
+        }
       }
     }
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-      const float s = warp_sum(sm[g]);
-      if (lane == 0) red[warp][g] = s;
-    }
-    __syncthreads();
-    if (tid < G) {
-      float s = 0;
-      for (int w = 0; w < kThreads / 32; ++w) s += red[w][tid];
-      tile_sum[tid] = s;
-    }
-    __syncthreads();
-
-    // 3. Rescale what was accumulated so far, then add this tile's weighted values.
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-      const float m_new = tile_max[g];
-      const float alpha = run_max[g] == -INFINITY ? 0.0f : expf(run_max[g] - m_new);
-      run_sum[g] = run_sum[g] * alpha + tile_sum[g];
-      run_max[g] = m_new;
-#pragma unroll
-      for (int e = 0; e < E; ++e) acc[g][e] *= alpha;
-    }
-    for (int j = key_group; j < n; j += kKeyGroups) {
-      float v[E];
-      load_elems<E>(v_pool + slot(t0 + j), v);
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        const float w = scores[g][j];
-#pragma unroll
-        for (int e = 0; e < E; ++e) acc[g][e] += w * v[e];
-      }
-    }
-    __syncthreads();  // the next tile overwrites scores, red and tile_*
   }
 
-  // The 4 key groups of a warp hold the same elements (lanes sub, sub + 8, ...): fold them onto lanes 0..7.
+  // Combine the warps: each warp's sums rescaled to the block's max.
+  if (lane == 0) {
 #pragma unroll
-  for (int g = 0; g < G; ++g)
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-      acc[g][e] += __shfl_xor_sync(0xffffffffu, acc[g][e], 8);
-      acc[g][e] += __shfl_xor_sync(0xffffffffu, acc[g][e], 16);
+    for (int g = 0; g < G; ++g) {
+      wm[warp][g] = m[g];
+      wl[warp][g] = l[g];
     }
-  if (lane < kLanesPerKey)
+  }
+  if (dims_here)
 #pragma unroll
     for (int g = 0; g < G; ++g)
 #pragma unroll
-      for (int e = 0; e < E; ++e) wacc[warp][g * HD + lane * E + e] = acc[g][e];
+      for (int e = 0; e < DPL; ++e) wacc[warp][g][dim0 + e] = acc[g][e];
   __syncthreads();
   const bool split = gridDim.z > 1;
   for (int i = tid; i < G * HD; i += kThreads) {
-    float s = 0;
-#pragma unroll
-    for (int w = 0; w < kThreads / 32; ++w) s += wacc[w][i];
     const int g = i / HD, d = i % HD;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, wm[w][g]);
+    float sum = 0, total = 0;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      if (wm[w][g] == -INFINITY) continue;  // a warp that had no positions
+      const float f = expf(wm[w][g] - mx);
+      sum += wacc[w][g][d] * f;
+      total += wl[w][g] * f;
+    }
     if (!split) {
       static_cast<T*>(a.out)[static_cast<int64_t>(r) * a.out_stride + static_cast<int64_t>(h0 + g) * HD + d] =
-          from_float<T>(s / run_sum[g]);
+          from_float<T>(sum / total);
     } else {
       const int64_t cell = (static_cast<int64_t>(r) * a.n_heads + h0 + g) * gridDim.z + blockIdx.z;
-      ws_out[cell * HD + d] = s;
+      ws_out[cell * HD + d] = sum;
       if (d == 0) {
-        ws_ms[cell * 2] = run_max[g];
-        ws_ms[cell * 2 + 1] = run_sum[g];
+        ws_ms[cell * 2] = mx;
+        ws_ms[cell * 2 + 1] = total;
       }
     }
   }
@@ -245,9 +224,10 @@ __global__ void merge_kernel(AttnArgs a, int part_size, int parts, const float* 
   }
 }
 
-// Query heads per block: the largest power of two dividing the GQA group with G * HD <= 512 (registers).
+// Query heads per block: the largest power of two dividing the GQA group, at most 8, with G * HD <= 1024 (each
+// lane accumulates G * HD / 32 values).
 int heads_per_block(int group, int hd) {
-  for (int g : {8, 4, 2}) if (group % g == 0 && g * hd <= 512) return g;
+  for (int g : {8, 4, 2}) if (group % g == 0 && g * hd <= 1024) return g;
   return 1;
 }
 
@@ -289,9 +269,9 @@ void launch(const AttnArgs& a, const Split& sp, float* ws, cudaStream_t s) {
 template <typename T, int HD>
 void launch_hd(const AttnArgs& a, const Split& sp, float* ws, cudaStream_t s) {
   switch (heads_per_block(a.n_heads / a.n_kv, HD)) {
-    case 8: if constexpr (8 * HD <= 512) { launch<T, HD, 8>(a, sp, ws, s); return; } break;
-    case 4: if constexpr (4 * HD <= 512) { launch<T, HD, 4>(a, sp, ws, s); return; } break;
-    case 2: if constexpr (2 * HD <= 512) { launch<T, HD, 2>(a, sp, ws, s); return; } break;
+    case 8: if constexpr (8 * HD <= 1024) { launch<T, HD, 8>(a, sp, ws, s); return; } break;
+    case 4: if constexpr (4 * HD <= 1024) { launch<T, HD, 4>(a, sp, ws, s); return; } break;
+    case 2: if constexpr (2 * HD <= 1024) { launch<T, HD, 2>(a, sp, ws, s); return; } break;
     default: launch<T, HD, 1>(a, sp, ws, s); return;
   }
   launch<T, HD, 1>(a, sp, ws, s);

@@ -67,12 +67,39 @@ __global__ void add_pos_kernel(float* x, const int32_t* positions, const T* pos,
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) x[r * hidden + i] += to_float(pr[i]);
 }
 
+// One block per row. RMSNorm keeps the row in registers between the two passes when it fits (dim <= 4 * 4 *
+// blockDim, every realistic hidden size), so x is read from memory once.
+constexpr int kNormCached = 4;  // float4s per thread kept in registers
 template <typename T>
-__global__ void norm_kernel(const float* x, T* out, int64_t dim, const float* w, const float* b, float eps) {
+__global__ void norm_kernel(const float* __restrict__ x, T* __restrict__ out, int64_t dim, const float* __restrict__ w,
+                            const float* __restrict__ b, float eps) {
   __shared__ float scratch[32];
   const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
   T* o = out + static_cast<int64_t>(blockIdx.x) * dim;
-  if (b == nullptr) {  // RMSNorm
+  if (b == nullptr && dim % 4 == 0 && dim <= static_cast<int64_t>(kNormCached) * 4 * blockDim.x) {
+    float4 v[kNormCached];
+    float ss = 0;
+#pragma unroll
+    for (int c = 0; c < kNormCached; ++c) {
+      const int64_t i = (static_cast<int64_t>(c) * blockDim.x + threadIdx.x) * 4;
+      v[c] = i < dim ? *reinterpret_cast<const float4*>(xr + i) : make_float4(0, 0, 0, 0);
+      ss += v[c].x * v[c].x + v[c].y * v[c].y + v[c].z * v[c].z + v[c].w * v[c].w;
+    }
+    ss = block_sum(ss, scratch);
+    const float inv = 1.0f / sqrtf(ss / static_cast<float>(dim) + eps);
+#pragma unroll
+    for (int c = 0; c < kNormCached; ++c) {
+      const int64_t i = (static_cast<int64_t>(c) * blockDim.x + threadIdx.x) * 4;
+      if (i >= dim) break;
+      const float4 wv = *reinterpret_cast<const float4*>(w + i);
+      o[i] = from_float<T>(wv.x * (v[c].x * inv));
+      o[i + 1] = from_float<T>(wv.y * (v[c].y * inv));
+      o[i + 2] = from_float<T>(wv.z * (v[c].z * inv));
+      o[i + 3] = from_float<T>(wv.w * (v[c].w * inv));
+    }
+    return;
+  }
+  if (b == nullptr) {  // RMSNorm of a row too wide for the registers
     float ss = 0;
     for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += xr[i] * xr[i];
     ss = block_sum(ss, scratch);
@@ -90,54 +117,98 @@ __global__ void norm_kernel(const float* x, T* out, int64_t dim, const float* w,
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) o[i] = from_float<T>((xr[i] - mean) * inv * w[i] + b[i]);
 }
 
+// One block per row: the bias, then every (head, pair) rotation in parallel across the block (the angles' cos / sin
+// computed once per row into shared memory), writing each k head's rotated values and each v value into the pool.
+constexpr int kRopeThreads = 256;
+constexpr int kRopeMaxHalf = 256;  // head_dim <= 512
 template <typename T>
-__global__ void rope_kv_kernel(float* qkv, int64_t stride, const float* bias, int32_t n_heads, int32_t n_kv,
-                               int32_t hd, const int32_t* positions, const float* inv_freq, T* k_pool, T* v_pool,
-                               const int64_t* kv_dst, int32_t tpb) {
+__global__ void __launch_bounds__(kRopeThreads)
+    rope_kv_kernel(float* __restrict__ qkv, int64_t stride, const float* __restrict__ bias, int32_t n_heads,
+                   int32_t n_kv, int32_t hd, const int32_t* __restrict__ positions, const float* __restrict__ inv_freq,
+                   T* __restrict__ k_pool, T* __restrict__ v_pool, const int64_t* __restrict__ kv_dst, int32_t tpb) {
+  __shared__ float cs[kRopeMaxHalf], sn[kRopeMaxHalf];
   const int64_t t = blockIdx.x;
   float* row = qkv + t * stride;
-  const int32_t q_dim = n_heads * hd, kv_dim = n_kv * hd, width = q_dim + 2 * kv_dim;
-  if (bias != nullptr) {
-    for (int32_t i = threadIdx.x; i < width; i += blockDim.x) row[i] += bias[i];
-    __syncthreads();
-  }
-  if (inv_freq != nullptr) {
-    const int32_t half = hd / 2;
+  const int32_t q_dim = n_heads * hd, kv_dim = n_kv * hd, half = hd / 2;
+  const int64_t base = kv_dst[t];
+  auto pool_at = [&](int32_t i) {  // element i of the row's k (or v) part -> its place in the pool
+    return base + static_cast<int64_t>(i / hd) * tpb * hd + i % hd;
+  };
+  if (inv_freq == nullptr) {
+    for (int32_t i = threadIdx.x; i < q_dim + kv_dim; i += blockDim.x) {
+      float v = row[i];
+      if (bias != nullptr) v += bias[i];
+      if (i >= q_dim) k_pool[pool_at(i - q_dim)] = from_float<T>(v);
+      if (bias != nullptr) row[i] = v;
+    }
+  } else {
     const float p = static_cast<float>(positions[t]);
     for (int32_t i = threadIdx.x; i < half; i += blockDim.x) {
       // The angle rounded to fp32 first, then cos/sin in double: the CPU backend's (and transformers') order.
       const float angle = p * inv_freq[i];
-      const float c = static_cast<float>(cos(static_cast<double>(angle)));
-      const float s = static_cast<float>(sin(static_cast<double>(angle)));
-      for (int32_t h = 0; h < n_heads + n_kv; ++h) {
-        float* v = row + static_cast<int64_t>(h) * hd;  // q heads, then the k heads right after them
-        const float a = v[i], b = v[i + half];
-        v[i] = a * c - b * s;
-        v[i + half] = b * c + a * s;
-      }
+      cs[i] = static_cast<float>(cos(static_cast<double>(angle)));
+      sn[i] = static_cast<float>(sin(static_cast<double>(angle)));
     }
     __syncthreads();
+    const int32_t pairs = (n_heads + n_kv) * half;  // q heads, then the k heads right after them
+    for (int32_t j = threadIdx.x; j < pairs; j += blockDim.x) {
+      const int32_t h = j / half, i = j % half;
+      const int32_t at = h * hd + i;
+      float a = row[at], b = row[at + half];
+      if (bias != nullptr) {
+        a += bias[at];
+        b += bias[at + half];
+      }
+      const float ra = a * cs[i] - b * sn[i], rb = b * cs[i] + a * sn[i];
+      if (h < n_heads) {
+        row[at] = ra;
+        row[at + half] = rb;
+      } else {
+        k_pool[pool_at(at - q_dim)] = from_float<T>(ra);
+        k_pool[pool_at(at - q_dim + half)] = from_float<T>(rb);
+      }
+    }
   }
-  const int64_t base = kv_dst[t];
   for (int32_t i = threadIdx.x; i < kv_dim; i += blockDim.x) {
-    const int32_t h = i / hd, d = i % hd;
-    const int64_t dst = base + static_cast<int64_t>(h) * tpb * hd + d;
-    k_pool[dst] = from_float<T>(row[q_dim + i]);
-    v_pool[dst] = from_float<T>(row[q_dim + kv_dim + i]);
+    float v = row[q_dim + kv_dim + i];
+    if (bias != nullptr) v += bias[q_dim + kv_dim + i];
+    v_pool[pool_at(i)] = from_float<T>(v);
   }
 }
 
-template <typename T>
-__global__ void gated_kernel(const T* gu, T* out, int64_t rows, int64_t inter, Act act, const float* b) {
-  const int64_t n = rows * inter;
-  for (int64_t idx = global_thread(); idx < n; idx += grid_threads()) {
-    const int64_t r = idx / inter, i = idx % inter;
-    float g = to_float(gu[r * 2 * inter + i]), u = to_float(gu[r * 2 * inter + inter + i]);
-    if (b != nullptr) {
-      g += b[i];
-      u += b[inter + i];
+// grid: (column blocks, rows); 8 columns per thread with 16-byte loads when inter % 8 == 0, else one.
+template <typename T, int V>
+__global__ void gated_kernel(const T* __restrict__ gu, T* __restrict__ out, int64_t inter, Act act,
+                             const float* __restrict__ b) {
+  const int64_t r = blockIdx.y;
+  const int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
+  if (i >= inter) return;
+  const T* g = gu + r * 2 * inter + i;
+  const T* u = g + inter;
+  T* o = out + r * inter + i;
+  if constexpr (V == 8) {
+    const uint4 graw = *reinterpret_cast<const uint4*>(g), uraw = *reinterpret_cast<const uint4*>(u);
+    const T* gv = reinterpret_cast<const T*>(&graw);
+    const T* uv = reinterpret_cast<const T*>(&uraw);
+    uint4 oraw;
+    T* ov = reinterpret_cast<T*>(&oraw);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      float gf = to_float(gv[k]), uf = to_float(uv[k]);
+      if (b != nullptr) {
+        gf += b[i + k];
+        uf += b[inter + i + k];
+      }
+      ov[k] = from_float<T>(apply_act(gf, act) * uf);
     }
-    out[idx] = from_float<T>(apply_act(g, act) * u);
+    *reinterpret_cast<uint4*>(o) = oraw;
+  } else {
+    float gf = to_float(g[0]), uf = to_float(u[0]);
+    if (b != nullptr) {
+      gf += b[i];
+      uf += b[inter + i];
+    }
+    o[0] = from_float<T>(apply_act(gf, act) * uf);
   }
 }
 
@@ -196,7 +267,6 @@ __global__ void fill_constant_kernel(float* dst, int64_t n, float v) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) dst[i] = v;
 }
 
-int row_threads(int64_t n) { return n >= 1024 ? 1024 : n >= 256 ? 256 : 128; }
 
 }  // namespace
 
@@ -219,7 +289,9 @@ void add_position_embedding(float* x, const int32_t* positions, int64_t rows, co
 void norm(const float* x, void* out, DType dt, int64_t rows, int64_t dim, const float* w, const float* b, float eps,
           cudaStream_t s) {
   if (rows == 0) return;
-  ENGINE_DISPATCH_DTYPE(dt, norm_kernel<T><<<static_cast<unsigned>(rows), row_threads(dim), 0, s>>>(
+  // 256 threads hold a row of 4096 in registers; wider rows take more threads (up to 1024, 16384 cached).
+  const int threads = dim <= 4096 ? 256 : dim <= 8192 ? 512 : 1024;
+  ENGINE_DISPATCH_DTYPE(dt, norm_kernel<T><<<static_cast<unsigned>(rows), threads, 0, s>>>(
                                 x, static_cast<T*>(out), dim, w, b, eps));
   check_launch("norm");
 }
@@ -228,7 +300,9 @@ void rope_and_write_kv(float* qkv, int64_t rows, int64_t stride, const float* bi
                        int32_t head_dim, const int32_t* positions, const float* inv_freq, void* k_pool, void* v_pool,
                        DType dt, const int64_t* kv_dst, int32_t tokens_per_block, cudaStream_t s) {
   if (rows == 0) return;
-  ENGINE_DISPATCH_DTYPE(dt, rope_kv_kernel<T><<<static_cast<unsigned>(rows), 128, 0, s>>>(
+  if (head_dim > 2 * kRopeMaxHalf)
+    throw EngineError(ErrorCode::unsupported, "CUDA rope: head_dim " + std::to_string(head_dim) + " above 512");
+  ENGINE_DISPATCH_DTYPE(dt, rope_kv_kernel<T><<<static_cast<unsigned>(rows), kRopeThreads, 0, s>>>(
                                 qkv, stride, bias, n_heads, n_kv, head_dim, positions, inv_freq,
                                 static_cast<T*>(k_pool), static_cast<T*>(v_pool), kv_dst, tokens_per_block));
   check_launch("rope_and_write_kv");
@@ -237,8 +311,17 @@ void rope_and_write_kv(float* qkv, int64_t rows, int64_t stride, const float* bi
 void gated_activation(const void* gu, void* out, DType dt, int64_t rows, int64_t inter, Act act, const float* b,
                       cudaStream_t s) {
   if (rows == 0) return;
-  ENGINE_DISPATCH_DTYPE(dt, gated_kernel<T><<<grid_for(rows * inter), kThreads, 0, s>>>(
-                                static_cast<const T*>(gu), static_cast<T*>(out), rows, inter, act, b));
+  if (rows > 65535) throw EngineError(ErrorCode::internal, "gated_activation over more than 65535 rows");
+  const bool vec = inter % 8 == 0;
+  const int64_t per_row = vec ? inter / 8 : inter;
+  const dim3 grid(static_cast<unsigned>((per_row + kThreads - 1) / kThreads), static_cast<unsigned>(rows));
+  if (vec) {
+    ENGINE_DISPATCH_DTYPE(dt, (gated_kernel<T, 8><<<grid, kThreads, 0, s>>>(static_cast<const T*>(gu),
+                                                                             static_cast<T*>(out), inter, act, b)));
+  } else {
+    ENGINE_DISPATCH_DTYPE(dt, (gated_kernel<T, 1><<<grid, kThreads, 0, s>>>(static_cast<const T*>(gu),
+                                                                             static_cast<T*>(out), inter, act, b)));
+  }
   check_launch("gated_activation");
 }
 

@@ -1,6 +1,8 @@
 // The decode-shaped matrix product y = x · wᵀ for a few activation rows (one per sequence of a small batch). Such a
 // product is bound by reading the weight once: each warp streams R weight rows with 16-byte loads, U chunks in
-// flight, multiplies them with all M activation rows (small, served from L1), and reduces with shuffles.
+// flight, multiplies them with all M activation rows (small, served from L1), and reduces with shuffles. A matrix
+// with few rows (o_proj, down_proj, qkv of an 8B model: 4-6k) would give too few warps to keep the memory busy, so
+// KS warps of a block share a row pair, each streaming 1/KS of k, and add their sums through shared memory.
 #include "cuda-check.h"
 #include "dtype.cuh"
 #include "kernels.h"
@@ -20,12 +22,17 @@ __device__ __forceinline__ void unpack(const uint4& raw, float (&out)[kChunk]) {
   for (int i = 0; i < kChunk; ++i) out[i] = to_float(v[i]);
 }
 
-template <typename T, int M, typename OutT>
+template <typename T, int M, typename OutT, int KS>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, OutT* y,
                                                            int64_t n, int64_t k, int64_t ldy, bool accumulate) {
+  __shared__ float partial[KS > 1 ? kWarps : 1][kRowsPerWarp][M];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * kRowsPerWarp;
-  if (n0 >= n) return;
+  const int part = warp % KS;  // which 1/KS of k this warp streams
+  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * (kWarps / KS) + warp / KS) * kRowsPerWarp;
+  // k split on 256-element boundaries (a warp's chunk), so every part starts 16-byte aligned.
+  const int64_t span = ((k + KS * 256 - 1) / (KS * 256)) * 256;
+  const int64_t k_begin = part * span, k_end = min(k, k_begin + span);
+  if (KS == 1 && n0 >= n) return;
   const T* rows[kRowsPerWarp];
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) rows[r] = w + (n0 + r < n ? n0 + r : n0) * k;
@@ -37,19 +44,19 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const T* __restrict__
     for (int m = 0; m < M; ++m) acc[r][m] = 0;
 
   constexpr int64_t step = 32 * kChunk;  // elements a warp covers per chunk
-  for (int64_t base = lane * kChunk; base < k; base += step * kUnroll) {
+  for (int64_t base = k_begin + lane * kChunk; n0 < n && base < k_end; base += step * kUnroll) {
     uint4 wv[kUnroll][kRowsPerWarp];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t kk = base + u * step;
 #pragma unroll
       for (int r = 0; r < kRowsPerWarp; ++r)
-        wv[u][r] = kk < k ? __ldcs(reinterpret_cast<const uint4*>(rows[r] + kk)) : make_uint4(0, 0, 0, 0);
+        wv[u][r] = kk < k_end ? __ldcs(reinterpret_cast<const uint4*>(rows[r] + kk)) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t kk = base + u * step;
-      if (kk >= k) break;
+      if (kk >= k_end) break;
       float wf[kRowsPerWarp][kChunk];
 #pragma unroll
       for (int r = 0; r < kRowsPerWarp; ++r) unpack<T>(wv[u][r], wf[r]);
@@ -70,6 +77,24 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const T* __restrict__
     for (int m = 0; m < M; ++m)
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) acc[r][m] += __shfl_xor_sync(0xffffffffu, acc[r][m], o);
+  if constexpr (KS > 1) {
+    if (lane == 0)
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r)
+#pragma unroll
+        for (int m = 0; m < M; ++m) partial[warp][r][m] = acc[r][m];
+    __syncthreads();
+    if (part != 0 || n0 >= n) return;
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r)
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        float sum = 0;
+#pragma unroll
+        for (int p = 0; p < KS; ++p) sum += partial[warp + p][r][m];
+        acc[r][m] = sum;
+      }
+  }
   if (lane == 0) {
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
@@ -84,12 +109,26 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const T* __restrict__
   }
 }
 
+template <typename T, typename OutT, int M, int KS>
+void launch_ks(int64_t n, int64_t k, const void* x, const void* w, void* y, int64_t ldy, bool accumulate,
+               cudaStream_t s) {
+  const int64_t per_block = (kWarps / KS) * kRowsPerWarp;
+  const unsigned blocks = static_cast<unsigned>((n + per_block - 1) / per_block);
+  gemv_kernel<T, M, OutT, KS><<<blocks, kWarps * 32, 0, s>>>(static_cast<const T*>(x), static_cast<const T*>(w),
+                                                              static_cast<OutT*>(y), n, k, ldy, accumulate);
+}
+
+// About 1,000 blocks of 4 warps (8 per SM) keep enough loads in flight; fewer rows than that split k instead.
+constexpr int64_t kWantBlocks = 1024;
 template <typename T, typename OutT, int M>
 void launch_m(int64_t n, int64_t k, const void* x, const void* w, void* y, int64_t ldy, bool accumulate, cudaStream_t s) {
-  const int64_t per_block = kWarps * kRowsPerWarp;
-  const unsigned blocks = static_cast<unsigned>((n + per_block - 1) / per_block);
-  gemv_kernel<T, M, OutT><<<blocks, kWarps * 32, 0, s>>>(static_cast<const T*>(x), static_cast<const T*>(w),
-                                                          static_cast<OutT*>(y), n, k, ldy, accumulate);
+  const int64_t rows_per_block = kWarps * kRowsPerWarp;
+  if (n / rows_per_block >= kWantBlocks || k < 2048)
+    launch_ks<T, OutT, M, 1>(n, k, x, w, y, ldy, accumulate, s);
+  else if (2 * n / rows_per_block >= kWantBlocks || k < 4096)
+    launch_ks<T, OutT, M, 2>(n, k, x, w, y, ldy, accumulate, s);
+  else
+    launch_ks<T, OutT, M, 4>(n, k, x, w, y, ldy, accumulate, s);
 }
 
 template <typename T, typename OutT>

@@ -94,4 +94,20 @@ void gemv(int64_t m, int64_t n, int64_t k, const void* x, const void* w, DType d
 void greedy_sample(const float* logits, const int32_t* rows_idx, int32_t n, int64_t vocab, int32_t* token,
                    float* log_prob, cudaStream_t s);
 
+// One row sampled on the GPU as sampler.h does on the host (kernels-sampling.cu says how): penalties, then greedy
+// or temperature -> top-k -> top-p -> the draw of counter_uniform(seed, step), with the same tie-breaks.
+struct SampleSpec {
+  int32_t row;         // logits row
+  int32_t greedy;      // 1: argmax of the penalised row (temperature not applied)
+  int32_t top_k;       // 0 or >= vocab: no limit
+  float temperature;   // > 0 unless greedy
+  float top_p;         // 1: no nucleus
+  float repetition, presence, frequency;
+  int32_t pen_begin, pen_count;  // this row's (token, output count) pairs in the penalty arrays
+  uint64_t seed, step;
+};
+// Samples specs[i] for i < n into token[i] / log_prob[i]. Rewrites the rows it samples (penalties, temperature).
+void sample_rows(float* logits, int64_t vocab, const SampleSpec* specs, int32_t n, const int32_t* pen_tokens,
+                 const int32_t* pen_counts, int32_t* token, float* log_prob, cudaStream_t s);
+
 }  // namespace engine::cuda

@@ -1,0 +1,76 @@
+#include "device-sampler.h"
+
+#include <cstring>
+
+#include "cuda-check.h"
+
+namespace engine::cuda {
+namespace {
+size_t align8(size_t n) { return (n + 7) / 8 * 8; }
+}  // namespace
+
+void DeviceSampler::add(int32_t row, int32_t chunk, const DeviceSampling& d) {
+  SampleSpec s{};
+  s.row = row;
+  s.greedy = d.greedy ? 1 : 0;
+  s.top_k = d.top_k;
+  s.temperature = d.temperature;
+  s.top_p = d.top_p;
+  s.repetition = d.repetition_penalty;
+  s.presence = d.presence_penalty;
+  s.frequency = d.frequency_penalty;
+  s.pen_begin = static_cast<int32_t>(pen_tokens_.size());
+  s.pen_count = static_cast<int32_t>(d.penalty_tokens.size());
+  s.seed = d.seed;
+  s.step = d.step;
+  for (const auto& [token, count] : d.penalty_tokens) {
+    pen_tokens_.push_back(token);
+    pen_counts_.push_back(count);
+  }
+  specs_.push_back(s);
+  chunks_.push_back(chunk);
+}
+
+void DeviceSampler::enqueue(float* logits, int64_t vocab, cudaStream_t s) {
+  if (specs_.empty()) return;
+  const size_t n = specs_.size(), p = pen_tokens_.size();
+  const size_t spec_bytes = n * sizeof(SampleSpec), pen_bytes = p * sizeof(int32_t);
+  const size_t tokens_at = spec_bytes, counts_at = tokens_at + pen_bytes;
+  results_at_ = align8(counts_at + pen_bytes);
+  const size_t total = results_at_ + n * (sizeof(int32_t) + sizeof(float));
+  host_.ensure(total);
+  dev_.ensure(total);
+  char* h = host_.as<char>();
+  std::memcpy(h, specs_.data(), spec_bytes);
+  if (p > 0) {
+    std::memcpy(h + tokens_at, pen_tokens_.data(), pen_bytes);
+    std::memcpy(h + counts_at, pen_counts_.data(), pen_bytes);
+  }
+  char* d = dev_.as<char>();
+  check_cuda(cudaMemcpyAsync(d, h, results_at_, cudaMemcpyHostToDevice, s), "upload sampling parameters");
+  auto* tok = reinterpret_cast<int32_t*>(d + results_at_);
+  sample_rows(logits, vocab, reinterpret_cast<const SampleSpec*>(d), static_cast<int32_t>(n),
+              reinterpret_cast<const int32_t*>(d + tokens_at), reinterpret_cast<const int32_t*>(d + counts_at), tok,
+              reinterpret_cast<float*>(tok + n), s);
+  check_cuda(cudaMemcpyAsync(h + results_at_, d + results_at_, n * (sizeof(int32_t) + sizeof(float)),
+                             cudaMemcpyDeviceToHost, s),
+             "download sampled tokens");
+}
+
+void DeviceSampler::finish(ForwardOutput& out) {
+  if (specs_.empty()) return;
+  const size_t n = specs_.size();
+  const auto* tok = reinterpret_cast<const int32_t*>(host_.as<char>() + results_at_);
+  const auto* lp = reinterpret_cast<const float*>(tok + n);
+  for (size_t i = 0; i < n; ++i) out.sampled[static_cast<size_t>(chunks_[i])] = DeviceSample{tok[i], lp[i]};
+  clear();
+}
+
+void DeviceSampler::clear() {
+  specs_.clear();
+  chunks_.clear();
+  pen_tokens_.clear();
+  pen_counts_.clear();
+}
+
+}  // namespace engine::cuda
