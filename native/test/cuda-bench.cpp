@@ -24,6 +24,7 @@
 
 #include "../engine/cuda/cuda-backend.h"
 #include "../engine/cuda/cuda-decoder.h"
+#include "../engine/cuda/kernels.h"
 #include "../engine/executor.h"
 #include "cuda-test-util.h"
 
@@ -202,8 +203,15 @@ int main(int argc, char** argv) {
     cuda_model->set_use_graphs(false);  // drops the graphs captured with cuBLAS alone
     const double nograph_ms = decode_step_ms(*model, 1, ctx, steps, tpb, blocks_per_seq);
     cuda_model->set_use_graphs(true);
+    cuda::set_pdl(false);  // graphs captured from here on launch every kernel the ordinary way
+    cuda_model->set_use_graphs(true);
+    const double nopdl_ms = decode_step_ms(*model, 1, ctx, steps, tpb, blocks_per_seq);
+    cuda::set_pdl(true);
+    cuda_model->set_use_graphs(true);
     std::printf("| 1 (no CUDA graph) | %.3f | %.0f | %.1f%% |\n", nograph_ms, 1000.0 / nograph_ms,
                 100.0 * (wbytes / (nograph_ms / 1000)) / bw);
+    std::printf("| 1 (no programmatic dependent launch) | %.3f | %.0f | %.1f%% |\n", nopdl_ms, 1000.0 / nopdl_ms,
+                100.0 * (wbytes / (nopdl_ms / 1000)) / bw);
     std::printf("| 1 (cuBLAS only) | %.3f | %.0f | %.1f%% |\n", cublas_ms, 1000.0 / cublas_ms,
                 100.0 * (wbytes / (cublas_ms / 1000)) / bw);
   }

@@ -11,7 +11,7 @@ for b in "${batches[@]}"; do
   for what in decode prefill; do
     [[ $what == prefill && $b == 1 ]] && continue
     log="$out/ncu-$what-b$b.csv"
-    timeout 240 ncu --clock-control none --profile-from-start off --graph-profiling node \
+    timeout 240 ncu --clock-control none --cache-control none --profile-from-start off --graph-profiling node \
       --metrics gpu__time_duration.sum --csv --page raw --print-units base \
       build-gpu/cuda-bench bench/configs/llama-3-8b --dummy --batches "$b" --steps 4 --requests 0 --profile "$what" \
       >"$log" 2>"$out/ncu-$what-b$b.err" || { echo "ncu $what b$b failed:"; tail -5 "$out/ncu-$what-b$b.err"; continue; }

@@ -1,42 +1,24 @@
 // Paged attention for every query row of an iteration (decode tokens and prefill chunks alike): each row attends
 // to positions [0, ctx) of its own sequence, found through its block table. One thread block handles one row, one
 // kv head and G of the query heads that read it (GQA: the kv head's keys and values are loaded once for all G).
-// Each warp walks its own chunks of 32 positions with its own online softmax (no block-wide barrier per chunk):
-// lane j holds key j of the chunk whole (scores against the queries in shared memory), then the values are taken
-// with lane = a slice of head_dim, so every load of a chunk is issued before any is waited on. The warps' partial
-// results are combined at the end. When too few rows would leave the GPU idle (small-batch decode), each context
-// is split into partitions handled by separate blocks and merged by a second kernel (flash-decoding's split-K).
+// Positions go in tiles of TK: the whole block loads the tile's keys and values into shared memory with coalesced
+// 16-byte loads (every load of a tile in flight at once: attention is bound by reading the KV cache), then the
+// G x TK scores, an online softmax per head, and the weighted values come out of shared memory. When too few rows
+// would leave the GPU idle (small-batch decode), each context is split into partitions handled by separate blocks
+// and merged by a second kernel (flash-decoding's split-K).
 #include <cfloat>
-#include <type_traits>
 
 #include "cuda-check.h"
 #include "dtype.cuh"
 #include "kernels.h"
+#include "pdl.cuh"
 
 namespace engine::cuda {
 namespace {
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-constexpr int kChunk = 32;     // positions per warp step (one per lane)
 constexpr int kMaxParts = 64;  // partitions of one context at most
-
-// N consecutive elements of T as one load (N = 1, 2, 4 or 8; 16-byte aligned rows).
-template <int N, typename T>
-struct Packed {
-  using type = typename std::conditional<N == 8, uint4,
-               typename std::conditional<N == 4, uint2, typename std::conditional<N == 2, uint32_t, T>::type>::type>::type;
-};
-template <int N, typename T>
-__device__ __forceinline__ typename Packed<N, T>::type load_packed(const T* p) {
-  return *reinterpret_cast<const typename Packed<N, T>::type*>(p);
-}
-template <int N, typename T>
-__device__ __forceinline__ void unpack(const typename Packed<N, T>::type& raw, float (&out)[N]) {
-  const T* v = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-  for (int i = 0; i < N; ++i) out[i] = to_float(v[i]);
-}
 
 __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -47,15 +29,36 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// 16 bytes global -> shared, asynchronously (completed by cp.async.wait_all).
+__device__ __forceinline__ void copy16_async(void* smem, const void* gmem) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem));
+}
+
+template <typename T>
+__device__ __forceinline__ void unpack8(const uint4& raw, float (&out)[8]) {
+  const T* v = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) out[i] = to_float(v[i]);
+}
+
 // grid: (n_rows, n_kv * head groups, partitions); ws_out: [n_rows, n_heads, parts, HD]; ws_ms: [.., 2] (max, sum).
 template <typename T, int HD, int G>
-__global__ void __launch_bounds__(kThreads, HD >= 256 ? 1 : 3) attention_kernel(AttnArgs a, int part_size, float* ws_out, float* ws_ms) {
-  constexpr int DPL = HD >= 32 ? HD / 32 : 1;  // value dims per lane
-  // Values in registers at once (of the chunk's 32): fewer where the accumulators already take many registers.
-  constexpr int VB = G * HD >= 1024 || HD >= 256 ? 8 : 16;
+__global__ void __launch_bounds__(kThreads, 5) attention_kernel(AttnArgs a, int part_size, float* ws_out, float* ws_ms) {
+  pdl_wait();  // pdl.cuh
+  pdl_trigger();
+  constexpr int TK = HD >= 256 ? 32 : 64;      // positions per tile
+  constexpr int RS = HD + 8;                   // shared row stride (elements): 16-byte reads conflict-free
+  constexpr int VPR = HD / 8;                  // 16-byte vectors per key / value row
+  constexpr int LOADS = (TK * VPR + kThreads - 1) / kThreads;  // per thread, per tile, for K and for V
+  constexpr int QUADS = (G * HD / 4 + kThreads - 1) / kThreads;  // groups of 4 output dims per thread
+  constexpr int SCORES = (G * TK + kThreads - 1) / kThreads;     // scores per thread
+  __shared__ __align__(16) T ks[TK * RS];
+  __shared__ __align__(16) T vs[TK * RS];
   __shared__ __align__(16) float qs[G][HD];
-  __shared__ float wm[kWarps][G], wl[kWarps][G];
-  __shared__ float wacc[kWarps][G][HD];
+  __shared__ float sc[G][TK];
+  __shared__ float m_s[G], l_s[G], alpha_s[G];
+  __shared__ int64_t slot_s[TK];
 
   const int r = blockIdx.x;
   const int group = a.n_heads / a.n_kv;
@@ -72,135 +75,122 @@ __global__ void __launch_bounds__(kThreads, HD >= 256 ? 1 : 3) attention_kernel(
     const int g = i / HD, d = i % HD;
     qs[g][d] = a.q[static_cast<int64_t>(row.q_row) * a.q_stride + static_cast<int64_t>(h0 + g) * HD + d] * a.scale;
   }
-  __syncthreads();
-
+  if (tid < G) {
+    m_s[tid] = -INFINITY;
+    l_s[tid] = 0;
+  }
   const T* k_pool = static_cast<const T*>(a.k_pool);
   const T* v_pool = static_cast<const T*>(a.v_pool);
   const int32_t* table = a.block_tables + row.table;
   const int tpb = a.tokens_per_block;
   const int64_t block_stride = static_cast<int64_t>(a.n_kv) * tpb * HD;
-  auto slot = [&](int p) {  // element 0 of position p's key (or value) for this kv head
-    return static_cast<int64_t>(table[p / tpb]) * block_stride + (static_cast<int64_t>(kvh) * tpb + p % tpb) * HD;
-  };
-  const int dim0 = HD >= 32 ? lane * DPL : lane;  // this lane's value dims [dim0, dim0 + DPL)
-  const bool dims_here = HD >= 32 || lane < HD;
 
-  float m[G], l[G], acc[G][DPL];
+  float acc[QUADS][4];
 #pragma unroll
-  for (int g = 0; g < G; ++g) {
-    m[g] = -INFINITY;
-    l[g] = 0;
+  for (int i = 0; i < QUADS; ++i)
 #pragma unroll
-    for (int e = 0; e < DPL; ++e) acc[g][e] = 0;
-  }
+    for (int e = 0; e < 4; ++e) acc[i][e] = 0;
 
-  for (int c0 = start + warp * kChunk; c0 < end; c0 += kWarps * kChunk) {
-    const int n = min(kChunk, end - c0);
-    const bool valid = lane < n;
-    // Lane j finds position c0 + j in the block table once; the value loads below take it by shuffle.
-    const int64_t my_slot = valid ? slot(c0 + lane) : 0;
-    // Issue the key of this lane and the first values of the chunk, then compute.
-    uint4 kr[HD / 8 > 0 ? HD / 8 : 1];
-    if (valid) {
-      const T* kp = k_pool + my_slot;
-#pragma unroll
-      for (int i = 0; i < HD / 8; ++i) kr[i] = *reinterpret_cast<const uint4*>(kp + i * 8);
+  for (int t0 = start; t0 < end; t0 += TK) {
+    const int n = min(TK, end - t0);
+    // 1. Where each position of the tile lives, then every key and value vector of the tile, loaded at once.
+    if (tid < n) {
+      const int p = t0 + tid;
+      slot_s[tid] = static_cast<int64_t>(table[p / tpb]) * block_stride + (static_cast<int64_t>(kvh) * tpb + p % tpb) * HD;
     }
-    typename Packed<DPL, T>::type vr[VB];
+    __syncthreads();  // slot_s ready; the previous tile's reads of ks / vs / sc are done
+    // Global -> shared without a detour through registers (cp.async), all of the tile's copies in flight at once.
 #pragma unroll
-    for (int j = 0; j < VB; ++j) {
-      const int64_t sj = __shfl_sync(0xffffffffu, my_slot, j);
-      if (j < n && dims_here) vr[j] = load_packed<DPL>(v_pool + sj + dim0);
-    }
-    float p[G];
-#pragma unroll
-    for (int g = 0; g < G; ++g) p[g] = 0;
-    if (valid) {
-#pragma unroll
-      for (int i = 0; i < HD / 8; ++i) {
-        float kf[8];
-        unpack<8, T>(kr[i], kf);
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
-          const float4 qa = *reinterpret_cast<const float4*>(&qs[g][i * 8]);
-          const float4 qb = *reinterpret_cast<const float4*>(&qs[g][i * 8 + 4]);
-          p[g] += qa.x * kf[0] + qa.y * kf[1] + qa.z * kf[2] + qa.w * kf[3] + qb.x * kf[4] + qb.y * kf[5] +
-                  qb.z * kf[6] + qb.w * kf[7];
-        }
+    for (int j = 0; j < LOADS; ++j) {
+      const int v = tid + j * kThreads, p = v / VPR, c = v % VPR;
+      if (v < TK * VPR && p < n) {
+        copy16_async(&ks[p * RS + c * 8], k_pool + slot_s[p] + c * 8);
+        copy16_async(&vs[p * RS + c * 8], v_pool + slot_s[p] + c * 8);
       }
     }
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    __syncthreads();
+    // 2. Scores: G x TK dot products (lanes of a warp take consecutive positions of one head).
 #pragma unroll
-    for (int g = 0; g < G; ++g) {
-      const float cm = warp_max(valid ? p[g] : -INFINITY);
-      const float nm = fmaxf(m[g], cm);
-      const float alpha = m[g] == -INFINITY ? 0.0f : expf(m[g] - nm);
-      p[g] = valid ? expf(p[g] - nm) : 0.0f;
-      l[g] = l[g] * alpha + warp_sum(p[g]);
-      m[g] = nm;
+    for (int j = 0; j < SCORES; ++j) {
+      const int idx = tid + j * kThreads;
+      if (idx >= G * TK) break;
+      const int g = idx / TK, p = idx % TK;
+      float dot = -INFINITY;
+      if (p < n) {
+        dot = 0;
 #pragma unroll
-      for (int e = 0; e < DPL; ++e) acc[g][e] *= alpha;
-    }
-#pragma unroll
-    for (int j0 = 0; j0 < kChunk; j0 += VB) {
-      if (j0 > 0) {
-#pragma unroll
-        for (int j = 0; j < VB; ++j) {
-          const int64_t sj = __shfl_sync(0xffffffffu, my_slot, j0 + j);
-          if (j0 + j < n && dims_here) vr[j] = load_packed<DPL>(v_pool + sj + dim0);
+        for (int c = 0; c < VPR; ++c) {
+          float kf[8];
+          unpack8<T>(*reinterpret_cast<const uint4*>(&ks[p * RS + c * 8]), kf);
+          const float4 qa = *reinterpret_cast<const float4*>(&qs[g][c * 8]);
+          const float4 qb = *reinterpret_cast<const float4*>(&qs[g][c * 8 + 4]);
+          dot += qa.x * kf[0] + qa.y * kf[1] + qa.z * kf[2] + qa.w * kf[3] + qb.x * kf[4] + qb.y * kf[5] +
+                 qb.z * kf[6] + qb.w * kf[7];
         }
       }
-#pragma unroll
-      for (int j = 0; j < VB; ++j) {
-        if (j0 + j >= n) break;  // n is the same on every lane: the shuffles below stay converged
-        float vf[DPL];
-        unpack<DPL, T>(vr[j], vf);
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
-          const float w = __shfl_sync(0xffffffffu, p[g], j0 + j);
-#pragma unroll
-          for (int e = 0; e < DPL; ++e) acc[g][e] += w * vf[e];
-        }
+      sc[g][p] = dot;
+    }
+    __syncthreads();
+    // 3. Online softmax, one warp per head: the tile's max, its weights in place, the running sum.
+    for (int g = warp; g < G; g += kWarps) {
+      float mx = -INFINITY;
+      for (int p = lane; p < TK; p += 32) mx = fmaxf(mx, sc[g][p]);
+      mx = warp_max(mx);
+      const float m_old = m_s[g], m_new = fmaxf(m_old, mx);
+      float sum = 0;
+      for (int p = lane; p < TK; p += 32) {
+        const float e = p < n ? expf(sc[g][p] - m_new) : 0.0f;
+        sc[g][p] = e;
+        sum += e;
+      }
+      sum = warp_sum(sum);
+      if (lane == 0) {
+        const float alpha = m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
+        alpha_s[g] = alpha;
+        l_s[g] = l_s[g] * alpha + sum;
+        m_s[g] = m_new;
       }
     }
+    __syncthreads();
+    // 4. Weighted values: each thread owns QUADS groups of 4 consecutive output dims of one head.
+#pragma unroll
+    for (int j = 0; j < QUADS; ++j) {
+      const int idx = tid + j * kThreads;
+      if (idx >= G * HD / 4) break;
+      const int g = (4 * idx) / HD, d = (4 * idx) % HD;
+      float s4[4] = {0, 0, 0, 0};
+      for (int p = 0; p < n; ++p) {
+        const float w = sc[g][p];
+        const uint2 raw = *reinterpret_cast<const uint2*>(&vs[p * RS + d]);
+        const T* v = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s4[e] += w * to_float(v[e]);
+      }
+      const float alpha = alpha_s[g];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[j][e] = acc[j][e] * alpha + s4[e];
+    }
+    __syncthreads();  // (also at the next tile's top) ks / vs / sc are reused
   }
 
-  // Combine the warps: each warp's sums rescaled to the block's max.
-  if (lane == 0) {
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-      wm[warp][g] = m[g];
-      wl[warp][g] = l[g];
-    }
-  }
-  if (dims_here)
-#pragma unroll
-    for (int g = 0; g < G; ++g)
-#pragma unroll
-      for (int e = 0; e < DPL; ++e) wacc[warp][g][dim0 + e] = acc[g][e];
-  __syncthreads();
   const bool split = gridDim.z > 1;
-  for (int i = tid; i < G * HD; i += kThreads) {
-    const int g = i / HD, d = i % HD;
-    float mx = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, wm[w][g]);
-    float sum = 0, total = 0;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      if (wm[w][g] == -INFINITY) continue;  // a warp that had no positions
-      const float f = expf(wm[w][g] - mx);
-      sum += wacc[w][g][d] * f;
-      total += wl[w][g] * f;
-    }
+  for (int j = 0; j < QUADS; ++j) {
+    const int idx = tid + j * kThreads;
+    if (idx >= G * HD / 4) break;
+    const int g = (4 * idx) / HD, d = (4 * idx) % HD;
     if (!split) {
-      static_cast<T*>(a.out)[static_cast<int64_t>(r) * a.out_stride + static_cast<int64_t>(h0 + g) * HD + d] =
-          from_float<T>(sum / total);
+      T* o = static_cast<T*>(a.out) + static_cast<int64_t>(r) * a.out_stride + static_cast<int64_t>(h0 + g) * HD + d;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[e] = from_float<T>(acc[j][e] / l_s[g]);
     } else {
       const int64_t cell = (static_cast<int64_t>(r) * a.n_heads + h0 + g) * gridDim.z + blockIdx.z;
-      ws_out[cell * HD + d] = sum;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) ws_out[cell * HD + d + e] = acc[j][e];
       if (d == 0) {
-        ws_ms[cell * 2] = mx;
-        ws_ms[cell * 2 + 1] = total;
+        ws_ms[cell * 2] = m_s[g];
+        ws_ms[cell * 2 + 1] = l_s[g];
       }
     }
   }
@@ -209,6 +199,8 @@ __global__ void __launch_bounds__(kThreads, HD >= 256 ? 1 : 3) attention_kernel(
 // grid: (n_rows, n_heads). Merges the partitions a row's context spans.
 template <typename T>
 __global__ void merge_kernel(AttnArgs a, int part_size, int parts, const float* ws_out, const float* ws_ms) {
+  pdl_wait();  // pdl.cuh
+  pdl_trigger();
   const int r = blockIdx.x, h = blockIdx.y, hd = a.head_dim;
   const int used = (a.rows[r].ctx + part_size - 1) / part_size;
   const int64_t base = (static_cast<int64_t>(r) * a.n_heads + h) * parts;
@@ -257,11 +249,11 @@ void launch(const AttnArgs& a, const Split& sp, float* ws, cudaStream_t s) {
                   static_cast<unsigned>(sp.parts));
   float* ws_out = ws;
   float* ws_ms = ws + static_cast<int64_t>(a.n_rows) * a.n_heads * sp.parts * HD;
-  attention_kernel<T, HD, G><<<grid, kThreads, 0, s>>>(a, sp.part_size, ws_out, ws_ms);
+  launch_pdl(attention_kernel<T, HD, G>, grid, dim3(kThreads), s, a, sp.part_size, ws_out, ws_ms);
   check_launch("attention");
   if (sp.parts > 1) {
-    merge_kernel<T><<<dim3(static_cast<unsigned>(a.n_rows), static_cast<unsigned>(a.n_heads)), 128, 0, s>>>(
-        a, sp.part_size, sp.parts, ws_out, ws_ms);
+    launch_pdl(merge_kernel<T>, dim3(static_cast<unsigned>(a.n_rows), static_cast<unsigned>(a.n_heads)), dim3(128), s,
+               a, sp.part_size, sp.parts, ws_out, ws_ms);
     check_launch("attention merge");
   }
 }

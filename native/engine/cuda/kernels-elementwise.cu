@@ -6,6 +6,7 @@
 #include "cuda-check.h"
 #include "dtype.cuh"
 #include "kernels.h"
+#include "pdl.cuh"
 
 namespace engine::cuda {
 namespace {
@@ -52,6 +53,8 @@ __device__ __forceinline__ float apply_act(float x, Act act) {
 template <typename T>
 __global__ void embed_kernel(const int32_t* tokens, int64_t rows, const T* table, int64_t v0, int64_t nv, int64_t hidden,
                              float* x) {
+  pdl_wait();  // pdl.cuh
+  pdl_trigger();
   const int64_t r = blockIdx.x;
   const int64_t local = static_cast<int64_t>(tokens[r]) - v0;
   float* xr = x + r * hidden;
@@ -73,6 +76,8 @@ constexpr int kNormCached = 4;  // float4s per thread kept in registers
 template <typename T>
 __global__ void norm_kernel(const float* __restrict__ x, T* __restrict__ out, int64_t dim, const float* __restrict__ w,
                             const float* __restrict__ b, float eps) {
+  pdl_wait();  // pdl.cuh
+  pdl_trigger();
   __shared__ float scratch[32];
   const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
   T* o = out + static_cast<int64_t>(blockIdx.x) * dim;
@@ -126,6 +131,8 @@ __global__ void __launch_bounds__(kRopeThreads)
     rope_kv_kernel(float* __restrict__ qkv, int64_t stride, const float* __restrict__ bias, int32_t n_heads,
                    int32_t n_kv, int32_t hd, const int32_t* __restrict__ positions, const float* __restrict__ inv_freq,
                    T* __restrict__ k_pool, T* __restrict__ v_pool, const int64_t* __restrict__ kv_dst, int32_t tpb) {
+  pdl_wait();  // pdl.cuh
+  pdl_trigger();
   __shared__ float cs[kRopeMaxHalf], sn[kRopeMaxHalf];
   const int64_t t = blockIdx.x;
   float* row = qkv + t * stride;
@@ -180,6 +187,8 @@ __global__ void __launch_bounds__(kRopeThreads)
 template <typename T, int V>
 __global__ void gated_kernel(const T* __restrict__ gu, T* __restrict__ out, int64_t inter, Act act,
                              const float* __restrict__ b) {
+  pdl_wait();  // pdl.cuh
+  pdl_trigger();
   const int64_t r = blockIdx.y;
   const int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
   if (i >= inter) return;
@@ -228,6 +237,8 @@ __global__ void add_bias_kernel(float* y, const float* b, int64_t rows, int64_t 
 }
 
 __global__ void gather_rows_kernel(const float* src, const int32_t* idx, float* dst, int64_t n) {
+  pdl_wait();  // pdl.cuh
+  pdl_trigger();
   const float* s = src + static_cast<int64_t>(idx[blockIdx.x]) * n;
   float* d = dst + static_cast<int64_t>(blockIdx.x) * n;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) d[i] = s[i];
@@ -273,7 +284,7 @@ __global__ void fill_constant_kernel(float* dst, int64_t n, float v) {
 void embed(const int32_t* tokens, int64_t rows, const void* table, DType dt, int64_t v0, int64_t nv, int64_t hidden,
            float* x, cudaStream_t s) {
   if (rows == 0) return;
-  ENGINE_DISPATCH_DTYPE(dt, embed_kernel<T><<<static_cast<unsigned>(rows), 256, 0, s>>>(
+  ENGINE_DISPATCH_DTYPE(dt, launch_pdl(embed_kernel<T>, dim3(static_cast<unsigned>(rows)), dim3(256), s,
                                 tokens, rows, static_cast<const T*>(table), v0, nv, hidden, x));
   check_launch("embed");
 }
@@ -291,7 +302,7 @@ void norm(const float* x, void* out, DType dt, int64_t rows, int64_t dim, const 
   if (rows == 0) return;
   // 256 threads hold a row of 4096 in registers; wider rows take more threads (up to 1024, 16384 cached).
   const int threads = dim <= 4096 ? 256 : dim <= 8192 ? 512 : 1024;
-  ENGINE_DISPATCH_DTYPE(dt, norm_kernel<T><<<static_cast<unsigned>(rows), threads, 0, s>>>(
+  ENGINE_DISPATCH_DTYPE(dt, launch_pdl(norm_kernel<T>, dim3(static_cast<unsigned>(rows)), dim3(threads), s,
                                 x, static_cast<T*>(out), dim, w, b, eps));
   check_launch("norm");
 }
@@ -302,7 +313,7 @@ void rope_and_write_kv(float* qkv, int64_t rows, int64_t stride, const float* bi
   if (rows == 0) return;
   if (head_dim > 2 * kRopeMaxHalf)
     throw EngineError(ErrorCode::unsupported, "CUDA rope: head_dim " + std::to_string(head_dim) + " above 512");
-  ENGINE_DISPATCH_DTYPE(dt, rope_kv_kernel<T><<<static_cast<unsigned>(rows), kRopeThreads, 0, s>>>(
+  ENGINE_DISPATCH_DTYPE(dt, launch_pdl(rope_kv_kernel<T>, dim3(static_cast<unsigned>(rows)), dim3(kRopeThreads), s,
                                 qkv, stride, bias, n_heads, n_kv, head_dim, positions, inv_freq,
                                 static_cast<T*>(k_pool), static_cast<T*>(v_pool), kv_dst, tokens_per_block));
   check_launch("rope_and_write_kv");
@@ -316,10 +327,10 @@ void gated_activation(const void* gu, void* out, DType dt, int64_t rows, int64_t
   const int64_t per_row = vec ? inter / 8 : inter;
   const dim3 grid(static_cast<unsigned>((per_row + kThreads - 1) / kThreads), static_cast<unsigned>(rows));
   if (vec) {
-    ENGINE_DISPATCH_DTYPE(dt, (gated_kernel<T, 8><<<grid, kThreads, 0, s>>>(static_cast<const T*>(gu),
+    ENGINE_DISPATCH_DTYPE(dt, (launch_pdl(gated_kernel<T, 8>, grid, dim3(kThreads), s, static_cast<const T*>(gu),
                                                                              static_cast<T*>(out), inter, act, b)));
   } else {
-    ENGINE_DISPATCH_DTYPE(dt, (gated_kernel<T, 1><<<grid, kThreads, 0, s>>>(static_cast<const T*>(gu),
+    ENGINE_DISPATCH_DTYPE(dt, (launch_pdl(gated_kernel<T, 1>, grid, dim3(kThreads), s, static_cast<const T*>(gu),
                                                                              static_cast<T*>(out), inter, act, b)));
   }
   check_launch("gated_activation");
@@ -339,7 +350,7 @@ void add_bias(float* y, const float* b, int64_t rows, int64_t n, cudaStream_t s)
 
 void gather_rows(const float* src, const int32_t* rows_idx, float* dst, int64_t rows, int64_t n, cudaStream_t s) {
   if (rows == 0) return;
-  gather_rows_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(src, rows_idx, dst, n);
+  launch_pdl(gather_rows_kernel, dim3(static_cast<unsigned>(rows)), dim3(256), s, src, rows_idx, dst, n);
   check_launch("gather_rows");
 }
 

@@ -6,6 +6,7 @@
 #include "cuda-check.h"
 #include "dtype.cuh"
 #include "kernels.h"
+#include "pdl.cuh"
 
 namespace engine::cuda {
 namespace {
@@ -36,6 +37,19 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const T* __restrict__
   const T* rows[kRowsPerWarp];
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) rows[r] = w + (n0 + r < n ? n0 + r : n0) * k;
+
+  // The weights are read-only: their first rows go towards L2 before the previous kernel has finished (pdl.cuh).
+  if (n0 < n) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t kk = k_begin + lane * kChunk + u * 32 * kChunk;
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r)
+        if (kk < k_end) asm volatile("prefetch.global.L2 [%0];" ::"l"(rows[r] + kk));
+    }
+  }
+  pdl_wait();
+  pdl_trigger();
 
   float acc[kRowsPerWarp][M];
 #pragma unroll
@@ -114,8 +128,8 @@ void launch_ks(int64_t n, int64_t k, const void* x, const void* w, void* y, int6
                cudaStream_t s) {
   const int64_t per_block = (kWarps / KS) * kRowsPerWarp;
   const unsigned blocks = static_cast<unsigned>((n + per_block - 1) / per_block);
-  gemv_kernel<T, M, OutT, KS><<<blocks, kWarps * 32, 0, s>>>(static_cast<const T*>(x), static_cast<const T*>(w),
-                                                              static_cast<OutT*>(y), n, k, ldy, accumulate);
+  launch_pdl(gemv_kernel<T, M, OutT, KS>, dim3(blocks), dim3(kWarps * 32), s, static_cast<const T*>(x),
+             static_cast<const T*>(w), static_cast<OutT*>(y), n, k, ldy, accumulate);
 }
 
 // About 1,000 blocks of 4 warps (8 per SM) keep enough loads in flight; fewer rows than that split k instead.
@@ -147,6 +161,9 @@ void launch(int64_t m, int64_t n, int64_t k, const void* x, const void* w, void*
 }
 
 }  // namespace
+
+void set_pdl(bool on) { pdl_state().store(on ? 1 : 0); }
+bool pdl_on() { return pdl_enabled(); }
 
 bool gemv_applicable(int64_t m, int64_t k) { return m >= 1 && m <= kGemvMaxRows && k % kChunk == 0; }
 

@@ -4,6 +4,7 @@
 
 #include "cuda-check.h"
 #include "kernels.h"
+#include "pdl.cuh"
 
 namespace engine::cuda {
 namespace {
@@ -21,6 +22,8 @@ __device__ __forceinline__ void better(float& v, int& i, float ov, int oi) {
 
 __global__ void __launch_bounds__(kThreads) greedy_kernel(const float* logits, const int32_t* rows_idx, int64_t vocab,
                                                           int32_t* token, float* log_prob) {
+  pdl_wait();  // pdl.cuh
+  pdl_trigger();
   __shared__ float sv[32];
   __shared__ int si[32];
   __shared__ float ssum[32];
@@ -75,7 +78,7 @@ __global__ void __launch_bounds__(kThreads) greedy_kernel(const float* logits, c
 void greedy_sample(const float* logits, const int32_t* rows_idx, int32_t n, int64_t vocab, int32_t* token,
                    float* log_prob, cudaStream_t s) {
   if (n == 0) return;
-  greedy_kernel<<<static_cast<unsigned>(n), kThreads, 0, s>>>(logits, rows_idx, vocab, token, log_prob);
+  launch_pdl(greedy_kernel, dim3(static_cast<unsigned>(n)), dim3(kThreads), s, logits, rows_idx, vocab, token, log_prob);
   check_launch("greedy_sample");
 }
 

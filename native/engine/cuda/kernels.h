@@ -80,6 +80,11 @@ bool attention_supports_head_dim(int32_t head_dim);
 // An upper bound of attention_workspace_floats over every batch of this head layout (decode batches split).
 size_t attention_workspace_bound(int32_t n_heads, int32_t n_kv, int32_t head_dim, int32_t num_sms);
 
+// Programmatic dependent launch of the decode kernels (pdl.cuh): on by default on Hopper; captured CUDA graphs keep
+// the setting they were captured with.
+void set_pdl(bool on);
+bool pdl_on();
+
 // --- decode-shaped matrix products (kernels-gemv.cu) ---
 // y[m, n] (+)= x[m, k] · w[n, k]ᵀ for m <= kGemvMaxRows, streaming each weight row once (the decode step is bound
 // by reading the weights). y fp32 (ldy) or T (y_is_f32 false). Needs k % 8 == 0 and 16-byte aligned rows.

@@ -1,0 +1,65 @@
+// Programmatic dependent launch (Hopper): a kernel launched with launch_pdl() may be scheduled while the kernel
+// before it on the stream is still finishing. Each such kernel calls pdl_wait() before it touches memory that
+// earlier kernels write or read (the wait returns once the previous kernel completed and its writes are visible,
+// and that kernel itself waited for its own predecessor), then pdl_trigger() so that the next kernel can be
+// scheduled in turn. Only reads of data no kernel writes (weights) may come before the wait: the decode GEMV
+// prefetches its first weight rows there, which hides the gap between the small per-layer kernels of a decode step.
+// TRTLLM_CUDA_PDL=0 launches everything the ordinary way (the waits are then no-ops).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "cuda-check.h"
+
+namespace engine::cuda {
+
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
+// 1 on, 0 off, -1 not decided yet (then: on for compute capability 9+ unless TRTLLM_CUDA_PDL=0). kernels.h's
+// set_pdl() changes it (the benchmark's with / without comparison).
+inline std::atomic<int>& pdl_state() {
+  static std::atomic<int> state{-1};
+  return state;
+}
+inline bool pdl_enabled() {
+  int on = pdl_state().load(std::memory_order_relaxed);
+  if (on < 0) {
+    const char* v = std::getenv("TRTLLM_CUDA_PDL");
+    int dev = 0, major = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    on = (v != nullptr && std::strcmp(v, "0") == 0) || major < 9 ? 0 : 1;
+    pdl_state().store(on, std::memory_order_relaxed);
+  }
+  return on == 1;
+}
+
+template <typename... KernelArgs, typename... Args>
+void launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, cudaStream_t s, Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  check_cuda(cudaLaunchKernelEx(&cfg, kernel, static_cast<KernelArgs>(std::forward<Args>(args))...), "cudaLaunchKernelEx");
+}
+
+}  // namespace engine::cuda
