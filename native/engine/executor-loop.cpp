@@ -40,7 +40,7 @@ int32_t reusable_tokens(const Sequence& s, int32_t vocab) {
 bool plain_greedy(const Sequence& s) {
   const Request& r = s.request;
   const SamplingConfig& c = r.sampling;
-  const bool greedy = c.temperature == 0.0f || c.top_k == 1 || (c.top_k == 0 && !c.top_p);
+  const bool greedy = samples_greedily(c);
   const bool min_tokens_active = r.end_id >= 0 && s.num_generated() < c.min_tokens;
   return greedy && !s.is_beam_search() && !r.output.return_generation_logits && r.embedding_bias.empty() &&
          r.bad_words.empty() && c.repetition_penalty == 1.0f && c.presence_penalty == 0.0f &&
@@ -59,7 +59,7 @@ bool device_samplable(const Sequence& s) {
 DeviceSampling device_sampling(const Sequence& s) {
   const SamplingConfig& c = s.request.sampling;
   DeviceSampling d;
-  d.greedy = c.temperature == 0.0f || c.top_k == 1 || (c.top_k == 0 && !c.top_p);
+  d.greedy = samples_greedily(c);
   d.temperature = c.temperature;
   d.top_k = c.top_k;
   d.top_p = c.top_p.value_or(1.0f);

@@ -28,7 +28,8 @@ class LeaderModel : public Model {
   bool samples_greedy() const override { return inner_->samples_greedy(); }
   // The inner model's communication plus this forward's plan broadcast.
   ForwardCommStats last_comm_stats() const override;
-  // Tells the followers to return; idempotent. Called by the executor's loop thread when it stops.
+  // Tells the followers to return; idempotent. Called by the executor's owner once the executor has stopped (the
+  // addon; native/test/cuda-parallel.cpp): the followers then leave follower_loop().
   void release_followers();
 
   uint64_t last_plan_bytes() const { return last_plan_bytes_.load(); }

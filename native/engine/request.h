@@ -31,6 +31,11 @@ struct SamplingConfig {
   float beam_search_diversity_rate = 0.0f;  // >= 0: the k-th best continuation of a beam loses k * rate
 };
 
+// TensorRT-LLM's rule for when a request samples greedily: temperature 0, top_k 1, or neither top_k nor top_p.
+inline bool samples_greedily(const SamplingConfig& c) {
+  return c.temperature == 0.0f || c.top_k == 1 || (c.top_k == 0 && !c.top_p);
+}
+
 struct OutputConfig {
   bool return_log_probs = false;
   bool return_context_logits = false;

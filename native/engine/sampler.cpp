@@ -48,7 +48,7 @@ SampledToken Sampler::sample(const float* logits, int32_t vocab, const SamplingC
   row_.assign(logits, logits + vocab);
   processors_.apply(row_.data(), vocab, ctx);
 
-  const bool greedy = cfg.temperature == 0.0f || cfg.top_k == 1 || (cfg.top_k == 0 && !cfg.top_p);
+  const bool greedy = samples_greedily(cfg);
   if (greedy) {
     int32_t best = 0;
     for (int32_t t = 1; t < vocab; ++t)
