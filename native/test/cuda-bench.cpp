@@ -151,7 +151,13 @@ int main(int argc, char** argv) {
     else if (a == "--max-batch") max_batch = std::stoi(next());
     else if (a == "--dtype") dtype = next();
     else if (a == "--json") json_path = next();
-    else if (a == "--profile") g_profile = next();
+    else if (a == "--profile") {
+      g_profile = next();
+      if (g_profile != "prefill" && g_profile != "decode") {
+        std::fprintf(stderr, "cuda-bench: --profile must be prefill or decode, got \"%s\"\n", g_profile.c_str());
+        return 2;
+      }
+    }
     else if (a == "--sampled") sampled = true;
     else {
       std::fprintf(stderr, "cuda-bench: unknown option %s\n", a.c_str());
@@ -229,49 +235,15 @@ int main(int argc, char** argv) {
     cfg.max_num_tokens = 8192;
     cfg.tokens_per_block = tpb;
     Executor ex(std::move(m2), cfg);
-    const int32_t V = ex.model_config().vocab_size;
-    uint64_t rng = 12345;
-    auto next_rand = [&]() {
-      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-      return static_cast<int32_t>((rng >> 33) % static_cast<uint64_t>(V));
-    };
-    // Warm-up: one batch of the same shape, not measured.
-    std::set<RequestId> warm;
-    for (int i = 0; i < std::min(max_batch, 32); ++i) {
-      Request r;
-      for (int k = 0; k < input; ++k) r.input_token_ids.push_back(next_rand());
-      r.max_tokens = 8;
-      r.sampling.temperature = 0;
-      warm.insert(ex.enqueue(r));
-    }
-    cudatest::collect(ex, warm, 600);
-    std::set<RequestId> ids;
-    t0 = now();
-    for (int i = 0; i < requests; ++i) {
-      Request r;
-      for (int k = 0; k < input; ++k) r.input_token_ids.push_back(next_rand());
-      r.max_tokens = output;
-      r.sampling.temperature = 0;
-      if (sampled) {
-        r.sampling.temperature = 0.8f;
-        r.sampling.top_p = 0.95f;
-        r.sampling.seed = static_cast<uint64_t>(i);
-      }
-      r.output.exclude_input_from_output = true;
-      ids.insert(ex.enqueue(r));
-    }
-    auto outcomes = cudatest::collect(ex, ids, 1200);
-    offline_s = now() - t0;
-    int failed = 0;
-    for (auto& [id, o] : outcomes) {
-      out_tokens += static_cast<int64_t>(o.tokens.size());
-      if (o.has_error) ++failed;
-    }
+    const cudatest::OfflineResult res = cudatest::run_offline(ex, requests, input, output, std::min(max_batch, 32),
+                                                             sampled);
+    offline_s = res.seconds;
+    out_tokens = res.tokens;
     tok_s = out_tokens / offline_s;
     std::printf("\noffline (executor, C++%s): %d requests %d/%d, max batch %d: %lld output tokens in %.2f s = %.0f "
                 "output tokens/s (%d failed, %zu answered)\n",
-                sampled ? ", sampled: t 0.8, top-p 0.95" : "", requests, input, output, max_batch, static_cast<long long>(out_tokens), offline_s, tok_s, failed,
-                outcomes.size());
+                sampled ? ", sampled: t 0.8, top-p 0.95" : "", requests, input, output, max_batch,
+                static_cast<long long>(out_tokens), offline_s, tok_s, res.failed, res.answered);
   }
   if (!json_path.empty()) {
     FILE* f = std::fopen(json_path.c_str(), "w");

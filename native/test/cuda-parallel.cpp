@@ -215,38 +215,13 @@ void offline(const Grid& g, const std::string& dir, int requests) {
   auto leader = std::make_unique<LeaderModel>(std::move(model), g.world);
   LeaderModel* lead = leader.get();
   Executor ex(std::move(leader), cfg);
-  const int32_t V = ex.model_config().vocab_size;
-  uint64_t rng = 12345;
-  auto request = [&](int32_t out) {
-    Request r;
-    for (int k = 0; k < 128; ++k) {
-      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-      r.input_token_ids.push_back(static_cast<int32_t>((rng >> 33) % static_cast<uint64_t>(V)));
-    }
-    r.max_tokens = out;
-    r.sampling.temperature = 0;
-    r.output.exclude_input_from_output = true;
-    return r;
-  };
-  std::set<RequestId> warm;
-  for (int i = 0; i < 32; ++i) warm.insert(ex.enqueue(request(8)));
-  cudatest::collect(ex, warm, 600);
-  std::set<RequestId> ids;
-  const double t0 = now();
-  for (int i = 0; i < requests; ++i) ids.insert(ex.enqueue(request(128)));
-  auto outcomes = cudatest::collect(ex, ids, 1200);
-  const double secs = now() - t0;
-  int64_t tokens = 0;
-  int failed = 0;
-  for (auto& [id, o] : outcomes) {
-    tokens += static_cast<int64_t>(o.tokens.size());
-    if (o.has_error) ++failed;
-  }
+  const cudatest::OfflineResult res = cudatest::run_offline(ex, requests, 128, 128, 32, false);
   ex.shutdown();
   lead->release_followers();  // as the addon does once its executor stopped: the followers return
   std::printf("offline tp=%d pp=%d (leader mode, C++): %d requests 128/128, max batch 256: %lld output tokens in %.2f "
               "s = %.0f output tokens/s (%d failed)\n",
-              g.shard.tp_size, g.shard.pp_size, requests, static_cast<long long>(tokens), secs, tokens / secs, failed);
+              g.shard.tp_size, g.shard.pp_size, requests, static_cast<long long>(res.tokens), res.seconds,
+              res.tokens / res.seconds, res.failed);
 }
 
 }  // namespace

@@ -109,4 +109,52 @@ inline std::map<engine::RequestId, Outcome> collect(engine::Executor& ex, std::s
   return out;
 }
 
+// Offline traffic of the benchmarks (cuda-bench, cuda-parallel --offline): `warmup` requests of 8 tokens, not
+// measured, then `requests` requests of `input` random token ids and `output` tokens enqueued at once, greedy or
+// (sampled) temperature 0.8 / top-p 0.95 / one seed each. Output tokens, failures and seconds of the measured part.
+struct OfflineResult {
+  int64_t tokens = 0;
+  int failed = 0;
+  size_t answered = 0;
+  double seconds = 0;
+};
+inline OfflineResult run_offline(engine::Executor& ex, int requests, int input, int output, int warmup, bool sampled) {
+  const int32_t vocab = ex.model_config().vocab_size;
+  uint64_t rng = 12345;
+  auto request = [&](int32_t max_tokens) {
+    engine::Request r;
+    for (int k = 0; k < input; ++k) {
+      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+      r.input_token_ids.push_back(static_cast<int32_t>((rng >> 33) % static_cast<uint64_t>(vocab)));
+    }
+    r.max_tokens = max_tokens;
+    r.sampling.temperature = 0;
+    r.output.exclude_input_from_output = true;
+    return r;
+  };
+  std::set<engine::RequestId> warm;
+  for (int i = 0; i < warmup; ++i) warm.insert(ex.enqueue(request(8)));
+  collect(ex, warm, 600);
+  std::set<engine::RequestId> ids;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < requests; ++i) {
+    engine::Request r = request(output);
+    if (sampled) {
+      r.sampling.temperature = 0.8f;
+      r.sampling.top_p = 0.95f;
+      r.sampling.seed = static_cast<uint64_t>(i);
+    }
+    ids.insert(ex.enqueue(r));
+  }
+  const auto outcomes = collect(ex, ids, 1200);
+  OfflineResult res;
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  res.answered = outcomes.size();
+  for (const auto& [id, o] : outcomes) {
+    res.tokens += static_cast<int64_t>(o.tokens.size());
+    if (o.has_error) ++res.failed;
+  }
+  return res;
+}
+
 }  // namespace cudatest

@@ -145,8 +145,9 @@ if [[ $mode == kill4 ]]; then
   launcher=$!
   for _ in $(seq 1 240); do grep -q "ready after" "$out/kill4-serve.log" && break; sleep 0.5; done
   note "kill4: $(grep -m1 -o 'ready after [0-9.]* s' "$out/kill4-serve.log")"
-  ranks() { for e in /proc/[0-9]*/environ; do tr '\0' '\n' <"$e" 2>/dev/null | grep -q '^OMPI_COMM_WORLD_RANK=' && basename "$(dirname "$e")"; done; }
-  rank_pid() { for e in /proc/[0-9]*/environ; do tr '\0' '\n' <"$e" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && basename "$(dirname "$e")"; done | head -1; }
+  pids_with() { for e in /proc/[0-9]*/environ; do { tr '\0' '\n' <"$e"; } 2>/dev/null | grep -qx "$1" && basename "$(dirname "$e")"; done; }
+  ranks() { pids_with 'OMPI_COMM_WORLD_RANK=[0-9]*'; }
+  rank_pid() { pids_with "OMPI_COMM_WORLD_RANK=$1" | head -1; }
   note "kill4: rank processes before: $(ranks | wc -l)"
   timeout 120 node bin/trtllm-launch.js bench token-norm-dist -u 127.0.0.1:18000 --num-requests 400 --request-rate 40 \
     --input-mean 64 --output-mean 64 --no-progress >"$out/kill4-bench.log" 2>&1 &

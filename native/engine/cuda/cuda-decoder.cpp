@@ -416,10 +416,7 @@ void CudaDecoder::lm_head_rows(const void* xn, int64_t r0, int64_t n, ForwardOut
     check_cuda(cudaMemcpyAsync(gh + cap, gd + cap, sizeof(float) * ng, cudaMemcpyDeviceToHost, stream_),
                "greedy log-probs");
   }
-  for (int64_t i = 0; i < n; ++i)
-    if (const int32_t c = sample_chunk[r0 + i]; c >= 0)
-      sampler_.add(static_cast<int32_t>(i), c, *chunks[static_cast<size_t>(c)].sample_on_device);
-  sampler_.enqueue(logits, V, stream_);
+  enqueue_sampling(logits, r0, n, sample_chunk, chunks);
   float* staging = logits_host_.as<float>();
   for (int64_t i = 0; i < n;) {
     if (host_row[r0 + i] < 0) {
@@ -443,6 +440,14 @@ void CudaDecoder::lm_head_rows(const void* xn, int64_t r0, int64_t n, ForwardOut
     const int64_t row = r0 + gh[2 * cap + g];
     out.sampled[static_cast<size_t>(greedy_chunk[row])] = DeviceSample{gh[g], glp[g]};
   }
+}
+
+void CudaDecoder::enqueue_sampling(float* logits, int64_t r0, int64_t n, const std::vector<int32_t>& sample_chunk,
+                                   const std::vector<SequenceChunk>& chunks) {
+  for (int64_t i = 0; i < n; ++i)
+    if (const int32_t c = sample_chunk[r0 + i]; c >= 0)
+      sampler_.add(static_cast<int32_t>(i), c, *chunks[static_cast<size_t>(c)].sample_on_device);
+  sampler_.enqueue(logits, config_.vocab_size, stream_);
 }
 
 void CudaDecoder::forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) {
@@ -591,10 +596,7 @@ void CudaDecoder::forward(const std::vector<SequenceChunk>& chunks, ForwardOutpu
   check_cuda(cudaMemcpyAsync(gh, gd, sizeof(int32_t) * T, cudaMemcpyDeviceToHost, stream_), "greedy tokens");
   check_cuda(cudaMemcpyAsync(gh + cap, gd + cap, sizeof(float) * T, cudaMemcpyDeviceToHost, stream_), "greedy log-probs");
   float* logits = logits_local_.as<float>();
-  for (int64_t i = 0; i < T; ++i)  // sampled rows: the graph's argmax of them is not used
-    if (const int32_t c = sample_chunk[i]; c >= 0)
-      sampler_.add(static_cast<int32_t>(i), c, *chunks[static_cast<size_t>(c)].sample_on_device);
-  sampler_.enqueue(logits, V, stream_);
+  enqueue_sampling(logits, 0, T, sample_chunk, chunks);  // (the graph's argmax of these rows is not used)
   float* staging = logits_host_.as<float>();
   for (int64_t i = 0; i < T; ++i)
     if (host_row[i] >= 0)

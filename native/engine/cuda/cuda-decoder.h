@@ -95,6 +95,10 @@ class CudaDecoder : public Model {
   void lm_head_rows(const void* xn, int64_t r0, int64_t n, ForwardOutput& out, const std::vector<int32_t>& host_row,
                     const std::vector<int32_t>& greedy_chunk, const std::vector<int32_t>& sample_chunk,
                     const std::vector<SequenceChunk>& chunks);
+  // Rows [r0, r0 + n) of the logits' rows that belong to sampled chunks (logits row i = row r0 + i): sampled on
+  // the GPU by sampler_ (finished by sampler_.finish after the stream synchronised).
+  void enqueue_sampling(float* logits, int64_t r0, int64_t n, const std::vector<int32_t>& sample_chunk,
+                        const std::vector<SequenceChunk>& chunks);
   void upload_matrix(const std::vector<float>& host, DeviceBuffer& dst, bool f32);
   void fill_matrix(const DummyMatrix& m, uint64_t seed, DeviceBuffer& dst, bool f32);
 
