@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU machine's one script (the device tool; see ../shared/device/README.md): builds native/ with the CUDA
 # backend, checks it against transformers on the same GPU, and times it, writing full logs to $OUT (or ./gpu-out).
-#   scripts/gpu/check.sh single   one GPU: cuda-model and cuda-sampling tests, transformers comparison, decode / offline bench vs the
+#   scripts/gpu/check.sh single   one GPU: cuda-attention, cuda-model and cuda-sampling tests, transformers comparison, decode / offline bench vs the
 #                                 copy bandwidth and transformers' generate() on the Llama-3-8B shape
 #   scripts/gpu/check.sh tp2      two GPUs: tp=2 and pp=2 against one GPU, tp=2 decode steps on the 8B shape
 #   scripts/gpu/check.sh tp4      four GPUs: tp=4 and tp=2 x pp=2 against one GPU, tp=4 decode steps
@@ -43,6 +43,11 @@ if [[ $mode == x2 || $mode == serve || $mode == offline512 || $mode == kill4 ]];
   fi
 fi
 if [[ $mode == single || $mode == x2 ]]; then
+  if timeout 150 build-gpu/cuda-attention "$PWD" >"$out/cuda-attention.log" 2>&1; then
+    note "cuda-attention (kernels vs float64): $(tail -1 "$out/cuda-attention.log")"
+  else
+    note "cuda-attention FAILED: $(tail -1 "$out/cuda-attention.log")"; grep -i "fail" "$out/cuda-attention.log" | head -20
+  fi
   mkdir -p /tmp/dump
   if CUDA_MODEL_DUMP=/tmp/dump timeout 150 build-gpu/cuda-model "$PWD" >"$out/cuda-model.log" 2>&1; then
     note "cuda-model: $(tail -1 "$out/cuda-model.log")"

@@ -49,7 +49,7 @@ int pick_device(const LoadOptions& o) {
 
 // Byte offsets of the per-iteration metadata, one pinned block copied to the device in one transfer.
 struct MetaLayout {
-  size_t tokens, positions, kv_dst, rows_all, rows_last, out_rows, greedy, tables, total;
+  size_t tokens, positions, kv_dst, rows_all, rows_last, groups_all, groups_last, out_rows, greedy, tables, total;
 };
 size_t align8(size_t n) { return (n + 7) / 8 * 8; }
 MetaLayout meta_layout(int64_t T, int64_t R, int64_t table_entries) {
@@ -65,6 +65,8 @@ MetaLayout meta_layout(int64_t T, int64_t R, int64_t table_entries) {
   m.kv_dst = take(8 * T);
   m.rows_all = take(sizeof(AttnRow) * T);
   m.rows_last = take(sizeof(AttnRow) * R);
+  m.groups_all = take(sizeof(AttnGroup) * T);
+  m.groups_last = take(sizeof(AttnGroup) * R);
   m.out_rows = take(4 * R);
   m.greedy = take(4 * R);
   m.tables = take(4 * std::max<int64_t>(table_entries, 1));
@@ -538,6 +540,11 @@ void CudaDecoder::forward(const std::vector<SequenceChunk>& chunks, ForwardOutpu
       out_rows_h[i] = out_rows[i];
     }
   }
+  const int32_t per_group = attention_rows_per_group(num_heads_, num_kv_heads_, hd);
+  const int32_t n_groups_all = group_attention_rows(rows_all, static_cast<int32_t>(T), per_group,
+                                                    reinterpret_cast<AttnGroup*>(mh + ml.groups_all));
+  const int32_t n_groups_last = group_attention_rows(rows_last, static_cast<int32_t>(R), per_group,
+                                                     reinterpret_cast<AttnGroup*>(mh + ml.groups_last));
   check_cuda(cudaMemcpyAsync(meta_dev_.get(), mh, ml.total, cudaMemcpyHostToDevice, stream_), "upload metadata");
   char* md = meta_dev_.as<char>();
   const auto* d_tokens = reinterpret_cast<const int32_t*>(md + ml.tokens);
@@ -548,7 +555,17 @@ void CudaDecoder::forward(const std::vector<SequenceChunk>& chunks, ForwardOutpu
   const auto* d_out_rows = reinterpret_cast<const int32_t*>(md + ml.out_rows);
   const auto* d_tables = reinterpret_cast<const int32_t*>(md + ml.tables);
 
-  const Meta meta{d_tokens, d_positions, d_kv_dst, d_rows_all, d_rows_last, d_out_rows, d_tables};
+  const Meta meta{d_tokens,
+                  d_positions,
+                  d_kv_dst,
+                  d_rows_all,
+                  d_rows_last,
+                  reinterpret_cast<const AttnGroup*>(md + ml.groups_all),
+                  reinterpret_cast<const AttnGroup*>(md + ml.groups_last),
+                  n_groups_all,
+                  n_groups_last,
+                  d_out_rows,
+                  d_tables};
   if (!graph) {
     enqueue_layers(meta, T, R, max_ctx);
     if (layout_.last_stage() || layout_.leader()) {
@@ -692,6 +709,8 @@ void CudaDecoder::enqueue_layers(const Meta& m, int64_t T, int64_t R, int32_t ma
       // layer's attention, out projection and MLP run on those rows alone.
       a.rows = d_rows_last;
       a.n_rows = static_cast<int32_t>(R);
+      a.groups = m.groups_last;
+      a.n_groups = m.n_groups_last;
       attention(a, attn_ws_.as<float>(), num_sms_, stream_);
       gather_rows(x, d_out_rows, x2, R, H, stream_);
       std::swap(x, x2);
@@ -699,6 +718,8 @@ void CudaDecoder::enqueue_layers(const Meta& m, int64_t T, int64_t R, int32_t ma
     } else {
       a.rows = d_rows_all;
       a.n_rows = static_cast<int32_t>(T);
+      a.groups = m.groups_all;
+      a.n_groups = m.n_groups_all;
       attention(a, attn_ws_.as<float>(), num_sms_, stream_);
     }
     row_parallel(lw.o, attn, rows, x);

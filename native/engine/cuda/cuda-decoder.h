@@ -75,6 +75,9 @@ class CudaDecoder : public Model {
     const int64_t* kv_dst;
     const AttnRow* rows_all;
     const AttnRow* rows_last;
+    const AttnGroup* groups_all;  // rows_all / rows_last grouped for the attention kernel (attention-rows.h)
+    const AttnGroup* groups_last;
+    int32_t n_groups_all, n_groups_last;
     const int32_t* out_rows;
     const int32_t* tables;
   };

@@ -9,6 +9,7 @@ set(ENGINE_CUDA_DIR ${CMAKE_CURRENT_LIST_DIR})
 set(ENGINE_CUDA_KERNELS
   ${ENGINE_CUDA_DIR}/kernels-elementwise.cu
   ${ENGINE_CUDA_DIR}/kernels-attention.cu
+  ${ENGINE_CUDA_DIR}/kernels-attention-mma.cu
   ${ENGINE_CUDA_DIR}/kernels-gemv.cu
   ${ENGINE_CUDA_DIR}/kernels-sampling.cu
 )

@@ -1,13 +1,17 @@
 // Paged attention for every query row of an iteration (decode tokens and prefill chunks alike): each row attends
-// to positions [0, ctx) of its own sequence, found through its block table. One thread block handles one row, one
-// kv head and G of the query heads that read it (GQA: the kv head's keys and values are loaded once for all G).
-// Positions go in tiles of TK: the whole block loads the tile's keys and values into shared memory with coalesced
-// 16-byte loads (every load of a tile in flight at once: attention is bound by reading the KV cache), then the
-// G x TK scores, an online softmax per head, and the weighted values come out of shared memory. When too few rows
-// would leave the GPU idle (small-batch decode), each context is split into partitions handled by separate blocks
-// and merged by a second kernel (flash-decoding's split-K).
+// to positions [0, ctx) of its own sequence, found through its block table. This file plans the launch (when too
+// few blocks would leave the GPU idle, as in small-batch decode, each context is split into partitions handled by
+// separate blocks and merged by a second kernel: flash-decoding's split-K), holds that merge, and the SIMT kernel
+// for the head sizes the tensor-core kernel (kernels-attention-mma.cu) is not built for (256).
+// The SIMT kernel: one thread block handles one row, one kv head and G of the query heads that read it (GQA: the kv
+// head's keys and values are loaded once for all G). Positions go in tiles of TK: the whole block loads the tile's
+// keys and values into shared memory with coalesced 16-byte loads, then the G x TK scores, an online softmax per
+// head, and the weighted values come out of shared memory.
+#include <algorithm>
 #include <cfloat>
+#include <string>
 
+#include "attention-launch.h"
 #include "cuda-check.h"
 #include "dtype.cuh"
 #include "kernels.h"
@@ -216,24 +220,30 @@ __global__ void merge_kernel(AttnArgs a, int part_size, int parts, const float* 
   }
 }
 
-// Query heads per block: the largest power of two dividing the GQA group, at most 8, with G * HD <= 1024 (each
-// lane accumulates G * HD / 32 values).
+// Query heads per SIMT block: the largest power of two dividing the GQA group, at most 8, with G * HD <= 1024
+// (each lane accumulates G * HD / 32 values).
 int heads_per_block(int group, int hd) {
   for (int g : {8, 4, 2}) if (group % g == 0 && g * hd <= 1024) return g;
   return 1;
+}
+
+// Thread blocks of one partition: (row groups or rows) x kv heads x head groups per kv head.
+int64_t blocks_per_part(const AttnArgs& a) {
+  const int group = a.n_heads / a.n_kv;
+  if (attention_mma_supports(a.head_dim))
+    return static_cast<int64_t>(a.n_groups) * a.n_kv * (group / attention_mma_heads(group));
+  return static_cast<int64_t>(a.n_rows) * a.n_kv * (group / heads_per_block(group, a.head_dim));
 }
 
 struct Split {
   int part_size, parts;
 };
 
-Split choose_split(const AttnArgs& a, int num_sms) {
-  const int g = heads_per_block(a.n_heads / a.n_kv, a.head_dim);
-  const int64_t base = static_cast<int64_t>(a.n_rows) * a.n_kv * ((a.n_heads / a.n_kv) / g);
-  const int ctx = a.max_ctx < 1 ? 1 : a.max_ctx;
-  if (base >= 2 * static_cast<int64_t>(num_sms) || ctx <= 64) return {ctx, 1};
-  // Too few blocks to fill the GPU: split each context so that about two waves of blocks exist.
-  int64_t want = (2 * static_cast<int64_t>(num_sms) + base - 1) / base;
+// Too few blocks to fill the GPU (small-batch decode): split each context so that about two waves of blocks exist.
+Split choose_split(int64_t blocks, int32_t max_ctx, int num_sms) {
+  const int ctx = max_ctx < 1 ? 1 : max_ctx;
+  if (blocks >= 2 * static_cast<int64_t>(num_sms) || ctx <= 64) return {ctx, 1};
+  int64_t want = (2 * static_cast<int64_t>(num_sms) + blocks - 1) / blocks;
   if (want > kMaxParts) want = kMaxParts;
   int64_t part = (ctx + want - 1) / want;
   part = (part + 31) / 32 * 32;
@@ -243,48 +253,59 @@ Split choose_split(const AttnArgs& a, int num_sms) {
 }
 
 template <typename T, int HD, int G>
-void launch(const AttnArgs& a, const Split& sp, float* ws, cudaStream_t s) {
+void launch(const AttnArgs& a, const Split& sp, float* ws_out, float* ws_ms, cudaStream_t s) {
   const int per_kv = (a.n_heads / a.n_kv) / G;
   const dim3 grid(static_cast<unsigned>(a.n_rows), static_cast<unsigned>(a.n_kv * per_kv),
                   static_cast<unsigned>(sp.parts));
-  float* ws_out = ws;
-  float* ws_ms = ws + static_cast<int64_t>(a.n_rows) * a.n_heads * sp.parts * HD;
   launch_pdl(attention_kernel<T, HD, G>, grid, dim3(kThreads), s, a, sp.part_size, ws_out, ws_ms);
   check_launch("attention");
-  if (sp.parts > 1) {
-    launch_pdl(merge_kernel<T>, dim3(static_cast<unsigned>(a.n_rows), static_cast<unsigned>(a.n_heads)), dim3(128), s,
-               a, sp.part_size, sp.parts, ws_out, ws_ms);
-    check_launch("attention merge");
-  }
 }
 
 template <typename T, int HD>
-void launch_hd(const AttnArgs& a, const Split& sp, float* ws, cudaStream_t s) {
+void launch_hd(const AttnArgs& a, const Split& sp, float* ws_out, float* ws_ms, cudaStream_t s) {
   switch (heads_per_block(a.n_heads / a.n_kv, HD)) {
-    case 8: if constexpr (8 * HD <= 1024) { launch<T, HD, 8>(a, sp, ws, s); return; } break;
-    case 4: if constexpr (4 * HD <= 1024) { launch<T, HD, 4>(a, sp, ws, s); return; } break;
-    case 2: if constexpr (2 * HD <= 1024) { launch<T, HD, 2>(a, sp, ws, s); return; } break;
-    default: launch<T, HD, 1>(a, sp, ws, s); return;
+    case 8: if constexpr (8 * HD <= 1024) { launch<T, HD, 8>(a, sp, ws_out, ws_ms, s); return; } break;
+    case 4: if constexpr (4 * HD <= 1024) { launch<T, HD, 4>(a, sp, ws_out, ws_ms, s); return; } break;
+    case 2: if constexpr (2 * HD <= 1024) { launch<T, HD, 2>(a, sp, ws_out, ws_ms, s); return; } break;
+    default: break;
   }
-  launch<T, HD, 1>(a, sp, ws, s);
+  launch<T, HD, 1>(a, sp, ws_out, ws_ms, s);
 }
 
 }  // namespace
 
 bool attention_supports_head_dim(int32_t hd) { return hd == 16 || hd == 32 || hd == 64 || hd == 128 || hd == 256; }
 
+int32_t attention_rows_per_group(int32_t n_heads, int32_t n_kv, int32_t head_dim) {
+  if (!attention_mma_supports(head_dim)) return 1;
+  return 16 / attention_mma_heads(n_heads / n_kv);
+}
+
 size_t attention_workspace_floats(const AttnArgs& a, int32_t num_sms) {
   if (a.n_rows == 0) return 0;
-  const Split sp = choose_split(a, num_sms);
+  const Split sp = choose_split(blocks_per_part(a), a.max_ctx, num_sms);
   if (sp.parts == 1) return 0;
   return static_cast<size_t>(a.n_rows) * a.n_heads * sp.parts * (a.head_dim + 2);
 }
 
 size_t attention_workspace_bound(int32_t n_heads, int32_t n_kv, int32_t head_dim, int32_t num_sms) {
-  // A split happens only while n_rows * n_heads / G < 2 * num_sms, into at most kMaxParts partitions.
-  const int g = heads_per_block(n_heads / n_kv, head_dim);
-  const size_t row_heads = static_cast<size_t>(2) * num_sms * g + n_heads;
-  return row_heads * kMaxParts * (head_dim + 2);
+  // A split happens only while the blocks of one partition are fewer than 2 * num_sms, into at most
+  // ceil(2 * num_sms / blocks) partitions; each block row serves at most attention_rows_per_group() rows.
+  AttnArgs a{};
+  a.n_heads = n_heads;
+  a.n_kv = n_kv;
+  a.head_dim = head_dim;
+  const int64_t per_group = attention_rows_per_group(n_heads, n_kv, head_dim);
+  size_t worst = 0;
+  for (int32_t units = 1;; ++units) {
+    a.n_rows = a.n_groups = units;
+    const int64_t blocks = blocks_per_part(a);
+    if (blocks >= 2 * static_cast<int64_t>(num_sms)) break;
+    int64_t want = (2 * static_cast<int64_t>(num_sms) + blocks - 1) / blocks;
+    if (want > kMaxParts) want = kMaxParts;
+    worst = std::max(worst, static_cast<size_t>(units * per_group * n_heads * want));
+  }
+  return worst * (head_dim + 2);
 }
 
 void attention(const AttnArgs& a, float* workspace, int32_t num_sms, cudaStream_t s) {
@@ -292,16 +313,19 @@ void attention(const AttnArgs& a, float* workspace, int32_t num_sms, cudaStream_
   if (!attention_supports_head_dim(a.head_dim))
     throw EngineError(ErrorCode::unsupported, "CUDA attention: head_dim " + std::to_string(a.head_dim) +
                                                   " is not supported (16, 32, 64, 128, 256)");
-  const Split sp = choose_split(a, num_sms);
-  ENGINE_DISPATCH_DTYPE(a.dt, {
-    switch (a.head_dim) {
-      case 16: launch_hd<T, 16>(a, sp, workspace, s); break;
-      case 32: launch_hd<T, 32>(a, sp, workspace, s); break;
-      case 64: launch_hd<T, 64>(a, sp, workspace, s); break;
-      case 128: launch_hd<T, 128>(a, sp, workspace, s); break;
-      default: launch_hd<T, 256>(a, sp, workspace, s); break;
-    }
-  });
+  const Split sp = choose_split(blocks_per_part(a), a.max_ctx, num_sms);
+  float* ws_out = workspace;
+  float* ws_ms = workspace + static_cast<int64_t>(a.n_rows) * a.n_heads * sp.parts * a.head_dim;
+  if (attention_mma_supports(a.head_dim))
+    attention_mma(a, sp.part_size, sp.parts, ws_out, ws_ms, s);
+  else
+    ENGINE_DISPATCH_DTYPE(a.dt, (launch_hd<T, 256>(a, sp, ws_out, ws_ms, s)));
+  if (sp.parts > 1) {
+    ENGINE_DISPATCH_DTYPE(a.dt, (launch_pdl(merge_kernel<T>, dim3(static_cast<unsigned>(a.n_rows),
+                                                                  static_cast<unsigned>(a.n_heads)),
+                                            dim3(128), s, a, sp.part_size, sp.parts, ws_out, ws_ms)));
+    check_launch("attention merge");
+  }
 }
 
 }  // namespace engine::cuda

@@ -122,10 +122,11 @@ __global__ void norm_kernel(const float* __restrict__ x, T* __restrict__ out, in
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) o[i] = from_float<T>((xr[i] - mean) * inv * w[i] + b[i]);
 }
 
-// One block per row: the bias, then every (head, pair) rotation in parallel across the block (the angles' cos / sin
-// computed once per row into shared memory), writing each k head's rotated values and each v value into the pool.
+// One thread per job of a row, a row's jobs spread over several blocks (grid: (job blocks, rows)): a job is one
+// (head, pair) rotation of q or k (with the bias), or one q / k element when nothing rotates, or one v element. A
+// decode step has a single row, so the jobs must run side by side, not in a loop of one block: each read of the
+// row would wait for the previous iteration's writes (the compiler cannot tell they do not alias).
 constexpr int kRopeThreads = 256;
-constexpr int kRopeMaxHalf = 256;  // head_dim <= 512
 template <typename T>
 __global__ void __launch_bounds__(kRopeThreads)
     rope_kv_kernel(float* __restrict__ qkv, int64_t stride, const float* __restrict__ bias, int32_t n_heads,
@@ -133,50 +134,43 @@ __global__ void __launch_bounds__(kRopeThreads)
                    T* __restrict__ k_pool, T* __restrict__ v_pool, const int64_t* __restrict__ kv_dst, int32_t tpb) {
   pdl_wait();  // pdl.cuh
   pdl_trigger();
-  __shared__ float cs[kRopeMaxHalf], sn[kRopeMaxHalf];
-  const int64_t t = blockIdx.x;
+  const int64_t t = blockIdx.y;
   float* row = qkv + t * stride;
   const int32_t q_dim = n_heads * hd, kv_dim = n_kv * hd, half = hd / 2;
+  const int32_t rotations = inv_freq != nullptr ? (n_heads + n_kv) * half : 0;  // q heads, then the k heads
+  const int32_t plain = inv_freq != nullptr ? 0 : q_dim + kv_dim;
+  const int32_t j = static_cast<int32_t>(blockIdx.x) * kRopeThreads + static_cast<int32_t>(threadIdx.x);
   const int64_t base = kv_dst[t];
   auto pool_at = [&](int32_t i) {  // element i of the row's k (or v) part -> its place in the pool
     return base + static_cast<int64_t>(i / hd) * tpb * hd + i % hd;
   };
-  if (inv_freq == nullptr) {
-    for (int32_t i = threadIdx.x; i < q_dim + kv_dim; i += blockDim.x) {
-      float v = row[i];
-      if (bias != nullptr) v += bias[i];
-      if (i >= q_dim) k_pool[pool_at(i - q_dim)] = from_float<T>(v);
-      if (bias != nullptr) row[i] = v;
+  if (j < rotations) {
+    const int32_t h = j / half, i = j % half, at = h * hd + i;
+    float a = row[at], b = row[at + half];
+    if (bias != nullptr) {
+      a += bias[at];
+      b += bias[at + half];
     }
-  } else {
-    const float p = static_cast<float>(positions[t]);
-    for (int32_t i = threadIdx.x; i < half; i += blockDim.x) {
-      // The angle rounded to fp32 first, then cos/sin in double: the CPU backend's (and transformers') order.
-      const float angle = p * inv_freq[i];
-      cs[i] = static_cast<float>(cos(static_cast<double>(angle)));
-      sn[i] = static_cast<float>(sin(static_cast<double>(angle)));
+    // The angle rounded to fp32 first, then cos/sin in double: the CPU backend's (and transformers') order.
+    const float angle = static_cast<float>(positions[t]) * inv_freq[i];
+    const float cs = static_cast<float>(cos(static_cast<double>(angle)));
+    const float sn = static_cast<float>(sin(static_cast<double>(angle)));
+    const float ra = a * cs - b * sn, rb = b * cs + a * sn;
+    if (h < n_heads) {
+      row[at] = ra;
+      row[at + half] = rb;
+    } else {
+      k_pool[pool_at(at - q_dim)] = from_float<T>(ra);
+      k_pool[pool_at(at - q_dim + half)] = from_float<T>(rb);
     }
-    __syncthreads();
-    const int32_t pairs = (n_heads + n_kv) * half;  // q heads, then the k heads right after them
-    for (int32_t j = threadIdx.x; j < pairs; j += blockDim.x) {
-      const int32_t h = j / half, i = j % half;
-      const int32_t at = h * hd + i;
-      float a = row[at], b = row[at + half];
-      if (bias != nullptr) {
-        a += bias[at];
-        b += bias[at + half];
-      }
-      const float ra = a * cs[i] - b * sn[i], rb = b * cs[i] + a * sn[i];
-      if (h < n_heads) {
-        row[at] = ra;
-        row[at + half] = rb;
-      } else {
-        k_pool[pool_at(at - q_dim)] = from_float<T>(ra);
-        k_pool[pool_at(at - q_dim + half)] = from_float<T>(rb);
-      }
-    }
-  }
-  for (int32_t i = threadIdx.x; i < kv_dim; i += blockDim.x) {
+  } else if (j < rotations + plain) {
+    float v = row[j - rotations];
+    const int32_t i = j - rotations;
+    if (bias != nullptr) v += bias[i];
+    if (i >= q_dim) k_pool[pool_at(i - q_dim)] = from_float<T>(v);
+    if (bias != nullptr) row[i] = v;
+  } else if (j < rotations + plain + kv_dim) {
+    const int32_t i = j - rotations - plain;
     float v = row[q_dim + kv_dim + i];
     if (bias != nullptr) v += bias[q_dim + kv_dim + i];
     v_pool[pool_at(i)] = from_float<T>(v);
@@ -311,11 +305,13 @@ void rope_and_write_kv(float* qkv, int64_t rows, int64_t stride, const float* bi
                        int32_t head_dim, const int32_t* positions, const float* inv_freq, void* k_pool, void* v_pool,
                        DType dt, const int64_t* kv_dst, int32_t tokens_per_block, cudaStream_t s) {
   if (rows == 0) return;
-  if (head_dim > 2 * kRopeMaxHalf)
-    throw EngineError(ErrorCode::unsupported, "CUDA rope: head_dim " + std::to_string(head_dim) + " above 512");
-  ENGINE_DISPATCH_DTYPE(dt, launch_pdl(rope_kv_kernel<T>, dim3(static_cast<unsigned>(rows)), dim3(kRopeThreads), s,
-                                qkv, stride, bias, n_heads, n_kv, head_dim, positions, inv_freq,
-                                static_cast<T*>(k_pool), static_cast<T*>(v_pool), kv_dst, tokens_per_block));
+  if (rows > 65535) throw EngineError(ErrorCode::internal, "rope_and_write_kv over more than 65535 rows");
+  const int64_t q_dim = static_cast<int64_t>(n_heads) * head_dim, kv_dim = static_cast<int64_t>(n_kv) * head_dim;
+  const int64_t jobs = (inv_freq != nullptr ? (n_heads + n_kv) * (head_dim / 2) : q_dim + kv_dim) + kv_dim;
+  const dim3 grid(static_cast<unsigned>((jobs + kRopeThreads - 1) / kRopeThreads), static_cast<unsigned>(rows));
+  ENGINE_DISPATCH_DTYPE(dt, launch_pdl(rope_kv_kernel<T>, grid, dim3(kRopeThreads), s, qkv, stride, bias, n_heads,
+                                       n_kv, head_dim, positions, inv_freq, static_cast<T*>(k_pool),
+                                       static_cast<T*>(v_pool), kv_dst, tokens_per_block));
   check_launch("rope_and_write_kv");
 }
 

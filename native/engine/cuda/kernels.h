@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "attention-rows.h"
+
 namespace engine::cuda {
 
 enum class DType { bf16, f16 };
@@ -50,14 +52,8 @@ void fill_dummy(void* dst, bool f32, DType dt, int64_t rows, int64_t cols, int64
                 int64_t row0, int64_t col0, int64_t global_cols, float scale, cudaStream_t s);
 void fill_constant(float* dst, int64_t n, float value, cudaStream_t s);
 
-// --- attention (kernels-attention.cu) ---
-// One query row of the paged attention: which row of q, how many positions it sees (causal: its own position + 1),
-// and where its sequence's block table starts in the flat `block_tables` array.
-struct AttnRow {
-  int32_t q_row;
-  int32_t ctx;
-  int32_t table;
-};
+// --- attention (kernels-attention.cu, kernels-attention-mma.cu) ---
+// AttnRow / AttnGroup: attention-rows.h.
 struct AttnArgs {
   const float* q;  // [*, q_stride], query head h at h * head_dim
   int64_t q_stride;
@@ -65,13 +61,17 @@ struct AttnArgs {
   const void* v_pool;
   DType dt;
   const AttnRow* rows;         // [n_rows] (device)
+  const AttnGroup* groups;     // [n_groups] (device): rows grouped by group_attention_rows(.., attention_rows_per_group())
   const int32_t* block_tables; // (device)
-  int32_t n_rows, n_heads, n_kv, head_dim, tokens_per_block;
+  int32_t n_rows, n_groups, n_heads, n_kv, head_dim, tokens_per_block;
   float scale;
   void* out;  // [n_rows, out_stride] (T), head h at h * head_dim
   int64_t out_stride;
   int32_t max_ctx;  // largest ctx of any row (sizes the split into partitions)
 };
+// How many consecutive rows of one sequence a thread block serves together for this head layout (the `per_group`
+// of group_attention_rows): 16 / (query heads per block) on the tensor-core path, 1 on the SIMT one.
+int32_t attention_rows_per_group(int32_t n_heads, int32_t n_kv, int32_t head_dim);
 // Workspace floats attention() needs for `args` (0 when no context is split).
 size_t attention_workspace_floats(const AttnArgs& args, int32_t num_sms);
 void attention(const AttnArgs& args, float* workspace, int32_t num_sms, cudaStream_t s);

@@ -47,12 +47,14 @@ inline bool pdl_enabled() {
   return on == 1;
 }
 
+// launch_pdl() with `smem` bytes of dynamic shared memory.
 template <typename... KernelArgs, typename... Args>
-void launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, cudaStream_t s, Args&&... args) {
+void launch_pdl_smem(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                     Args&&... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
-  cfg.dynamicSmemBytes = 0;
+  cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -60,6 +62,11 @@ void launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, cudaStream
   cfg.attrs = attr;
   cfg.numAttrs = pdl_enabled() ? 1 : 0;
   check_cuda(cudaLaunchKernelEx(&cfg, kernel, static_cast<KernelArgs>(std::forward<Args>(args))...), "cudaLaunchKernelEx");
+}
+
+template <typename... KernelArgs, typename... Args>
+void launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, cudaStream_t s, Args&&... args) {
+  launch_pdl_smem(kernel, grid, block, 0, s, std::forward<Args>(args)...);
 }
 
 }  // namespace engine::cuda

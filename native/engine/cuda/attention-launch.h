@@ -1,0 +1,17 @@
+// What kernels-attention.cu (the split plan, the SIMT kernel, the merge) needs of kernels-attention-mma.cu (the
+// tensor-core kernel).
+#pragma once
+#include "kernels.h"
+
+namespace engine::cuda {
+
+// Head sizes the tensor-core kernel is built for (16, 32, 64, 128); others take the SIMT kernel.
+bool attention_mma_supports(int head_dim);
+// Query heads one tensor-core block serves: the largest power of two dividing the GQA group, at most 16 (the MMA
+// tile's rows are tokens x heads).
+int attention_mma_heads(int group);
+// One launch over a.groups; contexts cut into `parts` partitions of `part_size` positions (parts > 1: unnormalised
+// partial outputs into ws_out [n_rows, n_heads, parts, head_dim] and (max, sum) into ws_ms, for the merge).
+void attention_mma(const AttnArgs& a, int part_size, int parts, float* ws_out, float* ws_ms, cudaStream_t s);
+
+}  // namespace engine::cuda

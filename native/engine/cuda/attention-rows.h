@@ -1,0 +1,36 @@
+// The query rows of one paged-attention launch, and how they are grouped into thread blocks. Plain C++ (no CUDA):
+// the decoder plans the groups on the host, and the CPU tests check the planning.
+#pragma once
+#include <cstdint>
+
+namespace engine::cuda {
+
+// One query row: which row of q, how many positions it sees (causal: its own position + 1), and where its
+// sequence's block table starts in the flat `block_tables` array.
+struct AttnRow {
+  int32_t q_row;
+  int32_t ctx;
+  int32_t table;
+};
+
+// Rows [first, first + count) of the row list, served by one thread block: consecutive rows of one sequence (the
+// same block table) read the same keys and values, so the tensor-core kernel loads each tile once for all of them.
+struct AttnGroup {
+  int32_t first;
+  int32_t count;
+};
+
+// Splits rows[0, n) into groups of at most `per_group` consecutive rows that share a block table, in order; writes
+// them to `out` (room for n) and returns how many. A decode batch (one row per sequence) gives one group per row.
+inline int32_t group_attention_rows(const AttnRow* rows, int32_t n, int32_t per_group, AttnGroup* out) {
+  int32_t groups = 0;
+  for (int32_t i = 0; i < n;) {
+    int32_t j = i + 1;
+    while (j < n && j - i < per_group && rows[j].table == rows[i].table) ++j;
+    out[groups++] = AttnGroup{i, j - i};
+    i = j;
+  }
+  return groups;
+}
+
+}  // namespace engine::cuda

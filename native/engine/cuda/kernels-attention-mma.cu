@@ -1,0 +1,355 @@
+// Tensor-core paged attention (mma.sync m16n8k16: bf16 / fp16 in, fp32 accumulate) for head sizes up to 128, for
+// decode rows and prefill chunks alike. One thread block serves one group of rows (up to TOK consecutive tokens of
+// one sequence, attention-rows.h), one kv head and G of the query heads that read it: the 16 rows of the MMA tile
+// are TOK tokens x G heads, all reading the same keys and values, so each tile of keys / values is loaded into
+// shared memory once for all of them (a decode row fills G of the 16 rows, a prefill chunk all 16). Tiles of 64
+// positions are double-buffered with cp.async so the next tile's loads are in flight during this tile's math; each
+// of the 4 warps takes 16 positions of a tile with its own online softmax (log2 domain) and output accumulator, and
+// the warps' results are combined through shared memory at the end, or written as one partition of a split context
+// for the merge kernel (kernels-attention.cu). (Merging in the last partition block to finish, counted with atomics,
+// was tried: slower, 4.83 against 4.57 ms per batch-1 step of the 8B shape with the separate merge kernel and PDL.)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cfloat>
+#include <string>
+
+#include "attention-launch.h"
+#include "cuda-check.h"
+#include "dtype.cuh"
+#include "pdl.cuh"
+
+namespace engine::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / 32;
+constexpr int kTile = 64;   // positions per tile, 16 per warp
+constexpr int kRows = 16;   // MMA tile rows: tokens x heads
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+template <typename T>
+struct Mma;
+template <>
+struct Mma<__nv_bfloat16> {
+  static __device__ __forceinline__ void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+};
+template <>
+struct Mma<__half> {
+  static __device__ __forceinline__ void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+};
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+// Four 8x8 b16 matrices; lane l gives the address of row l % 8 of matrix l / 8.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+// 16 bytes global -> shared without a detour through registers; zeros instead when !valid (positions past the end
+// of the context: their values must not be NaN garbage, since they are multiplied by a zero weight).
+__device__ __forceinline__ void copy16_or_zero(void* smem, const void* gmem, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+template <int HD>
+__host__ __device__ constexpr int row_stride() {
+  return HD + 8;  // elements: the 8 rows of an ldmatrix land on distinct banks
+}
+template <int HD>
+constexpr size_t smem_bytes() {
+  const size_t stages = size_t{2} * 2 * kTile * row_stride<HD>() * 2;  // 2 stages x (K, V), 2-byte elements
+  const size_t combine = (size_t{kWarps} * kRows * HD + kWarps * kRows * 2) * sizeof(float);
+  return stages > combine ? stages : combine;
+}
+
+// grid: (n_groups, n_kv * (group / G), partitions).
+template <typename T, int HD, int G>
+__global__ void __launch_bounds__(kThreads, 3)
+    attention_mma_kernel(AttnArgs a, int part_size, float* ws_out, float* ws_ms) {
+  static_assert(kRows % G == 0, "tile rows are tokens x heads");
+  constexpr int RS = row_stride<HD>();
+  constexpr int VPR = HD / 8;                       // 16-byte vectors per key / value row
+  constexpr int LOADS = kTile * VPR / kThreads;     // per thread, per tile, for K and for V
+  constexpr int KSTEPS = HD / 16;
+  constexpr int NT = HD / 8;                        // output n-tiles of 8 dims
+  static_assert(LOADS * kThreads == kTile * VPR, "tile loads must divide evenly");
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* stage_mem = reinterpret_cast<T*>(smem);  // [2 stages][K, V][kTile * RS]
+
+  pdl_wait();  // pdl.cuh
+  pdl_trigger();
+  const AttnGroup grp = a.groups[blockIdx.x];
+  const int group = a.n_heads / a.n_kv, per_kv = group / G;
+  const int kvh = blockIdx.y / per_kv;
+  const int h0 = kvh * group + (blockIdx.y % per_kv) * G;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int qr = lane >> 2, qc = lane & 3;  // this lane's fragment rows (qr, qr + 8) and column pair
+
+  int gctx = 0;
+  for (int t = 0; t < grp.count; ++t) gctx = max(gctx, a.rows[grp.first + t].ctx);
+  const int start = blockIdx.z * part_size;
+  if (start >= gctx) return;  // the whole group's contexts end before this partition (the merge skips it)
+  const int end = min(gctx, start + part_size);
+
+  // Tile row i is token i / G of the group, head h0 + i % G. Positions at or past `lim` are masked for it.
+  int lim[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int t = (qr + 8 * h) / G;
+    lim[h] = t < grp.count ? min(a.rows[grp.first + t].ctx, end) : 0;
+  }
+  // Q as MMA A fragments for every 16-dim step, in the model's dtype.
+  uint32_t qf[KSTEPS][4];
+#pragma unroll
+  for (int ks = 0; ks < KSTEPS; ++ks)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int hi = 0; hi < 2; ++hi) {
+        const int i = qr + 8 * h, t = i / G, g = i % G;
+        float x0 = 0, x1 = 0;
+        if (t < grp.count) {
+          const float* q = a.q + static_cast<int64_t>(a.rows[grp.first + t].q_row) * a.q_stride +
+                           static_cast<int64_t>(h0 + g) * HD + 16 * ks + 8 * hi + 2 * qc;
+          x0 = q[0];
+          x1 = q[1];
+        }
+        qf[ks][h + 2 * hi] = Mma<T>::pack(x0, x1);
+      }
+
+  const T* k_pool = static_cast<const T*>(a.k_pool);
+  const T* v_pool = static_cast<const T*>(a.v_pool);
+  const int32_t* table = a.block_tables + a.rows[grp.first].table;
+  const int tpb = a.tokens_per_block;
+  const int64_t block_stride = static_cast<int64_t>(a.n_kv) * tpb * HD;
+  auto load_tile = [&](int t0, int stage) {
+    T* ks = stage_mem + stage * 2 * kTile * RS;
+    T* vs = ks + kTile * RS;
+#pragma unroll
+    for (int j = 0; j < LOADS; ++j) {
+      const int v = tid + j * kThreads, p = v / VPR, c = v % VPR, pos = t0 + p;
+      const bool ok = pos < end;
+      int64_t off = 0;
+      if (ok) off = static_cast<int64_t>(__ldg(table + pos / tpb)) * block_stride +
+                    (static_cast<int64_t>(kvh) * tpb + pos % tpb) * HD + c * 8;
+      copy16_or_zero(&ks[p * RS + c * 8], k_pool + off, ok);
+      copy16_or_zero(&vs[p * RS + c * 8], v_pool + off, ok);
+    }
+    cp_async_commit();
+  };
+
+  float o[NT][4];
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[n][e] = 0;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};  // running max (log2 units) and lane-partial sum per row
+  const float scale = a.scale * kLog2e;
+  const int pw = 16 * warp;  // this warp's positions within a tile
+  const int n_tiles = (end - start + kTile - 1) / kTile;
+
+  load_tile(start, 0);
+  for (int it = 0; it < n_tiles; ++it) {
+    const int t0 = start + it * kTile;
+    if (it + 1 < n_tiles) {
+      load_tile(t0 + kTile, (it + 1) & 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // tile `it` is in shared memory for every warp
+    const T* ks = stage_mem + (it & 1) * 2 * kTile * RS;
+    const T* vs = ks + kTile * RS;
+    if (t0 + pw < end) {  // (warp-uniform) some of this warp's 16 positions are in the context
+      // S = Q Kᵀ for the warp's 16 positions: two n-tiles of 8.
+      float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+#pragma unroll
+      for (int k = 0; k < KSTEPS; ++k) {
+        uint32_t b[4];
+        ldmatrix_x4(b, &ks[(pw + (lane & 7) + ((lane >> 4) & 1) * 8) * RS + 16 * k + ((lane >> 3) & 1) * 8]);
+        Mma<T>::run(s[0], qf[k], b[0], b[1]);
+        Mma<T>::run(s[1], qf[k], b[2], b[3]);
+      }
+      // Mask, online softmax per row (the 4 lanes of a row reduce with shuffles).
+      float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int pos = t0 + pw + 8 * j + 2 * qc + (e & 1), h = e >> 1;
+          s[j][e] = pos < lim[h] ? s[j][e] * scale : -INFINITY;
+          mx[h] = fmaxf(mx[h], s[j][e]);
+        }
+      float alpha[2], base[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+        const float m_new = fmaxf(m[h], mx[h]);
+        base[h] = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing seen yet keeps zeros
+        alpha[h] = exp2f(m[h] - base[h]);
+        m[h] = m_new;
+      }
+      float sum[2] = {0, 0};
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          s[j][e] = exp2f(s[j][e] - base[e >> 1]);
+          sum[e >> 1] += s[j][e];
+        }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) l[h] = l[h] * alpha[h] + sum[h];
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        o[n][0] *= alpha[0];
+        o[n][1] *= alpha[0];
+        o[n][2] *= alpha[1];
+        o[n][3] *= alpha[1];
+      }
+      // O += P V: the score accumulators are already the A fragment of P (16 rows x 16 positions).
+      const uint32_t pa[4] = {Mma<T>::pack(s[0][0], s[0][1]), Mma<T>::pack(s[0][2], s[0][3]),
+                              Mma<T>::pack(s[1][0], s[1][1]), Mma<T>::pack(s[1][2], s[1][3])};
+#pragma unroll
+      for (int q = 0; q < HD / 16; ++q) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, &vs[(pw + (lane & 7) + ((lane >> 3) & 1) * 8) * RS + 16 * q + ((lane >> 4) & 1) * 8]);
+        Mma<T>::run(o[2 * q], pa, b[0], b[1]);
+        Mma<T>::run(o[2 * q + 1], pa, b[2], b[3]);
+      }
+    }
+    __syncthreads();  // every warp is done with this stage before it is refilled
+  }
+
+  // Combine the warps: each writes its rows' (max, sum) and unnormalised outputs, then every thread merges some.
+  float* red = reinterpret_cast<float*>(smem);  // [kWarps][kRows][HD]
+  float* ml = red + kWarps * kRows * HD;        // [kWarps][kRows][2]
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    if (qc == 0) {
+      ml[(warp * kRows + qr + 8 * h) * 2] = m[h];
+      ml[(warp * kRows + qr + 8 * h) * 2 + 1] = l[h];
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      red[(warp * kRows + qr + 8 * (e >> 1)) * HD + 8 * n + 2 * qc + (e & 1)] = o[n][e];
+  __syncthreads();
+  const bool split = gridDim.z > 1;
+  for (int idx = tid; idx < kRows * HD; idx += kThreads) {
+    const int i = idx / HD, d = idx % HD, t = i / G, g = i % G;
+    if (t >= grp.count) continue;
+    float mm = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) mm = fmaxf(mm, ml[(w * kRows + i) * 2]);
+    if (mm == -INFINITY) continue;  // this row's context ends before the partition (the merge does not read it)
+    float acc = 0, total = 0;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float f = exp2f(ml[(w * kRows + i) * 2] - mm);
+      acc += red[(w * kRows + i) * HD + d] * f;
+      total += ml[(w * kRows + i) * 2 + 1] * f;
+    }
+    const int row = grp.first + t, head = h0 + g;
+    if (!split) {
+      static_cast<T*>(a.out)[static_cast<int64_t>(row) * a.out_stride + static_cast<int64_t>(head) * HD + d] =
+          from_float<T>(acc / total);
+    } else {
+      const int64_t cell = (static_cast<int64_t>(row) * a.n_heads + head) * gridDim.z + blockIdx.z;
+      ws_out[cell * HD + d] = acc;
+      if (d == 0) {
+        ws_ms[cell * 2] = mm * kLn2;  // natural-log units, as the SIMT kernel's partitions
+        ws_ms[cell * 2 + 1] = total;
+      }
+    }
+  }
+}
+
+template <typename T, int HD, int G>
+void launch(const AttnArgs& a, int part_size, int parts, float* ws_out, float* ws_ms, cudaStream_t s) {
+  auto* kernel = attention_mma_kernel<T, HD, G>;
+  constexpr size_t smem = smem_bytes<HD>();
+  if constexpr (smem > 48 * 1024) {
+    static const cudaError_t opted = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                          static_cast<int>(smem));
+    check_cuda(opted, "cudaFuncSetAttribute (attention shared memory)");
+  }
+  const int per_kv = (a.n_heads / a.n_kv) / G;
+  const dim3 grid(static_cast<unsigned>(a.n_groups), static_cast<unsigned>(a.n_kv * per_kv),
+                  static_cast<unsigned>(parts));
+  launch_pdl_smem(kernel, grid, dim3(kThreads), smem, s, a, part_size, ws_out, ws_ms);
+}
+
+template <typename T, int HD>
+void launch_hd(const AttnArgs& a, int part_size, int parts, float* ws_out, float* ws_ms, cudaStream_t s) {
+  switch (attention_mma_heads(a.n_heads / a.n_kv)) {
+    case 16: launch<T, HD, 16>(a, part_size, parts, ws_out, ws_ms, s); break;
+    case 8: launch<T, HD, 8>(a, part_size, parts, ws_out, ws_ms, s); break;
+    case 4: launch<T, HD, 4>(a, part_size, parts, ws_out, ws_ms, s); break;
+    case 2: launch<T, HD, 2>(a, part_size, parts, ws_out, ws_ms, s); break;
+    default: launch<T, HD, 1>(a, part_size, parts, ws_out, ws_ms, s); break;
+  }
+}
+
+}  // namespace
+
+bool attention_mma_supports(int hd) { return hd == 16 || hd == 32 || hd == 64 || hd == 128; }
+
+int attention_mma_heads(int group) {
+  for (int g : {16, 8, 4, 2})
+    if (group % g == 0) return g;
+  return 1;
+}
+
+void attention_mma(const AttnArgs& a, int part_size, int parts, float* ws_out, float* ws_ms, cudaStream_t s) {
+  if (a.groups == nullptr || a.n_groups < 1)
+    throw EngineError(ErrorCode::internal, "CUDA attention: no row groups for " + std::to_string(a.n_rows) + " rows");
+  ENGINE_DISPATCH_DTYPE(a.dt, {
+    switch (a.head_dim) {
+      case 16: launch_hd<T, 16>(a, part_size, parts, ws_out, ws_ms, s); break;
+      case 32: launch_hd<T, 32>(a, part_size, parts, ws_out, ws_ms, s); break;
+      case 64: launch_hd<T, 64>(a, part_size, parts, ws_out, ws_ms, s); break;
+      default: launch_hd<T, 128>(a, part_size, parts, ws_out, ws_ms, s); break;
+    }
+  });
+  check_launch("attention (tensor cores)");
+}
+
+}  // namespace engine::cuda

@@ -1,0 +1,249 @@
+// The CUDA paged attention (tensor-core kernel for head sizes up to 128, SIMT for 256) against a float64 reference
+// on the host: MHA / GQA / MQA head layouts (groups 1, 3, 4, 8, 32), bf16 and fp16, decode rows and prefill chunks
+// in one launch, scrambled blocks of 16 and 32 tokens, contexts from 1 to 1,000 positions, with and without the
+// split of contexts into partitions, and peaked scores (the online softmax's rescaling across tiles and warps).
+// Every pool slot no row may read holds NaN: a read past a context shows up in the output. Each launch runs twice
+// on one workspace and must give the same values.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "../engine/cuda/kernels.h"
+#include "check.h"
+#include "cuda-test-util.h"
+
+using namespace engine;
+using cudatest::rel_err;
+
+namespace {
+
+// Values on a 1/64 grid in [-1, 1] are exact in bf16 and fp16 alike, so the host knows the device's inputs exactly.
+uint16_t to_bits(float f, cuda::DType dt) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if (dt == cuda::DType::bf16) return static_cast<uint16_t>(u >> 16);
+  if (f == 0) return static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t sign = (u >> 16) & 0x8000u, exp = ((u >> 23) & 0xffu) - 127 + 15, man = (u >> 13) & 0x3ffu;
+  return static_cast<uint16_t>(sign | (exp << 10) | man);
+}
+float from_bits(uint16_t h, cuda::DType dt) {
+  if (dt == cuda::DType::bf16) {
+    const uint32_t u = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+  const uint32_t sign = h >> 15, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  const double v = exp == 0 ? std::ldexp(man, -24) : std::ldexp(1024 + man, static_cast<int>(exp) - 25);
+  return static_cast<float>(sign ? -v : v);
+}
+
+struct Rng {
+  uint64_t state;
+  float grid() {  // k / 64, k in [-64, 64]
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<float>(static_cast<int>((state >> 33) % 129) - 64) / 64.0f;
+  }
+};
+
+struct Seq {
+  int32_t past, tokens;  // rows for positions past .. past + tokens - 1
+};
+
+struct Case {
+  int32_t n_heads, n_kv, hd, tpb;
+  cuda::DType dt;
+  std::vector<Seq> seqs;
+  float q_scale;  // > 1: peaked scores
+};
+
+void run_case(const Case& c, int num_sms, const char* split_label) {
+  const int64_t hd = c.hd, kv_dim = static_cast<int64_t>(c.n_kv) * hd;
+  const int64_t q_stride = static_cast<int64_t>(c.n_heads) * hd + 2 * kv_dim;  // q, k, v as the decoder's qkv rows
+  const int64_t out_stride = static_cast<int64_t>(c.n_heads) * hd + 8;         // 8 spare columns must stay untouched
+  Rng rng{static_cast<uint64_t>(c.hd * 131 + c.n_heads * 7 + c.n_kv)};
+
+  // Blocks: each sequence gets the blocks its last position needs, handed out in a scrambled order.
+  int32_t n_blocks = 0;
+  for (const Seq& s : c.seqs) n_blocks += (s.past + s.tokens + c.tpb - 1) / c.tpb;
+  n_blocks += 3;  // spare blocks nobody owns
+  std::vector<int32_t> order(static_cast<size_t>(n_blocks));
+  for (int32_t i = 0; i < n_blocks; ++i) order[static_cast<size_t>(i)] = (i * 7 + 5) % n_blocks;
+  if (n_blocks % 7 == 0)
+    for (int32_t i = 0; i < n_blocks; ++i) order[static_cast<size_t>(i)] = n_blocks - 1 - i;
+  const int64_t block_elems = kv_dim * c.tpb;
+  const uint16_t nan_bits = 0x7fc0u;  // a quiet NaN in bf16; in fp16 0x7fc0 is a NaN as well
+  std::vector<uint16_t> kpool(static_cast<size_t>(n_blocks * block_elems), nan_bits),
+      vpool(static_cast<size_t>(n_blocks * block_elems), nan_bits);
+  std::vector<float> kref(kpool.size(), NAN), vref(vpool.size(), NAN);
+
+  std::vector<int32_t> tables;
+  std::vector<cuda::AttnRow> rows;
+  std::vector<float> q;
+  int32_t next_block = 0, max_ctx = 0;
+  for (const Seq& s : c.seqs) {
+    const int32_t table_at = static_cast<int32_t>(tables.size());
+    const int32_t used = (s.past + s.tokens + c.tpb - 1) / c.tpb;
+    for (int32_t b = 0; b < used; ++b) tables.push_back(order[static_cast<size_t>(next_block++)]);
+    for (int32_t p = 0; p < s.past + s.tokens; ++p)
+      for (int32_t h = 0; h < c.n_kv; ++h)
+        for (int64_t d = 0; d < hd; ++d) {
+          const int64_t at = static_cast<int64_t>(tables[static_cast<size_t>(table_at + p / c.tpb)]) * block_elems +
+                             (static_cast<int64_t>(h) * c.tpb + p % c.tpb) * hd + d;
+          const float kv = rng.grid(), vv = rng.grid();
+          kpool[static_cast<size_t>(at)] = to_bits(kv, c.dt);
+          vpool[static_cast<size_t>(at)] = to_bits(vv, c.dt);
+          kref[static_cast<size_t>(at)] = from_bits(kpool[static_cast<size_t>(at)], c.dt);
+          vref[static_cast<size_t>(at)] = from_bits(vpool[static_cast<size_t>(at)], c.dt);
+        }
+    for (int32_t i = 0; i < s.tokens; ++i) {
+      const int32_t row = static_cast<int32_t>(rows.size());
+      rows.push_back(cuda::AttnRow{row, s.past + i + 1, table_at});
+      max_ctx = std::max(max_ctx, s.past + i + 1);
+      for (int64_t j = 0; j < q_stride; ++j) q.push_back(j < c.n_heads * hd ? rng.grid() * c.q_scale : NAN);
+    }
+  }
+  const int32_t n_rows = static_cast<int32_t>(rows.size());
+  std::vector<cuda::AttnGroup> groups(rows.size());
+  const int32_t n_groups = cuda::group_attention_rows(
+      rows.data(), n_rows, cuda::attention_rows_per_group(c.n_heads, c.n_kv, c.hd), groups.data());
+
+  // Reference: float64 softmax over each row's own context.
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  std::vector<float> want(static_cast<size_t>(n_rows) * c.n_heads * hd);
+  for (int32_t r = 0; r < n_rows; ++r) {
+    const cuda::AttnRow& row = rows[static_cast<size_t>(r)];
+    for (int32_t h = 0; h < c.n_heads; ++h) {
+      const int32_t kvh = h / (c.n_heads / c.n_kv);
+      std::vector<double> w(static_cast<size_t>(row.ctx));
+      double mx = -INFINITY;
+      auto slot = [&](int32_t p) {
+        return static_cast<int64_t>(tables[static_cast<size_t>(row.table + p / c.tpb)]) * block_elems +
+               (static_cast<int64_t>(kvh) * c.tpb + p % c.tpb) * hd;
+      };
+      for (int32_t p = 0; p < row.ctx; ++p) {
+        double dot = 0;
+        for (int64_t d = 0; d < hd; ++d)
+          dot += static_cast<double>(q[static_cast<size_t>(row.q_row * q_stride + h * hd + d)]) *
+                 kref[static_cast<size_t>(slot(p) + d)];
+        w[static_cast<size_t>(p)] = dot * scale;
+        mx = std::max(mx, w[static_cast<size_t>(p)]);
+      }
+      double total = 0;
+      for (double& x : w) total += (x = std::exp(x - mx));
+      for (int64_t d = 0; d < hd; ++d) {
+        double acc = 0;
+        for (int32_t p = 0; p < row.ctx; ++p) acc += w[static_cast<size_t>(p)] * vref[static_cast<size_t>(slot(p) + d)];
+        want[static_cast<size_t>((static_cast<int64_t>(r) * c.n_heads + h) * hd + d)] = static_cast<float>(acc / total);
+      }
+    }
+  }
+
+  void *d_q, *d_k, *d_v, *d_rows, *d_groups, *d_tables, *d_out, *d_ws = nullptr;
+  cudaMalloc(&d_q, q.size() * 4);
+  cudaMalloc(&d_k, kpool.size() * 2);
+  cudaMalloc(&d_v, vpool.size() * 2);
+  cudaMalloc(&d_rows, rows.size() * sizeof(cuda::AttnRow));
+  cudaMalloc(&d_groups, static_cast<size_t>(n_groups) * sizeof(cuda::AttnGroup));
+  cudaMalloc(&d_tables, tables.size() * 4);
+  cudaMalloc(&d_out, static_cast<size_t>(n_rows * out_stride) * 2);
+  cudaMemcpy(d_q, q.data(), q.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(d_k, kpool.data(), kpool.size() * 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(d_v, vpool.data(), vpool.size() * 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(d_rows, rows.data(), rows.size() * sizeof(cuda::AttnRow), cudaMemcpyHostToDevice);
+  cudaMemcpy(d_groups, groups.data(), static_cast<size_t>(n_groups) * sizeof(cuda::AttnGroup), cudaMemcpyHostToDevice);
+  cudaMemcpy(d_tables, tables.data(), tables.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemset(d_out, 0x5a, static_cast<size_t>(n_rows * out_stride) * 2);
+
+  cuda::AttnArgs a{};
+  a.q = static_cast<const float*>(d_q);
+  a.q_stride = q_stride;
+  a.k_pool = d_k;
+  a.v_pool = d_v;
+  a.dt = c.dt;
+  a.rows = static_cast<const cuda::AttnRow*>(d_rows);
+  a.groups = static_cast<const cuda::AttnGroup*>(d_groups);
+  a.block_tables = static_cast<const int32_t*>(d_tables);
+  a.n_rows = n_rows;
+  a.n_groups = n_groups;
+  a.n_heads = c.n_heads;
+  a.n_kv = c.n_kv;
+  a.head_dim = c.hd;
+  a.tokens_per_block = c.tpb;
+  a.scale = scale;
+  a.out = d_out;
+  a.out_stride = out_stride;
+  a.max_ctx = max_ctx;
+  const size_t ws = cuda::attention_workspace_floats(a, num_sms);
+  const size_t bound = cuda::attention_workspace_bound(c.n_heads, c.n_kv, c.hd, num_sms);
+  if (ws > 0) {
+    cudaMalloc(&d_ws, ws * 4);
+    cudaMemset(d_ws, 0, ws * 4);
+  }
+  // Twice on the same workspace: the same values again (nothing depends on what a launch leaves behind).
+  std::string error;
+  std::vector<uint16_t> out(static_cast<size_t>(n_rows * out_stride)), again(out.size());
+  try {
+    for (std::vector<uint16_t>* dst : {&out, &again}) {
+      cuda::attention(a, static_cast<float*>(d_ws), num_sms, nullptr);
+      const cudaError_t e = cudaDeviceSynchronize();
+      if (e != cudaSuccess) throw std::runtime_error(cudaGetErrorString(e));
+      cudaMemcpy(dst->data(), d_out, dst->size() * 2, cudaMemcpyDeviceToHost);
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  CHECK_MSG(out == again, "attention heads %d/%d hd %d %s: a second launch gave other values", c.n_heads, c.n_kv,
+            c.hd, split_label);
+  for (void* p : {d_q, d_k, d_v, d_rows, d_groups, d_tables, d_out, d_ws}) cudaFree(p);
+
+  std::vector<float> got(want.size());
+  bool spare_kept = true;
+  for (int32_t r = 0; r < n_rows; ++r) {
+    for (int64_t j = 0; j < c.n_heads * hd; ++j)
+      got[static_cast<size_t>(r * c.n_heads * hd + j)] = from_bits(out[static_cast<size_t>(r * out_stride + j)], c.dt);
+    for (int64_t j = c.n_heads * hd; j < out_stride; ++j)
+      spare_kept = spare_kept && out[static_cast<size_t>(r * out_stride + j)] == 0x5a5au;
+  }
+  const double err = error.empty() ? rel_err(got.data(), want.data(), got.size()) : INFINITY;
+  std::printf("attention %s heads %d/%d hd %d tpb %d rows %d groups %d q x%.0f %s: rel err %.2e%s%s\n",
+              c.dt == cuda::DType::bf16 ? "bf16" : "fp16", c.n_heads, c.n_kv, c.hd, c.tpb, n_rows, n_groups,
+              c.q_scale, split_label, err, error.empty() ? "" : " error: ", error.c_str());
+  CHECK_MSG(error.empty(), "attention heads %d/%d hd %d: %s", c.n_heads, c.n_kv, c.hd, error.c_str());
+  CHECK_MSG(err < 1e-2, "attention heads %d/%d hd %d %s: rel err %.3e", c.n_heads, c.n_kv, c.hd, split_label, err);
+  CHECK_MSG(spare_kept, "attention heads %d/%d hd %d wrote past its rows' heads", c.n_heads, c.n_kv, c.hd);
+  CHECK_MSG(ws <= bound, "attention workspace %zu floats over its bound %zu", ws, bound);
+}
+
+}  // namespace
+
+TEST_MAIN({
+  int sms = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess || sms < 1) {
+    std::printf("no GPU visible: nothing to test\n");
+    CHECK(false);
+  } else {
+    // Decode rows of several lengths, a prefill chunk from scratch, a chunked-context continuation, a short chunk.
+    const std::vector<Seq> mixed = {{0, 1}, {36, 1}, {299, 1}, {999, 1}, {0, 70}, {130, 5}, {64, 33}};
+    const std::vector<Seq> decode = {{0, 1}, {17, 1}, {127, 1}, {128, 1}, {511, 1}};
+    std::vector<Case> cases;
+    for (cuda::DType dt : {cuda::DType::bf16, cuda::DType::f16}) {
+      cases.push_back(Case{32, 8, 128, 32, dt, mixed, 1});   // Llama-3-8B's layout
+      cases.push_back(Case{32, 8, 128, 16, dt, decode, 4});  // peaked
+      cases.push_back(Case{4, 4, 64, 16, dt, mixed, 1});     // MHA (GPT-2-like)
+      cases.push_back(Case{12, 4, 32, 32, dt, mixed, 2});    // group 3: one head per block
+      cases.push_back(Case{16, 2, 16, 16, dt, mixed, 1});    // group 8
+      cases.push_back(Case{32, 1, 64, 16, dt, decode, 1});   // MQA: group 32, two blocks per kv head
+      cases.push_back(Case{8, 2, 256, 16, dt, mixed, 1});    // head 256: the SIMT kernel
+    }
+    for (const Case& c : cases) {
+      run_case(c, 1, "one partition");  // num_sms 1: enough blocks, no split
+      run_case(c, sms, "split when few blocks");
+    }
+  }
+})
