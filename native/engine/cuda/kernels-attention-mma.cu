@@ -1,7 +1,7 @@
 // Tensor-core paged attention (mma.sync m16n8k16: bf16 / fp16 in, fp32 accumulate) for head sizes up to 128, for
-// decode rows and prefill chunks alike. One thread block serves one group of rows (up to TOK consecutive tokens of
-// one sequence, attention-rows.h), one kv head and G of the query heads that read it: the 16 rows of the MMA tile
-// are TOK tokens x G heads, all reading the same keys and values, so each tile of keys / values is loaded into
+// decode rows and prefill chunks alike. One thread block serves one group of rows (up to 16 / G consecutive tokens
+// of one sequence, attention-rows.h), one kv head and G of the query heads that read it: the 16 rows of the MMA tile
+// are those tokens x G heads, all reading the same keys and values, so each tile of keys / values is loaded into
 // shared memory once for all of them (a decode row fills G of the 16 rows, a prefill chunk all 16). Tiles of 64
 // positions are double-buffered with cp.async so the next tile's loads are in flight during this tile's math; each
 // of the 4 warps takes 16 positions of a tile with its own online softmax (log2 domain) and output accumulator, and
