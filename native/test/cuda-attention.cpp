@@ -8,12 +8,12 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "../engine/cuda/kernels.h"
+#include "../engine/safetensors.h"
 #include "check.h"
 #include "cuda-test-util.h"
 
@@ -23,25 +23,8 @@ using cudatest::rel_err;
 namespace {
 
 // Values on a 1/64 grid in [-1, 1] are exact in bf16 and fp16 alike, so the host knows the device's inputs exactly.
-uint16_t to_bits(float f, cuda::DType dt) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if (dt == cuda::DType::bf16) return static_cast<uint16_t>(u >> 16);
-  if (f == 0) return static_cast<uint16_t>((u >> 16) & 0x8000u);
-  const uint32_t sign = (u >> 16) & 0x8000u, exp = ((u >> 23) & 0xffu) - 127 + 15, man = (u >> 13) & 0x3ffu;
-  return static_cast<uint16_t>(sign | (exp << 10) | man);
-}
-float from_bits(uint16_t h, cuda::DType dt) {
-  if (dt == cuda::DType::bf16) {
-    const uint32_t u = static_cast<uint32_t>(h) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-  }
-  const uint32_t sign = h >> 15, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-  const double v = exp == 0 ? std::ldexp(man, -24) : std::ldexp(1024 + man, static_cast<int>(exp) - 25);
-  return static_cast<float>(sign ? -v : v);
-}
+uint16_t to_bits(float f, cuda::DType dt) { return dt == cuda::DType::bf16 ? f32_to_bf16(f) : f32_to_f16(f); }
+float from_bits(uint16_t h, cuda::DType dt) { return dt == cuda::DType::bf16 ? bf16_to_f32(h) : f16_to_f32(h); }
 
 struct Rng {
   uint64_t state;

@@ -216,18 +216,6 @@ const char* kQwen2 = R"({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 2
 // The decode GEMV (kernels.h) on shapes that take each of its k-splits (1, 2, 4 warps per row pair), odd row counts
 // and up to 8 activation rows, against a double-precision product of the same bf16 values.
 void gemv_checks() {
-  auto to_bf16 = [](float f) {  // round to nearest even, as the device conversion does
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    return static_cast<uint16_t>(u >> 16);
-  };
-  auto from_bf16 = [](uint16_t h) {
-    const uint32_t u = static_cast<uint32_t>(h) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-  };
   struct Shape { int64_t m, n, k; bool accumulate; };
   for (const Shape& sh : {Shape{1, 28672, 4096, false}, Shape{1, 4096, 4096, false}, Shape{3, 4096, 14336, true},
                           Shape{8, 1001, 8192, false}, Shape{2, 6144, 4096, true}, Shape{5, 37, 2048, false}}) {
@@ -237,8 +225,8 @@ void gemv_checks() {
       state = state * 6364136223846793005ull + 1442695040888963407ull;
       return static_cast<float>(static_cast<int64_t>(state >> 40) - (1 << 23)) / static_cast<float>(1 << 23);
     };
-    for (auto& v : x) v = to_bf16(rnd());
-    for (auto& v : w) v = to_bf16(rnd() * 0.05f);
+    for (auto& v : x) v = f32_to_bf16(rnd());
+    for (auto& v : w) v = f32_to_bf16(rnd() * 0.05f);
     std::vector<float> y0(static_cast<size_t>(sh.m * sh.n));
     for (auto& v : y0) v = rnd();
     void *dx = nullptr, *dw = nullptr, *dy = nullptr;
@@ -259,8 +247,8 @@ void gemv_checks() {
       for (int64_t j = 0; j < sh.n; ++j) {
         double acc = sh.accumulate ? y0[static_cast<size_t>(i * sh.n + j)] : 0.0;
         for (int64_t t = 0; t < sh.k; ++t)
-          acc += static_cast<double>(from_bf16(x[static_cast<size_t>(i * sh.k + t)])) *
-                 from_bf16(w[static_cast<size_t>(j * sh.k + t)]);
+          acc += static_cast<double>(bf16_to_f32(x[static_cast<size_t>(i * sh.k + t)])) *
+                 bf16_to_f32(w[static_cast<size_t>(j * sh.k + t)]);
         want[static_cast<size_t>(i * sh.n + j)] = static_cast<float>(acc);
       }
     const double err = rel_err(y.data(), want.data(), y.size());

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "attention-launch.h"
+#include "cp-async.cuh"
 #include "cuda-check.h"
 #include "dtype.cuh"
 #include "pdl.cuh"
@@ -58,9 +59,6 @@ struct Mma<__half> {
   }
 };
 
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
 // Four 8x8 b16 matrices; lane l gives the address of row l % 8 of matrix l / 8.
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -71,17 +69,6 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_addr(p)));
-}
-// 16 bytes global -> shared without a detour through registers; zeros instead when !valid (positions past the end
-// of the context: their values must not be NaN garbage, since they are multiplied by a zero weight).
-__device__ __forceinline__ void copy16_or_zero(void* smem, const void* gmem, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem),
-               "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 template <int HD>
@@ -161,12 +148,12 @@ __global__ void __launch_bounds__(kThreads, 3)
 #pragma unroll
     for (int j = 0; j < LOADS; ++j) {
       const int v = tid + j * kThreads, p = v / VPR, c = v % VPR, pos = t0 + p;
-      const bool ok = pos < end;
+      const bool ok = pos < end;  // zeros past the context: their values must not be NaN garbage (weight 0 x NaN)
       int64_t off = 0;
       if (ok) off = static_cast<int64_t>(__ldg(table + pos / tpb)) * block_stride +
                     (static_cast<int64_t>(kvh) * tpb + pos % tpb) * HD + c * 8;
-      copy16_or_zero(&ks[p * RS + c * 8], k_pool + off, ok);
-      copy16_or_zero(&vs[p * RS + c * 8], v_pool + off, ok);
+      copy16_async(&ks[p * RS + c * 8], k_pool + off, ok);
+      copy16_async(&vs[p * RS + c * 8], v_pool + off, ok);
     }
     cp_async_commit();
   };

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "attention-launch.h"
+#include "cp-async.cuh"
 #include "cuda-check.h"
 #include "dtype.cuh"
 #include "kernels.h"
@@ -31,12 +32,6 @@ __device__ __forceinline__ float warp_max(float v) {
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
-}
-
-// 16 bytes global -> shared, asynchronously (completed by cp.async.wait_all).
-__device__ __forceinline__ void copy16_async(void* smem, const void* gmem) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem));
 }
 
 template <typename T>
@@ -112,7 +107,7 @@ __global__ void __launch_bounds__(kThreads, 5) attention_kernel(AttnArgs a, int 
         copy16_async(&vs[p * RS + c * 8], v_pool + slot_s[p] + c * 8);
       }
     }
-    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    cp_async_wait_all();
     __syncthreads();
     // 2. Scores: G x TK dot products (lanes of a warp take consecutive positions of one head).
 #pragma unroll
