@@ -122,7 +122,9 @@ t.test('inside salloc from the login side: srun runs the ranks on the nodes, Ctr
   t.equal(curl.json?.text_output, await oneRankAnswer(SEEDS_BODY), 'tp=2 = one rank');
   launcher.kill('SIGINT');
   const result = await launcher;
-  t.equal(result.exitCode, 0, `exit 0 after Ctrl-C${result.exitCode === 0 ? '' : ` (${all.slice(-2000)})`}`);
+  // On failure: everything from the drain on, srun's own lines included (the task that failed and how), not a tail.
+  const fromDrain = all.slice(Math.max(0, all.lastIndexOf('[launcher] SIGINT')));
+  t.equal(result.exitCode, 0, `exit 0 after Ctrl-C${result.exitCode === 0 ? '' : ` (${fromDrain.slice(0, 8000)})`}`);
   t.match(all, /\[rank 0\] .*SIGTERM: draining/, 'the leader on h1 drained');
   t.match(all, /\[launcher\] all ranks stopped cleanly\n/);
   t.same((await waitNoProcesses(`--http-port ${port}`, 10_000)).map((p) => p.cmd.slice(0, 80)), [], 'no srun or rank left');
