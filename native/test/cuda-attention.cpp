@@ -45,7 +45,9 @@ struct Case {
   float q_scale;  // > 1: peaked scores
 };
 
-void run_case(const Case& c, int num_sms, const char* split_label) {
+// new_last_only: the launch is told each row's last position is the only one written this step (decode), which
+// lets the kernel read the older keys / values before its wait and take the wide block for small batches.
+void run_case(const Case& c, int num_sms, const char* split_label, bool new_last_only = false) {
   const int64_t hd = c.hd, kv_dim = static_cast<int64_t>(c.n_kv) * hd;
   const int64_t q_stride = static_cast<int64_t>(c.n_heads) * hd + 2 * kv_dim;  // q, k, v as the decoder's qkv rows
   const int64_t out_stride = static_cast<int64_t>(c.n_heads) * hd + 8;         // 8 spare columns must stay untouched
@@ -162,6 +164,7 @@ void run_case(const Case& c, int num_sms, const char* split_label) {
   a.out = d_out;
   a.out_stride = out_stride;
   a.max_ctx = max_ctx;
+  a.new_last_only = new_last_only;
   const size_t ws = cuda::attention_workspace_floats(a, num_sms);
   const size_t bound = cuda::attention_workspace_bound(c.n_heads, c.n_kv, c.hd, num_sms);
   if (ws > 0) {
@@ -214,6 +217,11 @@ TEST_MAIN({
     // Decode rows of several lengths, a prefill chunk from scratch, a chunked-context continuation, a short chunk.
     const std::vector<Seq> mixed = {{0, 1}, {36, 1}, {299, 1}, {999, 1}, {0, 70}, {130, 5}, {64, 33}};
     const std::vector<Seq> decode = {{0, 1}, {17, 1}, {127, 1}, {128, 1}, {511, 1}};
+    // Decode rows within the wide block's unsplit reach (<= 256 positions), rows long enough for partitions of
+    // several tiles, and one long row alone (many partitions).
+    const std::vector<Seq> decode_short = {{0, 1}, {17, 1}, {127, 1}, {128, 1}, {255, 1}};
+    const std::vector<Seq> decode_long = {{1999, 1}, {1500, 1}, {1024, 1}, {700, 1}, {0, 1}, {300, 1}, {1800, 1}, {999, 1}};
+    const std::vector<Seq> decode_one = {{2999, 1}};
     std::vector<Case> cases;
     for (cuda::DType dt : {cuda::DType::bf16, cuda::DType::f16}) {
       cases.push_back(Case{32, 8, 128, 32, dt, mixed, 1});   // Llama-3-8B's layout
@@ -223,10 +231,21 @@ TEST_MAIN({
       cases.push_back(Case{16, 2, 16, 16, dt, mixed, 1});    // group 8
       cases.push_back(Case{32, 1, 64, 16, dt, decode, 1});   // MQA: group 32, two blocks per kv head
       cases.push_back(Case{8, 2, 256, 16, dt, mixed, 1});    // head 256: the SIMT kernel
+      cases.push_back(Case{32, 8, 128, 16, dt, decode_short, 2});
+      cases.push_back(Case{8, 8, 64, 32, dt, decode_short, 1});
+      cases.push_back(Case{32, 8, 128, 64, dt, decode_long, 1});
+      cases.push_back(Case{32, 8, 128, 16, dt, decode_one, 2});
+      cases.push_back(Case{8, 8, 64, 16, dt, decode_long, 1});
     }
     for (const Case& c : cases) {
       run_case(c, 1, "one partition");  // num_sms 1: enough blocks, no split
       run_case(c, sms, "split when few blocks");
+      bool decode_only = true;
+      for (const Seq& q : c.seqs) decode_only = decode_only && q.tokens == 1;
+      if (decode_only) {
+        run_case(c, 1, "one partition, new_last_only", true);
+        run_case(c, sms, "split, new_last_only", true);
+      }
     }
   }
 })

@@ -7,6 +7,7 @@
 // KV pressure, cancellation). bf16 weights and KV: logits within 1e-2 relative error.
 #include <sys/stat.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -213,8 +214,54 @@ const char* kQwen2 = R"({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 2
   "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 640,
   "max_position_embeddings": 2048, "rms_norm_eps": 1e-6, "tie_word_embeddings": true, "rope_theta": 1000000.0})";
 
+uint64_t lcg_next(uint64_t& state) {
+  state = state * 6364136223846793005ull + 1442695040888963407ull;
+  return state;
+}
+
 // The decode GEMV (kernels.h) on shapes that take each of its k-splits (1, 2, 4 warps per row pair), odd row counts
-// and up to 8 activation rows, against a double-precision product of the same bf16 values.
+// and up to 8 activation rows, against a double-precision product of the same bf16 values; and the same shapes
+// through gemv_rms (fp32 x normalised in the kernel) against rms_norm in double followed by the product.
+void gemv_rms_check(int64_t m, int64_t n, int64_t k, const std::vector<uint16_t>& w, const void* dw) {
+  uint64_t state = 7;
+  auto rnd = [&]() { return static_cast<float>(static_cast<int64_t>(lcg_next(state) >> 40) - (1 << 23)) / (1 << 23); };
+  std::vector<float> x(static_cast<size_t>(m * k)), g(static_cast<size_t>(k));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t t = 0; t < k; ++t) x[static_cast<size_t>(i * k + t)] = rnd() * static_cast<float>(i + 1);  // row scales differ
+  for (auto& v : g) v = 1.0f + 0.5f * rnd();
+  const float eps = 1e-5f;
+  void *dx = nullptr, *dg = nullptr, *dy = nullptr;
+  cudaMalloc(&dx, x.size() * 4);
+  cudaMalloc(&dg, g.size() * 4);
+  cudaMalloc(&dy, static_cast<size_t>(m * n) * 4);
+  cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dg, g.data(), g.size() * 4, cudaMemcpyHostToDevice);
+  cuda::gemv_rms(m, n, k, static_cast<const float*>(dx), static_cast<const float*>(dg), eps, dw, cuda::DType::bf16, dy,
+                 true, n, nullptr);
+  std::vector<float> y(static_cast<size_t>(m * n)), want(y.size());
+  cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost);
+  cudaFree(dx);
+  cudaFree(dg);
+  cudaFree(dy);
+  for (int64_t i = 0; i < m; ++i) {
+    double ss = 0;
+    for (int64_t t = 0; t < k; ++t) ss += static_cast<double>(x[static_cast<size_t>(i * k + t)]) * x[static_cast<size_t>(i * k + t)];
+    const double inv = 1.0 / std::sqrt(ss / static_cast<double>(k) + eps);
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t t = 0; t < k; ++t)
+        acc += static_cast<double>(x[static_cast<size_t>(i * k + t)]) * inv * g[static_cast<size_t>(t)] *
+               bf16_to_f32(w[static_cast<size_t>(j * k + t)]);
+      want[static_cast<size_t>(i * n + j)] = static_cast<float>(acc);
+    }
+  }
+  const double err = rel_err(y.data(), want.data(), y.size());
+  std::printf("gemv_rms m %lld n %lld k %lld: rel err %.2e\n", static_cast<long long>(m), static_cast<long long>(n),
+              static_cast<long long>(k), err);
+  CHECK_MSG(err < 1e-5, "gemv_rms m %lld n %lld k %lld: %.3e", static_cast<long long>(m), static_cast<long long>(n),
+            static_cast<long long>(k), err);
+}
+
 void gemv_checks() {
   struct Shape { int64_t m, n, k; bool accumulate; };
   for (const Shape& sh : {Shape{1, 28672, 4096, false}, Shape{1, 4096, 4096, false}, Shape{3, 4096, 14336, true},
@@ -222,8 +269,7 @@ void gemv_checks() {
     std::vector<uint16_t> x(static_cast<size_t>(sh.m * sh.k)), w(static_cast<size_t>(sh.n * sh.k));
     uint64_t state = 99;
     auto rnd = [&]() {
-      state = state * 6364136223846793005ull + 1442695040888963407ull;
-      return static_cast<float>(static_cast<int64_t>(state >> 40) - (1 << 23)) / static_cast<float>(1 << 23);
+      return static_cast<float>(static_cast<int64_t>(lcg_next(state) >> 40) - (1 << 23)) / static_cast<float>(1 << 23);
     };
     for (auto& v : x) v = f32_to_bf16(rnd());
     for (auto& v : w) v = f32_to_bf16(rnd() * 0.05f);
@@ -239,6 +285,7 @@ void gemv_checks() {
     cuda::gemv(sh.m, sh.n, sh.k, dx, dw, cuda::DType::bf16, dy, true, sh.n, sh.accumulate, nullptr);
     std::vector<float> y(y0.size());
     cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost);
+    gemv_rms_check(sh.m, sh.n, sh.k, w, dw);
     cudaFree(dx);
     cudaFree(dw);
     cudaFree(dy);

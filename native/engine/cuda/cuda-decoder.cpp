@@ -98,6 +98,7 @@ CudaDecoder::CudaDecoder(const ModelConfig& config, const DecoderSpec& spec, con
   check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   gemm_ = std::make_unique<Gemm>(stream_);
   if (const char* g = std::getenv("TRTLLM_CUDA_GRAPHS")) graphs_enabled_ = std::string(g) != "0";
+  if (const char* f = std::getenv("TRTLLM_CUDA_FUSE_NORM")) fuse_norm_ = std::string(f) != "0";
   num_heads_ = layout_.local_heads();
   num_kv_heads_ = layout_.local_kv_heads();
   num_layers_ = layout_.local_layers();
@@ -353,6 +354,14 @@ void CudaDecoder::linear(const DLinear& l, const void* x, int64_t rows, void* y,
   gemm_->xwt(rows, l.out, l.in, x, l.w.get(), dt_, y, y_f32, l.out, accumulate);
 }
 
+void CudaDecoder::norm_linear(const DNorm& n, const float* x, int64_t rows, const DLinear& l, void* y, bool y_f32) {
+  if (fuse_norm_ && n.bias() == nullptr &&
+      gemm_->xwt_rms(rows, l.out, l.in, x, n.w.as<float>(), config_.norm_eps, l.w.get(), dt_, y, y_f32, l.out))
+    return;
+  norm(x, xn_.get(), dt_, rows, config_.hidden_size, n.w.as<float>(), n.bias(), config_.norm_eps, stream_);
+  linear(l, xn_.get(), rows, y, y_f32, false);
+}
+
 void CudaDecoder::all_reduce(float* x, size_t n) {
   if (tp_.size() == 1) return;
   tp_dev_->all_reduce_sum(x, n, stream_);
@@ -500,9 +509,11 @@ void CudaDecoder::forward(const std::vector<SequenceChunk>& chunks, ForwardOutpu
 
   // A decode batch (one token per sequence, last-row logits only) on a single GPU replays a CUDA graph captured
   // for its batch size and context bucket: one launch instead of ~10 per layer.
+  bool one_token_each = true;
+  for (const SequenceChunk& ch : chunks) one_token_each = one_token_each && ch.tokens.size() == 1;
   bool graph = graphs_enabled_ && tp_.size() == 1 && pp_.size() == 1 && R == T && T <= cap_logit_rows_ &&
-               table_entries <= kGraphTableEntries;
-  for (const SequenceChunk& ch : chunks) graph = graph && ch.tokens.size() == 1 && !ch.all_logits;
+               table_entries <= kGraphTableEntries && one_token_each;
+  for (const SequenceChunk& ch : chunks) graph = graph && !ch.all_logits;
 
   // Per-row metadata, one pinned block and one copy. A graph's layout depends on the batch size alone.
   const MetaLayout ml = meta_layout(T, R, graph ? kGraphTableEntries : table_entries);
@@ -565,7 +576,8 @@ void CudaDecoder::forward(const std::vector<SequenceChunk>& chunks, ForwardOutpu
                   n_groups_all,
                   n_groups_last,
                   d_out_rows,
-                  d_tables};
+                  d_tables,
+                  one_token_each};
   if (!graph) {
     enqueue_layers(meta, T, R, max_ctx);
     if (layout_.last_stage() || layout_.leader()) {
@@ -684,8 +696,7 @@ void CudaDecoder::enqueue_layers(const Meta& m, int64_t T, int64_t R, int32_t ma
     char* k_pool = kv_.as<char>() + static_cast<size_t>(2 * l) * layer_elems * es;
     char* v_pool = k_pool + layer_elems * es;
 
-    norm(x, xn, dt_, T, H, lw.attn_norm.w.as<float>(), lw.attn_norm.bias(), config_.norm_eps, stream_);
-    linear(lw.qkv, xn, T, qkv, true, false);
+    norm_linear(lw.attn_norm, x, T, lw.qkv, qkv, true);
     rope_and_write_kv(qkv, T, qkv_w, lw.qkv.bias(), num_heads_, num_kv_heads_, hd, d_positions,
                       spec_.rope ? inv_freq_.as<float>() : nullptr, k_pool, v_pool, dt_, d_kv_dst, tokens_per_block_,
                       stream_);
@@ -704,6 +715,7 @@ void CudaDecoder::enqueue_layers(const Meta& m, int64_t T, int64_t R, int32_t ma
     a.out = attn;
     a.out_stride = q_dim_;
     a.max_ctx = max_ctx;
+    a.new_last_only = m.one_token_each;
     if (last) {
       // Only rows that produce logits matter past this point (K/V of every token are written), so the last
       // layer's attention, out projection and MLP run on those rows alone.
@@ -724,8 +736,7 @@ void CudaDecoder::enqueue_layers(const Meta& m, int64_t T, int64_t R, int32_t ma
     }
     row_parallel(lw.o, attn, rows, x);
 
-    norm(x, xn, dt_, rows, H, lw.mlp_norm.w.as<float>(), lw.mlp_norm.bias(), config_.norm_eps, stream_);
-    linear(lw.up, xn, rows, mlp, false, false);
+    norm_linear(lw.mlp_norm, x, rows, lw.up, mlp, false);
     if (spec_.gated_mlp)
       gated_activation(mlp, mlp_act, dt_, rows, inter_, act_, lw.up.bias(), stream_);
     else

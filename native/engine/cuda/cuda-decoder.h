@@ -80,6 +80,7 @@ class CudaDecoder : public Model {
     int32_t n_groups_all, n_groups_last;
     const int32_t* out_rows;
     const int32_t* tables;
+    bool one_token_each;  // every chunk is one token (a decode batch): AttnArgs::new_last_only
   };
   static constexpr int64_t kGraphTableEntries = 64 * 1024;  // block-table entries a graph's metadata holds
 
@@ -92,6 +93,9 @@ class CudaDecoder : public Model {
   void reserve(int64_t tokens, int64_t logit_rows);
   void make_device_comms();
   void linear(const DLinear& l, const void* x, int64_t rows, void* y, bool y_f32, bool accumulate);
+  // y = norm(x) · lᵀ: one fused GEMV on decode shapes with an RMSNorm (Gemm::xwt_rms), else the norm kernel into
+  // xn_ and linear().
+  void norm_linear(const DNorm& n, const float* x, int64_t rows, const DLinear& l, void* y, bool y_f32);
   void row_parallel(const DLinear& l, const void* x, int64_t rows, float* y);
   void all_reduce(float* x, size_t n);
   // Logits of rows [r0, r0 + n) of the final activations; on the leader, samples / copies them out.
@@ -141,6 +145,7 @@ class CudaDecoder : public Model {
   DeviceSampler sampler_;  // rows of sampled (not greedy) requests
   DeviceBuffer iota_;  // 0, 1, ..., cap_logit_rows_ - 1: the greedy rows of a graph
   bool graphs_enabled_ = true;
+  bool fuse_norm_ = true;  // norm_linear may fuse (TRTLLM_CUDA_FUSE_NORM=0: never, for comparison)
   std::map<uint64_t, cudaGraphExec_t> graphs_;  // by (batch size, context bucket)
 
   ForwardCommStats comm_stats_;

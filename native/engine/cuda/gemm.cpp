@@ -32,6 +32,16 @@ void Gemm::xwt(int64_t m, int64_t n, int64_t k, const void* x, const void* w, DT
   cublas(m, n, k, x, w, dt, y, y_f32, ldy, accumulate);
 }
 
+bool Gemm::xwt_rms(int64_t m, int64_t n, int64_t k, const float* x, const float* norm_w, float eps, const void* w,
+                   DType dt, void* y, bool y_f32, int64_t ldy) {
+  if (m == 0 || n == 0 || !use_gemv_ || !gemv_applicable(m, k)) return false;
+  // The choice is timed with x read as [m, k] of the model dtype (the fp32 rows hold twice that many bytes): the
+  // values do not change the time, and the fused kernel is the plain GEMV plus a few loads from L1.
+  if (!gemv_faster(m, n, k, x, w, dt, y_f32)) return false;
+  gemv_rms(m, n, k, x, norm_w, eps, w, dt, y, y_f32, ldy, stream_);
+  return true;
+}
+
 void Gemm::cublas(int64_t m, int64_t n, int64_t k, const void* x, const void* w, DType dt, void* y, bool y_f32,
                   int64_t ldy, bool accumulate) {
   // Row-major y[m, n] = x[m, k] · w[n, k]ᵀ is column-major yᵀ[n, m] = w[k, n]ᵀ · xᵀ[k, m].

@@ -26,6 +26,12 @@ class Gemm {
   void xwt(int64_t m, int64_t n, int64_t k, const void* x, const void* w, DType dt, void* y, bool y_f32, int64_t ldy,
            bool accumulate);
 
+  // y[m, n] = (rms_norm(x) * norm_w)[m, k] · w[n, k]ᵀ in one kernel (gemv_rms) when the engine's GEMV is the path
+  // xwt would take for this shape; x is fp32 (the residual stream). false: nothing enqueued, the caller normalises
+  // and calls xwt.
+  bool xwt_rms(int64_t m, int64_t n, int64_t k, const float* x, const float* norm_w, float eps, const void* w, DType dt,
+               void* y, bool y_f32, int64_t ldy);
+
   // false: every product through cuBLAS (the benchmark compares both paths).
   void set_use_gemv(bool on) { use_gemv_ = on; }
 

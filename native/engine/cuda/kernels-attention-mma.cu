@@ -3,7 +3,8 @@
 // of one sequence, attention-rows.h), one kv head and G of the query heads that read it: the 16 rows of the MMA tile
 // are those tokens x G heads, all reading the same keys and values, so each tile of keys / values is loaded into
 // shared memory once for all of them (a decode row fills G of the 16 rows, a prefill chunk all 16). Tiles of 64
-// positions are double-buffered with cp.async so the next tile's loads are in flight during this tile's math; each
+// positions are double-buffered with cp.async so the next tile's loads are in flight during this tile's math (the
+// first two tiles' older positions of a decode launch even before the programmatic-launch wait); each
 // of the 4 warps takes 16 positions of a tile with its own online softmax (log2 domain) and output accumulator, and
 // the warps' results are combined through shared memory at the end, or written as one partition of a split context
 // for the merge kernel (kernels-attention.cu). (Merging in the last partition block to finish, counted with atomics,
@@ -12,6 +13,7 @@
 #include <cuda_fp16.h>
 
 #include <cfloat>
+#include <climits>
 #include <string>
 
 #include "attention-launch.h"
@@ -23,9 +25,13 @@
 namespace engine::cuda {
 namespace {
 
-constexpr int kThreads = 128;
-constexpr int kWarps = kThreads / 32;
-constexpr int kTile = 64;   // positions per tile, 16 per warp
+// W warps per block, each taking 16 positions of a tile: W = 4 (tiles of 64) in general, W = 8 (tiles of 128,
+// `wide`) for small decode batches with contexts of up to two such tiles, left unsplit (plan_split in
+// kernels-attention.cu).
+template <int W>
+struct Shape {
+  static constexpr int kWarps = W, kThreads = 32 * W, kTile = 16 * W;
+};
 constexpr int kRows = 16;   // MMA tile rows: tokens x heads
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
@@ -75,18 +81,20 @@ template <int HD>
 __host__ __device__ constexpr int row_stride() {
   return HD + 8;  // elements: the 8 rows of an ldmatrix land on distinct banks
 }
-template <int HD>
+template <int HD, int W>
 constexpr size_t smem_bytes() {
+  constexpr int kWarps = Shape<W>::kWarps, kTile = Shape<W>::kTile;
   const size_t stages = size_t{2} * 2 * kTile * row_stride<HD>() * 2;  // 2 stages x (K, V), 2-byte elements
   const size_t combine = (size_t{kWarps} * kRows * HD + kWarps * kRows * 2) * sizeof(float);
   return stages > combine ? stages : combine;
 }
 
 // grid: (n_groups, n_kv * (group / G), partitions).
-template <typename T, int HD, int G>
-__global__ void __launch_bounds__(kThreads, 3)
+template <typename T, int HD, int G, int W>
+__global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
     attention_mma_kernel(AttnArgs a, int part_size, float* ws_out, float* ws_ms) {
   static_assert(kRows % G == 0, "tile rows are tokens x heads");
+  constexpr int kWarps = Shape<W>::kWarps, kThreads = Shape<W>::kThreads, kTile = Shape<W>::kTile;
   constexpr int RS = row_stride<HD>();
   constexpr int VPR = HD / 8;                       // 16-byte vectors per key / value row
   constexpr int LOADS = kTile * VPR / kThreads;     // per thread, per tile, for K and for V
@@ -96,8 +104,9 @@ __global__ void __launch_bounds__(kThreads, 3)
   extern __shared__ __align__(16) unsigned char smem[];
   T* stage_mem = reinterpret_cast<T*>(smem);  // [2 stages][K, V][kTile * RS]
 
-  pdl_wait();  // pdl.cuh
-  pdl_trigger();
+  // Everything up to the wait reads only what was in memory before this step's first kernel: the row metadata,
+  // and (new_last_only) the keys / values of positions before each row's last, written by earlier steps. Their
+  // loads are then in flight while the kernel before this one (the qkv product) finishes.
   const AttnGroup grp = a.groups[blockIdx.x];
   const int group = a.n_heads / a.n_kv, per_kv = group / G;
   const int kvh = blockIdx.y / per_kv;
@@ -105,12 +114,19 @@ __global__ void __launch_bounds__(kThreads, 3)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int qr = lane >> 2, qc = lane & 3;  // this lane's fragment rows (qr, qr + 8) and column pair
 
-  int gctx = 0;
-  for (int t = 0; t < grp.count; ++t) gctx = max(gctx, a.rows[grp.first + t].ctx);
+  int gctx = 0, oldest_new = INT_MAX;
+  for (int t = 0; t < grp.count; ++t) {
+    gctx = max(gctx, a.rows[grp.first + t].ctx);
+    oldest_new = min(oldest_new, a.rows[grp.first + t].ctx - 1);
+  }
   const int start = blockIdx.z * part_size;
-  if (start >= gctx) return;  // the whole group's contexts end before this partition (the merge skips it)
+  if (start >= gctx) {  // the whole group's contexts end before this partition (the merge skips it)
+    pdl_enter();
+    return;
+  }
   const int end = min(gctx, start + part_size);
-
+  // Positions [start, fresh) of the first two tiles load before the wait.
+  const int fresh = a.new_last_only ? max(start, min(oldest_new, end)) : start;
   // Tile row i is token i / G of the group, head h0 + i % G. Positions at or past `lim` are masked for it.
   int lim[2];
 #pragma unroll
@@ -118,6 +134,37 @@ __global__ void __launch_bounds__(kThreads, 3)
     const int t = (qr + 8 * h) / G;
     lim[h] = t < grp.count ? min(a.rows[grp.first + t].ctx, end) : 0;
   }
+  const T* k_pool = static_cast<const T*>(a.k_pool);
+  const T* v_pool = static_cast<const T*>(a.v_pool);
+  const int32_t* table = a.block_tables + a.rows[grp.first].table;
+  const int tpb = a.tokens_per_block;
+  const int64_t block_stride = static_cast<int64_t>(a.n_kv) * tpb * HD;
+  // Positions [from, to) of the tile at t0 into `stage` (zeros past the context: their values must not be NaN
+  // garbage, weight 0 x NaN), as one cp.async group.
+  auto load_tile = [&](int t0, int stage, int from, int to) {
+    T* ks = stage_mem + stage * 2 * kTile * RS;
+    T* vs = ks + kTile * RS;
+#pragma unroll
+    for (int j = 0; j < LOADS; ++j) {
+      const int v = tid + j * kThreads, p = v / VPR, c = v % VPR, pos = t0 + p;
+      if (pos < from || pos >= to) continue;
+      const bool ok = pos < end;
+      int64_t off = 0;
+      if (ok) off = static_cast<int64_t>(__ldg(table + pos / tpb)) * block_stride +
+                    (static_cast<int64_t>(kvh) * tpb + pos % tpb) * HD + c * 8;
+      copy16_async(&ks[p * RS + c * 8], k_pool + off, ok);
+      copy16_async(&vs[p * RS + c * 8], v_pool + off, ok);
+    }
+    cp_async_commit();
+  };
+  const int n_tiles = (end - start + kTile - 1) / kTile;
+  const int t1 = start + kTile;  // the second tile (if n_tiles > 1)
+  load_tile(start, 0, start, min(fresh, t1));
+  if (n_tiles > 1) load_tile(t1, 1, t1, min(fresh, t1 + kTile));
+  pdl_enter();  // pdl.cuh
+  load_tile(start, 0, min(fresh, t1), t1);
+  if (n_tiles > 1) load_tile(t1, 1, max(fresh, t1), t1 + kTile);
+
   // Q as MMA A fragments for every 16-dim step, in the model's dtype.
   uint32_t qf[KSTEPS][4];
 #pragma unroll
@@ -137,27 +184,6 @@ __global__ void __launch_bounds__(kThreads, 3)
         qf[ks][h + 2 * hi] = Mma<T>::pack(x0, x1);
       }
 
-  const T* k_pool = static_cast<const T*>(a.k_pool);
-  const T* v_pool = static_cast<const T*>(a.v_pool);
-  const int32_t* table = a.block_tables + a.rows[grp.first].table;
-  const int tpb = a.tokens_per_block;
-  const int64_t block_stride = static_cast<int64_t>(a.n_kv) * tpb * HD;
-  auto load_tile = [&](int t0, int stage) {
-    T* ks = stage_mem + stage * 2 * kTile * RS;
-    T* vs = ks + kTile * RS;
-#pragma unroll
-    for (int j = 0; j < LOADS; ++j) {
-      const int v = tid + j * kThreads, p = v / VPR, c = v % VPR, pos = t0 + p;
-      const bool ok = pos < end;  // zeros past the context: their values must not be NaN garbage (weight 0 x NaN)
-      int64_t off = 0;
-      if (ok) off = static_cast<int64_t>(__ldg(table + pos / tpb)) * block_stride +
-                    (static_cast<int64_t>(kvh) * tpb + pos % tpb) * HD + c * 8;
-      copy16_async(&ks[p * RS + c * 8], k_pool + off, ok);
-      copy16_async(&vs[p * RS + c * 8], v_pool + off, ok);
-    }
-    cp_async_commit();
-  };
-
   float o[NT][4];
 #pragma unroll
   for (int n = 0; n < NT; ++n)
@@ -166,13 +192,12 @@ __global__ void __launch_bounds__(kThreads, 3)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};  // running max (log2 units) and lane-partial sum per row
   const float scale = a.scale * kLog2e;
   const int pw = 16 * warp;  // this warp's positions within a tile
-  const int n_tiles = (end - start + kTile - 1) / kTile;
-
-  load_tile(start, 0);
   for (int it = 0; it < n_tiles; ++it) {
     const int t0 = start + it * kTile;
     if (it + 1 < n_tiles) {
-      load_tile(t0 + kTile, (it + 1) & 1);
+      // Tiles 0 and 1 are on their way; from tile 2 on, each is loaded one iteration ahead. The newest cp.async
+      // group is then always the next tile's (or part of it), so waiting for all but one completes this tile.
+      if (it >= 1) load_tile(t0 + kTile, (it + 1) & 1, t0 + kTile, t0 + 2 * kTile);
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
@@ -289,10 +314,10 @@ __global__ void __launch_bounds__(kThreads, 3)
   }
 }
 
-template <typename T, int HD, int G>
+template <typename T, int HD, int G, int W>
 void launch(const AttnArgs& a, int part_size, int parts, float* ws_out, float* ws_ms, cudaStream_t s) {
-  auto* kernel = attention_mma_kernel<T, HD, G>;
-  constexpr size_t smem = smem_bytes<HD>();
+  auto* kernel = attention_mma_kernel<T, HD, G, W>;
+  constexpr size_t smem = smem_bytes<HD, W>();
   if constexpr (smem > 48 * 1024) {
     static const cudaError_t opted = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                           static_cast<int>(smem));
@@ -301,18 +326,26 @@ void launch(const AttnArgs& a, int part_size, int parts, float* ws_out, float* w
   const int per_kv = (a.n_heads / a.n_kv) / G;
   const dim3 grid(static_cast<unsigned>(a.n_groups), static_cast<unsigned>(a.n_kv * per_kv),
                   static_cast<unsigned>(parts));
-  launch_pdl_smem(kernel, grid, dim3(kThreads), smem, s, a, part_size, ws_out, ws_ms);
+  launch_pdl_smem(kernel, grid, dim3(Shape<W>::kThreads), smem, s, a, part_size, ws_out, ws_ms);
+}
+
+template <typename T, int HD, int W>
+void launch_g(const AttnArgs& a, int part_size, int parts, float* ws_out, float* ws_ms, cudaStream_t s) {
+  switch (attention_mma_heads(a.n_heads / a.n_kv)) {
+    case 16: launch<T, HD, 16, W>(a, part_size, parts, ws_out, ws_ms, s); break;
+    case 8: launch<T, HD, 8, W>(a, part_size, parts, ws_out, ws_ms, s); break;
+    case 4: launch<T, HD, 4, W>(a, part_size, parts, ws_out, ws_ms, s); break;
+    case 2: launch<T, HD, 2, W>(a, part_size, parts, ws_out, ws_ms, s); break;
+    default: launch<T, HD, 1, W>(a, part_size, parts, ws_out, ws_ms, s); break;
+  }
 }
 
 template <typename T, int HD>
-void launch_hd(const AttnArgs& a, int part_size, int parts, float* ws_out, float* ws_ms, cudaStream_t s) {
-  switch (attention_mma_heads(a.n_heads / a.n_kv)) {
-    case 16: launch<T, HD, 16>(a, part_size, parts, ws_out, ws_ms, s); break;
-    case 8: launch<T, HD, 8>(a, part_size, parts, ws_out, ws_ms, s); break;
-    case 4: launch<T, HD, 4>(a, part_size, parts, ws_out, ws_ms, s); break;
-    case 2: launch<T, HD, 2>(a, part_size, parts, ws_out, ws_ms, s); break;
-    default: launch<T, HD, 1>(a, part_size, parts, ws_out, ws_ms, s); break;
+void launch_hd(const AttnArgs& a, int part_size, int parts, bool wide, float* ws_out, float* ws_ms, cudaStream_t s) {
+  if constexpr (HD >= 64) {
+    if (wide) return launch_g<T, HD, 8>(a, part_size, parts, ws_out, ws_ms, s);
   }
+  launch_g<T, HD, 4>(a, part_size, parts, ws_out, ws_ms, s);
 }
 
 }  // namespace
@@ -325,15 +358,18 @@ int attention_mma_heads(int group) {
   return 1;
 }
 
-void attention_mma(const AttnArgs& a, int part_size, int parts, float* ws_out, float* ws_ms, cudaStream_t s) {
+bool attention_mma_wide(int hd) { return hd == 64 || hd == 128; }
+
+void attention_mma(const AttnArgs& a, int part_size, int parts, bool wide, float* ws_out, float* ws_ms,
+                   cudaStream_t s) {
   if (a.groups == nullptr || a.n_groups < 1)
     throw EngineError(ErrorCode::internal, "CUDA attention: no row groups for " + std::to_string(a.n_rows) + " rows");
   ENGINE_DISPATCH_DTYPE(a.dt, {
     switch (a.head_dim) {
-      case 16: launch_hd<T, 16>(a, part_size, parts, ws_out, ws_ms, s); break;
-      case 32: launch_hd<T, 32>(a, part_size, parts, ws_out, ws_ms, s); break;
-      case 64: launch_hd<T, 64>(a, part_size, parts, ws_out, ws_ms, s); break;
-      default: launch_hd<T, 128>(a, part_size, parts, ws_out, ws_ms, s); break;
+      case 16: launch_hd<T, 16>(a, part_size, parts, wide, ws_out, ws_ms, s); break;
+      case 32: launch_hd<T, 32>(a, part_size, parts, wide, ws_out, ws_ms, s); break;
+      case 64: launch_hd<T, 64>(a, part_size, parts, wide, ws_out, ws_ms, s); break;
+      default: launch_hd<T, 128>(a, part_size, parts, wide, ws_out, ws_ms, s); break;
     }
   });
   check_launch("attention (tensor cores)");

@@ -53,8 +53,7 @@ __device__ __forceinline__ float apply_act(float x, Act act) {
 template <typename T>
 __global__ void embed_kernel(const int32_t* tokens, int64_t rows, const T* table, int64_t v0, int64_t nv, int64_t hidden,
                              float* x) {
-  pdl_wait();  // pdl.cuh
-  pdl_trigger();
+  pdl_enter();  // pdl.cuh
   const int64_t r = blockIdx.x;
   const int64_t local = static_cast<int64_t>(tokens[r]) - v0;
   float* xr = x + r * hidden;
@@ -76,8 +75,7 @@ constexpr int kNormCached = 4;  // float4s per thread kept in registers
 template <typename T>
 __global__ void norm_kernel(const float* __restrict__ x, T* __restrict__ out, int64_t dim, const float* __restrict__ w,
                             const float* __restrict__ b, float eps) {
-  pdl_wait();  // pdl.cuh
-  pdl_trigger();
+  pdl_enter();  // pdl.cuh
   __shared__ float scratch[32];
   const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
   T* o = out + static_cast<int64_t>(blockIdx.x) * dim;
@@ -132,8 +130,7 @@ __global__ void __launch_bounds__(kRopeThreads)
     rope_kv_kernel(float* __restrict__ qkv, int64_t stride, const float* __restrict__ bias, int32_t n_heads,
                    int32_t n_kv, int32_t hd, const int32_t* __restrict__ positions, const float* __restrict__ inv_freq,
                    T* __restrict__ k_pool, T* __restrict__ v_pool, const int64_t* __restrict__ kv_dst, int32_t tpb) {
-  pdl_wait();  // pdl.cuh
-  pdl_trigger();
+  pdl_enter();  // pdl.cuh
   const int64_t t = blockIdx.y;
   float* row = qkv + t * stride;
   const int32_t q_dim = n_heads * hd, kv_dim = n_kv * hd, half = hd / 2;
@@ -181,8 +178,7 @@ __global__ void __launch_bounds__(kRopeThreads)
 template <typename T, int V>
 __global__ void gated_kernel(const T* __restrict__ gu, T* __restrict__ out, int64_t inter, Act act,
                              const float* __restrict__ b) {
-  pdl_wait();  // pdl.cuh
-  pdl_trigger();
+  pdl_enter();  // pdl.cuh
   const int64_t r = blockIdx.y;
   const int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
   if (i >= inter) return;
@@ -231,8 +227,7 @@ __global__ void add_bias_kernel(float* y, const float* b, int64_t rows, int64_t 
 }
 
 __global__ void gather_rows_kernel(const float* src, const int32_t* idx, float* dst, int64_t n) {
-  pdl_wait();  // pdl.cuh
-  pdl_trigger();
+  pdl_enter();  // pdl.cuh
   const float* s = src + static_cast<int64_t>(idx[blockIdx.x]) * n;
   float* d = dst + static_cast<int64_t>(blockIdx.x) * n;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) d[i] = s[i];

@@ -22,8 +22,7 @@ __device__ __forceinline__ void better(float& v, int& i, float ov, int oi) {
 
 __global__ void __launch_bounds__(kThreads) greedy_kernel(const float* logits, const int32_t* rows_idx, int64_t vocab,
                                                           int32_t* token, float* log_prob) {
-  pdl_wait();  // pdl.cuh
-  pdl_trigger();
+  pdl_enter();  // pdl.cuh
   __shared__ float sv[32];
   __shared__ int si[32];
   __shared__ float ssum[32];

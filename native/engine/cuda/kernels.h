@@ -68,6 +68,9 @@ struct AttnArgs {
   void* out;  // [n_rows, out_stride] (T), head h at h * head_dim
   int64_t out_stride;
   int32_t max_ctx;  // largest ctx of any row (sizes the split into partitions)
+  // Every row's context gained only its last position in this step (one token per sequence), so the keys and
+  // values before it were written by earlier steps and may be read before the previous kernel finished.
+  bool new_last_only;
 };
 // How many consecutive rows of one sequence a thread block serves together for this head layout (the `per_group`
 // of group_attention_rows): 16 / (query heads per block) on the tensor-core path, 1 on the SIMT one.
@@ -92,6 +95,10 @@ constexpr int32_t kGemvMaxRows = 8;
 bool gemv_applicable(int64_t m, int64_t k);
 void gemv(int64_t m, int64_t n, int64_t k, const void* x, const void* w, DType dt, void* y, bool y_is_f32, int64_t ldy,
           bool accumulate, cudaStream_t s);
+// The same product of rms_norm(x) * norm_w (fp32 x [m, k], the residual stream; norm_w fp32 [k]) in one kernel,
+// with the norm kernel's math except that the normalised x is never rounded to T.
+void gemv_rms(int64_t m, int64_t n, int64_t k, const float* x, const float* norm_w, float eps, const void* w, DType dt,
+              void* y, bool y_is_f32, int64_t ldy, cudaStream_t s);
 
 // --- sampling (kernels-sampling.cu) ---
 // For each i < n: row = logits + rows_idx[i] * vocab; token[i] = argmax (lowest id on ties), log_prob[i] =

@@ -28,6 +28,15 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
+// The entry of a kernel that reads what earlier kernels wrote: wait, then let the next kernel be scheduled.
+// (Triggering before the wait is also correct — the next kernel's wait still returns only after this one
+// completed — but it let waiting blocks of later kernels hold the SMs: a batch-1 decode step took 4.96 ms instead
+// of 4.48 on an H200.)
+__device__ __forceinline__ void pdl_enter() {
+  pdl_wait();
+  pdl_trigger();
+}
+
 // 1 on, 0 off, -1 not decided yet (then: on for compute capability 9+ unless TRTLLM_CUDA_PDL=0). kernels.h's
 // set_pdl() changes it (the benchmark's with / without comparison).
 inline std::atomic<int>& pdl_state() {
