@@ -90,7 +90,10 @@ constexpr size_t smem_bytes() {
 }
 
 // grid: (n_groups, n_kv * (group / G), partitions).
-template <typename T, int HD, int G, int W>
+// EARLY (decode launches of small batches, a.new_last_only): the first two tiles' older positions are requested
+// before the programmatic-launch wait. (Built separately: the same code with EARLY a runtime choice made the
+// batch-256 decode step 5 % slower.)
+template <typename T, int HD, int G, int W, bool EARLY>
 __global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
     attention_mma_kernel(AttnArgs a, int part_size, float* ws_out, float* ws_ms) {
   static_assert(kRows % G == 0, "tile rows are tokens x heads");
@@ -104,9 +107,10 @@ __global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
   extern __shared__ __align__(16) unsigned char smem[];
   T* stage_mem = reinterpret_cast<T*>(smem);  // [2 stages][K, V][kTile * RS]
 
-  // Everything up to the wait reads only what was in memory before this step's first kernel: the row metadata,
-  // and (new_last_only) the keys / values of positions before each row's last, written by earlier steps. Their
-  // loads are then in flight while the kernel before this one (the qkv product) finishes.
+  // EARLY: everything up to the wait reads only what was in memory before this step's first kernel: the row
+  // metadata, and the keys / values of positions before each row's last, written by earlier steps. Their loads
+  // are then in flight while the kernel before this one finishes.
+  if constexpr (!EARLY) pdl_enter();  // pdl.cuh
   const AttnGroup grp = a.groups[blockIdx.x];
   const int group = a.n_heads / a.n_kv, per_kv = group / G;
   const int kvh = blockIdx.y / per_kv;
@@ -121,12 +125,12 @@ __global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
   }
   const int start = blockIdx.z * part_size;
   if (start >= gctx) {  // the whole group's contexts end before this partition (the merge skips it)
-    pdl_enter();
+    if constexpr (EARLY) pdl_enter();
     return;
   }
   const int end = min(gctx, start + part_size);
   // Positions [start, fresh) of the first two tiles load before the wait.
-  const int fresh = a.new_last_only ? max(start, min(oldest_new, end)) : start;
+  const int fresh = max(start, min(oldest_new, end));
   // Tile row i is token i / G of the group, head h0 + i % G. Positions at or past `lim` are masked for it.
   int lim[2];
 #pragma unroll
@@ -144,10 +148,12 @@ __global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
   auto load_tile = [&](int t0, int stage, int from, int to) {
     T* ks = stage_mem + stage * 2 * kTile * RS;
     T* vs = ks + kTile * RS;
-#pragma unroll
+#pragma unroll(EARLY ? 4 : LOADS)  // (fully unrolled, the EARLY kernels of head size 128 spill registers)
     for (int j = 0; j < LOADS; ++j) {
       const int v = tid + j * kThreads, p = v / VPR, c = v % VPR, pos = t0 + p;
-      if (pos < from || pos >= to) continue;
+      if constexpr (EARLY) {  // (the whole tile otherwise)
+        if (pos < from || pos >= to) continue;
+      }
       const bool ok = pos < end;
       int64_t off = 0;
       if (ok) off = static_cast<int64_t>(__ldg(table + pos / tpb)) * block_stride +
@@ -159,11 +165,15 @@ __global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
   };
   const int n_tiles = (end - start + kTile - 1) / kTile;
   const int t1 = start + kTile;  // the second tile (if n_tiles > 1)
-  load_tile(start, 0, start, min(fresh, t1));
-  if (n_tiles > 1) load_tile(t1, 1, t1, min(fresh, t1 + kTile));
-  pdl_enter();  // pdl.cuh
-  load_tile(start, 0, min(fresh, t1), t1);
-  if (n_tiles > 1) load_tile(t1, 1, max(fresh, t1), t1 + kTile);
+  if constexpr (EARLY) {
+    load_tile(start, 0, start, min(fresh, t1));
+    if (n_tiles > 1) load_tile(t1, 1, t1, min(fresh, t1 + kTile));
+    pdl_enter();  // pdl.cuh
+    load_tile(start, 0, min(fresh, t1), t1);
+    if (n_tiles > 1) load_tile(t1, 1, max(fresh, t1), t1 + kTile);
+  } else {
+    load_tile(start, 0, start, t1);
+  }
 
   // Q as MMA A fragments for every 16-dim step, in the model's dtype.
   uint32_t qf[KSTEPS][4];
@@ -195,9 +205,9 @@ __global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
   for (int it = 0; it < n_tiles; ++it) {
     const int t0 = start + it * kTile;
     if (it + 1 < n_tiles) {
-      // Tiles 0 and 1 are on their way; from tile 2 on, each is loaded one iteration ahead. The newest cp.async
-      // group is then always the next tile's (or part of it), so waiting for all but one completes this tile.
-      if (it >= 1) load_tile(t0 + kTile, (it + 1) & 1, t0 + kTile, t0 + 2 * kTile);
+      // Each tile is loaded one iteration ahead (EARLY: tiles 0 and 1 are on their way already). The newest
+      // cp.async group is then always the next tile's (or part of it): waiting for all but one completes this one.
+      if (!EARLY || it >= 1) load_tile(t0 + kTile, (it + 1) & 1, t0 + kTile, t0 + 2 * kTile);
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
@@ -314,9 +324,9 @@ __global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
   }
 }
 
-template <typename T, int HD, int G, int W>
+template <typename T, int HD, int G, int W, bool EARLY>
 void launch(const AttnArgs& a, int part_size, int parts, float* ws_out, float* ws_ms, cudaStream_t s) {
-  auto* kernel = attention_mma_kernel<T, HD, G, W>;
+  auto* kernel = attention_mma_kernel<T, HD, G, W, EARLY>;
   constexpr size_t smem = smem_bytes<HD, W>();
   if constexpr (smem > 48 * 1024) {
     static const cudaError_t opted = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -329,23 +339,26 @@ void launch(const AttnArgs& a, int part_size, int parts, float* ws_out, float* w
   launch_pdl_smem(kernel, grid, dim3(Shape<W>::kThreads), smem, s, a, part_size, ws_out, ws_ms);
 }
 
-template <typename T, int HD, int W>
+template <typename T, int HD, int W, bool EARLY>
 void launch_g(const AttnArgs& a, int part_size, int parts, float* ws_out, float* ws_ms, cudaStream_t s) {
   switch (attention_mma_heads(a.n_heads / a.n_kv)) {
-    case 16: launch<T, HD, 16, W>(a, part_size, parts, ws_out, ws_ms, s); break;
-    case 8: launch<T, HD, 8, W>(a, part_size, parts, ws_out, ws_ms, s); break;
-    case 4: launch<T, HD, 4, W>(a, part_size, parts, ws_out, ws_ms, s); break;
-    case 2: launch<T, HD, 2, W>(a, part_size, parts, ws_out, ws_ms, s); break;
-    default: launch<T, HD, 1, W>(a, part_size, parts, ws_out, ws_ms, s); break;
+    case 16: launch<T, HD, 16, W, EARLY>(a, part_size, parts, ws_out, ws_ms, s); break;
+    case 8: launch<T, HD, 8, W, EARLY>(a, part_size, parts, ws_out, ws_ms, s); break;
+    case 4: launch<T, HD, 4, W, EARLY>(a, part_size, parts, ws_out, ws_ms, s); break;
+    case 2: launch<T, HD, 2, W, EARLY>(a, part_size, parts, ws_out, ws_ms, s); break;
+    default: launch<T, HD, 1, W, EARLY>(a, part_size, parts, ws_out, ws_ms, s); break;
   }
 }
 
 template <typename T, int HD>
 void launch_hd(const AttnArgs& a, int part_size, int parts, bool wide, float* ws_out, float* ws_ms, cudaStream_t s) {
   if constexpr (HD >= 64) {
-    if (wide) return launch_g<T, HD, 8>(a, part_size, parts, ws_out, ws_ms, s);
+    if (wide) return launch_g<T, HD, 8, true>(a, part_size, parts, ws_out, ws_ms, s);  // wide implies new_last_only
   }
-  launch_g<T, HD, 4>(a, part_size, parts, ws_out, ws_ms, s);
+  if (a.new_last_only)
+    launch_g<T, HD, 4, true>(a, part_size, parts, ws_out, ws_ms, s);
+  else
+    launch_g<T, HD, 4, false>(a, part_size, parts, ws_out, ws_ms, s);
 }
 
 }  // namespace

@@ -248,8 +248,9 @@ Split choose_split(int64_t blocks, int32_t max_ctx, int num_sms) {
 // A small decode batch (a launch that would split) whose contexts fit two tiles of the 8-warp tensor-core block
 // (256 positions) takes that block unsplit: its keys and values are read before the qkv kernel has finished
 // (new_last_only), and neither partitions nor the merge kernel are needed. Measured on an H200 (Llama-3-8B shape,
-// 128-token prompt): batch 1 0.05 ms and batch 8 0.11 ms faster per step than splitting; at 1,000 or 4,000
-// positions the 4-warp blocks over many partitions stay faster, so longer contexts still split.
+// 128-token prompt) against splitting with the same early reads: batch 8 0.06-0.12 ms faster per step, batch 1
+// within the run-to-run spread; at 1,000 or 4,000 positions the 4-warp blocks over many partitions stay faster
+// (batch 1 at 1,000: 4.62 against 4.76 ms), so longer contexts still split.
 constexpr int kWideMaxCtx = 256;
 bool use_wide(const AttnArgs& a, int64_t blocks, int num_sms) {
   return a.new_last_only && attention_mma_wide(a.head_dim) && a.max_ctx <= kWideMaxCtx &&
@@ -325,10 +326,16 @@ void attention(const AttnArgs& a, float* workspace, int32_t num_sms, cudaStream_
   const Split sp = plan_split(a, num_sms);
   float* ws_out = workspace;
   float* ws_ms = workspace + static_cast<int64_t>(a.n_rows) * a.n_heads * sp.parts * a.head_dim;
-  if (attention_mma_supports(a.head_dim))
-    attention_mma(a, sp.part_size, sp.parts, use_wide(a, blocks_per_part(a), num_sms), ws_out, ws_ms, s);
-  else
+  if (attention_mma_supports(a.head_dim)) {
+    // Reading keys / values before the wait (the EARLY kernels) only for small batches: batch 64 / 256 of the 8B
+    // shape were 1-5 % slower with it in a build that chose at run time, and are unchanged with the plain kernel.
+    const int64_t blocks = blocks_per_part(a);
+    AttnArgs b = a;
+    b.new_last_only = a.new_last_only && blocks < 2 * static_cast<int64_t>(num_sms);
+    attention_mma(b, sp.part_size, sp.parts, use_wide(a, blocks, num_sms), ws_out, ws_ms, s);
+  } else {
     ENGINE_DISPATCH_DTYPE(a.dt, (launch_hd<T, 256>(a, sp, ws_out, ws_ms, s)));
+  }
   if (sp.parts > 1) {
     ENGINE_DISPATCH_DTYPE(a.dt, (launch_pdl(merge_kernel<T>, dim3(static_cast<unsigned>(a.n_rows),
                                                                   static_cast<unsigned>(a.n_heads)),
