@@ -3,7 +3,9 @@
 // in one launch, scrambled blocks of 16 and 32 tokens, contexts from 1 to 1,000 positions, with and without the
 // split of contexts into partitions, and peaked scores (the online softmax's rescaling across tiles and warps).
 // Every pool slot no row may read holds NaN: a read past a context shows up in the output. Each launch runs twice
-// on one workspace and must give the same values.
+// on one workspace and must give the same values. Decode batches also run with this step's keys and values still in
+// the qkv rows (AttnArgs::fresh: biased, rotated and written by attention() itself, inside the attention kernel for
+// small batches): their pool slots start as NaN and must come out as the host's rotation rounded to the dtype.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -45,9 +47,14 @@ struct Case {
   float q_scale;  // > 1: peaked scores
 };
 
+// Where this step's keys and values are: already in the pools, or in the qkv rows with rotation and bias, or in
+// the qkv rows with a bias and no rotation (learned position embeddings).
+enum class Fresh { none, rope, plain };
+
 // new_last_only: the launch is told each row's last position is the only one written this step (decode), which
 // lets the kernel read the older keys / values before its wait and take the wide block for small batches.
-void run_case(const Case& c, int num_sms, const char* split_label, bool new_last_only = false) {
+void run_case(const Case& c, int num_sms, const char* split_label, bool new_last_only = false,
+              Fresh fresh = Fresh::none) {
   const int64_t hd = c.hd, kv_dim = static_cast<int64_t>(c.n_kv) * hd;
   const int64_t q_stride = static_cast<int64_t>(c.n_heads) * hd + 2 * kv_dim;  // q, k, v as the decoder's qkv rows
   const int64_t out_stride = static_cast<int64_t>(c.n_heads) * hd + 8;         // 8 spare columns must stay untouched
@@ -94,6 +101,55 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
     }
   }
   const int32_t n_rows = static_cast<int32_t>(rows.size());
+
+  // Fresh: each row's own (last) position leaves the pools (NaN) for raw k, v in its qkv row; q, k, v get a bias and
+  // (Fresh::rope) the rotation by the row's position, as the CPU backend computes it. qref: the q the reference uses.
+  std::vector<float> qref = q, bias, inv_freq;
+  std::vector<int32_t> positions;
+  std::vector<int64_t> kv_dst;
+  std::vector<size_t> new_slots;  // pool elements this launch must write
+  std::vector<uint16_t> want_k = kpool, want_v = vpool;  // the pools after the launch
+  if (fresh != Fresh::none) {
+    const int64_t q_dim = static_cast<int64_t>(c.n_heads) * hd, half = hd / 2;
+    for (int64_t j = 0; j < q_stride; ++j) bias.push_back(rng.grid() / 4);
+    if (fresh == Fresh::rope)
+      for (int64_t i = 0; i < half; ++i)
+        inv_freq.push_back(1.0f / std::pow(500000.0f, static_cast<float>(2 * i) / static_cast<float>(hd)));
+    for (int32_t r = 0; r < n_rows; ++r) {
+      const cuda::AttnRow& row = rows[static_cast<size_t>(r)];
+      const int32_t p = row.ctx - 1;
+      positions.push_back(p);
+      kv_dst.push_back(static_cast<int64_t>(tables[static_cast<size_t>(row.table + p / c.tpb)]) * block_elems +
+                       static_cast<int64_t>(p % c.tpb) * hd);
+      float* in = &q[static_cast<size_t>(r * q_stride)];
+      for (int64_t j = q_dim; j < q_stride; ++j) in[j] = rng.grid();
+      std::vector<float> x(static_cast<size_t>(q_stride));
+      for (int64_t j = 0; j < q_stride; ++j) x[static_cast<size_t>(j)] = in[j] + bias[static_cast<size_t>(j)];
+      if (fresh == Fresh::rope)
+        for (int64_t h = 0; h < c.n_heads + c.n_kv; ++h)
+          for (int64_t i = 0; i < half; ++i) {
+            const float angle = static_cast<float>(p) * inv_freq[static_cast<size_t>(i)];
+            const float cs = static_cast<float>(std::cos(static_cast<double>(angle)));
+            const float sn = static_cast<float>(std::sin(static_cast<double>(angle)));
+            float& a = x[static_cast<size_t>(h * hd + i)];
+            float& b = x[static_cast<size_t>(h * hd + i + half)];
+            const float ra = a * cs - b * sn, rb = b * cs + a * sn;
+            a = ra;
+            b = rb;
+          }
+      for (int64_t j = 0; j < q_dim; ++j) qref[static_cast<size_t>(r * q_stride + j)] = x[static_cast<size_t>(j)];
+      for (int32_t h = 0; h < c.n_kv; ++h)
+        for (int64_t d = 0; d < hd; ++d) {
+          const size_t at = static_cast<size_t>(kv_dst.back() + static_cast<int64_t>(h) * c.tpb * hd + d);
+          want_k[at] = to_bits(x[static_cast<size_t>(q_dim + h * hd + d)], c.dt);
+          want_v[at] = to_bits(x[static_cast<size_t>(q_dim + c.n_kv * hd + h * hd + d)], c.dt);
+          kref[at] = from_bits(want_k[at], c.dt);
+          vref[at] = from_bits(want_v[at], c.dt);
+          kpool[at] = vpool[at] = nan_bits;
+          new_slots.push_back(at);
+        }
+    }
+  }
   std::vector<cuda::AttnGroup> groups(rows.size());
   const int32_t n_groups = cuda::group_attention_rows(
       rows.data(), n_rows, cuda::attention_rows_per_group(c.n_heads, c.n_kv, c.hd), groups.data());
@@ -114,7 +170,7 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
       for (int32_t p = 0; p < row.ctx; ++p) {
         double dot = 0;
         for (int64_t d = 0; d < hd; ++d)
-          dot += static_cast<double>(q[static_cast<size_t>(row.q_row * q_stride + h * hd + d)]) *
+          dot += static_cast<double>(qref[static_cast<size_t>(row.q_row * q_stride + h * hd + d)]) *
                  kref[static_cast<size_t>(slot(p) + d)];
         w[static_cast<size_t>(p)] = dot * scale;
         mx = std::max(mx, w[static_cast<size_t>(p)]);
@@ -130,6 +186,16 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
   }
 
   void *d_q, *d_k, *d_v, *d_rows, *d_groups, *d_tables, *d_out, *d_ws = nullptr;
+  void *d_bias = nullptr, *d_inv = nullptr, *d_pos = nullptr, *d_dst = nullptr;
+  auto upload = [](void** d, const void* h, size_t bytes) {
+    if (bytes == 0) return;
+    cudaMalloc(d, bytes);
+    cudaMemcpy(*d, h, bytes, cudaMemcpyHostToDevice);
+  };
+  upload(&d_bias, bias.data(), bias.size() * 4);
+  upload(&d_inv, inv_freq.data(), inv_freq.size() * 4);
+  upload(&d_pos, positions.data(), positions.size() * 4);
+  upload(&d_dst, kv_dst.data(), kv_dst.size() * 8);
   cudaMalloc(&d_q, q.size() * 4);
   cudaMalloc(&d_k, kpool.size() * 2);
   cudaMalloc(&d_v, vpool.size() * 2);
@@ -146,7 +212,7 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
   cudaMemset(d_out, 0x5a, static_cast<size_t>(n_rows * out_stride) * 2);
 
   cuda::AttnArgs a{};
-  a.q = static_cast<const float*>(d_q);
+  a.q = static_cast<float*>(d_q);
   a.q_stride = q_stride;
   a.k_pool = d_k;
   a.v_pool = d_v;
@@ -165,6 +231,9 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
   a.out_stride = out_stride;
   a.max_ctx = max_ctx;
   a.new_last_only = new_last_only;
+  if (fresh != Fresh::none)
+    a.fresh = cuda::NewKv{n_rows, static_cast<const float*>(d_bias), static_cast<const int32_t*>(d_pos),
+                          static_cast<const float*>(d_inv), static_cast<const int64_t*>(d_dst)};
   const size_t ws = cuda::attention_workspace_floats(a, num_sms);
   const size_t bound = cuda::attention_workspace_bound(c.n_heads, c.n_kv, c.hd, num_sms);
   if (ws > 0) {
@@ -176,6 +245,7 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
   std::vector<uint16_t> out(static_cast<size_t>(n_rows * out_stride)), again(out.size());
   try {
     for (std::vector<uint16_t>* dst : {&out, &again}) {
+      cudaMemcpy(d_q, q.data(), q.size() * 4, cudaMemcpyHostToDevice);  // (rope_and_write_kv rotates q in place)
       cuda::attention(a, static_cast<float*>(d_ws), num_sms, nullptr);
       const cudaError_t e = cudaDeviceSynchronize();
       if (e != cudaSuccess) throw std::runtime_error(cudaGetErrorString(e));
@@ -186,7 +256,28 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
   }
   CHECK_MSG(out == again, "attention heads %d/%d hd %d %s: a second launch gave other values", c.n_heads, c.n_kv,
             c.hd, split_label);
-  for (void* p : {d_q, d_k, d_v, d_rows, d_groups, d_tables, d_out, d_ws}) cudaFree(p);
+  // The pools afterwards: the new slots as the host rounded them (one unit in the last place apart at most: the
+  // device may fuse a multiply-add the host rounds twice), every other slot as it was.
+  std::vector<uint16_t> kafter(kpool.size()), vafter(vpool.size());
+  cudaMemcpy(kafter.data(), d_k, kafter.size() * 2, cudaMemcpyDeviceToHost);
+  cudaMemcpy(vafter.data(), d_v, vafter.size() * 2, cudaMemcpyDeviceToHost);
+  size_t off_slots = 0, far_new = 0;
+  const float ulp = c.dt == cuda::DType::bf16 ? 1.0f / 128 : 1.0f / 1024;  // relative, with room for rounding
+  auto far = [&](uint16_t x, uint16_t y) {
+    const float fx = from_bits(x, c.dt), fy = from_bits(y, c.dt);
+    return !(std::fabs(fx - fy) <= ulp * std::fmax(std::fabs(fx), std::fabs(fy)) + 1e-6f);
+  };
+  for (size_t at : new_slots) {
+    far_new += far(kafter[at], want_k[at]) || far(vafter[at], want_v[at]);
+    kafter[at] = want_k[at];
+    vafter[at] = want_v[at];
+  }
+  for (size_t i = 0; i < kafter.size(); ++i) off_slots += kafter[i] != want_k[i] || vafter[i] != want_v[i];
+  CHECK_MSG(far_new == 0, "attention heads %d/%d hd %d %s: %zu new key / value slots differ from the host's", c.n_heads,
+            c.n_kv, c.hd, split_label, far_new);
+  CHECK_MSG(off_slots == 0, "attention heads %d/%d hd %d %s: %zu pool slots changed that are not this step's",
+            c.n_heads, c.n_kv, c.hd, split_label, off_slots);
+  for (void* p : {d_q, d_k, d_v, d_rows, d_groups, d_tables, d_out, d_ws, d_bias, d_inv, d_pos, d_dst}) cudaFree(p);
 
   std::vector<float> got(want.size());
   bool spare_kept = true;
@@ -245,6 +336,11 @@ TEST_MAIN({
       if (decode_only) {
         run_case(c, 1, "one partition, new_last_only", true);
         run_case(c, sms, "split, new_last_only", true);
+        // This step's keys / values from the qkv rows: through rope_and_write_kv (num_sms 1: large-batch kernels),
+        // and inside the attention kernel (small batch), rotated or not.
+        run_case(c, 1, "one partition, new k/v + rope", true, Fresh::rope);
+        run_case(c, sms, "split, new k/v + rope", true, Fresh::rope);
+        run_case(c, sms, "split, new k/v, no rope", true, Fresh::plain);
       }
     }
   }

@@ -99,6 +99,7 @@ CudaDecoder::CudaDecoder(const ModelConfig& config, const DecoderSpec& spec, con
   gemm_ = std::make_unique<Gemm>(stream_);
   if (const char* g = std::getenv("TRTLLM_CUDA_GRAPHS")) graphs_enabled_ = std::string(g) != "0";
   if (const char* f = std::getenv("TRTLLM_CUDA_FUSE_NORM")) fuse_norm_ = std::string(f) != "0";
+  if (const char* f = std::getenv("TRTLLM_CUDA_FUSE_KV")) fuse_kv_ = std::string(f) != "0";
   num_heads_ = layout_.local_heads();
   num_kv_heads_ = layout_.local_kv_heads();
   num_layers_ = layout_.local_layers();
@@ -697,10 +698,13 @@ void CudaDecoder::enqueue_layers(const Meta& m, int64_t T, int64_t R, int32_t ma
     char* v_pool = k_pool + layer_elems * es;
 
     norm_linear(lw.attn_norm, x, T, lw.qkv, qkv, true);
-    rope_and_write_kv(qkv, T, qkv_w, lw.qkv.bias(), num_heads_, num_kv_heads_, hd, d_positions,
-                      spec_.rope ? inv_freq_.as<float>() : nullptr, k_pool, v_pool, dt_, d_kv_dst, tokens_per_block_,
-                      stream_);
+    // attention() rotates q / k and writes this step's keys and values (in its kernel for small decode batches).
+    const NewKv fresh{T, lw.qkv.bias(), d_positions, spec_.rope ? inv_freq_.as<float>() : nullptr, d_kv_dst};
+    if (!fuse_kv_)
+      rope_and_write_kv(qkv, T, qkv_w, fresh.bias, num_heads_, num_kv_heads_, hd, d_positions, fresh.inv_freq, k_pool,
+                        v_pool, dt_, d_kv_dst, tokens_per_block_, stream_);
     AttnArgs a{};
+    if (fuse_kv_) a.fresh = fresh;
     a.q = qkv;
     a.q_stride = qkv_w;
     a.k_pool = k_pool;

@@ -146,6 +146,7 @@ class CudaDecoder : public Model {
   DeviceBuffer iota_;  // 0, 1, ..., cap_logit_rows_ - 1: the greedy rows of a graph
   bool graphs_enabled_ = true;
   bool fuse_norm_ = true;  // norm_linear may fuse (TRTLLM_CUDA_FUSE_NORM=0: never, for comparison)
+  bool fuse_kv_ = true;    // attention() may take the new keys / values itself (TRTLLM_CUDA_FUSE_KV=0: never)
   std::map<uint64_t, cudaGraphExec_t> graphs_;  // by (batch size, context bucket)
 
   ForwardCommStats comm_stats_;

@@ -9,6 +9,8 @@
 // the warps' results are combined through shared memory at the end, or written as one partition of a split context
 // for the merge kernel (kernels-attention.cu). (Merging in the last partition block to finish, counted with atomics,
 // was tried: slower, 4.83 against 4.57 ms per batch-1 step of the 8B shape with the separate merge kernel and PDL.)
+// Small decode batches also do rope_and_write_kv's work for their row (AttnArgs::fresh): measured on an H200 against
+// the separate kernel in the same build, batch-1 steps of the 8B shape 4.33-4.36 against 4.45-4.47 ms, batch 8 equal.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -89,6 +91,12 @@ constexpr size_t smem_bytes() {
   return stages > combine ? stages : combine;
 }
 
+// One element of a rotate_half pair: x its own value, y its partner's (first half: x cos - y sin; second: x cos +
+// y sin), as rope_kv_kernel (kernels-elementwise.cu) computes it.
+__device__ __forceinline__ float rope_pair(float x, float y, float2 cs, bool first_half) {
+  return first_half ? x * cs.x - y * cs.y : x * cs.x + y * cs.y;
+}
+
 // grid: (n_groups, n_kv * (group / G), partitions).
 // EARLY (decode launches of small batches, a.new_last_only): the first two tiles' older positions are requested
 // before the programmatic-launch wait. (Built separately: the same code with EARLY a runtime choice made the
@@ -145,14 +153,14 @@ __global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
   const int64_t block_stride = static_cast<int64_t>(a.n_kv) * tpb * HD;
   // Positions [from, to) of the tile at t0 into `stage` (zeros past the context: their values must not be NaN
   // garbage, weight 0 x NaN), as one cp.async group.
-  auto load_tile = [&](int t0, int stage, int from, int to) {
+  auto load_tile = [&](int t0, int stage, int from, int to, int skip = -1) {
     T* ks = stage_mem + stage * 2 * kTile * RS;
     T* vs = ks + kTile * RS;
 #pragma unroll(EARLY ? 4 : LOADS)  // (fully unrolled, the EARLY kernels of head size 128 spill registers)
     for (int j = 0; j < LOADS; ++j) {
       const int v = tid + j * kThreads, p = v / VPR, c = v % VPR, pos = t0 + p;
       if constexpr (EARLY) {  // (the whole tile otherwise)
-        if (pos < from || pos >= to) continue;
+        if (pos < from || pos >= to || pos == skip) continue;
       }
       const bool ok = pos < end;
       int64_t off = 0;
@@ -165,34 +173,144 @@ __global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
   };
   const int n_tiles = (end - start + kTile - 1) / kTile;
   const int t1 = start + kTile;  // the second tile (if n_tiles > 1)
+  // a.fresh (EARLY only; attention_mma_fuses_new_kv: one row per block, its partition within the first two
+  // tiles): q, k, v of the row's last position are as the qkv projection left them. The block adds the bias and
+  // rotates them itself: q on its way into the fragments, k and v into the shared tile (and, one block per kv head,
+  // into the pools for later steps) instead of loading that position. Its (cos, sin) come before the wait (the
+  // position is row metadata), and the raw values load together with q after it: the same one round trip to
+  // memory the pool load of that position took, without a kernel of its own in front.
+  const bool own_kv = EARLY && a.fresh.kv_dst != nullptr;
+  const bool rotate = own_kv && a.fresh.inv_freq != nullptr;
+  constexpr int half = HD / 2;
+  __shared__ float2 rope_cs[EARLY ? half : 1];  // (cos, sin) per frequency at the row's position
+  const AttnRow row0 = a.rows[grp.first];
+  const int newp = row0.ctx - 1;
   if constexpr (EARLY) {
     load_tile(start, 0, start, min(fresh, t1));
     if (n_tiles > 1) load_tile(t1, 1, t1, min(fresh, t1 + kTile));
+    if (rotate) {
+      for (int i = tid; i < half; i += kThreads) {
+        // The angle rounded to fp32, then cos / sin in double: rope_kv_kernel's (and the CPU backend's) numerics.
+        const float angle = static_cast<float>(a.fresh.positions[row0.q_row]) * a.fresh.inv_freq[i];
+        double sn, cs;
+        sincos(static_cast<double>(angle), &sn, &cs);
+        rope_cs[i] = make_float2(static_cast<float>(cs), static_cast<float>(sn));
+      }
+      __syncthreads();
+    }
     pdl_enter();  // pdl.cuh
-    load_tile(start, 0, min(fresh, t1), t1);
-    if (n_tiles > 1) load_tile(t1, 1, max(fresh, t1), t1 + kTile);
+    const int skip = own_kv ? newp : -1;
+    load_tile(start, 0, min(fresh, t1), t1, skip);
+    if (n_tiles > 1) load_tile(t1, 1, max(fresh, t1), t1 + kTile, skip);
   } else {
     load_tile(start, 0, start, t1);
   }
+  // The row's new key pairs (jobs [0, half)) and value elements ([half, half + HD)), raw and biased, in flight
+  // with q's loads below.
+  constexpr int kJobs = half + HD, kNewPerThread = EARLY ? (kJobs + kThreads - 1) / kThreads : 1;
+  const bool new_here = own_kv && newp < end;  // (newp >= start: the block would have returned)
+  float nx[kNewPerThread], ny[kNewPerThread];
+  if (new_here) {
+    const int64_t q_dim = static_cast<int64_t>(a.n_heads) * HD, kv_dim = static_cast<int64_t>(a.n_kv) * HD;
+    const int64_t k_at = q_dim + static_cast<int64_t>(kvh) * HD, v_at = k_at + kv_dim;  // within a qkv row
+    const float* src = a.q + static_cast<int64_t>(row0.q_row) * a.q_stride;
+    const float* bias = a.fresh.bias;
+#pragma unroll
+    for (int j = 0; j < kNewPerThread; ++j) {
+      const int e = tid + j * kThreads;
+      nx[j] = ny[j] = 0;
+      if (e < half) {
+        nx[j] = src[k_at + e] + (bias != nullptr ? bias[k_at + e] : 0.0f);
+        ny[j] = src[k_at + e + half] + (bias != nullptr ? bias[k_at + e + half] : 0.0f);
+      } else if (e < kJobs) {
+        nx[j] = src[v_at + e - half] + (bias != nullptr ? bias[v_at + e - half] : 0.0f);
+      }
+    }
+  }
 
-  // Q as MMA A fragments for every 16-dim step, in the model's dtype.
+  // Q as MMA A fragments for every 16-dim step, in the model's dtype. The raw values first, with no branch
+  // between the loads (all in flight at once); then (a.fresh) the bias and the rotation, whose rotate_half partner
+  // (dims d +- HD / 2) is this lane's own value of the group 8 dims x HD / 2 / 8 away.
+  constexpr int F = 2 * KSTEPS;  // groups of 8 dims: this lane holds dims 8 f + 2 qc, + 1 of each
+  float qx[F][2][2];             // [f][row half h][element]
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int i = qr + 8 * h, t = i / G, g = i % G;
+    const int64_t at = static_cast<int64_t>(h0 + g) * HD + 2 * qc;
+    const float* q = t < grp.count ? a.q + static_cast<int64_t>(a.rows[grp.first + t].q_row) * a.q_stride + at
+                                   : nullptr;
+#pragma unroll
+    for (int f = 0; f < F; ++f) {
+      const float2 v = q != nullptr ? *reinterpret_cast<const float2*>(q + 8 * f) : make_float2(0, 0);
+      qx[f][h][0] = v.x;
+      qx[f][h][1] = v.y;
+    }
+    if (own_kv && q != nullptr && a.fresh.bias != nullptr) {
+#pragma unroll
+      for (int f = 0; f < F; ++f) {
+        const float2 b = *reinterpret_cast<const float2*>(a.fresh.bias + at + 8 * f);
+        qx[f][h][0] += b.x;
+        qx[f][h][1] += b.y;
+      }
+    }
+  }
+  if (rotate) {
+    float r[F][2][2];
+#pragma unroll
+    for (int f = 0; f < F; ++f)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const bool first = f < F / 2;  // dims below HD / 2
+          const float2 cs = rope_cs[(8 * f + 2 * qc + e) % half];
+          r[f][h][e] = rope_pair(qx[f][h][e], qx[first ? f + F / 2 : f - F / 2][h][e], cs, first);
+        }
+#pragma unroll
+    for (int f = 0; f < F; ++f)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) qx[f][h][e] = r[f][h][e];
+  }
   uint32_t qf[KSTEPS][4];
 #pragma unroll
   for (int ks = 0; ks < KSTEPS; ++ks)
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
-      for (int hi = 0; hi < 2; ++hi) {
-        const int i = qr + 8 * h, t = i / G, g = i % G;
-        float x0 = 0, x1 = 0;
-        if (t < grp.count) {
-          const float* q = a.q + static_cast<int64_t>(a.rows[grp.first + t].q_row) * a.q_stride +
-                           static_cast<int64_t>(h0 + g) * HD + 16 * ks + 8 * hi + 2 * qc;
-          x0 = q[0];
-          x1 = q[1];
+      for (int hi = 0; hi < 2; ++hi)
+        qf[ks][h + 2 * hi] = Mma<T>::pack(qx[2 * ks + hi][h][0], qx[2 * ks + hi][h][1]);
+
+  if (new_here) {
+    // Into the tile that holds position newp (0 or 1, loaded before the loop) and, from the first block of the kv
+    // head, into the pools. (The loop's barrier comes before any warp reads the tile.)
+    const int it = (newp - start) / kTile, p = (newp - start) % kTile;
+    T* ks = stage_mem + (it & 1) * 2 * kTile * RS + p * RS;
+    T* vs = ks + kTile * RS;
+    const bool to_pool = blockIdx.y % per_kv == 0;
+    const int64_t dst = a.fresh.kv_dst[row0.q_row] + static_cast<int64_t>(kvh) * tpb * HD;
+#pragma unroll
+    for (int j = 0; j < kNewPerThread; ++j) {
+      const int e = tid + j * kThreads;
+      if (e < half) {
+        float x = nx[j], y = ny[j];
+        if (rotate) {
+          x = rope_pair(nx[j], ny[j], rope_cs[e], true);
+          y = rope_pair(ny[j], nx[j], rope_cs[e], false);
         }
-        qf[ks][h + 2 * hi] = Mma<T>::pack(x0, x1);
+        ks[e] = from_float<T>(x);
+        ks[e + half] = from_float<T>(y);
+        if (to_pool) {
+          static_cast<T*>(a.k_pool)[dst + e] = ks[e];
+          static_cast<T*>(a.k_pool)[dst + e + half] = ks[e + half];
+        }
+      } else if (e < kJobs) {
+        vs[e - half] = from_float<T>(nx[j]);
+        if (to_pool) static_cast<T*>(a.v_pool)[dst + e - half] = vs[e - half];
       }
+    }
+  }
 
   float o[NT][4];
 #pragma unroll
@@ -372,6 +490,11 @@ int attention_mma_heads(int group) {
 }
 
 bool attention_mma_wide(int hd) { return hd == 64 || hd == 128; }
+
+bool attention_mma_fuses_new_kv(const AttnArgs& a, int part_size, bool wide) {
+  const int tile = wide ? Shape<8>::kTile : Shape<4>::kTile;
+  return a.new_last_only && a.n_groups == a.n_rows && part_size <= 2 * tile;
+}
 
 void attention_mma(const AttnArgs& a, int part_size, int parts, bool wide, float* ws_out, float* ws_ms,
                    cudaStream_t s) {

@@ -326,15 +326,26 @@ void attention(const AttnArgs& a, float* workspace, int32_t num_sms, cudaStream_
   const Split sp = plan_split(a, num_sms);
   float* ws_out = workspace;
   float* ws_ms = workspace + static_cast<int64_t>(a.n_rows) * a.n_heads * sp.parts * a.head_dim;
-  if (attention_mma_supports(a.head_dim)) {
-    // Reading keys / values before the wait (the EARLY kernels) only for small batches: batch 64 / 256 of the 8B
-    // shape were 1-5 % slower with it in a build that chose at run time, and are unchanged with the plain kernel.
-    const int64_t blocks = blocks_per_part(a);
-    AttnArgs b = a;
-    b.new_last_only = a.new_last_only && blocks < 2 * static_cast<int64_t>(num_sms);
-    attention_mma(b, sp.part_size, sp.parts, use_wide(a, blocks, num_sms), ws_out, ws_ms, s);
+  const bool mma = attention_mma_supports(a.head_dim);
+  // Reading keys / values before the wait (the EARLY kernels) only for small batches: batch 64 / 256 of the 8B
+  // shape were 1-5 % slower with it in a build that chose at run time, and are unchanged with the plain kernel.
+  const int64_t blocks = blocks_per_part(a);
+  AttnArgs b = a;
+  b.new_last_only = mma && a.new_last_only && blocks < 2 * static_cast<int64_t>(num_sms);
+  // The EARLY kernels also rotate q and write the new keys / values when every token of the step is one of their
+  // rows (the last layer may attend to fewer rows than it has tokens) and the launch's shape allows.
+  const bool wide = use_wide(a, blocks, num_sms);
+  const bool fresh = a.fresh.kv_dst != nullptr;
+  if (fresh && !(b.new_last_only && a.fresh.tokens == a.n_rows && attention_mma_fuses_new_kv(b, sp.part_size, wide))) {
+    rope_and_write_kv(a.q, a.fresh.tokens, a.q_stride, a.fresh.bias, a.n_heads, a.n_kv, a.head_dim,
+                      a.fresh.positions, a.fresh.inv_freq, a.k_pool, a.v_pool, a.dt, a.fresh.kv_dst,
+                      a.tokens_per_block, s);
+    b.fresh = NewKv{};
+  }
+  if (mma) {
+    attention_mma(b, sp.part_size, sp.parts, wide, ws_out, ws_ms, s);
   } else {
-    ENGINE_DISPATCH_DTYPE(a.dt, (launch_hd<T, 256>(a, sp, ws_out, ws_ms, s)));
+    ENGINE_DISPATCH_DTYPE(a.dt, (launch_hd<T, 256>(b, sp, ws_out, ws_ms, s)));
   }
   if (sp.parts > 1) {
     ENGINE_DISPATCH_DTYPE(a.dt, (launch_pdl(merge_kernel<T>, dim3(static_cast<unsigned>(a.n_rows),

@@ -54,11 +54,23 @@ void fill_constant(float* dst, int64_t n, float value, cudaStream_t s);
 
 // --- attention (kernels-attention.cu, kernels-attention-mma.cu) ---
 // AttnRow / AttnGroup: attention-rows.h.
+// This step's keys and values, still in the fp32 qkv rows (q, then k, then v): attention() adds the bias, rotates
+// q and k, and writes k and v into the pools as rope_and_write_kv does. For small decode batches the attention
+// kernel does it itself (one launch fewer per layer: 0.1 ms of a 4.4 ms batch-1 step of the 8B shape on an H200),
+// otherwise rope_and_write_kv runs first.
+struct NewKv {
+  int64_t tokens;             // qkv rows (every token of the step, also those attention skips)
+  const float* bias;          // [q_dim + 2 kv_dim] or null
+  const int32_t* positions;   // [tokens] (device)
+  const float* inv_freq;      // [head_dim / 2] or null: no rotation
+  const int64_t* kv_dst;      // [tokens] (device): rope_and_write_kv's pool offsets
+};
+
 struct AttnArgs {
-  const float* q;  // [*, q_stride], query head h at h * head_dim
+  float* q;  // [*, q_stride], query head h at h * head_dim (rotated in place when `fresh` is set and not fused)
   int64_t q_stride;
-  const void* k_pool;  // [num_blocks, n_kv, tokens_per_block, head_dim] (T)
-  const void* v_pool;
+  void* k_pool;  // [num_blocks, n_kv, tokens_per_block, head_dim] (T)
+  void* v_pool;
   DType dt;
   const AttnRow* rows;         // [n_rows] (device)
   const AttnGroup* groups;     // [n_groups] (device): rows grouped by group_attention_rows(.., attention_rows_per_group())
@@ -71,6 +83,9 @@ struct AttnArgs {
   // Every row's context gained only its last position in this step (one token per sequence), so the keys and
   // values before it were written by earlier steps and may be read before the previous kernel finished.
   bool new_last_only;
+  // Set (kv_dst not null): q is as the qkv projection left it and this step's keys / values are not yet in the
+  // pools (NewKv). Null: q is rotated and the pools hold every position.
+  NewKv fresh;
 };
 // How many consecutive rows of one sequence a thread block serves together for this head layout (the `per_group`
 // of group_attention_rows): 16 / (query heads per block) on the tensor-core path, 1 on the SIMT one.
