@@ -282,6 +282,12 @@ void launch_hd(const AttnArgs& a, const Split& sp, float* ws_out, float* ws_ms, 
   launch<T, HD, 1>(a, sp, ws_out, ws_ms, s);
 }
 
+// a.fresh through the separate kernel (every token's keys / values, also of tokens no row attends from).
+void write_fresh(const AttnArgs& a, cudaStream_t s) {
+  rope_and_write_kv(a.q, a.fresh.tokens, a.q_stride, a.fresh.bias, a.n_heads, a.n_kv, a.head_dim, a.fresh.positions,
+                    a.fresh.inv_freq, a.k_pool, a.v_pool, a.dt, a.fresh.kv_dst, a.tokens_per_block, s);
+}
+
 }  // namespace
 
 bool attention_supports_head_dim(int32_t hd) { return hd == 16 || hd == 32 || hd == 64 || hd == 128 || hd == 256; }
@@ -319,7 +325,11 @@ size_t attention_workspace_bound(int32_t n_heads, int32_t n_kv, int32_t head_dim
 }
 
 void attention(const AttnArgs& a, float* workspace, int32_t num_sms, cudaStream_t s) {
-  if (a.n_rows == 0) return;
+  const bool fresh = a.fresh.kv_dst != nullptr;
+  if (a.n_rows == 0) {
+    if (fresh) write_fresh(a, s);
+    return;
+  }
   if (!attention_supports_head_dim(a.head_dim))
     throw EngineError(ErrorCode::unsupported, "CUDA attention: head_dim " + std::to_string(a.head_dim) +
                                                   " is not supported (16, 32, 64, 128, 256)");
@@ -335,11 +345,8 @@ void attention(const AttnArgs& a, float* workspace, int32_t num_sms, cudaStream_
   // The EARLY kernels also rotate q and write the new keys / values when every token of the step is one of their
   // rows (the last layer may attend to fewer rows than it has tokens) and the launch's shape allows.
   const bool wide = use_wide(a, blocks, num_sms);
-  const bool fresh = a.fresh.kv_dst != nullptr;
   if (fresh && !(b.new_last_only && a.fresh.tokens == a.n_rows && attention_mma_fuses_new_kv(b, sp.part_size, wide))) {
-    rope_and_write_kv(a.q, a.fresh.tokens, a.q_stride, a.fresh.bias, a.n_heads, a.n_kv, a.head_dim,
-                      a.fresh.positions, a.fresh.inv_freq, a.k_pool, a.v_pool, a.dt, a.fresh.kv_dst,
-                      a.tokens_per_block, s);
+    write_fresh(a, s);
     b.fresh = NewKv{};
   }
   if (mma) {
