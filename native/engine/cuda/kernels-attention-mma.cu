@@ -23,6 +23,7 @@
 #include "cuda-check.h"
 #include "dtype.cuh"
 #include "pdl.cuh"
+#include "rope.cuh"
 
 namespace engine::cuda {
 namespace {
@@ -89,12 +90,6 @@ constexpr size_t smem_bytes() {
   const size_t stages = size_t{2} * 2 * kTile * row_stride<HD>() * 2;  // 2 stages x (K, V), 2-byte elements
   const size_t combine = (size_t{kWarps} * kRows * HD + kWarps * kRows * 2) * sizeof(float);
   return stages > combine ? stages : combine;
-}
-
-// One element of a rotate_half pair: x its own value, y its partner's (first half: x cos - y sin; second: x cos +
-// y sin), as rope_kv_kernel (kernels-elementwise.cu) computes it.
-__device__ __forceinline__ float rope_pair(float x, float y, float2 cs, bool first_half) {
-  return first_half ? x * cs.x - y * cs.y : x * cs.x + y * cs.y;
 }
 
 // grid: (n_groups, n_kv * (group / G), partitions).
@@ -189,13 +184,8 @@ __global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
     load_tile(start, 0, start, min(fresh, t1));
     if (n_tiles > 1) load_tile(t1, 1, t1, min(fresh, t1 + kTile));
     if (rotate) {
-      for (int i = tid; i < half; i += kThreads) {
-        // The angle rounded to fp32, then cos / sin in double: rope_kv_kernel's (and the CPU backend's) numerics.
-        const float angle = static_cast<float>(a.fresh.positions[row0.q_row]) * a.fresh.inv_freq[i];
-        double sn, cs;
-        sincos(static_cast<double>(angle), &sn, &cs);
-        rope_cs[i] = make_float2(static_cast<float>(cs), static_cast<float>(sn));
-      }
+      for (int i = tid; i < half; i += kThreads)
+        rope_cs[i] = rope_cos_sin(a.fresh.positions[row0.q_row], a.fresh.inv_freq[i]);  // rope.cuh
       __syncthreads();
     }
     pdl_enter();  // pdl.cuh
@@ -493,7 +483,8 @@ bool attention_mma_wide(int hd) { return hd == 64 || hd == 128; }
 
 bool attention_mma_fuses_new_kv(const AttnArgs& a, int part_size, bool wide) {
   const int tile = wide ? Shape<8>::kTile : Shape<4>::kTile;
-  return a.new_last_only && a.n_groups == a.n_rows && part_size <= 2 * tile;
+  return a.fresh.kv_dst != nullptr && a.new_last_only && a.fresh.tokens == a.n_rows && a.n_groups == a.n_rows &&
+         part_size <= 2 * tile;
 }
 
 void attention_mma(const AttnArgs& a, int part_size, int parts, bool wide, float* ws_out, float* ws_ms,

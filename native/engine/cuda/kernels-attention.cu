@@ -342,10 +342,9 @@ void attention(const AttnArgs& a, float* workspace, int32_t num_sms, cudaStream_
   const int64_t blocks = blocks_per_part(a);
   AttnArgs b = a;
   b.new_last_only = mma && a.new_last_only && blocks < 2 * static_cast<int64_t>(num_sms);
-  // The EARLY kernels also rotate q and write the new keys / values when every token of the step is one of their
-  // rows (the last layer may attend to fewer rows than it has tokens) and the launch's shape allows.
+  // The EARLY kernels also rotate q and write the new keys / values when the launch's shape allows.
   const bool wide = use_wide(a, blocks, num_sms);
-  if (fresh && !(b.new_last_only && a.fresh.tokens == a.n_rows && attention_mma_fuses_new_kv(b, sp.part_size, wide))) {
+  if (fresh && !attention_mma_fuses_new_kv(b, sp.part_size, wide)) {
     write_fresh(a, s);
     b.fresh = NewKv{};
   }

@@ -7,6 +7,7 @@
 #include "dtype.cuh"
 #include "kernels.h"
 #include "pdl.cuh"
+#include "rope.cuh"
 
 namespace engine::cuda {
 namespace {
@@ -148,11 +149,8 @@ __global__ void __launch_bounds__(kRopeThreads)
       a += bias[at];
       b += bias[at + half];
     }
-    // The angle rounded to fp32 first, then cos/sin in double: the CPU backend's (and transformers') order.
-    const float angle = static_cast<float>(positions[t]) * inv_freq[i];
-    const float cs = static_cast<float>(cos(static_cast<double>(angle)));
-    const float sn = static_cast<float>(sin(static_cast<double>(angle)));
-    const float ra = a * cs - b * sn, rb = b * cs + a * sn;
+    const float2 cs = rope_cos_sin(positions[t], inv_freq[i]);  // rope.cuh
+    const float ra = rope_pair(a, b, cs, true), rb = rope_pair(b, a, cs, false);
     if (h < n_heads) {
       row[at] = ra;
       row[at + half] = rb;
