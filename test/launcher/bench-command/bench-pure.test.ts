@@ -1,14 +1,14 @@
 // The bench's pure parts: seeded traffic, arrivals, percentiles, the seeds' table, summaries and perf checks.
 import t from 'tap';
 
-import { arrivalOffsetsMs } from '../../../launcher/bench/arrivals.js';
-import { checkPerf } from '../../../launcher/bench/check-perf.js';
-import { parseSource } from '../../../launcher/bench/bench-run.js';
-import { seededRandom } from '../../../launcher/bench/random.js';
-import { parseDataset, tokenNormDist } from '../../../launcher/bench/sources.js';
-import { mean, median, percentile } from '../../../launcher/bench/statistics.js';
-import { type RequestRecord, summarize } from '../../../launcher/bench/summary.js';
-import { formatTable, progressBar, seedsTable } from '../../../launcher/bench/table.js';
+import { arrivalOffsetsMs } from '../../../launcher/bench-command/arrivals.js';
+import { checkPerf } from '../../../launcher/bench-command/check-perf.js';
+import { parseSource } from '../../../launcher/bench-command/bench-run.js';
+import { seededRandom } from '../../../launcher/bench-command/random.js';
+import { parseDataset, tokenNormDist } from '../../../launcher/bench-command/sources.js';
+import { mean, median, percentile } from '../../../launcher/bench-command/statistics.js';
+import { type RequestRecord, summarize } from '../../../launcher/bench-command/summary.js';
+import { formatTable, progressBar, seedsTable } from '../../../launcher/bench-command/table.js';
 
 t.test('percentiles interpolate as numpy does', async (t) => {
   const xs = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
