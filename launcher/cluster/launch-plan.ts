@@ -88,6 +88,7 @@ export function portChecks(options: LaunchPlanOptions, launcher: RankStarter['ki
   ];
 }
 
+/** The whole launch, decided from the options and the facts alone: the same inputs always give the same command. */
 export function planLaunch(options: LaunchPlanOptions, facts: LaunchFacts): LaunchPlan {
   const { worldSize, tp, pp } = options.parallel;
   const { starter } = facts;

@@ -76,6 +76,7 @@ const HEALTH_POLL_MS = 200;
 // The leader's own drain is bounded by --drain-timeout; this margin is for it to release its followers and exit.
 const DRAIN_MARGIN_MS = 5000;
 
+/** Where every supervision starts: the ranks were just started, and the leader's health is checked at once. */
 export function initialState(settings: SupervisorSettings): Step {
   return { state: { settings, phase: 'starting', leader: {} }, effects: [{ type: 'check-health', afterMs: 0 }] };
 }
@@ -83,6 +84,7 @@ export function initialState(settings: SupervisorSettings): Step {
 const say = (line: string): Effect => ({ type: 'say', line });
 const done = (phase: Phase): boolean => phase === 'stopped' || phase === 'failed';
 
+/** The one place the supervisor decides: the next state and the effects to run, for any event in any phase. */
 export function transition(state: SupervisorState, event: SupervisorEvent): Step {
   const { settings, phase, leader } = state;
   const stay = (effects: Effect[] = []): Step => ({ state, effects });
@@ -114,6 +116,7 @@ export function transition(state: SupervisorState, event: SupervisorEvent): Step
   }
 }
 
+/** SIGINT/SIGTERM: drain when serving, stop when not yet, force on the second one. */
 function onSignal(state: SupervisorState, signal: string): Step {
   const { settings, phase, leader } = state;
   switch (phase) {
