@@ -15,6 +15,7 @@ import { join } from 'node:path';
 
 import { loadSync } from '@grpc/proto-loader';
 
+import { median } from '../launcher/bench-command/statistics.js';
 import { packageRoot } from '../worker/binding/load-addon.js';
 import { PROTO_OPTIONS, protoPath } from '../worker/frontend/grpc/proto.js';
 
@@ -218,7 +219,6 @@ async function main(): Promise<void> {
       rounds.push(round);
       process.stderr.write(`round ${r + 1}/${ROUNDS}: ${JSON.stringify(round)}\n`);
     }
-    const median = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2; };
     const med = (wire: 'http' | 'grpc', k: keyof Figures) => median(rounds.map((r) => r[wire][k]));
     const ratio = (k: keyof Figures) => `${median(rounds.map((r) => r.grpc[k] / r.http[k])).toFixed(2)}×`;
     const wireRows = [

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 
 import { execa, type ResultPromise } from 'execa';
 
+import { median } from '../launcher/bench-command/statistics.js';
 import { packageRoot } from '../worker/binding/load-addon.js';
 
 const runsArg = process.argv.indexOf('--runs');
@@ -18,9 +19,7 @@ const MODEL = join(packageRoot(), 'test', 'fixtures', 'models', 'tiny-llama');
 const ROOT = process.getuid?.() === 0 ? ['--allow-run-as-root'] : [];
 
 const seconds = (since: number) => (performance.now() - since) / 1000;
-const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b);
-const best = (xs: number[]) => sorted(xs)[0]!;
-const median = (xs: number[]) => sorted(xs)[Math.floor(xs.length / 2)]!;
+const best = (xs: number[]) => Math.min(...xs);
 
 async function freePort(): Promise<number> {
   return new Promise((resolve) => {

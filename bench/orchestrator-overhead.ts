@@ -11,6 +11,7 @@ import { join } from 'node:path';
 
 import { execa, type ResultPromise } from 'execa';
 
+import { percentile as pct } from '../launcher/bench-command/statistics.js';
 import { packageRoot } from '../worker/binding/load-addon.js';
 
 const arg = (name: string, fallback: string) => {
@@ -21,8 +22,6 @@ const REQUESTS = Number(arg('--requests', '300'));
 const STREAMS = Number(arg('--streams', '20'));
 const MODEL = arg('--model', join(packageRoot(), 'test', 'fixtures', 'models', 'tiny-llama'));
 const BIN = join(packageRoot(), 'bin', 'trtllm-launch.js');
-
-const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length * p) / 100))]!;
 
 async function freePort(): Promise<number> {
   return new Promise((resolve) => {

@@ -6,7 +6,7 @@ import { Command } from 'commander';
 
 import { packageRoot } from '../worker/binding/load-addon.js';
 import { registerConfig } from './config-command.js';
-import { registerBench } from './bench/bench-command.js';
+import { registerBench } from './bench-command/bench-command.js';
 import { registerClient } from './client/client-command.js';
 import { registerGenerate } from './generate-command.js';
 import { registerServe } from './serve-command.js';

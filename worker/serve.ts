@@ -148,9 +148,7 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
       const httpClosed = closeServer(http);
       const grpcDrained = grpc?.drain();
       http.closeIdleConnections();
-      const deadline = Date.now() + options.drainTimeoutMs;
-      while (executor.numActiveRequests() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-      if (executor.numActiveRequests() > 0) log.warn(`drain deadline reached: cancelling ${executor.numActiveRequests()} request(s)`);
+      await executor.drain(Date.now() + options.drainTimeoutMs, (left) => log.warn(`drain deadline reached: cancelling ${left} request(s)`));
       await executor.shutdown();
       // Let the cancelled streams write their last events before the sockets go.
       await new Promise((r) => setTimeout(r, 20));

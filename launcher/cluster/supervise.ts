@@ -8,7 +8,9 @@ import { createInterface } from 'node:readline';
 
 import { execa, type ResultPromise } from 'execa';
 
+import { leaderLineEvent } from './leader-lines.js';
 import { parseMpirunFailure, parseRankLine, parseSrunFailure, RankTail } from './rank-output.js';
+import { type Effect, initialState, type SupervisorEvent, transition } from './supervisor-state.js';
 
 export interface SuperviseOptions {
   file: string;
@@ -24,10 +26,10 @@ export interface SuperviseOptions {
   logDir?: string | undefined;
   out?: (line: string) => void;  // console sink (tests capture it)
   launcher?: 'mpirun' | 'srun';  // how rank lines are tagged
-  ranksShown?: string;
+  ranksShown?: string;           // the ready line's count, when it is not just worldSize ("1 rank(s) + 3 spawned")
   // Orchestrator mode runs under mpirun --enable-recovery, whose exit status says nothing about a process that
   // died: the job is clean only when the leader itself printed "leader exit code 0".
-  leaderReportsExit?: boolean;           // the ready line's count, when it is not just worldSize ("1 rank(s) + 3 spawned")
+  leaderReportsExit?: boolean;
   // Under srun the leader may run on another node, where its pid means nothing: the drain request goes to its
   // step instead (followers ignore SIGTERM, so signalling the step reaches the leader alone).
   signalLeaderStep?: (step: string) => void;
@@ -62,9 +64,12 @@ function rootCause(all: string, tail: RankTail, worldSize: number, exit: { exitC
   return lines;
 }
 
-/** Runs until the cluster stops; returns the launcher's exit code (0 only for a requested, clean stop). */
+/** Runs until the cluster stops; returns the launcher's exit code (0 only for a requested, clean stop). The decisions
+ * are supervisor-state.ts's transitions; this function feeds them events (rank lines, health checks, signals, timers,
+ * the exit) and carries out the effects they return. */
 export async function superviseCluster(options: SuperviseOptions): Promise<number> {
   const out = options.out ?? ((line: string) => process.stdout.write(`${line}\n`));
+  const launcher = options.launcher ?? 'mpirun';
   const files = new Map<string, WriteStream>();
   if (options.logDir) mkdirSync(options.logDir, { recursive: true });
   const logFile = (name: string): WriteStream | undefined => {
@@ -93,11 +98,60 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
   process.once('exit', killGroup);
   const tail = new RankTail();
   let everything = '';
-  let leaderPid: number | undefined;
-  let leaderHost: string | undefined;
-  let leaderExit: number | undefined;
-  let leaderStep: string | undefined;
-  let checkNow: (() => void) | undefined;
+
+  const initial = initialState({
+    startupTimeoutMs: options.startupTimeoutMs, drainTimeoutMs: options.drainTimeoutMs, launcher,
+    ranksShown: options.ranksShown ?? `${options.worldSize} rank(s)`, localHost: hostname(),
+    leaderReportsExit: options.leaderReportsExit ?? false, canSignalStep: options.signalLeaderStep !== undefined,
+  });
+  let state = initial.state;
+  const started = performance.now();
+  let healthTimer: NodeJS.Timeout | undefined;
+  // One health check of the leader; its answer is an event like any other (ignored once no longer starting).
+  const checkHealth = () => {
+    healthTimer = undefined;
+    if (state.phase !== 'starting') return;
+    void isReady(options.readyUrl(state.leader.host)).then((ok) => {
+      dispatch({ type: ok ? 'health-ok' : 'health-failed', elapsedMs: performance.now() - started });
+    });
+  };
+  const perform = (effect: Effect): void => {
+    switch (effect.type) {
+      case 'say': out(effect.line); break;
+      case 'banner': for (const line of options.readyBanner(state.leader.host)) out(line); break;
+      case 'check-health':
+        if (effect.afterMs === 0) checkHealth();
+        else healthTimer = setTimeout(checkHealth, effect.afterMs);
+        break;
+      case 'check-health-now':
+        // Only a check that is waiting is brought forward; one in flight answers soon anyway.
+        if (healthTimer !== undefined) {
+          clearTimeout(healthTimer);
+          checkHealth();
+        }
+        break;
+      case 'stop-ranks': child.kill('SIGTERM'); break;
+      case 'kill-ranks': killGroup(); break;
+      case 'signal-leader':
+        try {
+          process.kill(effect.pid, 'SIGTERM');
+        } catch {
+          child.kill('SIGTERM');
+        }
+        break;
+      case 'signal-step': options.signalLeaderStep?.(effect.step); break;
+      case 'arm-drain-deadline': setTimeout(() => dispatch({ type: 'drain-deadline' }), effect.afterMs).unref(); break;
+      case 'root-cause':
+        for (const line of rootCause(everything, tail, options.worldSize, { exitCode: effect.exitCode, signal: effect.signal }, launcher)) out(line);
+        break;
+    }
+  };
+  const dispatch = (event: SupervisorEvent): void => {
+    const next = transition(state, event);
+    state = next.state;
+    for (const effect of next.effects) perform(effect);
+  };
+
   const onLine = (line: string) => {
     const { rank, text, group } = parseRankLine(line, options.launcher);
     if (group !== undefined) {
@@ -107,116 +161,28 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
       logFile(`group-${group}-rank-${rank}`)?.write(`${text}\n`);
       return;
     }
-    if (rank === 0) {
-      // Signalled directly only when it runs on this host: a pid means nothing on another node.
-      const exit = /^leader exit code (\d+)$/.exec(text);
-      if (exit) leaderExit = Number(exit[1]);
-      const pid = /^leader pid (\d+) on (\S+)$/.exec(text);
-      if (pid && pid[2] === hostname()) leaderPid = Number(pid[1]);
-      else if (pid) leaderHost = pid[2];
-      const step = /^slurm step (\d+\.\d+): /.exec(text);
-      if (step) leaderStep = step[1];
-      // The leader says when it listens: check at once rather than up to a poll interval later.
-      if (text.startsWith('ready: serving ')) checkNow?.();
-    }
+    const event = rank === 0 ? leaderLineEvent(text) : undefined;
+    if (event) dispatch(event);
     tail.add(rank, text);
     if (everything.length < 1_000_000) everything += `${line}\n`;
-    out(rank === undefined ? `[${options.launcher ?? 'mpirun'}] ${text}` : `[rank ${rank}] ${text}`);
+    out(rank === undefined ? `[${launcher}] ${text}` : `[rank ${rank}] ${text}`);
     if (rank !== undefined) logFile(`rank-${rank}`)?.write(`${text}\n`);
   };
+  const onSigint = () => dispatch({ type: 'signal', signal: 'SIGINT' });
+  const onSigterm = () => dispatch({ type: 'signal', signal: 'SIGTERM' });
+
   createInterface({ input: child.stdout! }).on('line', onLine);
   createInterface({ input: child.stderr! }).on('line', onLine);
-
-  let stopping = false;
-  let exited = false;
-  let ready = false;
-  let stoppedEarly = false;
-  const stop = (signal: NodeJS.Signals) => {
-    if (stopping) {
-      out(`[launcher] ${signal} again: killing every rank now`);
-      killGroup();
-      return;
-    }
-    stopping = true;
-    if (!ready) {
-      // Nothing is served yet, so nothing to drain; and a leader still loading has no drain handler to answer with.
-      // (Under Slurm this is a time limit's signal or a stop that came before the job got going.)
-      out(`[launcher] ${signal} before the leader was ready: stopping every rank`);
-      stoppedEarly = true;
-      child.kill('SIGTERM');
-      return;
-    }
-    out(`[launcher] ${signal}: draining the leader (up to ${options.drainTimeoutMs / 1000} s), then stopping all ranks`);
-    // The leader stops admitting (503), finishes or cancels what is in flight, then releases its followers.
-    if (leaderPid !== undefined) {
-      try {
-        process.kill(leaderPid, 'SIGTERM');
-      } catch {
-        child.kill('SIGTERM');
-      }
-    } else if (leaderStep !== undefined && options.signalLeaderStep) {
-      // srun answers a SIGTERM of its own by killing its tasks at once: it must not be the one signalled.
-      options.signalLeaderStep(leaderStep);
-    } else {
-      child.kill('SIGTERM');
-    }
-    setTimeout(() => {
-      if (!exited) {
-        out('[launcher] drain deadline passed: stopping the ranks');
-        child.kill('SIGTERM');
-      }
-    }, options.drainTimeoutMs + 5000).unref();
-  };
-  const onSigint = () => stop('SIGINT');
-  const onSigterm = () => stop('SIGTERM');
   process.on('SIGINT', onSigint);
   process.on('SIGTERM', onSigterm);
-
-  const started = performance.now();
-  const readiness = (async () => {
-    while (!exited && !stopping) {
-      if (await isReady(options.readyUrl(leaderHost))) {
-        ready = true;
-        out(`[launcher] ready after ${((performance.now() - started) / 1000).toFixed(2)} s: ${options.ranksShown ?? `${options.worldSize} rank(s)`}`);
-        for (const line of options.readyBanner(leaderHost)) out(line);
-        return;
-      }
-      if (performance.now() - started > options.startupTimeoutMs) {
-        out(`[launcher] not ready after ${options.startupTimeoutMs / 1000} s (--startup-timeout): stopping every rank`);
-        stopping = true;
-        child.kill('SIGTERM');
-        return;
-      }
-      await new Promise<void>((r) => {
-        checkNow = r;
-        setTimeout(r, 200);
-      });
-    }
-  })();
+  for (const effect of initial.effects) perform(effect);
 
   const result = await child;
-  exited = true;
-  killGroup();  // a rank that outlived mpirun (mpirun killed, say) must not become an orphan
-  process.off('exit', killGroup);
-  await readiness;
   process.off('SIGINT', onSigint);
   process.off('SIGTERM', onSigterm);
+  clearTimeout(healthTimer);
   for (const f of files.values()) f.end();
-  // Every rank exits 0 only after the leader drained and released its followers: a stop, whoever asked for it
-  // (under Slurm, `scancel --signal=TERM <job>` reaches the leader without passing through this process).
-  if (stoppedEarly) {
-    out('[launcher] stopped before the leader was ready; nothing was served');
-    return 0;
-  }
-  if (options.leaderReportsExit && result.exitCode === 0 && leaderExit !== 0) {
-    out(leaderExit === undefined ? '[launcher] the leader ended without reporting its exit code (killed?)' : `[launcher] the leader exited with code ${leaderExit}`);
-    for (const line of rootCause(everything, tail, options.worldSize, { exitCode: leaderExit ?? 1 }, options.launcher ?? 'mpirun')) out(line);
-    return leaderExit ?? 1;
-  }
-  if (result.exitCode === 0) {
-    out(`[launcher] all ranks stopped cleanly${stopping ? '' : ' (the leader was asked to stop directly)'}`);
-    return 0;
-  }
-  for (const line of rootCause(everything, tail, options.worldSize, { exitCode: result.exitCode, signal: result.signal }, options.launcher ?? 'mpirun')) out(line);
-  return result.exitCode && result.exitCode !== 0 ? result.exitCode : 1;
+  dispatch({ type: 'exited', exitCode: result.exitCode, signal: result.signal });
+  process.off('exit', killGroup);
+  return state.exitCode ?? 1;
 }

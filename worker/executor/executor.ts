@@ -6,6 +6,7 @@ import type {
 } from '../binding/addon-types.js';
 import { TrtllmError } from '../binding/errors.js';
 import { loadAddon } from '../binding/load-addon.js';
+import { ActiveRequests } from './active-requests.js';
 import type { ServingExecutor } from './serving-executor.js';
 import { type RequestLimits, validateRequest } from './validate-request.js';
 
@@ -72,7 +73,7 @@ export class RequestHandle implements AsyncIterable<NativeResponse> {
 }
 
 export class Executor implements ServingExecutor {
-  private readonly handles = new Map<number, RequestHandle>();
+  private readonly active = new ActiveRequests<RequestHandle>();
   private readonly statsListeners = new Set<(batch: IterationStats[]) => void>();
   private readonly responseListeners = new Set<(batch: NativeResponse[]) => void>();
   private closed = false;
@@ -113,10 +114,10 @@ export class Executor implements ServingExecutor {
 
   private route(batch: NativeResponse[]): void {
     for (const response of batch) {
-      const handle = this.handles.get(response.requestId);
+      const handle = this.active.get(response.requestId);
       if (!handle) continue;
-      if (response.isFinal) this.handles.delete(response.requestId);
       handle.push(response);
+      if (response.isFinal) this.active.finish(response.requestId);
     }
     for (const listener of this.responseListeners) listener(batch);
   }
@@ -133,7 +134,7 @@ export class Executor implements ServingExecutor {
     const valid = validateRequest(request, this.limits);
     const id = this.native.enqueue(valid);
     const handle = new RequestHandle(id, (rid) => this.native.cancel(rid));
-    this.handles.set(id, handle);
+    this.active.add(id, handle);
     return handle;
   }
 
@@ -168,6 +169,15 @@ export class Executor implements ServingExecutor {
 
   numActiveRequests(): number {
     return this.native.numActiveRequests();
+  }
+
+  /**
+   * Waits for the requests in flight to end: resolves when none is active, or at `deadline` (epoch ms) cancels what
+   * is left — `onDeadline` hears how many — and resolves once their final responses have been delivered. It resolves
+   * on the last final response itself (no polling). A server's drain: stop admitting, `drain`, then `shutdown`.
+   */
+  drain(deadline: number, onDeadline?: (remaining: number) => void): Promise<void> {
+    return this.active.drain(deadline, (id) => this.native.cancel(id), onDeadline);
   }
 
   /** Cancels what is running (each gets a final `cancelled` response) and stops the loop thread. */

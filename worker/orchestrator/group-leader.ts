@@ -95,12 +95,10 @@ export async function runGroupLeader(group: GroupPlan, links: AddonLinks, ranks:
   send(TAG.hello, hello);
   log.info(`model ${group.name} ready (tp ${group.tp} x pp ${group.pp}, loaded in ${hello.loadSeconds.toFixed(2)} s)`);
 
+  // The orchestrator's drain timeout (its serve --drain-timeout): what is left then is cancelled here, while the
+  // link is still up, so its final responses reach the orchestrator before the bye.
   const { drainMs } = await done;
-  const deadline = Date.now() + drainMs;
-  while (executor.numActiveRequests() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-  // What is left is cancelled here, while the link is still up, so its final responses reach the orchestrator.
-  for (const local of ours.values()) executor.cancel(local);
-  while (executor.numActiveRequests() > 0) await new Promise((r) => setTimeout(r, 5));
+  await executor.drain(Date.now() + drainMs);
   clearInterval(stats);
   clearInterval(silence);
   send(TAG.bye, {});

@@ -1,14 +1,14 @@
 // The bench's pure parts: seeded traffic, arrivals, percentiles, the seeds' table, summaries and perf checks.
 import t from 'tap';
 
-import { arrivalOffsetsMs } from '../../../launcher/bench/arrivals.js';
-import { checkPerf } from '../../../launcher/bench/check-perf.js';
-import { parseSource } from '../../../launcher/bench/bench-run.js';
-import { seededRandom } from '../../../launcher/bench/random.js';
-import { parseDataset, tokenNormDist } from '../../../launcher/bench/sources.js';
-import { mean, median, percentile } from '../../../launcher/bench/statistics.js';
-import { type RequestRecord, summarize } from '../../../launcher/bench/summary.js';
-import { formatTable, progressBar, seedsTable } from '../../../launcher/bench/table.js';
+import { arrivalOffsetsMs } from '../../../launcher/bench-command/arrivals.js';
+import { checkPerf } from '../../../launcher/bench-command/check-perf.js';
+import { parseSource } from '../../../launcher/bench-command/bench-run.js';
+import { seededRandom } from '../../../launcher/bench-command/random.js';
+import { parseDataset, tokenNormDist } from '../../../launcher/bench-command/sources.js';
+import { mean, median, percentile } from '../../../launcher/bench-command/statistics.js';
+import { type RequestRecord, summarize } from '../../../launcher/bench-command/summary.js';
+import { formatTable, progressBar, seedsTable } from '../../../launcher/bench-command/table.js';
 
 t.test('percentiles interpolate as numpy does', async (t) => {
   const xs = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
@@ -18,6 +18,14 @@ t.test('percentiles interpolate as numpy does', async (t) => {
   t.equal(median([4, 1, 2, 3]), 2.5);
   t.equal(mean([]), 0);
   t.equal(percentile([], 99), 0, 'no samples: 0, not NaN');
+  // The definition every bench/ script shares (numpy's 'linear'), at its edges.
+  const unsorted = [30, 10, 20, 40];
+  t.equal(percentile(unsorted, 0), 10, 'p0 is the smallest');
+  t.equal(percentile(unsorted, 100), 40, 'p100 is the largest');
+  t.equal(percentile(unsorted, 50), 25, 'between the two middle samples');
+  t.equal(percentile(unsorted, 90), 37, 'numpy.percentile([10, 20, 30, 40], 90)');
+  t.same(unsorted, [30, 10, 20, 40], 'the samples are not reordered');
+  t.equal(percentile([7], 99), 7, 'one sample is every percentile');
 });
 
 t.test('token-norm-dist: seeded, within the vocabulary, exact lengths at stdev 0', async (t) => {

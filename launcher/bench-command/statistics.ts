@@ -1,5 +1,8 @@
-// Summary statistics of latency samples (pure). Percentiles interpolate linearly between the two nearest ranks,
-// as numpy.percentile does by default, so figures compare with Triton's and vLLM's Python benchmarks.
+// Summary statistics of latency samples (pure): the one definition for `trtllm-launch bench` and every script in
+// bench/, so a p50 means the same in each. Percentiles interpolate linearly between the two nearest ranks, as
+// numpy.percentile does by default (method 'linear': rank p/100 × (n − 1) into the sorted samples), so figures
+// compare with Triton's and vLLM's Python benchmarks; the median is the 50th percentile (the mean of the two middle
+// samples when n is even).
 
 export function mean(values: readonly number[]): number {
   return values.length === 0 ? 0 : values.reduce((a, b) => a + b, 0) / values.length;

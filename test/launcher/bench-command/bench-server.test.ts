@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { execa } from 'execa';
 import t from 'tap';
 
-import { type BenchOptions, runBench } from '../../../launcher/bench/bench-run.js';
+import { type BenchOptions, runBench } from '../../../launcher/bench-command/bench-run.js';
 import { packageRoot } from '../../../worker/binding/load-addon.js';
 import { loadTokenizer } from '../../../worker/tokenizer.js';
 import { fixtureDir } from '../../helpers/fixtures.js';
