@@ -3,7 +3,7 @@
 import type { Command } from 'commander';
 
 import type { SchedulerPolicy } from '../worker/binding/addon-types.js';
-import { TrtllmError } from '../worker/binding/errors.js';
+import { TrtllmError } from '../worker/common/errors.js';
 import { Executor } from '../worker/executor/executor.js';
 import { loadTokenizer } from '../worker/tokenizer.js';
 import { defaultModelDir } from './defaults.js';

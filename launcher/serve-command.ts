@@ -7,7 +7,7 @@ import { hostname } from 'node:os';
 
 import { type Command, InvalidArgumentError } from 'commander';
 
-import { TrtllmError } from '../worker/binding/errors.js';
+import { TrtllmError } from '../worker/common/errors.js';
 import { loadAddon } from '../worker/binding/load-addon.js';
 import { initRank } from '../worker/rank.js';
 import { chooseLauncher } from './cluster/mpirun-command.js';

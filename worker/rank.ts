@@ -3,7 +3,7 @@
 // Under the launcher's srun, Slurm's own numbering (SLURM_PROCID, SLURM_LOCALID) is checked against MPI's, because a
 // plugin mismatch makes every task start as a world of one — and every one of them would then serve as rank 0.
 import type { CommInfo } from './binding/addon-types.js';
-import { TrtllmError } from './binding/errors.js';
+import { TrtllmError } from './common/errors.js';
 import { loadAddon } from './binding/load-addon.js';
 
 const MPI_ENV_HINTS = ['OMPI_COMM_WORLD_SIZE', 'PMI_SIZE', 'PMIX_RANK', 'PMI_RANK'] as const;

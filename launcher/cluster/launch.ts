@@ -7,8 +7,8 @@ import { delimiter, join } from 'node:path';
 
 import { execa } from 'execa';
 
-import { TrtllmError } from '../../worker/binding/errors.js';
-import { packageRoot } from '../../worker/binding/load-addon.js';
+import { TrtllmError } from '../../worker/common/errors.js';
+import { packageRoot } from '../../worker/common/package-root.js';
 import { SRUN_MARKER } from '../../worker/rank.js';
 import { type MpirunCommand, mpiFlavor, mpirunCommand, shellQuote, splitArgs, srunCommand, srunMpiPlugin } from './mpirun-command.js';
 import type { ParallelPlan } from './parallel-plan.js';

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 
 import { type Command, Option } from 'commander';
 
-import { packageRoot } from '../../worker/binding/load-addon.js';
+import { packageRoot } from '../../worker/common/package-root.js';
 import { shellQuote } from '../cluster/mpirun-command.js';
 import { parseIntOption } from '../parse-options.js';
 import type { SlurmJobOptions } from './job-plan.js';

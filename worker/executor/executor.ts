@@ -4,7 +4,7 @@ import type {
   AddonExecutor, IterationStats, KvCacheStats, ModelConfig, NativeExecutorConfig, NativeLoadOptions, NativeRequest,
   NativeResponse,
 } from '../binding/addon-types.js';
-import { TrtllmError } from '../binding/errors.js';
+import { TrtllmError } from '../common/errors.js';
 import { loadAddon } from '../binding/load-addon.js';
 import type { ServingExecutor } from './serving-executor.js';
 import { type RequestLimits, validateRequest } from './validate-request.js';

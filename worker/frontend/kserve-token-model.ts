@@ -1,7 +1,7 @@
 // tensorrt_llm: the token-level model, with Triton's tensor names (input_ids, input_lengths, request_output_len,
 // runtime_top_k, ... → output_ids, sequence_length, ...). Each batch row runs as its own executor request.
 import type { NativeRequest, NativeResponse } from '../binding/addon-types.js';
-import { describeValue } from '../binding/errors.js';
+import { describeValue } from '../common/errors.js';
 import { badRequest, inClientTerms } from './http-errors.js';
 import { logitsOutputs } from './kserve-encode.js';
 import { mergeStreams } from './merge-streams.js';

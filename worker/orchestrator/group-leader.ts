@@ -3,7 +3,7 @@
 // responses back, with the executor's stats twice a second. On the orchestrator's shutdown message it drains,
 // says bye and stops; the followers are released by the executor's shutdown as in leader mode.
 import type { AddonLinks, NativeErrorCode, NativeResponse } from '../binding/addon-types.js';
-import { TrtllmError } from '../binding/errors.js';
+import { TrtllmError } from '../common/errors.js';
 import { Executor } from '../executor/executor.js';
 import type { Logger } from '../log.js';
 import { executorOptions } from '../serve.js';

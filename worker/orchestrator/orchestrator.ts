@@ -8,7 +8,8 @@ import { join } from 'node:path';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 
 import type { AddonLinks } from '../binding/addon-types.js';
-import { loadAddon, packageRoot } from '../binding/load-addon.js';
+import { loadAddon } from '../binding/load-addon.js';
+import { packageRoot } from '../common/package-root.js';
 import { loadChatTemplate } from '../frontend/chat-template.js';
 import { createFrontendServer, createMetricsServer, type MetricsEndpoint } from '../frontend/frontend.js';
 import { ServingMetrics } from '../frontend/metrics.js';
