@@ -9,6 +9,7 @@ import { type Command, InvalidArgumentError } from 'commander';
 
 import { TrtllmError } from '../worker/common/errors.js';
 import { loadAddon } from '../worker/binding/load-addon.js';
+import { leaderPidLine } from '../worker/common/status-lines.js';
 import { initRank } from '../worker/rank.js';
 import { chooseLauncher } from './cluster/mpirun-command.js';
 import { resolveParallel } from './cluster/parallel-plan.js';
@@ -115,7 +116,7 @@ async function runRank(options: ServeCliOptions): Promise<number> {
   try {
     const info = initRank();
     if (info.worldRank === 0) {
-      process.stdout.write(`leader pid ${process.pid} on ${hostname()}\n`);
+      process.stdout.write(`${leaderPidLine(process.pid, hostname())}\n`);
       const { serveUntilSignal } = await import('../worker/serve.js');
       return await serveUntilSignal({ ...serveOptions(options, parallel), ...deviceOptions(options, info.localRank) });
     }

@@ -6,6 +6,7 @@ import type { Server } from 'node:http';
 import { basename, resolve } from 'node:path';
 
 import type { SchedulerPolicy } from './binding/addon-types.js';
+import { readyLine } from './common/status-lines.js';
 import { Executor, type ExecutorOptions } from './executor/executor.js';
 import { loadChatTemplate } from './frontend/chat-template.js';
 import { createFrontendServer, createMetricsServer } from './frontend/frontend.js';
@@ -175,7 +176,7 @@ export async function serveUntilSignal(options: ServeOptions): Promise<number> {
     `Started HTTPService at ${options.host}:${server.httpPort}`,
     ...(server.grpcPort === undefined ? [] : [`Started GRPCInferenceService at ${options.host}:${server.grpcPort}`]),
     `Started Metrics Service at ${options.host}:${server.metricsPort}`,
-    `ready: serving ${server.context.servedModelName} as ensemble, tensorrt_llm_bls, tensorrt_llm, preprocessing, postprocessing`,
+    readyLine(server.context.servedModelName, MODEL_NAMES),
     `  curl -X POST ${host}:${server.httpPort}/v2/models/ensemble/generate${auth} -d '{"text_input": "What is machine learning?", "max_tokens": 20, "bad_words": "", "stop_words": ""}'`,
     `  OpenAI base URL: http://${host}:${server.httpPort}/v1 (model "${server.context.servedModelName}")`,
     `  metrics: curl ${host}:${server.metricsPort}/metrics`,

@@ -8,6 +8,7 @@ import { createInterface } from 'node:readline';
 
 import { execa, type ResultPromise } from 'execa';
 
+import { isReadyLine, parseLeaderExit, parseLeaderPid, parseSlurmStep } from '../../worker/common/status-lines.js';
 import { parseMpirunFailure, parseRankLine, parseSrunFailure, RankTail } from './rank-output.js';
 
 export interface SuperviseOptions {
@@ -109,15 +110,13 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
     }
     if (rank === 0) {
       // Signalled directly only when it runs on this host: a pid means nothing on another node.
-      const exit = /^leader exit code (\d+)$/.exec(text);
-      if (exit) leaderExit = Number(exit[1]);
-      const pid = /^leader pid (\d+) on (\S+)$/.exec(text);
-      if (pid && pid[2] === hostname()) leaderPid = Number(pid[1]);
-      else if (pid) leaderHost = pid[2];
-      const step = /^slurm step (\d+\.\d+): /.exec(text);
-      if (step) leaderStep = step[1];
+      leaderExit = parseLeaderExit(text) ?? leaderExit;
+      const pid = parseLeaderPid(text);
+      if (pid && pid.host === hostname()) leaderPid = pid.pid;
+      else if (pid) leaderHost = pid.host;
+      leaderStep = parseSlurmStep(text) ?? leaderStep;
       // The leader says when it listens: check at once rather than up to a poll interval later.
-      if (text.startsWith('ready: serving ')) checkNow?.();
+      if (isReadyLine(text)) checkNow?.();
     }
     tail.add(rank, text);
     if (everything.length < 1_000_000) everything += `${line}\n`;
