@@ -7,7 +7,7 @@ import { logitsOutputs } from './kserve-encode.js';
 import { mergeStreams } from './merge-streams.js';
 import type { ServedModel } from './model-repository.js';
 import { elementAt, type NamedValues, optBool, optInt } from './named-values.js';
-import type { ElementEvent, ModelRun, OutputTensor, RunOptions } from './kserve-run.js';
+import type { ElementEvent, ModelRun, OutputTensor, RunOptions } from './model-run.js';
 import type { ServingContext } from './serving-context.js';
 import { compact, samplingFrom } from './text-params.js';
 import { parseWordTensor } from './word-lists.js';
