@@ -6,7 +6,7 @@ import { type Command, Option } from 'commander';
 import type { SchedulerPolicy } from '../worker/binding/addon-types.js';
 import { LOG_LEVELS, type LogLevel } from '../worker/log.js';
 import type { LauncherKind } from './cluster/mpirun-command.js';
-import { defaultModelDir } from './defaults.js';
+import { defaultModelDir } from '../worker/common/package-root.js';
 import { parseBoolOption, parseChoiceOption, parseFractionOption, parseIntOption, parsePortOption } from './parse-options.js';
 
 export type { LauncherKind };

@@ -1,6 +1,6 @@
-// The installed package's root directory, where the launcher finds package.json, bin/, examples/, the proto file and
-// the built addon. Shared by the launcher and the worker, so it lives outside worker/binding (which only the worker's
-// addon loading needs).
+// The installed package's root directory, where the launcher finds package.json, bin/, examples/ (the bundled model),
+// the proto file and the built addon. Shared by the launcher and the worker, so it lives outside worker/binding (which
+// only the worker's addon loading needs).
 import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,4 +15,10 @@ export function packageRoot(): string {
     dir = resolve(dir, '..');
   }
   throw new TrtllmError('cannot find the trtllm-launch package root', 'internal');
+}
+
+/** The model served when --model is not given: the bundled 17M-parameter Llama trained on the Brown corpus
+ * (examples/models/brown-llama-17m, made by scripts/train/train_tiny_llama.py). */
+export function defaultModelDir(): string {
+  return join(packageRoot(), 'examples', 'models', 'brown-llama-17m');
 }
