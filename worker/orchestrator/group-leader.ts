@@ -6,7 +6,7 @@ import type { AddonLinks, NativeErrorCode, NativeResponse } from '../binding/add
 import { TrtllmError } from '../common/errors.js';
 import { Executor } from '../executor/executor.js';
 import type { Logger } from '../log.js';
-import { executorOptions } from '../serve.js';
+import { executorOptions } from '../options/executor-options.js';
 import { loadTokenizer } from '../tokenizer.js';
 import {
   type Cancel, decode, encode, type Enqueue, type Hello, type LoadFailed, type RankIdentity, type Shutdown, STATS_INTERVAL_MS,
