@@ -19,8 +19,9 @@ export interface FollowCliOptions {
   followTimeout: number;
 }
 
+// --help says "env: TRTLLM_X" itself (commander, from .env()).
 function option(flags: string, description: string, env: string): Option {
-  return new Option(flags, `${description} (env ${env})`).env(env);
+  return new Option(flags, description).env(env);
 }
 
 /** The command line that starts this very installation on a node (it must sit on a filesystem the nodes share). */
