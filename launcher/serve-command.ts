@@ -1,20 +1,16 @@
 // `trtllm-launch [serve] --model <dir> --world-size N --http-port 8000 --metrics-port 8002`: world size 1 serves
-// in this process; more ranks run under mpirun as `trtllm-launch rank`, supervised by this process (cluster/).
+// in this process; more ranks run under mpirun as `trtllm-launch rank` (their roles: worker/roles/), supervised by
+// this process (cluster/).
 // Every option has a TRTLLM_* environment fallback; --config / --model-repo add a YAML file under flags and env.
 // The frontend and the supervisor are imported only on the path that needs them: every process of a cluster starts
 // through this file, and their modules (execa, prom-client, tokenizers) cost 0.1-0.3 s each on a small machine.
-import { hostname } from 'node:os';
-
 import { type Command, InvalidArgumentError } from 'commander';
 
 import type { BuildInfo } from '../worker/binding/addon-types.js';
 import { loadAddon } from '../worker/binding/load-addon.js';
 import { TrtllmError } from '../worker/common/errors.js';
-import { leaderPidLine } from '../worker/common/status-lines.js';
 import { parseGpuDeviceIds } from '../worker/options/device-ids.js';
-import { followerOptions } from '../worker/options/executor-options.js';
 import { serveOptions } from '../worker/options/serve-options-from-cli.js';
-import { initRank } from '../worker/rank.js';
 import { chooseLauncher } from './cluster/mpirun-command.js';
 import { resolveParallel } from './cluster/parallel-plan.js';
 import { ignoredSettings } from './config/effective-config.js';
@@ -66,27 +62,6 @@ export async function runServe(options: Readonly<ServeCliOptions>, build: BuildI
   }
 }
 
-/** One rank of a cluster (started by mpirun for the launcher): rank 0 serves, the others follow it. */
-async function runRank(options: ServeCliOptions): Promise<number> {
-  const parallel = { tp: options.tp ?? 1, pp: options.pp ?? 1 };
-  try {
-    const info = initRank();
-    const serve = serveOptions(options, parallel, info.localRank);
-    if (info.worldRank === 0) {
-      process.stdout.write(`${leaderPidLine(process.pid, hostname())}\n`);
-      const { serveUntilSignal } = await import('../worker/serve.js');
-      return await serveUntilSignal(serve);
-    }
-    // Followers stop when the leader releases them after its drain; a signal from mpirun must not cut that short.
-    process.on('SIGINT', () => {});
-    process.on('SIGTERM', () => {});
-    await loadAddon().runFollower(serve.model, followerOptions(serve));
-    return 0;
-  } catch (error) {
-    return reportError(error, 'rank');
-  }
-}
-
 function serveAction(command: Command) {
   return async () => {
     try {
@@ -113,9 +88,15 @@ function serveAction(command: Command) {
   };
 }
 
+/** `rank`: one rank of a leader-mode cluster; the role itself is the worker's (worker/roles/leader-mode.ts). */
 function rankAction(command: Command) {
   return async () => {
-    process.exitCode = await runRank(command.opts<ServeCliOptions>());
+    const { runRank } = await import('../worker/roles/leader-mode.js');
+    try {
+      process.exitCode = await runRank(command.opts<ServeCliOptions>());
+    } catch (error) {
+      process.exitCode = reportError(error, 'rank');
+    }
   };
 }
 
@@ -127,7 +108,7 @@ export function registerServe(program: Command): void {
     .option('--group <index>', 'the worker group a spawned process belongs to', (v) => Number(v))
     .option('--orchestrator <host:pid>', 'the orchestrator that spawned this group');
   orchestrated.action(async () => {
-    const { runOrchestrated } = await import('../worker/orchestrator/roles.js');
+    const { runOrchestrated } = await import('../worker/roles/orchestrated.js');
     try {
       process.exitCode = await runOrchestrated(orchestrated.opts());
     } catch (error) {

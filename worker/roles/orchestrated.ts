@@ -6,10 +6,10 @@ import { hostname } from 'node:os';
 import { loadAddon } from '../binding/load-addon.js';
 import { leaderExitLine, leaderPidLine } from '../common/status-lines.js';
 import { createLogger } from '../log.js';
-import { runGroupRank } from './group-rank.js';
-import { runOrchestrator, spawnLinks } from './orchestrator.js';
-import { colorOf, readPlan } from './plan.js';
-import type { RankIdentity } from './wire.js';
+import { runGroupRank } from '../orchestrator/group-rank.js';
+import { runOrchestrator, spawnLinks } from '../orchestrator/orchestrator.js';
+import { colorOf, readPlan } from '../orchestrator/plan.js';
+import type { RankIdentity } from '../orchestrator/wire.js';
 
 export interface OrchestratedArgs {
   group?: number;            // a spawned group's index (set by the orchestrator)
