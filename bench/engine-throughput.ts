@@ -5,7 +5,7 @@
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 
-import { packageRoot } from '../worker/binding/load-addon.js';
+import { packageRoot } from '../worker/common/package-root.js';
 import { Executor } from '../worker/executor/executor.js';
 import { BENCH_SHAPE, parameterCount, writeDummyLlama } from './dummy-checkpoint.js';
 import { memoryBandwidth } from './memory-bandwidth.js';

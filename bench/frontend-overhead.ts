@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { loadSync } from '@grpc/proto-loader';
 
 import { median } from '../launcher/bench-command/statistics.js';
-import { packageRoot } from '../worker/binding/load-addon.js';
+import { packageRoot } from '../worker/common/package-root.js';
 import { PROTO_OPTIONS, protoPath } from '../worker/frontend/grpc/proto.js';
 
 const args = process.argv.slice(2);

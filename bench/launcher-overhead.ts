@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { execa, type ResultPromise } from 'execa';
 
 import { median } from '../launcher/bench-command/statistics.js';
-import { packageRoot } from '../worker/binding/load-addon.js';
+import { packageRoot } from '../worker/common/package-root.js';
 
 const runsArg = process.argv.indexOf('--runs');
 const RUNS = runsArg >= 0 ? Number(process.argv[runsArg + 1]) : 5;

@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { getLlama, LlamaLogLevel, type Llama, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token } from 'node-llama-cpp';
 
 import type { IterationStats, NativeResponse } from '../worker/binding/addon-types.js';
-import { packageRoot } from '../worker/binding/load-addon.js';
+import { packageRoot } from '../worker/common/package-root.js';
 import { Executor, type ExecutorOptions } from '../worker/executor/executor.js';
 import { BENCH_SHAPE, type LlamaShape, parameterCount, writeDummyLlama } from './dummy-checkpoint.js';
 import { exportGguf } from './gguf-export.js';

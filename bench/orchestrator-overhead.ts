@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { execa, type ResultPromise } from 'execa';
 
 import { percentile as pct } from '../launcher/bench-command/statistics.js';
-import { packageRoot } from '../worker/binding/load-addon.js';
+import { packageRoot } from '../worker/common/package-root.js';
 
 const arg = (name: string, fallback: string) => {
   const i = process.argv.indexOf(name);

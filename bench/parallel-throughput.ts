@@ -7,7 +7,7 @@ import { join } from 'node:path';
 
 import { execa } from 'execa';
 
-import { packageRoot } from '../worker/binding/load-addon.js';
+import { packageRoot } from '../worker/common/package-root.js';
 import { BENCH_SHAPE, type LlamaShape, parameterCount, writeDummyLlama } from './dummy-checkpoint.js';
 
 function arg(name: string, fallback: string): string {

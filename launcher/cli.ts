@@ -4,7 +4,7 @@ import { join } from 'node:path';
 
 import { Command } from 'commander';
 
-import { packageRoot } from '../worker/binding/load-addon.js';
+import { packageRoot } from '../worker/common/package-root.js';
 import { registerConfig } from './config-command.js';
 import { registerBench } from './bench-command/bench-command.js';
 import { registerClient } from './client/client-command.js';

@@ -3,10 +3,10 @@
 import type { Command } from 'commander';
 
 import type { SchedulerPolicy } from '../worker/binding/addon-types.js';
-import { TrtllmError } from '../worker/binding/errors.js';
+import { TrtllmError } from '../worker/common/errors.js';
 import { Executor } from '../worker/executor/executor.js';
 import { loadTokenizer } from '../worker/tokenizer.js';
-import { defaultModelDir } from './defaults.js';
+import { defaultModelDir } from '../worker/common/package-root.js';
 import { parseIntOption, parseNumberOption } from './parse-options.js';
 
 interface GenerateOptions {

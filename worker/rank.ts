@@ -3,8 +3,9 @@
 // Under the launcher's srun, Slurm's own numbering (SLURM_PROCID, SLURM_LOCALID) is checked against MPI's, because a
 // plugin mismatch makes every task start as a world of one — and every one of them would then serve as rank 0.
 import type { CommInfo } from './binding/addon-types.js';
-import { TrtllmError } from './binding/errors.js';
+import { TrtllmError } from './common/errors.js';
 import { loadAddon } from './binding/load-addon.js';
+import { slurmStepLine } from './common/status-lines.js';
 
 const MPI_ENV_HINTS = ['OMPI_COMM_WORLD_SIZE', 'PMI_SIZE', 'PMIX_RANK', 'PMI_RANK'] as const;
 
@@ -70,8 +71,7 @@ export function initRank(env: NodeJS.ProcessEnv = process.env): CommInfo {
     checkSlurmTask(info, task, env.SLURM_MPI_TYPE);
     // Every rank says where it landed: the first thing to read when a multi-node job misbehaves. Rank 0's line
     // also tells the launcher which step to signal when the leader runs on another node.
-    process.stdout.write(`slurm step ${task.jobId}.${task.stepId}: task ${task.procId} of ${task.tasks} on ${task.node} ` +
-      `(local ${task.localId}) = MPI rank ${info.worldRank}, device ${task.device}\n`);
+    process.stdout.write(`${slurmStepLine({ ...task, worldRank: info.worldRank })}\n`);
   }
   return info;
 }

@@ -5,48 +5,18 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { basename, resolve } from 'node:path';
 
-import type { SchedulerPolicy } from './binding/addon-types.js';
-import { Executor, type ExecutorOptions } from './executor/executor.js';
+import { readyLine } from './common/status-lines.js';
+import { Executor } from './executor/executor.js';
 import { loadChatTemplate } from './frontend/chat-template.js';
 import { createFrontendServer, createMetricsServer } from './frontend/frontend.js';
 import { ServingMetrics } from './frontend/metrics.js';
 import { singleModelCatalog } from './frontend/model-catalog.js';
 import { MODEL_NAMES } from './frontend/model-repository.js';
 import { buildServingContext, type ServingContext } from './frontend/serving-context.js';
-import { createLogger, type Logger, type LogLevel } from './log.js';
+import { createLogger, type Logger } from './log.js';
+import { executorOptions } from './options/executor-options.js';
+import type { ServeOptions } from './options/serve-options.js';
 import { loadTokenizer } from './tokenizer.js';
-
-export interface ServeOptions {
-  model: string;
-  host: string;
-  httpPort: number;              // 0: any free port (tests)
-  metricsPort: number;
-  grpcPort?: number | undefined; // KServe v2 gRPC; undefined: no gRPC port
-  apiKey?: string | undefined;
-  authHealth: boolean;
-  authMetrics: boolean;
-  maxBodyBytes: number;
-  servedModelName?: string | undefined;
-  threads?: number | undefined;
-  maxBatchSize?: number | undefined;
-  maxQueueSize?: number | undefined;
-  maxNumTokens?: number | undefined;
-  maxSeqLen?: number | undefined;
-  maxTokensInPagedKvCache?: number | undefined;
-  tokensPerBlock?: number | undefined;
-  schedulerPolicy?: SchedulerPolicy | undefined;
-  enableChunkedContext?: boolean | undefined;
-  enableKvCacheReuse?: boolean | undefined;
-  maxBeamWidth?: number | undefined;
-  drainTimeoutMs: number;
-  logLevel: LogLevel;
-  tp?: number | undefined;       // leader mode: the grid started by mpirun (default 1 x 1)
-  pp?: number | undefined;
-  device?: 'auto' | 'cpu' | 'cuda' | undefined;   // default cpu
-  loadFormat?: 'auto' | 'dummy' | undefined;
-  gpuDeviceId?: number | undefined;
-  kvCacheFreeGpuMemFraction?: number | undefined;
-}
 
 export interface RunningServer {
   context: ServingContext;
@@ -71,30 +41,6 @@ export function listen(server: Server, port: number, host: string): Promise<numb
 
 function closeServer(server: Server): Promise<void> {
   return new Promise((done) => server.close(() => done()));
-}
-
-/** The executor's settings among the serve options (also what a worker group of the orchestrator loads with). */
-export function executorOptions(options: ServeOptions): ExecutorOptions {
-  return {
-    ...(options.threads === undefined ? {} : { numThreads: options.threads }),
-    ...(options.maxBatchSize === undefined ? {} : { maxBatchSize: options.maxBatchSize }),
-    ...(options.maxQueueSize === undefined ? {} : { maxQueueSize: options.maxQueueSize }),
-    ...(options.maxNumTokens === undefined ? {} : { maxNumTokens: options.maxNumTokens }),
-    ...(options.maxSeqLen === undefined ? {} : { maxSeqLen: options.maxSeqLen }),
-    ...(options.maxTokensInPagedKvCache === undefined ? {} : { maxTokensInPagedKvCache: options.maxTokensInPagedKvCache }),
-    ...(options.tokensPerBlock === undefined ? {} : { tokensPerBlock: options.tokensPerBlock }),
-    ...(options.schedulerPolicy === undefined ? {} : { schedulerPolicy: options.schedulerPolicy }),
-    ...(options.enableChunkedContext === undefined ? {} : { enableChunkedContext: options.enableChunkedContext }),
-    ...(options.enableKvCacheReuse === undefined ? {} : { enableKvCacheReuse: options.enableKvCacheReuse }),
-    ...(options.maxBeamWidth === undefined ? {} : { maxBeamWidth: options.maxBeamWidth }),
-    iterStatsMaxIterations: 10_000,
-    ...(options.tp === undefined ? {} : { tp: options.tp }),
-    ...(options.pp === undefined ? {} : { pp: options.pp }),
-    ...(options.device === undefined ? {} : { device: options.device }),
-    ...(options.loadFormat === undefined ? {} : { loadFormat: options.loadFormat }),
-    ...(options.gpuDeviceId === undefined ? {} : { gpuDeviceId: options.gpuDeviceId }),
-    ...(options.kvCacheFreeGpuMemFraction === undefined ? {} : { kvCacheFreeGpuMemFraction: options.kvCacheFreeGpuMemFraction }),
-  };
 }
 
 export async function startServer(options: ServeOptions, log: Logger = createLogger(options.logLevel)): Promise<RunningServer> {
@@ -173,7 +119,7 @@ export async function serveUntilSignal(options: ServeOptions): Promise<number> {
     `Started HTTPService at ${options.host}:${server.httpPort}`,
     ...(server.grpcPort === undefined ? [] : [`Started GRPCInferenceService at ${options.host}:${server.grpcPort}`]),
     `Started Metrics Service at ${options.host}:${server.metricsPort}`,
-    `ready: serving ${server.context.servedModelName} as ensemble, tensorrt_llm_bls, tensorrt_llm, preprocessing, postprocessing`,
+    readyLine(server.context.servedModelName, MODEL_NAMES),
     `  curl -X POST ${host}:${server.httpPort}/v2/models/ensemble/generate${auth} -d '{"text_input": "What is machine learning?", "max_tokens": 20, "bad_words": "", "stop_words": ""}'`,
     `  OpenAI base URL: http://${host}:${server.httpPort}/v1 (model "${server.context.servedModelName}")`,
     `  metrics: curl ${host}:${server.metricsPort}/metrics`,

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 
 import { Tokenizer } from '@huggingface/tokenizers';
 
-import { TrtllmError } from './binding/errors.js';
+import { TrtllmError } from './common/errors.js';
 
 export interface TextTokenizer {
   encode(text: string, options?: { addSpecialTokens?: boolean }): number[];

@@ -3,7 +3,7 @@
 import { type Command, InvalidArgumentError, Option } from 'commander';
 
 import { reportToolErrors } from '../client/client-command.js';
-import { defaultModelDir } from '../defaults.js';
+import { defaultModelDir } from '../../worker/common/package-root.js';
 import { parseChoiceOption, parseIntOption, parseNumberOption } from '../parse-options.js';
 import { type BenchOptions, parseSource, runBench } from './bench-run.js';
 

@@ -2,7 +2,7 @@
 // end_to_end_grpc_client.py (-u, -i, --text/-p, -o/--request-output-len, --streaming, --stop-after-ms, ...).
 import { type Command, Option } from 'commander';
 
-import { TrtllmError } from '../../worker/binding/errors.js';
+import { TrtllmError } from '../../worker/common/errors.js';
 import { parseIntOption, parseNumberOption } from '../parse-options.js';
 import { type ClientOptions, parseTokenList } from './client-options.js';
 import { runClient } from './client-run.js';

@@ -7,8 +7,8 @@ import { delimiter, join } from 'node:path';
 
 import { execa } from 'execa';
 
-import { TrtllmError } from '../../worker/binding/errors.js';
-import { packageRoot } from '../../worker/binding/load-addon.js';
+import { TrtllmError } from '../../worker/common/errors.js';
+import { packageRoot } from '../../worker/common/package-root.js';
 import { type LaunchPlanOptions, planLaunch, portChecks, type RankStarter } from './launch-plan.js';
 import { type MpiFlavor, mpiFlavor, srunMpiPlugin } from './mpirun-command.js';
 import { superviseCluster } from './supervise.js';

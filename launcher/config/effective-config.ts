@@ -1,5 +1,8 @@
 // Flags > env > file > defaults, merged once into a frozen object that also remembers where every value came from
-// (pure: commander's values and their sources in, the effective serve options and their provenance out).
+// and whether it has an effect on the backend the ranks will use (pure: commander's values and their sources, the
+// file, and what the addon says of its backends in; the effective serve options and their provenance out).
+import { type Backends, servingBackend } from '../../worker/options/device-ids.js';
+import { SERVE_OPTIONS } from '../../worker/options/serve-option-table.js';
 import type { ServeCliOptions } from '../serve-options.js';
 import type { FileValues } from './parse-config-file.js';
 import { CONFIG_KEYS } from './schema.js';
@@ -21,7 +24,7 @@ export interface Setting {
   value: unknown;                    // undefined: nothing set it (see `unset`)
   source: Source;
   origin: string;                    // the flag, the env variable, the file's path, or 'default'
-  ignored?: string | undefined;      // why it has no effect on this build
+  ignored?: string | undefined;      // why it has no effect (on this build, with this backend)
   unset?: string | undefined;        // what applies when unset
 }
 
@@ -36,7 +39,7 @@ export interface EffectiveConfig {
 }
 
 // Values that must not end up on a terminal or in a CI log.
-const SECRETS = new Set(['apiKey']);
+const SECRETS = new Set<string>(SERVE_OPTIONS.filter((d) => d.secret).map((d) => d.name));
 // Options that choose the file or the output format, not the served configuration.
 const NOT_SETTINGS = new Set(['config', 'modelRepo', 'json']);
 
@@ -46,10 +49,15 @@ function fromCli(c: CliValue): { source: Source; origin: string } | undefined {
   return undefined;
 }
 
-export function effectiveConfig(cli: readonly CliValue[], file?: ConfigFile): EffectiveConfig {
+/**
+ * `build`: the addon's backends, which decide what --device auto becomes and so which keys have no effect. Without
+ * it (no addon here) only the CPU backend, which every build has, is assumed.
+ */
+export function effectiveConfig(cli: readonly CliValue[], file?: ConfigFile, build?: Backends): EffectiveConfig {
   const byAttr = new Map(cli.map((c) => [c.attr, c]));
   const options: Record<string, unknown> = Object.fromEntries(cli.filter((c) => !NOT_SETTINGS.has(c.attr)).map((c) => [c.attr, c.value]));
   const settings: Setting[] = [];
+  const backend = servingBackend(options.device as ServeCliOptions['device'] | undefined, build);
   const shown = (attr: string | undefined, value: unknown) => (attr && SECRETS.has(attr) && value !== undefined ? '(set)' : value);
 
   for (const spec of CONFIG_KEYS) {
@@ -61,14 +69,15 @@ export function effectiveConfig(cli: readonly CliValue[], file?: ConfigFile): Ef
       setting = { key: spec.key, flag: c.flag, value: c.value, ...explicit };
     } else if (inFile) {
       const value = file!.values.get(spec.key);
-      if (spec.option) options[spec.option] = value;
+      if (spec.option) options[spec.option] = spec.toOption ? spec.toOption(value) : value;
       setting = { key: spec.key, flag: c?.flag, value, source: 'file', origin: file!.path };
     } else if (c) {
       setting = { key: spec.key, flag: c.flag, value: c.value, source: 'default', origin: 'default' };
     } else {
       continue;  // a key with no flag that the file does not set: nothing to show
     }
-    settings.push(Object.freeze({ ...setting, value: shown(spec.option, setting.value), ignored: spec.ignored, unset: spec.unset }));
+    const ignored = setting.value === undefined ? undefined : spec.ignored?.(backend);
+    settings.push(Object.freeze({ ...setting, value: shown(spec.option, setting.value), ignored, unset: spec.unset }));
   }
   const covered = new Set(CONFIG_KEYS.map((k) => k.option).filter((o) => o !== undefined));
   for (const c of cli) {
@@ -83,7 +92,7 @@ export function effectiveConfig(cli: readonly CliValue[], file?: ConfigFile): Ef
   });
 }
 
-/** The settings a file gave that this build does not apply: said at startup, never dropped silently. */
+/** The settings given that have no effect here (this build, this backend): said at startup, never dropped silently. */
 export function ignoredSettings(config: EffectiveConfig): readonly Readonly<Setting>[] {
   return config.settings.filter((s) => s.ignored !== undefined);
 }

@@ -1,5 +1,6 @@
 // A configuration file's text → its checked values, keyed by dotted key (pure). Every problem in the file is
-// reported at once, each naming the key, the file and the value received; unknown keys get a did-you-mean.
+// reported at once, each naming the key, the file and the value received (in the words of the key's kind, the same
+// as its flag's); unknown keys get a did-you-mean.
 import { dirname, resolve } from 'node:path';
 
 import { InvalidArgumentError } from 'commander';
@@ -7,11 +8,17 @@ import { parseDocument } from 'yaml';
 
 import { closest } from './did-you-mean.js';
 import { configKey, SECTIONS, sectionKeys, TOP_LEVEL_NAMES } from './schema.js';
-import { showValue } from './checks.js';
 
 export interface FileValues {
   path: string;
   values: ReadonlyMap<string, unknown>;   // 'batching.max_batch_size' → 8
+}
+
+/** A received value as an error message quotes it: strings quoted, everything else as JSON. */
+export function showValue(value: unknown): string {
+  if (typeof value === 'string') return `"${value}"`;
+  if (value === undefined) return 'nothing';
+  return JSON.stringify(value) ?? String(value);
 }
 
 const isMapping = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);

@@ -6,6 +6,7 @@ import { resolve } from 'node:path';
 
 import { type Command, InvalidArgumentError } from 'commander';
 
+import type { Backends } from '../../worker/options/device-ids.js';
 import type { ConfigSourceOptions } from '../serve-options.js';
 import { type CliValue, type ConfigFile, effectiveConfig, type EffectiveConfig } from './effective-config.js';
 import { modelRepoFile } from './model-repo.js';
@@ -44,7 +45,8 @@ export async function readConfigFile(path: string, via: string): Promise<ConfigF
   return { ...file, via };
 }
 
-export async function resolveServeConfig(command: Command): Promise<EffectiveConfig> {
+/** `build`: the addon's backends where this command will run the ranks (see effectiveConfig). */
+export async function resolveServeConfig(command: Command, build?: Backends): Promise<EffectiveConfig> {
   const { config, modelRepo } = command.opts<ConfigSourceOptions>();
   if (config !== undefined && modelRepo !== undefined) {
     throw new InvalidArgumentError(`${named(command, 'config', '--config', 'TRTLLM_CONFIG')} ${config} and ${named(command, 'modelRepo', '--model-repo', 'TRTLLM_MODEL_REPO')} ${modelRepo} both name a configuration: give one`);
@@ -55,5 +57,5 @@ export async function resolveServeConfig(command: Command): Promise<EffectiveCon
     const option = named(command, 'modelRepo', '--model-repo', 'TRTLLM_MODEL_REPO');
     file = await readConfigFile(modelRepoFile(modelRepo, option), `${option} ${modelRepo}`);
   }
-  return effectiveConfig(cliValues(command), file);
+  return effectiveConfig(cliValues(command), file, build);
 }

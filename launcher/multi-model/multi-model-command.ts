@@ -11,15 +11,9 @@ import { chooseLauncher } from '../cluster/mpirun-command.js';
 import { effectiveConfig } from '../config/effective-config.js';
 import { modelRepoFiles } from '../config/model-repo.js';
 import { cliValues, readConfigFile } from '../config/resolve-serve-config.js';
-import { serveOptions } from '../serve-command.js';
-import type { ConfigSourceOptions, ServeCliOptions } from '../serve-options.js';
+import { serveOptions } from '../../worker/options/serve-options-from-cli.js';
+import type { ConfigSourceOptions, MultiModelOptions, ServeCliOptions } from '../serve-options.js';
 import { type ModelFile, planMultiModel } from './plan-groups.js';
-
-export interface MultiModelOptions {
-  multiModel?: boolean;
-  spawn: boolean;      // commander's --no-spawn sets false
-  failFast: boolean;
-}
 
 export async function runMultiModel(command: Command): Promise<number> {
   const { modelRepo, config } = command.opts<ConfigSourceOptions>();

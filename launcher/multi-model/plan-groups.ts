@@ -7,7 +7,7 @@ import { basename, extname } from 'node:path';
 import { InvalidArgumentError } from 'commander';
 
 import type { GroupPlan, MultiModelPlan } from '../../worker/orchestrator/plan.js';
-import type { ServeOptions } from '../../worker/serve.js';
+import type { ServeOptions } from '../../worker/options/serve-options.js';
 import type { ServeCliOptions } from '../serve-options.js';
 
 export interface ModelFile {

@@ -4,7 +4,7 @@ import { closeSync, openSync, readSync, statSync } from 'node:fs';
 
 import { execa } from 'execa';
 
-import { TrtllmError } from '../../worker/binding/errors.js';
+import { TrtllmError } from '../../worker/common/errors.js';
 import { isFinal, type JobInfo, jobInfo, JobOutput, parseScontrolRecord } from './job-status.js';
 
 export interface FollowOptions {

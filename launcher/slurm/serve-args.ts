@@ -1,30 +1,28 @@
 // The serve options a job script passes on to the launcher: those the user set (flag or env), as flags, with
-// paths made absolute and the API key left to the environment. Reads commander's option metadata; no I/O.
+// paths made absolute and the API key left to the environment. Which options are forwarded, and which are paths,
+// the option table says (worker/options/serve-option-table.ts); reads commander's values and sources; no I/O.
 import { isAbsolute, resolve } from 'node:path';
 
-import { Command, type Option } from 'commander';
+import type { Command, Option } from 'commander';
 
-import { addConfigSourceOptions, addServeOptions } from '../serve-options.js';
+import { CONFIG_SOURCE_OPTIONS, SERVE_OPTIONS } from '../../worker/options/serve-option-table.js';
+import { flagArgv } from '../option-argv.js';
 
+const DEFINITIONS = [...SERVE_OPTIONS, ...CONFIG_SOURCE_OPTIONS];
 // Written by the renderer itself (tp, pp, model, log dir, srun arguments with the container's), or never written
 // into a file (the key, --dry-run).
-const NOT_FORWARDED = new Set(['worldSize', 'tp', 'pp', 'model', 'logDir', 'srunArgs', 'apiKey', 'dryRun']);
-const PATHS = new Set(['hostfile', 'config', 'modelRepo']);
+const NOT_FORWARDED = new Set<string>(DEFINITIONS.filter((d) => d.job !== undefined).map((d) => d.name));
+const PATHS = new Set<string>(DEFINITIONS.filter((d) => d.path).map((d) => d.name));
+const SECRETS = new Set<string>(DEFINITIONS.filter((d) => d.secret).map((d) => d.name));
 
-let serveNames: Set<string> | undefined;
 /** The attribute names of the serve options (and --config/--model-repo), as the serve command defines them. */
 export function serveOptionNames(): Set<string> {
-  serveNames ??= new Set(addConfigSourceOptions(addServeOptions(new Command())).options.map((o) => o.attributeName()));
-  return serveNames;
+  return new Set(DEFINITIONS.map((d) => d.name));
 }
 
 /** One option's value as argv, the way commander reads it back. */
 export function optionArgv(option: Option, value: unknown): string[] {
-  const flag = option.long ?? option.flags;
-  if (value === undefined || value === false && option.isBoolean()) return [];
-  if (option.isBoolean()) return [flag];
-  // A value that looks like an option must be glued to its flag, or a parser takes it for the next option.
-  return String(value).startsWith('-') ? [`${flag}=${String(value)}`] : [flag, String(value)];
+  return flagArgv(option.long ?? option.flags, option.isBoolean(), value);
 }
 
 /** Serve options the user set on `command` (flag or env), ready for the job's launcher command line. */
@@ -50,7 +48,7 @@ export function givenArgv(command: Command): string[] {
   const out: string[] = [];
   for (const option of command.options) {
     const name = option.attributeName();
-    if (command.getOptionValueSource(name) !== 'cli' || name === 'apiKey') continue;
+    if (command.getOptionValueSource(name) !== 'cli' || SECRETS.has(name)) continue;
     const value = values[name];
     if (Array.isArray(value)) for (const v of value) out.push(...optionArgv(option, v));
     else out.push(...optionArgv(option, value));

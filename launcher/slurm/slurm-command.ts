@@ -6,7 +6,7 @@ import { join, resolve } from 'node:path';
 
 import { type Command, InvalidArgumentError } from 'commander';
 
-import { TrtllmError } from '../../worker/binding/errors.js';
+import { TrtllmError } from '../../worker/common/errors.js';
 import { resolveParallel } from '../cluster/parallel-plan.js';
 import { resolveServeConfig } from '../config/resolve-serve-config.js';
 import { addConfigSourceOptions, addServeOptions, type ServeCliOptions } from '../serve-options.js';

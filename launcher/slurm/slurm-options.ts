@@ -5,7 +5,7 @@ import { join } from 'node:path';
 
 import { type Command, Option } from 'commander';
 
-import { packageRoot } from '../../worker/binding/load-addon.js';
+import { packageRoot } from '../../worker/common/package-root.js';
 import { shellQuote } from '../cluster/mpirun-command.js';
 import { parseIntOption } from '../parse-options.js';
 import type { SlurmJobOptions } from './job-plan.js';
@@ -19,8 +19,9 @@ export interface FollowCliOptions {
   followTimeout: number;
 }
 
+// --help says "env: TRTLLM_X" itself (commander, from .env()).
 function option(flags: string, description: string, env: string): Option {
-  return new Option(flags, `${description} (env ${env})`).env(env);
+  return new Option(flags, description).env(env);
 }
 
 /** The command line that starts this very installation on a node (it must sit on a filesystem the nodes share). */

@@ -1,4 +1,4 @@
-// Native failures become real JS errors of the class the JS side registered (worker/binding/errors.ts), with a
+// Native failures become real JS errors of the class the JS side registered (worker/common/errors.ts), with a
 // stable `code`, so callers switch on codes rather than parse messages.
 #pragma once
 #include <napi.h>

@@ -1,6 +1,6 @@
 // Asserts that a call fails with a TrtllmError of the given code whose message matches a pattern, and reports
 // what was thrown instead when it does not.
-import { TrtllmError } from '../../worker/binding/errors.js';
+import { TrtllmError } from '../../worker/common/errors.js';
 
 interface Asserter {
   ok(value: unknown, message: string): boolean;

@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { packageRoot } from '../../worker/binding/load-addon.js';
+import { packageRoot } from '../../worker/common/package-root.js';
 
 export const FIXTURE_MODELS = ['tiny-llama', 'tiny-llama-sharded', 'tiny-gpt2'] as const;
 

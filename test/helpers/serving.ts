@@ -1,6 +1,7 @@
 // Starts a real server (HTTP + metrics on ephemeral ports) on a fixture model for a test file, and small HTTP
 // helpers that read SSE streams and Prometheus text.
-import { startServer, type RunningServer, type ServeOptions } from '../../worker/serve.js';
+import type { ServeOptions } from '../../worker/options/serve-options.js';
+import { startServer, type RunningServer } from '../../worker/serve.js';
 import { fixtureDir } from './fixtures.js';
 
 export interface TestServer {

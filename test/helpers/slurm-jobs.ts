@@ -6,7 +6,7 @@ import { join } from 'node:path';
 
 import { execa } from 'execa';
 
-import { packageRoot } from '../../worker/binding/load-addon.js';
+import { packageRoot } from '../../worker/common/package-root.js';
 import { startServer } from '../../worker/serve.js';
 import { isFinal, type JobInfo, jobInfo, parseScontrolRecord } from '../../launcher/slurm/job-status.js';
 import { fixtureDir } from './fixtures.js';

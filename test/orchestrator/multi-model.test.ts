@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { execa, type ResultPromise } from 'execa';
 import t, { type Test } from 'tap';
 
-import { packageRoot } from '../../worker/binding/load-addon.js';
+import { packageRoot } from '../../worker/common/package-root.js';
 import { fixtureDir, referenceCases } from '../helpers/fixtures.js';
 import { freePort, processesWith } from '../helpers/processes.js';
 import { postJson, postSse, startTestServer, waitFor } from '../helpers/serving.js';

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { execa } from 'execa';
 import t from 'tap';
 
-import { packageRoot } from '../../worker/binding/load-addon.js';
+import { packageRoot } from '../../worker/common/package-root.js';
 import { fixtureDir } from '../helpers/fixtures.js';
 
 const program = join(packageRoot(), 'dist', 'test', 'programs', 'parallel-check.js');

@@ -17,7 +17,7 @@ import { renderSbatchScript } from '../../launcher/slurm/sbatch-script.js';
 import { forwardedServeArgs, givenArgv } from '../../launcher/slurm/serve-args.js';
 import { addSlurmJobOptions } from '../../launcher/slurm/slurm-options.js';
 import { parseTimeLimit } from '../../launcher/slurm/time-limit.js';
-import { packageRoot } from '../../worker/binding/load-addon.js';
+import { packageRoot } from '../../worker/common/package-root.js';
 import { checkSlurmTask, slurmTask } from '../../worker/rank.js';
 
 const job = (o: Partial<SlurmJobOptions> = {}): SlurmJobOptions => ({ jobName: 'serve', time: '00:30:00', nodes: 1, outputDir: 'logs', sbatchArg: [], ...o });

@@ -1,23 +1,13 @@
 // Finds and loads the compiled addon once, and registers our error class with it.
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 
 import type { Addon } from './addon-types.js';
-import { TrtllmError } from './errors.js';
+import { TrtllmError } from '../common/errors.js';
+import { packageRoot } from '../common/package-root.js';
 
 const require = createRequire(import.meta.url);
-
-/** The repository root: two levels above this file in source (worker/binding) and three in dist. */
-export function packageRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 5; i += 1) {
-    if (existsSync(join(dir, 'package.json'))) return dir;
-    dir = resolve(dir, '..');
-  }
-  throw new TrtllmError('cannot find the trtllm-launch package root', 'internal');
-}
 
 export function addonPath(): string {
   return process.env.TRTLLM_ADDON_PATH ?? join(packageRoot(), 'build', 'native', 'Release', 'trtllm_native.node');

@@ -1,7 +1,7 @@
 // What the frontend needs from an executor: the in-process one (executor.ts) and, in orchestrator mode, the proxy
 // for a worker group's executor (orchestrator/remote-executor.ts) both provide it.
 import type { IterationStats, KvCacheStats, ModelConfig, NativeRequest, NativeResponse } from '../binding/addon-types.js';
-import type { RequestHandle } from './executor.js';
+import type { RequestHandle } from './request-handle.js';
 import type { RequestLimits } from './validate-request.js';
 
 export interface ServingExecutor {

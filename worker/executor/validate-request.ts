@@ -1,7 +1,7 @@
 // Pure validation of a generation request against the served model's limits, before native code sees it.
 // Every rejection names the field, the value received and the allowed range.
 import type { NativeRequest, OutputParams, SamplingParams } from '../binding/addon-types.js';
-import { describeValue, TrtllmError } from '../binding/errors.js';
+import { describeValue, TrtllmError } from '../common/errors.js';
 
 export interface RequestLimits {
   vocabSize: number;

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 
 import { Template } from '@huggingface/jinja';
 
-import { TrtllmError } from '../binding/errors.js';
+import { TrtllmError } from '../common/errors.js';
 
 export interface ChatMessage { role: string; content: string }
 

@@ -1,6 +1,6 @@
 // One error type for the HTTP layer, and the mapping from the executor's stable error codes to HTTP statuses, so
 // every route reports failures the same way (KServe's {"error": "..."} or OpenAI's {"error": {...}}).
-import { TrtllmError } from '../binding/errors.js';
+import { TrtllmError } from '../common/errors.js';
 
 export class HttpError extends Error {
   constructor(readonly status: number, message: string, readonly param?: string) {

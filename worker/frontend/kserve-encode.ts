@@ -1,7 +1,7 @@
 // Output sets → response JSON: the generate extension's flat fields (the seeds' shape) and KServe v2 tensors
 // (one tensor per output, batch elements stacked and ragged ones padded). Pure.
 import type { NativeResponse } from '../binding/addon-types.js';
-import type { ElementEvent, OutputTensor } from './kserve-run.js';
+import type { ElementEvent, OutputTensor } from './model-run.js';
 import { MODEL_VERSION } from './metrics.js';
 
 /** A single value stays a scalar (the seeds' "text_output": "..."), anything else is a flat list. */

@@ -1,7 +1,7 @@
 // POST /v2/models/{name}[/versions/{v}]/generate and /generate_stream: Triton's generate extension. The body's
 // fields are the model's inputs; the answer is the seeds' flat JSON (model_name, model_version, sequence_*,
 // text_output, ...), or one SSE event per iteration (and per batch element) on generate_stream.
-import { describeValue } from '../binding/errors.js';
+import { describeValue } from '../common/errors.js';
 import { badRequest } from './http-errors.js';
 import { type Route, sendJson } from './http-server.js';
 import { collectFinal, generateBatchBody, generateEvent } from './kserve-encode.js';

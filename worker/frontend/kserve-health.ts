@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { packageRoot } from '../binding/load-addon.js';
+import { packageRoot } from '../common/package-root.js';
 import { type Route, sendJson } from './http-server.js';
 import { requireReady, type ModelCatalog } from './model-catalog.js';
 import { modelConfigJson, modelMetadata, type ServedModel } from './model-repository.js';

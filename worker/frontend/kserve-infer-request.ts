@@ -3,7 +3,8 @@
 // lookup, the run through the executor and the output layout live here once.
 import { badRequest } from './http-errors.js';
 import { collectFinal, stackOutputs } from './kserve-encode.js';
-import { type OutputTensor, runModel } from './kserve-run.js';
+import { runModel } from './kserve-run.js';
+import type { OutputTensor } from './model-run.js';
 import { MODEL_VERSION } from './metrics.js';
 import type { ModelCatalog } from './model-catalog.js';
 import type { NamedValue, NamedValues } from './named-values.js';

@@ -1,7 +1,7 @@
 // POST /v2/models/{name}[/versions/{v}]/infer: KServe v2 JSON tensors in and out, with Triton's tensor names. This
 // file only reads the JSON body and writes the JSON answer; the request itself runs in kserve-infer-request.ts,
 // which gRPC's ModelInfer shares.
-import { describeValue } from '../binding/errors.js';
+import { describeValue } from '../common/errors.js';
 import { badRequest } from './http-errors.js';
 import { type Route, sendJson } from './http-server.js';
 import { type InferRequest, inferWhole, namedInputs } from './kserve-infer-request.js';

@@ -1,8 +1,8 @@
 // preprocessing (text → ids) and postprocessing (ids → text), the tokenizer halves of Triton's ensemble, with
 // Triton's tensor names, served directly from our tokenizer.
-import { describeValue } from '../binding/errors.js';
+import { describeValue } from '../common/errors.js';
 import { badRequest } from './http-errors.js';
-import { immediateRun, type ModelRun, type OutputTensor } from './kserve-run.js';
+import { immediateRun, type ModelRun, type OutputTensor } from './model-run.js';
 import { elementAt, type NamedValues, optInt } from './named-values.js';
 import type { ServingContext } from './serving-context.js';
 import { wordIds } from './text-params.js';

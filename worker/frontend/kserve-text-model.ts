@@ -6,7 +6,7 @@ import { logitsOutputs } from './kserve-encode.js';
 import { mergeStreams } from './merge-streams.js';
 import type { ServedModel } from './model-repository.js';
 import type { NamedValues } from './named-values.js';
-import type { ElementEvent, ModelRun, OutputTensor, RunOptions } from './kserve-run.js';
+import type { ElementEvent, ModelRun, OutputTensor, RunOptions } from './model-run.js';
 import type { ServingContext } from './serving-context.js';
 import { readTextParams, type TextParams, textNativeRequest } from './text-params.js';
 import { startText, type TextDelta } from './text-generation.js';

@@ -1,13 +1,13 @@
 // tensorrt_llm: the token-level model, with Triton's tensor names (input_ids, input_lengths, request_output_len,
 // runtime_top_k, ... → output_ids, sequence_length, ...). Each batch row runs as its own executor request.
 import type { NativeRequest, NativeResponse } from '../binding/addon-types.js';
-import { describeValue } from '../binding/errors.js';
+import { describeValue } from '../common/errors.js';
 import { badRequest, inClientTerms } from './http-errors.js';
 import { logitsOutputs } from './kserve-encode.js';
 import { mergeStreams } from './merge-streams.js';
 import type { ServedModel } from './model-repository.js';
 import { elementAt, type NamedValues, optBool, optInt } from './named-values.js';
-import type { ElementEvent, ModelRun, OutputTensor, RunOptions } from './kserve-run.js';
+import type { ElementEvent, ModelRun, OutputTensor, RunOptions } from './model-run.js';
 import type { ServingContext } from './serving-context.js';
 import { compact, samplingFrom } from './text-params.js';
 import { parseWordTensor } from './word-lists.js';

@@ -1,7 +1,7 @@
 // Named inputs, whichever way they arrived: the fields of a generate body or the tensors of a KServe v2 infer
 // body. Both become {shape, data (flat)}, and the typed accessors below read them back with errors that name the
 // input and the value received — one set of checks for both endpoints.
-import { describeValue } from '../binding/errors.js';
+import { describeValue } from '../common/errors.js';
 import { badRequest } from './http-errors.js';
 
 export interface NamedValue {

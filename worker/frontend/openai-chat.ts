@@ -2,7 +2,7 @@
 // completion; whole or streamed as chat.completion.chunk events ending with `data: [DONE]`.
 import { randomUUID } from 'node:crypto';
 
-import { describeValue } from '../binding/errors.js';
+import { describeValue } from '../common/errors.js';
 import type { ChatMessage } from './chat-template.js';
 import { badRequest } from './http-errors.js';
 import { type Route, sendJson } from './http-server.js';

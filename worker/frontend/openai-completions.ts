@@ -2,7 +2,7 @@
 // `data:` chunks ending with `data: [DONE]`, with usage and logprobs.
 import { randomUUID } from 'node:crypto';
 
-import { describeValue } from '../binding/errors.js';
+import { describeValue } from '../common/errors.js';
 import { badRequest } from './http-errors.js';
 import { type Route, sendJson } from './http-server.js';
 import type { ModelCatalog } from './model-catalog.js';

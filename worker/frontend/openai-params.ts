@@ -1,7 +1,7 @@
 // The request fields shared by /v1/completions and /v1/chat/completions, checked against a schema (unknown
 // fields are rejected by name) and mapped onto executor parameters. Pure.
 import type { SamplingParams } from '../binding/addon-types.js';
-import { describeValue } from '../binding/errors.js';
+import { describeValue } from '../common/errors.js';
 import { badRequest } from './http-errors.js';
 import { optBool, optInt, optNumber } from './named-values.js';
 import { compact } from './text-params.js';

@@ -2,7 +2,7 @@
 // deltas, matching stop strings on text, feeding the metrics, and cancelling the engine request when the client
 // goes away or a stop string ends it early. Shared by the KServe text models and the OpenAI routes.
 import type { FinishReason, NativeRequest, NativeResponse } from '../binding/addon-types.js';
-import type { RequestHandle } from '../executor/executor.js';
+import type { RequestHandle } from '../executor/request-handle.js';
 import { ByteLevelDetokenizer } from './byte-level.js';
 import { IncrementalDetokenizer } from './detokenizer.js';
 import type { RequestTracker } from './metrics.js';

@@ -2,7 +2,7 @@
 // named values into one TextParams per batch element, then mapped onto the executor's NativeRequest. Pure, apart
 // from the tokenizer it is handed; every rejection names the field and the value.
 import type { NativeRequest, SamplingParams } from '../binding/addon-types.js';
-import { describeValue } from '../binding/errors.js';
+import { describeValue } from '../common/errors.js';
 import type { TextTokenizer } from '../tokenizer.js';
 import { badRequest } from './http-errors.js';
 import { elementAt, type NamedValues, optBool, optInt, optNumber } from './named-values.js';

@@ -1,6 +1,6 @@
 // Stop and bad words in the forms users send them: the seeds' "" (none), a comma list ("a,b"), a JSON list given
 // as a string ('["a","b"]') or a real JSON array; and Triton's token-level [2, N] tensor (flat ids, end offsets).
-import { describeValue } from '../binding/errors.js';
+import { describeValue } from '../common/errors.js';
 import { badRequest } from './http-errors.js';
 
 /** Parses the text forms into words; empty items are dropped and spaces are kept (" world" is its own word). */

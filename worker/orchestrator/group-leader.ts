@@ -3,10 +3,10 @@
 // responses back, with the executor's stats twice a second. On the orchestrator's shutdown message it drains,
 // says bye and stops; the followers are released by the executor's shutdown as in leader mode.
 import type { AddonLinks, NativeErrorCode, NativeResponse } from '../binding/addon-types.js';
-import { TrtllmError } from '../binding/errors.js';
+import { TrtllmError } from '../common/errors.js';
 import { Executor } from '../executor/executor.js';
 import type { Logger } from '../log.js';
-import { executorOptions } from '../serve.js';
+import { executorOptions } from '../options/executor-options.js';
 import { loadTokenizer } from '../tokenizer.js';
 import {
   type Cancel, decode, encode, type Enqueue, type Hello, type LoadFailed, type RankIdentity, type Shutdown, STATS_INTERVAL_MS,

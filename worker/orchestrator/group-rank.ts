@@ -5,6 +5,7 @@ import { hostname } from 'node:os';
 import type { AddonLinks } from '../binding/addon-types.js';
 import { loadAddon } from '../binding/load-addon.js';
 import type { Logger } from '../log.js';
+import { followerOptions } from '../options/executor-options.js';
 import { processAlive } from './process-alive.js';
 import { runGroupLeader } from './group-leader.js';
 import type { GroupPlan } from './plan.js';
@@ -38,13 +39,7 @@ export async function runGroupRank(group: GroupPlan, rank: number, links: AddonL
     // Followers stop when the leader releases them after its drain; a signal must not cut that short.
     process.on('SIGINT', () => {});
     process.on('SIGTERM', () => {});
-    await addon.runFollower(serve.model, {
-      tp: group.tp, pp: group.pp, ...(serve.threads === undefined ? {} : { numThreads: serve.threads }),
-      ...(serve.device === undefined ? {} : { device: serve.device }), ...(serve.loadFormat === undefined ? {} : { loadFormat: serve.loadFormat }),
-      ...(serve.gpuDeviceId === undefined ? {} : { gpuDeviceId: serve.gpuDeviceId }),
-      ...(serve.maxNumTokens === undefined ? {} : { maxNumTokens: serve.maxNumTokens }),
-      ...(serve.maxBatchSize === undefined ? {} : { maxBatchSize: serve.maxBatchSize }),
-    });
+    await addon.runFollower(serve.model, { ...followerOptions(serve), tp: group.tp, pp: group.pp });
     return 0;
   }
   process.on('SIGINT', () => {});  // the orchestrator drains its groups itself

@@ -8,7 +8,8 @@ import { join } from 'node:path';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 
 import type { AddonLinks } from '../binding/addon-types.js';
-import { loadAddon, packageRoot } from '../binding/load-addon.js';
+import { loadAddon } from '../binding/load-addon.js';
+import { packageRoot } from '../common/package-root.js';
 import { loadChatTemplate } from '../frontend/chat-template.js';
 import { createFrontendServer, createMetricsServer, type MetricsEndpoint } from '../frontend/frontend.js';
 import { ServingMetrics } from '../frontend/metrics.js';
@@ -105,7 +106,6 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
     onError: (error) => log.error(`request failed: ${(error as Error)?.stack ?? String(error)}`),
   });
   const metricsServer = createMetricsServer(endpoint, { apiKey: opts.apiKey, authMetrics: opts.authMetrics });
-  const httpPort = await listen(http, opts.httpPort, opts.host);
   const metricsPort = await listen(metricsServer, opts.metricsPort, opts.host);
   // The gRPC port answers from the same catalog: every model by name, Triton's names on the first.
   const grpc = opts.grpcPort === undefined ? undefined : await (await import('../frontend/grpc/server.js')).startGrpcServer(
@@ -113,8 +113,11 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
     { host: opts.host, port: opts.grpcPort, maxMessageBytes: opts.maxBodyBytes, apiKey: opts.apiKey, authHealth: opts.authHealth,
       onError: (error) => log.error(`gRPC request failed: ${(error as Error)?.stack ?? String(error)}`) },
   );
-  const poll = setInterval(() => { for (const g of groups) g.executor?.iterationStats(); }, 500);
+  // The HTTP port opens last, and `open` follows it with no await between: the launcher takes /v2/health/live for
+  // "ready", so a request that comes right after must not find the models still closed (503) while gRPC starts.
+  const httpPort = await listen(http, opts.httpPort, opts.host);
   open = true;
+  const poll = setInterval(() => { for (const g of groups) g.executor?.iterationStats(); }, 500);
   const shown = opts.host === '0.0.0.0' || opts.host === '::' ? 'localhost' : opts.host;
   process.stdout.write([
     `Started HTTPService at ${opts.host}:${httpPort}`,

@@ -2,7 +2,7 @@
 // TRTLLM_MULTI_MODEL_PLAN, JSON): the frontend's options, and per model its serve options, grid and — without
 // spawning — the job ranks that run it. Spawned groups inherit the variable through mpirun (-x), so the plan needs
 // no file on a shared disk.
-import type { ServeOptions } from '../serve.js';
+import type { ServeOptions } from '../options/serve-options.js';
 
 export const PLAN_ENV = 'TRTLLM_MULTI_MODEL_PLAN';
 

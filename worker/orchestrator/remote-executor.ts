@@ -3,8 +3,8 @@
 // link, and its responses routed back to the request handles. When the group dies, every request in flight ends
 // with an error naming the model and the cause, and new ones are refused with 'shutdown' (503).
 import type { IterationStats, KvCacheStats, ModelConfig, NativeRequest, NativeResponse } from '../binding/addon-types.js';
-import { TrtllmError } from '../binding/errors.js';
-import { RequestHandle } from '../executor/executor.js';
+import { TrtllmError } from '../common/errors.js';
+import { RequestHandle } from '../executor/request-handle.js';
 import type { ServingExecutor } from '../executor/serving-executor.js';
 import { type RequestLimits, validateRequest } from '../executor/validate-request.js';
 import { type Hello, type Stats, TAG } from './wire.js';

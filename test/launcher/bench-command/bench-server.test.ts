@@ -10,7 +10,7 @@ import { execa } from 'execa';
 import t from 'tap';
 
 import { type BenchOptions, runBench } from '../../../launcher/bench-command/bench-run.js';
-import { packageRoot } from '../../../worker/binding/load-addon.js';
+import { packageRoot } from '../../../worker/common/package-root.js';
 import { loadTokenizer } from '../../../worker/tokenizer.js';
 import { fixtureDir } from '../../helpers/fixtures.js';
 import { startTestServer } from '../../helpers/serving.js';

@@ -9,7 +9,7 @@ import t from 'tap';
 
 import type { ClientOptions } from '../../../launcher/client/client-options.js';
 import { runClient } from '../../../launcher/client/client-run.js';
-import { packageRoot } from '../../../worker/binding/load-addon.js';
+import { packageRoot } from '../../../worker/common/package-root.js';
 import { postJson, startTestServer, waitFor } from '../../helpers/serving.js';
 
 const bin = join(packageRoot(), 'bin', 'trtllm-launch.js');

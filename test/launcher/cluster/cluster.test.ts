@@ -9,7 +9,7 @@ import { execa, type ResultPromise } from 'execa';
 import t from 'tap';
 
 import { GrpcClient } from '../../../launcher/client/grpc.js';
-import { packageRoot } from '../../../worker/binding/load-addon.js';
+import { packageRoot } from '../../../worker/common/package-root.js';
 import { fixtureDir } from '../../helpers/fixtures.js';
 import { freePort, processesWith } from '../../helpers/processes.js';
 

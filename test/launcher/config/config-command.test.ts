@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { execa } from 'execa';
 import t from 'tap';
 
-import { packageRoot } from '../../../worker/binding/load-addon.js';
+import { packageRoot } from '../../../worker/common/package-root.js';
 import { fixtureDir } from '../../helpers/fixtures.js';
 
 const bin = join(packageRoot(), 'bin', 'trtllm-launch.js');
@@ -44,8 +44,9 @@ decoding: { max_beam_width: 2 }
 
 t.test('config print: flag beats env beats file beats default, with where each came from', async (t) => {
   const file = write('model.yaml', MODEL_FILE);
+  // TRTLLM_DEVICE=cpu: what the GPU keys do depends on the backend, and this asserts the CPU's (on a GPU build too).
   const r = await run(['config', 'print', '--json', '--config', file, '--max-batch-size', '8'],
-    { TRTLLM_MAX_BATCH_SIZE: '6', TRTLLM_MAX_NUM_TOKENS: '512', TRTLLM_ENABLE_KV_CACHE_REUSE: 'false' });
+    { TRTLLM_MAX_BATCH_SIZE: '6', TRTLLM_MAX_NUM_TOKENS: '512', TRTLLM_ENABLE_KV_CACHE_REUSE: 'false', TRTLLM_DEVICE: 'cpu' });
   t.equal(r.exitCode, 0, r.stderr);
   const printed = JSON.parse(r.stdout) as Printed;
   t.same(printed.file, { path: file, via: '--config' });
@@ -59,7 +60,7 @@ t.test('config print: flag beats env beats file beats default, with where each c
   t.match(s['gpu_device_ids'], { value: [0, 1], source: 'file', ignored: /ignored on the CPU backend/ });
   t.match(s['kv_cache.free_mem_fraction'], { value: 0.9, ignored: /ignored on the CPU backend/ });
 
-  const viaEnv = await run(['config', 'print', '--enable-kv-cache-reuse', 'false'], { TRTLLM_CONFIG: file });
+  const viaEnv = await run(['config', 'print', '--enable-kv-cache-reuse', 'false'], { TRTLLM_CONFIG: file, TRTLLM_DEVICE: 'cpu' });
   t.equal(viaEnv.exitCode, 0, viaEnv.stderr);
   t.match(viaEnv.stdout, `configuration file: ${file} (TRTLLM_CONFIG)`);
   t.match(viaEnv.stdout, /\nkv_cache\.enable_reuse +false +flag --enable-kv-cache-reuse\n/);
@@ -105,7 +106,7 @@ t.test('--model-repo: one model file is --config <that file>; two need --multi-m
 
 t.test('a cluster\'s ranks get the effective values as flags', async (t) => {
   const file = write('cluster.yaml', MODEL_FILE);
-  const r = await run(['--config', file, '--world-size', '2', '--oversubscribe', '--dry-run', '--enable-chunked-context']);
+  const r = await run(['--config', file, '--world-size', '2', '--oversubscribe', '--dry-run', '--enable-chunked-context'], { TRTLLM_DEVICE: 'cpu' });
   t.equal(r.exitCode, 0, r.stderr);
   t.match(r.stdout, / rank --tp 2 --pp 1 --model \S+tiny-llama /);
   for (const flag of ['--served-model-name tiny', '--max-batch-size 4', '--tokens-per-block 32', '--enable-chunked-context true', '--enable-kv-cache-reuse true', '--max-beam-width 2']) {

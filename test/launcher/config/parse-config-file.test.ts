@@ -131,3 +131,29 @@ t.test('flag beats env beats file beats default; frozen; ignored keys reported',
   t.same(json.settings['batching.max_batch_size'], { value: 8, source: 'flag', origin: '--max-batch-size', flag: '--max-batch-size' });
   t.match(json.settings['serving.max_queue_size'], { value: null, source: 'default', unset: '0 = unbounded' });
 });
+
+t.test('gpu_device_ids and kv_cache.free_mem_fraction set their options; ignored only where the backend is the CPU', async (t) => {
+  const file = { ...parse('gpu_device_ids: [2, 3]\nkv_cache: { free_mem_fraction: 0.5 }\nparticipant_ids: [1]'), via: '--config' };
+  const device = (value: string, source = 'default') => cli('device', '--device', value, source);
+  const gpuBuild = { backends: ['cpu', 'cuda'], cudaDevices: 4 };
+  const onGpu = effectiveConfig([device('auto'), cli('gpuDeviceIds', '--gpu-device-ids', undefined, undefined)], file, gpuBuild);
+  t.match(onGpu.options, { gpuDeviceIds: '2,3', kvCacheFreeGpuMemFraction: 0.5 }, 'the file\'s list as the flag would give it');
+  t.same(ignoredSettings(onGpu).map((s) => s.key), ['participant_ids'], 'applied on the CUDA backend');
+  const byKey = (c: typeof onGpu) => Object.fromEntries(c.settings.map((s) => [s.key, s]));
+  t.match(byKey(onGpu)['gpu_device_ids'], { value: [2, 3], source: 'file', flag: '--gpu-device-ids' });
+  t.notOk(byKey(onGpu)['--gpu-device-ids'], 'one row per option: the file key, not also the flag');
+
+  const forcedCpu = effectiveConfig([device('cpu', 'cli')], file, gpuBuild);
+  t.same(ignoredSettings(forcedCpu).map((s) => [s.key, s.ignored]), [
+    ['gpu_device_ids', 'ignored on the CPU backend (ranks run on CPU cores)'],
+    ['participant_ids', 'used only by --multi-model --no-spawn (the job ranks of this model)'],
+    ['kv_cache.free_mem_fraction', 'ignored on the CPU backend (KV capacity comes from kv_cache.max_tokens)'],
+  ], '--device cpu on a GPU build');
+  t.same(ignoredSettings(effectiveConfig([device('auto')], file, { backends: ['cpu'], cudaDevices: 0 })).length, 3, 'a CPU-only build');
+
+  const flagOnCpu = effectiveConfig([cli('gpuDeviceIds', '--gpu-device-ids', '0,1', 'cli')]);
+  t.match(ignoredSettings(flagOnCpu), [{ key: 'gpu_device_ids', value: '0,1', source: 'flag', origin: '--gpu-device-ids', ignored: /CPU backend/ }], 'a flag is reported too');
+  const unset = effectiveConfig([cli('gpuDeviceIds', '--gpu-device-ids', undefined, undefined)]);
+  t.same(ignoredSettings(unset), [], 'nothing set: nothing ignored');
+  t.match(renderConfigText(unset), /\ngpu_device_ids +local rank \(CUDA backend\) +default/);
+});

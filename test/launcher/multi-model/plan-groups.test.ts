@@ -3,9 +3,9 @@
 import t from 'tap';
 
 import { type ModelFile, type MultiModelInput, parseDeviceLists, planMultiModel } from '../../../launcher/multi-model/plan-groups.js';
-import { serveOptions } from '../../../launcher/serve-command.js';
+import { serveOptions } from '../../../worker/options/serve-options-from-cli.js';
 import type { ServeCliOptions } from '../../../launcher/serve-options.js';
-import type { ServeOptions } from '../../../worker/serve.js';
+import type { ServeOptions } from '../../../worker/options/serve-options.js';
 
 const frontend = { host: '0.0.0.0', httpPort: 8000, metricsPort: 8002 } as ServeOptions;
 

@@ -2,7 +2,7 @@
 import t from 'tap';
 
 import { ADDON_EXECUTOR_METHODS, ADDON_EXPORTS } from '../../../worker/binding/addon-types.js';
-import { TrtllmError } from '../../../worker/binding/errors.js';
+import { TrtllmError } from '../../../worker/common/errors.js';
 import { loadAddon } from '../../../worker/binding/load-addon.js';
 import { Executor } from '../../../worker/executor/executor.js';
 import { fixtureDir } from '../../helpers/fixtures.js';

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 
 import t from 'tap';
 
-import { defaultModelDir } from '../../../launcher/defaults.js';
+import { defaultModelDir } from '../../../worker/common/package-root.js';
 import { Executor } from '../../../worker/executor/executor.js';
 import { loadTokenizer } from '../../../worker/tokenizer.js';
 

@@ -3,7 +3,7 @@
 import t from 'tap';
 
 import type { NativeRequest, NativeResponse } from '../../../worker/binding/addon-types.js';
-import { TrtllmError } from '../../../worker/binding/errors.js';
+import { TrtllmError } from '../../../worker/common/errors.js';
 import { Executor, type ExecutorOptions } from '../../../worker/executor/executor.js';
 import { expectError, expectRejection } from '../../helpers/expect-error.js';
 import { fixtureDir, referenceCases } from '../../helpers/fixtures.js';

@@ -9,8 +9,8 @@ import { loadPackageDefinition, type ServiceClientConstructor } from '@grpc/grpc
 import { loadSync } from '@grpc/proto-loader';
 import t from 'tap';
 
-import { packageRoot } from '../../../worker/binding/load-addon.js';
-import type { ServeOptions } from '../../../worker/serve.js';
+import { packageRoot } from '../../../worker/common/package-root.js';
+import type { ServeOptions } from '../../../worker/options/serve-options.js';
 import { loadTokenizer } from '../../../worker/tokenizer.js';
 import { fixtureDir } from '../../helpers/fixtures.js';
 import { postJson, startTestServer, waitFor } from '../../helpers/serving.js';

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { execa } from 'execa';
 import t from 'tap';
 
-import { packageRoot } from '../../../worker/binding/load-addon.js';
+import { packageRoot } from '../../../worker/common/package-root.js';
 import { fixtureDir } from '../../helpers/fixtures.js';
 
 const bin = join(packageRoot(), 'bin', 'trtllm-launch.js');

@@ -1,7 +1,7 @@
 // ModelInferRequest → the protocol-neutral InferRequest: each input's data from its typed contents or from its
 // raw_input_contents entry, checked like an HTTP tensor (datatype, shape against element count, element values),
 // and the request parameters Triton reserves. Every rejection names the input or field and what was received.
-import { describeValue } from '../../binding/errors.js';
+import { describeValue } from '../../common/errors.js';
 import { badRequest } from '../http-errors.js';
 import { type InferRequest, namedInputs } from '../kserve-infer-request.js';
 import { checkTensor } from '../named-values.js';

@@ -1,7 +1,7 @@
 // The protocol-neutral response → ModelInferResponse, with Triton's layout: tensors as raw_output_contents (or as
 // typed contents when the request sent typed contents), text_output flat — Triton's postprocessing returns one
 // string per batch element and beam, and its clients read it as `as_numpy("text_output")[0].decode()`.
-import type { OutputTensor } from '../kserve-run.js';
+import type { OutputTensor } from '../model-run.js';
 import { encodeContents, encodeRaw } from './tensor-codec.js';
 import type { ModelInferResponse, Parameters, WireTensor } from './wire-types.js';
 

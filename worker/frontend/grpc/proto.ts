@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { loadPackageDefinition, type ServiceClientConstructor } from '@grpc/grpc-js';
 import { loadSync, type Options } from '@grpc/proto-loader';
 
-import { packageRoot } from '../../binding/load-addon.js';
+import { packageRoot } from '../../common/package-root.js';
 
 /**
  * How messages look in JS (see wire-types.ts): proto field names, int64 as number, bytes as Buffer, unset fields

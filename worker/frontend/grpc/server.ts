@@ -2,7 +2,7 @@
 // one), with --max-body-bytes as its largest request message, and a two-step close for draining.
 import { Server, ServerCredentials } from '@grpc/grpc-js';
 
-import { TrtllmError } from '../../binding/errors.js';
+import { TrtllmError } from '../../common/errors.js';
 import { inferenceService } from './proto.js';
 import { type GrpcServiceOptions, type GrpcServing, inferenceHandlers } from './service.js';
 

@@ -3,12 +3,13 @@
 // by mpirun/srun and sorted into groups by the plan's rank lists.
 import { hostname } from 'node:os';
 
-import { createLogger } from '../log.js';
 import { loadAddon } from '../binding/load-addon.js';
-import { runGroupRank } from './group-rank.js';
-import { runOrchestrator, spawnLinks } from './orchestrator.js';
-import { colorOf, readPlan } from './plan.js';
-import type { RankIdentity } from './wire.js';
+import { leaderExitLine, leaderPidLine } from '../common/status-lines.js';
+import { createLogger } from '../log.js';
+import { runGroupRank } from '../orchestrator/group-rank.js';
+import { runOrchestrator, spawnLinks } from '../orchestrator/orchestrator.js';
+import { colorOf, readPlan } from '../orchestrator/plan.js';
+import type { RankIdentity } from '../orchestrator/wire.js';
 
 export interface OrchestratedArgs {
   group?: number;            // a spawned group's index (set by the orchestrator)
@@ -22,12 +23,12 @@ function parseIdentity(text: string): RankIdentity {
 
 /** The launcher drains the cluster by signalling this process: it looks for this line (as for a leader). */
 function announce(): void {
-  process.stdout.write(`leader pid ${process.pid} on ${hostname()}\n`);
+  process.stdout.write(`${leaderPidLine(process.pid, hostname())}\n`);
 }
 
 /** mpirun --enable-recovery exits 0 whatever its processes did: the launcher reads the orchestrator's own code. */
 function reportExit(code: number): number {
-  process.stdout.write(`leader exit code ${code}\n`);
+  process.stdout.write(`${leaderExitLine(code)}\n`);
   return code;
 }
 

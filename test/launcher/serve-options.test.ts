@@ -1,0 +1,75 @@
+// The launcher's derivations of the option table, pure: commander options (flags, env, defaults, parsers), the
+// ranks' argv read back by the rank command into the same values, and one rule per kind whether a value came from a
+// flag or from a configuration file.
+import { Command } from 'commander';
+import t from 'tap';
+
+import { parseConfigText } from '../../launcher/config/parse-config-file.js';
+import { CONFIG_KEYS } from '../../launcher/config/schema.js';
+import { rankArguments } from '../../launcher/option-argv.js';
+import { addServeOptions } from '../../launcher/serve-options.js';
+import { SERVE_OPTIONS, type ServeCliOptions } from '../../worker/options/serve-option-table.js';
+import { FULL } from '../helpers/serve-cli-options.js';
+
+// Commander reads TRTLLM_* from process.env: none from the caller's environment, only the test's own.
+const callers = Object.keys(process.env).filter((name) => name.startsWith('TRTLLM_') && name !== 'TRTLLM_ADDON_PATH');
+for (const name of callers) delete process.env[name];
+
+function parse(argv: string[], env: Record<string, string> = {}): ServeCliOptions {
+  Object.assign(process.env, env);
+  try {
+    const command = addServeOptions(new Command('rank')).exitOverride().configureOutput({ writeErr: () => {} });
+    command.parse(argv, { from: 'user' });
+    return command.opts<ServeCliOptions>();
+  } finally {
+    for (const name of Object.keys(env)) delete process.env[name];
+  }
+}
+
+t.test('every serve option is a commander option with its env fallback and default', async (t) => {
+  const command = addServeOptions(new Command('serve'));
+  t.equal(command.options.length, SERVE_OPTIONS.length);
+  for (const d of SERVE_OPTIONS) {
+    const option = command.options.find((o) => o.long === d.flag);
+    t.ok(option, d.flag);
+    t.equal(option!.attributeName(), d.name, `${d.flag} sets ${d.name}`);
+    t.equal(option!.envVar, d.env, `${d.flag} falls back to ${d.env}`);
+  }
+  const defaults = parse([]);
+  t.match(defaults, { launcher: 'auto', startupTimeout: 300, device: 'auto', loadFormat: 'auto', host: '0.0.0.0', httpPort: 8000, grpcPort: 8001, metricsPort: 8002, logLevel: 'info', maxBodyBytes: 8 * 1024 * 1024, drainTimeout: 30, oversubscribe: false });
+  t.match(defaults.model, /examples\/models\/brown-llama-17m$/, 'the bundled model');
+  t.same(parse(['--enable-chunked-context']).enableChunkedContext, true, 'a toggle alone is on');
+  t.same(parse([], { TRTLLM_ENABLE_KV_CACHE_REUSE: 'false' }).enableKvCacheReuse, false, 'TRTLLM_X=false means false');
+  t.same(parse([], { TRTLLM_MAX_BATCH_SIZE: '6' }).maxBatchSize, 6);
+  t.throws(() => parse(['--max-batch-size', '0']), /--max-batch-size must be an integer >= 1, got "0"/);
+  t.throws(() => parse(['--kv-cache-free-gpu-mem-fraction', '1.5']), /--kv-cache-free-gpu-mem-fraction must be a number in \(0, 1\], got "1.5"/);
+});
+
+t.test('a rank reads back exactly what the launcher forwards; the key stays out of argv', async (t) => {
+  const argv = rankArguments(FULL);
+  t.equal(argv[0], '--model', 'the model first (the dry run\'s line reads "rank --tp N --pp N --model ...")');
+  t.notOk(argv.includes('--api-key') || argv.includes('sekret'), 'the API key travels in the environment');
+  for (const flag of ['--world-size', '--launcher', '--hostfile', '--dry-run', '--tp', '--pp', '--log-dir']) t.notOk(argv.includes(flag), `${flag}: the launcher's`);
+  const back = parse(argv);
+  for (const d of SERVE_OPTIONS.filter((o) => o.rank === 'argv')) t.same(back[d.name], FULL[d.name], `${d.flag} round-trips`);
+  t.same(parse(rankArguments({ ...FULL, authHealth: false, servedModelName: '-odd' })).servedModelName, '-odd', 'a value like a flag is glued to it');
+  t.notOk(rankArguments({ ...FULL, authHealth: false }).includes('--auth-health'), 'a switch that is off is left out');
+});
+
+t.test('a file key and its flag refuse a bad value in the same words', async (t) => {
+  const cases: [string, string, string][] = [
+    ['--max-batch-size', 'batching: { max_batch_size: 0 }', 'must be an integer >= 1'],
+    ['--http-port', 'serving: { http_port: 70000 }', 'must be a port number in [0, 65535]'],
+    ['--kv-cache-free-gpu-mem-fraction', 'kv_cache: { free_mem_fraction: 2 }', 'must be a number in (0, 1]'],
+    ['--scheduler-policy', 'batching: { scheduler_policy: fifo }', 'must be one of max_utilization, guaranteed_no_evict'],
+    ['--enable-kv-cache-reuse', 'kv_cache: { enable_reuse: maybe }', 'must be true or false'],
+  ];
+  for (const [flag, yaml, rule] of cases) {
+    t.throws(() => parse([flag, 'bogus']), { message: new RegExp(`${flag} ${rule.replace(/[()[\]]/g, '\\$&')}, got "bogus"`) }, flag);
+    t.throws(() => parseConfigText(yaml, '/f.yaml'), { message: new RegExp(`in /f\\.yaml ${rule.replace(/[()[\]]/g, '\\$&')}, got`) }, yaml);
+  }
+  for (const key of CONFIG_KEYS.filter((k) => k.option)) {
+    t.ok(SERVE_OPTIONS.some((d) => d.name === key.option && d.file?.key === key.key), `${key.key} is ${key.option}'s file key`);
+  }
+  t.same(parseConfigText('gpu_device_ids: [0, 1]', '/f.yaml').values.get('gpu_device_ids'), [0, 1]);
+});

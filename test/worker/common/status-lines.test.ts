@@ -1,0 +1,27 @@
+// The lines ranks print for the supervisor: what they say exactly (users and the Slurm guide quote them) and that
+// each parser reads back what its formatter wrote, and nothing else.
+import t from 'tap';
+
+import {
+  isReadyLine, leaderExitLine, leaderPidLine, parseLeaderExit, parseLeaderPid, parseSlurmStep, readyLine, slurmStepLine,
+} from '../../../worker/common/status-lines.js';
+
+t.test('each line as written, and read back', async (t) => {
+  const ready = readyLine('llama', ['ensemble', 'tensorrt_llm']);
+  t.equal(ready, 'ready: serving llama as ensemble, tensorrt_llm');
+  t.ok(isReadyLine(ready));
+  t.notOk(isReadyLine('[launcher] ready after 2.10 s: 2 rank(s)'));
+
+  t.equal(leaderPidLine(4242, 'node-1.cluster'), 'leader pid 4242 on node-1.cluster');
+  t.same(parseLeaderPid(leaderPidLine(4242, 'node-1.cluster')), { pid: 4242, host: 'node-1.cluster' });
+  t.equal(parseLeaderPid('leader pid x on h'), undefined);
+
+  t.equal(leaderExitLine(3), 'leader exit code 3');
+  t.equal(parseLeaderExit(leaderExitLine(0)), 0, 'a clean exit reads back as 0, not as "no line"');
+  t.equal(parseLeaderExit('the leader exit code 3'), undefined);
+
+  const step = slurmStepLine({ jobId: '4242', stepId: '0', procId: 3, tasks: 16, node: 'node17', localId: 3, worldRank: 3, device: 'cuda:3' });
+  t.equal(step, 'slurm step 4242.0: task 3 of 16 on node17 (local 3) = MPI rank 3, device cuda:3', 'as slurm/README.md quotes it');
+  t.equal(parseSlurmStep(step), '4242.0');
+  t.equal(parseSlurmStep('slurm step ?.0: task 0 of 1 on h (local 0) = MPI rank 0, device cpu'), undefined, 'no job id: nothing to signal');
+});

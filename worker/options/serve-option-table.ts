@@ -1,0 +1,212 @@
+// Every option of `serve` (and of the hidden `rank` command, `config print`, `slurm render|submit`), defined once:
+// flag, TRTLLM_* env fallback, file key, check, default, help, how ranks get it and the executor setting it becomes
+// (option-definition.ts says what each field means). Nothing else lists them: the launcher's commander options, the
+// configuration file's schema, `config print`, the ranks' argv, job scripts and the executor's settings are derived
+// from this table. The order is --help's, and within a file section the order `config print` shows.
+import type { SchedulerPolicy } from '../binding/addon-types.js';
+import { TrtllmError } from '../common/errors.js';
+import { defaultModelDir } from '../common/package-root.js';
+import { LOG_LEVELS, type LogLevel } from '../log.js';
+import { gpuOfLocalRank } from './device-ids.js';
+import type { OptionDefinition } from './option-definition.js';
+import {
+  choiceKind, deviceIdsKind, fractionKind, intKind, portKind, switchKind, textKind, toggleKind,
+} from './value-kinds.js';
+
+export const LAUNCHER_KINDS = ['auto', 'mpirun', 'srun', 'none'] as const;
+export const DEVICES = ['auto', 'cpu', 'cuda'] as const;
+export const LOAD_FORMATS = ['auto', 'dummy'] as const;
+export const SCHEDULER_POLICIES = ['max_utilization', 'guaranteed_no_evict'] as const satisfies readonly SchedulerPolicy[];
+
+/** The serve options as commander parses them (flags over env; a configuration file fills in the rest, config/). */
+export interface ServeCliOptions {
+  model: string;
+  servedModelName?: string;
+  worldSize?: number;
+  tp?: number;
+  pp?: number;
+  launcher: (typeof LAUNCHER_KINDS)[number];
+  oversubscribe: boolean;
+  hostfile?: string;
+  hosts?: string;
+  srunArgs?: string;
+  startupTimeout: number;
+  logDir?: string;
+  dryRun: boolean;
+  device: (typeof DEVICES)[number];
+  gpuDeviceIds?: string;
+  loadFormat: (typeof LOAD_FORMATS)[number];
+  host: string;
+  httpPort: number;
+  grpcPort: number;
+  metricsPort: number;
+  apiKey?: string;
+  authHealth: boolean;
+  authMetrics: boolean;
+  logLevel: LogLevel;
+  threads?: number;
+  maxBatchSize?: number;
+  maxQueueSize?: number;
+  maxNumTokens?: number;
+  maxSeqLen?: number;
+  tokensPerBlock?: number;
+  maxTokensInPagedKvCache?: number;
+  kvCacheFreeGpuMemFraction?: number;
+  schedulerPolicy?: SchedulerPolicy;
+  enableChunkedContext?: boolean;
+  enableKvCacheReuse?: boolean;
+  maxBeamWidth?: number;
+  maxBodyBytes: number;
+  drainTimeout: number;
+}
+
+type Serve = OptionDefinition<keyof ServeCliOptions>;
+
+const TABLE = [
+  // What to serve.
+  { name: 'model', flag: '--model', placeholder: '<dir>', env: 'TRTLLM_MODEL', kind: textKind, defaultFrom: defaultModelDir,
+    help: 'Hugging Face checkpoint directory', file: { key: 'model' }, rank: 'argv', job: 'rendered' },
+  { name: 'servedModelName', flag: '--served-model-name', placeholder: '<name>', env: 'TRTLLM_SERVED_MODEL_NAME', kind: textKind,
+    help: 'OpenAI model id (default: the checkpoint directory name)', file: { key: 'name', unset: 'the checkpoint directory\'s name' }, rank: 'argv' },
+
+  // The grid and how it is started.
+  { name: 'worldSize', flag: '--world-size', placeholder: '<n>', env: 'TRTLLM_WORLD_SIZE', kind: intKind(1),
+    help: 'ranks = tp × pp (default 1; alone it means tp = world size)', job: 'rendered' },
+  { name: 'tp', flag: '--tp', placeholder: '<n>', env: 'TRTLLM_TP', kind: intKind(1), help: 'tensor-parallel ranks',
+    file: { key: 'parallel.tp', unset: 'world size / pp' }, rank: 'grid', job: 'rendered', executor: { field: 'tp', follower: true } },
+  { name: 'pp', flag: '--pp', placeholder: '<n>', env: 'TRTLLM_PP', kind: intKind(1), help: 'pipeline-parallel stages',
+    file: { key: 'parallel.pp', unset: 'world size / tp, else 1' }, rank: 'grid', job: 'rendered', executor: { field: 'pp', follower: true } },
+  { name: 'launcher', flag: '--launcher', placeholder: '<kind>', env: 'TRTLLM_LAUNCHER', kind: choiceKind(LAUNCHER_KINDS), default: 'auto',
+    help: 'auto | mpirun | srun | none (auto: srun inside a Slurm allocation, else mpirun when world size > 1)' },
+  { name: 'oversubscribe', flag: '--oversubscribe', env: 'TRTLLM_OVERSUBSCRIBE', kind: switchKind, default: false,
+    help: 'allow more ranks than cores (CPU clusters on one machine)' },
+  { name: 'hostfile', flag: '--hostfile', placeholder: '<file>', env: 'TRTLLM_HOSTFILE', kind: textKind, path: true,
+    help: 'mpirun hostfile for multi-node clusters' },
+  { name: 'hosts', flag: '--hosts', placeholder: '<list>', env: 'TRTLLM_HOSTS', kind: textKind,
+    help: 'comma-separated hosts (host:slots) for mpirun' },
+  { name: 'srunArgs', flag: '--srun-args', placeholder: '<args>', env: 'TRTLLM_SRUN_ARGS', kind: textKind, job: 'rendered',
+    help: 'extra srun arguments for the rank step under Slurm, e.g. "--container-image=img --container-mounts=/data:/data"' },
+  { name: 'startupTimeout', flag: '--startup-timeout', placeholder: '<seconds>', env: 'TRTLLM_STARTUP_TIMEOUT', kind: intKind(1), default: 300,
+    help: 'give up when the leader is not ready by then' },
+  { name: 'logDir', flag: '--log-dir', placeholder: '<dir>', env: 'TRTLLM_LOG_DIR', kind: textKind, job: 'rendered',
+    help: 'also write each rank\'s output to <dir>/rank-N.log' },
+  { name: 'dryRun', flag: '--dry-run', env: 'TRTLLM_DRY_RUN', kind: switchKind, default: false, job: 'never',
+    help: 'print the mpirun command and each rank\'s role, then exit' },
+
+  // The device.
+  { name: 'device', flag: '--device', placeholder: '<kind>', env: 'TRTLLM_DEVICE', kind: choiceKind(DEVICES), default: 'auto',
+    help: 'auto | cpu | cuda (auto: cuda when the addon has the CUDA backend and a GPU is visible)', rank: 'argv',
+    executor: { field: 'device', follower: true } },
+  { name: 'gpuDeviceIds', flag: '--gpu-device-ids', placeholder: '<ids>', env: 'TRTLLM_GPU_DEVICE_IDS', kind: deviceIdsKind,
+    help: 'GPU of each rank on a host, by local rank: "0,1" (default: local rank)',
+    file: { key: 'gpu_device_ids', unset: 'local rank (CUDA backend)', cpuIgnores: 'ranks run on CPU cores' }, rank: 'argv',
+    served: (text: string, localRank) => ({ gpuDeviceId: gpuOf(text, localRank) }),
+    executor: { field: 'gpuDeviceId', follower: true, from: 'gpuDeviceId' } },
+  { name: 'loadFormat', flag: '--load-format', placeholder: '<format>', env: 'TRTLLM_LOAD_FORMAT', kind: choiceKind(LOAD_FORMATS), default: 'auto',
+    help: 'auto | dummy (random weights of config.json\'s shapes, for benchmarks)', rank: 'argv', executor: { field: 'loadFormat', follower: true } },
+
+  // The frontend.
+  { name: 'host', flag: '--host', placeholder: '<addr>', env: 'TRTLLM_HOST', kind: textKind, default: '0.0.0.0',
+    help: 'address to listen on', file: { key: 'serving.host' }, rank: 'argv' },
+  { name: 'httpPort', flag: '--http-port', placeholder: '<port>', env: 'TRTLLM_HTTP_PORT', kind: portKind, default: 8000,
+    help: 'KServe v2 + OpenAI HTTP port', file: { key: 'serving.http_port' }, rank: 'argv' },
+  { name: 'grpcPort', flag: '--grpc-port', placeholder: '<port>', env: 'TRTLLM_GRPC_PORT', kind: portKind, default: 8001,
+    help: 'KServe v2 gRPC port (Triton\'s GRPCInferenceService)', file: { key: 'serving.grpc_port' }, rank: 'argv' },
+  { name: 'metricsPort', flag: '--metrics-port', placeholder: '<port>', env: 'TRTLLM_METRICS_PORT', kind: portKind, default: 8002,
+    help: 'Prometheus metrics port', file: { key: 'serving.metrics_port' }, rank: 'argv' },
+  { name: 'apiKey', flag: '--api-key', placeholder: '<key>', env: 'TRTLLM_API_KEY', kind: textKind, secret: true, rank: 'env', job: 'never',
+    help: 'require "Authorization: Bearer <key>" on the API' },
+  { name: 'authHealth', flag: '--auth-health', env: 'TRTLLM_AUTH_HEALTH', kind: switchKind, default: false, rank: 'argv',
+    help: 'health endpoints need the API key too' },
+  { name: 'authMetrics', flag: '--auth-metrics', env: 'TRTLLM_AUTH_METRICS', kind: switchKind, default: false, rank: 'argv',
+    help: '/metrics needs the API key too' },
+  { name: 'logLevel', flag: '--log-level', placeholder: '<level>', env: 'TRTLLM_LOG_LEVEL', kind: choiceKind(LOG_LEVELS), default: 'info',
+    help: LOG_LEVELS.join(' | '), rank: 'argv' },
+
+  // The executor.
+  { name: 'threads', flag: '--threads', placeholder: '<n>', env: 'TRTLLM_THREADS', kind: intKind(1),
+    help: 'compute threads (default: all cores)', rank: 'argv', executor: { field: 'numThreads', follower: true } },
+  { name: 'maxBatchSize', flag: '--max-batch-size', placeholder: '<n>', env: 'TRTLLM_MAX_BATCH_SIZE', kind: intKind(1),
+    help: 'requests per iteration (default 64)', file: { key: 'batching.max_batch_size', unset: '64' }, rank: 'argv',
+    executor: { field: 'maxBatchSize', follower: true } },
+  { name: 'maxQueueSize', flag: '--max-queue-size', placeholder: '<n>', env: 'TRTLLM_MAX_QUEUE_SIZE', kind: intKind(0),
+    help: 'queued requests before 503 (default: unbounded)', file: { key: 'serving.max_queue_size', unset: '0 = unbounded' }, rank: 'argv',
+    executor: { field: 'maxQueueSize' } },
+  { name: 'maxNumTokens', flag: '--max-num-tokens', placeholder: '<n>', env: 'TRTLLM_MAX_NUM_TOKENS', kind: intKind(1),
+    help: 'tokens per iteration (default 8192)', file: { key: 'batching.max_num_tokens', unset: '8192' }, rank: 'argv',
+    executor: { field: 'maxNumTokens', follower: true } },
+  { name: 'maxSeqLen', flag: '--max-seq-len', placeholder: '<n>', env: 'TRTLLM_MAX_SEQ_LEN', kind: intKind(1),
+    help: 'prompt + output tokens (default: the model\'s)', rank: 'argv', executor: { field: 'maxSeqLen' } },
+  { name: 'tokensPerBlock', flag: '--tokens-per-block', placeholder: '<n>', env: 'TRTLLM_TOKENS_PER_BLOCK', kind: intKind(1),
+    help: 'paged KV block size (default 64)', file: { key: 'kv_cache.tokens_per_block', unset: '64' }, rank: 'argv',
+    executor: { field: 'tokensPerBlock' } },
+  { name: 'maxTokensInPagedKvCache', flag: '--max-tokens-in-paged-kv-cache', placeholder: '<n>', env: 'TRTLLM_MAX_TOKENS_IN_PAGED_KV_CACHE',
+    kind: intKind(1), help: 'KV cache capacity in tokens',
+    file: { key: 'kv_cache.max_tokens', unset: 'room for max_batch_size x max_seq_len' }, rank: 'argv', executor: { field: 'maxTokensInPagedKvCache' } },
+  { name: 'kvCacheFreeGpuMemFraction', flag: '--kv-cache-free-gpu-mem-fraction', placeholder: '<x>', env: 'TRTLLM_KV_CACHE_FREE_GPU_MEM_FRACTION',
+    kind: fractionKind, help: 'GPU: share of the free memory after loading the KV cache takes (default 0.9)',
+    file: { key: 'kv_cache.free_mem_fraction', unset: '0.9 (CUDA backend)', cpuIgnores: 'KV capacity comes from kv_cache.max_tokens' }, rank: 'argv',
+    executor: { field: 'kvCacheFreeGpuMemFraction' } },
+  { name: 'schedulerPolicy', flag: '--scheduler-policy', placeholder: '<policy>', env: 'TRTLLM_SCHEDULER_POLICY', kind: choiceKind(SCHEDULER_POLICIES),
+    help: 'max_utilization | guaranteed_no_evict', file: { key: 'batching.scheduler_policy', unset: 'guaranteed_no_evict' }, rank: 'argv',
+    executor: { field: 'schedulerPolicy' } },
+  { name: 'enableChunkedContext', flag: '--enable-chunked-context', env: 'TRTLLM_ENABLE_CHUNKED_CONTEXT', kind: toggleKind,
+    help: 'split prompts longer than an iteration\'s room into chunks (default off)', file: { key: 'batching.enable_chunked_context', unset: 'false' },
+    rank: 'argv', executor: { field: 'enableChunkedContext' } },
+  { name: 'enableKvCacheReuse', flag: '--enable-kv-cache-reuse', env: 'TRTLLM_ENABLE_KV_CACHE_REUSE', kind: toggleKind,
+    help: 'reuse cached KV blocks of shared prompt prefixes (default off)', file: { key: 'kv_cache.enable_reuse', unset: 'false' },
+    rank: 'argv', executor: { field: 'enableKvCacheReuse' } },
+  { name: 'maxBeamWidth', flag: '--max-beam-width', placeholder: '<n>', env: 'TRTLLM_MAX_BEAM_WIDTH', kind: intKind(1),
+    help: 'largest beam width a request may ask for (default 1)', file: { key: 'decoding.max_beam_width', unset: '1' }, rank: 'argv',
+    executor: { field: 'maxBeamWidth' } },
+
+  // Requests and shutdown.
+  { name: 'maxBodyBytes', flag: '--max-body-bytes', placeholder: '<n>', env: 'TRTLLM_MAX_BODY_BYTES', kind: intKind(1), default: 8 * 1024 * 1024,
+    help: 'largest request body accepted', rank: 'argv' },
+  { name: 'drainTimeout', flag: '--drain-timeout', placeholder: '<seconds>', env: 'TRTLLM_DRAIN_TIMEOUT', kind: intKind(0), default: 30,
+    help: 'on SIGINT/SIGTERM, how long in-flight requests may finish', rank: 'argv',
+    served: (seconds: number) => ({ drainTimeoutMs: seconds * 1000 }) },
+] as const satisfies readonly Serve[];
+
+export const SERVE_OPTIONS: readonly Serve[] = TABLE;
+
+/** A rank's GPU from the list it was given; a bad list or a short one is the user's mistake, named. */
+function gpuOf(text: string, localRank: number): number {
+  const gpu = gpuOfLocalRank(text, localRank);
+  if (!gpu.ok) throw new TrtllmError(gpu.message, 'invalid_argument');
+  return gpu.value;
+}
+
+/** Where the configuration file comes from; not serve options themselves (ranks get the resolved values as flags). */
+export interface ConfigSourceOptions {
+  config?: string;
+  modelRepo?: string;
+}
+
+export const CONFIG_SOURCE_OPTIONS: readonly OptionDefinition<keyof ConfigSourceOptions>[] = [
+  { name: 'config', flag: '--config', placeholder: '<file>', env: 'TRTLLM_CONFIG', kind: textKind, path: true,
+    help: 'YAML configuration file; flags and env override it' },
+  { name: 'modelRepo', flag: '--model-repo', placeholder: '<dir>', env: 'TRTLLM_MODEL_REPO', kind: textKind, path: true,
+    help: 'directory of YAML model files; one file = --config <that file>' },
+];
+
+/** Orchestrator mode (Triton's --multi-model): one orchestrator serving every model of --model-repo. */
+export interface MultiModelOptions {
+  multiModel?: boolean;
+  spawn: boolean;      // commander's --no-spawn sets false
+  failFast: boolean;
+}
+
+export const MULTI_MODEL_OPTIONS: readonly OptionDefinition<keyof MultiModelOptions>[] = [
+  { name: 'multiModel', flag: '--multi-model', env: 'TRTLLM_MULTI_MODEL', kind: switchKind, default: false,
+    help: 'serve every model file of --model-repo, each on its own worker group (orchestrator mode)' },
+  { name: 'spawn', flag: '--no-spawn', kind: switchKind,
+    help: 'orchestrator mode without MPI_Comm_spawn: start every rank up front (Slurm); ranks from participant_ids' },
+  { name: 'failFast', flag: '--fail-fast', env: 'TRTLLM_FAIL_FAST', kind: switchKind, default: false,
+    help: 'orchestrator mode: one model\'s failure stops the whole cluster' },
+];
+
+// Every ServeCliOptions field has a definition (a field without one would never be parsed, forwarded or shown).
+type Defined = (typeof TABLE)[number]['name'];
+const everyFieldDefined: [Exclude<keyof ServeCliOptions, Defined>] extends [never] ? true : never = true;
+void everyFieldDefined;

@@ -1,0 +1,37 @@
+// What one process serving one model runs with (worker/serve.ts's startServer, a rank of a cluster, a worker group
+// of the orchestrator): the frontend's settings and the executor's. Derived from the options a rank was given by
+// serve-options-from-cli.ts; the executor's part is picked out by executor-options.ts.
+import type { SchedulerPolicy } from '../binding/addon-types.js';
+import type { LogLevel } from '../log.js';
+
+export interface ServeOptions {
+  model: string;
+  host: string;
+  httpPort: number;              // 0: any free port (tests)
+  metricsPort: number;
+  grpcPort?: number | undefined; // KServe v2 gRPC; undefined: no gRPC port
+  apiKey?: string | undefined;
+  authHealth: boolean;
+  authMetrics: boolean;
+  maxBodyBytes: number;
+  servedModelName?: string | undefined;
+  threads?: number | undefined;
+  maxBatchSize?: number | undefined;
+  maxQueueSize?: number | undefined;
+  maxNumTokens?: number | undefined;
+  maxSeqLen?: number | undefined;
+  maxTokensInPagedKvCache?: number | undefined;
+  tokensPerBlock?: number | undefined;
+  schedulerPolicy?: SchedulerPolicy | undefined;
+  enableChunkedContext?: boolean | undefined;
+  enableKvCacheReuse?: boolean | undefined;
+  maxBeamWidth?: number | undefined;
+  drainTimeoutMs: number;
+  logLevel: LogLevel;
+  tp?: number | undefined;       // leader mode: the grid started by mpirun (default 1 x 1)
+  pp?: number | undefined;
+  device?: 'auto' | 'cpu' | 'cuda' | undefined;   // default cpu
+  loadFormat?: 'auto' | 'dummy' | undefined;
+  gpuDeviceId?: number | undefined;               // this rank's GPU (its entry of --gpu-device-ids)
+  kvCacheFreeGpuMemFraction?: number | undefined;
+}
