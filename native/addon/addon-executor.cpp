@@ -5,11 +5,11 @@
 #include "addon-args.h"
 #include "addon-convert.h"
 #include "addon-errors.h"
-#include "addon-progress.h"
 #include "addon-parallel.h"
-#include "comm.h"
-#include "leader-model.h"
-#include "load-agreement.h"
+#include "addon-progress.h"
+#include "comm/comm.h"
+#include "loading/load-agreement.h"
+#include "parallel/leader-model.h"
 
 namespace addon {
 namespace {

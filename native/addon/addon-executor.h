@@ -6,8 +6,8 @@
 #include <memory>
 #include <mutex>
 
-#include "executor.h"
-#include "leader-model.h"
+#include "executor/executor.h"
+#include "parallel/leader-model.h"
 
 namespace addon {
 

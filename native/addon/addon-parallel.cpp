@@ -6,10 +6,10 @@
 #include "addon-convert.h"
 #include "addon-errors.h"
 #include "addon-progress.h"
-#include "comm.h"
+#include "comm/comm.h"
 #include "errors.h"
-#include "leader-model.h"
-#include "load-agreement.h"
+#include "loading/load-agreement.h"
+#include "parallel/leader-model.h"
 
 namespace addon {
 

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "../engine/cuda/kernels.h"
-#include "../engine/safetensors.h"
 #include "check.h"
 #include "cuda-test-util.h"
+#include "cuda/kernels.h"
+#include "loading/safetensors.h"
 
 using namespace engine;
 using cudatest::rel_err;

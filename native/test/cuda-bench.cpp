@@ -22,11 +22,11 @@
 #include <string>
 #include <vector>
 
-#include "../engine/cuda/cuda-backend.h"
-#include "../engine/cuda/cuda-decoder.h"
-#include "../engine/cuda/kernels.h"
-#include "../engine/executor.h"
 #include "cuda-test-util.h"
+#include "cuda/cuda-backend.h"
+#include "cuda/cuda-decoder.h"
+#include "cuda/kernels.h"
+#include "executor/executor.h"
 
 using namespace engine;
 

@@ -12,14 +12,14 @@
 #include <cstring>
 #include <map>
 
-#include "../engine/checkpoint.h"
-#include "../engine/cuda/cuda-backend.h"
-#include "../engine/cuda/cuda-decoder.h"
-#include "../engine/cuda/kernels.h"
-#include "../engine/json.h"
-#include "../engine/safetensors.h"
 #include "check.h"
 #include "cuda-test-util.h"
+#include "cuda/cuda-backend.h"
+#include "cuda/cuda-decoder.h"
+#include "cuda/kernels.h"
+#include "loading/checkpoint.h"
+#include "loading/json.h"
+#include "loading/safetensors.h"
 
 using namespace engine;
 using cudatest::rel_err;

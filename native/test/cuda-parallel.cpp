@@ -13,14 +13,14 @@
 #include <chrono>
 #include <cstdio>
 
-#include "../engine/comm-nccl.h"
-#include "../engine/comm.h"
-#include "../engine/cuda/cuda-backend.h"
-#include "../engine/executor.h"
-#include "../engine/leader-model.h"
-#include "../engine/load-agreement.h"
 #include "check.h"
+#include "comm/comm-nccl.h"
+#include "comm/comm.h"
 #include "cuda-test-util.h"
+#include "cuda/cuda-backend.h"
+#include "executor/executor.h"
+#include "loading/load-agreement.h"
+#include "parallel/leader-model.h"
 
 using namespace engine;
 using cudatest::rel_err;

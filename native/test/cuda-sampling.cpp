@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "../engine/cuda/cuda-backend.h"
-#include "../engine/cuda/device-sampler.h"
-#include "../engine/sampler.h"
 #include "check.h"
+#include "cuda/cuda-backend.h"
+#include "cuda/device-sampler.h"
+#include "sampling/sampler.h"
 
 using namespace engine;
 

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "model.h"
+#include "model/model.h"
 
 namespace test {
 

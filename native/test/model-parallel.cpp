@@ -17,13 +17,13 @@
 #include <random>
 #include <sys/stat.h>
 
-#include "../engine/comm.h"
-#include "../engine/errors.h"
-#include "../engine/json.h"
-#include "../engine/load-agreement.h"
-#include "../engine/model.h"
-#include "../engine/safetensors.h"
 #include "check.h"
+#include "comm/comm.h"
+#include "errors.h"
+#include "loading/json.h"
+#include "loading/load-agreement.h"
+#include "loading/safetensors.h"
+#include "model/model.h"
 
 using namespace engine;
 

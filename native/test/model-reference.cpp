@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <cmath>
 
-#include "../engine/checkpoint.h"
-#include "../engine/errors.h"
-#include "../engine/json.h"
-#include "../engine/model.h"
 #include "check.h"
+#include "errors.h"
+#include "loading/checkpoint.h"
+#include "loading/json.h"
+#include "model/model.h"
 
 using namespace engine;
 

@@ -1,4 +1,4 @@
-#include "cuda-decoder.h"
+#include "cuda/cuda-decoder.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,10 +6,10 @@
 #include <cstring>
 #include <string>
 
-#include "../chunk-validation.h"
-#include "../cpu/rope.h"
-#include "../errors.h"
-#include "cuda-backend.h"
+#include "cpu/rope.h"
+#include "cuda/cuda-backend.h"
+#include "errors.h"
+#include "model/chunk-validation.h"
 
 namespace engine::cuda {
 namespace {

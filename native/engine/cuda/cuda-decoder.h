@@ -10,15 +10,15 @@
 #include <memory>
 #include <vector>
 
-#include "../comm-nccl.h"
-#include "../decoder.h"
-#include "../dummy-weights.h"
-#include "../model.h"
-#include "../parallel-layout.h"
-#include "device-buffer.h"
-#include "device-sampler.h"
-#include "gemm.h"
-#include "kernels.h"
+#include "comm/comm-nccl.h"
+#include "cuda/device-buffer.h"
+#include "cuda/device-sampler.h"
+#include "cuda/gemm.h"
+#include "cuda/kernels.h"
+#include "model/decoder.h"
+#include "model/dummy-weights.h"
+#include "model/model.h"
+#include "parallel/parallel-layout.h"
 
 namespace engine::cuda {
 

@@ -5,9 +5,9 @@
 
 #include <vector>
 
-#include "../model.h"
-#include "device-buffer.h"
-#include "kernels.h"
+#include "cuda/device-buffer.h"
+#include "cuda/kernels.h"
+#include "model/model.h"
 
 namespace engine::cuda {
 

@@ -1,4 +1,4 @@
-#include "gemm.h"
+#include "cuda/gemm.h"
 
 #include <string>
 

@@ -9,8 +9,8 @@
 #include <map>
 #include <tuple>
 
-#include "device-buffer.h"
-#include "kernels.h"
+#include "cuda/device-buffer.h"
+#include "cuda/kernels.h"
 
 namespace engine::cuda {
 

@@ -18,12 +18,12 @@
 #include <climits>
 #include <string>
 
-#include "attention-launch.h"
-#include "cp-async.cuh"
-#include "cuda-check.h"
-#include "dtype.cuh"
-#include "pdl.cuh"
-#include "rope.cuh"
+#include "cuda/attention-launch.h"
+#include "cuda/cp-async.cuh"
+#include "cuda/cuda-check.h"
+#include "cuda/dtype.cuh"
+#include "cuda/pdl.cuh"
+#include "cuda/rope.cuh"
 
 namespace engine::cuda {
 namespace {

@@ -11,12 +11,12 @@
 #include <cfloat>
 #include <string>
 
-#include "attention-launch.h"
-#include "cp-async.cuh"
-#include "cuda-check.h"
-#include "dtype.cuh"
-#include "kernels.h"
-#include "pdl.cuh"
+#include "cuda/attention-launch.h"
+#include "cuda/cp-async.cuh"
+#include "cuda/cuda-check.h"
+#include "cuda/dtype.cuh"
+#include "cuda/kernels.h"
+#include "cuda/pdl.cuh"
 
 namespace engine::cuda {
 namespace {

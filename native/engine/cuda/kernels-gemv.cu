@@ -8,10 +8,10 @@
 // squares on the way, and the row's 1 / rms multiplies the finished dot products.
 #include <type_traits>
 
-#include "cuda-check.h"
-#include "dtype.cuh"
-#include "kernels.h"
-#include "pdl.cuh"
+#include "cuda/cuda-check.h"
+#include "cuda/dtype.cuh"
+#include "cuda/kernels.h"
+#include "cuda/pdl.cuh"
 
 namespace engine::cuda {
 namespace {

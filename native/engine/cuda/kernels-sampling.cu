@@ -2,9 +2,9 @@
 // log-softmax, so a greedy decode step copies two numbers per sequence to the host instead of a vocab of logits.
 #include <cfloat>
 
-#include "cuda-check.h"
-#include "kernels.h"
-#include "pdl.cuh"
+#include "cuda/cuda-check.h"
+#include "cuda/kernels.h"
+#include "cuda/pdl.cuh"
 
 namespace engine::cuda {
 namespace {
