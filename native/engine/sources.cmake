@@ -7,7 +7,8 @@ set(ENGINE_COMMON_SOURCES
 # Model families: the decoder both families reduce to, their checkpoint mappings, dummy weights.
 set(ENGINE_MODEL_SOURCES
   ${ENGINE_DIR}/model/model-config.cpp
-  ${ENGINE_DIR}/model/chunk-validation.cpp
+  ${ENGINE_DIR}/model/model-checks.cpp
+  ${ENGINE_DIR}/model/batch-layout.cpp
   ${ENGINE_DIR}/model/decoder.cpp
   ${ENGINE_DIR}/model/llama.cpp
   ${ENGINE_DIR}/model/gpt2.cpp
@@ -51,6 +52,7 @@ set(ENGINE_SAMPLING_SOURCES
   ${ENGINE_DIR}/sampling/sampler.cpp
   ${ENGINE_DIR}/sampling/stop-words.cpp
   ${ENGINE_DIR}/sampling/beam-search.cpp
+  ${ENGINE_DIR}/sampling/device-sampling-choice.cpp
 )
 # The executor: public API, the loop thread and its iteration steps, responses.
 set(ENGINE_EXECUTOR_SOURCES

@@ -104,7 +104,7 @@ void fixture_vs_reference(const std::string& dir, const std::string& label) {
       ForwardOutput cpu_row;
       cpu->forward({ch}, cpu_row);
       margin = cudatest::top1_margin(cpu_row.logits.data(), vocab);
-      ch.greedy_on_device = true;
+      ch.sample_on = SampleOn::device_argmax;
       ForwardOutput o;
       gpu->forward({ch}, o);
       CHECK(o.first_row.size() == 1 && o.first_row[0] == -1 && o.logits.empty());
@@ -168,7 +168,7 @@ void dummy_vs_cpu(const std::string& label, const std::string& config_json) {
     SequenceChunk ch{{7}, long_len + 2, table[0], false};
     ForwardOutput host;
     gpu->forward({ch}, host);
-    ch.greedy_on_device = true;
+    ch.sample_on = SampleOn::device_argmax;
     ForwardOutput dev;
     gpu->forward({ch}, dev);  // same position again: rewrites identical K/V
     CHECK(dev.first_row[0] == -1 && dev.sampled[0].token == cudatest::argmax(host.logits.data(), V));

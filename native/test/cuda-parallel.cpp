@@ -86,7 +86,7 @@ void compare(const Grid& g, const std::string& dir, const std::string& format, c
       ref.push_back(o.logits);
     }
     SequenceChunk c{{5}, std::min(300, single->config().max_position_embeddings - 8) + 1, ta, false};
-    c.greedy_on_device = true;
+    c.sample_on = SampleOn::device_argmax;
     ForwardOutput o;
     single->forward({c}, o);
     ref_greedy.push_back(o.sampled[0].token);
@@ -107,7 +107,7 @@ void compare(const Grid& g, const std::string& dir, const std::string& format, c
     }
   }
   SequenceChunk c{{5}, std::min(300, model->config().max_position_embeddings - 8) + 1, ta, false};
-  c.greedy_on_device = true;
+  c.sample_on = SampleOn::device_argmax;
   ForwardOutput o;
   model->forward({c}, o);
   if (leader) CHECK_MSG(o.first_row[0] == -1 && o.sampled[0].token == ref_greedy[0], "%s: device greedy differs", label);
@@ -145,7 +145,7 @@ void bench(const Grid& g, const std::string& dir) {
       std::vector<SequenceChunk> chunks;
       for (int s = 0; s < batch; ++s) {
         SequenceChunk c{{(step + s) % V}, ctx + step, tables[s], false};
-        c.greedy_on_device = true;
+        c.sample_on = SampleOn::device_argmax;
         chunks.push_back(c);
       }
       g.world.barrier();

@@ -100,7 +100,7 @@ void compare(int32_t vocab) {
         host[at] = hs.sample(rows[r].data(), vocab, ctx);
         DeviceSampling d;
         const SamplingConfig& sc = cfgs[c];
-        d.greedy = samples_greedily(sc);
+        d.greedy = is_greedy(sc);
         d.temperature = sc.temperature;
         d.top_k = sc.top_k;
         d.top_p = sc.top_p.value_or(1.0f);

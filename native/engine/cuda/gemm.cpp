@@ -1,5 +1,7 @@
 #include "cuda/gemm.h"
 
+#include <cublas_v2.h>
+
 #include <string>
 
 namespace engine::cuda {

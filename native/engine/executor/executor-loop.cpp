@@ -6,10 +6,10 @@
 #include <cstdio>
 #include <exception>
 #include <string>
-#include <unordered_map>
 
 #include "executor/executor-impl.h"
 #include "executor/response-builder.h"
+#include "sampling/device-sampling-choice.h"
 #include "sampling/stop-words.h"
 
 namespace engine {
@@ -33,51 +33,6 @@ int32_t reusable_tokens(const Sequence& s, int32_t vocab) {
   const int32_t rows = s.context_logits_rows(vocab);
   if (s.request.output.return_context_logits && rows < s.prompt_len) n = std::min(n, rows);
   return std::max(0, n);
-}
-
-// A request whose next token is a plain argmax of the raw logits row: greedy (the sampler's rule) and no logits
-// processor active (logits-processors.h), no logits returned. A device model may take such argmaxes itself.
-bool plain_greedy(const Sequence& s) {
-  const Request& r = s.request;
-  const SamplingConfig& c = r.sampling;
-  const bool greedy = samples_greedily(c);
-  const bool min_tokens_active = r.end_id >= 0 && s.num_generated() < c.min_tokens;
-  return greedy && !s.is_beam_search() && !r.output.return_generation_logits && r.embedding_bias.empty() &&
-         r.bad_words.empty() && c.repetition_penalty == 1.0f && c.presence_penalty == 0.0f &&
-         c.frequency_penalty == 0.0f && !min_tokens_active;
-}
-
-// A sampled request the device can sample itself: every processor it uses is a penalty (no embedding bias, bad
-// words or min_tokens ban), no beams, no generation logits returned.
-bool device_samplable(const Sequence& s) {
-  const Request& r = s.request;
-  const bool min_tokens_active = r.end_id >= 0 && s.num_generated() < r.sampling.min_tokens;
-  return !s.is_beam_search() && !r.output.return_generation_logits && r.embedding_bias.empty() &&
-         r.bad_words.empty() && !min_tokens_active;
-}
-
-DeviceSampling device_sampling(const Sequence& s) {
-  const SamplingConfig& c = s.request.sampling;
-  DeviceSampling d;
-  d.greedy = samples_greedily(c);
-  d.temperature = c.temperature;
-  d.top_k = c.top_k;
-  d.top_p = c.top_p.value_or(1.0f);
-  d.seed = c.seed.value_or(0);
-  d.step = static_cast<uint64_t>(s.num_generated());
-  d.repetition_penalty = c.repetition_penalty;
-  d.presence_penalty = c.presence_penalty;
-  d.frequency_penalty = c.frequency_penalty;
-  if (c.repetition_penalty != 1.0f || c.presence_penalty != 0.0f || c.frequency_penalty != 0.0f) {
-    std::unordered_map<int32_t, int32_t> output_count;  // distinct tokens, with their count in the output
-    output_count.reserve(s.tokens.size());
-    for (size_t i = 0; i < s.tokens.size(); ++i) {
-      int32_t& n = output_count[s.tokens[i]];
-      if (static_cast<int32_t>(i) >= s.prompt_len) ++n;
-    }
-    d.penalty_tokens.assign(output_count.begin(), output_count.end());
-  }
-  return d;
 }
 
 }  // namespace
@@ -227,7 +182,6 @@ void Executor::Impl::run_iteration(std::vector<Response>& out) {
   std::vector<Sequence*> batch;
   std::vector<SequenceChunk> chunks;
   std::vector<int32_t> ctx_rows_from, ctx_rows_to;  // prompt positions whose logits rows to keep
-  const bool device_greedy = model->samples_greedy();
   const double t_sched = now();
   // Attach the cached prefixes of starting sequences before any block is allocated: allocation may evict cached
   // blocks, and the plan counted on these. Same state as the probe above, so the same chains are found.
@@ -277,9 +231,7 @@ void Executor::Impl::run_iteration(std::vector<Response>& out) {
     int32_t to = std::min(end, s->prompt_len);
     c.all_logits = s->request.output.return_context_logits && from < to;
     if (!c.all_logits) from = to = 0;
-    c.greedy_on_device = device_greedy && end == s->num_tokens() && !c.all_logits && plain_greedy(*s);
-    if (device_greedy && !c.greedy_on_device && end == s->num_tokens() && !c.all_logits && device_samplable(*s))
-      c.sample_on_device = device_sampling(*s);
+    choose_device_sampling(*s, model->samples_on_device(), c);
     batch.push_back(s);
     chunks.push_back(std::move(c));
     ctx_rows_from.push_back(from);
@@ -306,7 +258,7 @@ void Executor::Impl::run_iteration(std::vector<Response>& out) {
       for (size_t i = 0; i < chunks.size() && i < fo.first_row.size(); ++i) {
         const SequenceChunk& c = chunks[i];
         if (fo.first_row[i] < 0) {  // sampled on the device: only where asked, with the token present
-          sampled_ok = sampled_ok && (c.greedy_on_device || c.sample_on_device) && fo.sampled.size() == chunks.size();
+          sampled_ok = sampled_ok && c.sample_on != SampleOn::host && fo.sampled.size() == chunks.size();
           continue;
         }
         rows += c.all_logits ? c.tokens.size() : 1;

@@ -10,7 +10,7 @@
 #include "cpu/norm.h"
 #include "cpu/rope.h"
 #include "errors.h"
-#include "model/chunk-validation.h"
+#include "model/model-checks.h"
 
 namespace engine {
 
@@ -52,10 +52,7 @@ size_t DecoderModel::kv_bytes_per_token() const {
 }
 
 void DecoderModel::allocate_kv(int32_t num_blocks, int32_t tokens_per_block) {
-  if (num_blocks <= 0 || tokens_per_block <= 0)
-    throw EngineError(ErrorCode::invalid_argument, "allocate_kv needs num_blocks > 0 and tokens_per_block > 0, got " +
-                                                       std::to_string(num_blocks) + " and " +
-                                                       std::to_string(tokens_per_block));
+  check_kv_allocation(num_blocks, tokens_per_block);
   const size_t per_layer = static_cast<size_t>(num_blocks) * tokens_per_block * kv_dim_;
   k_pool_.clear();
   v_pool_.clear();
@@ -69,9 +66,7 @@ void DecoderModel::allocate_kv(int32_t num_blocks, int32_t tokens_per_block) {
 }
 
 void DecoderModel::copy_kv_block(int32_t src, int32_t dst) {
-  if (src < 0 || src >= num_blocks_ || dst < 0 || dst >= num_blocks_)
-    throw EngineError(ErrorCode::internal, "copy_kv_block(" + std::to_string(src) + ", " + std::to_string(dst) +
-                                               ") outside the pool of " + std::to_string(num_blocks_) + " blocks");
+  check_kv_block_copy(src, dst, num_blocks_);
   if (src == dst) return;
   // A block is contiguous in each per-layer array: [num_kv_heads, tokens_per_block, head_dim].
   const size_t block = static_cast<size_t>(tokens_per_block_) * static_cast<size_t>(kv_dim_);
@@ -204,111 +199,32 @@ void DecoderModel::forward(const std::vector<SequenceChunk>& chunks, ForwardOutp
   // Pipeline messages carry the iteration in their tag (MPI guarantees tags up to 32767), so a stage that got out
   // of step would fail to match instead of silently consuming another iteration's activations.
   const int32_t tag_act = static_cast<int32_t>(iteration_++ % 16384) * 2, tag_logits = tag_act + 1;
-  const int64_t H = config_.hidden_size, V = config_.vocab_size;
-  const int32_t hd = config_.head_dim, half = hd / 2;
+  const int64_t H = config_.hidden_size;
 
-  // Layout of the iteration: every chunk's tokens as consecutive rows of one activation matrix.
-  int64_t T = 0;
-  for (const auto& c : chunks) T += static_cast<int64_t>(c.tokens.size());
-  out.vocab_size = static_cast<int32_t>(V);
-  out.first_row.assign(chunks.size(), 0);
-  out_rows_.clear();
+  layout_batch(chunks, samples_on_device(), config_.vocab_size, batch_, out);
+  const int64_t T = batch_.num_tokens, R = batch_.num_out_rows();
   att_chunks_.clear();
-  int32_t* positions = grow(positions_, T);
-  int32_t* row_chunk = grow(row_chunk_, T);
-  {
-    int64_t row = 0;
-    for (size_t c = 0; c < chunks.size(); ++c) {
-      const auto& ch = chunks[c];
-      const int32_t n = static_cast<int32_t>(ch.tokens.size());
-      att_chunks_.push_back({ch.past_len, n, row, ch.block_ids.data()});
-      out.first_row[c] = static_cast<int32_t>(out_rows_.size());
-      for (int32_t i = 0; i < n; ++i) {
-        positions[row + i] = ch.past_len + i;
-        row_chunk[row + i] = static_cast<int32_t>(c);
-        if (ch.all_logits || i == n - 1) out_rows_.push_back(row + i);
-      }
-      row += n;
-    }
-  }
-  const int64_t R = static_cast<int64_t>(out_rows_.size());
+  for (size_t c = 0; c < chunks.size(); ++c)
+    att_chunks_.push_back({chunks[c].past_len, static_cast<int32_t>(chunks[c].tokens.size()),
+                           batch_.chunk_first_row[c], chunks[c].block_ids.data()});
   if (T == 0) {
     out.logits.clear();
     return;
   }
 
   float* x = grow(x_, T * H);
-  float* xn = grow(xn_, T * H);
-  const int64_t qkv_w = q_dim_ + 2 * kv_dim_;
-  float* qkv = grow(qkv_, T * qkv_w);
-  float* attn = grow(attn_, T * q_dim_);
-  const int64_t inter = inter_;
-  float* mlp = grow(mlp_, T * (spec_.gated_mlp ? 2 * inter : inter));
-  float* mlp_act = spec_.gated_mlp ? grow(mlp_act_, T * inter) : mlp;
-
   if (layout_.first_stage()) {
-    embed(chunks, positions, x);
+    embed(chunks, batch_.positions.data(), x);
   } else {
     const size_t bytes = static_cast<size_t>(T * H) * sizeof(float);
     timed_comm(bytes, [&] { pp_.recv(x, bytes, pp_.rank() - 1, tag_act); });
   }
-  float *cos_t = nullptr, *sin_t = nullptr;
-  if (spec_.rope) {
-    cos_t = grow(cos_, T * half);
-    sin_t = grow(sin_, T * half);
-    cpu::rope_tables(positions, T, inv_freq_.data(), half, cos_t, sin_t);
-  }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-
-  int64_t rows = T;  // rows still carried: all tokens until the model's last attention, then only logit rows
-  for (int32_t l = 0; l < num_layers_; ++l) {
-    const DecoderLayerWeights& lw = w_.layers[l];
-    const bool last = layout_.last_stage() && l == num_layers_ - 1;
-    cpu::PagedKv pool{k_pool_[l].get(), v_pool_[l].get(), num_blocks_, num_kv_heads_, tokens_per_block_, hd};
-
-    norm(lw.attn_norm, x, xn, T);
-    linear(lw.qkv, xn, T, qkv, false);
-    if (spec_.rope) {
-      cpu::apply_rope(qkv, T, qkv_w, num_heads_, half, cos_t, sin_t);
-      cpu::apply_rope(qkv + q_dim_, T, qkv_w, num_kv_heads_, half, cos_t, sin_t);
-    }
-    cpu::write_kv(pool, att_chunks_, qkv + q_dim_, qkv + q_dim_ + kv_dim_, qkv_w);
-    if (last) {
-      // Only rows that produce logits matter past this point (K/V of every token are already written), so the
-      // last layer's attention, out projection and MLP run on those rows alone.
-      cpu::paged_attention(pool, att_chunks_, row_chunk, out_rows_.data(), R, qkv, qkv_w, num_heads_, scale, attn,
-                           q_dim_);
-      for (int64_t i = 0; i < R; ++i)
-        if (out_rows_[i] != i) std::memcpy(x + i * H, x + out_rows_[i] * H, sizeof(float) * H);
-      rows = R;
-    } else {
-      cpu::paged_attention(pool, att_chunks_, row_chunk, nullptr, T, qkv, qkv_w, num_heads_, scale, attn, q_dim_);
-    }
-    linear_row_parallel(lw.o, attn, rows, x);
-
-    norm(lw.mlp_norm, x, xn, rows);
-    linear(lw.up, xn, rows, mlp, false);
-    if (spec_.gated_mlp)
-      cpu::gated_activate(mlp, mlp_act, rows, inter, spec_.act);
-    else
-      cpu::activate(mlp, rows * inter, spec_.act);
-    linear_row_parallel(lw.down, mlp_act, rows, x);
-  }
-
+  run_layers(x, T, R);
   if (!layout_.last_stage()) {
-    // Every tp rank hands its (identical) activations to the same tp rank of the next stage.
-    const size_t bytes = static_cast<size_t>(T * H) * sizeof(float);
-    timed_comm(bytes, [&] { pp_.send(x, bytes, pp_.rank() + 1, tag_act); });
-    if (layout_.leader()) {
-      out.logits.resize(static_cast<size_t>(R * V));
-      const size_t lbytes = out.logits.size() * sizeof(float);
-      timed_comm(lbytes, [&] { pp_.recv(out.logits.data(), lbytes, pp_.size() - 1, tag_logits); });
-    } else {
-      out.logits.clear();
-    }
+    pass_to_next_stage(x, T, R, tag_act, tag_logits, out);
     return;
   }
-
+  float* xn = grow(xn_, T * H);
   norm(w_.final_norm, x, xn, R);
   lm_head(xn, R, out);
   // The leader (stage 0, tp rank 0) schedules and samples: the last stage's tp rank 0 (same pp group) sends it
@@ -316,6 +232,88 @@ void DecoderModel::forward(const std::vector<SequenceChunk>& chunks, ForwardOutp
   if (pp_.size() > 1 && tp_.rank() == 0) {
     const size_t lbytes = out.logits.size() * sizeof(float);
     timed_comm(lbytes, [&] { pp_.send(out.logits.data(), lbytes, 0, tag_logits); });
+  }
+}
+
+void DecoderModel::run_layers(float* x, int64_t T, int64_t R) {
+  const int32_t half = config_.head_dim / 2;
+  const float* cos_t = nullptr;
+  const float* sin_t = nullptr;
+  if (spec_.rope) {
+    float* c = grow(cos_, T * half);
+    float* sn = grow(sin_, T * half);
+    cpu::rope_tables(batch_.positions.data(), T, inv_freq_.data(), half, c, sn);
+    cos_t = c;
+    sin_t = sn;
+  }
+  for (int32_t l = 0; l < num_layers_; ++l) {
+    // Past the model's last attention only rows that produce logits matter (K/V of every token are written by
+    // then), so the last layer's out projection and MLP run on those rows alone.
+    const bool last = layout_.last_stage() && l == num_layers_ - 1;
+    attention_block(l, x, T, last ? R : -1, cos_t, sin_t);
+    mlp_block(w_.layers[l], x, last ? R : T);
+  }
+}
+
+void DecoderModel::attention_block(int32_t l, float* x, int64_t T, int64_t logit_rows, const float* cos_t,
+                                   const float* sin_t) {
+  const DecoderLayerWeights& lw = w_.layers[l];
+  const int64_t H = config_.hidden_size, qkv_w = q_dim_ + 2 * kv_dim_;
+  const int32_t hd = config_.head_dim, half = hd / 2;
+  float* xn = grow(xn_, T * H);
+  float* qkv = grow(qkv_, T * qkv_w);
+  float* attn = grow(attn_, T * q_dim_);
+  cpu::PagedKv pool{k_pool_[l].get(), v_pool_[l].get(), num_blocks_, num_kv_heads_, tokens_per_block_, hd};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+
+  norm(lw.attn_norm, x, xn, T);
+  linear(lw.qkv, xn, T, qkv, false);
+  if (spec_.rope) {
+    cpu::apply_rope(qkv, T, qkv_w, num_heads_, half, cos_t, sin_t);
+    cpu::apply_rope(qkv + q_dim_, T, qkv_w, num_kv_heads_, half, cos_t, sin_t);
+  }
+  cpu::write_kv(pool, att_chunks_, qkv + q_dim_, qkv + q_dim_ + kv_dim_, qkv_w);
+  const int32_t* row_chunk = batch_.token_chunk.data();
+  int64_t rows = T;
+  if (logit_rows >= 0) {
+    const int64_t* out_rows = batch_.out_rows.data();
+    cpu::paged_attention(pool, att_chunks_, row_chunk, out_rows, logit_rows, qkv, qkv_w, num_heads_, scale, attn,
+                         q_dim_);
+    for (int64_t i = 0; i < logit_rows; ++i)
+      if (out_rows[i] != i) std::memcpy(x + i * H, x + out_rows[i] * H, sizeof(float) * H);
+    rows = logit_rows;
+  } else {
+    cpu::paged_attention(pool, att_chunks_, row_chunk, nullptr, T, qkv, qkv_w, num_heads_, scale, attn, q_dim_);
+  }
+  linear_row_parallel(lw.o, attn, rows, x);
+}
+
+void DecoderModel::mlp_block(const DecoderLayerWeights& lw, float* x, int64_t rows) {
+  const int64_t inter = inter_;
+  float* xn = grow(xn_, rows * config_.hidden_size);
+  float* mlp = grow(mlp_, rows * (spec_.gated_mlp ? 2 * inter : inter));
+  float* mlp_act = spec_.gated_mlp ? grow(mlp_act_, rows * inter) : mlp;
+  norm(lw.mlp_norm, x, xn, rows);
+  linear(lw.up, xn, rows, mlp, false);
+  if (spec_.gated_mlp)
+    cpu::gated_activate(mlp, mlp_act, rows, inter, spec_.act);
+  else
+    cpu::activate(mlp, rows * inter, spec_.act);
+  linear_row_parallel(lw.down, mlp_act, rows, x);
+}
+
+void DecoderModel::pass_to_next_stage(const float* x, int64_t T, int64_t R, int32_t tag_act, int32_t tag_logits,
+                                      ForwardOutput& out) {
+  const int64_t H = config_.hidden_size, V = config_.vocab_size;
+  // Every tp rank hands its (identical) activations to the same tp rank of the next stage.
+  const size_t bytes = static_cast<size_t>(T * H) * sizeof(float);
+  timed_comm(bytes, [&] { pp_.send(x, bytes, pp_.rank() + 1, tag_act); });
+  if (layout_.leader()) {
+    out.logits.resize(static_cast<size_t>(R * V));
+    const size_t lbytes = out.logits.size() * sizeof(float);
+    timed_comm(lbytes, [&] { pp_.recv(out.logits.data(), lbytes, pp_.size() - 1, tag_logits); });
+  } else {
+    out.logits.clear();
   }
 }
 

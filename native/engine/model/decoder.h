@@ -16,6 +16,7 @@
 #include "comm/comm.h"
 #include "cpu/activation.h"
 #include "cpu/attention.h"
+#include "model/batch-layout.h"
 #include "model/model.h"
 #include "parallel/parallel-layout.h"
 
@@ -85,6 +86,16 @@ class DecoderModel : public Model {
   void linear_row_parallel(const Linear& l, const float* x, int64_t rows, float* y);
   void embed(const std::vector<SequenceChunk>& chunks, const int32_t* positions, float* x);
   void lm_head(const float* xn, int64_t rows, ForwardOutput& out);
+  // The stage's layers over the T token rows of x ([T, hidden], updated in place); the model's last layer leaves
+  // only the R logit rows in x's first R rows.
+  void run_layers(float* x, int64_t T, int64_t R);
+  // Layer l's norm -> qkv -> rope -> K/V write -> attention -> out projection + residual. logit_rows >= 0 (the
+  // model's last layer): attention and the projection run only for the logit rows, gathered to x's first rows.
+  void attention_block(int32_t l, float* x, int64_t T, int64_t logit_rows, const float* cos_t, const float* sin_t);
+  void mlp_block(const DecoderLayerWeights& lw, float* x, int64_t rows);  // norm -> MLP + residual
+  // A stage before the last: activations to the next stage; on the leader, the logits back from the last one.
+  void pass_to_next_stage(const float* x, int64_t T, int64_t R, int32_t tag_act, int32_t tag_logits,
+                          ForwardOutput& out);
   // Runs `fn` (one comm call moving `bytes`) and adds its time to comm_stats_.
   template <typename Fn>
   void timed_comm(size_t bytes, Fn fn);
@@ -109,9 +120,8 @@ class DecoderModel : public Model {
   std::vector<std::unique_ptr<float[]>> k_pool_, v_pool_;
 
   // Scratch, grown to the largest iteration seen and reused: forward() allocates nothing in steady state.
+  BatchLayout batch_;
   std::vector<float> x_, xn_, qkv_, attn_, mlp_, mlp_act_, cos_, sin_;  // [n_tokens, ...]
-  std::vector<int32_t> positions_, row_chunk_;                          // [n_tokens]
-  std::vector<int64_t> out_rows_;                                       // [n_logit_rows]
   std::vector<float> logits_local_, logits_gathered_;                   // [n_logit_rows, vocab_local], [tp, ...]
   std::vector<cpu::AttentionChunk> att_chunks_;
 };

@@ -4,7 +4,6 @@
 #pragma once
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,9 +20,9 @@ struct ShardInfo {
   int32_t pp_rank = 0, pp_size = 1;
 };
 
-// A request's sampling, for a model that samples on its device (samples_greedy() models also honour this): the
-// sampling config plus what its penalties read, so the device draws what sampler.h would draw from the same row
-// (the same counter-based uniform of (seed, step), the same tie-breaks).
+// A request's sampling, for a model that samples on its device (Model::samples_on_device): the sampling config plus
+// what its penalties read, so the device draws what sampler.h would draw from the same row (the same
+// counter-based uniform of (seed, step), the same tie-breaks).
 struct DeviceSampling {
   bool greedy = false;  // argmax of the penalised row
   float temperature = 1.0f;
@@ -35,6 +34,15 @@ struct DeviceSampling {
   std::vector<std::pair<int32_t, int32_t>> penalty_tokens;
 };
 
+// Where the token after a chunk is drawn. sampling/device-sampling-choice.h decides (the one place that does);
+// models obey. A device choice makes forward() return no logits row for the chunk: ForwardOutput::first_row is -1
+// and `sampled` holds the token.
+enum class SampleOn : uint8_t {
+  host,           // the model returns the chunk's logits row(s); the executor's sampler draws the token
+  device_argmax,  // the model takes the argmax of the last row on its device (greedy, no logits processor)
+  device,         // the model samples the last row on its device with SequenceChunk::device_sampling
+};
+
 // One sequence's slice of an iteration: `tokens` are new (prefill chunk, or the one decode token), placed at
 // positions [past_len, past_len + tokens.size()). `block_ids` covers positions [0, past_len + tokens.size()):
 // position p lives in block block_ids[p / tokens_per_block] at slot p % tokens_per_block.
@@ -43,13 +51,10 @@ struct SequenceChunk {
   int32_t past_len = 0;
   std::vector<int32_t> block_ids;
   bool all_logits = false;  // true: a logits row for every token of the chunk; false: only for the last token
-  // The executor asks a model that samples_greedy() to take the argmax of this chunk's last row itself (on its
-  // device) instead of returning the row: ForwardOutput.first_row is then -1 and `sampled` holds the token. Set
-  // only for greedy requests without logits processors, never with all_logits. Not sent to followers.
-  bool greedy_on_device = false;
-  // The same for a sampled request (temperature / top-k / top-p / penalties, no logits processors beyond the
-  // penalties): the model samples the last row on its device with these parameters. Not sent to followers.
-  std::optional<DeviceSampling> sample_on_device;
+  // Not host only for a model whose samples_on_device() is true, and never with all_logits. Neither field is sent
+  // to followers (they never sample).
+  SampleOn sample_on = SampleOn::host;
+  DeviceSampling device_sampling{};  // read when sample_on is SampleOn::device
 };
 
 // A token the model sampled itself: greedy, the argmax (lowest id on ties) and its log-softmax; sampled, the
@@ -104,8 +109,9 @@ class Model {
   virtual bool on_device() const { return false; }
   virtual size_t device_free_bytes() const { return 0; }
   virtual size_t activation_bytes() const { return 0; }
-  // True when forward() honours SequenceChunk::greedy_on_device on this rank.
-  virtual bool samples_greedy() const { return false; }
+  // True when forward() honours SequenceChunk::sample_on on this rank: it can take a row's argmax or sample it on its
+  // device (the rank that holds the logits of a device model).
+  virtual bool samples_on_device() const { return false; }
 };
 
 enum class Device { cpu, cuda, auto_select };  // auto_select: cuda when built and a GPU is visible, else cpu

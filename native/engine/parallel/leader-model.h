@@ -25,7 +25,7 @@ class LeaderModel : public Model {
   bool on_device() const override { return inner_->on_device(); }
   size_t device_free_bytes() const override { return inner_->device_free_bytes(); }
   size_t activation_bytes() const override { return inner_->activation_bytes(); }
-  bool samples_greedy() const override { return inner_->samples_greedy(); }
+  bool samples_on_device() const override { return inner_->samples_on_device(); }
   // The inner model's communication plus this forward's plan broadcast.
   ForwardCommStats last_comm_stats() const override;
   // Tells the followers to return; idempotent. Called by the executor's owner once the executor has stopped (the

@@ -48,7 +48,7 @@ SampledToken Sampler::sample(const float* logits, int32_t vocab, const SamplingC
   row_.assign(logits, logits + vocab);
   processors_.apply(row_.data(), vocab, ctx);
 
-  const bool greedy = samples_greedily(cfg);
+  const bool greedy = is_greedy(cfg);
   if (greedy) {
     int32_t best = 0;
     for (int32_t t = 1; t < vocab; ++t)

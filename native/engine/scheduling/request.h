@@ -32,7 +32,7 @@ struct SamplingConfig {
 };
 
 // TensorRT-LLM's rule for when a request samples greedily: temperature 0, top_k 1, or neither top_k nor top_p.
-inline bool samples_greedily(const SamplingConfig& c) {
+inline bool is_greedy(const SamplingConfig& c) {
   return c.temperature == 0.0f || c.top_k == 1 || (c.top_k == 0 && !c.top_p);
 }
 

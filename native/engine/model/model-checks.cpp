@@ -1,10 +1,23 @@
-#include "model/chunk-validation.h"
+#include "model/model-checks.h"
 
 #include <string>
 
 #include "errors.h"
 
 namespace engine {
+
+void check_kv_allocation(int32_t num_blocks, int32_t tokens_per_block) {
+  if (num_blocks <= 0 || tokens_per_block <= 0)
+    throw EngineError(ErrorCode::invalid_argument, "allocate_kv needs num_blocks > 0 and tokens_per_block > 0, got " +
+                                                       std::to_string(num_blocks) + " and " +
+                                                       std::to_string(tokens_per_block));
+}
+
+void check_kv_block_copy(int32_t src, int32_t dst, int32_t num_blocks) {
+  if (src < 0 || src >= num_blocks || dst < 0 || dst >= num_blocks)
+    throw EngineError(ErrorCode::internal, "copy_kv_block(" + std::to_string(src) + ", " + std::to_string(dst) +
+                                               ") outside the pool of " + std::to_string(num_blocks) + " blocks");
+}
 
 void validate_chunks(const std::vector<SequenceChunk>& chunks, const ModelConfig& config, bool learned_positions,
                      int32_t num_blocks, int32_t tokens_per_block) {
