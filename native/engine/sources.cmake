@@ -58,6 +58,8 @@ set(ENGINE_SAMPLING_SOURCES
 set(ENGINE_EXECUTOR_SOURCES
   ${ENGINE_DIR}/executor/executor.cpp
   ${ENGINE_DIR}/executor/executor-loop.cpp
+  ${ENGINE_DIR}/executor/executor-iteration.cpp
+  ${ENGINE_DIR}/executor/executor-sample.cpp
   ${ENGINE_DIR}/executor/executor-beams.cpp
   ${ENGINE_DIR}/executor/response-builder.cpp
 )

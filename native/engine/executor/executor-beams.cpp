@@ -5,7 +5,7 @@
 
 namespace engine {
 
-bool Executor::Impl::add_beam_chunks(Sequence& seq, std::vector<Sequence*>& batch, std::vector<SequenceChunk>& chunks) {
+bool Executor::Impl::add_beam_chunks(Sequence& seq, IterationBatch& batch) {
   const int32_t pos = seq.num_computed;  // every live beam feeds its newest token at this position
   const size_t index = static_cast<size_t>(pos / kv.tokens_per_block());
   for (Beam& beam : seq.beams) {
@@ -17,19 +17,20 @@ bool Executor::Impl::add_beam_chunks(Sequence& seq, std::vector<Sequence*>& batc
     c.tokens = {beam.tokens.back()};
     c.past_len = pos;
     c.block_ids = beam.block_table;
-    batch.push_back(&seq);
-    chunks.push_back(std::move(c));
+    batch.seqs.push_back(&seq);
+    batch.chunks.push_back(std::move(c));
+    batch.ctx_rows_from.push_back(0);  // beams return no context logits
+    batch.ctx_rows_to.push_back(0);
   }
   return true;
 }
 
 void Executor::Impl::run_beam_step(Sequence& seq, const std::vector<const float*>& rows, double t_tok,
-                                   std::vector<Response>& out, int64_t& completed) {
+                                   std::vector<Response>& out) {
   if (seq.first_token_time == 0) seq.first_token_time = t_tok;
   seq.last_token_time = t_tok;
   if (beam_search.step(seq, rows, vocab_size, sampler, kv)) {
     finish_sequence(seq, seq.finish_reason, out);
-    ++completed;
   } else if (seq.request.streaming) {
     out.push_back(build_response(seq, vocab_size, /*is_final=*/false));
   }
