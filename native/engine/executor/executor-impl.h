@@ -26,6 +26,13 @@
 
 namespace engine {
 
+// What the loop thread is doing, for the test hook's waits.
+enum class LoopState {
+  running,  // draining, iterating or delivering
+  idle,     // asleep with nothing queued or running
+  held,     // asleep because its iteration allowance is spent (work may be waiting)
+};
+
 // Removes `seq` from the queue or the running set.
 template <typename Container>
 void erase_ptr(Container& c, const Sequence* seq) {
@@ -66,6 +73,11 @@ struct Executor::Impl {
   RequestId next_id = 1;
   int32_t num_queued = 0;     // accepted and never scheduled (what max_queue_size bounds)
   std::atomic<int32_t> num_active{0};  // accepted and without a final response yet
+  // The test hook (Executor::hold_iterations): iterations the loop may still start; -1: no limit.
+  int64_t hold_allowance = -1;
+  LoopState loop_state = LoopState::running;
+  std::condition_variable parked_cv;  // wait_until_held / wait_until_idle sleep on it
+  int64_t iterations_done = 0;        // iterations recorded in the stats (the loop's `iter`, readable by others)
 
   // Loop thread only.
   KvCacheManager kv;
@@ -85,6 +97,10 @@ struct Executor::Impl {
 
   // executor-loop.cpp
   void run_loop();
+  // Sleeps until there is work the loop may do (or shutdown), taking what enqueue and cancel queued. Sets
+  // loop_state while asleep. Returns whether shutdown was requested.
+  bool wait_for_work(std::vector<std::unique_ptr<Sequence>>& arrived, std::vector<RequestId>& to_cancel);
+  void stop_loop();  // shutdown: every sequence cancelled, the last responses delivered
   void cancel_sequence(RequestId id, std::vector<Response>& out);
   // The final response of `seq` with `reason`, its blocks freed. Every final response (finish, fail, cancel) is
   // one completed request in the iteration's stats.

@@ -14,40 +14,16 @@ void Executor::Impl::run_loop() {
   for (;;) {
     std::vector<std::unique_ptr<Sequence>> arrived;
     std::vector<RequestId> to_cancel;
-    bool stop = false;
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      wake.wait(lock, [&] {
-        return stopping || !incoming.empty() || !cancels.empty() || !queue.empty() || !running.empty();
-      });
-      arrived.swap(incoming);
-      to_cancel.swap(cancels);
-      stop = stopping;
-    }
+    const bool stop = wait_for_work(arrived, to_cancel);
     for (auto& seq : arrived) {
       queue.push_back(seq.get());
       live.emplace(seq->id, std::move(seq));
     }
-
-    std::vector<Response> out;
     if (stop) {
-      // Cancel running ones first (oldest first), then the queue, so responses come out in a stable order.
-      std::vector<RequestId> all;
-      for (Sequence* s : running) all.push_back(s->id);
-      for (Sequence* s : queue) all.push_back(s->id);
-      for (RequestId id : all) cancel_sequence(id, out);
-      live.clear();
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        kv_snapshot = kv.stats();
-      }
-      deliver(std::move(out), nullptr);
-      std::lock_guard<std::mutex> lock(mu);
-      loop_done = true;
-      responses_cv.notify_all();
+      stop_loop();
       return;
     }
-
+    std::vector<Response> out;
     for (RequestId id : to_cancel) cancel_sequence(id, out);
     try {
       run_iteration(out);
@@ -63,6 +39,42 @@ void Executor::Impl::run_loop() {
     }
     if (!out.empty()) deliver(std::move(out), nullptr);
   }
+}
+
+bool Executor::Impl::wait_for_work(std::vector<std::unique_ptr<Sequence>>& arrived, std::vector<RequestId>& to_cancel) {
+  std::unique_lock<std::mutex> lock(mu);
+  for (;;) {
+    if (stopping) break;
+    const bool has_work = !incoming.empty() || !cancels.empty() || !queue.empty() || !running.empty();
+    if (has_work && hold_allowance != 0) break;
+    // Held, arrivals and cancels stay queued: released, they are taken in one go, cancels applied first.
+    loop_state = hold_allowance == 0 ? LoopState::held : LoopState::idle;
+    parked_cv.notify_all();
+    wake.wait(lock);
+  }
+  loop_state = LoopState::running;
+  arrived.swap(incoming);
+  to_cancel.swap(cancels);
+  return stopping;
+}
+
+void Executor::Impl::stop_loop() {
+  // Cancel running ones first (oldest first), then the queue, so responses come out in a stable order.
+  std::vector<Response> out;
+  std::vector<RequestId> all;
+  for (Sequence* s : running) all.push_back(s->id);
+  for (Sequence* s : queue) all.push_back(s->id);
+  for (RequestId id : all) cancel_sequence(id, out);
+  live.clear();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    kv_snapshot = kv.stats();
+  }
+  deliver(std::move(out), nullptr);
+  std::lock_guard<std::mutex> lock(mu);
+  loop_done = true;
+  responses_cv.notify_all();
+  parked_cv.notify_all();
 }
 
 void Executor::Impl::detach(Sequence& seq) {
@@ -105,6 +117,8 @@ void Executor::Impl::deliver(std::vector<Response>&& out, IterationStats* stats)
     std::lock_guard<std::mutex> lock(mu);
     kv_snapshot = kv.stats();
     if (stats) {
+      iterations_done = stats->iter + 1;
+      if (hold_allowance > 0) --hold_allowance;
       iteration_stats.push_back(*stats);
       const size_t cap = static_cast<size_t>(std::max(1, config.iter_stats_max_iterations));
       while (iteration_stats.size() > cap) iteration_stats.pop_front();

@@ -1,5 +1,5 @@
-// Executor public API: construction (KV pool sizing), enqueue/cancel, response delivery, stats, shutdown.
-// The iteration itself lives in executor-loop.cpp.
+// Executor public API: construction (KV pool sizing), enqueue/cancel, response delivery, stats, shutdown, and the
+// test hook that holds the loop. The loop itself lives in executor-loop.cpp and executor-iteration.cpp.
 #include <algorithm>
 #include <string>
 
@@ -129,6 +129,7 @@ RequestId Executor::enqueue(const Request& request) {
     ++m.num_queued;
     ++m.num_active;
     m.incoming.push_back(std::move(seq));
+    if (m.loop_state == LoopState::idle) m.loop_state = LoopState::running;  // about to wake: not idle any more
   }
   m.wake.notify_one();
   return id;
@@ -140,6 +141,7 @@ void Executor::cancel(RequestId id) {
     std::lock_guard<std::mutex> lock(m.mu);
     if (m.stopping) return;  // shutdown cancels everything anyway
     m.cancels.push_back(id);
+    if (m.loop_state == LoopState::idle) m.loop_state = LoopState::running;
   }
   m.wake.notify_one();
 }
@@ -195,6 +197,36 @@ void Executor::shutdown() {
   // Only one caller joins; a concurrent second shutdown() waits for the first here.
   std::lock_guard<std::mutex> join_lock(m.join_mu);
   if (m.thread.joinable()) m.thread.join();
+}
+
+void Executor::hold_iterations(int64_t n) {
+  Impl& m = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    m.hold_allowance = n < 0 ? -1 : n;
+    // A held loop is about to re-check its allowance: until it has, it is neither held nor idle.
+    if (n != 0 && m.loop_state == LoopState::held) m.loop_state = LoopState::running;
+  }
+  m.wake.notify_one();
+}
+
+bool Executor::wait_until_held(std::chrono::milliseconds timeout) {
+  Impl& m = *impl_;
+  std::unique_lock<std::mutex> lock(m.mu);
+  m.parked_cv.wait_for(lock, timeout, [&] { return m.loop_done || m.loop_state == LoopState::held; });
+  return !m.loop_done && m.loop_state == LoopState::held;
+}
+
+bool Executor::wait_until_idle(std::chrono::milliseconds timeout) {
+  Impl& m = *impl_;
+  std::unique_lock<std::mutex> lock(m.mu);
+  m.parked_cv.wait_for(lock, timeout, [&] { return m.loop_done || m.loop_state == LoopState::idle; });
+  return !m.loop_done && m.loop_state == LoopState::idle;
+}
+
+int64_t Executor::iterations_run() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->iterations_done;
 }
 
 }  // namespace engine

@@ -74,6 +74,19 @@ class Executor {
   // loop thread. Idempotent.
   void shutdown();
 
+  // Test hook, so a test can fix the order of events instead of sleeping and hoping. After hold_iterations(n) the
+  // loop runs at most n more iterations (as get_latest_iteration_stats counts them) and then holds: enqueue and
+  // cancel still work but queue up; shutdown still works. On release (a call with n != 0) the queued cancels are
+  // applied before the next iteration. n < 0: no limit (the default). In leader mode this holds the leader's loop;
+  // followers wait for its next plan.
+  void hold_iterations(int64_t n);
+  // True once the loop has run its allowed iterations and holds; false on timeout or once the loop has stopped.
+  // Every response of the iterations run before is delivered by then.
+  bool wait_until_held(std::chrono::milliseconds timeout);
+  // True once the loop sleeps with nothing queued or running (and not held); false on timeout or once it stopped.
+  bool wait_until_idle(std::chrono::milliseconds timeout);
+  int64_t iterations_run() const;  // iterations recorded in the stats since construction
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
