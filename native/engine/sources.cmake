@@ -71,6 +71,7 @@ set(ENGINE_COMM_SOURCES
 # Leader mode over tp x pp: who holds what, the grid's groups, the plan the leader broadcasts, leader/follower.
 set(ENGINE_PARALLEL_SOURCES
   ${ENGINE_DIR}/parallel/parallel-layout.cpp
+  ${ENGINE_DIR}/parallel/parallel-grid.cpp
   ${ENGINE_DIR}/parallel/iteration-plan.cpp
   ${ENGINE_DIR}/parallel/leader-model.cpp
 )
