@@ -408,8 +408,7 @@ void executor_checks(const std::string& dir) {
 TEST_MAIN({
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress reaches a log even if the run is cut short
   if (!cuda_backend_built() || cuda_device_count() == 0) {
-    std::printf("SKIP: %s; GPUs visible: %d\n", cuda_backend_status(), cuda_device_count());
-    return 0;
+    return check::skip("%s; GPUs visible: %d", cuda_backend_status(), cuda_device_count());
   }
   std::printf("%s, %d GPU(s)\n", cuda_backend_status(), cuda_device_count());
   const std::string root = check::repo_root + "/test/fixtures/models";

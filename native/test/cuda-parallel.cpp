@@ -21,27 +21,25 @@
 #include "executor/executor.h"
 #include "loading/load-agreement.h"
 #include "parallel/leader-model.h"
+#include "parallel/parallel-grid.h"
 
 using namespace engine;
 using cudatest::rel_err;
 
 namespace {
 
-struct Grid {
-  ShardInfo shard;
-  Comm world, tp, pp;
+struct Grid : ParallelGrid {
+  Comm world;
 };
 
 Grid make_grid(int32_t tp, int32_t pp) {
   Grid g;
   g.world = comm_world();
-  if (g.world.size() != tp * pp) comm_abort(2, "rank count does not match tp x pp");
-  g.shard.tp_size = tp;
-  g.shard.pp_size = pp;
-  g.shard.tp_rank = g.world.rank() % tp;
-  g.shard.pp_rank = g.world.rank() / tp;
-  g.tp = g.world.split(g.shard.pp_rank, g.shard.tp_rank);
-  g.pp = g.world.split(g.shard.tp_rank, g.shard.pp_rank);
+  try {
+    static_cast<ParallelGrid&>(g) = make_parallel_grid(g.world, tp, pp);
+  } catch (const EngineError& e) {
+    comm_abort(2, e.what());
+  }
   return g;
 }
 
@@ -236,11 +234,12 @@ int main(int argc, char** argv) {
   comm_init(true);
   const Grid g = make_grid(std::atoi(argv[2]), std::atoi(argv[3]));
   if (!cuda_backend_built() || cuda_device_count() < g.world.size()) {
+    // Every rank returns the skip code (mpirun then exits with it); rank 0 says why.
     if (g.world.rank() == 0)
       std::printf("SKIP: %s; GPUs visible: %d for %d ranks\n", cuda_backend_status(), cuda_device_count(),
                   g.world.size());
     comm_finalize();
-    return 0;
+    return check::skip_code;
   }
   try {
     compare(g, check::repo_root + "/test/fixtures/models/tiny-llama", "auto", "tiny-llama");

@@ -166,8 +166,7 @@ void compare(int32_t vocab) {
 TEST_MAIN({
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (!cuda_backend_built() || cuda_device_count() == 0) {
-    std::printf("SKIP: %s; GPUs visible: %d\n", cuda_backend_status(), cuda_device_count());
-    return 0;
+    return check::skip("%s; GPUs visible: %d", cuda_backend_status(), cuda_device_count());
   }
   for (int32_t vocab : {1000, 128256}) {
     try {

@@ -31,6 +31,7 @@ set(ENGINE_CUDA_HOST
   ${ENGINE_CUDA_DIR}/gemm.cpp
 )
 set(ENGINE_CUDA_BUILT OFF)
+set(ENGINE_CUDA_NCCL OFF)  # ON: the backend is built with NCCL (tp / pp > 1 on GPUs)
 set(ENGINE_CUDA_SKIP "")
 
 if(ENGINE_CUDA)
@@ -78,6 +79,7 @@ if(ENGINE_CUDA_BUILT)
     target_include_directories(engine PRIVATE ${NCCL_INCLUDE_DIR})
     target_link_libraries(engine PUBLIC ${NCCL_LIBRARY})
     target_compile_definitions(engine PRIVATE ENGINE_HAVE_NCCL=1)
+    set(ENGINE_CUDA_NCCL ON)
     message(STATUS "engine: CUDA backend ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, sm_${CMAKE_CUDA_ARCHITECTURES}, NCCL ${NCCL_LIBRARY})")
   else()
     message(STATUS "engine: CUDA backend ON without NCCL (set NCCL_ROOT for tp/pp > 1 on GPUs)")
