@@ -37,6 +37,15 @@ class BeamSearch {
     float log_prob;
     int32_t beam, token;
   };
+  // candidates_ = the 2 * beam_width best continuations over the live beams, best first.
+  void collect_candidates(const Sequence& seq, const std::vector<const float*>& rows, size_t live, int32_t vocab,
+                          int32_t generated, Sampler& sampler);
+  // Walks candidates_: the next live beams (sharing their parents' blocks), finished ones into seq.hypotheses.
+  // first_row: this step's first generation-logits row, or -1.
+  std::vector<Beam> extend(Sequence& seq, int32_t generated, int32_t first_row, KvCacheManager& kv);
+  // Whether the request is done after this step (at max_tokens the live beams become hypotheses first).
+  bool finished(Sequence& seq, int32_t now_generated);
+
   std::vector<float> lp_;
   std::vector<std::pair<float, int32_t>> top_;
   std::vector<Candidate> candidates_;
