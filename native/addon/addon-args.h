@@ -27,6 +27,15 @@ inline std::string require_string(const Napi::CallbackInfo& info, size_t i, cons
 inline Napi::Function require_function(const Napi::CallbackInfo& info, size_t i, const char* name) {
   return require_arg(info, i, napi_function, name).As<Napi::Function>();
 }
+// A number that is an integer (any sign), as int64.
+inline int64_t require_integer(const Napi::CallbackInfo& info, size_t i, const char* name) {
+  const double d = require_arg(info, i, napi_number, name).As<Napi::Number>().DoubleValue();
+  if (!(d >= -9007199254740991.0 && d <= 9007199254740991.0) || d != static_cast<double>(static_cast<int64_t>(d))) {
+    throw make_error(info.Env(), "invalid_argument",
+                     std::string("argument '") + name + "' must be an integer, got " + std::to_string(d));
+  }
+  return static_cast<int64_t>(d);
+}
 
 // Field readers: absent/undefined -> default; present with the wrong type -> invalid_argument naming the field.
 class Fields {

@@ -4,10 +4,10 @@
 
 #include <string>
 
-#include "executor.h"
-#include "model.h"
-#include "model-config.h"
-#include "request.h"
+#include "executor/executor.h"
+#include "model/model-config.h"
+#include "model/model.h"
+#include "scheduling/request.h"
 
 namespace addon {
 

@@ -1,15 +1,19 @@
 #include "addon-executor.h"
 
 #include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
 
 #include "addon-args.h"
 #include "addon-convert.h"
 #include "addon-errors.h"
-#include "addon-progress.h"
 #include "addon-parallel.h"
-#include "comm.h"
-#include "leader-model.h"
-#include "load-agreement.h"
+#include "addon-progress.h"
+#include "comm/comm.h"
+#include "loading/load-agreement.h"
+#include "parallel/leader-model.h"
 
 namespace addon {
 namespace {
@@ -142,6 +146,49 @@ class ShutdownWorker : public Napi::AsyncWorker {
   engine::LeaderModel* leader_;
 };
 
+// awaitHeld: waits off the main thread until the loop holds, then resolves through the responses' own
+// ThreadSafeFunction, so every batch the held iterations delivered reaches JS before the promise resolves (an
+// AsyncWorker's completion may overtake queued TSFN calls).
+class AwaitHeldWorker : public Napi::AsyncWorker {
+ public:
+  AwaitHeldWorker(Napi::Env env, std::shared_ptr<engine::Executor> executor, Napi::ThreadSafeFunction tsfn,
+                  std::chrono::milliseconds timeout)
+      : Napi::AsyncWorker(env, "trtllm.awaitHeld"), state_(new State{Napi::Promise::Deferred::New(env), false}),
+        executor_(std::move(executor)), tsfn_(tsfn), timeout_(timeout) {}
+  ~AwaitHeldWorker() override { delete state_; }
+  // Keeps the TSFN alive until OnOK / OnError; false: it is closing (the executor is shutting down).
+  bool acquire() { return tsfn_.Acquire() == napi_ok; }
+  Napi::Promise promise() { return state_->deferred.Promise(); }
+
+  void Execute() override {
+    state_->held = executor_->wait_until_held(timeout_);
+    State* state = state_;
+    if (tsfn_.NonBlockingCall(state, [](Napi::Env env, Napi::Function, State* s) {
+          s->deferred.Resolve(Napi::Boolean::New(env, s->held));
+          delete s;
+        }) == napi_ok)
+      state_ = nullptr;  // the call owns it now
+  }
+  void OnOK() override {
+    if (state_ != nullptr) state_->deferred.Resolve(Napi::Boolean::New(Env(), false));  // the TSFN was closing
+    tsfn_.Release();
+  }
+  void OnError(const Napi::Error& error) override {
+    if (state_ != nullptr) state_->deferred.Reject(error.Value());
+    tsfn_.Release();
+  }
+
+ private:
+  struct State {
+    Napi::Promise::Deferred deferred;
+    bool held;
+  };
+  State* state_;
+  std::shared_ptr<engine::Executor> executor_;
+  Napi::ThreadSafeFunction tsfn_;
+  std::chrono::milliseconds timeout_;
+};
+
 }  // namespace
 
 Napi::Function AddonExecutor::define(Napi::Env env) {
@@ -152,7 +199,9 @@ Napi::Function AddonExecutor::define(Napi::Env env) {
                       InstanceMethod<&AddonExecutor::kv_cache_stats>("kvCacheStats"),
                       InstanceMethod<&AddonExecutor::num_active_requests>("numActiveRequests"),
                       InstanceMethod<&AddonExecutor::model_config>("modelConfig"),
-                      InstanceMethod<&AddonExecutor::shutdown>("shutdown")});
+                      InstanceMethod<&AddonExecutor::shutdown>("shutdown"),
+                      InstanceMethod<&AddonExecutor::hold_iterations>("holdIterations"),
+                      InstanceMethod<&AddonExecutor::await_held>("awaitHeld")});
 }
 
 AddonExecutor::AddonExecutor(const Napi::CallbackInfo& info) : Napi::ObjectWrap<AddonExecutor>(info), env_(info.Env()) {
@@ -247,6 +296,33 @@ Napi::Value AddonExecutor::shutdown(const Napi::CallbackInfo& info) {
   released_ = true;  // the worker releases the TSFN once the loop thread is joined
   auto* worker = new ShutdownWorker(env, executor_, on_responses_, leader_);
   Napi::Promise promise = worker->promise();
+  worker->Queue();
+  return promise;
+}
+
+Napi::Value AddonExecutor::hold_iterations(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const int64_t n = require_integer(info, 0, "n");
+  live(env).hold_iterations(n);
+  return env.Undefined();
+}
+
+Napi::Value AddonExecutor::await_held(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const double ms = require_arg(info, 0, napi_number, "timeoutMs").As<Napi::Number>().DoubleValue();
+  if (!(ms >= 0 && ms <= 2147483647.0))
+    throw make_error(env, "invalid_argument",
+                     "argument 'timeoutMs' must be a number of milliseconds in [0, 2^31), got " + std::to_string(ms));
+  live(env);
+  auto* worker = new AwaitHeldWorker(env, executor_, on_responses_, std::chrono::milliseconds(static_cast<int64_t>(ms)));
+  Napi::Promise promise = worker->promise();
+  if (released_ || !worker->acquire()) {
+    // Shutting down: the loop will never hold again.
+    Napi::Promise::Deferred done = Napi::Promise::Deferred::New(env);
+    done.Resolve(Napi::Boolean::New(env, false));
+    delete worker;
+    return done.Promise();
+  }
   worker->Queue();
   return promise;
 }

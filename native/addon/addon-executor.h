@@ -6,8 +6,8 @@
 #include <memory>
 #include <mutex>
 
-#include "executor.h"
-#include "leader-model.h"
+#include "executor/executor.h"
+#include "parallel/leader-model.h"
 
 namespace addon {
 
@@ -29,6 +29,10 @@ class AddonExecutor : public Napi::ObjectWrap<AddonExecutor> {
   Napi::Value num_active_requests(const Napi::CallbackInfo& info);
   Napi::Value model_config(const Napi::CallbackInfo& info);
   Napi::Value shutdown(const Napi::CallbackInfo& info);
+  // The executor's test hook (engine::Executor::hold_iterations): holdIterations(n) and
+  // awaitHeld(timeoutMs) -> Promise<boolean>, which resolves after every response delivered before it.
+  Napi::Value hold_iterations(const Napi::CallbackInfo& info);
+  Napi::Value await_held(const Napi::CallbackInfo& info);
 
   engine::Executor& live(Napi::Env env);
   static void cleanup_hook(AddonExecutor* self);

@@ -7,7 +7,7 @@
 #include "addon-args.h"
 #include "addon-errors.h"
 #include "addon-parallel.h"
-#include "comm.h"
+#include "comm/comm.h"
 #include "errors.h"
 
 namespace addon {

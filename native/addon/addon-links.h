@@ -1,5 +1,5 @@
-// Orchestrator mode in the addon: the links between the orchestrator and its worker groups (engine/comm-link.h) as
-// one JS object, with a poller thread that hands arrived messages to JS in batches.
+// Orchestrator mode in the addon: the links between the orchestrator and its worker groups
+// (engine/comm/comm-link.h) as one JS object, with a poller thread that hands arrived messages to JS in batches.
 #pragma once
 #include <napi.h>
 
@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "comm-link.h"
+#include "comm/comm-link.h"
 
 namespace addon {
 

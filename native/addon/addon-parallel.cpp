@@ -1,21 +1,24 @@
 #include "addon-parallel.h"
 
 #include <string>
+#include <utility>
 
 #include "addon-args.h"
 #include "addon-convert.h"
 #include "addon-errors.h"
 #include "addon-progress.h"
-#include "comm.h"
+#include "comm/comm.h"
 #include "errors.h"
-#include "leader-model.h"
-#include "load-agreement.h"
+#include "loading/load-agreement.h"
+#include "parallel/leader-model.h"
+#include "parallel/parallel-grid.h"
 
 namespace addon {
 
 engine::LoadOptions parallel_load_options(int32_t num_threads, int32_t tp, int32_t pp) {
   engine::LoadOptions options;
   options.num_threads = num_threads;
+  // make_parallel_grid checks the same; here first, so the message can say how the ranks were (not) started.
   if (tp < 1 || pp < 1) {
     throw engine::EngineError(engine::ErrorCode::invalid_argument,
                               "tp and pp must be >= 1, got tp " + std::to_string(tp) + ", pp " + std::to_string(pp));
@@ -29,13 +32,10 @@ engine::LoadOptions parallel_load_options(int32_t num_threads, int32_t tp, int32
                                   (info.mpi ? " by mpirun/srun" : " (no MPI: start the ranks with mpirun or srun)"));
   }
   if (world == 1) return options;
-  const engine::Comm w = engine::comm_world();
-  options.shard.tp_size = tp;
-  options.shard.pp_size = pp;
-  options.shard.tp_rank = info.world_rank % tp;
-  options.shard.pp_rank = info.world_rank / tp;
-  options.tp_comm = w.split(options.shard.pp_rank, options.shard.tp_rank);
-  options.pp_comm = w.split(options.shard.tp_rank, options.shard.pp_rank);
+  engine::ParallelGrid grid = engine::make_parallel_grid(engine::comm_world(), tp, pp);
+  options.shard = grid.shard;
+  options.tp_comm = std::move(grid.tp);
+  options.pp_comm = std::move(grid.pp);
   return options;
 }
 

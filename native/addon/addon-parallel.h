@@ -3,8 +3,8 @@
 #pragma once
 #include <napi.h>
 
-#include "comm.h"
-#include "model.h"
+#include "comm/comm.h"
+#include "model/model.h"
 
 namespace addon {
 

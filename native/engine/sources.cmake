@@ -1,11 +1,80 @@
-# Engine sources, listed explicitly. Model/loading/kernels first, then the executor side.
-include(${CMAKE_CURRENT_LIST_DIR}/model-sources.cmake)     # sets ENGINE_MODEL_SOURCES
-include(${CMAKE_CURRENT_LIST_DIR}/executor-sources.cmake)  # sets ENGINE_EXECUTOR_SOURCES
-# Leader mode: comm (the only unit with mpi.h), the plan the leader broadcasts, and the leader/follower roles.
-set(ENGINE_PARALLEL_SOURCES
-  ${CMAKE_CURRENT_LIST_DIR}/comm.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/comm-link.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/iteration-plan.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/leader-model.cpp
+# Engine sources, listed explicitly, one list per folder (a folder is one concept of the engine; README.md's
+# Layout says which). Paths relative to this file. The CUDA backend's sources are in cuda/cuda.cmake.
+set(ENGINE_DIR ${CMAKE_CURRENT_LIST_DIR})
+set(ENGINE_COMMON_SOURCES
+  ${ENGINE_DIR}/errors.cpp
 )
-set(ENGINE_SOURCES ${ENGINE_MODEL_SOURCES} ${ENGINE_EXECUTOR_SOURCES} ${ENGINE_PARALLEL_SOURCES})
+# Model families: the decoder both families reduce to, their checkpoint mappings, dummy weights.
+set(ENGINE_MODEL_SOURCES
+  ${ENGINE_DIR}/model/model-config.cpp
+  ${ENGINE_DIR}/model/model-checks.cpp
+  ${ENGINE_DIR}/model/batch-layout.cpp
+  ${ENGINE_DIR}/model/decoder.cpp
+  ${ENGINE_DIR}/model/llama.cpp
+  ${ENGINE_DIR}/model/gpt2.cpp
+  ${ENGINE_DIR}/model/dummy-weights.cpp
+)
+# Checkpoint loading: config.json + safetensors into a Model, and the ranks' agreement that all of them loaded.
+set(ENGINE_LOADING_SOURCES
+  ${ENGINE_DIR}/loading/json.cpp
+  ${ENGINE_DIR}/loading/safetensors.cpp
+  ${ENGINE_DIR}/loading/checkpoint.cpp
+  ${ENGINE_DIR}/loading/weight-reader.cpp
+  ${ENGINE_DIR}/loading/load-model.cpp
+  ${ENGINE_DIR}/loading/load-agreement.cpp
+)
+# CPU kernels (always built; BLAS from OpenBLAS when found).
+set(ENGINE_CPU_SOURCES
+  ${ENGINE_DIR}/cpu/gemm.cpp
+  ${ENGINE_DIR}/cpu/gemm-small-m.cpp
+  ${ENGINE_DIR}/cpu/norm.cpp
+  ${ENGINE_DIR}/cpu/rope.cpp
+  ${ENGINE_DIR}/cpu/activation.cpp
+  ${ENGINE_DIR}/cpu/attention.cpp
+)
+# The paged KV block manager and prefix reuse (bookkeeping only: the model owns the storage).
+set(ENGINE_KV_CACHE_SOURCES
+  ${ENGINE_DIR}/kv-cache/kv-cache.cpp
+  ${ENGINE_DIR}/kv-cache/kv-cache-reuse.cpp
+  ${ENGINE_DIR}/kv-cache/kv-cache-fork.cpp
+  ${ENGINE_DIR}/kv-cache/kv-block-hash.cpp
+  ${ENGINE_DIR}/kv-cache/prefix-cache.cpp
+)
+# Requests and their validation, sequences, the capacity scheduler.
+set(ENGINE_SCHEDULING_SOURCES
+  ${ENGINE_DIR}/scheduling/request.cpp
+  ${ENGINE_DIR}/scheduling/validate.cpp
+  ${ENGINE_DIR}/scheduling/scheduler.cpp
+)
+# Turning logits into tokens: processors, the sampler, stop words, beam search, where each token is drawn.
+set(ENGINE_SAMPLING_SOURCES
+  ${ENGINE_DIR}/sampling/logits-processors.cpp
+  ${ENGINE_DIR}/sampling/sampler.cpp
+  ${ENGINE_DIR}/sampling/stop-words.cpp
+  ${ENGINE_DIR}/sampling/beam-search.cpp
+  ${ENGINE_DIR}/sampling/device-sampling-choice.cpp
+)
+# The executor: public API, the loop thread and its iteration steps, responses.
+set(ENGINE_EXECUTOR_SOURCES
+  ${ENGINE_DIR}/executor/executor.cpp
+  ${ENGINE_DIR}/executor/executor-loop.cpp
+  ${ENGINE_DIR}/executor/executor-iteration.cpp
+  ${ENGINE_DIR}/executor/executor-sample.cpp
+  ${ENGINE_DIR}/executor/executor-beams.cpp
+  ${ENGINE_DIR}/executor/response-builder.cpp
+)
+# comm: the only unit that includes mpi.h (and nccl.h: comm-nccl.cpp, added by cuda/cuda.cmake with NCCL).
+set(ENGINE_COMM_SOURCES
+  ${ENGINE_DIR}/comm/comm.cpp
+  ${ENGINE_DIR}/comm/comm-link.cpp
+)
+# Leader mode over tp x pp: who holds what, the grid's groups, the plan the leader broadcasts, leader/follower.
+set(ENGINE_PARALLEL_SOURCES
+  ${ENGINE_DIR}/parallel/parallel-layout.cpp
+  ${ENGINE_DIR}/parallel/parallel-grid.cpp
+  ${ENGINE_DIR}/parallel/iteration-plan.cpp
+  ${ENGINE_DIR}/parallel/leader-model.cpp
+)
+set(ENGINE_SOURCES ${ENGINE_COMMON_SOURCES} ${ENGINE_MODEL_SOURCES} ${ENGINE_LOADING_SOURCES} ${ENGINE_CPU_SOURCES}
+    ${ENGINE_KV_CACHE_SOURCES} ${ENGINE_SCHEDULING_SOURCES} ${ENGINE_SAMPLING_SOURCES} ${ENGINE_EXECUTOR_SOURCES}
+    ${ENGINE_COMM_SOURCES} ${ENGINE_PARALLEL_SOURCES})

@@ -2,8 +2,8 @@
 // thread block up to the group size, rows of different sequences never do, and every row lands in exactly one group.
 #include <vector>
 
-#include "../engine/cuda/attention-rows.h"
 #include "check.h"
+#include "cuda/attention-rows.h"
 
 using engine::cuda::AttnGroup;
 using engine::cuda::AttnRow;

@@ -1,7 +1,9 @@
 // A tiny assertion harness for the engine's ctest executables: CHECK keeps going and counts, main() returns
-// non-zero when anything failed. argv[1] is the repository root (fixtures live under examples/ and test/).
+// non-zero when anything failed, and check::skip's code when the test cannot run here. argv[1] is the repository
+// root (fixtures live under examples/ and test/).
 #pragma once
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <string>
 
@@ -9,6 +11,23 @@ namespace check {
 inline int failures = 0;
 inline int passes = 0;
 inline std::string repo_root = ".";
+
+// ctest's SKIP_RETURN_CODE for every engine test (test/sources.cmake): a test that cannot run here (no GPU, no
+// fixtures) is reported as skipped, never as passed.
+inline constexpr int skip_code = 77;
+
+// Prints "SKIP: <why>" and returns skip_code: `return check::skip("no GPU");` from main.
+inline int skip(const char* format, ...) __attribute__((format(printf, 1, 2)));
+inline int skip(const char* format, ...) {
+  std::va_list args;
+  va_start(args, format);
+  std::printf("SKIP: ");
+  std::vprintf(format, args);
+  std::printf("\n");
+  va_end(args);
+  std::fflush(stdout);
+  return skip_code;
+}
 }  // namespace check
 
 #define CHECK(cond)                                                                      \

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "check.h"
-#include "comm.h"
+#include "comm/comm.h"
 
 using namespace engine;
 

@@ -22,11 +22,11 @@
 #include <string>
 #include <vector>
 
-#include "../engine/cuda/cuda-backend.h"
-#include "../engine/cuda/cuda-decoder.h"
-#include "../engine/cuda/kernels.h"
-#include "../engine/executor.h"
 #include "cuda-test-util.h"
+#include "cuda/cuda-backend.h"
+#include "cuda/cuda-decoder.h"
+#include "cuda/kernels.h"
+#include "executor/executor.h"
 
 using namespace engine;
 
@@ -114,7 +114,7 @@ double decode_step_ms(Model& m, int batch, int ctx, int steps, int tpb, int bloc
     std::vector<SequenceChunk> chunks;
     for (int s = 0; s < batch; ++s) {
       SequenceChunk c{{(step * 17 + s) % V}, ctx + step, tables[s], false};
-      c.greedy_on_device = true;
+      c.sample_on = SampleOn::device_argmax;
       chunks.push_back(std::move(c));
     }
     ProfileRange range("decode", step == steps + 2);

@@ -13,35 +13,33 @@
 #include <chrono>
 #include <cstdio>
 
-#include "../engine/comm-nccl.h"
-#include "../engine/comm.h"
-#include "../engine/cuda/cuda-backend.h"
-#include "../engine/executor.h"
-#include "../engine/leader-model.h"
-#include "../engine/load-agreement.h"
 #include "check.h"
+#include "comm/comm-nccl.h"
+#include "comm/comm.h"
 #include "cuda-test-util.h"
+#include "cuda/cuda-backend.h"
+#include "executor/executor.h"
+#include "loading/load-agreement.h"
+#include "parallel/leader-model.h"
+#include "parallel/parallel-grid.h"
 
 using namespace engine;
 using cudatest::rel_err;
 
 namespace {
 
-struct Grid {
-  ShardInfo shard;
-  Comm world, tp, pp;
+struct Grid : ParallelGrid {
+  Comm world;
 };
 
 Grid make_grid(int32_t tp, int32_t pp) {
   Grid g;
   g.world = comm_world();
-  if (g.world.size() != tp * pp) comm_abort(2, "rank count does not match tp x pp");
-  g.shard.tp_size = tp;
-  g.shard.pp_size = pp;
-  g.shard.tp_rank = g.world.rank() % tp;
-  g.shard.pp_rank = g.world.rank() / tp;
-  g.tp = g.world.split(g.shard.pp_rank, g.shard.tp_rank);
-  g.pp = g.world.split(g.shard.tp_rank, g.shard.pp_rank);
+  try {
+    static_cast<ParallelGrid&>(g) = make_parallel_grid(g.world, tp, pp);
+  } catch (const EngineError& e) {
+    comm_abort(2, e.what());
+  }
   return g;
 }
 
@@ -86,7 +84,7 @@ void compare(const Grid& g, const std::string& dir, const std::string& format, c
       ref.push_back(o.logits);
     }
     SequenceChunk c{{5}, std::min(300, single->config().max_position_embeddings - 8) + 1, ta, false};
-    c.greedy_on_device = true;
+    c.sample_on = SampleOn::device_argmax;
     ForwardOutput o;
     single->forward({c}, o);
     ref_greedy.push_back(o.sampled[0].token);
@@ -107,7 +105,7 @@ void compare(const Grid& g, const std::string& dir, const std::string& format, c
     }
   }
   SequenceChunk c{{5}, std::min(300, model->config().max_position_embeddings - 8) + 1, ta, false};
-  c.greedy_on_device = true;
+  c.sample_on = SampleOn::device_argmax;
   ForwardOutput o;
   model->forward({c}, o);
   if (leader) CHECK_MSG(o.first_row[0] == -1 && o.sampled[0].token == ref_greedy[0], "%s: device greedy differs", label);
@@ -145,7 +143,7 @@ void bench(const Grid& g, const std::string& dir) {
       std::vector<SequenceChunk> chunks;
       for (int s = 0; s < batch; ++s) {
         SequenceChunk c{{(step + s) % V}, ctx + step, tables[s], false};
-        c.greedy_on_device = true;
+        c.sample_on = SampleOn::device_argmax;
         chunks.push_back(c);
       }
       g.world.barrier();
@@ -236,11 +234,12 @@ int main(int argc, char** argv) {
   comm_init(true);
   const Grid g = make_grid(std::atoi(argv[2]), std::atoi(argv[3]));
   if (!cuda_backend_built() || cuda_device_count() < g.world.size()) {
+    // Every rank returns the skip code (mpirun then exits with it); rank 0 says why.
     if (g.world.rank() == 0)
       std::printf("SKIP: %s; GPUs visible: %d for %d ranks\n", cuda_backend_status(), cuda_device_count(),
                   g.world.size());
     comm_finalize();
-    return 0;
+    return check::skip_code;
   }
   try {
     compare(g, check::repo_root + "/test/fixtures/models/tiny-llama", "auto", "tiny-llama");

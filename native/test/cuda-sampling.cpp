@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "../engine/cuda/cuda-backend.h"
-#include "../engine/cuda/device-sampler.h"
-#include "../engine/sampler.h"
 #include "check.h"
+#include "cuda/cuda-backend.h"
+#include "cuda/device-sampler.h"
+#include "sampling/sampler.h"
 
 using namespace engine;
 
@@ -100,7 +100,7 @@ void compare(int32_t vocab) {
         host[at] = hs.sample(rows[r].data(), vocab, ctx);
         DeviceSampling d;
         const SamplingConfig& sc = cfgs[c];
-        d.greedy = samples_greedily(sc);
+        d.greedy = is_greedy(sc);
         d.temperature = sc.temperature;
         d.top_k = sc.top_k;
         d.top_p = sc.top_p.value_or(1.0f);
@@ -166,8 +166,7 @@ void compare(int32_t vocab) {
 TEST_MAIN({
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (!cuda_backend_built() || cuda_device_count() == 0) {
-    std::printf("SKIP: %s; GPUs visible: %d\n", cuda_backend_status(), cuda_device_count());
-    return 0;
+    return check::skip("%s; GPUs visible: %d", cuda_backend_status(), cuda_device_count());
   }
   for (int32_t vocab : {1000, 128256}) {
     try {

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "../engine/executor.h"
-#include "../engine/model.h"
+#include "executor/executor.h"
+#include "model/model.h"
 
 namespace cudatest {
 

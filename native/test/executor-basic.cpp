@@ -1,6 +1,7 @@
 // Executor end to end over the FakeModel: outputs match an independent greedy reference, streaming and
 // non-streaming agree, exclude_input, end_id, log probs / logits outputs, in-flight batching, timings, stats.
 #include <cmath>
+#include <condition_variable>
 #include <mutex>
 #include <thread>
 
@@ -125,9 +126,11 @@ static void test_log_probs_and_logits() {
 static void test_inflight_batching() {
   ExecutorConfig c = base_config();
   Harness h(c);
-  h.model->delay_ms = 2;  // keep the first request generating while the others arrive
   std::map<RequestId, std::vector<int32_t>> expected;
   std::set<RequestId> ids;
+  // The first three start together and generate for two iterations before the other three arrive, so context and
+  // generation requests share iterations.
+  h.executor->hold_iterations(0);
   for (int i = 0; i < 6; ++i) {
     const auto prompt = prompt_of(3 + 5 * i, 10 + i);
     const int32_t max_tokens = 20 - 2 * i;
@@ -137,8 +140,12 @@ static void test_inflight_batching() {
     const RequestId id = h.executor->enqueue(r);
     ids.insert(id);
     expected[id] = exp;
-    if (i == 2) std::this_thread::sleep_for(std::chrono::milliseconds(15));
+    if (i == 2) {
+      h.executor->hold_iterations(2);
+      CHECK(h.executor->wait_until_held(std::chrono::milliseconds(20000)));
+    }
   }
+  h.executor->hold_iterations(-1);
   auto out = h.collect(ids);
   for (RequestId id : ids) CHECK_MSG(out[id].tokens == expected[id], "request %llu differs", (unsigned long long)id);
   bool mixed = false;
@@ -183,24 +190,20 @@ static void test_sampling_seeds() {
 static void test_callback() {
   Harness h(base_config());
   std::mutex mu;
+  std::condition_variable got_final;
   std::map<RequestId, Outcome> got;
   std::thread::id cb_thread;
   h.executor->set_response_callback([&](std::vector<Response>&& rs) {
     std::lock_guard<std::mutex> lock(mu);
     cb_thread = std::this_thread::get_id();
     for (auto& r : rs) Harness::absorb(got, std::move(r));
+    got_final.notify_all();
   });
   const auto prompt = prompt_of(7, 9);
   const RequestId id = h.executor->enqueue(make_request(prompt, 6, true));
-  for (int i = 0; i < 200; ++i) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (got[id].is_final) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
   {
-    std::lock_guard<std::mutex> lock(mu);
+    std::unique_lock<std::mutex> lock(mu);
+    got_final.wait_for(lock, std::chrono::seconds(20), [&] { return got[id].is_final; });
     CHECK(got[id].is_final);
     CHECK(got[id].tokens == reference_greedy(*h.model, prompt, 6));
     CHECK(cb_thread != std::this_thread::get_id());

@@ -166,13 +166,13 @@ static void test_tight_pool(CapacitySchedulerPolicy policy) {
 
 static void test_cancel_beam_request() {
   Harness h(config());
-  h.model->delay_ms = 5;
+  // Three steps (three streamed responses), then cancel mid-flight.
+  h.executor->hold_iterations(3);
   const RequestId id = h.executor->enqueue(beam_request(prompt_of(6, 3), 60, 4, /*streaming=*/true));
-  // Wait for a few steps, then cancel mid-flight.
-  int seen = 0;
-  for (int i = 0; i < 200 && seen < 3; ++i) seen += static_cast<int>(h.executor->await_responses(std::chrono::milliseconds(20)).size());
-  CHECK(seen >= 3);
+  CHECK(h.executor->wait_until_held(std::chrono::milliseconds(20000)));
+  CHECK(h.executor->await_responses(std::chrono::milliseconds(0)).size() == 3);
   h.executor->cancel(id);
+  h.executor->hold_iterations(-1);
   auto out = h.collect({id});
   CHECK(out[id].is_final && out[id].reason == FinishReason::cancelled);
   CHECK(out[id].last.result.output_token_ids.size() == 4);  // the live beams, with the final reason

@@ -137,16 +137,15 @@ static void test_shared_blocks_count_once_for_no_evict() {
     ExecutorConfig c = base_config(reuse);
     c.max_tokens_in_paged_kv_cache = 28;
     Harness h(c);
-    h.model->delay_ms = 15;
     const auto prefix = prompt_of(12, 3);
     Request a = req(concat(prefix, {1}), 7, /*streaming=*/true);
     Request b = req(concat(prefix, {2}), 7);
+    // b arrives after a's first iteration: a's prompt blocks are written and registered by then, and a still runs.
+    h.executor->hold_iterations(1);
     const RequestId ia = h.executor->enqueue(a);
-    // Wait for a's first token: its prompt blocks are written and registered by then.
-    std::map<RequestId, Outcome> seen;
-    for (int i = 0; i < 200 && seen[ia].num_responses == 0; ++i)
-      for (auto& r : h.executor->await_responses(std::chrono::milliseconds(10))) Harness::absorb(seen, std::move(r));
+    CHECK(h.executor->wait_until_held(std::chrono::milliseconds(20000)));
     const RequestId ib = h.executor->enqueue(b);
+    h.executor->hold_iterations(-1);
     auto out = h.collect({ia, ib});
     CHECK(out[ib].tokens == reference_greedy(*h.model, b.input_token_ids, 7));
     int together = 0;
@@ -199,31 +198,32 @@ static void test_cancel_and_pause_with_shared_blocks() {
   c.policy = CapacitySchedulerPolicy::max_utilization;
   c.max_tokens_in_paged_kv_cache = 48;  // 12 blocks: forces pauses
   Harness h(c);
-  h.model->delay_ms = 2;
   const auto prefix = prompt_of(8, 11);
   std::vector<Request> rs;
   for (int i = 0; i < 6; ++i) rs.push_back(req(concat(prefix, prompt_of(1 + i % 3, 70 + i)), 20 + 2 * i, true));
   std::vector<RequestId> ids;
+  // Cancel 1 and 4 after two iterations (they hold or share prefix blocks by then).
+  h.executor->hold_iterations(0);
   for (const auto& r : rs) ids.push_back(h.executor->enqueue(r));
-  // Cancel 1 and 4 once the first responses come back (they hold or share prefix blocks by then).
+  h.executor->hold_iterations(2);
+  CHECK(h.executor->wait_until_held(std::chrono::milliseconds(20000)));
   std::map<RequestId, Outcome> out;
-  bool cancelled = false;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  std::set<RequestId> pending(ids.begin(), ids.end());
-  while (!pending.empty() && std::chrono::steady_clock::now() < deadline) {
-    for (auto& r : h.executor->await_responses(std::chrono::milliseconds(20))) {
-      const auto id = r.request_id;
-      const bool fin = r.result.is_final;
-      Harness::absorb(out, std::move(r));
-      if (fin) pending.erase(id);
-    }
-    if (!cancelled && out.size() >= 2) {
-      h.executor->cancel(ids[1]);
-      h.executor->cancel(ids[4]);
-      cancelled = true;
-    }
+  for (auto& r : h.executor->await_responses(std::chrono::milliseconds(0))) Harness::absorb(out, std::move(r));
+  CHECK(out.size() >= 2);
+  h.executor->cancel(ids[1]);
+  h.executor->cancel(ids[4]);
+  h.executor->hold_iterations(-1);
+  std::set<RequestId> pending;
+  for (RequestId id : ids)
+    if (!out[id].is_final) pending.insert(id);
+  for (auto& kv : h.collect(pending, 60)) {
+    Outcome& o = out[kv.first];
+    o.tokens.insert(o.tokens.end(), kv.second.tokens.begin(), kv.second.tokens.end());
+    o.reason = kv.second.reason;
+    o.is_final = kv.second.is_final;
+    o.has_error = o.has_error || kv.second.has_error;
   }
-  CHECK(pending.empty());
+  for (RequestId id : ids) CHECK(out[id].is_final);
   int paused = 0;
   for (const auto& s : h.executor->get_latest_iteration_stats()) paused += s.inflight_batching_stats.num_paused_requests;
   CHECK_MSG(paused > 0, "the pool never forced a pause");

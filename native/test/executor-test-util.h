@@ -7,7 +7,7 @@
 #include <set>
 #include <vector>
 
-#include "executor.h"
+#include "executor/executor.h"
 #include "fake-model.h"
 
 namespace test {

@@ -5,7 +5,7 @@
 
 #include "check.h"
 #include "executor-test-util.h"
-#include "validate.h"
+#include "scheduling/validate.h"
 
 using namespace engine;
 using namespace test;

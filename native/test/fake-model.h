@@ -5,15 +5,13 @@
 // generated tokens (or throw, when a slot holds the wrong position).
 #pragma once
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <set>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "model.h"
+#include "model/model.h"
 
 namespace test {
 
@@ -46,7 +44,6 @@ class FakeModel : public engine::Model {
 
   void forward(const std::vector<engine::SequenceChunk>& chunks, engine::ForwardOutput& out) override {
     ++forward_calls;
-    if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
     if (fail_on_call >= 0 && forward_calls.load() == fail_on_call) throw std::runtime_error("injected forward failure");
     max_chunks_seen = std::max<int>(max_chunks_seen.load(), static_cast<int>(chunks.size()));
 
@@ -110,7 +107,6 @@ class FakeModel : public engine::Model {
   std::atomic<int> forward_calls{0};
   std::atomic<int> max_chunks_seen{0};
   std::atomic<int> fail_on_call{-1};  // throw on this forward call number (1-based); -1 never
-  std::atomic<int> delay_ms{0};
   std::atomic<int> kv_copies{0};  // copy_kv_block calls (beam search copy-on-write)
 
  private:

@@ -3,7 +3,7 @@
 
 #include "check.h"
 #include "errors.h"
-#include "iteration-plan.h"
+#include "parallel/iteration-plan.h"
 
 using namespace engine;
 

@@ -2,8 +2,8 @@
 // prompt attaches them, released ones stay cached (and count as free) until the free list runs out, eviction is
 // least-recently-released first, and a block whose prefix differs anywhere earlier is never matched.
 #include "check.h"
-#include "kv-block-hash.h"
-#include "kv-cache.h"
+#include "kv-cache/kv-block-hash.h"
+#include "kv-cache/kv-cache.h"
 
 using engine::BlockTable;
 using engine::KvCacheManager;

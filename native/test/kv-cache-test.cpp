@@ -1,7 +1,7 @@
 // KvCacheManager: allocation grows tables block by block, release returns everything, exhaustion is
 // all-or-nothing, stats count what was handed out.
 #include "check.h"
-#include "kv-cache.h"
+#include "kv-cache/kv-cache.h"
 
 using engine::BlockTable;
 using engine::KvCacheManager;

@@ -5,8 +5,8 @@
 #include <limits>
 
 #include "check.h"
-#include "logits-processors.h"
-#include "sampler.h"
+#include "sampling/logits-processors.h"
+#include "sampling/sampler.h"
 
 using namespace engine;
 

@@ -4,9 +4,9 @@
 
 #include <fstream>
 
-#include "../engine/errors.h"
-#include "../engine/model-config.h"
 #include "check.h"
+#include "errors.h"
+#include "model/model-config.h"
 
 using namespace engine;
 

@@ -7,10 +7,10 @@
 
 #include <cstdio>
 
-#include "../engine/cuda/cuda-backend.h"
-#include "../engine/dummy-value.h"
-#include "../engine/model.h"
 #include "check.h"
+#include "cuda/cuda-backend.h"
+#include "model/dummy-value.h"
+#include "model/model.h"
 
 using namespace engine;
 

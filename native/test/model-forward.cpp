@@ -11,10 +11,10 @@
 #include <numeric>
 #include <random>
 
-#include "../engine/errors.h"
-#include "../engine/model.h"
-#include "../engine/safetensors.h"
 #include "check.h"
+#include "errors.h"
+#include "loading/safetensors.h"
+#include "model/model.h"
 
 using namespace engine;
 

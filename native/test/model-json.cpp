@@ -1,7 +1,7 @@
 // The JSON reader: valid documents, escapes (incl. surrogate pairs), and malformed input reported with offsets.
-#include "../engine/errors.h"
-#include "../engine/json.h"
 #include "check.h"
+#include "errors.h"
+#include "loading/json.h"
 
 using engine::json::parse;
 

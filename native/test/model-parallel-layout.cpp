@@ -1,9 +1,9 @@
 // The tp x pp layout (parallel-layout.h) as pure arithmetic: head / kv-head / MLP / vocab / layer slices per rank,
 // kv-head replication when tp > num_key_value_heads, vocab padding, uneven pipeline stages, and the messages that
 // name the numbers when a grid cannot split a model.
-#include "../engine/errors.h"
-#include "../engine/parallel-layout.h"
 #include "check.h"
+#include "errors.h"
+#include "parallel/parallel-layout.h"
 
 using namespace engine;
 

@@ -17,21 +17,21 @@
 #include <random>
 #include <sys/stat.h>
 
-#include "../engine/comm.h"
-#include "../engine/errors.h"
-#include "../engine/json.h"
-#include "../engine/load-agreement.h"
-#include "../engine/model.h"
-#include "../engine/safetensors.h"
 #include "check.h"
+#include "comm/comm.h"
+#include "errors.h"
+#include "loading/json.h"
+#include "loading/load-agreement.h"
+#include "loading/safetensors.h"
+#include "model/model.h"
+#include "parallel/parallel-grid.h"
 
 using namespace engine;
 
 namespace {
 
-struct Grid {
-  ShardInfo shard;
-  Comm world, tp, pp;
+struct Grid : ParallelGrid {
+  Comm world;
   bool leader() const { return world.rank() == 0; }
   bool last_stage() const { return shard.pp_rank == shard.pp_size - 1; }
 };
@@ -39,15 +39,11 @@ struct Grid {
 Grid make_grid(int32_t tp, int32_t pp) {
   Grid g;
   g.world = comm_world();
-  if (tp < 1 || pp < 1 || g.world.size() != tp * pp)
-    comm_abort(2, "started with " + std::to_string(g.world.size()) + " ranks for tp " + std::to_string(tp) + " x pp " +
-                      std::to_string(pp));
-  g.shard.tp_size = tp;
-  g.shard.pp_size = pp;
-  g.shard.tp_rank = g.world.rank() % tp;
-  g.shard.pp_rank = g.world.rank() / tp;
-  g.tp = g.world.split(g.shard.pp_rank, g.shard.tp_rank);  // the tp ranks of my stage
-  g.pp = g.world.split(g.shard.tp_rank, g.shard.pp_rank);  // my tp rank in every stage
+  try {
+    static_cast<ParallelGrid&>(g) = make_parallel_grid(g.world, tp, pp);
+  } catch (const EngineError& e) {
+    comm_abort(2, e.what());
+  }
   return g;
 }
 

@@ -6,10 +6,10 @@
 #include <cstring>
 #include <fstream>
 
-#include "../engine/checkpoint.h"
-#include "../engine/errors.h"
-#include "../engine/safetensors.h"
 #include "check.h"
+#include "errors.h"
+#include "loading/checkpoint.h"
+#include "loading/safetensors.h"
 
 using namespace engine;
 

@@ -15,8 +15,8 @@ target_link_libraries(model-parallel PRIVATE engine)
 function(model_parallel_test name np)  # ARGN: tp pp [expected error]
   add_test(NAME ${name} COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} --oversubscribe
            $<TARGET_FILE:model-parallel> ${ENGINE_REPO_ROOT} ${ARGN})
-  set_tests_properties(${name} PROPERTIES TIMEOUT 60 ENVIRONMENT
-                       "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
+  set_tests_properties(${name} PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE ${ENGINE_TEST_SKIP_CODE} ENVIRONMENT
+                       "${ENGINE_MPI_TEST_ENV};OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
 endfunction()
 model_parallel_test(model-parallel-tp2 2 2 1)
 model_parallel_test(model-parallel-pp2 2 1 2)

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "check.h"
-#include "sampler.h"
+#include "sampling/sampler.h"
 
 using namespace engine;
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "check.h"
-#include "scheduler.h"
+#include "scheduling/scheduler.h"
 
 using namespace engine;
 

@@ -1,9 +1,13 @@
-# Engine unit tests: one executable per file, registered with ctest. Fixture paths are passed as arguments.
+# Engine unit tests: one executable per file, registered with ctest. Fixture paths are passed as arguments. A test
+# that cannot run here (no GPU, no fixtures) exits with check.h's skip code, which ctest reports as skipped.
 set(ENGINE_REPO_ROOT ${CMAKE_CURRENT_LIST_DIR}/../..)
+set(ENGINE_TEST_SKIP_CODE 77)  # check::skip_code
+set(ENGINE_MPI_TEST_ENV "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
 function(engine_test name)
   add_executable(${name} ${CMAKE_CURRENT_LIST_DIR}/${name}.cpp ${CMAKE_CURRENT_LIST_DIR}/check.h)
   target_link_libraries(${name} PRIVATE engine)
   add_test(NAME ${name} COMMAND ${name} ${ENGINE_REPO_ROOT})
+  set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE ${ENGINE_TEST_SKIP_CODE})
 endfunction()
 include(${CMAKE_CURRENT_LIST_DIR}/model-tests.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/executor-tests.cmake)
@@ -17,24 +21,34 @@ add_test(NAME comm-single COMMAND comm-test ${ENGINE_REPO_ROOT})
 foreach(np 2 3)
   add_test(NAME comm-mpi-${np} COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} --oversubscribe
            $<TARGET_FILE:comm-test> ${ENGINE_REPO_ROOT})
-  set_tests_properties(comm-mpi-${np} PROPERTIES TIMEOUT 60
-                       ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+  set_tests_properties(comm-mpi-${np} PROPERTIES TIMEOUT 60 ENVIRONMENT "${ENGINE_MPI_TEST_ENV}")
 endforeach()
 
-# The CUDA backend on a GPU (only when it is built): the model against transformers and the CPU model, the
-# executor over it; tp/pp under mpirun when NCCL is there (2 GPUs). cuda-bench is a benchmark, not a test.
+# The CUDA backend on a GPU (only when it is built): the kernels against float64, the model against transformers
+# and the CPU model, the executor over it, GPU sampling against the host sampler; skipped where no GPU is visible.
+# cuda-bench is a benchmark, not a test.
 if(ENGINE_CUDA_BUILT)
-  add_executable(cuda-model ${CMAKE_CURRENT_LIST_DIR}/cuda-model.cpp ${CMAKE_CURRENT_LIST_DIR}/cuda-test-util.h)
-  target_link_libraries(cuda-model PRIVATE engine)
-  add_test(NAME cuda-model COMMAND cuda-model ${ENGINE_REPO_ROOT})
-  add_executable(cuda-attention ${CMAKE_CURRENT_LIST_DIR}/cuda-attention.cpp ${CMAKE_CURRENT_LIST_DIR}/cuda-test-util.h)
-  target_link_libraries(cuda-attention PRIVATE engine)
-  add_test(NAME cuda-attention COMMAND cuda-attention ${ENGINE_REPO_ROOT})
-  add_executable(cuda-sampling ${CMAKE_CURRENT_LIST_DIR}/cuda-sampling.cpp)
-  target_link_libraries(cuda-sampling PRIVATE engine)
-  add_test(NAME cuda-sampling COMMAND cuda-sampling ${ENGINE_REPO_ROOT})
+  foreach(name cuda-model cuda-attention cuda-sampling)
+    add_executable(${name} ${CMAKE_CURRENT_LIST_DIR}/${name}.cpp ${CMAKE_CURRENT_LIST_DIR}/cuda-test-util.h)
+    target_link_libraries(${name} PRIVATE engine)
+    add_test(NAME ${name} COMMAND ${name} ${ENGINE_REPO_ROOT})
+    set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE ${ENGINE_TEST_SKIP_CODE} TIMEOUT 300)
+  endforeach()
   add_executable(cuda-bench ${CMAKE_CURRENT_LIST_DIR}/cuda-bench.cpp)
   target_link_libraries(cuda-bench PRIVATE engine)
+  # tp = 2 and pp = 2 against one GPU, one rank per GPU as scripts/gpu/check.sh runs it (skipped with fewer than
+  # 2 GPUs); tp / pp > 1 on GPUs needs NCCL.
   add_executable(cuda-parallel ${CMAKE_CURRENT_LIST_DIR}/cuda-parallel.cpp)
   target_link_libraries(cuda-parallel PRIVATE engine)
+  if(ENGINE_CUDA_NCCL)
+    foreach(grid "2;1" "1;2")
+      list(GET grid 0 tp)
+      list(GET grid 1 pp)
+      add_test(NAME cuda-parallel-tp${tp}-pp${pp}
+               COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 -x NCCL_NVLS_ENABLE=0
+                       $<TARGET_FILE:cuda-parallel> ${ENGINE_REPO_ROOT} ${tp} ${pp})
+      set_tests_properties(cuda-parallel-tp${tp}-pp${pp} PROPERTIES SKIP_RETURN_CODE ${ENGINE_TEST_SKIP_CODE}
+                           TIMEOUT 300 ENVIRONMENT "${ENGINE_MPI_TEST_ENV}")
+    endforeach()
+  endif()
 endif()

@@ -170,6 +170,12 @@ export interface AddonExecutor {
   numActiveRequests(): number;
   modelConfig(): ModelConfig;
   shutdown(): Promise<void>;
+  /** Test hook: the loop runs at most `n` more iterations, then holds (enqueue / cancel queue up, cancels go first on
+   * release); n < 0: no limit (the default). `n` must be an integer. */
+  holdIterations(n: number): void;
+  /** True once the loop holds after its allowed iterations, with every response batch of those iterations already
+   * delivered to onResponses; false after `timeoutMs` or once the executor stopped. */
+  awaitHeld(timeoutMs: number): Promise<boolean>;
 }
 
 /** Orchestrator mode: byte messages between the orchestrator and each worker group's rank 0 (comm-link.h). */
@@ -240,4 +246,5 @@ export const ADDON_EXPORTS = [
 ] as const;
 export const ADDON_EXECUTOR_METHODS = [
   'enqueue', 'cancel', 'getLatestIterationStats', 'kvCacheStats', 'numActiveRequests', 'modelConfig', 'shutdown',
+  'holdIterations', 'awaitHeld',
 ] as const;

@@ -4,7 +4,7 @@ import type {
   AddonExecutor, IterationStats, KvCacheStats, ModelConfig, NativeExecutorConfig, NativeLoadOptions, NativeRequest,
   NativeResponse,
 } from '../binding/addon-types.js';
-import { TrtllmError } from '../common/errors.js';
+import { describeValue, TrtllmError } from '../common/errors.js';
 import { loadAddon } from '../binding/load-addon.js';
 import { ActiveRequests } from './active-requests.js';
 import { RequestHandle } from './request-handle.js';
@@ -112,6 +112,32 @@ export class Executor implements ServingExecutor {
 
   numActiveRequests(): number {
     return this.native.numActiveRequests();
+  }
+
+  /**
+   * Test hook, so a test fixes the order of events instead of sleeping: after this call the executor's loop runs at
+   * most `n` more iterations and then holds. Enqueues and cancels still work but queue up; on release (a call with
+   * n !== 0) queued cancels are applied before the next iteration. n < 0: no limit (the default). In leader mode it
+   * holds the leader's loop; followers wait for its next plan.
+   */
+  holdIterations(n: number): void {
+    if (!Number.isInteger(n)) {
+      throw new TrtllmError(`Expected holdIterations' "n" to be an integer, got ${describeValue(n)}`, 'invalid_argument');
+    }
+    this.native.holdIterations(n);
+  }
+
+  /**
+   * Resolves true once the loop holds after the iterations holdIterations allowed, with every response of those
+   * iterations already routed to its request; false after `timeoutMs` or once the executor stopped. Waits on a
+   * native worker thread: the event loop keeps running.
+   */
+  awaitHeld(timeoutMs = 10_000): Promise<boolean> {
+    if (typeof timeoutMs !== 'number' || !(timeoutMs >= 0)) {
+      const got = describeValue(timeoutMs);
+      throw new TrtllmError(`Expected awaitHeld's "timeoutMs" to be a non-negative number, got ${got}`, 'invalid_argument');
+    }
+    return this.native.awaitHeld(Math.min(timeoutMs, 2 ** 31 - 1));
   }
 
   /**

@@ -1,8 +1,8 @@
-#include "activation.h"
+#include "cpu/activation.h"
 
 #include <cmath>
 
-#include "../errors.h"
+#include "errors.h"
 
 namespace engine::cpu {
 

@@ -1,4 +1,4 @@
-#include "attention.h"
+#include "cpu/attention.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "gemm-small-m.h"
+#include "cpu/gemm-small-m.h"
 
 #include <immintrin.h>
 

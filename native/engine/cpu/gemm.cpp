@@ -1,6 +1,6 @@
-#include "gemm.h"
+#include "cpu/gemm.h"
 
-#include "gemm-small-m.h"
+#include "cpu/gemm-small-m.h"
 
 #include <omp.h>
 

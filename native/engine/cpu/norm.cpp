@@ -1,4 +1,4 @@
-#include "norm.h"
+#include "cpu/norm.h"
 
 #include <cmath>
 

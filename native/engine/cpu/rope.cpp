@@ -1,4 +1,4 @@
-#include "rope.h"
+#include "cpu/rope.h"
 
 #include <cmath>
 

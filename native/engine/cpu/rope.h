@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "../model-config.h"
+#include "model/model-config.h"
 
 namespace engine::cpu {
 

@@ -1,7 +1,7 @@
 // What kernels-attention.cu (the split plan, the SIMT kernel, the merge) needs of kernels-attention-mma.cu (the
 // tensor-core kernel).
 #pragma once
-#include "kernels.h"
+#include "cuda/kernels.h"
 
 namespace engine::cuda {
 

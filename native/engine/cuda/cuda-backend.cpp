@@ -1,13 +1,13 @@
 // The CUDA backend's entry points (cuda-backend.h) in a build that has it.
-#include "cuda-backend.h"
+#include "cuda/cuda-backend.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <string>
 
-#include "../comm-nccl.h"
-#include "cuda-decoder.h"
+#include "comm/comm-nccl.h"
+#include "cuda/cuda-decoder.h"
 
 namespace engine {
 

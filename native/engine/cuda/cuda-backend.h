@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <memory>
 
-#include "../decoder.h"
-#include "../dummy-weights.h"
-#include "../model.h"
-#include "../parallel-layout.h"
+#include "model/decoder.h"
+#include "model/dummy-weights.h"
+#include "model/model.h"
+#include "parallel/parallel-layout.h"
 
 namespace engine {
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "../errors.h"
+#include "errors.h"
 
 namespace engine::cuda {
 

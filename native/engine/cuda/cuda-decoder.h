@@ -3,6 +3,10 @@
 // activations in device memory. Weights and KV in bf16 or fp16; the residual stream, norms, rope, softmax and all
 // accumulation in fp32. Tensor parallel: the same row/column split as the CPU model, all-reduces and the logits
 // all-gather through NCCL; pipeline parallel: activations and logits through NCCL send/recv.
+//
+// One class over several files, by concept: cuda-decoder.cpp (construction, memory, KV pool), -weights (upload or
+// generate the weights), -forward (the iteration: metadata, layers), -logits (LM head, device sampling, copies to
+// the host), -graphs (decode batches as CUDA graphs).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -10,15 +14,17 @@
 #include <memory>
 #include <vector>
 
-#include "../comm-nccl.h"
-#include "../decoder.h"
-#include "../dummy-weights.h"
-#include "../model.h"
-#include "../parallel-layout.h"
-#include "device-buffer.h"
-#include "device-sampler.h"
-#include "gemm.h"
-#include "kernels.h"
+#include "comm/comm-nccl.h"
+#include "cuda/batch-meta.h"
+#include "cuda/device-buffer.h"
+#include "cuda/device-sampler.h"
+#include "cuda/gemm.h"
+#include "cuda/kernels.h"
+#include "model/batch-layout.h"
+#include "model/decoder.h"
+#include "model/dummy-weights.h"
+#include "model/model.h"
+#include "parallel/parallel-layout.h"
 
 namespace engine::cuda {
 
@@ -57,7 +63,8 @@ class CudaDecoder : public Model {
   bool on_device() const override { return true; }
   size_t device_free_bytes() const override;
   size_t activation_bytes() const override;
-  bool samples_greedy() const override { return layout_.leader(); }
+  // The leader holds the logits (the last stage sends them to it), so it is the rank that can sample.
+  bool samples_on_device() const override { return layout_.leader(); }
 
   int device() const { return device_; }
   Gemm& gemm() { return *gemm_; }
@@ -68,46 +75,48 @@ class CudaDecoder : public Model {
   }
 
  private:
-  // Device pointers of one iteration's metadata (see meta_layout in the .cpp).
-  struct Meta {
-    const int32_t* tokens;
-    const int32_t* positions;
-    const int64_t* kv_dst;
-    const AttnRow* rows_all;
-    const AttnRow* rows_last;
-    const AttnGroup* groups_all;  // rows_all / rows_last grouped for the attention kernel (attention-rows.h)
-    const AttnGroup* groups_last;
-    int32_t n_groups_all, n_groups_last;
-    const int32_t* out_rows;
-    const int32_t* tables;
-    bool one_token_each;  // every chunk is one token (a decode batch): AttnArgs::new_last_only
-  };
   static constexpr int64_t kGraphTableEntries = 64 * 1024;  // block-table entries a graph's metadata holds
 
   void use_device() const;
-  // Everything from the embedding to the final norm (into xn_), enqueued on the stream.
-  void enqueue_layers(const Meta& m, int64_t T, int64_t R, int32_t max_ctx);
-  // Single-GPU decode: the LM head over all rows and the greedy kernel over all of them.
-  void enqueue_logits_and_greedy(int64_t rows);
-  void drop_graphs();
-  void reserve(int64_t tokens, int64_t logit_rows);
   void make_device_comms();
+  void reserve(int64_t tokens, int64_t logit_rows);
+  // cuda-decoder-weights.cpp
+  void upload_matrix(const std::vector<float>& host, DeviceBuffer& dst, bool f32);
+  void fill_matrix(const DummyMatrix& m, uint64_t seed, DeviceBuffer& dst, bool f32);
+
+  // cuda-decoder-forward.cpp
+  // True when this batch runs as a CUDA graph: a decode batch (one token and one last-row logit per chunk) on one GPU.
+  bool use_graph(const std::vector<SequenceChunk>& chunks) const;
+  // Fills and uploads the iteration's metadata (batch-meta.h), sized for a graph when `graph`.
+  BatchMeta upload_meta(const std::vector<SequenceChunk>& chunks, bool graph);
+  // Everything from the embedding to the final norm (into xn_), enqueued on the stream.
+  void enqueue_layers(const BatchMeta& m, int64_t T, int64_t R, int32_t max_ctx);
+  void attention_layer(int32_t l, const BatchMeta& m, float* x, int64_t T, int64_t R, int32_t max_ctx, bool last);
+  void mlp_layer(int32_t l, float* x, int64_t rows);
   void linear(const DLinear& l, const void* x, int64_t rows, void* y, bool y_f32, bool accumulate);
   // y = norm(x) · lᵀ: one fused GEMV on decode shapes with an RMSNorm (Gemm::xwt_rms), else the norm kernel into
   // xn_ and linear().
   void norm_linear(const DNorm& n, const float* x, int64_t rows, const DLinear& l, void* y, bool y_f32);
   void row_parallel(const DLinear& l, const void* x, int64_t rows, float* y);
   void all_reduce(float* x, size_t n);
-  // Logits of rows [r0, r0 + n) of the final activations; on the leader, samples / copies them out.
-  void lm_head_rows(const void* xn, int64_t r0, int64_t n, ForwardOutput& out, const std::vector<int32_t>& host_row,
-                    const std::vector<int32_t>& greedy_chunk, const std::vector<int32_t>& sample_chunk,
-                    const std::vector<SequenceChunk>& chunks);
-  // Rows [r0, r0 + n) of the logits' rows that belong to sampled chunks (logits row i = row r0 + i): sampled on
-  // the GPU by sampler_ (finished by sampler_.finish after the stream synchronised).
-  void enqueue_sampling(float* logits, int64_t r0, int64_t n, const std::vector<int32_t>& sample_chunk,
-                        const std::vector<SequenceChunk>& chunks);
-  void upload_matrix(const std::vector<float>& host, DeviceBuffer& dst, bool f32);
-  void fill_matrix(const DummyMatrix& m, uint64_t seed, DeviceBuffer& dst, bool f32);
+
+  // cuda-decoder-logits.cpp
+  // Logits of rows [r0, r0 + n) of the final activations; on the leader, samples them on the device or copies them
+  // to out.logits, as each chunk's SampleOn says (batch_ tells which chunk and host row each logit row has).
+  void lm_head_rows(const void* xn, int64_t r0, int64_t n, const std::vector<SequenceChunk>& chunks,
+                    ForwardOutput& out);
+  // Rows [r0, r0 + n) of the logit rows whose chunks ask for SampleOn::device (logits row i = row r0 + i): sampled
+  // on the GPU by sampler_ (finished by sampler_.finish after the stream synchronised).
+  void enqueue_sampling(float* logits, int64_t r0, int64_t n, const std::vector<SequenceChunk>& chunks);
+  // A graph's tail: the LM head over all rows and the argmax kernel over all of them.
+  void enqueue_logits_and_greedy(int64_t rows);
+
+  // cuda-decoder-graphs.cpp
+  // A decode batch through the graph of its batch size and context bucket (captured on first use), then its
+  // tokens and host rows read back into `out`.
+  void run_graph(const BatchMeta& m, const std::vector<SequenceChunk>& chunks, ForwardOutput& out);
+  cudaGraphExec_t graph_for(const BatchMeta& m, int64_t T, int32_t bucket);
+  void drop_graphs();
 
   ModelConfig config_;
   DecoderSpec spec_;
@@ -135,6 +144,9 @@ class CudaDecoder : public Model {
   int32_t num_blocks_ = 0, tokens_per_block_ = 0;
   int64_t block_elems_ = 0;  // n_kv * tokens_per_block * head_dim
 
+  // The iteration's rows (model/batch-layout.h), refilled by every forward().
+  BatchLayout batch_;
+
   // Activations, sized by reserve() (grown if an iteration ever needs more).
   int64_t cap_tokens_ = 0, cap_logit_rows_ = 0;
   DeviceBuffer x_, x2_, xn_, qkv_, attn_, mlp_, mlp_act_, attn_ws_;
@@ -142,7 +154,7 @@ class CudaDecoder : public Model {
   DeviceBuffer meta_dev_, greedy_dev_;
   PinnedBuffer meta_host_, logits_host_, greedy_host_;
 
-  DeviceSampler sampler_;  // rows of sampled (not greedy) requests
+  DeviceSampler sampler_;  // rows of SampleOn::device chunks
   DeviceBuffer iota_;  // 0, 1, ..., cap_logit_rows_ - 1: the greedy rows of a graph
   bool graphs_enabled_ = true;
   bool fuse_norm_ = true;  // norm_linear may fuse (TRTLLM_CUDA_FUSE_NORM=0: never, for comparison)

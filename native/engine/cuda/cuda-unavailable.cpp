@@ -1,6 +1,6 @@
 // The CUDA backend's entry points in a build without it (see cuda-backend.h).
-#include "../errors.h"
-#include "cuda-backend.h"
+#include "cuda/cuda-backend.h"
+#include "errors.h"
 
 #ifndef ENGINE_CUDA_SKIP_REASON
 #define ENGINE_CUDA_SKIP_REASON "this build has no CUDA backend"

@@ -1,8 +1,9 @@
 # The CUDA backend, optional (included from native/CMakeLists.txt after the `engine` target exists):
 #  - nvcc + cuBLAS found (CUDA_HOME / CUDAToolkit_ROOT): the backend is built into `engine` for sm_90, with NCCL
 #    (NCCL_ROOT) for tp/pp > 1 when found;
-#  - nvcc alone (this dev machine and CI): the kernels are still compiled for sm_90 (an object library that `all`
-#    builds), so CI catches kernel breakage; the engine gets the "not built" entry points;
+#  - nvcc alone (this dev machine and CI): the kernels are still compiled for sm_90 and the host files that need no
+#    cuBLAS against the toolkit's headers (object libraries that `all` builds), so CI catches breakage in both;
+#    the engine gets the "not built" entry points;
 #  - no nvcc: the backend is skipped with a message.
 option(ENGINE_CUDA "Build the CUDA backend when nvcc and cuBLAS are found" ON)
 set(ENGINE_CUDA_DIR ${CMAKE_CURRENT_LIST_DIR})
@@ -13,13 +14,24 @@ set(ENGINE_CUDA_KERNELS
   ${ENGINE_CUDA_DIR}/kernels-gemv.cu
   ${ENGINE_CUDA_DIR}/kernels-sampling.cu
 )
-set(ENGINE_CUDA_HOST
-  ${ENGINE_CUDA_DIR}/cuda-backend.cpp
+# Host code that needs the CUDA runtime's headers alone (compile-checked wherever nvcc is, see below) ...
+set(ENGINE_CUDA_HOST_RUNTIME
   ${ENGINE_CUDA_DIR}/cuda-decoder.cpp
+  ${ENGINE_CUDA_DIR}/cuda-decoder-weights.cpp
+  ${ENGINE_CUDA_DIR}/cuda-decoder-forward.cpp
+  ${ENGINE_CUDA_DIR}/cuda-decoder-logits.cpp
+  ${ENGINE_CUDA_DIR}/cuda-decoder-graphs.cpp
+  ${ENGINE_CUDA_DIR}/batch-meta.cpp
   ${ENGINE_CUDA_DIR}/device-sampler.cpp
+)
+# ... and the host code that includes cuBLAS.
+set(ENGINE_CUDA_HOST
+  ${ENGINE_CUDA_HOST_RUNTIME}
+  ${ENGINE_CUDA_DIR}/cuda-backend.cpp
   ${ENGINE_CUDA_DIR}/gemm.cpp
 )
 set(ENGINE_CUDA_BUILT OFF)
+set(ENGINE_CUDA_NCCL OFF)  # ON: the backend is built with NCCL (tp / pp > 1 on GPUs)
 set(ENGINE_CUDA_SKIP "")
 
 if(ENGINE_CUDA)
@@ -63,10 +75,11 @@ if(ENGINE_CUDA_BUILT)
   find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} PATH_SUFFIXES include)
   find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} PATH_SUFFIXES lib lib64)
   if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
-    target_sources(engine PRIVATE ${ENGINE_CUDA_DIR}/../comm-nccl.cpp)
+    target_sources(engine PRIVATE ${ENGINE_CUDA_DIR}/../comm/comm-nccl.cpp)
     target_include_directories(engine PRIVATE ${NCCL_INCLUDE_DIR})
     target_link_libraries(engine PUBLIC ${NCCL_LIBRARY})
     target_compile_definitions(engine PRIVATE ENGINE_HAVE_NCCL=1)
+    set(ENGINE_CUDA_NCCL ON)
     message(STATUS "engine: CUDA backend ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, sm_${CMAKE_CUDA_ARCHITECTURES}, NCCL ${NCCL_LIBRARY})")
   else()
     message(STATUS "engine: CUDA backend ON without NCCL (set NCCL_ROOT for tp/pp > 1 on GPUs)")
@@ -79,7 +92,12 @@ else()
     # Compile check of the kernels (they need no cuBLAS): part of `all`, never linked.
     add_library(engine_cuda_kernels_check OBJECT ${ENGINE_CUDA_KERNELS})
     target_include_directories(engine_cuda_kernels_check PRIVATE ${ENGINE_CUDA_DIR}/..)
-    message(STATUS "engine: CUDA backend skipped: ${ENGINE_CUDA_SKIP}; its kernels are compile-checked for sm_${CMAKE_CUDA_ARCHITECTURES}")
+    # The same for the host files that need the runtime's headers alone (the decoder); gemm.cpp and
+    # cuda-backend.cpp include cuBLAS, so only a build with it compiles them.
+    add_library(engine_cuda_host_check OBJECT ${ENGINE_CUDA_HOST_RUNTIME})
+    target_include_directories(engine_cuda_host_check PRIVATE ${ENGINE_CUDA_DIR}/..
+                               ${CMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES})
+    message(STATUS "engine: CUDA backend skipped: ${ENGINE_CUDA_SKIP}; its kernels and cuBLAS-free host files are compile-checked for sm_${CMAKE_CUDA_ARCHITECTURES}")
   else()
     message(STATUS "engine: CUDA backend skipped: ${ENGINE_CUDA_SKIP}")
   endif()

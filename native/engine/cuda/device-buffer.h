@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <utility>
 
-#include "cuda-check.h"
+#include "cuda/cuda-check.h"
 
 namespace engine::cuda {
 

@@ -1,8 +1,8 @@
-#include "device-sampler.h"
+#include "cuda/device-sampler.h"
 
 #include <cstring>
 
-#include "cuda-check.h"
+#include "cuda/cuda-check.h"
 
 namespace engine::cuda {
 namespace {

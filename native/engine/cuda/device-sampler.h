@@ -1,13 +1,13 @@
-// Samples rows of a device logits buffer with SequenceChunk::sample_on_device's parameters (kernels.h's
-// sample_rows): the parameters and penalty tokens go to the GPU in one copy, the tokens come back in one.
+// Samples rows of a device logits buffer, for chunks whose SampleOn is device, with their DeviceSampling
+// (kernels.h's sample_rows): the parameters and penalty tokens go to the GPU in one copy, the tokens come back in one.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <vector>
 
-#include "../model.h"
-#include "device-buffer.h"
-#include "kernels.h"
+#include "cuda/device-buffer.h"
+#include "cuda/kernels.h"
+#include "model/model.h"
 
 namespace engine::cuda {
 

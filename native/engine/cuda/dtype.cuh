@@ -3,7 +3,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "kernels.h"
+#include "cuda/kernels.h"
 
 namespace engine::cuda {
 

@@ -1,4 +1,6 @@
-#include "gemm.h"
+#include "cuda/gemm.h"
+
+#include <cublas_v2.h>
 
 #include <string>
 

@@ -2,15 +2,18 @@
 // accumulation): the engine's own streaming kernel for decode-shaped products (few rows, bound by reading the
 // weight), cuBLAS for everything else.
 #pragma once
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <map>
 #include <tuple>
 
-#include "device-buffer.h"
-#include "kernels.h"
+#include "cuda/device-buffer.h"
+#include "cuda/kernels.h"
+
+// cuBLAS's handle type (cublasHandle_t is a pointer to it), so that cuBLAS's headers stay in gemm.cpp: the
+// decoder's files then compile against the CUDA runtime alone (cuda.cmake compile-checks them without cuBLAS).
+struct cublasContext;
 
 namespace engine::cuda {
 
@@ -43,7 +46,7 @@ class Gemm {
   DeviceBuffer scratch_;
   void cublas(int64_t m, int64_t n, int64_t k, const void* x, const void* w, DType dt, void* y, bool y_f32,
               int64_t ldy, bool accumulate);
-  cublasHandle_t handle_ = nullptr;
+  cublasContext* handle_ = nullptr;
   cudaStream_t stream_;
   DeviceBuffer workspace_;
   bool use_gemv_ = true;

@@ -18,12 +18,12 @@
 #include <climits>
 #include <string>
 
-#include "attention-launch.h"
-#include "cp-async.cuh"
-#include "cuda-check.h"
-#include "dtype.cuh"
-#include "pdl.cuh"
-#include "rope.cuh"
+#include "cuda/attention-launch.h"
+#include "cuda/cp-async.cuh"
+#include "cuda/cuda-check.h"
+#include "cuda/dtype.cuh"
+#include "cuda/pdl.cuh"
+#include "cuda/rope.cuh"
 
 namespace engine::cuda {
 namespace {
@@ -92,135 +92,39 @@ constexpr size_t smem_bytes() {
   return stages > combine ? stages : combine;
 }
 
-// grid: (n_groups, n_kv * (group / G), partitions).
-// EARLY (decode launches of small batches, a.new_last_only): the first two tiles' older positions are requested
-// before the programmatic-launch wait. (Built separately: the same code with EARLY a runtime choice made the
-// batch-256 decode step 5 % slower.)
-template <typename T, int HD, int G, int W, bool EARLY>
-__global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
-    attention_mma_kernel(AttnArgs a, int part_size, float* ws_out, float* ws_ms) {
-  static_assert(kRows % G == 0, "tile rows are tokens x heads");
-  constexpr int kWarps = Shape<W>::kWarps, kThreads = Shape<W>::kThreads, kTile = Shape<W>::kTile;
-  constexpr int RS = row_stride<HD>();
-  constexpr int VPR = HD / 8;                       // 16-byte vectors per key / value row
-  constexpr int LOADS = kTile * VPR / kThreads;     // per thread, per tile, for K and for V
-  constexpr int KSTEPS = HD / 16;
-  constexpr int NT = HD / 8;                        // output n-tiles of 8 dims
-  static_assert(LOADS * kThreads == kTile * VPR, "tile loads must divide evenly");
-  extern __shared__ __align__(16) unsigned char smem[];
-  T* stage_mem = reinterpret_cast<T*>(smem);  // [2 stages][K, V][kTile * RS]
-
-  // EARLY: everything up to the wait reads only what was in memory before this step's first kernel: the row
-  // metadata, and the keys / values of positions before each row's last, written by earlier steps. Their loads
-  // are then in flight while the kernel before this one finishes.
-  if constexpr (!EARLY) pdl_enter();  // pdl.cuh
-  const AttnGroup grp = a.groups[blockIdx.x];
-  const int group = a.n_heads / a.n_kv, per_kv = group / G;
-  const int kvh = blockIdx.y / per_kv;
-  const int h0 = kvh * group + (blockIdx.y % per_kv) * G;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int qr = lane >> 2, qc = lane & 3;  // this lane's fragment rows (qr, qr + 8) and column pair
-
-  int gctx = 0, oldest_new = INT_MAX;
-  for (int t = 0; t < grp.count; ++t) {
-    gctx = max(gctx, a.rows[grp.first + t].ctx);
-    oldest_new = min(oldest_new, a.rows[grp.first + t].ctx - 1);
-  }
-  const int start = blockIdx.z * part_size;
-  if (start >= gctx) {  // the whole group's contexts end before this partition (the merge skips it)
-    if constexpr (EARLY) pdl_enter();
-    return;
-  }
-  const int end = min(gctx, start + part_size);
-  // Positions [start, fresh) of the first two tiles load before the wait.
-  const int fresh = max(start, min(oldest_new, end));
-  // Tile row i is token i / G of the group, head h0 + i % G. Positions at or past `lim` are masked for it.
-  int lim[2];
+// The row's new key pairs (jobs [0, HD / 2)) and value elements ([HD / 2, HD / 2 + HD)) of AttnArgs::fresh, raw
+// and biased, for this thread's jobs: a key's two rotate_half partners in nx / ny, a value in nx. Issued before
+// q's loads so both are in flight together.
+template <int HD, int N, int THREADS>
+__device__ __forceinline__ void load_new_kv(const AttnArgs& a, const AttnRow& row0, int kvh, int tid, float (&nx)[N],
+                                            float (&ny)[N]) {
+  constexpr int half = HD / 2, kJobs = half + HD;
+  const int64_t q_dim = static_cast<int64_t>(a.n_heads) * HD, kv_dim = static_cast<int64_t>(a.n_kv) * HD;
+  const int64_t k_at = q_dim + static_cast<int64_t>(kvh) * HD, v_at = k_at + kv_dim;  // within a qkv row
+  const float* src = a.q + static_cast<int64_t>(row0.q_row) * a.q_stride;
+  const float* bias = a.fresh.bias;
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int t = (qr + 8 * h) / G;
-    lim[h] = t < grp.count ? min(a.rows[grp.first + t].ctx, end) : 0;
-  }
-  const T* k_pool = static_cast<const T*>(a.k_pool);
-  const T* v_pool = static_cast<const T*>(a.v_pool);
-  const int32_t* table = a.block_tables + a.rows[grp.first].table;
-  const int tpb = a.tokens_per_block;
-  const int64_t block_stride = static_cast<int64_t>(a.n_kv) * tpb * HD;
-  // Positions [from, to) of the tile at t0 into `stage` (zeros past the context: their values must not be NaN
-  // garbage, weight 0 x NaN), as one cp.async group.
-  auto load_tile = [&](int t0, int stage, int from, int to, int skip = -1) {
-    T* ks = stage_mem + stage * 2 * kTile * RS;
-    T* vs = ks + kTile * RS;
-#pragma unroll(EARLY ? 4 : LOADS)  // (fully unrolled, the EARLY kernels of head size 128 spill registers)
-    for (int j = 0; j < LOADS; ++j) {
-      const int v = tid + j * kThreads, p = v / VPR, c = v % VPR, pos = t0 + p;
-      if constexpr (EARLY) {  // (the whole tile otherwise)
-        if (pos < from || pos >= to || pos == skip) continue;
-      }
-      const bool ok = pos < end;
-      int64_t off = 0;
-      if (ok) off = static_cast<int64_t>(__ldg(table + pos / tpb)) * block_stride +
-                    (static_cast<int64_t>(kvh) * tpb + pos % tpb) * HD + c * 8;
-      copy16_async(&ks[p * RS + c * 8], k_pool + off, ok);
-      copy16_async(&vs[p * RS + c * 8], v_pool + off, ok);
-    }
-    cp_async_commit();
-  };
-  const int n_tiles = (end - start + kTile - 1) / kTile;
-  const int t1 = start + kTile;  // the second tile (if n_tiles > 1)
-  // a.fresh (EARLY only; attention_mma_fuses_new_kv: one row per block, its partition within the first two
-  // tiles): q, k, v of the row's last position are as the qkv projection left them. The block adds the bias and
-  // rotates them itself: q on its way into the fragments, k and v into the shared tile (and, one block per kv head,
-  // into the pools for later steps) instead of loading that position. Its (cos, sin) come before the wait (the
-  // position is row metadata), and the raw values load together with q after it: the same one round trip to
-  // memory the pool load of that position took, without a kernel of its own in front.
-  const bool own_kv = EARLY && a.fresh.kv_dst != nullptr;
-  const bool rotate = own_kv && a.fresh.inv_freq != nullptr;
-  constexpr int half = HD / 2;
-  __shared__ float2 rope_cs[EARLY ? half : 1];  // (cos, sin) per frequency at the row's position
-  const AttnRow row0 = a.rows[grp.first];
-  const int newp = row0.ctx - 1;
-  if constexpr (EARLY) {
-    load_tile(start, 0, start, min(fresh, t1));
-    if (n_tiles > 1) load_tile(t1, 1, t1, min(fresh, t1 + kTile));
-    if (rotate) {
-      for (int i = tid; i < half; i += kThreads)
-        rope_cs[i] = rope_cos_sin(a.fresh.positions[row0.q_row], a.fresh.inv_freq[i]);  // rope.cuh
-      __syncthreads();
-    }
-    pdl_enter();  // pdl.cuh
-    const int skip = own_kv ? newp : -1;
-    load_tile(start, 0, min(fresh, t1), t1, skip);
-    if (n_tiles > 1) load_tile(t1, 1, max(fresh, t1), t1 + kTile, skip);
-  } else {
-    load_tile(start, 0, start, t1);
-  }
-  // The row's new key pairs (jobs [0, half)) and value elements ([half, half + HD)), raw and biased, in flight
-  // with q's loads below.
-  constexpr int kJobs = half + HD, kNewPerThread = EARLY ? (kJobs + kThreads - 1) / kThreads : 1;
-  const bool new_here = own_kv && newp < end;  // (newp >= start: the block would have returned)
-  float nx[kNewPerThread], ny[kNewPerThread];
-  if (new_here) {
-    const int64_t q_dim = static_cast<int64_t>(a.n_heads) * HD, kv_dim = static_cast<int64_t>(a.n_kv) * HD;
-    const int64_t k_at = q_dim + static_cast<int64_t>(kvh) * HD, v_at = k_at + kv_dim;  // within a qkv row
-    const float* src = a.q + static_cast<int64_t>(row0.q_row) * a.q_stride;
-    const float* bias = a.fresh.bias;
-#pragma unroll
-    for (int j = 0; j < kNewPerThread; ++j) {
-      const int e = tid + j * kThreads;
-      nx[j] = ny[j] = 0;
-      if (e < half) {
-        nx[j] = src[k_at + e] + (bias != nullptr ? bias[k_at + e] : 0.0f);
-        ny[j] = src[k_at + e + half] + (bias != nullptr ? bias[k_at + e + half] : 0.0f);
-      } else if (e < kJobs) {
-        nx[j] = src[v_at + e - half] + (bias != nullptr ? bias[v_at + e - half] : 0.0f);
-      }
+  for (int j = 0; j < N; ++j) {
+    const int e = tid + j * THREADS;
+    nx[j] = ny[j] = 0;
+    if (e < half) {
+      nx[j] = src[k_at + e] + (bias != nullptr ? bias[k_at + e] : 0.0f);
+      ny[j] = src[k_at + e + half] + (bias != nullptr ? bias[k_at + e + half] : 0.0f);
+    } else if (e < kJobs) {
+      nx[j] = src[v_at + e - half] + (bias != nullptr ? bias[v_at + e - half] : 0.0f);
     }
   }
+}
 
-  // Q as MMA A fragments for every 16-dim step, in the model's dtype. The raw values first, with no branch
-  // between the loads (all in flight at once); then (a.fresh) the bias and the rotation, whose rotate_half partner
-  // (dims d +- HD / 2) is this lane's own value of the group 8 dims x HD / 2 / 8 away.
+// Q as MMA A fragments for every 16-dim step, in the model's dtype: tile row i is token i / G of the group, head
+// h0 + i % G. The raw values first, with no branch between the loads (all in flight at once); then (a.fresh:
+// add_bias, rotate) the bias and the rotation, whose rotate_half partner (dims d +- HD / 2) is this lane's own
+// value of the group 8 dims x HD / 2 / 8 away. rope_cs: (cos, sin) per frequency at the row's position.
+template <typename T, int HD, int G>
+__device__ __forceinline__ void load_q_fragments(const AttnArgs& a, const AttnGroup& grp, int h0, int qr, int qc,
+                                                 bool add_bias, bool rotate, const float2* rope_cs,
+                                                 uint32_t (&qf)[HD / 16][4]) {
+  constexpr int KSTEPS = HD / 16, half = HD / 2;
   constexpr int F = 2 * KSTEPS;  // groups of 8 dims: this lane holds dims 8 f + 2 qc, + 1 of each
   float qx[F][2][2];             // [f][row half h][element]
 #pragma unroll
@@ -235,7 +139,7 @@ __global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
       qx[f][h][0] = v.x;
       qx[f][h][1] = v.y;
     }
-    if (own_kv && q != nullptr && a.fresh.bias != nullptr) {
+    if (add_bias && q != nullptr && a.fresh.bias != nullptr) {
 #pragma unroll
       for (int f = 0; f < F; ++f) {
         const float2 b = *reinterpret_cast<const float2*>(a.fresh.bias + at + 8 * f);
@@ -263,7 +167,6 @@ __global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
 #pragma unroll
         for (int e = 0; e < 2; ++e) qx[f][h][e] = r[f][h][e];
   }
-  uint32_t qf[KSTEPS][4];
 #pragma unroll
   for (int ks = 0; ks < KSTEPS; ++ks)
 #pragma unroll
@@ -271,120 +174,115 @@ __global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
 #pragma unroll
       for (int hi = 0; hi < 2; ++hi)
         qf[ks][h + 2 * hi] = Mma<T>::pack(qx[2 * ks + hi][h][0], qx[2 * ks + hi][h][1]);
+}
 
-  if (new_here) {
-    // Into the tile that holds position newp (0 or 1, loaded before the loop) and, from the first block of the kv
-    // head, into the pools. (The loop's barrier comes before any warp reads the tile.)
-    const int it = (newp - start) / kTile, p = (newp - start) % kTile;
-    T* ks = stage_mem + (it & 1) * 2 * kTile * RS + p * RS;
-    T* vs = ks + kTile * RS;
-    const bool to_pool = blockIdx.y % per_kv == 0;
-    const int64_t dst = a.fresh.kv_dst[row0.q_row] + static_cast<int64_t>(kvh) * tpb * HD;
+// The row's new key (rotated when `rotate`) and value, from load_new_kv, into the tile that holds position newp
+// (0 or 1, loaded before the loop) and, from the first block of the kv head (to_pool), into the pools. (The loop's
+// barrier comes before any warp reads the tile.)
+template <typename T, int HD, int N, int THREADS, int TILE>
+__device__ __forceinline__ void store_new_kv(const AttnArgs& a, T* stage_mem, int start, int newp, int64_t dst,
+                                             bool to_pool, int tid, bool rotate, const float2* rope_cs,
+                                             const float (&nx)[N], const float (&ny)[N]) {
+  constexpr int RS = row_stride<HD>(), half = HD / 2, kJobs = half + HD;
+  const int it = (newp - start) / TILE, p = (newp - start) % TILE;
+  T* ks = stage_mem + (it & 1) * 2 * TILE * RS + p * RS;
+  T* vs = ks + TILE * RS;
 #pragma unroll
-    for (int j = 0; j < kNewPerThread; ++j) {
-      const int e = tid + j * kThreads;
-      if (e < half) {
-        float x = nx[j], y = ny[j];
-        if (rotate) {
-          x = rope_pair(nx[j], ny[j], rope_cs[e], true);
-          y = rope_pair(ny[j], nx[j], rope_cs[e], false);
-        }
-        ks[e] = from_float<T>(x);
-        ks[e + half] = from_float<T>(y);
-        if (to_pool) {
-          static_cast<T*>(a.k_pool)[dst + e] = ks[e];
-          static_cast<T*>(a.k_pool)[dst + e + half] = ks[e + half];
-        }
-      } else if (e < kJobs) {
-        vs[e - half] = from_float<T>(nx[j]);
-        if (to_pool) static_cast<T*>(a.v_pool)[dst + e - half] = vs[e - half];
+  for (int j = 0; j < N; ++j) {
+    const int e = tid + j * THREADS;
+    if (e < half) {
+      float x = nx[j], y = ny[j];
+      if (rotate) {
+        x = rope_pair(nx[j], ny[j], rope_cs[e], true);
+        y = rope_pair(ny[j], nx[j], rope_cs[e], false);
       }
+      ks[e] = from_float<T>(x);
+      ks[e + half] = from_float<T>(y);
+      if (to_pool) {
+        static_cast<T*>(a.k_pool)[dst + e] = ks[e];
+        static_cast<T*>(a.k_pool)[dst + e + half] = ks[e + half];
+      }
+    } else if (e < kJobs) {
+      vs[e - half] = from_float<T>(nx[j]);
+      if (to_pool) static_cast<T*>(a.v_pool)[dst + e - half] = vs[e - half];
     }
   }
+}
 
-  float o[NT][4];
+// One tile of keys / values (ks, vs in shared memory, positions from t0) for this warp's 16 positions (pw within
+// the tile): S = Q Kᵀ, the mask (positions at or past lim[h] for fragment row half h), the online softmax update
+// of the running max m (log2 units), lane-partial sum l and outputs o, then O += P V.
+template <typename T, int HD>
+__device__ __forceinline__ void attend_tile(const T* ks, const T* vs, int t0, int pw, int lane, int qc,
+                                            const int (&lim)[2], float scale, const uint32_t (&qf)[HD / 16][4],
+                                            float (&o)[HD / 8][4], float (&m)[2], float (&l)[2]) {
+  constexpr int RS = row_stride<HD>(), KSTEPS = HD / 16, NT = HD / 8;
+  // S = Q Kᵀ for the warp's 16 positions: two n-tiles of 8.
+  float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
 #pragma unroll
-  for (int n = 0; n < NT; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) o[n][e] = 0;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};  // running max (log2 units) and lane-partial sum per row
-  const float scale = a.scale * kLog2e;
-  const int pw = 16 * warp;  // this warp's positions within a tile
-  for (int it = 0; it < n_tiles; ++it) {
-    const int t0 = start + it * kTile;
-    if (it + 1 < n_tiles) {
-      // Each tile is loaded one iteration ahead (EARLY: tiles 0 and 1 are on their way already). The newest
-      // cp.async group is then always the next tile's (or part of it): waiting for all but one completes this one.
-      if (!EARLY || it >= 1) load_tile(t0 + kTile, (it + 1) & 1, t0 + kTile, t0 + 2 * kTile);
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();  // tile `it` is in shared memory for every warp
-    const T* ks = stage_mem + (it & 1) * 2 * kTile * RS;
-    const T* vs = ks + kTile * RS;
-    if (t0 + pw < end) {  // (warp-uniform) some of this warp's 16 positions are in the context
-      // S = Q Kᵀ for the warp's 16 positions: two n-tiles of 8.
-      float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
-#pragma unroll
-      for (int k = 0; k < KSTEPS; ++k) {
-        uint32_t b[4];
-        ldmatrix_x4(b, &ks[(pw + (lane & 7) + ((lane >> 4) & 1) * 8) * RS + 16 * k + ((lane >> 3) & 1) * 8]);
-        Mma<T>::run(s[0], qf[k], b[0], b[1]);
-        Mma<T>::run(s[1], qf[k], b[2], b[3]);
-      }
-      // Mask, online softmax per row (the 4 lanes of a row reduce with shuffles).
-      float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int pos = t0 + pw + 8 * j + 2 * qc + (e & 1), h = e >> 1;
-          s[j][e] = pos < lim[h] ? s[j][e] * scale : -INFINITY;
-          mx[h] = fmaxf(mx[h], s[j][e]);
-        }
-      float alpha[2], base[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-        const float m_new = fmaxf(m[h], mx[h]);
-        base[h] = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing seen yet keeps zeros
-        alpha[h] = exp2f(m[h] - base[h]);
-        m[h] = m_new;
-      }
-      float sum[2] = {0, 0};
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          s[j][e] = exp2f(s[j][e] - base[e >> 1]);
-          sum[e >> 1] += s[j][e];
-        }
-#pragma unroll
-      for (int h = 0; h < 2; ++h) l[h] = l[h] * alpha[h] + sum[h];
-#pragma unroll
-      for (int n = 0; n < NT; ++n) {
-        o[n][0] *= alpha[0];
-        o[n][1] *= alpha[0];
-        o[n][2] *= alpha[1];
-        o[n][3] *= alpha[1];
-      }
-      // O += P V: the score accumulators are already the A fragment of P (16 rows x 16 positions).
-      const uint32_t pa[4] = {Mma<T>::pack(s[0][0], s[0][1]), Mma<T>::pack(s[0][2], s[0][3]),
-                              Mma<T>::pack(s[1][0], s[1][1]), Mma<T>::pack(s[1][2], s[1][3])};
-#pragma unroll
-      for (int q = 0; q < HD / 16; ++q) {
-        uint32_t b[4];
-        ldmatrix_x4_trans(b, &vs[(pw + (lane & 7) + ((lane >> 3) & 1) * 8) * RS + 16 * q + ((lane >> 4) & 1) * 8]);
-        Mma<T>::run(o[2 * q], pa, b[0], b[1]);
-        Mma<T>::run(o[2 * q + 1], pa, b[2], b[3]);
-      }
-    }
-    __syncthreads();  // every warp is done with this stage before it is refilled
+  for (int k = 0; k < KSTEPS; ++k) {
+    uint32_t b[4];
+    ldmatrix_x4(b, &ks[(pw + (lane & 7) + ((lane >> 4) & 1) * 8) * RS + 16 * k + ((lane >> 3) & 1) * 8]);
+    Mma<T>::run(s[0], qf[k], b[0], b[1]);
+    Mma<T>::run(s[1], qf[k], b[2], b[3]);
   }
+  // Mask, online softmax per row (the 4 lanes of a row reduce with shuffles).
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int pos = t0 + pw + 8 * j + 2 * qc + (e & 1), h = e >> 1;
+      s[j][e] = pos < lim[h] ? s[j][e] * scale : -INFINITY;
+      mx[h] = fmaxf(mx[h], s[j][e]);
+    }
+  float alpha[2], base[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+    const float m_new = fmaxf(m[h], mx[h]);
+    base[h] = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing seen yet keeps zeros
+    alpha[h] = exp2f(m[h] - base[h]);
+    m[h] = m_new;
+  }
+  float sum[2] = {0, 0};
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[j][e] = exp2f(s[j][e] - base[e >> 1]);
+      sum[e >> 1] += s[j][e];
+    }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) l[h] = l[h] * alpha[h] + sum[h];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    o[n][0] *= alpha[0];
+    o[n][1] *= alpha[0];
+    o[n][2] *= alpha[1];
+    o[n][3] *= alpha[1];
+  }
+  // O += P V: the score accumulators are already the A fragment of P (16 rows x 16 positions).
+  const uint32_t pa[4] = {Mma<T>::pack(s[0][0], s[0][1]), Mma<T>::pack(s[0][2], s[0][3]),
+                          Mma<T>::pack(s[1][0], s[1][1]), Mma<T>::pack(s[1][2], s[1][3])};
+#pragma unroll
+  for (int q = 0; q < HD / 16; ++q) {
+    uint32_t b[4];
+    ldmatrix_x4_trans(b, &vs[(pw + (lane & 7) + ((lane >> 3) & 1) * 8) * RS + 16 * q + ((lane >> 4) & 1) * 8]);
+    Mma<T>::run(o[2 * q], pa, b[0], b[1]);
+    Mma<T>::run(o[2 * q + 1], pa, b[2], b[3]);
+  }
+}
 
-  // Combine the warps: each writes its rows' (max, sum) and unnormalised outputs, then every thread merges some.
+// Combines the warps: each writes its rows' (max, sum) and unnormalised outputs to shared memory (`smem`, free
+// once the loop is done), then every thread merges some; the rows' outputs, or (split context) this partition's
+// unnormalised outputs with their max and sum for the merge kernel.
+template <typename T, int HD, int G, int W>
+__device__ __forceinline__ void combine_warps(const AttnArgs& a, const AttnGroup& grp, int h0, unsigned char* smem,
+                                              int tid, int warp, int qr, int qc, const float (&o)[HD / 8][4],
+                                              const float (&m)[2], float (&l)[2], float* ws_out, float* ws_ms) {
+  constexpr int kWarps = Shape<W>::kWarps, kThreads = Shape<W>::kThreads, NT = HD / 8;
   float* red = reinterpret_cast<float*>(smem);  // [kWarps][kRows][HD]
   float* ml = red + kWarps * kRows * HD;        // [kWarps][kRows][2]
 #pragma unroll
@@ -430,6 +328,176 @@ __global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
       }
     }
   }
+}
+
+// Loads positions [from, to) of the tile at t0 into stage `stage` of the shared K / V tiles (zeros past the
+// context: their values must not be NaN garbage, weight 0 x NaN), as one cp.async group. Positions come from the
+// block table of the group's sequence; `skip` (EARLY) is one position not to load.
+template <typename T, int HD, int W, bool EARLY>
+struct TileLoader {
+  T* stage_mem;  // [2 stages][K, V][kTile * row_stride]
+  const T* k_pool;
+  const T* v_pool;
+  const int32_t* table;
+  int tpb;
+  int64_t block_stride;
+  int kvh, end, tid;
+
+  __device__ __forceinline__ void operator()(int t0, int stage, int from, int to, int skip = -1) const {
+    constexpr int kThreads = Shape<W>::kThreads, kTile = Shape<W>::kTile;
+    constexpr int RS = row_stride<HD>(), VPR = HD / 8, LOADS = kTile * VPR / kThreads;
+    T* ks = stage_mem + stage * 2 * kTile * RS;
+    T* vs = ks + kTile * RS;
+#pragma unroll(EARLY ? 4 : LOADS)  // (fully unrolled, the EARLY kernels of head size 128 spill registers)
+    for (int j = 0; j < LOADS; ++j) {
+      const int v = tid + j * kThreads, p = v / VPR, c = v % VPR, pos = t0 + p;
+      if constexpr (EARLY) {  // (the whole tile otherwise)
+        if (pos < from || pos >= to || pos == skip) continue;
+      }
+      const bool ok = pos < end;
+      int64_t off = 0;
+      if (ok) off = static_cast<int64_t>(__ldg(table + pos / tpb)) * block_stride +
+                    (static_cast<int64_t>(kvh) * tpb + pos % tpb) * HD + c * 8;
+      copy16_async(&ks[p * RS + c * 8], k_pool + off, ok);
+      copy16_async(&vs[p * RS + c * 8], v_pool + off, ok);
+    }
+    cp_async_commit();
+  }
+};
+
+// Every tile of the partition [start, end) through attend_tile, double-buffered: each tile is loaded one
+// iteration ahead (EARLY: tiles 0 and 1 are on their way already), so the newest cp.async group is always the next
+// tile's (or part of it) and waiting for all but one completes this one.
+template <typename T, int HD, int W, bool EARLY>
+__device__ __forceinline__ void attend_tiles(const TileLoader<T, HD, W, EARLY>& load_tile, int start, int end,
+                                             int n_tiles, int warp, int lane, int qc, const int (&lim)[2],
+                                             float scale, const uint32_t (&qf)[HD / 16][4], float (&o)[HD / 8][4],
+                                             float (&m)[2], float (&l)[2]) {
+  constexpr int kTile = Shape<W>::kTile, RS = row_stride<HD>();
+  const int pw = 16 * warp;  // this warp's positions within a tile
+  for (int it = 0; it < n_tiles; ++it) {
+    const int t0 = start + it * kTile;
+    if (it + 1 < n_tiles) {
+      if (!EARLY || it >= 1) load_tile(t0 + kTile, (it + 1) & 1, t0 + kTile, t0 + 2 * kTile);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // tile `it` is in shared memory for every warp
+    const T* ks = load_tile.stage_mem + (it & 1) * 2 * kTile * RS;
+    const T* vs = ks + kTile * RS;
+    // (warp-uniform) some of this warp's 16 positions are in the context
+    if (t0 + pw < end) attend_tile<T, HD>(ks, vs, t0, pw, lane, qc, lim, scale, qf, o, m, l);
+    __syncthreads();  // every warp is done with this stage before it is refilled
+  }
+}
+
+// grid: (n_groups, n_kv * (group / G), partitions).
+// EARLY (decode launches of small batches, a.new_last_only): the first two tiles' older positions are requested
+// before the programmatic-launch wait. (Built separately: the same code with EARLY a runtime choice made the
+// batch-256 decode step 5 % slower.)
+template <typename T, int HD, int G, int W, bool EARLY>
+__global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
+    attention_mma_kernel(AttnArgs a, int part_size, float* ws_out, float* ws_ms) {
+  static_assert(kRows % G == 0, "tile rows are tokens x heads");
+  constexpr int kThreads = Shape<W>::kThreads, kTile = Shape<W>::kTile;
+  constexpr int VPR = HD / 8;                       // 16-byte vectors per key / value row
+  constexpr int KSTEPS = HD / 16;
+  constexpr int NT = HD / 8;                        // output n-tiles of 8 dims
+  static_assert(kTile * VPR / kThreads * kThreads == kTile * VPR, "tile loads must divide evenly");
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* stage_mem = reinterpret_cast<T*>(smem);  // [2 stages][K, V][kTile * RS]
+
+  // EARLY: everything up to the wait reads only what was in memory before this step's first kernel: the row
+  // metadata, and the keys / values of positions before each row's last, written by earlier steps. Their loads
+  // are then in flight while the kernel before this one finishes.
+  if constexpr (!EARLY) pdl_enter();  // pdl.cuh
+  const AttnGroup grp = a.groups[blockIdx.x];
+  const int group = a.n_heads / a.n_kv, per_kv = group / G;
+  const int kvh = blockIdx.y / per_kv;
+  const int h0 = kvh * group + (blockIdx.y % per_kv) * G;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int qr = lane >> 2, qc = lane & 3;  // this lane's fragment rows (qr, qr + 8) and column pair
+
+  int gctx = 0, oldest_new = INT_MAX;
+  for (int t = 0; t < grp.count; ++t) {
+    gctx = max(gctx, a.rows[grp.first + t].ctx);
+    oldest_new = min(oldest_new, a.rows[grp.first + t].ctx - 1);
+  }
+  const int start = blockIdx.z * part_size;
+  if (start >= gctx) {  // the whole group's contexts end before this partition (the merge skips it)
+    if constexpr (EARLY) pdl_enter();
+    return;
+  }
+  const int end = min(gctx, start + part_size);
+  // Positions [start, fresh) of the first two tiles load before the wait.
+  const int fresh = max(start, min(oldest_new, end));
+  // Tile row i is token i / G of the group, head h0 + i % G. Positions at or past `lim` are masked for it.
+  int lim[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int t = (qr + 8 * h) / G;
+    lim[h] = t < grp.count ? min(a.rows[grp.first + t].ctx, end) : 0;
+  }
+  const int tpb = a.tokens_per_block;
+  const TileLoader<T, HD, W, EARLY> load_tile{stage_mem,
+                                              static_cast<const T*>(a.k_pool),
+                                              static_cast<const T*>(a.v_pool),
+                                              a.block_tables + a.rows[grp.first].table,
+                                              tpb,
+                                              static_cast<int64_t>(a.n_kv) * tpb * HD,
+                                              kvh,
+                                              end,
+                                              tid};
+  const int n_tiles = (end - start + kTile - 1) / kTile;
+  const int t1 = start + kTile;  // the second tile (if n_tiles > 1)
+  // a.fresh (EARLY only; attention_mma_fuses_new_kv: one row per block, its partition within the first two
+  // tiles): q, k, v of the row's last position are as the qkv projection left them. The block adds the bias and
+  // rotates them itself: q on its way into the fragments, k and v into the shared tile (and, one block per kv head,
+  // into the pools for later steps) instead of loading that position. Its (cos, sin) come before the wait (the
+  // position is row metadata), and the raw values load together with q after it: the same one round trip to
+  // memory the pool load of that position took, without a kernel of its own in front.
+  const bool own_kv = EARLY && a.fresh.kv_dst != nullptr;
+  const bool rotate = own_kv && a.fresh.inv_freq != nullptr;
+  constexpr int half = HD / 2;
+  __shared__ float2 rope_cs[EARLY ? half : 1];  // (cos, sin) per frequency at the row's position
+  const AttnRow row0 = a.rows[grp.first];
+  const int newp = row0.ctx - 1;
+  if constexpr (EARLY) {
+    load_tile(start, 0, start, min(fresh, t1));
+    if (n_tiles > 1) load_tile(t1, 1, t1, min(fresh, t1 + kTile));
+    if (rotate) {
+      for (int i = tid; i < half; i += kThreads)
+        rope_cs[i] = rope_cos_sin(a.fresh.positions[row0.q_row], a.fresh.inv_freq[i]);  // rope.cuh
+      __syncthreads();
+    }
+    pdl_enter();  // pdl.cuh
+    const int skip = own_kv ? newp : -1;
+    load_tile(start, 0, min(fresh, t1), t1, skip);
+    if (n_tiles > 1) load_tile(t1, 1, max(fresh, t1), t1 + kTile, skip);
+  } else {
+    load_tile(start, 0, start, t1);
+  }
+  constexpr int kJobs = half + HD, kNewPerThread = EARLY ? (kJobs + kThreads - 1) / kThreads : 1;
+  const bool new_here = own_kv && newp < end;  // (newp >= start: the block would have returned)
+  float nx[kNewPerThread], ny[kNewPerThread];
+  if (new_here) load_new_kv<HD, kNewPerThread, kThreads>(a, row0, kvh, tid, nx, ny);
+  uint32_t qf[KSTEPS][4];
+  load_q_fragments<T, HD, G>(a, grp, h0, qr, qc, own_kv, rotate, rope_cs, qf);
+  if (new_here) {
+    const int64_t dst = a.fresh.kv_dst[row0.q_row] + static_cast<int64_t>(kvh) * tpb * HD;
+    store_new_kv<T, HD, kNewPerThread, kThreads, kTile>(a, stage_mem, start, newp, dst, blockIdx.y % per_kv == 0, tid,
+                                                        rotate, rope_cs, nx, ny);
+  }
+
+  float o[NT][4];
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[n][e] = 0;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};  // running max (log2 units) and lane-partial sum per row
+  attend_tiles<T, HD, W, EARLY>(load_tile, start, end, n_tiles, warp, lane, qc, lim, a.scale * kLog2e, qf, o, m, l);
+  combine_warps<T, HD, G, W>(a, grp, h0, smem, tid, warp, qr, qc, o, m, l, ws_out, ws_ms);
 }
 
 template <typename T, int HD, int G, int W, bool EARLY>

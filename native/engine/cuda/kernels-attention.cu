@@ -11,12 +11,12 @@
 #include <cfloat>
 #include <string>
 
-#include "attention-launch.h"
-#include "cp-async.cuh"
-#include "cuda-check.h"
-#include "dtype.cuh"
-#include "kernels.h"
-#include "pdl.cuh"
+#include "cuda/attention-launch.h"
+#include "cuda/cp-async.cuh"
+#include "cuda/cuda-check.h"
+#include "cuda/dtype.cuh"
+#include "cuda/kernels.h"
+#include "cuda/pdl.cuh"
 
 namespace engine::cuda {
 namespace {
@@ -41,6 +41,89 @@ __device__ __forceinline__ void unpack8(const uint4& raw, float (&out)[8]) {
   for (int i = 0; i < 8; ++i) out[i] = to_float(v[i]);
 }
 
+// Scores of one tile: G x TK dot products of the (pre-scaled) queries with the tile's keys, -inf past the n
+// positions in the context (lanes of a warp take consecutive positions of one head).
+template <typename T, int HD, int G, int TK, int RS>
+__device__ __forceinline__ void tile_scores(const T* ks, const float (&qs)[G][HD], float (&sc)[G][TK], int n,
+                                            int tid) {
+  constexpr int VPR = HD / 8;                                     // 16-byte vectors per key row
+  constexpr int SCORES = (G * TK + kThreads - 1) / kThreads;     // scores per thread
+#pragma unroll
+  for (int j = 0; j < SCORES; ++j) {
+    const int idx = tid + j * kThreads;
+    if (idx >= G * TK) break;
+    const int g = idx / TK, p = idx % TK;
+    float dot = -INFINITY;
+    if (p < n) {
+      dot = 0;
+#pragma unroll
+      for (int c = 0; c < VPR; ++c) {
+        float kf[8];
+        unpack8<T>(*reinterpret_cast<const uint4*>(&ks[p * RS + c * 8]), kf);
+        const float4 qa = *reinterpret_cast<const float4*>(&qs[g][c * 8]);
+        const float4 qb = *reinterpret_cast<const float4*>(&qs[g][c * 8 + 4]);
+        dot += qa.x * kf[0] + qa.y * kf[1] + qa.z * kf[2] + qa.w * kf[3] + qb.x * kf[4] + qb.y * kf[5] +
+               qb.z * kf[6] + qb.w * kf[7];
+      }
+    }
+    sc[g][p] = dot;
+  }
+}
+
+// Online softmax over one tile's scores, one warp per head: the tile's max, its weights in place of the scores,
+// the running max m_s / sum l_s, and alpha_s, the factor the accumulated outputs are rescaled by.
+template <int G, int TK>
+__device__ __forceinline__ void tile_softmax(float (&sc)[G][TK], float (&m_s)[G], float (&l_s)[G],
+                                             float (&alpha_s)[G], int n, int warp, int lane) {
+  for (int g = warp; g < G; g += kWarps) {
+    float mx = -INFINITY;
+    for (int p = lane; p < TK; p += 32) mx = fmaxf(mx, sc[g][p]);
+    mx = warp_max(mx);
+    const float m_old = m_s[g], m_new = fmaxf(m_old, mx);
+    float sum = 0;
+    for (int p = lane; p < TK; p += 32) {
+      const float e = p < n ? expf(sc[g][p] - m_new) : 0.0f;
+      sc[g][p] = e;
+      sum += e;
+    }
+    sum = warp_sum(sum);
+    if (lane == 0) {
+      const float alpha = m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
+      alpha_s[g] = alpha;
+      l_s[g] = l_s[g] * alpha + sum;
+      m_s[g] = m_new;
+    }
+  }
+}
+
+// This thread's QUADS groups of 4 output dims (of row r, heads h0 ..): normalised into a.out, or (split context)
+// unnormalised into this partition's cell of the workspace with the row's running max and sum.
+template <typename T, int HD, int G, int QUADS>
+__device__ __forceinline__ void write_partition(const AttnArgs& a, int r, int h0, const float (&acc)[QUADS][4],
+                                                const float (&m_s)[G], const float (&l_s)[G], int tid, float* ws_out,
+                                                float* ws_ms) {
+  const bool split = gridDim.z > 1;
+#pragma unroll
+  for (int j = 0; j < QUADS; ++j) {
+    const int idx = tid + j * kThreads;
+    if (idx >= G * HD / 4) break;
+    const int g = (4 * idx) / HD, d = (4 * idx) % HD;
+    if (!split) {
+      T* o = static_cast<T*>(a.out) + static_cast<int64_t>(r) * a.out_stride + static_cast<int64_t>(h0 + g) * HD + d;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[e] = from_float<T>(acc[j][e] / l_s[g]);
+    } else {
+      const int64_t cell = (static_cast<int64_t>(r) * a.n_heads + h0 + g) * gridDim.z + blockIdx.z;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) ws_out[cell * HD + d + e] = acc[j][e];
+      if (d == 0) {
+        ws_ms[cell * 2] = m_s[g];
+        ws_ms[cell * 2 + 1] = l_s[g];
+      }
+    }
+  }
+}
+
 // grid: (n_rows, n_kv * head groups, partitions); ws_out: [n_rows, n_heads, parts, HD]; ws_ms: [.., 2] (max, sum).
 template <typename T, int HD, int G>
 __global__ void __launch_bounds__(kThreads, 5) attention_kernel(AttnArgs a, int part_size, float* ws_out, float* ws_ms) {
@@ -50,7 +133,6 @@ __global__ void __launch_bounds__(kThreads, 5) attention_kernel(AttnArgs a, int 
   constexpr int VPR = HD / 8;                  // 16-byte vectors per key / value row
   constexpr int LOADS = (TK * VPR + kThreads - 1) / kThreads;  // per thread, per tile, for K and for V
   constexpr int QUADS = (G * HD / 4 + kThreads - 1) / kThreads;  // groups of 4 output dims per thread
-  constexpr int SCORES = (G * TK + kThreads - 1) / kThreads;     // scores per thread
   __shared__ __align__(16) T ks[TK * RS];
   __shared__ __align__(16) T vs[TK * RS];
   __shared__ __align__(16) float qs[G][HD];
@@ -108,48 +190,11 @@ __global__ void __launch_bounds__(kThreads, 5) attention_kernel(AttnArgs a, int 
     }
     cp_async_wait_all();
     __syncthreads();
-    // 2. Scores: G x TK dot products (lanes of a warp take consecutive positions of one head).
-#pragma unroll
-    for (int j = 0; j < SCORES; ++j) {
-      const int idx = tid + j * kThreads;
-      if (idx >= G * TK) break;
-      const int g = idx / TK, p = idx % TK;
-      float dot = -INFINITY;
-      if (p < n) {
-        dot = 0;
-#pragma unroll
-        for (int c = 0; c < VPR; ++c) {
-          float kf[8];
-          unpack8<T>(*reinterpret_cast<const uint4*>(&ks[p * RS + c * 8]), kf);
-          const float4 qa = *reinterpret_cast<const float4*>(&qs[g][c * 8]);
-          const float4 qb = *reinterpret_cast<const float4*>(&qs[g][c * 8 + 4]);
-          dot += qa.x * kf[0] + qa.y * kf[1] + qa.z * kf[2] + qa.w * kf[3] + qb.x * kf[4] + qb.y * kf[5] +
-                 qb.z * kf[6] + qb.w * kf[7];
-        }
-      }
-      sc[g][p] = dot;
-    }
+    // 2. Scores.
+    tile_scores<T, HD, G, TK, RS>(ks, qs, sc, n, tid);
     __syncthreads();
-    // 3. Online softmax, one warp per head: the tile's max, its weights in place, the running sum.
-    for (int g = warp; g < G; g += kWarps) {
-      float mx = -INFINITY;
-      for (int p = lane; p < TK; p += 32) mx = fmaxf(mx, sc[g][p]);
-      mx = warp_max(mx);
-      const float m_old = m_s[g], m_new = fmaxf(m_old, mx);
-      float sum = 0;
-      for (int p = lane; p < TK; p += 32) {
-        const float e = p < n ? expf(sc[g][p] - m_new) : 0.0f;
-        sc[g][p] = e;
-        sum += e;
-      }
-      sum = warp_sum(sum);
-      if (lane == 0) {
-        const float alpha = m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
-        alpha_s[g] = alpha;
-        l_s[g] = l_s[g] * alpha + sum;
-        m_s[g] = m_new;
-      }
-    }
+    // 3. Online softmax.
+    tile_softmax<G, TK>(sc, m_s, l_s, alpha_s, n, warp, lane);
     __syncthreads();
     // 4. Weighted values: each thread owns QUADS groups of 4 consecutive output dims of one head.
 #pragma unroll
@@ -172,26 +217,7 @@ __global__ void __launch_bounds__(kThreads, 5) attention_kernel(AttnArgs a, int 
     __syncthreads();  // (also at the next tile's top) ks / vs / sc are reused
   }
 
-  const bool split = gridDim.z > 1;
-#pragma unroll
-  for (int j = 0; j < QUADS; ++j) {
-    const int idx = tid + j * kThreads;
-    if (idx >= G * HD / 4) break;
-    const int g = (4 * idx) / HD, d = (4 * idx) % HD;
-    if (!split) {
-      T* o = static_cast<T*>(a.out) + static_cast<int64_t>(r) * a.out_stride + static_cast<int64_t>(h0 + g) * HD + d;
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[e] = from_float<T>(acc[j][e] / l_s[g]);
-    } else {
-      const int64_t cell = (static_cast<int64_t>(r) * a.n_heads + h0 + g) * gridDim.z + blockIdx.z;
-#pragma unroll
-      for (int e = 0; e < 4; ++e) ws_out[cell * HD + d + e] = acc[j][e];
-      if (d == 0) {
-        ws_ms[cell * 2] = m_s[g];
-        ws_ms[cell * 2 + 1] = l_s[g];
-      }
-    }
-  }
+  write_partition<T, HD, G, QUADS>(a, r, h0, acc, m_s, l_s, tid, ws_out, ws_ms);
 }
 
 // grid: (n_rows, n_heads). Merges the partitions a row's context spans.

@@ -2,12 +2,12 @@
 // activations, bias, and the small reshuffles around the LM head. Math in fp32, as the CPU backend does.
 #include <cfloat>
 
-#include "../dummy-value.h"
-#include "cuda-check.h"
-#include "dtype.cuh"
-#include "kernels.h"
-#include "pdl.cuh"
-#include "rope.cuh"
+#include "cuda/cuda-check.h"
+#include "cuda/dtype.cuh"
+#include "cuda/kernels.h"
+#include "cuda/pdl.cuh"
+#include "cuda/rope.cuh"
+#include "model/dummy-value.h"
 
 namespace engine::cuda {
 namespace {

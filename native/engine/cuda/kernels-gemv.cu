@@ -8,10 +8,10 @@
 // squares on the way, and the row's 1 / rms multiplies the finished dot products.
 #include <type_traits>
 
-#include "cuda-check.h"
-#include "dtype.cuh"
-#include "kernels.h"
-#include "pdl.cuh"
+#include "cuda/cuda-check.h"
+#include "cuda/dtype.cuh"
+#include "cuda/kernels.h"
+#include "cuda/pdl.cuh"
 
 namespace engine::cuda {
 namespace {
@@ -37,13 +37,74 @@ __device__ __forceinline__ void load_chunk(const T* p, float (&out)[kChunk]) {
   unpack<T>(__ldg(reinterpret_cast<const uint4*>(p)), out);
 }
 
+// Shared memory for the k parts' sums: [warps][this warp's rows (+ the sum of squares, gemv_rms)][M].
+template <typename XT, int M, int KS>
+using PartialSums = float[KS > 1 ? kWarps : 1][kRowsPerWarp + (std::is_same_v<XT, float> ? 1 : 0)][M];
+
+// The end of a warp's rows: with KS > 1 the k parts' sums (and sums of squares) meet in shared memory (`partial`)
+// and the part-0 warp finishes; kNorm: the rms scaling; then y (+= with accumulate) from lane 0.
+template <typename XT, int M, typename OutT, int KS>
+__device__ __forceinline__ void finish_rows(float (&acc)[kRowsPerWarp][M], float (&ss)[M],
+                                            PartialSums<XT, M, KS>& partial, OutT* y, int64_t n, int64_t k,
+                                            int64_t ldy, bool accumulate, float eps, int64_t n0, int warp, int part,
+                                            int lane) {
+  constexpr bool kNorm = std::is_same_v<XT, float>;
+  if constexpr (KS > 1) {
+    if (lane == 0)
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+#pragma unroll
+        for (int r = 0; r < kRowsPerWarp; ++r) partial[warp][r][m] = acc[r][m];
+        if constexpr (kNorm) partial[warp][kRowsPerWarp][m] = ss[m];
+      }
+    __syncthreads();
+    if (part != 0 || n0 >= n) return;
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        float sum = 0;
+#pragma unroll
+        for (int p = 0; p < KS; ++p) sum += partial[warp + p][r][m];
+        acc[r][m] = sum;
+      }
+      if constexpr (kNorm) {
+        float sum = 0;
+#pragma unroll
+        for (int p = 0; p < KS; ++p) sum += partial[warp + p][kRowsPerWarp][m];
+        ss[m] = sum;
+      }
+    }
+  }
+  if constexpr (kNorm)
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      // The same 1 / rms as the norm kernel (kernels-elementwise.cu).
+      const float inv = 1.0f / sqrtf(ss[m] / static_cast<float>(k) + eps);
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) acc[r][m] *= inv;
+    }
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      if (n0 + r >= n) break;
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        OutT* dst = y + m * ldy + n0 + r;
+        const float prev = accumulate ? to_float(*dst) : 0.0f;
+        *dst = from_float<OutT>(prev + acc[r][m]);
+      }
+    }
+  }
+}
+
 // XT: T (x as given) or float (x the residual stream, normalised on the fly with norm_w, eps: gemv_rms).
 template <typename T, typename XT, int M, typename OutT, int KS>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(const XT* __restrict__ x, const T* __restrict__ w, OutT* y, int64_t n, int64_t k, int64_t ldy,
                 bool accumulate, const float* __restrict__ norm_w, float eps) {
   constexpr bool kNorm = std::is_same_v<XT, float>;
-  __shared__ float partial[KS > 1 ? kWarps : 1][kRowsPerWarp + (kNorm ? 1 : 0)][M];
+  __shared__ PartialSums<XT, M, KS> partial;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int part = warp % KS;  // which 1/KS of k this warp streams
   const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * (kWarps / KS) + warp / KS) * kRowsPerWarp;
@@ -122,53 +183,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) ss[m] += __shfl_xor_sync(0xffffffffu, ss[m], o);
   }
-  if constexpr (KS > 1) {
-    if (lane == 0)
-#pragma unroll
-      for (int m = 0; m < M; ++m) {
-#pragma unroll
-        for (int r = 0; r < kRowsPerWarp; ++r) partial[warp][r][m] = acc[r][m];
-        if constexpr (kNorm) partial[warp][kRowsPerWarp][m] = ss[m];
-      }
-    __syncthreads();
-    if (part != 0 || n0 >= n) return;
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) {
-        float sum = 0;
-#pragma unroll
-        for (int p = 0; p < KS; ++p) sum += partial[warp + p][r][m];
-        acc[r][m] = sum;
-      }
-      if constexpr (kNorm) {
-        float sum = 0;
-#pragma unroll
-        for (int p = 0; p < KS; ++p) sum += partial[warp + p][kRowsPerWarp][m];
-        ss[m] = sum;
-      }
-    }
-  }
-  if constexpr (kNorm)
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-      // The same 1 / rms as the norm kernel (kernels-elementwise.cu).
-      const float inv = 1.0f / sqrtf(ss[m] / static_cast<float>(k) + eps);
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) acc[r][m] *= inv;
-    }
-  if (lane == 0) {
-#pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) {
-      if (n0 + r >= n) break;
-#pragma unroll
-      for (int m = 0; m < M; ++m) {
-        OutT* dst = y + m * ldy + n0 + r;
-        const float prev = accumulate ? to_float(*dst) : 0.0f;
-        *dst = from_float<OutT>(prev + acc[r][m]);
-      }
-    }
-  }
+  finish_rows<XT, M, OutT, KS>(acc, ss, partial, y, n, k, ldy, accumulate, eps, n0, warp, part, lane);
 }
 
 // What a launch carries besides the shapes: x (T, or the fp32 residual stream when norm_w is set) and the output.

@@ -2,9 +2,9 @@
 // log-softmax, so a greedy decode step copies two numbers per sequence to the host instead of a vocab of logits.
 #include <cfloat>
 
-#include "cuda-check.h"
-#include "kernels.h"
-#include "pdl.cuh"
+#include "cuda/cuda-check.h"
+#include "cuda/kernels.h"
+#include "cuda/pdl.cuh"
 
 namespace engine::cuda {
 namespace {
@@ -209,6 +209,51 @@ __device__ Cut find_best_first(const float* row, int64_t vocab, const Cut& in, f
   return Cut{key, found >= 0 ? found : vocab - 1};
 }
 
+// The draw without top-k / top-p, in token order (the host sampler's order): the first id whose running mass
+// (weights exp(row - mx)) exceeds `target`, kThreads ids at a time; the last id with mass if rounding left the
+// target past the total.
+__device__ __forceinline__ int64_t draw_in_token_order(const float* row, int64_t vocab, float mx, double target,
+                                                       int lane, int warp, Shared& sh) {
+  double run = 0;
+  if (threadIdx.x == 0) sh.found = -1;
+  for (int64_t base = 0; base < vocab; base += kThreads) {
+    const int64_t i = base + threadIdx.x;
+    const double w = i < vocab ? static_cast<double>(__expf(row[i] - mx)) : 0.0;
+    // Inclusive scan of w over the block: warp scan, then the warps' totals. A lane's exclusive sum is its
+    // left neighbour's inclusive one (the same number), so exactly one lane sees the target crossed.
+    double incl = w;
+    for (int o = 1; o < 32; o <<= 1) {
+      const double y = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += y;
+    }
+    double excl = __shfl_up_sync(0xffffffffu, incl, 1);
+    if (lane == 0) excl = 0;
+    __syncthreads();
+    if (lane == 31) sh.dsum[warp] = incl;
+    __syncthreads();
+    double before = 0, chunk = 0;
+    for (int wi = 0; wi < (kThreads >> 5); ++wi) {
+      if (wi < warp) before += sh.dsum[wi];
+      chunk += sh.dsum[wi];
+    }
+    if (w > 0 && run + before + incl > target && run + before + excl <= target) sh.found = static_cast<int>(i);
+    run += chunk;
+    __syncthreads();
+    if (sh.found >= 0 || run > target) break;
+  }
+  __syncthreads();
+  int64_t chosen = sh.found;
+  if (chosen < 0) {  // rounding left the target past the last sum: the last token with mass
+    if (threadIdx.x == 0) sh.found = -1;
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < vocab; i += kThreads)
+      if (__expf(row[i] - mx) > 0) atomicMax(&sh.found, static_cast<int>(i));
+    __syncthreads();
+    chosen = sh.found;
+  }
+  return chosen;
+}
+
 __global__ void __launch_bounds__(kThreads)
     sample_kernel(float* logits, int64_t vocab, const SampleSpec* specs, const int32_t* pen_tokens,
                   const int32_t* pen_counts, int32_t* token, float* log_prob) {
@@ -297,44 +342,7 @@ __global__ void __launch_bounds__(kThreads)
   if (limited || nucleus) {
     chosen = find_best_first<true>(row, vocab, set, mx, target, true, sh).id;
   } else {
-    // Token order: the first id whose running mass exceeds the target, 1024 ids at a time.
-    double run = 0;
-    if (threadIdx.x == 0) sh.found = -1;
-    for (int64_t base = 0; base < vocab; base += kThreads) {
-      const int64_t i = base + threadIdx.x;
-      const double w = i < vocab ? static_cast<double>(__expf(row[i] - mx)) : 0.0;
-      // Inclusive scan of w over the block: warp scan, then the warps' totals. A lane's exclusive sum is its
-      // left neighbour's inclusive one (the same number), so exactly one lane sees the target crossed.
-      double incl = w;
-      for (int o = 1; o < 32; o <<= 1) {
-        const double y = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= o) incl += y;
-      }
-      double excl = __shfl_up_sync(0xffffffffu, incl, 1);
-      if (lane == 0) excl = 0;
-      __syncthreads();
-      if (lane == 31) sh.dsum[warp] = incl;
-      __syncthreads();
-      double before = 0, chunk = 0;
-      for (int wi = 0; wi < (kThreads >> 5); ++wi) {
-        if (wi < warp) before += sh.dsum[wi];
-        chunk += sh.dsum[wi];
-      }
-      if (w > 0 && run + before + incl > target && run + before + excl <= target) sh.found = static_cast<int>(i);
-      run += chunk;
-      __syncthreads();
-      if (sh.found >= 0 || run > target) break;
-    }
-    __syncthreads();
-    chosen = sh.found;
-    if (chosen < 0) {  // rounding left the target past the last sum: the last token with mass
-      if (threadIdx.x == 0) sh.found = -1;
-      __syncthreads();
-      for (int64_t i = threadIdx.x; i < vocab; i += kThreads)
-        if (__expf(row[i] - mx) > 0) atomicMax(&sh.found, static_cast<int>(i));
-      __syncthreads();
-      chosen = sh.found;
-    }
+    chosen = draw_in_token_order(row, vocab, mx, target, lane, warp, sh);
   }
   if (threadIdx.x == 0) {
     const double p = static_cast<double>(__expf(row[chosen] - mx)) / kept;

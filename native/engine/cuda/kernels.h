@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "attention-rows.h"
+#include "cuda/attention-rows.h"
 
 namespace engine::cuda {
 

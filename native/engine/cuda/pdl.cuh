@@ -13,7 +13,7 @@
 #include <cstring>
 #include <utility>
 
-#include "cuda-check.h"
+#include "cuda/cuda-check.h"
 
 namespace engine::cuda {
 

@@ -1,0 +1,42 @@
+// Device-memory collectives for the CUDA backend, over NCCL: part of the comm unit (with comm.cpp, the only files
+// that include mpi.h / nccl.h). A DeviceComm spans the same ranks as a Comm group (a tp or pp group); its
+// ncclUniqueId travels over that group's MPI communicator, so no other rendezvous is needed. Streams are passed as
+// void* (a cudaStream_t) to keep CUDA headers out of this header.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "comm/comm.h"
+
+namespace engine {
+
+class DeviceComm {
+ public:
+  // Collective over `group`, on the thread that makes the group's MPI calls, with the rank's GPU current.
+  static std::unique_ptr<DeviceComm> create(const Comm& group);
+  ~DeviceComm();
+  DeviceComm(const DeviceComm&) = delete;
+  DeviceComm& operator=(const DeviceComm&) = delete;
+
+  int32_t rank() const { return rank_; }
+  int32_t size() const { return size_; }
+
+  // Enqueued on `stream`; they complete in stream order like kernels.
+  void all_reduce_sum(float* data, size_t count, void* stream);
+  void all_gather(const float* send, size_t count, float* recv, void* stream);  // recv: [size, count]
+  void send(const void* data, size_t bytes, int32_t peer, void* stream);
+  void recv(void* data, size_t bytes, int32_t peer, void* stream);
+
+  struct Impl;
+
+ private:
+  DeviceComm() = default;
+  std::unique_ptr<Impl> impl_;
+  int32_t rank_ = 0, size_ = 1;
+};
+
+// "2.27.3", or "" when NCCL is not built in.
+const char* nccl_version();
+
+}  // namespace engine

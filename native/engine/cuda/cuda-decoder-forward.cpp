@@ -1,0 +1,193 @@
+// One iteration on the GPU: the batch's rows (model/batch-layout.h) and metadata (batch-meta.h), then every layer
+// of this stage enqueued on the stream, then the LM head (cuda-decoder-logits.cpp) or, for a decode batch on one
+// GPU, a CUDA graph of all of it (cuda-decoder-graphs.cpp).
+#include "cuda/cuda-decoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "model/model-checks.h"
+
+namespace engine::cuda {
+
+void CudaDecoder::forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) {
+  validate_chunks(chunks, config_, !spec_.rope, num_blocks_, tokens_per_block_);
+  use_device();
+  comm_stats_ = {};
+  sampler_.clear();
+  layout_batch(chunks, samples_on_device(), config_.vocab_size, batch_, out);
+  const int64_t T = batch_.num_tokens, R = batch_.num_out_rows();
+  // Only the leader samples, so only it gets host rows; a device-sampled chunk has none.
+  if (layout_.leader())
+    out.logits.resize(static_cast<size_t>(batch_.num_host_rows) * static_cast<size_t>(config_.vocab_size));
+  else
+    out.logits.clear();
+  if (T == 0) return;
+  if (T > cap_tokens_) reserve(T, cap_logit_rows_);
+
+  const bool graph = use_graph(chunks);
+  const BatchMeta meta = upload_meta(chunks, graph);
+  if (graph) {
+    run_graph(meta, chunks, out);
+    return;
+  }
+  enqueue_layers(meta, T, R, meta.max_ctx);
+  if (layout_.last_stage() || layout_.leader()) {
+    // The LM head in slices of the reserved logits rows, each sampled / copied out before the next.
+    for (int64_t r0 = 0; r0 < R; r0 += cap_logit_rows_)
+      lm_head_rows(xn_.get(), r0, std::min(cap_logit_rows_, R - r0), chunks, out);
+  }
+  check_cuda(cudaStreamSynchronize(stream_), "forward");
+}
+
+bool CudaDecoder::use_graph(const std::vector<SequenceChunk>& chunks) const {
+  // One launch instead of ~10 per layer; a graph's shapes depend on the batch size alone, so only decode batches
+  // (one token, last-row logits) qualify, and only without collectives in the way (one GPU).
+  const int64_t T = batch_.num_tokens;
+  bool graph = graphs_enabled_ && tp_.size() == 1 && pp_.size() == 1 && batch_.num_out_rows() == T &&
+               T <= cap_logit_rows_ && batch_.num_table_entries <= kGraphTableEntries;
+  for (const SequenceChunk& ch : chunks) graph = graph && ch.tokens.size() == 1 && !ch.all_logits;
+  return graph;
+}
+
+BatchMeta CudaDecoder::upload_meta(const std::vector<SequenceChunk>& chunks, bool graph) {
+  const MetaLayout ml =
+      meta_layout(batch_.num_tokens, batch_.num_out_rows(), graph ? kGraphTableEntries : batch_.num_table_entries);
+  meta_host_.ensure(ml.total);
+  if (ml.total > meta_dev_.bytes()) {
+    meta_dev_.ensure(ml.total);
+    drop_graphs();  // captured graphs read the old buffer
+  }
+  MetaGeometry g;
+  g.tokens_per_block = tokens_per_block_;
+  g.block_elems = block_elems_;
+  g.head_dim = config_.head_dim;
+  g.rows_per_group = attention_rows_per_group(num_heads_, num_kv_heads_, config_.head_dim);
+  const BatchMeta m = fill_batch_meta(chunks, batch_, ml, g, meta_host_.as<char>(), meta_dev_.as<char>());
+  check_cuda(cudaMemcpyAsync(meta_dev_.get(), meta_host_.get(), ml.total, cudaMemcpyHostToDevice, stream_),
+             "upload metadata");
+  return m;
+}
+
+void CudaDecoder::enqueue_layers(const BatchMeta& m, int64_t T, int64_t R, int32_t max_ctx) {
+  const int64_t H = config_.hidden_size, V = config_.vocab_size;
+  float* x = x_.as<float>();
+  if (layout_.first_stage()) {
+    embed(m.tokens, T, embed_.get(), dt_, layout_.vocab_begin, layout_.local_real_vocab(V), H, x, stream_);
+    // Vocab parallel: each token's row came from the one tp rank owning its id, the others gave zeros.
+    all_reduce(x, static_cast<size_t>(T * H));
+    if (!spec_.rope) add_position_embedding(x, m.positions, T, pos_embed_.get(), dt_, H, stream_);
+  } else {
+    pp_dev_->recv(x, static_cast<size_t>(T * H) * 4, pp_.rank() - 1, stream_);
+    comm_stats_.bytes += static_cast<uint64_t>(T * H) * 4;
+    ++comm_stats_.calls;
+  }
+  for (int32_t l = 0; l < num_layers_; ++l) {
+    // Past the model's last attention only rows that produce logits matter (K/V of every token are written by
+    // then): the last layer's projection and MLP run on those rows alone, gathered into x2_, which x then names.
+    const bool last = layout_.last_stage() && l == num_layers_ - 1;
+    attention_layer(l, m, x, T, R, max_ctx, last);
+    if (last) x = x2_.as<float>();
+    mlp_layer(l, x, last ? R : T);
+  }
+  if (!layout_.last_stage()) {
+    // Every tp rank hands its (identical) activations to the same tp rank of the next stage.
+    pp_dev_->send(x, static_cast<size_t>(T * H) * 4, pp_.rank() + 1, stream_);
+    comm_stats_.bytes += static_cast<uint64_t>(T * H) * 4;
+    ++comm_stats_.calls;
+  } else {
+    norm(x, xn_.get(), dt_, R, H, final_norm_.w.as<float>(), final_norm_.bias(), config_.norm_eps, stream_);
+  }
+}
+
+void CudaDecoder::attention_layer(int32_t l, const BatchMeta& m, float* x, int64_t T, int64_t R, int32_t max_ctx,
+                                  bool last) {
+  const DLayer& lw = layers_[l];
+  const int32_t hd = config_.head_dim;
+  const size_t es = dtype_size(dt_);
+  const size_t layer_elems = static_cast<size_t>(num_blocks_) * static_cast<size_t>(block_elems_);
+  char* k_pool = kv_.as<char>() + static_cast<size_t>(2 * l) * layer_elems * es;
+  char* v_pool = k_pool + layer_elems * es;
+  float* qkv = qkv_.as<float>();
+  void* attn = attn_.get();
+  const int64_t qkv_w = q_dim_ + 2 * kv_dim_;
+
+  norm_linear(lw.attn_norm, x, T, lw.qkv, qkv, true);
+  // attention() rotates q / k and writes this step's keys and values (in its kernel for small decode batches).
+  const NewKv fresh{T, lw.qkv.bias(), m.positions, spec_.rope ? inv_freq_.as<float>() : nullptr, m.kv_dst};
+  if (!fuse_kv_)
+    rope_and_write_kv(qkv, T, qkv_w, fresh.bias, num_heads_, num_kv_heads_, hd, m.positions, fresh.inv_freq, k_pool,
+                      v_pool, dt_, m.kv_dst, tokens_per_block_, stream_);
+  AttnArgs a{};
+  if (fuse_kv_) a.fresh = fresh;
+  a.q = qkv;
+  a.q_stride = qkv_w;
+  a.k_pool = k_pool;
+  a.v_pool = v_pool;
+  a.dt = dt_;
+  a.block_tables = m.tables;
+  a.n_heads = num_heads_;
+  a.n_kv = num_kv_heads_;
+  a.head_dim = hd;
+  a.tokens_per_block = tokens_per_block_;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  a.out = attn;
+  a.out_stride = q_dim_;
+  a.max_ctx = max_ctx;
+  a.new_last_only = m.one_token_each;
+  a.rows = last ? m.rows_last : m.rows_all;
+  a.n_rows = static_cast<int32_t>(last ? R : T);
+  a.groups = last ? m.groups_last : m.groups_all;
+  a.n_groups = last ? m.n_groups_last : m.n_groups_all;
+  attention(a, attn_ws_.as<float>(), num_sms_, stream_);
+  if (last) {
+    float* x2 = x2_.as<float>();
+    gather_rows(x, m.out_rows, x2, R, config_.hidden_size, stream_);
+    row_parallel(lw.o, attn, R, x2);
+  } else {
+    row_parallel(lw.o, attn, T, x);
+  }
+}
+
+void CudaDecoder::mlp_layer(int32_t l, float* x, int64_t rows) {
+  const DLayer& lw = layers_[l];
+  void* mlp = mlp_.get();
+  void* mlp_act = spec_.gated_mlp ? mlp_act_.get() : mlp;
+  norm_linear(lw.mlp_norm, x, rows, lw.up, mlp, false);
+  if (spec_.gated_mlp)
+    gated_activation(mlp, mlp_act, dt_, rows, inter_, act_, lw.up.bias(), stream_);
+  else
+    activation(mlp, dt_, rows, inter_, act_, lw.up.bias(), stream_);
+  row_parallel(lw.down, mlp_act, rows, x);
+}
+
+void CudaDecoder::linear(const DLinear& l, const void* x, int64_t rows, void* y, bool y_f32, bool accumulate) {
+  gemm_->xwt(rows, l.out, l.in, x, l.w.get(), dt_, y, y_f32, l.out, accumulate);
+}
+
+void CudaDecoder::norm_linear(const DNorm& n, const float* x, int64_t rows, const DLinear& l, void* y, bool y_f32) {
+  if (fuse_norm_ && n.bias() == nullptr &&
+      gemm_->xwt_rms(rows, l.out, l.in, x, n.w.as<float>(), config_.norm_eps, l.w.get(), dt_, y, y_f32, l.out))
+    return;
+  norm(x, xn_.get(), dt_, rows, config_.hidden_size, n.w.as<float>(), n.bias(), config_.norm_eps, stream_);
+  linear(l, xn_.get(), rows, y, y_f32, false);
+}
+
+void CudaDecoder::all_reduce(float* x, size_t n) {
+  if (tp_.size() == 1) return;
+  tp_dev_->all_reduce_sum(x, n, stream_);
+  comm_stats_.bytes += n * sizeof(float);
+  ++comm_stats_.calls;
+}
+
+void CudaDecoder::row_parallel(const DLinear& l, const void* x, int64_t rows, float* y) {
+  // The residual stream y is the same on every tp rank: rank 0 adds its partial product (and the bias) onto it,
+  // the others overwrite it with theirs, so one all-reduce yields y + Σ partials + bias.
+  const bool rank0 = tp_.rank() == 0;
+  linear(l, x, rows, y, true, rank0);
+  if (l.bias() != nullptr) add_bias(y, l.bias(), rows, l.out, stream_);
+  all_reduce(y, static_cast<size_t>(rows * l.out));
+}
+
+}  // namespace engine::cuda

@@ -1,0 +1,76 @@
+// Decode batches as CUDA graphs: one graph per (batch size, context bucket), captured on first use and replayed
+// after; the argmax kernel runs over every row inside the graph, and what the executor samples elsewhere (host
+// rows, device-sampled rows) is taken from the graph's logits afterwards.
+#include "cuda/cuda-decoder.h"
+
+#include <cstring>
+
+namespace engine::cuda {
+
+void CudaDecoder::run_graph(const BatchMeta& m, const std::vector<SequenceChunk>& chunks, ForwardOutput& out) {
+  const int64_t T = batch_.num_tokens, V = config_.vocab_size;
+  // Contexts are bucketed by powers of two: the bucket sizes the attention's split (its grid), positions past a
+  // row's own context are skipped by the kernel.
+  int32_t bucket = 64;
+  while (bucket < m.max_ctx) bucket *= 2;
+  check_cuda(cudaGraphLaunch(graph_for(m, T, bucket), stream_), "cudaGraphLaunch");
+  // Tokens and log-probs of every row (the argmax ran on all of them), logits of the host-sampled ones. In a
+  // decode batch logit row i is token row i of chunk i.
+  const int64_t cap = cap_logit_rows_;
+  int32_t* gd = greedy_dev_.as<int32_t>();
+  int32_t* gh = greedy_host_.as<int32_t>();
+  check_cuda(cudaMemcpyAsync(gh, gd, sizeof(int32_t) * T, cudaMemcpyDeviceToHost, stream_), "greedy tokens");
+  check_cuda(cudaMemcpyAsync(gh + cap, gd + cap, sizeof(float) * T, cudaMemcpyDeviceToHost, stream_), "greedy log-probs");
+  float* logits = logits_local_.as<float>();
+  enqueue_sampling(logits, 0, T, chunks);  // (the graph's argmax of these rows is not used)
+  const int32_t* host_row = batch_.host_row.data();
+  float* staging = logits_host_.as<float>();
+  for (int64_t i = 0; i < T; ++i)
+    if (host_row[i] >= 0)
+      check_cuda(cudaMemcpyAsync(staging + i * V, logits + i * V, sizeof(float) * V, cudaMemcpyDeviceToHost, stream_),
+                 "copy logits");
+  check_cuda(cudaStreamSynchronize(stream_), "forward");
+  sampler_.finish(out);
+  const float* glp = reinterpret_cast<const float*>(gh + cap);
+  for (int64_t i = 0; i < T; ++i) {
+    const size_t c = static_cast<size_t>(batch_.out_chunk[i]);
+    if (host_row[i] >= 0)
+      std::memcpy(out.logits.data() + static_cast<size_t>(host_row[i]) * V, staging + i * V, sizeof(float) * V);
+    else if (chunks[c].sample_on == SampleOn::device_argmax)
+      out.sampled[c] = DeviceSample{gh[i], glp[i]};
+  }
+}
+
+cudaGraphExec_t CudaDecoder::graph_for(const BatchMeta& m, int64_t T, int32_t bucket) {
+  const uint64_t key = (static_cast<uint64_t>(T) << 32) | static_cast<uint32_t>(bucket);
+  auto it = graphs_.find(key);
+  if (it != graphs_.end()) return it->second;
+  // One plain run first (it rewrites the same K/V, so it is harmless): the GEMMs pick their kernels by timing,
+  // which a capture cannot do.
+  enqueue_layers(m, T, T, bucket);
+  enqueue_logits_and_greedy(T);
+  cudaGraph_t g = nullptr;
+  check_cuda(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  try {
+    enqueue_layers(m, T, T, bucket);
+    enqueue_logits_and_greedy(T);
+  } catch (...) {
+    cudaStreamEndCapture(stream_, &g);
+    if (g != nullptr) cudaGraphDestroy(g);
+    throw;
+  }
+  check_cuda(cudaStreamEndCapture(stream_, &g), "cudaStreamEndCapture");
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
+  cudaGraphDestroy(g);
+  check_cuda(e, "cudaGraphInstantiate");
+  graphs_.emplace(key, exec);
+  return exec;
+}
+
+void CudaDecoder::drop_graphs() {
+  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+  graphs_.clear();
+}
+
+}  // namespace engine::cuda

@@ -1,0 +1,105 @@
+// The end of an iteration on the GPU: the LM head (vocab-parallel under tp, sent to the leader under pp), then on
+// the leader each logit row goes where its chunk's SampleOn says: the argmax kernel, the device sampler, or a copy
+// to the host for the executor's sampler.
+#include "cuda/cuda-decoder.h"
+
+#include <cstring>
+
+
+namespace engine::cuda {
+
+void CudaDecoder::lm_head_rows(const void* xn, int64_t r0, int64_t n, const std::vector<SequenceChunk>& chunks,
+                               ForwardOutput& out) {
+  const int64_t V = config_.vocab_size, H = config_.hidden_size;
+  const size_t es = dtype_size(dt_);
+  float* logits = nullptr;
+  if (layout_.last_stage()) {
+    const int64_t Vl = layout_.local_vocab();
+    const void* head = lm_head_.empty() ? embed_.get() : lm_head_.get();
+    const void* x = static_cast<const char*>(xn) + static_cast<size_t>(r0 * H) * es;
+    gemm_->xwt(n, Vl, H, x, head, dt_, logits_local_.get(), true, Vl, false);
+    logits = logits_local_.as<float>();
+    if (tp_.size() > 1) {
+      mask_columns(logits, n, Vl, layout_.local_real_vocab(V), stream_);
+      tp_dev_->all_gather(logits, static_cast<size_t>(n * Vl), logits_all_.as<float>(), stream_);
+      comm_stats_.bytes += static_cast<uint64_t>(n * Vl) * 4;
+      ++comm_stats_.calls;
+      assemble_vocab(logits_all_.as<float>(), tp_.size(), n, Vl, V, logits_full_.as<float>(), stream_);
+      logits = logits_full_.as<float>();
+    }
+    if (pp_.size() > 1 && tp_.rank() == 0) {
+      pp_dev_->send(logits, static_cast<size_t>(n * V) * 4, 0, stream_);
+      comm_stats_.bytes += static_cast<uint64_t>(n * V) * 4;
+      ++comm_stats_.calls;
+    }
+  } else if (layout_.leader()) {
+    logits = logits_full_.as<float>();
+    pp_dev_->recv(logits, static_cast<size_t>(n * V) * 4, pp_.size() - 1, stream_);
+    comm_stats_.bytes += static_cast<uint64_t>(n * V) * 4;
+    ++comm_stats_.calls;
+  }
+  if (!layout_.leader()) return;
+
+  // Argmax rows on the GPU; the others: copied to the host, runs of consecutive host rows at once.
+  // greedy buffers: [0, cap) tokens, [cap, 2 cap) log-probs, [2 cap, 3 cap) the rows' indices in this slice.
+  const int64_t cap = cap_logit_rows_;
+  int32_t* gd = greedy_dev_.as<int32_t>();
+  int32_t* gh = greedy_host_.as<int32_t>();
+  int32_t ng = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (chunks[static_cast<size_t>(batch_.out_chunk[r0 + i])].sample_on == SampleOn::device_argmax)
+      gh[2 * cap + ng++] = static_cast<int32_t>(i);
+  if (ng > 0) {
+    check_cuda(cudaMemcpyAsync(gd + 2 * cap, gh + 2 * cap, sizeof(int32_t) * ng, cudaMemcpyHostToDevice, stream_),
+               "greedy rows");
+    greedy_sample(logits, gd + 2 * cap, ng, V, gd, reinterpret_cast<float*>(gd + cap), stream_);
+    check_cuda(cudaMemcpyAsync(gh, gd, sizeof(int32_t) * ng, cudaMemcpyDeviceToHost, stream_), "greedy tokens");
+    check_cuda(cudaMemcpyAsync(gh + cap, gd + cap, sizeof(float) * ng, cudaMemcpyDeviceToHost, stream_),
+               "greedy log-probs");
+  }
+  enqueue_sampling(logits, r0, n, chunks);
+  const int32_t* host_row = batch_.host_row.data();
+  float* staging = logits_host_.as<float>();
+  for (int64_t i = 0; i < n;) {
+    if (host_row[r0 + i] < 0) {
+      ++i;
+      continue;
+    }
+    int64_t j = i + 1;
+    while (j < n && host_row[r0 + j] == host_row[r0 + j - 1] + 1) ++j;
+    check_cuda(cudaMemcpyAsync(staging + i * V, logits + i * V, sizeof(float) * (j - i) * V, cudaMemcpyDeviceToHost,
+                               stream_),
+               "copy logits");
+    i = j;
+  }
+  check_cuda(cudaStreamSynchronize(stream_), "forward");
+  for (int64_t i = 0; i < n; ++i)
+    if (host_row[r0 + i] >= 0)
+      std::memcpy(out.logits.data() + static_cast<size_t>(host_row[r0 + i]) * V, staging + i * V, sizeof(float) * V);
+  sampler_.finish(out);
+  const float* glp = reinterpret_cast<const float*>(gh + cap);
+  for (int32_t g = 0; g < ng; ++g) {
+    const int64_t row = r0 + gh[2 * cap + g];
+    out.sampled[static_cast<size_t>(batch_.out_chunk[row])] = DeviceSample{gh[g], glp[g]};
+  }
+}
+
+void CudaDecoder::enqueue_sampling(float* logits, int64_t r0, int64_t n, const std::vector<SequenceChunk>& chunks) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t c = batch_.out_chunk[r0 + i];
+    const SequenceChunk& ch = chunks[static_cast<size_t>(c)];
+    if (ch.sample_on == SampleOn::device) sampler_.add(static_cast<int32_t>(i), c, ch.device_sampling);
+  }
+  sampler_.enqueue(logits, config_.vocab_size, stream_);
+}
+
+void CudaDecoder::enqueue_logits_and_greedy(int64_t rows) {
+  const int64_t V = config_.vocab_size, H = config_.hidden_size;
+  const void* head = lm_head_.empty() ? embed_.get() : lm_head_.get();
+  gemm_->xwt(rows, V, H, xn_.get(), head, dt_, logits_local_.get(), true, V, false);
+  int32_t* gd = greedy_dev_.as<int32_t>();
+  greedy_sample(logits_local_.as<float>(), iota_.as<int32_t>(), static_cast<int32_t>(rows), V, gd,
+                reinterpret_cast<float*>(gd + cap_logit_rows_), stream_);
+}
+
+}  // namespace engine::cuda

@@ -1,0 +1,140 @@
+// The executor's private state, shared by executor.cpp (public API, runs on caller threads) and the loop thread's
+// files: executor-loop.cpp (waiting, cancels, delivery), executor-iteration.cpp (one iteration's steps),
+// executor-sample.cpp (tokens into sequences), executor-beams.cpp. Fields are grouped by who may touch them:
+// "guarded by mu" ones from any thread with mu held, "loop thread only" ones without a lock, since only the loop
+// thread ever reads or writes them.
+#pragma once
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "executor/executor.h"
+#include "kv-cache/kv-cache.h"
+#include "sampling/beam-search.h"
+#include "sampling/sampler.h"
+#include "scheduling/scheduler.h"
+#include "scheduling/sequence.h"
+#include "scheduling/validate.h"
+
+namespace engine {
+
+// What the loop thread is doing, for the test hook's waits.
+enum class LoopState {
+  running,  // draining, iterating or delivering
+  idle,     // asleep with nothing queued or running
+  held,     // asleep because its iteration allowance is spent (work may be waiting)
+};
+
+// Removes `seq` from the queue or the running set.
+template <typename Container>
+void erase_ptr(Container& c, const Sequence* seq) {
+  c.erase(std::remove(c.begin(), c.end(), seq), c.end());
+}
+
+// One iteration's batch, built by build_chunks and read by the forward and sampling steps. Index i is chunk i.
+struct IterationBatch {
+  std::vector<Sequence*> seqs;        // the chunk's sequence (a beam-search one once per live beam, consecutively)
+  std::vector<SequenceChunk> chunks;
+  // Prompt positions [from, to) whose logits rows the chunk's sequence keeps (return_context_logits); else 0, 0.
+  std::vector<int32_t> ctx_rows_from, ctx_rows_to;
+  bool empty() const { return seqs.empty(); }
+};
+
+struct Executor::Impl {
+  // Immutable after construction.
+  std::unique_ptr<Model> model;
+  ExecutorConfig config;       // with max_seq_len resolved
+  int32_t vocab_size = 0;
+  ValidationLimits limits;
+  SchedulerConfig scheduler_config;
+  std::chrono::steady_clock::time_point epoch;
+  int64_t kv_pool_bytes = 0;   // num_blocks * tokens_per_block * kv_bytes_per_token
+
+  // Guarded by mu.
+  mutable std::mutex mu;
+  std::condition_variable wake;          // the loop sleeps on it while it has nothing to do
+  std::condition_variable responses_cv;  // await_responses sleeps on it
+  std::vector<std::unique_ptr<Sequence>> incoming;  // enqueued, not yet seen by the loop
+  std::vector<RequestId> cancels;
+  bool stopping = false;      // shutdown requested: no more enqueues
+  bool loop_done = false;     // the loop thread has emitted its last responses
+  std::deque<Response> responses;
+  std::function<void(std::vector<Response>&&)> callback;
+  std::deque<IterationStats> iteration_stats;
+  KvCacheStats kv_snapshot;
+  RequestId next_id = 1;
+  int32_t num_queued = 0;     // accepted and never scheduled (what max_queue_size bounds)
+  std::atomic<int32_t> num_active{0};  // accepted and without a final response yet
+  // The test hook (Executor::hold_iterations): iterations the loop may still start; -1: no limit.
+  int64_t hold_allowance = -1;
+  LoopState loop_state = LoopState::running;
+  std::condition_variable parked_cv;  // wait_until_held / wait_until_idle sleep on it
+  int64_t iterations_done = 0;        // iterations recorded in the stats (the loop's `iter`, readable by others)
+
+  // Loop thread only.
+  KvCacheManager kv;
+  Sampler sampler;
+  BeamSearch beam_search;
+  std::unordered_map<RequestId, std::unique_ptr<Sequence>> live;
+  std::deque<Sequence*> queue;      // waiting to (re)start; paused ones at the front
+  std::vector<Sequence*> running;   // in start order (oldest first)
+  uint64_t next_start_order = 0;
+  int64_t iter = 0;  // iterations recorded in the stats so far
+  std::thread thread;
+  std::mutex join_mu;  // serialises shutdown() callers around the join
+
+  double now() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch).count();
+  }
+
+  // executor-loop.cpp
+  void run_loop();
+  // Sleeps until there is work the loop may do (or shutdown), taking what enqueue and cancel queued. Sets
+  // loop_state while asleep. Returns whether shutdown was requested.
+  bool wait_for_work(std::vector<std::unique_ptr<Sequence>>& arrived, std::vector<RequestId>& to_cancel);
+  void stop_loop();  // shutdown: every sequence cancelled, the last responses delivered
+  void cancel_sequence(RequestId id, std::vector<Response>& out);
+  // The final response of `seq` with `reason`, its blocks freed. Every final response (finish, fail, cancel) is
+  // one completed request in the iteration's stats.
+  void finish_sequence(Sequence& seq, FinishReason reason, std::vector<Response>& out);
+  void fail_sequence(Sequence& seq, ErrorCode code, const std::string& message, std::vector<Response>& out);
+  void detach(Sequence& seq);  // frees its blocks and removes it from queue/running
+  void deliver(std::vector<Response>&& out, IterationStats* stats);
+
+  // executor-iteration.cpp: one iteration, appending its responses to `out` (which may already hold the final
+  // responses of this pass's cancels), in these steps:
+  void run_iteration(std::vector<Response>& out);
+  SchedulePlan plan_iteration();                         // the scheduler's plan, from a snapshot of every sequence
+  void apply_pauses(const SchedulePlan& plan);           // paused ones freed, back to the front of the queue
+  void start_admitted(const SchedulePlan& plan);         // admitted ones leave the queue, with their cached prefix
+  IterationBatch build_chunks(const SchedulePlan& plan, std::vector<Response>& out);  // blocks + one chunk each
+  // The forward pass over the batch and the check of its output's shape. False: the batch failed (each of its
+  // sequences got an error response), nothing to sample.
+  bool run_forward(const IterationBatch& batch, ForwardOutput& fo, std::vector<Response>& out);
+  IterationStats collect_stats(const SchedulePlan& plan, int32_t num_scheduled, bool forward_ran,
+                               std::chrono::steady_clock::time_point t0, double timestamp,
+                               const std::vector<Response>& out);
+
+  // executor-sample.cpp: each sequence of the batch takes its forward output's rows (context logits, the token
+  // after a finished chunk, a beam step), and finishes or streams.
+  void sample_and_update(const IterationBatch& batch, const ForwardOutput& fo, std::vector<Response>& out);
+  void advance_sequence(Sequence& s, const IterationBatch& batch, size_t i, const ForwardOutput& fo, double t_tok,
+                        std::vector<Response>& out);
+  // Appends a drawn token (TensorRT-LLM semantics: end_id stops and is not output), then finishes or streams.
+  void emit_token(Sequence& s, const SampledToken& tok, const float* logits, double t_tok, std::vector<Response>& out);
+
+  // executor-beams.cpp: a beam-search sequence in generation feeds one single-token chunk per live beam (false:
+  // no block for a copy-on-write, a scheduler bug), and samples all its beams' rows in one step.
+  bool add_beam_chunks(Sequence& seq, IterationBatch& batch);
+  void run_beam_step(Sequence& seq, const std::vector<const float*>& rows, double t_tok, std::vector<Response>& out);
+};
+
+}  // namespace engine

@@ -1,0 +1,243 @@
+// One iteration of the executor loop, as named steps: plan (scheduler.h) -> apply pauses -> start the admitted
+// sequences -> build their chunks (KV blocks allocated) -> one Model::forward over every chunk, its output's shape
+// checked -> sample and update (executor-sample.cpp) -> stats and delivery.
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <string>
+
+#include "executor/executor-impl.h"
+#include "sampling/device-sampling-choice.h"
+
+namespace engine {
+namespace {
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Leading tokens a (re)starting sequence may take from the prefix cache instead of computing. Never its last
+// token: its logits row drives the next sample. With return_context_logits, never a prompt token whose logits row
+// it does not have yet (TensorRT-LLM turns reuse off for such requests; limiting it to the rows already collected
+// keeps the logits exact and still lets a paused request that finished its prompt reuse on resume).
+int32_t reusable_tokens(const Sequence& s, int32_t vocab) {
+  int32_t n = s.num_tokens() - 1;
+  const int32_t rows = s.context_logits_rows(vocab);
+  if (s.request.output.return_context_logits && rows < s.prompt_len) n = std::min(n, rows);
+  return std::max(0, n);
+}
+
+// What the scheduler needs to know of a sequence.
+SchedulerEntry scheduler_entry(const Sequence& s) {
+  SchedulerEntry e;
+  e.id = s.id;
+  e.num_tokens = s.num_tokens();
+  e.num_computed = s.num_computed;
+  e.num_blocks_held = static_cast<int32_t>(s.block_table.size());
+  e.lifetime_tokens = s.lifetime_tokens();
+  e.in_generation = s.state == SequenceState::generation;
+  e.is_resume = s.num_generated() > 0;
+  if (s.is_beam_search()) {
+    e.num_blocks_held = beam_blocks_held(s);
+    e.beam_width = s.request.sampling.beam_width;
+    e.num_live_beams = std::max<int32_t>(1, static_cast<int32_t>(s.beams.size()));
+    e.prompt_len = s.prompt_len;
+  }
+  return e;
+}
+
+// Empty when `fo` has the shape `chunks` ask for, else what is wrong. Checked before any row index is trusted.
+std::string forward_shape_error(const std::vector<SequenceChunk>& chunks, const ForwardOutput& fo, int32_t vocab) {
+  size_t rows = 0;
+  bool sampled_ok = true;
+  for (size_t i = 0; i < chunks.size() && i < fo.first_row.size(); ++i) {
+    const SequenceChunk& c = chunks[i];
+    if (fo.first_row[i] < 0) {  // sampled on the device: only where asked, with the token present
+      sampled_ok = sampled_ok && c.sample_on != SampleOn::host && fo.sampled.size() == chunks.size();
+      continue;
+    }
+    rows += c.all_logits ? c.tokens.size() : 1;
+  }
+  if (fo.vocab_size == vocab && fo.first_row.size() == chunks.size() && sampled_ok &&
+      fo.logits.size() >= rows * static_cast<size_t>(vocab))
+    return {};
+  return "model returned logits of an unexpected shape (vocab " + std::to_string(fo.vocab_size) + ", " +
+         std::to_string(fo.logits.size()) + " values for " + std::to_string(rows) + " rows)";
+}
+
+int64_t final_responses(const std::vector<Response>& out) {
+  return std::count_if(out.begin(), out.end(), [](const Response& r) { return r.result.is_final; });
+}
+
+}  // namespace
+
+void Executor::Impl::run_iteration(std::vector<Response>& out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const double timestamp = unix_now();
+  const SchedulePlan plan = plan_iteration();
+  apply_pauses(plan);
+  start_admitted(plan);
+  const IterationBatch batch = build_chunks(plan, out);
+  const int32_t num_scheduled = static_cast<int32_t>(batch.seqs.size());
+  bool forward_ran = false;
+  if (!batch.empty()) {
+    ForwardOutput fo;
+    forward_ran = run_forward(batch, fo, out);
+    if (forward_ran) sample_and_update(batch, fo, out);
+  }
+  if (plan.work.empty() && plan.paused.empty() && final_responses(out) == 0) {
+    // Nothing could run (should not happen: the oldest running sequence always fits). Avoid a hot spin.
+    std::unique_lock<std::mutex> lock(mu);
+    wake.wait_for(lock, std::chrono::milliseconds(1));
+    return;
+  }
+  IterationStats stats = collect_stats(plan, num_scheduled, forward_ran, t0, timestamp, out);
+  deliver(std::move(out), &stats);
+  out.clear();
+}
+
+SchedulePlan Executor::Impl::plan_iteration() {
+  std::vector<SchedulerEntry> running_entries, queued_entries;
+  for (const Sequence* s : running) running_entries.push_back(scheduler_entry(*s));
+  for (const Sequence* s : queue) queued_entries.push_back(scheduler_entry(*s));
+  if (kv.reuse_enabled()) {
+    // What each queued sequence would find cached. Only the first max_batch_size can start this iteration, so
+    // only those pay for the lookup.
+    const size_t n = std::min(queue.size(), static_cast<size_t>(scheduler_config.max_batch_size));
+    for (size_t i = 0; i < n; ++i) {
+      SchedulerEntry& e = queued_entries[i];
+      e.num_computed = kv.probe_prefix(queue[i]->tokens, reusable_tokens(*queue[i], vocab_size), &e.num_shared_blocks);
+    }
+  }
+  return schedule_iteration(scheduler_config, running_entries, queued_entries, kv.num_free_blocks());
+}
+
+void Executor::Impl::apply_pauses(const SchedulePlan& plan) {
+  // Back to the front of the queue in their original start order, so the oldest paused one resumes first.
+  std::vector<Sequence*> paused;
+  for (RequestId id : plan.paused) paused.push_back(live.at(id).get());
+  std::sort(paused.begin(), paused.end(), [](const Sequence* a, const Sequence* b) { return a->start_order < b->start_order; });
+  for (auto it = paused.rbegin(); it != paused.rend(); ++it) {
+    Sequence* s = *it;
+    kv.release(s->block_table);
+    s->num_computed = 0;
+    s->state = SequenceState::paused;
+    erase_ptr(running, s);
+    queue.push_front(s);
+  }
+}
+
+void Executor::Impl::start_admitted(const SchedulePlan& plan) {
+  const double t_sched = now();
+  // Attach the cached prefixes of starting sequences before any block is allocated: allocation may evict cached
+  // blocks, and the plan counted on these. Same state as the probe in plan_iteration, so the same chains are found.
+  for (const ScheduledWork& w : plan.work) {
+    if (!w.is_new) continue;
+    Sequence* s = live.at(w.id).get();
+    s->num_computed = kv.attach_prefix(s->block_table, s->tokens, reusable_tokens(*s, vocab_size));
+  }
+  // The admitted ones are the first entries of the queue (FIFO).
+  for (const ScheduledWork& w : plan.work) {
+    if (!w.is_new) continue;
+    Sequence* s = live.at(w.id).get();
+    erase_ptr(queue, s);
+    s->state = SequenceState::context;
+    s->start_order = next_start_order++;
+    running.push_back(s);
+    if (!s->ever_scheduled) {
+      s->ever_scheduled = true;
+      s->first_scheduled_time = t_sched;
+      std::lock_guard<std::mutex> lock(mu);
+      --num_queued;
+    }
+  }
+}
+
+IterationBatch Executor::Impl::build_chunks(const SchedulePlan& plan, std::vector<Response>& out) {
+  IterationBatch b;
+  const bool device = model->samples_on_device();
+  for (const ScheduledWork& w : plan.work) {
+    Sequence* s = live.at(w.id).get();
+    if (!s->beams.empty()) {  // beam search in generation: one chunk per live beam, no context rows
+      const size_t before = b.seqs.size();
+      if (!add_beam_chunks(*s, b)) {
+        b.seqs.resize(before);
+        b.chunks.resize(before);
+        b.ctx_rows_from.resize(before);
+        b.ctx_rows_to.resize(before);
+        fail_sequence(*s, ErrorCode::internal, "KV cache: no free block for a beam of a scheduled sequence (scheduler bug)", out);
+      }
+      continue;
+    }
+    const int32_t end = std::min(s->num_tokens(), s->num_computed + w.num_new_tokens);
+    if (!kv.ensure_capacity(s->block_table, end)) {
+      fail_sequence(*s, ErrorCode::internal, "KV cache: no free block for a scheduled sequence (scheduler bug)", out);
+      continue;
+    }
+    SequenceChunk c;
+    c.tokens.assign(s->tokens.begin() + s->num_computed, s->tokens.begin() + end);
+    c.past_len = s->num_computed;
+    c.block_ids = s->block_table;
+    int32_t from = std::max(s->num_computed, s->context_logits_rows(vocab_size));
+    int32_t to = std::min(end, s->prompt_len);
+    c.all_logits = s->request.output.return_context_logits && from < to;
+    if (!c.all_logits) from = to = 0;
+    choose_device_sampling(*s, device, c);
+    b.seqs.push_back(s);
+    b.chunks.push_back(std::move(c));
+    b.ctx_rows_from.push_back(from);
+    b.ctx_rows_to.push_back(to);
+  }
+  return b;
+}
+
+bool Executor::Impl::run_forward(const IterationBatch& batch, ForwardOutput& fo, std::vector<Response>& out) {
+  std::string error;
+  ErrorCode error_code = ErrorCode::internal;
+  try {
+    model->forward(batch.chunks, fo);
+    error = forward_shape_error(batch.chunks, fo, vocab_size);
+  } catch (const EngineError& e) {
+    error = e.what();
+    error_code = e.code();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (error.empty()) return true;
+  // Only this batch is affected: its requests get error responses and their blocks back; the queue keeps going.
+  for (Sequence* s : batch.seqs)
+    if (!s->is_finished()) fail_sequence(*s, error_code, "forward pass failed: " + error, out);
+  return false;
+}
+
+IterationStats Executor::Impl::collect_stats(const SchedulePlan& plan, int32_t num_scheduled, bool forward_ran,
+                                             std::chrono::steady_clock::time_point t0, double timestamp,
+                                             const std::vector<Response>& out) {
+  IterationStats stats;
+  stats.timestamp = timestamp;
+  stats.iter = iter++;
+  stats.iter_latency_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  InflightBatchingStats& ib = stats.inflight_batching_stats;
+  ib.num_scheduled_requests = num_scheduled;
+  ib.num_context_requests = plan.num_context;
+  ib.num_gen_requests = plan.num_generation;
+  ib.num_paused_requests = static_cast<int32_t>(plan.paused.size());
+  ib.num_ctx_tokens = plan.num_context_tokens;
+  ib.avg_num_decoded_tokens_per_iter = plan.num_generation > 0 ? 1.0f : 0.0f;
+  stats.num_active_requests = static_cast<int32_t>(running.size() + queue.size());
+  stats.num_queued_requests = static_cast<int32_t>(queue.size());
+  stats.max_num_active_requests = scheduler_config.max_batch_size;
+  stats.num_completed_requests = final_responses(out);
+  const int64_t mem = static_cast<int64_t>(model->weight_bytes() + model->activation_bytes()) + kv_pool_bytes;
+  (model->on_device() ? stats.gpu_mem_usage : stats.cpu_mem_usage) = mem;
+  if (forward_ran) {
+    const ForwardCommStats comm = model->last_comm_stats();
+    stats.comm_seconds = comm.seconds;
+    stats.comm_bytes = static_cast<int64_t>(comm.bytes);
+    stats.plan_bytes = static_cast<int64_t>(comm.plan_bytes);
+  }
+  stats.kv_cache_stats = kv.stats();
+  return stats;
+}
+
+}  // namespace engine

@@ -1,0 +1,99 @@
+// The sampling step of an iteration: each sequence of the batch takes what the forward pass gave it — context
+// logits rows it keeps, the token drawn after a chunk that completed its tokens (by the sampler from the row, or
+// by the model on its device, as the chunk's SampleOn says), or a beam step over its beams' rows — and then
+// finishes (end_id, stop words, length) or streams.
+#include <string>
+
+#include "executor/executor-impl.h"
+#include "executor/response-builder.h"
+#include "sampling/sampling-context.h"
+#include "sampling/stop-words.h"
+
+namespace engine {
+
+void Executor::Impl::sample_and_update(const IterationBatch& batch, const ForwardOutput& fo,
+                                       std::vector<Response>& out) {
+  const double t_tok = now();
+  const size_t V = static_cast<size_t>(vocab_size);
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    Sequence& s = *batch.seqs[i];
+    if (s.is_finished()) continue;
+    if (!s.beams.empty()) {  // its live beams' chunks are consecutive: one beam step over all their rows
+      std::vector<const float*> rows;
+      for (size_t k = 0; k < s.beams.size(); ++k)
+        rows.push_back(fo.logits.data() + static_cast<size_t>(fo.first_row[i + k]) * V);
+      i += s.beams.size() - 1;
+      s.num_computed += 1;
+      run_beam_step(s, rows, t_tok, out);
+      continue;
+    }
+    advance_sequence(s, batch, i, fo, t_tok, out);
+  }
+}
+
+void Executor::Impl::advance_sequence(Sequence& s, const IterationBatch& batch, size_t i, const ForwardOutput& fo,
+                                      double t_tok, std::vector<Response>& out) {
+  const size_t V = static_cast<size_t>(vocab_size);
+  const SequenceChunk& c = batch.chunks[i];
+  const bool on_device = fo.first_row[i] < 0;
+  const size_t first = on_device ? 0 : static_cast<size_t>(fo.first_row[i]);
+  if (batch.ctx_rows_from[i] < batch.ctx_rows_to[i]) {
+    const size_t a = first + static_cast<size_t>(batch.ctx_rows_from[i] - c.past_len);
+    const size_t b = first + static_cast<size_t>(batch.ctx_rows_to[i] - c.past_len);
+    s.context_logits.insert(s.context_logits.end(), fo.logits.begin() + a * V, fo.logits.begin() + b * V);
+  }
+  s.num_computed += static_cast<int32_t>(c.tokens.size());
+  kv.commit_full_blocks(s.block_table, s.tokens, s.num_computed);  // prefix reuse: newly full blocks
+  if (s.num_computed < s.num_tokens()) return;  // a partial context chunk: nothing to sample yet
+
+  s.state = SequenceState::generation;
+  const size_t row = first + (c.all_logits ? c.tokens.size() - 1 : 0);
+  const float* logits = on_device ? nullptr : fo.logits.data() + row * V;
+  if (s.is_beam_search()) {  // the context's row: the fork into beams
+    run_beam_step(s, {logits}, t_tok, out);
+    return;
+  }
+  SampledToken tok;
+  if (on_device) {
+    tok = SampledToken{fo.sampled[i].token, fo.sampled[i].log_prob};
+  } else {
+    SamplingContext sc;
+    sc.config = &s.request.sampling;
+    sc.step = static_cast<uint64_t>(s.num_generated());
+    sc.tokens = &s.tokens;
+    sc.prompt_len = s.prompt_len;
+    sc.end_id = s.request.end_id;
+    sc.bad_words = &s.request.bad_words;
+    sc.embedding_bias = &s.request.embedding_bias;
+    tok = sampler.sample(logits, vocab_size, sc);
+  }
+  emit_token(s, tok, logits, t_tok, out);
+}
+
+void Executor::Impl::emit_token(Sequence& s, const SampledToken& tok, const float* logits, double t_tok,
+                                std::vector<Response>& out) {
+  if (s.first_token_time == 0) s.first_token_time = t_tok;
+  s.last_token_time = t_tok;
+  // TensorRT-LLM semantics: generation stops at end_id, which is not part of the output.
+  if (s.request.end_id >= 0 && tok.token == s.request.end_id) {
+    finish_sequence(s, FinishReason::end_id, out);
+    return;
+  }
+  s.tokens.push_back(tok.token);
+  if (s.request.output.return_log_probs) {
+    s.log_probs.push_back(tok.log_prob);
+    s.cum_log_prob += tok.log_prob;
+  }
+  // (A device-sampled token never has generation logits: the choice excludes them, so `logits` is set here.)
+  if (s.request.output.return_generation_logits)
+    s.generation_logits.insert(s.generation_logits.end(), logits, logits + static_cast<size_t>(vocab_size));
+  if (!s.request.stop_words.empty() && ends_with_stop_word(s.tokens, s.prompt_len, s.request.stop_words)) {
+    finish_sequence(s, FinishReason::stop_words, out);  // a stop word completed at max_tokens still counts
+  } else if (s.num_generated() >= s.request.max_tokens) {
+    finish_sequence(s, FinishReason::length, out);
+  } else if (s.request.streaming) {
+    out.push_back(build_response(s, vocab_size, /*is_final=*/false));
+  }
+}
+
+}  // namespace engine

@@ -1,0 +1,232 @@
+// Executor public API: construction (KV pool sizing), enqueue/cancel, response delivery, stats, shutdown, and the
+// test hook that holds the loop. The loop itself lives in executor-loop.cpp and executor-iteration.cpp.
+#include <algorithm>
+#include <string>
+
+#include "executor/executor-impl.h"
+
+namespace engine {
+namespace {
+
+void require_config(bool ok, const std::string& message) {
+  if (!ok) throw EngineError(ErrorCode::invalid_argument, message);
+}
+
+}  // namespace
+
+Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  require_config(model != nullptr, "Executor needs a model, got null");
+  m.model = std::move(model);
+  m.config = config;
+  ExecutorConfig& c = m.config;
+  const ModelConfig& mc = m.model->config();
+  m.vocab_size = mc.vocab_size;
+
+  require_config(c.max_batch_size > 0, "max_batch_size must be > 0, got " + std::to_string(c.max_batch_size));
+  require_config(c.max_num_tokens > 0, "max_num_tokens must be > 0, got " + std::to_string(c.max_num_tokens));
+  require_config(c.max_beam_width >= 1, "max_beam_width must be >= 1, got " + std::to_string(c.max_beam_width));
+  require_config(c.max_logits_elements >= 0,
+                 "max_logits_elements must be >= 0 (0: no cap), got " + std::to_string(c.max_logits_elements));
+  require_config(c.max_queue_size >= 0, "max_queue_size must be >= 0, got " + std::to_string(c.max_queue_size));
+  require_config(c.tokens_per_block > 0, "tokens_per_block must be > 0, got " + std::to_string(c.tokens_per_block));
+  require_config(c.max_seq_len >= 0, "max_seq_len must be >= 0, got " + std::to_string(c.max_seq_len));
+  // Chunks end on block boundaries (scheduler.h): a budget under one block could never fit a chunk.
+  require_config(!c.enable_chunked_context || c.max_num_tokens >= c.tokens_per_block,
+                 "max_num_tokens " + std::to_string(c.max_num_tokens) + " is smaller than tokens_per_block " +
+                     std::to_string(c.tokens_per_block) + "; chunked context needs at least one block per iteration");
+  require_config(m.vocab_size > 0, "the model's vocab_size must be > 0, got " + std::to_string(m.vocab_size));
+  if (c.max_seq_len == 0) c.max_seq_len = mc.max_position_embeddings;
+  require_config(c.max_seq_len > 0,
+                 "max_seq_len is 0 and the model does not declare max_position_embeddings; set max_seq_len");
+  // Learned position tables (GPT-2) have no row past max_position_embeddings; refuse rather than read past it.
+  require_config(mc.max_position_embeddings <= 0 || c.max_seq_len <= mc.max_position_embeddings,
+                 "max_seq_len " + std::to_string(c.max_seq_len) + " exceeds the model's max_position_embeddings " +
+                     std::to_string(mc.max_position_embeddings));
+
+  // KV pool: an explicit token count wins, then a memory budget, then room for a full batch of full sequences.
+  int64_t tokens = 0;
+  const size_t bytes_per_token = m.model->kv_bytes_per_token();
+  require_config(c.kv_cache_free_gpu_mem_fraction > 0 && c.kv_cache_free_gpu_mem_fraction <= 1,
+                 "kv_cache_free_gpu_mem_fraction must be in (0, 1], got " +
+                     std::to_string(c.kv_cache_free_gpu_mem_fraction));
+  if (m.model->on_device() && c.kv_cache_memory_bytes == 0) {
+    require_config(bytes_per_token > 0, "the device model reports 0 KV bytes per token");
+    const double budget = static_cast<double>(m.model->device_free_bytes()) * c.kv_cache_free_gpu_mem_fraction;
+    tokens = static_cast<int64_t>(budget / static_cast<double>(bytes_per_token));
+    if (c.max_tokens_in_paged_kv_cache > 0) tokens = std::min(tokens, c.max_tokens_in_paged_kv_cache);
+    require_config(tokens >= c.tokens_per_block,
+                   "the device has room for only " + std::to_string(tokens) + " KV tokens (" +
+                       std::to_string(m.model->device_free_bytes() >> 20) + " MiB free x kv_cache_free_gpu_mem_fraction " +
+                       std::to_string(c.kv_cache_free_gpu_mem_fraction) + "); free device memory or use a smaller model");
+  } else if (c.max_tokens_in_paged_kv_cache > 0) {
+    tokens = c.max_tokens_in_paged_kv_cache;
+  } else if (c.kv_cache_memory_bytes > 0) {
+    require_config(bytes_per_token > 0, "kv_cache_memory_bytes is set but the model reports 0 KV bytes per token");
+    tokens = c.kv_cache_memory_bytes / static_cast<int64_t>(bytes_per_token);
+    require_config(tokens > 0, "kv_cache_memory_bytes " + std::to_string(c.kv_cache_memory_bytes) +
+                                   " is smaller than one token's KV (" + std::to_string(bytes_per_token) + " bytes)");
+  } else {
+    tokens = static_cast<int64_t>(c.max_batch_size) * c.max_seq_len;
+  }
+  const int64_t blocks = (tokens + c.tokens_per_block - 1) / c.tokens_per_block;
+  require_config(blocks <= INT32_MAX, "KV cache of " + std::to_string(blocks) + " blocks is too large");
+  m.kv = KvCacheManager(static_cast<int32_t>(blocks), c.tokens_per_block, c.enable_kv_cache_reuse);
+  m.model->allocate_kv(static_cast<int32_t>(blocks), c.tokens_per_block);
+  m.kv_pool_bytes = blocks * c.tokens_per_block * static_cast<int64_t>(bytes_per_token);
+  m.kv_snapshot = m.kv.stats();
+
+  m.limits.vocab_size = m.vocab_size;
+  m.limits.max_seq_len = c.max_seq_len;
+  m.limits.max_num_tokens = c.max_num_tokens;
+  m.limits.max_beam_width = c.max_beam_width;
+  m.limits.enable_chunked_context = c.enable_chunked_context;
+  m.limits.kv_num_blocks = static_cast<int32_t>(blocks);
+  m.limits.kv_tokens_per_block = c.tokens_per_block;
+  m.limits.max_logits_elements = c.max_logits_elements;
+
+  m.scheduler_config.policy = c.policy;
+  m.scheduler_config.max_batch_size = c.max_batch_size;
+  m.scheduler_config.max_num_tokens = c.max_num_tokens;
+  m.scheduler_config.tokens_per_block = c.tokens_per_block;
+  m.scheduler_config.enable_chunked_context = c.enable_chunked_context;
+
+  m.epoch = std::chrono::steady_clock::now();
+  m.thread = std::thread([&m] { m.run_loop(); });
+}
+
+Executor::~Executor() {
+  try {
+    shutdown();
+  } catch (...) {
+    // A destructor must not throw; shutdown only fails on a broken join, and there is nothing left to do then.
+  }
+}
+
+RequestId Executor::enqueue(const Request& request) {
+  Impl& m = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    if (m.stopping) throw EngineError(ErrorCode::shutdown, "the executor is shut down; enqueue refused");
+  }
+  validate_request(request, m.limits);  // no lock needed: limits are immutable
+  auto seq = std::make_unique<Sequence>();
+  seq->request = request;
+  seq->tokens = request.input_token_ids;
+  seq->prompt_len = static_cast<int32_t>(request.input_token_ids.size());
+  seq->arrival_time = m.now();
+
+  RequestId id;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    if (m.stopping) throw EngineError(ErrorCode::shutdown, "the executor is shut down; enqueue refused");
+    if (m.config.max_queue_size > 0 && m.num_queued >= m.config.max_queue_size) {
+      throw EngineError(ErrorCode::queue_full,
+                        "Maximum queue size of " + std::to_string(m.config.max_queue_size) + " has been reached");
+    }
+    id = m.next_id++;
+    seq->id = id;
+    ++m.num_queued;
+    ++m.num_active;
+    m.incoming.push_back(std::move(seq));
+    if (m.loop_state == LoopState::idle) m.loop_state = LoopState::running;  // about to wake: not idle any more
+  }
+  m.wake.notify_one();
+  return id;
+}
+
+void Executor::cancel(RequestId id) {
+  Impl& m = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    if (m.stopping) return;  // shutdown cancels everything anyway
+    m.cancels.push_back(id);
+    if (m.loop_state == LoopState::idle) m.loop_state = LoopState::running;
+  }
+  m.wake.notify_one();
+}
+
+std::vector<Response> Executor::await_responses(std::chrono::milliseconds timeout) {
+  Impl& m = *impl_;
+  std::unique_lock<std::mutex> lock(m.mu);
+  m.responses_cv.wait_for(lock, timeout, [&] { return (!m.callback && !m.responses.empty()) || m.loop_done; });
+  std::vector<Response> out;
+  if (m.callback) return out;
+  out.reserve(m.responses.size());
+  for (Response& r : m.responses) out.push_back(std::move(r));
+  m.responses.clear();
+  return out;
+}
+
+void Executor::set_response_callback(std::function<void(std::vector<Response>&&)> callback) {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
+  m.callback = std::move(callback);
+  m.responses_cv.notify_all();
+}
+
+std::deque<IterationStats> Executor::get_latest_iteration_stats() {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
+  std::deque<IterationStats> out;
+  out.swap(m.iteration_stats);
+  return out;
+}
+
+KvCacheStats Executor::kv_cache_stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->kv_snapshot;
+}
+
+int32_t Executor::num_active_requests() const { return impl_->num_active.load(); }
+
+const ModelConfig& Executor::model_config() const { return impl_->model->config(); }
+
+const ExecutorConfig& Executor::config() const { return impl_->config; }
+
+void Executor::shutdown() {
+  Impl& m = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    m.stopping = true;
+  }
+  m.wake.notify_one();
+  // Called from the response callback (the loop thread itself): the loop exits after this iteration; the join
+  // happens in the destructor or a later shutdown() from another thread.
+  if (std::this_thread::get_id() == m.thread.get_id()) return;
+  // Only one caller joins; a concurrent second shutdown() waits for the first here.
+  std::lock_guard<std::mutex> join_lock(m.join_mu);
+  if (m.thread.joinable()) m.thread.join();
+}
+
+void Executor::hold_iterations(int64_t n) {
+  Impl& m = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    m.hold_allowance = n < 0 ? -1 : n;
+    // A held loop is about to re-check its allowance: until it has, it is neither held nor idle.
+    if (n != 0 && m.loop_state == LoopState::held) m.loop_state = LoopState::running;
+  }
+  m.wake.notify_one();
+}
+
+bool Executor::wait_until_held(std::chrono::milliseconds timeout) {
+  Impl& m = *impl_;
+  std::unique_lock<std::mutex> lock(m.mu);
+  m.parked_cv.wait_for(lock, timeout, [&] { return m.loop_done || m.loop_state == LoopState::held; });
+  return !m.loop_done && m.loop_state == LoopState::held;
+}
+
+bool Executor::wait_until_idle(std::chrono::milliseconds timeout) {
+  Impl& m = *impl_;
+  std::unique_lock<std::mutex> lock(m.mu);
+  m.parked_cv.wait_for(lock, timeout, [&] { return m.loop_done || m.loop_state == LoopState::idle; });
+  return !m.loop_done && m.loop_state == LoopState::idle;
+}
+
+int64_t Executor::iterations_run() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->iterations_done;
+}
+
+}  // namespace engine

@@ -1,0 +1,95 @@
+// The executor: a request queue, a capacity scheduler and a loop thread that runs one batched forward pass per
+// iteration, samples, and emits responses. Semantics follow TensorRT-LLM's tensorrt_llm::executor::Executor:
+// enqueue -> id, await responses (or a callback), cancel, iteration stats, shutdown.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "model/model.h"
+#include "scheduling/request.h"
+
+namespace engine {
+
+enum class CapacitySchedulerPolicy { max_utilization, guaranteed_no_evict };
+
+struct ExecutorConfig {
+  int32_t max_beam_width = 1;
+  int32_t max_batch_size = 64;           // requests in one iteration
+  int32_t max_num_tokens = 8192;         // tokens in one iteration (prefill + decode)
+  int32_t max_queue_size = 0;            // 0: unbounded; else enqueue throws queue_full past it
+  int32_t max_seq_len = 0;               // prompt + output; 0: model's max_position_embeddings
+  CapacitySchedulerPolicy policy = CapacitySchedulerPolicy::guaranteed_no_evict;
+  int32_t tokens_per_block = 64;
+  int64_t max_tokens_in_paged_kv_cache = 0;  // 0: derive from kv_cache_memory_bytes
+  int64_t kv_cache_memory_bytes = 0;         // 0 with max_tokens 0: room for max_batch_size * max_seq_len tokens
+  // Device models: the KV pool takes this fraction of the device memory free after the weights and activation
+  // buffers (TensorRT-LLM's KvCacheConfig.free_gpu_memory_fraction); with max_tokens_in_paged_kv_cache also set,
+  // the smaller of the two. Host models ignore it.
+  float kv_cache_free_gpu_mem_fraction = 0.9f;
+  // Prompts longer than what an iteration has left run in block-aligned chunks over several iterations, next to
+  // other requests' decodes; off, a prompt over max_num_tokens is rejected at enqueue.
+  bool enable_chunked_context = false;
+  // Prefix reuse: full KV blocks are cached by content (prefix-cache.h) and a prompt starting with a cached
+  // prefix attaches those blocks instead of recomputing them.
+  bool enable_kv_cache_reuse = false;
+  int32_t iter_stats_max_iterations = 1000;
+  // Cap on the logits values one request may ask for: prompt_len x vocab (return_context_logits) and beam_width x
+  // max_tokens x vocab (return_generation_logits). They are held in memory until the response; 0: no cap.
+  int64_t max_logits_elements = int64_t{1} << 28;  // 1 GiB of floats
+};
+
+class Executor {
+ public:
+  // Takes ownership of the model; allocates the KV pool; starts the loop thread.
+  Executor(std::unique_ptr<Model> model, const ExecutorConfig& config);
+  ~Executor();  // shuts down if still running
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Validates and queues. Throws EngineError(invalid_argument) naming the field and value, queue_full, shutdown.
+  RequestId enqueue(const Request& request);
+  // Cancels a queued or running request: its KV blocks are freed within one iteration and a final response with
+  // finish reason `cancelled` is emitted. Unknown / finished ids are ignored.
+  void cancel(RequestId id);
+
+  // Either poll ...
+  std::vector<Response> await_responses(std::chrono::milliseconds timeout);
+  // ... or receive every batch of responses on the loop thread, as soon as an iteration produces them.
+  // Set before the first enqueue; while set, await_responses returns nothing.
+  void set_response_callback(std::function<void(std::vector<Response>&&)> callback);
+
+  // Stats of the iterations since the last call (at most iter_stats_max_iterations kept).
+  std::deque<IterationStats> get_latest_iteration_stats();
+  KvCacheStats kv_cache_stats() const;   // a snapshot, safe from any thread
+  int32_t num_active_requests() const;   // running + queued, safe from any thread
+
+  const ModelConfig& model_config() const;
+  const ExecutorConfig& config() const;
+
+  // Stops accepting requests, cancels what is queued or running (final responses with `cancelled`), joins the
+  // loop thread. Idempotent.
+  void shutdown();
+
+  // Test hook, so a test can fix the order of events instead of sleeping and hoping. After hold_iterations(n) the
+  // loop runs at most n more iterations (as get_latest_iteration_stats counts them) and then holds: enqueue and
+  // cancel still work but queue up; shutdown still works. On release (a call with n != 0) the queued cancels are
+  // applied before the next iteration. n < 0: no limit (the default). In leader mode this holds the leader's loop;
+  // followers wait for its next plan.
+  void hold_iterations(int64_t n);
+  // True once the loop has run its allowed iterations and holds; false on timeout or once the loop has stopped.
+  // Every response of the iterations run before is delivered by then.
+  bool wait_until_held(std::chrono::milliseconds timeout);
+  // True once the loop sleeps with nothing queued or running (and not held); false on timeout or once it stopped.
+  bool wait_until_idle(std::chrono::milliseconds timeout);
+  int64_t iterations_run() const;  // iterations recorded in the stats since construction
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace engine

@@ -1,0 +1,100 @@
+#include <thread>
+
+#include "cpu/gemm.h"
+#include "cuda/cuda-backend.h"
+#include "errors.h"
+#include "loading/checkpoint.h"
+#include "loading/weight-reader.h"
+#include "model/decoder.h"
+#include "model/dummy-weights.h"
+#include "model/gpt2.h"
+#include "model/llama.h"
+#include "model/model.h"
+#include "parallel/parallel-layout.h"
+
+namespace engine {
+
+namespace {
+void check_group(const char* field, const Comm& comm, const char* size_field, int32_t size, const char* rank_field,
+                 int32_t rank) {
+  if (comm.size() != size)
+    throw EngineError(ErrorCode::invalid_argument, std::string("LoadOptions.") + field + " has " +
+                                                       std::to_string(comm.size()) + " rank(s) but shard." +
+                                                       size_field + " is " + std::to_string(size));
+  if (comm.rank() != rank)
+    throw EngineError(ErrorCode::invalid_argument, std::string("LoadOptions.") + field + " rank is " +
+                                                       std::to_string(comm.rank()) + " but shard." + rank_field +
+                                                       " is " + std::to_string(rank));
+}
+
+DecoderSpec spec_of(const ModelConfig& config) {
+  switch (config.architecture) {
+    case Architecture::llama: return llama_spec(config);
+    case Architecture::gpt2: return gpt2_spec(config);
+  }
+  throw EngineError(ErrorCode::internal, "unhandled architecture " + config.architecture_name);
+}
+
+DecoderWeights read_weights(const ModelConfig& config, WeightReader& reader, const ParallelLayout& layout) {
+  switch (config.architecture) {
+    case Architecture::llama: return read_llama_weights(config, reader, layout);
+    case Architecture::gpt2: return read_gpt2_weights(config, reader, layout);
+  }
+  throw EngineError(ErrorCode::internal, "unhandled architecture " + config.architecture_name);
+}
+
+constexpr uint64_t kDummySeed = 0x5EED;
+}  // namespace
+
+Device resolve_device(Device requested) {
+  if (requested == Device::cpu) return Device::cpu;
+  const int32_t gpus = cuda_device_count();
+  if (requested == Device::cuda) {
+    if (!cuda_backend_built())
+      throw EngineError(ErrorCode::unsupported, std::string("device cuda: ") + cuda_backend_status() +
+                                                    "; use device cpu (or auto)");
+    if (gpus == 0)
+      throw EngineError(ErrorCode::unsupported, std::string("device cuda: no GPU is visible (") +
+                                                    cuda_backend_status() + "); use device cpu (or auto)");
+    return Device::cuda;
+  }
+  return gpus > 0 ? Device::cuda : Device::cpu;
+}
+
+std::unique_ptr<Model> load_model(const std::string& checkpoint_dir, const LoadOptions& options) {
+  const ShardInfo& s = options.shard;
+  if (options.num_threads < 0)
+    throw EngineError(ErrorCode::invalid_argument,
+                      "num_threads must be >= 0 (0: all cores), got " + std::to_string(options.num_threads));
+  if (options.load_format != "auto" && options.load_format != "dummy")
+    throw EngineError(ErrorCode::invalid_argument,
+                      "load_format must be auto or dummy, got '" + options.load_format + "'");
+  ModelConfig config = load_model_config(checkpoint_dir);
+  // Pure and identical on every rank: a grid that cannot split this model fails everywhere with the same message.
+  const ParallelLayout layout = make_parallel_layout(config, s);
+  check_group("tp_comm", options.tp_comm, "tp_size", s.tp_size, "tp_rank", s.tp_rank);
+  check_group("pp_comm", options.pp_comm, "pp_size", s.pp_size, "pp_rank", s.pp_rank);
+  const Device device = resolve_device(options.device);
+  const DecoderSpec spec = spec_of(config);
+  const bool dummy = options.load_format == "dummy";
+  if (device == Device::cuda) {
+    if (dummy) return make_cuda_dummy_model(config, spec, dummy_plan(config, spec, layout), kDummySeed, layout, options);
+    Checkpoint checkpoint(checkpoint_dir);
+    WeightReader reader(checkpoint, options);
+    return make_cuda_model(config, spec, read_weights(config, reader, layout), layout, options);
+  }
+  // Conversion loops and transposes at load time use the same thread setting as inference.
+  cpu::set_num_threads(options.num_threads);
+  DecoderWeights weights;
+  if (dummy) {
+    weights = materialize_dummy(dummy_plan(config, spec, layout), kDummySeed);
+  } else {
+    Checkpoint checkpoint(checkpoint_dir);
+    WeightReader reader(checkpoint, options);
+    weights = read_weights(config, reader, layout);
+  }
+  return std::make_unique<DecoderModel>(config, spec, std::move(weights), options.num_threads, layout,
+                                        options.tp_comm, options.pp_comm);
+}
+
+}  // namespace engine

@@ -1,0 +1,47 @@
+#include "model/batch-layout.h"
+
+#include <string>
+
+#include "errors.h"
+
+namespace engine {
+
+void layout_batch(const std::vector<SequenceChunk>& chunks, bool samples_on_device, int32_t vocab_size,
+                  BatchLayout& layout, ForwardOutput& out) {
+  BatchLayout& l = layout;
+  l.chunk_first_row.clear();
+  l.positions.clear();
+  l.token_chunk.clear();
+  l.out_rows.clear();
+  l.out_chunk.clear();
+  l.host_row.clear();
+  l.num_table_entries = 0;
+  l.num_host_rows = 0;
+  out.vocab_size = vocab_size;
+  out.first_row.assign(chunks.size(), -1);
+  out.sampled.assign(chunks.size(), DeviceSample{});
+  int64_t row = 0;
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const SequenceChunk& ch = chunks[c];
+    const bool on_device = ch.sample_on != SampleOn::host;
+    if (on_device && (!samples_on_device || ch.all_logits))
+      throw EngineError(ErrorCode::internal, "chunk " + std::to_string(c) + " asks for device sampling " +
+                                                 (ch.all_logits ? "with all_logits" : "from a model that cannot"));
+    const int32_t n = static_cast<int32_t>(ch.tokens.size());
+    l.chunk_first_row.push_back(row);
+    l.num_table_entries += static_cast<int64_t>(ch.block_ids.size());
+    if (!on_device) out.first_row[c] = l.num_host_rows;
+    for (int32_t i = 0; i < n; ++i) {
+      l.positions.push_back(ch.past_len + i);
+      l.token_chunk.push_back(static_cast<int32_t>(c));
+      if (!(ch.all_logits || i == n - 1)) continue;
+      l.out_rows.push_back(row + i);
+      l.out_chunk.push_back(static_cast<int32_t>(c));
+      l.host_row.push_back(on_device ? -1 : l.num_host_rows++);
+    }
+    row += n;
+  }
+  l.num_tokens = row;
+}
+
+}  // namespace engine

@@ -1,0 +1,320 @@
+#include "model/decoder.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "cpu/gemm.h"
+#include "cpu/norm.h"
+#include "cpu/rope.h"
+#include "errors.h"
+#include "model/model-checks.h"
+
+namespace engine {
+
+namespace {
+template <typename T>
+T* grow(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+}  // namespace
+
+DecoderModel::DecoderModel(ModelConfig config, DecoderSpec spec, DecoderWeights weights, int32_t num_threads)
+    : DecoderModel(config, spec, std::move(weights), num_threads, make_parallel_layout(config, ShardInfo{}), Comm(),
+                   Comm()) {}
+
+DecoderModel::DecoderModel(ModelConfig config, DecoderSpec spec, DecoderWeights weights, int32_t num_threads,
+                           ParallelLayout layout, Comm tp_comm, Comm pp_comm)
+    : config_(std::move(config)),
+      spec_(spec),
+      w_(std::move(weights)),
+      num_threads_(num_threads),
+      layout_(layout),
+      tp_(std::move(tp_comm)),
+      pp_(std::move(pp_comm)) {
+  num_heads_ = layout_.local_heads();
+  num_kv_heads_ = layout_.local_kv_heads();
+  num_layers_ = layout_.local_layers();
+  inter_ = layout_.local_inter();
+  q_dim_ = static_cast<int64_t>(num_heads_) * config_.head_dim;
+  kv_dim_ = static_cast<int64_t>(num_kv_heads_) * config_.head_dim;
+  if (static_cast<int32_t>(w_.layers.size()) != num_layers_)
+    throw EngineError(ErrorCode::internal, "decoder got " + std::to_string(w_.layers.size()) +
+                                               " layers of weights for a stage of " + std::to_string(num_layers_));
+  if (spec_.rope) inv_freq_ = cpu::rope_inv_freq(config_.head_dim, config_.rope_theta, config_.rope_scaling);
+}
+
+size_t DecoderModel::kv_bytes_per_token() const {
+  return static_cast<size_t>(num_layers_) * 2 * static_cast<size_t>(kv_dim_) * sizeof(float);
+}
+
+void DecoderModel::allocate_kv(int32_t num_blocks, int32_t tokens_per_block) {
+  check_kv_allocation(num_blocks, tokens_per_block);
+  const size_t per_layer = static_cast<size_t>(num_blocks) * tokens_per_block * kv_dim_;
+  k_pool_.clear();
+  v_pool_.clear();
+  for (int32_t l = 0; l < num_layers_; ++l) {
+    // Uninitialized on purpose: pages are only touched (and committed) once blocks are written.
+    k_pool_.emplace_back(new float[per_layer]);
+    v_pool_.emplace_back(new float[per_layer]);
+  }
+  num_blocks_ = num_blocks;
+  tokens_per_block_ = tokens_per_block;
+}
+
+void DecoderModel::copy_kv_block(int32_t src, int32_t dst) {
+  check_kv_block_copy(src, dst, num_blocks_);
+  if (src == dst) return;
+  // A block is contiguous in each per-layer array: [num_kv_heads, tokens_per_block, head_dim].
+  const size_t block = static_cast<size_t>(tokens_per_block_) * static_cast<size_t>(kv_dim_);
+  for (int32_t l = 0; l < num_layers_; ++l) {
+    std::memcpy(k_pool_[l].get() + static_cast<size_t>(dst) * block, k_pool_[l].get() + static_cast<size_t>(src) * block,
+                block * sizeof(float));
+    std::memcpy(v_pool_[l].get() + static_cast<size_t>(dst) * block, v_pool_[l].get() + static_cast<size_t>(src) * block,
+                block * sizeof(float));
+  }
+}
+
+size_t DecoderModel::weight_bytes() const {
+  size_t n = w_.embed.size() + w_.pos_embed.size() + w_.lm_head.size() + w_.final_norm.w.size() +
+             w_.final_norm.b.size();
+  for (const auto& l : w_.layers) {
+    for (const Norm* nm : {&l.attn_norm, &l.mlp_norm}) n += nm->w.size() + nm->b.size();
+    for (const Linear* li : {&l.qkv, &l.o, &l.up, &l.down}) n += li->w.size() + li->b.size();
+  }
+  return n * sizeof(float);
+}
+
+void DecoderModel::validate(const std::vector<SequenceChunk>& chunks) const {
+  validate_chunks(chunks, config_, !spec_.rope, num_blocks_, tokens_per_block_);
+}
+
+void DecoderModel::norm(const Norm& n, const float* x, float* out, int64_t rows) const {
+  if (spec_.rms_norm)
+    cpu::rms_norm(x, out, rows, config_.hidden_size, n.w.data(), config_.norm_eps);
+  else
+    cpu::layer_norm(x, out, rows, config_.hidden_size, n.w.data(), n.b.data(), config_.norm_eps);
+}
+
+void DecoderModel::linear(const Linear& l, const float* x, int64_t rows, float* y, bool accumulate) const {
+  if (!l.b.empty()) {
+    // The bias is laid down (or added) first so the GEMM can accumulate onto it in a single pass.
+    for (int64_t r = 0; r < rows; ++r) {
+      float* yr = y + r * l.out;
+      if (accumulate)
+        for (int64_t i = 0; i < l.out; ++i) yr[i] += l.b[i];
+      else
+        std::memcpy(yr, l.b.data(), sizeof(float) * l.out);
+    }
+    accumulate = true;
+  }
+  cpu::gemm_xwt(rows, l.out, l.in, x, l.in, l.w.data(), y, l.out, accumulate);
+}
+
+template <typename Fn>
+void DecoderModel::timed_comm(size_t bytes, Fn fn) {
+  const auto t0 = std::chrono::steady_clock::now();
+  fn();
+  comm_stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  comm_stats_.bytes += bytes;
+  ++comm_stats_.calls;
+}
+
+void DecoderModel::linear_row_parallel(const Linear& l, const float* x, int64_t rows, float* y) {
+  if (tp_.size() == 1) {
+    linear(l, x, rows, y, true);
+    return;
+  }
+  // The residual stream y is the same on every tp rank: rank 0 adds its partial product onto it, the others
+  // overwrite it with theirs, so one in-place all-reduce yields y + sum of partials (+ the bias, which only rank 0
+  // holds) without a separate buffer.
+  linear(l, x, rows, y, tp_.rank() == 0);
+  const size_t n = static_cast<size_t>(rows * l.out);
+  timed_comm(n * sizeof(float), [&] { tp_.all_reduce_sum(y, n); });
+}
+
+void DecoderModel::embed(const std::vector<SequenceChunk>& chunks, const int32_t* positions, float* x) {
+  const int64_t H = config_.hidden_size;
+  const int64_t v0 = layout_.vocab_begin, nv = layout_.local_real_vocab(config_.vocab_size);
+  int64_t row = 0;
+  for (const auto& ch : chunks)
+    for (int32_t t : ch.tokens) {
+      float* xr = x + row * H;
+      const int64_t local = t - v0;
+      if (local >= 0 && local < nv)
+        std::memcpy(xr, w_.embed.data() + local * H, sizeof(float) * H);
+      else
+        std::fill(xr, xr + H, 0.0f);
+      ++row;
+    }
+  // Vocab parallel: each token's row came from the one tp rank owning its id, the others contributed zeros.
+  if (tp_.size() > 1) {
+    const size_t n = static_cast<size_t>(row * H);
+    timed_comm(n * sizeof(float), [&] { tp_.all_reduce_sum(x, n); });
+  }
+  if (!spec_.rope)
+    for (int64_t r = 0; r < row; ++r) {
+      const float* pe = w_.pos_embed.data() + static_cast<int64_t>(positions[r]) * H;
+      for (int64_t i = 0; i < H; ++i) x[r * H + i] += pe[i];
+    }
+}
+
+void DecoderModel::lm_head(const float* xn, int64_t rows, ForwardOutput& out) {
+  const int64_t H = config_.hidden_size, V = config_.vocab_size;
+  const float* head = w_.lm_head.empty() ? w_.embed.data() : w_.lm_head.data();
+  out.logits.resize(static_cast<size_t>(rows * V));
+  if (tp_.size() == 1) {
+    cpu::gemm_xwt(rows, V, H, xn, H, head, out.logits.data(), V, false);
+    return;
+  }
+  const int64_t Vl = layout_.local_vocab(), real = layout_.local_real_vocab(V);
+  float* local = grow(logits_local_, static_cast<size_t>(rows * Vl));
+  cpu::gemm_xwt(rows, Vl, H, xn, H, head, local, Vl, false);
+  // Padding rows of the head are zero; -inf keeps them out of any softmax or argmax that might see them.
+  for (int64_t r = 0; r < rows; ++r)
+    std::fill(local + r * Vl + real, local + (r + 1) * Vl, -std::numeric_limits<float>::infinity());
+  const int32_t tp = tp_.size();
+  float* all = grow(logits_gathered_, static_cast<size_t>(tp) * rows * Vl);
+  timed_comm(static_cast<size_t>(rows * Vl) * sizeof(float),
+             [&] { tp_.all_gather(local, static_cast<size_t>(rows * Vl), all); });
+  // `all` is [tp, rows, Vl]; rank t's slice is columns [t * Vl, (t + 1) * Vl) of [rows, V], padding trimmed.
+  for (int64_t r = 0; r < rows; ++r)
+    for (int32_t t = 0; t < tp; ++t) {
+      const int64_t c0 = t * Vl, n = std::min(Vl, V - c0);
+      if (n <= 0) break;
+      std::memcpy(out.logits.data() + r * V + c0, all + (t * rows + r) * Vl, sizeof(float) * n);
+    }
+}
+
+void DecoderModel::forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) {
+  validate(chunks);
+  if (std::this_thread::get_id() != threads_set_for_) {
+    cpu::set_num_threads(num_threads_);
+    threads_set_for_ = std::this_thread::get_id();
+  }
+  comm_stats_ = {};
+  // Pipeline messages carry the iteration in their tag (MPI guarantees tags up to 32767), so a stage that got out
+  // of step would fail to match instead of silently consuming another iteration's activations.
+  const int32_t tag_act = static_cast<int32_t>(iteration_++ % 16384) * 2, tag_logits = tag_act + 1;
+  const int64_t H = config_.hidden_size;
+
+  layout_batch(chunks, samples_on_device(), config_.vocab_size, batch_, out);
+  const int64_t T = batch_.num_tokens, R = batch_.num_out_rows();
+  att_chunks_.clear();
+  for (size_t c = 0; c < chunks.size(); ++c)
+    att_chunks_.push_back({chunks[c].past_len, static_cast<int32_t>(chunks[c].tokens.size()),
+                           batch_.chunk_first_row[c], chunks[c].block_ids.data()});
+  if (T == 0) {
+    out.logits.clear();
+    return;
+  }
+
+  float* x = grow(x_, T * H);
+  if (layout_.first_stage()) {
+    embed(chunks, batch_.positions.data(), x);
+  } else {
+    const size_t bytes = static_cast<size_t>(T * H) * sizeof(float);
+    timed_comm(bytes, [&] { pp_.recv(x, bytes, pp_.rank() - 1, tag_act); });
+  }
+  run_layers(x, T, R);
+  if (!layout_.last_stage()) {
+    pass_to_next_stage(x, T, R, tag_act, tag_logits, out);
+    return;
+  }
+  float* xn = grow(xn_, T * H);
+  norm(w_.final_norm, x, xn, R);
+  lm_head(xn, R, out);
+  // The leader (stage 0, tp rank 0) schedules and samples: the last stage's tp rank 0 (same pp group) sends it
+  // the logits.
+  if (pp_.size() > 1 && tp_.rank() == 0) {
+    const size_t lbytes = out.logits.size() * sizeof(float);
+    timed_comm(lbytes, [&] { pp_.send(out.logits.data(), lbytes, 0, tag_logits); });
+  }
+}
+
+void DecoderModel::run_layers(float* x, int64_t T, int64_t R) {
+  const int32_t half = config_.head_dim / 2;
+  const float* cos_t = nullptr;
+  const float* sin_t = nullptr;
+  if (spec_.rope) {
+    float* c = grow(cos_, T * half);
+    float* sn = grow(sin_, T * half);
+    cpu::rope_tables(batch_.positions.data(), T, inv_freq_.data(), half, c, sn);
+    cos_t = c;
+    sin_t = sn;
+  }
+  for (int32_t l = 0; l < num_layers_; ++l) {
+    // Past the model's last attention only rows that produce logits matter (K/V of every token are written by
+    // then), so the last layer's out projection and MLP run on those rows alone.
+    const bool last = layout_.last_stage() && l == num_layers_ - 1;
+    attention_block(l, x, T, last ? R : -1, cos_t, sin_t);
+    mlp_block(w_.layers[l], x, last ? R : T);
+  }
+}
+
+void DecoderModel::attention_block(int32_t l, float* x, int64_t T, int64_t logit_rows, const float* cos_t,
+                                   const float* sin_t) {
+  const DecoderLayerWeights& lw = w_.layers[l];
+  const int64_t H = config_.hidden_size, qkv_w = q_dim_ + 2 * kv_dim_;
+  const int32_t hd = config_.head_dim, half = hd / 2;
+  float* xn = grow(xn_, T * H);
+  float* qkv = grow(qkv_, T * qkv_w);
+  float* attn = grow(attn_, T * q_dim_);
+  cpu::PagedKv pool{k_pool_[l].get(), v_pool_[l].get(), num_blocks_, num_kv_heads_, tokens_per_block_, hd};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+
+  norm(lw.attn_norm, x, xn, T);
+  linear(lw.qkv, xn, T, qkv, false);
+  if (spec_.rope) {
+    cpu::apply_rope(qkv, T, qkv_w, num_heads_, half, cos_t, sin_t);
+    cpu::apply_rope(qkv + q_dim_, T, qkv_w, num_kv_heads_, half, cos_t, sin_t);
+  }
+  cpu::write_kv(pool, att_chunks_, qkv + q_dim_, qkv + q_dim_ + kv_dim_, qkv_w);
+  const int32_t* row_chunk = batch_.token_chunk.data();
+  int64_t rows = T;
+  if (logit_rows >= 0) {
+    const int64_t* out_rows = batch_.out_rows.data();
+    cpu::paged_attention(pool, att_chunks_, row_chunk, out_rows, logit_rows, qkv, qkv_w, num_heads_, scale, attn,
+                         q_dim_);
+    for (int64_t i = 0; i < logit_rows; ++i)
+      if (out_rows[i] != i) std::memcpy(x + i * H, x + out_rows[i] * H, sizeof(float) * H);
+    rows = logit_rows;
+  } else {
+    cpu::paged_attention(pool, att_chunks_, row_chunk, nullptr, T, qkv, qkv_w, num_heads_, scale, attn, q_dim_);
+  }
+  linear_row_parallel(lw.o, attn, rows, x);
+}
+
+void DecoderModel::mlp_block(const DecoderLayerWeights& lw, float* x, int64_t rows) {
+  const int64_t inter = inter_;
+  float* xn = grow(xn_, rows * config_.hidden_size);
+  float* mlp = grow(mlp_, rows * (spec_.gated_mlp ? 2 * inter : inter));
+  float* mlp_act = spec_.gated_mlp ? grow(mlp_act_, rows * inter) : mlp;
+  norm(lw.mlp_norm, x, xn, rows);
+  linear(lw.up, xn, rows, mlp, false);
+  if (spec_.gated_mlp)
+    cpu::gated_activate(mlp, mlp_act, rows, inter, spec_.act);
+  else
+    cpu::activate(mlp, rows * inter, spec_.act);
+  linear_row_parallel(lw.down, mlp_act, rows, x);
+}
+
+void DecoderModel::pass_to_next_stage(const float* x, int64_t T, int64_t R, int32_t tag_act, int32_t tag_logits,
+                                      ForwardOutput& out) {
+  const int64_t H = config_.hidden_size, V = config_.vocab_size;
+  // Every tp rank hands its (identical) activations to the same tp rank of the next stage.
+  const size_t bytes = static_cast<size_t>(T * H) * sizeof(float);
+  timed_comm(bytes, [&] { pp_.send(x, bytes, pp_.rank() + 1, tag_act); });
+  if (layout_.leader()) {
+    out.logits.resize(static_cast<size_t>(R * V));
+    const size_t lbytes = out.logits.size() * sizeof(float);
+    timed_comm(lbytes, [&] { pp_.recv(out.logits.data(), lbytes, pp_.size() - 1, tag_logits); });
+  } else {
+    out.logits.clear();
+  }
+}
+
+}  // namespace engine

@@ -1,0 +1,129 @@
+// The decoder-only transformer both supported families reduce to: embeddings (+ learned positions for GPT-2),
+// per layer [norm -> fused qkv -> (rope) -> paged attention -> out proj + residual -> norm -> MLP + residual],
+// final norm, LM head. llama.cpp and gpt2.cpp only map checkpoint tensors into these weights, so the batched,
+// paged forward pass exists once.
+//
+// Tensor/pipeline parallel (parallel-layout.h): a rank holds its stage's layers, and within them its heads' q/k/v
+// rows and MLP columns (column parallel), the matching columns of o/down (row parallel: partial sums, added up by
+// one all-reduce per block), and its vocab rows of the embedding / LM head. Shapes below are per rank; with
+// tp = pp = 1 they are the whole model.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "comm/comm.h"
+#include "cpu/activation.h"
+#include "cpu/attention.h"
+#include "model/batch-layout.h"
+#include "model/model.h"
+#include "parallel/parallel-layout.h"
+
+namespace engine {
+
+// A projection in nn.Linear layout.
+struct Linear {
+  std::vector<float> w;  // [out, in]
+  std::vector<float> b;  // [out], empty without bias
+  int64_t out = 0, in = 0;
+};
+
+struct Norm {
+  std::vector<float> w;  // [hidden]
+  std::vector<float> b;  // [hidden] for LayerNorm, empty for RMSNorm
+};
+
+// q_dim / kv_dim / inter: this rank's local heads * head_dim, local kv heads * head_dim, intermediate / tp.
+// Row-parallel biases (o, down) are held by tp rank 0 only, so the all-reduce adds them once.
+struct DecoderLayerWeights {
+  Norm attn_norm;
+  Linear qkv;   // [q_dim + 2 * kv_dim, hidden]: q rows, then k, then v (one GEMM for all three)
+  Linear o;     // [hidden, q_dim]
+  Norm mlp_norm;
+  Linear up;    // gated: [2 * inter, hidden] gate rows then up rows; else [inter, hidden]
+  Linear down;  // [hidden, inter]
+};
+
+// vocab_local: the rank's slice of the vocab padded to a multiple of tp (ParallelLayout::local_vocab); padding
+// rows are zero. Stage-only parts are empty on the other stages.
+struct DecoderWeights {
+  std::vector<float> embed;      // [vocab_local, hidden]; first stage only
+  std::vector<float> pos_embed;  // [max_positions, hidden]; first stage only; empty when positions come from rope
+  std::vector<DecoderLayerWeights> layers;  // this stage's layers, in order
+  Norm final_norm;               // last stage only
+  std::vector<float> lm_head;    // [vocab_local, hidden]; last stage only; empty: tied to embed (pp == 1)
+};
+
+struct DecoderSpec {
+  bool rms_norm = true;     // false: LayerNorm with bias
+  bool rope = true;         // false: learned position embeddings
+  bool gated_mlp = true;    // act(gate) * up, else act(up)
+  cpu::Activation act = cpu::Activation::silu;
+};
+
+class DecoderModel : public Model {
+ public:
+  DecoderModel(ModelConfig config, DecoderSpec spec, DecoderWeights weights, int32_t num_threads);
+  // One rank of a tp x pp grid: `weights` hold the slices `layout` names; tp_comm / pp_comm as in LoadOptions.
+  DecoderModel(ModelConfig config, DecoderSpec spec, DecoderWeights weights, int32_t num_threads,
+               ParallelLayout layout, Comm tp_comm, Comm pp_comm);
+
+  const ModelConfig& config() const override { return config_; }
+  size_t kv_bytes_per_token() const override;
+  void allocate_kv(int32_t num_blocks, int32_t tokens_per_block) override;
+  void copy_kv_block(int32_t src, int32_t dst) override;
+  size_t weight_bytes() const override;
+  void forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) override;
+  ForwardCommStats last_comm_stats() const override { return comm_stats_; }
+
+ private:
+  void validate(const std::vector<SequenceChunk>& chunks) const;
+  void norm(const Norm& n, const float* x, float* out, int64_t rows) const;
+  // y = x Wᵀ + b (accumulate: y += x Wᵀ + b)
+  void linear(const Linear& l, const float* x, int64_t rows, float* y, bool accumulate) const;
+  // y += x Wᵀ + b summed over the tp group, for a row-parallel projection whose partial products must be added.
+  void linear_row_parallel(const Linear& l, const float* x, int64_t rows, float* y);
+  void embed(const std::vector<SequenceChunk>& chunks, const int32_t* positions, float* x);
+  void lm_head(const float* xn, int64_t rows, ForwardOutput& out);
+  // The stage's layers over the T token rows of x ([T, hidden], updated in place); the model's last layer leaves
+  // only the R logit rows in x's first R rows.
+  void run_layers(float* x, int64_t T, int64_t R);
+  // Layer l's norm -> qkv -> rope -> K/V write -> attention -> out projection + residual. logit_rows >= 0 (the
+  // model's last layer): attention and the projection run only for the logit rows, gathered to x's first rows.
+  void attention_block(int32_t l, float* x, int64_t T, int64_t logit_rows, const float* cos_t, const float* sin_t);
+  void mlp_block(const DecoderLayerWeights& lw, float* x, int64_t rows);  // norm -> MLP + residual
+  // A stage before the last: activations to the next stage; on the leader, the logits back from the last one.
+  void pass_to_next_stage(const float* x, int64_t T, int64_t R, int32_t tag_act, int32_t tag_logits,
+                          ForwardOutput& out);
+  // Runs `fn` (one comm call moving `bytes`) and adds its time to comm_stats_.
+  template <typename Fn>
+  void timed_comm(size_t bytes, Fn fn);
+
+  ModelConfig config_;
+  DecoderSpec spec_;
+  DecoderWeights w_;
+  int32_t num_threads_;
+  std::thread::id threads_set_for_;  // OpenMP's thread count is per calling thread
+  std::vector<float> inv_freq_;      // [head_dim / 2]
+  int64_t q_dim_, kv_dim_;  // this rank's: local heads * head_dim, local kv heads * head_dim
+  int32_t num_heads_, num_kv_heads_, num_layers_;  // this rank's
+  int64_t inter_;                                  // this rank's intermediate columns
+
+  ParallelLayout layout_;
+  Comm tp_, pp_;
+  ForwardCommStats comm_stats_;
+  uint32_t iteration_ = 0;  // forward() calls so far: pipeline messages are tagged with it
+
+  // KV pool: one K and one V array per layer, [num_blocks, num_kv_heads, tokens_per_block, head_dim] each.
+  int32_t num_blocks_ = 0, tokens_per_block_ = 0;
+  std::vector<std::unique_ptr<float[]>> k_pool_, v_pool_;
+
+  // Scratch, grown to the largest iteration seen and reused: forward() allocates nothing in steady state.
+  BatchLayout batch_;
+  std::vector<float> x_, xn_, qkv_, attn_, mlp_, mlp_act_, cos_, sin_;  // [n_tokens, ...]
+  std::vector<float> logits_local_, logits_gathered_;                   // [n_logit_rows, vocab_local], [tp, ...]
+  std::vector<cpu::AttentionChunk> att_chunks_;
+};
+
+}  // namespace engine

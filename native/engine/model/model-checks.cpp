@@ -1,0 +1,53 @@
+#include "model/model-checks.h"
+
+#include <string>
+
+#include "errors.h"
+
+namespace engine {
+
+void check_kv_allocation(int32_t num_blocks, int32_t tokens_per_block) {
+  if (num_blocks <= 0 || tokens_per_block <= 0)
+    throw EngineError(ErrorCode::invalid_argument, "allocate_kv needs num_blocks > 0 and tokens_per_block > 0, got " +
+                                                       std::to_string(num_blocks) + " and " +
+                                                       std::to_string(tokens_per_block));
+}
+
+void check_kv_block_copy(int32_t src, int32_t dst, int32_t num_blocks) {
+  if (src < 0 || src >= num_blocks || dst < 0 || dst >= num_blocks)
+    throw EngineError(ErrorCode::internal, "copy_kv_block(" + std::to_string(src) + ", " + std::to_string(dst) +
+                                               ") outside the pool of " + std::to_string(num_blocks) + " blocks");
+}
+
+void validate_chunks(const std::vector<SequenceChunk>& chunks, const ModelConfig& config, bool learned_positions,
+                     int32_t num_blocks, int32_t tokens_per_block) {
+  if (num_blocks == 0) throw EngineError(ErrorCode::internal, "forward called before allocate_kv");
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const SequenceChunk& ch = chunks[c];
+    const std::string which = "chunk " + std::to_string(c);
+    if (ch.tokens.empty()) throw EngineError(ErrorCode::internal, which + " has no tokens");
+    if (ch.past_len < 0) throw EngineError(ErrorCode::internal, which + " has past_len " + std::to_string(ch.past_len));
+    const int64_t total = static_cast<int64_t>(ch.past_len) + static_cast<int64_t>(ch.tokens.size());
+    if (learned_positions && total > config.max_position_embeddings)
+      throw EngineError(ErrorCode::invalid_argument,
+                        which + " reaches position " + std::to_string(total - 1) + " but the model has only " +
+                            std::to_string(config.max_position_embeddings) + " position embeddings");
+    for (int32_t t : ch.tokens)
+      if (t < 0 || t >= config.vocab_size)
+        throw EngineError(ErrorCode::invalid_argument, which + " has token id " + std::to_string(t) +
+                                                           " outside the vocabulary [0, " +
+                                                           std::to_string(config.vocab_size) + ")");
+    const int64_t blocks_needed = (total + tokens_per_block - 1) / tokens_per_block;
+    if (static_cast<int64_t>(ch.block_ids.size()) < blocks_needed)
+      throw EngineError(ErrorCode::internal, which + " covers " + std::to_string(total) + " positions and needs " +
+                                                 std::to_string(blocks_needed) + " blocks but its block table has " +
+                                                 std::to_string(ch.block_ids.size()));
+    for (int64_t b = 0; b < blocks_needed; ++b)
+      if (ch.block_ids[b] < 0 || ch.block_ids[b] >= num_blocks)
+        throw EngineError(ErrorCode::internal, which + " block table entry " + std::to_string(b) + " is block " +
+                                                   std::to_string(ch.block_ids[b]) + ", outside the pool of " +
+                                                   std::to_string(num_blocks) + " blocks");
+  }
+}
+
+}  // namespace engine

@@ -1,0 +1,24 @@
+// The checks every Model runs before touching its KV pool: the pool's size and a block copy's ids; an iteration's
+// chunks (token ids inside the vocab, block tables covering every position, block ids inside the pool, positions
+// inside a learned position table). One definition for the CPU and the device models, so both reject the same
+// inputs with the same messages.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "model/model-config.h"
+#include "model/model.h"
+
+namespace engine {
+
+// allocate_kv's arguments: both > 0, else EngineError(invalid_argument).
+void check_kv_allocation(int32_t num_blocks, int32_t tokens_per_block);
+// copy_kv_block's block ids, inside a pool of num_blocks blocks, else EngineError(internal) (an executor bug).
+void check_kv_block_copy(int32_t src, int32_t dst, int32_t num_blocks);
+
+// Throws EngineError (internal for executor bugs, invalid_argument for token ids and positions).
+// `learned_positions`: the model adds a position table of max_position_embeddings rows (GPT-2).
+void validate_chunks(const std::vector<SequenceChunk>& chunks, const ModelConfig& config, bool learned_positions,
+                     int32_t num_blocks, int32_t tokens_per_block);
+
+}  // namespace engine

@@ -1,0 +1,151 @@
+// The model interface the executor drives: one forward pass over a batch of sequence chunks whose keys and
+// values live in a paged KV pool owned by the model. The executor decides which blocks each sequence uses
+// (kv-cache.h); the model only reads and writes the blocks it is handed.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm/comm.h"
+#include "model/model-config.h"
+
+namespace engine {
+
+// Where this rank sits in the tensor/pipeline grid (parallel-layout.h says what each rank then holds). World rank
+// = pp_rank * tp_size + tp_rank: tp ranks of a stage are neighbours, world rank 0 (stage 0, tp rank 0) leads.
+struct ShardInfo {
+  int32_t tp_rank = 0, tp_size = 1;
+  int32_t pp_rank = 0, pp_size = 1;
+};
+
+// A request's sampling, for a model that samples on its device (Model::samples_on_device): the sampling config plus
+// what its penalties read, so the device draws what sampler.h would draw from the same row (the same
+// counter-based uniform of (seed, step), the same tie-breaks).
+struct DeviceSampling {
+  bool greedy = false;  // argmax of the penalised row
+  float temperature = 1.0f;
+  int32_t top_k = 0;    // 0: no limit
+  float top_p = 1.0f;   // 1: no nucleus
+  uint64_t seed = 0, step = 0;
+  float repetition_penalty = 1.0f, presence_penalty = 0.0f, frequency_penalty = 0.0f;
+  // Each distinct token of prompt + output with its count in the output; empty when no penalty is set.
+  std::vector<std::pair<int32_t, int32_t>> penalty_tokens;
+};
+
+// Where the token after a chunk is drawn. sampling/device-sampling-choice.h decides (the one place that does);
+// models obey. A device choice makes forward() return no logits row for the chunk: ForwardOutput::first_row is -1
+// and `sampled` holds the token.
+enum class SampleOn : uint8_t {
+  host,           // the model returns the chunk's logits row(s); the executor's sampler draws the token
+  device_argmax,  // the model takes the argmax of the last row on its device (greedy, no logits processor)
+  device,         // the model samples the last row on its device with SequenceChunk::device_sampling
+};
+
+// One sequence's slice of an iteration: `tokens` are new (prefill chunk, or the one decode token), placed at
+// positions [past_len, past_len + tokens.size()). `block_ids` covers positions [0, past_len + tokens.size()):
+// position p lives in block block_ids[p / tokens_per_block] at slot p % tokens_per_block.
+struct SequenceChunk {
+  std::vector<int32_t> tokens;
+  int32_t past_len = 0;
+  std::vector<int32_t> block_ids;
+  bool all_logits = false;  // true: a logits row for every token of the chunk; false: only for the last token
+  // Not host only for a model whose samples_on_device() is true, and never with all_logits. Neither field is sent
+  // to followers (they never sample).
+  SampleOn sample_on = SampleOn::host;
+  DeviceSampling device_sampling{};  // read when sample_on is SampleOn::device
+};
+
+// A token the model sampled itself: greedy, the argmax (lowest id on ties) and its log-softmax; sampled, the
+// token and its log-probability under the distribution it was drawn from (sampler.h's SampledToken).
+struct DeviceSample {
+  int32_t token = 0;
+  float log_prob = 0;
+};
+
+// With tp/pp > 1, `logits` is filled on the leader (pp stage 0, tp rank 0) and on every tp rank of the last stage;
+// on the other ranks it is left empty. first_row and vocab_size are set on every rank.
+struct ForwardOutput {
+  std::vector<float> logits;           // [n_rows, vocab_size], rows of all chunks concatenated in chunk order
+  std::vector<int32_t> first_row;      // per chunk: index of its first row in `logits`; -1: sampled on the device
+  std::vector<DeviceSample> sampled;   // per chunk, valid where first_row is -1
+  int32_t vocab_size = 0;
+};
+
+// Communication of the last forward() on this rank (zero on a single rank). Seconds are wall time inside comm
+// calls, so for pipeline stages they include waiting for the neighbouring stage's compute.
+struct ForwardCommStats {
+  double seconds = 0;
+  uint64_t bytes = 0;  // payload of this rank's calls: sent, received, or its own buffer in a collective
+  int32_t calls = 0;
+  uint64_t plan_bytes = 0;  // leader mode: the iteration plan broadcast before this forward (iteration-plan.h)
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelConfig& config() const = 0;
+
+  // Bytes of KV storage one token takes on this rank (all layers, K and V, fp32).
+  virtual size_t kv_bytes_per_token() const = 0;
+  // (Re)allocates the KV pool: num_blocks blocks of tokens_per_block tokens. Contents start undefined.
+  virtual void allocate_kv(int32_t num_blocks, int32_t tokens_per_block) = 0;
+  // Copies every layer's K and V of block `src` into block `dst` (beam search's copy-on-write, kv-cache.h).
+  virtual void copy_kv_block(int32_t src, int32_t dst) = 0;
+  // Bytes held by weights on this rank (for memory stats).
+  virtual size_t weight_bytes() const = 0;
+
+  // Runs every chunk as one batch (one GEMM per weight for all tokens of the iteration), writes K/V of the new
+  // tokens into their blocks, and returns logits. Chunks of one call never share a block they write.
+  // Tensor/pipeline parallel: every rank of the model calls forward() with the SAME chunks (and the same KV
+  // allocation calls before), on the thread that called comm_init; all communication happens inside.
+  virtual void forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) = 0;
+  virtual ForwardCommStats last_comm_stats() const { return {}; }
+
+  // Device (GPU) models. on_device: weights, KV and activations live in device memory (memory stats go to
+  // gpu_mem_usage). device_free_bytes: free device memory now, after weights and activation buffers (the KV pool
+  // is sized from it); 0 for host models. activation_bytes: device scratch held for forward().
+  virtual bool on_device() const { return false; }
+  virtual size_t device_free_bytes() const { return 0; }
+  virtual size_t activation_bytes() const { return 0; }
+  // True when forward() honours SequenceChunk::sample_on on this rank: it can take a row's argmax or sample it on its
+  // device (the rank that holds the logits of a device model).
+  virtual bool samples_on_device() const { return false; }
+};
+
+enum class Device { cpu, cuda, auto_select };  // auto_select: cuda when built and a GPU is visible, else cpu
+
+struct LoadOptions {
+  ShardInfo shard;
+  // The rank's tensor-parallel group (the tp ranks of its stage, ordered by tp_rank) and pipeline group (the
+  // stages holding its tp rank, ordered by pp_rank). Sizes and ranks must match `shard`; default: size 1.
+  Comm tp_comm, pp_comm;
+  int32_t num_threads = 0;  // 0: all cores
+  Device device = Device::cpu;
+  // "auto": weights from the checkpoint; "dummy": random weights of the config.json's shapes (benchmarking without
+  // a checkpoint: only config.json is read; on CUDA the weights are generated on the GPU).
+  std::string load_format = "auto";
+  // Device models: "auto" (float16 when config.json's torch_dtype says so, else bfloat16), "bfloat16", "float16".
+  std::string dtype = "auto";
+  int32_t gpu_device = -1;  // -1: the rank's local rank modulo the visible GPUs
+  // Activation buffers of device models are sized for these once, before the KV pool takes the free memory
+  // (the executor's max_num_tokens and max_batch_size).
+  int32_t max_num_tokens = 8192;
+  int32_t max_batch_size = 64;
+  // progress(bytes_done, bytes_total) during weight loading; may be empty.
+  void (*progress)(void* user, uint64_t done, uint64_t total) = nullptr;
+  void* progress_user = nullptr;
+};
+
+// Loads a Hugging Face checkpoint directory (config.json + model.safetensors or model.safetensors.index.json);
+// with tp/pp > 1, only this rank's slices (parallel-layout.h). Throws EngineError naming the file / tensor /
+// architecture on any problem. Makes no MPI call (it may run on any thread): ranks of a grid then settle whether
+// all of them loaded with agree_on_load (load-agreement.h) on the comm thread.
+std::unique_ptr<Model> load_model(const std::string& checkpoint_dir, const LoadOptions& options);
+
+// cpu stays cpu; cuda throws EngineError(unsupported) saying why when this build or machine cannot run it;
+// auto_select picks cuda when the backend is built and a GPU is visible.
+Device resolve_device(Device requested);
+
+}  // namespace engine

@@ -1,0 +1,30 @@
+// The leader's per-iteration message to its followers (ARCHITECTURE.md, "The per-iteration protocol"): what every
+// rank must do to its KV pool and which chunks to run. Followers reproduce every KV decision from it alone; they
+// never schedule. Serialised as little-endian int32 words; the size per iteration is reported in the stats.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "model/model.h"
+
+namespace engine {
+
+enum class PlanOp : int32_t {
+  allocate_kv = 1,   // args: num_blocks, tokens_per_block
+  copy_kv_block = 2, // args: src, dst
+  forward = 3,       // chunks
+  shutdown = 4,      // followers return
+};
+
+struct IterationPlan {
+  PlanOp op = PlanOp::forward;
+  int32_t arg0 = 0, arg1 = 0;
+  std::vector<SequenceChunk> chunks;  // forward only
+};
+
+// Words per chunk header: n_tokens, past_len, n_blocks, all_logits.
+std::vector<uint8_t> serialize_plan(const IterationPlan& plan);
+// Throws EngineError(internal) on a malformed buffer (a protocol bug, never user input).
+IterationPlan deserialize_plan(const std::vector<uint8_t>& bytes);
+
+}  // namespace engine

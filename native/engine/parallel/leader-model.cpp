@@ -1,0 +1,107 @@
+#include "parallel/leader-model.h"
+
+#include <chrono>
+#include <exception>
+#include <string>
+
+#include "parallel/iteration-plan.h"
+
+namespace engine {
+
+LeaderModel::LeaderModel(std::unique_ptr<Model> inner, Comm world) : inner_(std::move(inner)), world_(std::move(world)) {}
+
+LeaderModel::~LeaderModel() = default;
+
+void LeaderModel::broadcast(const IterationPlan& plan) {
+  if (world_.size() == 1) return;
+  std::vector<uint8_t> bytes = serialize_plan(plan);
+  last_plan_bytes_.store(bytes.size());
+  const auto t0 = std::chrono::steady_clock::now();
+  world_.broadcast_bytes(bytes, 0);
+  last_plan_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// After a plan went out the ranks must stay in lock step: a local failure here cannot be reported as one failed
+// request, since followers are already inside the same collective. Abort the job with the reason instead.
+template <typename Fn>
+static void in_lock_step(const Comm& world, const char* what, Fn fn) {
+  if (world.size() == 1) {
+    fn();
+    return;
+  }
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    comm_abort(4, std::string(what) + " failed on the leader: " + e.what());
+  }
+}
+
+void LeaderModel::allocate_kv(int32_t num_blocks, int32_t tokens_per_block) {
+  IterationPlan plan;
+  plan.op = PlanOp::allocate_kv;
+  plan.arg0 = num_blocks;
+  plan.arg1 = tokens_per_block;
+  broadcast(plan);
+  in_lock_step(world_, "allocate_kv", [&] { inner_->allocate_kv(num_blocks, tokens_per_block); });
+}
+
+void LeaderModel::copy_kv_block(int32_t src, int32_t dst) {
+  IterationPlan plan;
+  plan.op = PlanOp::copy_kv_block;
+  plan.arg0 = src;
+  plan.arg1 = dst;
+  broadcast(plan);
+  in_lock_step(world_, "copy_kv_block", [&] { inner_->copy_kv_block(src, dst); });
+}
+
+void LeaderModel::forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) {
+  if (world_.size() == 1) {
+    inner_->forward(chunks, out);
+    return;
+  }
+  IterationPlan plan;
+  plan.op = PlanOp::forward;
+  plan.chunks = chunks;
+  broadcast(plan);
+  in_lock_step(world_, "forward", [&] { inner_->forward(chunks, out); });
+}
+
+ForwardCommStats LeaderModel::last_comm_stats() const {
+  ForwardCommStats stats = inner_->last_comm_stats();
+  if (world_.size() > 1) {
+    stats.plan_bytes = last_plan_bytes_.load();
+    stats.seconds += last_plan_seconds_;
+    stats.bytes += stats.plan_bytes;
+    stats.calls += 1;
+  }
+  return stats;
+}
+
+void LeaderModel::release_followers() {
+  if (released_) return;
+  released_ = true;
+  IterationPlan plan;
+  plan.op = PlanOp::shutdown;
+  broadcast(plan);
+}
+
+void follower_loop(Model& model, const Comm& world) {
+  ForwardOutput out;
+  for (;;) {
+    std::vector<uint8_t> bytes;
+    world.broadcast_bytes(bytes, 0);
+    try {
+      IterationPlan plan = deserialize_plan(bytes);
+      switch (plan.op) {
+        case PlanOp::allocate_kv: model.allocate_kv(plan.arg0, plan.arg1); break;
+        case PlanOp::copy_kv_block: model.copy_kv_block(plan.arg0, plan.arg1); break;
+        case PlanOp::forward: model.forward(plan.chunks, out); break;
+        case PlanOp::shutdown: return;
+      }
+    } catch (const std::exception& e) {
+      comm_abort(4, std::string("follower failed: ") + e.what());
+    }
+  }
+}
+
+}  // namespace engine
