@@ -13,6 +13,7 @@ import { ServingMetrics } from './frontend/metrics.js';
 import { singleModelCatalog } from './frontend/model-catalog.js';
 import { MODEL_NAMES } from './frontend/model-repository.js';
 import { buildServingContext, type ServingContext } from './frontend/serving-context.js';
+import { testHooksEnabled } from './frontend/test-hooks.js';
 import { createLogger, type Logger } from './log.js';
 import { executorOptions } from './options/executor-options.js';
 import type { ServeOptions } from './options/serve-options.js';
@@ -73,6 +74,7 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
   const http = createFrontendServer(catalog, {
     apiKey: options.apiKey, authHealth: options.authHealth, authMetrics: options.authMetrics,
     maxBodyBytes: options.maxBodyBytes, onError: (error) => log.error(`request failed: ${(error as Error)?.stack ?? String(error)}`),
+    ...(testHooksEnabled() ? { testHooks: executor } : {}),
   });
   const metricsServer = createMetricsServer(metrics, { apiKey: options.apiKey, authMetrics: options.authMetrics });
   const httpPort = await listen(http, options.httpPort, options.host);

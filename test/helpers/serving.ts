@@ -1,8 +1,11 @@
 // Starts a real server (HTTP + metrics on ephemeral ports) on a fixture model for a test file, and small HTTP
 // helpers that read SSE streams and Prometheus text.
+import { Executor } from '../../worker/executor/executor.js';
 import type { ServeOptions } from '../../worker/options/serve-options.js';
 import { startServer, type RunningServer } from '../../worker/serve.js';
 import { fixtureDir } from './fixtures.js';
+
+export { waitFor } from './wait.js';
 
 export interface TestServer {
   server: RunningServer;
@@ -20,6 +23,13 @@ export async function startTestServer(
   });
   t.teardown(() => server.close());
   return { server, base: `http://127.0.0.1:${server.httpPort}`, metricsBase: `http://127.0.0.1:${server.metricsPort}` };
+}
+
+/** The executor behind an in-process test server: a local Executor, with its test hold (holdIterations). */
+export function localExecutor(server: RunningServer): Executor {
+  const executor = server.context.executor;
+  if (!(executor instanceof Executor)) throw new Error('the test server does not run a local Executor');
+  return executor;
 }
 
 export async function postJson(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: any }> {
@@ -65,11 +75,3 @@ export function parsePrometheus(text: string): { types: Map<string, string>; sam
   return { types, samples };
 }
 
-export async function waitFor(check: () => boolean | Promise<boolean>, ms = 3000): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await check()) return true;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  return check();
-}

@@ -11,6 +11,8 @@ import { join } from 'node:path';
 
 import { execa, type ResultPromise } from 'execa';
 
+import { GENEROUS_MS, waitFor } from './wait.js';
+
 export interface SlurmNodeSpec {
   name: string;
   addr: string;
@@ -154,11 +156,7 @@ export async function startSlurm(options: StartOptions): Promise<SlurmCluster | 
     const ids = (jobs.stdout ?? '').split('\n').map((s) => s.trim()).filter((s) => s !== '');
     if (ids.length > 0) {
       await execa('scancel', ids, { env, reject: false });
-      for (let i = 0; i < 40; i += 1) {
-        const left = await execa('squeue', ['-h', '-o', '%A'], { env, reject: false });
-        if ((left.stdout ?? '').trim() === '') break;
-        await new Promise((r) => setTimeout(r, 250));
-      }
+      await waitFor(async () => ((await execa('squeue', ['-h', '-o', '%A'], { env, reject: false })).stdout ?? '').trim() === '');
     }
     for (const d of [...daemons].reverse()) d.kill('SIGTERM');
     await Promise.race([Promise.all(daemons), new Promise((r) => setTimeout(r, 5000))]);
@@ -186,7 +184,8 @@ export async function startSlurm(options: StartOptions): Promise<SlurmCluster | 
   };
   spawn('munged', ['-F', '--force', `--socket=${join(dir, 'munge', 'munge.sock')}`, `--key-file=${key}`,
     `--log-file=${join(dir, 'log', 'munged.log')}`, `--pid-file=${join(dir, 'munge', 'munged.pid')}`, `--seed-file=${join(dir, 'munge', 'munged.seed')}`]);
-  for (let i = 0; i < 50 && !existsSync(join(dir, 'munge', 'munge.sock')); i += 1) await new Promise((r) => setTimeout(r, 100));
+  // slurmctld authenticates through munge from its first moment: start it once munged listens.
+  await waitFor(() => existsSync(join(dir, 'munge', 'munge.sock')) || daemons.some((d) => d.exitCode !== null));
   spawn('slurmctld', ['-D', '-f', conf]);
   for (const n of options.nodes) {
     if (n.netns) {
@@ -200,7 +199,7 @@ export async function startSlurm(options: StartOptions): Promise<SlurmCluster | 
     }
   }
   // Up when every node is idle: registered with the controller, which accepts jobs for it.
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + GENEROUS_MS;
   let states = '';
   while (Date.now() < deadline) {
     const r = await execa('sinfo', ['-h', '-N', '-o', '%N %t'], { env, reject: false, all: true });

@@ -10,6 +10,7 @@ import { packageRoot } from '../../worker/common/package-root.js';
 import { startServer } from '../../worker/serve.js';
 import { isFinal, type JobInfo, jobInfo, parseScontrolRecord } from '../../launcher/slurm/job-status.js';
 import { fixtureDir } from './fixtures.js';
+import { GENEROUS_MS } from './wait.js';
 
 export const BIN = join(packageRoot(), 'bin', 'trtllm-launch.js');
 export const SEEDS_BODY = '{"text_input": "What is machine learning?", "max_tokens": 20, "bad_words": "", "stop_words": ""}';
@@ -50,7 +51,7 @@ export async function showJob(env: Record<string, string>, jobId: string): Promi
 }
 
 /** Polls until the job is in a final state (or `ms` passed); the last state seen. */
-export async function waitFinal(env: Record<string, string>, jobId: string, ms: number): Promise<JobInfo | undefined> {
+export async function waitFinal(env: Record<string, string>, jobId: string, ms = GENEROUS_MS): Promise<JobInfo | undefined> {
   const end = Date.now() + ms;
   let info = await showJob(env, jobId);
   while (Date.now() < end && !(info && isFinal(info.state))) {
@@ -77,7 +78,7 @@ export function processesWith(marker: string): { pid: number; cmd: string }[] {
   return out;
 }
 
-export async function waitNoProcesses(marker: string, ms = 5000): Promise<{ pid: number; cmd: string }[]> {
+export async function waitNoProcesses(marker: string, ms = GENEROUS_MS): Promise<{ pid: number; cmd: string }[]> {
   const end = Date.now() + ms;
   while (Date.now() < end && processesWith(marker).length > 0) await new Promise((r) => setTimeout(r, 100));
   return processesWith(marker);

@@ -63,12 +63,15 @@ async function generate(base: string, model: string, text: string, maxTokens = 1
 }
 
 async function noneLeft(t: Test, marker: string): Promise<void> {
-  let left = processesWith(marker, true);
-  for (let i = 0; i < 50 && left.length > 0; i += 1) {
-    await new Promise((r) => setTimeout(r, 100));
-    left = processesWith(marker, true);
-  }
-  t.same(left, [], 'no process of the job is left');
+  await waitFor(() => processesWith(marker, true).length === 0);
+  t.same(processesWith(marker, true), [], 'no process of the job is left');
+}
+
+/** The model's answer once its group's death has been noticed (a 503), or the last answer when it never is. */
+async function unavailable(base: string, model: string): Promise<{ status: number; json: any }> {
+  let last = await generate(base, model, 'x');
+  await waitFor(async () => (last = await generate(base, model, 'x')).status !== 200);
+  return last;
 }
 
 async function metric(base: string, name: string, labels: string): Promise<number | undefined> {
@@ -95,11 +98,10 @@ t.test('spawn mode: two models with different tp serve what one rank serves; one
   t.teardown(() => { cluster.child.kill('SIGKILL'); });
   t.ok(await cluster.ready, `ready (output: ${cluster.output().slice(-2000)})`);
   t.match(cluster.output(), /spawning 2 worker group\(s\): alpha \(2 rank\(s\)\), beta \(1 rank\(s\)\)/);
-  t.match(cluster.output(), /\[group 0 rank 0\] .*model alpha ready/, 'spawned ranks print under their group');
-  // Rank 0's own lines come through mpirun's output forwarding, which may deliver them after the launcher has
-  // seen the server answer: wait for the line rather than expecting it at the moment of readiness.
-  t.ok(await waitFor(() => /Started GRPCInferenceService at /.test(cluster.output()), 15000),
-    'the orchestrator opens the gRPC port too');
+  // The ranks' own lines come through mpirun's output forwarding, which may deliver them after the launcher has
+  // seen the server answer: wait for each line rather than expecting it at the moment of readiness.
+  t.ok(await waitFor(() => /\[group 0 rank 0\] .*model alpha ready/.test(cluster.output())), 'spawned ranks print under their group');
+  t.ok(await waitFor(() => /Started GRPCInferenceService at /.test(cluster.output())), 'the orchestrator opens the gRPC port too');
 
   // Both models at once, several requests each: every answer equals the one-rank answer.
   const answers = await Promise.all(PROMPTS.flatMap((p) => ['alpha', 'beta'].map(async (m) => ({ m, p, r: await generate(cluster.base, m, p) }))));
@@ -150,24 +152,17 @@ t.test('spawn mode: two models with different tp serve what one rank serves; one
   }
   t.ok((seen.match(/data: /g) ?? []).length >= 2, 'the long stream is flowing');
   aborter.abort();
-  let used: number | undefined = -1;
-  for (let i = 0; i < 40 && used !== 0; i += 1) {
-    await new Promise((r) => setTimeout(r, 150));
-    used = await metric(cluster.metrics, 'nv_trt_llm_kv_cache_block_metrics', 'model="alpha",kv_cache_block_type="used"');
-  }
-  t.equal(used, 0, 'the cancelled request left no KV block in use');
+  const used = () => metric(cluster.metrics, 'nv_trt_llm_kv_cache_block_metrics', 'model="alpha",kv_cache_block_type="used"');
+  await waitFor(async () => (await used()) === 0);
+  t.equal(await used(), 0, 'the cancelled request left no KV block in use');
   t.equal(await metric(cluster.metrics, 'nv_trt_llm_request_metrics', 'model="alpha",request_type="active"'), 0, 'and no active request');
   t.ok((await metric(cluster.metrics, 'nv_inference_request_success', 'model="beta"'))! >= 3, 'metrics are labelled per model');
 
   // Kill one of alpha's ranks: alpha turns unavailable (503 naming it), beta keeps answering.
+  t.ok(await waitFor(() => cluster.pids('alpha').length === 2), 'alpha runs on 2 ranks');
   const alpha = cluster.pids('alpha');
-  t.equal(alpha.length, 2, 'alpha runs on 2 ranks');
   process.kill(alpha[1]!, 'SIGKILL');
-  let down = await generate(cluster.base, 'alpha', 'x');
-  for (let i = 0; i < 20 && down.status === 200; i += 1) {
-    await new Promise((r) => setTimeout(r, 100));
-    down = await generate(cluster.base, 'alpha', 'x');
-  }
+  const down = await unavailable(cluster.base, 'alpha');
   t.equal(down.status, 503);
   t.match(down.json.error, /model 'alpha' is not available: its rank 1 \(pid \d+ on \S+\) exited/);
   const still = await generate(cluster.base, 'beta', PROMPTS[2]!);
@@ -180,8 +175,7 @@ t.test('spawn mode: two models with different tp serve what one rank serves; one
   t.equal((await fetch(`${cluster.base}/v2/models/beta/ready`)).status, 200, 'beta is ready');
   // Killed ranks linger as zombies until mpirun reaps them: wait until both are gone from /proc.
   const gone = (pid: number) => !processesWith('', false).some((p) => p.pid === pid);
-  for (let i = 0; i < 50 && !alpha.every(gone); i += 1) await new Promise((r) => setTimeout(r, 100));
-  t.ok(alpha.every(gone), 'alpha\'s other rank was taken down too');
+  t.ok(await waitFor(() => alpha.every(gone)), 'alpha\'s other rank was taken down too');
 
   cluster.child.kill('SIGTERM');
   const result = await cluster.child;
@@ -201,12 +195,9 @@ t.test('no-spawn variant: every rank started by mpirun serves the same; a dead g
     // (The status and body in the message: once in CI this answer had no text_output, and never again in 20 reruns.)
     t.equal(r.json.text_output, expected[m]![0], `${m} = one rank (HTTP ${r.status} ${JSON.stringify(r.json).slice(0, 300)})`);
   }
+  t.ok(await waitFor(() => cluster.pids('beta').length === 1), 'beta\'s rank is known');
   process.kill(cluster.pids('beta')[0]!, 'SIGKILL');
-  let down = await generate(cluster.base, 'beta', 'x');
-  for (let i = 0; i < 20 && down.status === 200; i += 1) {
-    await new Promise((r) => setTimeout(r, 100));
-    down = await generate(cluster.base, 'beta', 'x');
-  }
+  const down = await unavailable(cluster.base, 'beta');
   t.equal(down.status, 503);
   t.match(down.json.error, /model 'beta' is not available/);
   t.equal((await generate(cluster.base, 'alpha', PROMPTS[1]!)).json.text_output, expected.alpha![1], 'alpha keeps serving');
@@ -219,6 +210,7 @@ t.test('--fail-fast: one dead worker stops the whole cluster with a non-zero exi
   const cluster = await startCluster(['--fail-fast']);
   t.teardown(() => { cluster.child.kill('SIGKILL'); });
   t.ok(await cluster.ready, `ready (output: ${cluster.output().slice(-2000)})`);
+  t.ok(await waitFor(() => cluster.pids('beta').length === 1), 'beta\'s rank is known');
   process.kill(cluster.pids('beta')[0]!, 'SIGKILL');
   const result = await cluster.child;
   t.not(result.exitCode, 0, `exit code ${result.exitCode}`);
@@ -230,6 +222,7 @@ t.test('the orchestrator killed: every worker group goes with it', async (t) => 
   const cluster = await startCluster();
   t.teardown(() => { cluster.child.kill('SIGKILL'); });
   t.ok(await cluster.ready, `ready (output: ${cluster.output().slice(-2000)})`);
+  t.ok(await waitFor(() => /leader pid (\d+)/.test(cluster.output())), 'the orchestrator said its pid');
   const orchestrator = Number(/leader pid (\d+)/.exec(cluster.output())![1]);
   process.kill(orchestrator, 'SIGKILL');
   const result = await cluster.child;

@@ -1,6 +1,6 @@
 // Leader mode under the real mpirun: tp=2, pp=2, tp=2 x pp=2 and tp=4 produce what one rank produces (and what
 // HF transformers produced) — greedy tokens, context logits, streaming, stop words, beam search, cancellation, KV
-// pressure — and a rank killed with SIGKILL takes the whole job down within seconds, leaving no process behind.
+// pressure — and a rank killed with SIGKILL takes the whole job down, leaving no process behind.
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +10,7 @@ import t from 'tap';
 
 import { packageRoot } from '../../worker/common/package-root.js';
 import { fixtureDir } from '../helpers/fixtures.js';
+import { waitFor } from '../helpers/wait.js';
 
 const program = join(packageRoot(), 'dist', 'test', 'programs', 'parallel-check.js');
 const MPI_ENV = { OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1', OMP_NUM_THREADS: '1' };
@@ -55,6 +56,7 @@ for (const model of ['tiny-llama', 'tiny-gpt2']) {
     const base = single.result!;
     t.ok(base.greedyMatchesReference.every(Boolean), 'one rank matches HF');
     t.ok(base.paused > 0, `the small KV pool made max_utilization pause (${base.paused})`);
+    t.equal(base.cancelled, 'cancelled after 1 token(s)', 'one rank: cancellation');
     for (const layout of LAYOUTS) {
       const { result, exitCode, output } = await run(model, layout.np, layout.tp, layout.pp);
       if (!result) {
@@ -71,7 +73,7 @@ for (const model of ['tiny-llama', 'tiny-gpt2']) {
       t.equal(result.stopWords.reason, 'stop_words');
       t.same(result.beam2, base.beam2, `${layout.name}: beam search`);
       t.ok(result.beam2MatchesReference, `${layout.name}: beams = HF transformers`);
-      t.equal(result.cancelled, 'cancelled', `${layout.name}: cancellation`);
+      t.equal(result.cancelled, 'cancelled after 1 token(s)', `${layout.name}: cancellation`);
       t.same(result.pressure, base.pressure, `${layout.name}: KV pressure outputs unchanged`);
       t.ok(result.kvAllFree, `${layout.name}: KV all free`);
     }
@@ -111,13 +113,11 @@ for (const victim of [1, 0]) {
         if (busy && pids.size === 2) resolve();
       });
     });
-    const started = performance.now();
+    // How fast is measured in bench/launcher-overhead; here: that mpirun fails and no rank is left.
     process.kill(pids.get(victim)!, 'SIGKILL');
     const result = await child;
-    const seconds = (performance.now() - started) / 1000;
     t.not(result.exitCode, 0, `mpirun exits non-zero (${result.exitCode})`);
-    t.ok(seconds < 5, `all gone in ${seconds.toFixed(2)} s`);
-    for (let i = 0; i < 20 && [...pids.values()].some(alive); i += 1) await new Promise((r) => setTimeout(r, 100));
+    await waitFor(() => ![...pids.values()].some(alive));
     t.ok([...pids.values()].every((pid) => !alive(pid)), `no rank survives (${[...pids.values()].filter(alive).join(', ') || 'none alive'})`);
   });
 }

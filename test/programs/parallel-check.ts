@@ -8,6 +8,7 @@ import { loadAddon } from '../../worker/binding/load-addon.js';
 import { Executor } from '../../worker/executor/executor.js';
 import { initRank } from '../../worker/rank.js';
 import { contextLogitsReference, generateReferences, maxRelativeError, referenceCases } from '../helpers/fixtures.js';
+import { generateTogether } from '../helpers/together.js';
 
 const [modelDir = '', tpText = '1', ppText = '1', modelName = '', mode = 'scenarios'] = process.argv.slice(2);
 const tp = Number(tpText);
@@ -21,7 +22,8 @@ async function scenarios(executor: Executor): Promise<Record<string, unknown>> {
     inputTokenIds: c.input_ids, maxTokens: c.max_new_tokens,
     output: { returnContextLogits: true, excludeInputFromOutput: true },
   }));
-  const results = await Promise.all(reqs.map((r) => executor.generate(r)));
+  // One batch, so every layout batches them the same way.
+  const results = await generateTogether(executor, reqs);
   out.greedy = results.map((r) => r.outputTokenIds?.[0]);
   out.greedyMatchesReference = results.map((r, i) => JSON.stringify(r.outputTokenIds?.[0]) === JSON.stringify(cases[i]!.greedy_output_ids));
   out.contextLogitsError = results.map((r, i) => maxRelativeError(r.contextLogits ?? [], contextLogitsReference(modelName, i)));
@@ -40,20 +42,28 @@ async function scenarios(executor: Executor): Promise<Record<string, unknown>> {
   out.beam2 = beam.outputTokenIds;
   out.beam2MatchesReference = JSON.stringify(beam.outputTokenIds) === JSON.stringify(refs.beam2?.output_ids);
 
+  // Cancelled after its first iteration: the loop holds until the cancel is in, so it lands after one token.
   const long = Math.min(140, executor.limits.maxSeqLen - cases[0]!.input_ids.length);
+  executor.holdIterations(1);
   const handle = executor.enqueue({ inputTokenIds: cases[0]!.input_ids, maxTokens: long, streaming: true });
-  let last: NativeResponse | undefined;
-  for await (const r of handle) { last = r; handle.cancel(); }
-  out.cancelled = last?.finishReasons?.[0];
+  const seen: NativeResponse[] = [];
+  for await (const r of handle) {
+    seen.push(r);
+    if (seen.length === 1) {
+      handle.cancel();
+      executor.holdIterations(-1);
+    }
+  }
+  out.cancelled = `${seen.at(-1)?.finishReasons?.[0]} after ${seen.flatMap((r) => r.outputTokenIds?.[0] ?? []).length} token(s)`;
 
   // KV pressure: four short prompts (one block each) growing to 7 blocks each in a pool of 10 — any two running
   // at once overflow it: max_utilization must pause and resume some, and the outputs must not change.
   executor.iterationStats();
   const grow = Math.min(100, executor.limits.maxSeqLen - 16);
   const pressure = cases.map((c, i) => ({ inputTokenIds: c.input_ids.slice(0, 12 + i), maxTokens: grow, output: { excludeInputFromOutput: true } }));
-  out.pressure = (await Promise.all(pressure.map((r) => executor.generate(r)))).map((r) => r.outputTokenIds?.[0]);
+  out.pressure = (await generateTogether(executor, pressure)).map((r) => r.outputTokenIds?.[0]);
   out.paused = executor.iterationStats().reduce((n, s) => n + s.inflightBatchingStats.numPausedRequests, 0);
-  await new Promise((r) => setTimeout(r, 20));
+  // The KV snapshot is taken before the final responses are delivered: free by now.
   const kv = executor.kvCacheStats();
   out.kvAllFree = kv.freeNumBlocks === kv.maxNumBlocks;
   return out;

@@ -11,10 +11,20 @@ import { execa } from 'execa';
 import t from 'tap';
 
 import { fixtureDir, referenceCases } from '../helpers/fixtures.js';
+import { GENEROUS_MS, waitFor } from '../helpers/wait.js';
 import { startSlurm } from '../helpers/slurm-cluster.js';
 import { freePort, oneRankAnswer, parseSubmit, processesWith, SEEDS_BODY, seedsCurl, showJob, trtllm, waitFinal, waitNoProcesses } from '../helpers/slurm-jobs.js';
 
 const MODEL = fixtureDir('tiny-llama');
+
+/** Seconds the job has run (scontrol's RunTime, [D-]HH:MM:SS). */
+async function jobRunSeconds(env: Record<string, string>, jobId: string): Promise<number> {
+  const r = await execa('scontrol', ['show', 'job', '-o', jobId], { env, reject: false });
+  const m = /RunTime=(?:(\d+)-)?(\d+):(\d+):(\d+)/.exec(r.stdout ?? '');
+  if (!m) throw new Error(`no RunTime in: ${r.stdout}`);
+  const [d, h, min, sec] = m.slice(1).map((x) => Number(x ?? 0)) as [number, number, number, number];
+  return ((d * 24 + h) * 60 + min) * 60 + sec;
+}
 const node = hostname().split('.')[0]!;
 // The node's address is loopback: the test reaches the leader the way a login node would, through NodeAddr.
 const cluster = await startSlurm({ nodes: [{ name: node, addr: '127.0.0.1' }], cpusPerNode: 8 });
@@ -26,13 +36,14 @@ t.teardown(() => rmSync(work, { recursive: true, force: true }));
 const env = 'env' in cluster ? { ...cluster.env } : {};
 const common = ['--model', MODEL, '--threads', '1', '--tokens-per-block', '16', '--output-dir', 'logs'];
 
-// Submitted first, without following, so its 75 s run while the other tests do: its time limit's signal (35 s before
-// the end, so about 40 s in) must drain it like a stop would.
+// Submitted first, without following, so it starts while the other tests run. Its time limit is cut short only once
+// it serves (the last test): Slurm sends the drain signal on its own schedule — a periodic pass, up to a minute
+// off the nominal moment — so a limit fixed at submission could signal a job still starting on a busy machine.
 let timed: { jobId?: string | undefined; port: number } | undefined;
 if (!skip) {
   const port = await freePort();
   const r = await trtllm(['slurm', 'submit', ...common, '--world-size', '2', '--http-port', String(port), '--metrics-port', String(await freePort()), '--grpc-port', String(await freePort()),
-    '--job-name', 'timed', '--time', '1:15', '--drain-timeout', '5', '--no-follow'], work, env);
+    '--job-name', 'timed', '--time', '30', '--drain-timeout', '30', '--no-follow'], work, env);
   timed = { jobId: parseSubmit(r.all ?? '').jobId, port };
 }
 
@@ -55,9 +66,11 @@ t.test('slurm render prints a script that bash parses and Slurm accepts', { skip
 
 t.test('submit: endpoint printed, the seeds\' curl answers as one rank does; stop drains and leaves nothing', { skip }, async (t) => {
   const port = await freePort();
+  const metricsPort = await freePort();
   const marker = `--http-port ${port}`;
-  const r = await trtllm(['slurm', 'submit', ...common, '--world-size', '2', '--http-port', String(port), '--metrics-port', String(await freePort()), '--grpc-port', String(await freePort()),
-    '--job-name', 'serve', '--drain-timeout', '60', '--max-batch-size', '1'], work, env);
+  // TRTLLM_TEST_HOOKS: the leader takes /test/hold, so the drain below starts with every request queued.
+  const r = await trtllm(['slurm', 'submit', ...common, '--world-size', '2', '--http-port', String(port), '--metrics-port', String(metricsPort), '--grpc-port', String(await freePort()),
+    '--job-name', 'serve', '--drain-timeout', '60', '--max-batch-size', '1'], work, { ...env, TRTLLM_TEST_HOOKS: '1' });
   t.equal(r.exitCode, 0, `submit exit 0${r.exitCode === 0 ? '' : ` (${r.all?.slice(-2500)})`}`);
   const job = parseSubmit(r.all ?? '');
   t.ok(job.jobId, 'printed the job id');
@@ -79,11 +92,14 @@ t.test('submit: endpoint printed, the seeds\' curl answers as one rank does; sto
   }
   t.ok(processesWith(marker).length >= 3, 'launcher and two ranks running');
 
-  // Requests queued and in flight when the stop comes must still finish: a stop is a drain. One request per
-  // iteration (--max-batch-size 1) keeps a queue long enough to outlast the stop command's start.
+  // Requests queued when the stop comes must still finish: a stop is a drain. The leader's loop holds, so all 16 are
+  // queued (the leader counts them active) before the stop is sent; the drain lifts the hold and runs them.
+  const leader = `http://${job.addr}:${port}`;
+  t.equal((await fetch(`${leader}/test/hold`, { method: 'POST', body: JSON.stringify({ iterations: 0 }) })).status, 200, 'the leader holds');
   const body = (i: number) => JSON.stringify({ text_input: `The jury said ${i}`, max_tokens: 100, exclude_input_in_output: true });
-  const requests = Array.from({ length: 16 }, (_, i) => fetch(`http://${job.addr}:${port}/v2/models/ensemble/generate`, { method: 'POST', body: body(i) }));
-  await Promise.race(requests);
+  const requests = Array.from({ length: 16 }, (_, i) => fetch(`${leader}/v2/models/ensemble/generate`, { method: 'POST', body: body(i) }));
+  const active = async () => Number(/^nv_trt_llm_request_metrics\{[^}]*request_type="active"[^}]*\} (\S+)$/m.exec(await (await fetch(`http://${job.addr}:${metricsPort}/metrics`)).text())?.[1]);
+  t.ok(await waitFor(async () => (await active()) === 16), 'all 16 requests queued at the leader');
   const stop = await trtllm(['slurm', 'stop', job.jobId], work, env);
   t.equal(stop.exitCode, 0, `stop exit 0${stop.exitCode === 0 ? '' : ` (${stop.all})`}`);
   t.match(stop.all, new RegExp(`job ${job.jobId} stopped cleanly: COMPLETED, exit code 0:0`));
@@ -139,12 +155,22 @@ t.test('bad sbatch options are refused before anything is submitted', { skip }, 
 t.test('the time limit\'s signal drains the job before Slurm ends it', { skip }, async (t) => {
   t.ok(timed?.jobId, 'the timed job was submitted');
   if (!timed?.jobId) return;
-  const info = await waitFinal(env, timed.jobId, 100_000);
+  const log = join(work, 'logs', `timed-${timed.jobId}.out`);
+  const serving = () => { try { return /\[launcher\] ready after/.test(readFileSync(log, 'utf8')); } catch { return false; } };
+  t.ok(await waitFor(serving, 5 * GENEROUS_MS), 'the timed job serves');
+  // Now the limit (Slurm keeps whole minutes): at least the drain signal's lead (--drain-timeout 30 + 30 s) plus
+  // 30 s away. The signal can only come after this point, and however late Slurm's periodic pass sends it, the
+  // idle leader's drain has time to end the job before the limit.
+  const runSeconds = await jobRunSeconds(env, timed.jobId);
+  const minutes = Math.ceil((runSeconds + 60 + 30) / 60);
+  const update = await execa('scontrol', ['update', `JobId=${timed.jobId}`, `TimeLimit=${minutes}`], { env, reject: false, all: true });
+  t.equal(update.exitCode, 0, `scontrol update TimeLimit=${minutes}: ${update.all}`);
+  const info = await waitFinal(env, timed.jobId, 5 * GENEROUS_MS);
   t.equal(info?.state, 'COMPLETED', `ended by its own drain, not by TIMEOUT (${info?.state} ${info?.exitCode})`);
   t.equal(info?.exitCode, '0:0');
-  const out = readFileSync(join(work, 'logs', `timed-${timed.jobId}.out`), 'utf8');
+  const out = readFileSync(log, 'utf8');
   t.match(out, /\[launcher\] ready after/, 'it served first');
-  t.match(out, /\[launcher\] SIGTERM: draining the leader \(up to 5 s\)/);
+  t.match(out, /\[launcher\] SIGTERM: draining the leader \(up to 30 s\)/);
   t.match(out, /\[launcher\] all ranks stopped cleanly/);
   t.same((await waitNoProcesses(`--http-port ${timed.port}`)).map((p) => p.cmd.slice(0, 80)), [], 'nothing left');
 });

@@ -15,6 +15,7 @@ import t from 'tap';
 import { fixtureDir, referenceCases } from '../helpers/fixtures.js';
 import { createNetnsHosts, netnsPids } from '../helpers/netns-hosts.js';
 import { pidsNamed, slurmUnavailable, startSlurm } from '../helpers/slurm-cluster.js';
+import { waitFor } from '../helpers/wait.js';
 import { BIN, freePort, oneRankAnswer, parseSubmit, processesWith, SEEDS_BODY, seedsCurl, trtllm, waitFinal, waitNoProcesses } from '../helpers/slurm-jobs.js';
 
 const tag = `s${process.pid % 10000}`;
@@ -82,18 +83,20 @@ t.test('--nodes 2 --tp 2: one rank per namespace node, the answers of one rank; 
 
   const cancel = await execa('scancel', [job.jobId], { env, reject: false, all: true });
   t.equal(cancel.exitCode, 0, cancel.all);
-  const info = await waitFinal(env, job.jobId, 30_000);
+  const info = await waitFinal(env, job.jobId);
   t.equal(info?.state, 'CANCELLED', 'scancel ended the job');
-  t.same((await waitNoProcesses(marker, 10_000)).map((p) => p.cmd.slice(0, 80)), [], 'no launcher, srun or rank left');
+  t.same((await waitNoProcesses(marker)).map((p) => p.cmd.slice(0, 80)), [], 'no launcher, srun or rank left');
+  // The step daemons finish after the job is reported final: wait for them before looking into the namespaces.
+  const stepds = () => pidsNamed('slurmstepd').filter((p) => !stepdsBefore.has(p));
+  await waitFor(() => stepds().length === 0);
+  t.same(stepds(), [], 'no slurmstepd left');
   for (const h of hostsReady.hosts) {
-    const left = (await netnsPids(h.netns)).map((pid) => {
+    const left = async () => (await netnsPids(h.netns)).map((pid) => {
       try { return readFileSync(`/proc/${pid}/comm`, 'utf8').trim(); } catch { return 'gone'; }
     }).filter((c) => c !== 'gone');
-    t.same(left, ['slurmd'], `only slurmd left in ${h.name}'s namespace`);
+    await waitFor(async () => JSON.stringify(await left()) === '["slurmd"]');
+    t.same(await left(), ['slurmd'], `only slurmd left in ${h.name}'s namespace`);
   }
-  const stepds = () => pidsNamed('slurmstepd').filter((p) => !stepdsBefore.has(p));
-  for (let i = 0; i < 40 && stepds().length > 0; i += 1) await new Promise((r) => setTimeout(r, 250));
-  t.same(stepds(), [], 'no slurmstepd left');
 });
 
 t.test('inside salloc from the login side: srun runs the ranks on the nodes, Ctrl-C drains the remote leader', { skip }, async (t) => {
@@ -127,5 +130,5 @@ t.test('inside salloc from the login side: srun runs the ranks on the nodes, Ctr
   t.equal(result.exitCode, 0, `exit 0 after Ctrl-C${result.exitCode === 0 ? '' : ` (${fromDrain.slice(0, 8000)})`}`);
   t.match(all, /\[rank 0\] .*SIGTERM: draining/, 'the leader on h1 drained');
   t.match(all, /\[launcher\] all ranks stopped cleanly\n/);
-  t.same((await waitNoProcesses(`--http-port ${port}`, 10_000)).map((p) => p.cmd.slice(0, 80)), [], 'no srun or rank left');
+  t.same((await waitNoProcesses(`--http-port ${port}`)).map((p) => p.cmd.slice(0, 80)), [], 'no srun or rank left');
 });

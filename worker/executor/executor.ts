@@ -144,9 +144,13 @@ export class Executor implements ServingExecutor {
    * Waits for the requests in flight to end: resolves when none is active, or at `deadline` (epoch ms) cancels what
    * is left — `onDeadline` hears how many — and resolves once their final responses have been delivered. It resolves
    * on the last final response itself (no polling). A server's drain: stop admitting, `drain`, then `shutdown`.
+   * A drain runs the work to its end: it lifts a test's hold (holdIterations) — after the cancels of a deadline
+   * already passed, so a held request past it ends cancelled rather than running.
    */
   drain(deadline: number, onDeadline?: (remaining: number) => void): Promise<void> {
-    return this.active.drain(deadline, (id) => this.native.cancel(id), onDeadline);
+    const drained = this.active.drain(deadline, (id) => this.native.cancel(id), onDeadline);
+    this.holdIterations(-1);
+    return drained;
   }
 
   /** Cancels what is running (each gets a final `cancelled` response) and stops the loop thread. */

@@ -10,6 +10,7 @@ import type { ModelCatalog } from './model-catalog.js';
 import { chatRoutes } from './openai-chat.js';
 import { completionsRoutes } from './openai-completions.js';
 import { modelsRoutes } from './openai-models.js';
+import { type IterationHold, testHookRoutes } from './test-hooks.js';
 
 export interface FrontendOptions {
   apiKey?: string | undefined;
@@ -17,6 +18,7 @@ export interface FrontendOptions {
   authMetrics: boolean;          // /metrics needs the key too (default: open, for Prometheus)
   maxBodyBytes: number;
   onError?: (error: unknown) => void;
+  testHooks?: IterationHold | undefined;   // only with TRTLLM_TEST_HOOKS=1 (test-hooks.ts)
 }
 
 export function frontendRoutes(catalog: ModelCatalog, options: FrontendOptions): Route[] {
@@ -27,6 +29,7 @@ export function frontendRoutes(catalog: ModelCatalog, options: FrontendOptions):
     ...modelsRoutes(catalog),
     ...completionsRoutes(catalog),
     ...chatRoutes(catalog),
+    ...(options.testHooks ? testHookRoutes(options.testHooks) : []),
   ];
 }
 

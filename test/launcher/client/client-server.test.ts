@@ -10,7 +10,7 @@ import t from 'tap';
 import type { ClientOptions } from '../../../launcher/client/client-options.js';
 import { runClient } from '../../../launcher/client/client-run.js';
 import { packageRoot } from '../../../worker/common/package-root.js';
-import { postJson, startTestServer, waitFor } from '../../helpers/serving.js';
+import { localExecutor, startTestServer, waitFor } from '../../helpers/serving.js';
 
 const bin = join(packageRoot(), 'bin', 'trtllm-launch.js');
 
@@ -39,7 +39,7 @@ async function run(o: ClientOptions) {
 t.test('client over HTTP', async (t) => {
   const { base, metricsBase, server } = await startTestServer(t, { maxBatchSize: 1, grpcPort: 0 });
   const grpcUrl = `127.0.0.1:${server.grpcPort}`;
-  const executor = server.context.executor;
+  const executor = localExecutor(server);
 
   t.test("tensorrt_llm: the seeds' lines, logits shapes; streaming gives the same tokens", async (t) => {
     const whole = await run(options(base, { returnLogProbs: true, returnContextLogits: true, returnGenerationLogits: true }));
@@ -75,25 +75,15 @@ t.test('client over HTTP', async (t) => {
     // (matched by hand: the default process metrics can read "Nan", which the strict helper parser refuses)
     const failures = async () => Number(/nv_inference_request_failure\{model="tensorrt_llm",version="1"\} (\d+)/.exec(await (await fetch(`${metricsBase}/metrics`)).text())![1]);
     const before = await failures();
-    // The tiny model makes 100 tokens in a few ms: one request per iteration and long requests queued ahead of ours
-    // make it wait; the stop then lands while it is queued or generating. Longer waits first, until it lands mid-way.
-    let stopped: Awaited<ReturnType<typeof run>> | undefined;
-    // On a loaded machine the event loop (server and client share this process) can lag the executor thread by
-    // more than the queue ahead lasts: the last attempts queue more work ahead.
-    for (const [ms, ahead] of [[12, 6], [6, 6], [3, 6], [1, 6], [1, 24], [1, 60]] as const) {
-      const blockers = Array.from({ length: ahead }, () => postJson(`${base}/v2/models/tensorrt_llm/generate`, { input_ids: [1, 2, 3], request_output_len: 100 }));
-      await waitFor(() => executor.numActiveRequests() >= ahead);
-      stopped = await run(options(base, { inputTokens: [1, 2, 3], requestOutputLen: 100, streaming: true, stopAfterMs: ms }));
-      await Promise.all(blockers);
-      const n = stopped.result.elements[0]?.generated ?? 0;
-      t.comment(`stop after ${ms} ms behind ${ahead} requests: ${n} of 100 tokens`);
-      if (n < 100) break;
-    }
-    const e = stopped!.result.elements[0];
-    t.ok(stopped!.result.stopSent, 'the stop request was sent');
-    t.ok((e?.generated ?? 0) < 100, `${e?.generated ?? 0} of 100 tokens`);
+    // The loop holds before the request's first iteration: only the client's stop can end it.
+    executor.holdIterations(0);
+    const stopped = await run(options(base, { inputTokens: [1, 2, 3], requestOutputLen: 100, streaming: true, stopAfterMs: 10 }));
+    executor.holdIterations(-1);
+    const e = stopped.result.elements[0];
+    t.ok(stopped.result.stopSent, 'the stop request was sent');
+    t.equal(e?.generated ?? 0, 0, 'no token of the 100 asked for');
     t.equal(e?.finish ?? 'cancelled', 'cancelled');
-    t.match(stopped!.lines.join('\n'), /Finish: cancelled \(generated \d+ of 100 tokens\)/);
+    t.match(stopped.lines.join('\n'), /Finish: cancelled \(generated 0 of 100 tokens\)/);
     t.ok(await waitFor(async () => (await failures()) === before + 1), 'the server counts the cancelled request as not successful');
     t.ok(await waitFor(() => executor.numActiveRequests() === 0), 'nothing left running');
   });
@@ -116,20 +106,12 @@ t.test('client over HTTP', async (t) => {
   });
 
   t.test('-i grpc --stop-after-ms: the stop goes on the same stream and ends the request early', async (t) => {
-    let report = '';
-    // On a loaded machine the event loop (server and client share this process) can lag the executor thread by
-    // more than the queue ahead lasts: the last attempts queue more work ahead.
-    for (const [ms, ahead] of [[12, 6], [6, 6], [3, 6], [1, 6], [1, 24], [1, 60]] as const) {
-      const blockers = Array.from({ length: ahead }, () => postJson(`${base}/v2/models/tensorrt_llm/generate`, { input_ids: [1, 2, 3], request_output_len: 100 }));
-      await waitFor(() => executor.numActiveRequests() >= ahead);
-      const stopped = await run(options(grpcUrl, { protocol: 'grpc', inputTokens: [1, 2, 3], requestOutputLen: 100, streaming: true, stopAfterMs: ms }));
-      await Promise.all(blockers);
-      const e = stopped.result.elements[0];
-      report = `stop after ${ms} ms: sent ${stopped.result.stopSent}, ${e?.generated ?? 0} of 100 tokens, ${e?.finish ?? 'cancelled'}`;
-      t.comment(report);
-      if ((e?.generated ?? 0) < 100) break;
-    }
-    t.match(report, /sent true, \d+ of 100 tokens, cancelled$/);
+    // The loop holds before the request's first iteration: only the stop on the stream can end it.
+    executor.holdIterations(0);
+    const stopped = await run(options(grpcUrl, { protocol: 'grpc', inputTokens: [1, 2, 3], requestOutputLen: 100, streaming: true, stopAfterMs: 10 }));
+    executor.holdIterations(-1);
+    const e = stopped.result.elements[0];
+    t.equal(`sent ${stopped.result.stopSent}, ${e?.generated ?? 0} of 100 tokens, ${e?.finish ?? 'cancelled'}`, 'sent true, 0 of 100 tokens, cancelled');
     t.ok(await waitFor(() => executor.numActiveRequests() === 0), 'nothing left running');
   });
 

@@ -12,6 +12,7 @@ import { GrpcClient } from '../../../launcher/client/grpc.js';
 import { packageRoot } from '../../../worker/common/package-root.js';
 import { fixtureDir } from '../../helpers/fixtures.js';
 import { freePort, processesWith } from '../../helpers/processes.js';
+import { waitFor } from '../../helpers/wait.js';
 
 const bin = join(packageRoot(), 'bin', 'trtllm-launch.js');
 const MODEL = fixtureDir('tiny-llama');
@@ -79,8 +80,8 @@ t.test('world size 2: serves what one rank serves; Ctrl-C drains and exits 0 wit
   const result = await cluster.child;
   t.equal(result.exitCode, 0, `exit 0 after Ctrl-C (${cluster.output().slice(-600)})`);
   t.match(cluster.output(), /all ranks stopped cleanly/);
-  await new Promise((r) => setTimeout(r, 300));
-  t.same(processesWith(`--http-port ${marker}`).map((p) => p.pid), [], 'no rank or mpirun left');
+  t.ok(await waitFor(() => processesWith(`--http-port ${marker}`).length === 0), 'no rank or mpirun left');
+  t.same(processesWith(`--http-port ${marker}`).map((p) => p.cmd.slice(0, 60)), []);
 });
 
 for (const victim of ['follower', 'mpirun'] as const) {
@@ -93,15 +94,13 @@ for (const victim of ['follower', 'mpirun'] as const) {
       ? all.find((p) => /(^|\/)(mpirun|mpiexec|orterun) /.test(p.cmd))
       : all.find((p) => p.cmd.startsWith(process.execPath) && p.cmd.includes(' rank ') && !cluster.output().includes(`leader pid ${p.pid} on `));
     t.ok(target, `found the ${victim} (${target?.cmd.slice(0, 80)})`);
-    const started = performance.now();
+    // How fast it goes down is measured in bench/ (launcher-overhead); here: that it does, and how it reports it.
     process.kill(target!.pid, 'SIGKILL');
     const result = await cluster.child;
-    const seconds = (performance.now() - started) / 1000;
     t.not(result.exitCode, 0, `non-zero exit (${result.exitCode})`);
-    t.ok(seconds < 5, `down in ${seconds.toFixed(2)} s`);
     if (victim === 'follower') t.match(cluster.output(), /Root cause:\n\s+rank 1 on \S+: killed by signal 9/);
     else t.match(cluster.output(), /Root cause:/);
-    for (let i = 0; i < 20 && processesWith(marker).length > 0; i += 1) await new Promise((r) => setTimeout(r, 100));
+    await waitFor(() => processesWith(marker).length === 0);
     t.same(processesWith(marker).map((p) => p.cmd.slice(0, 60)), [], 'no process left');
   });
 }

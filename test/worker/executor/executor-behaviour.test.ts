@@ -7,6 +7,8 @@ import { TrtllmError } from '../../../worker/common/errors.js';
 import { Executor, type ExecutorOptions } from '../../../worker/executor/executor.js';
 import { expectError, expectRejection } from '../../helpers/expect-error.js';
 import { fixtureDir, referenceCases } from '../../helpers/fixtures.js';
+import { generateTogether } from '../../helpers/together.js';
+import { waitFor } from '../../helpers/wait.js';
 
 const MODEL = fixtureDir('tiny-llama');
 const cases = referenceCases('tiny-llama');
@@ -22,8 +24,8 @@ function allFree(executor: Executor): boolean {
   return s.freeNumBlocks === s.maxNumBlocks && s.usedNumBlocks === 0;
 }
 
-async function waitIdle(executor: Executor): Promise<void> {
-  for (let i = 0; i < 200 && executor.numActiveRequests() > 0; i += 1) await new Promise((r) => setTimeout(r, 10));
+async function waitIdle(executor: Executor): Promise<boolean> {
+  return waitFor(() => executor.numActiveRequests() === 0);
 }
 
 t.test('streaming yields the same tokens as one final response', async (t) => {
@@ -54,16 +56,21 @@ t.test('end_id stops generation with finish reason end_id', async (t) => {
 t.test('requests of different lengths are batched in flight', async (t) => {
   const executor = await withExecutor(t);
   executor.iterationStats();
+  // The long request's prompt runs alone (one iteration, then the loop holds); the short ones arrive while it is
+  // generating, so the next iteration mixes their prompts with its decode.
+  executor.holdIterations(1);
   const long = executor.enqueue({ inputTokenIds: cases[2]!.input_ids, maxTokens: 30 });
-  await new Promise((r) => setTimeout(r, 5));
+  await executor.awaitHeld();
   const short = [0, 1, 3].map((i) => executor.enqueue({ inputTokenIds: cases[i]!.input_ids, maxTokens: 4 + i }));
+  executor.holdIterations(-1);
   const results = await Promise.all([long, ...short].map((h) => h.result()));
   t.ok(results.every((r) => r.finishReasons?.[0] === 'length'));
   const stats = executor.iterationStats();
   const mixed = stats.filter((s) => s.inflightBatchingStats.numContextRequests > 0 && s.inflightBatchingStats.numGenRequests > 0);
   const multi = stats.filter((s) => s.inflightBatchingStats.numScheduledRequests > 1);
   t.ok(multi.length > 0, `iterations with more than one request: ${multi.length}`);
-  t.ok(mixed.length > 0 || multi.length > 0, `context and generation requests share iterations (${mixed.length})`);
+  t.equal(mixed[0]?.inflightBatchingStats.numContextRequests, 3, 'the three prompts start next to the running decode');
+  t.equal(mixed[0]?.inflightBatchingStats.numGenRequests, 1);
   t.ok(stats.every((s) => s.kvCacheStats.tokensPerBlock === 16), 'stats carry KV block info');
   t.ok(allFree(executor));
 });
@@ -86,32 +93,31 @@ t.test('sampling: same seed, same tokens; different seeds differ; top_k=1 is gre
 t.test('cancel mid-generation frees the KV cache within an iteration', async (t) => {
   const executor = await withExecutor(t);
   const maxTokens = 240 - cases[0]!.input_ids.length + 16;  // up to max_seq_len (256)
-  // The tiny model decodes a token in well under a millisecond, so a loaded machine can let a request finish
-  // before JS reacts to its first response: try a few times, and require one cancellation that landed mid-way.
-  let outcome = '';
-  for (let attempt = 0; attempt < 5; attempt += 1) {
-    const handle = executor.enqueue({ inputTokenIds: cases[0]!.input_ids, maxTokens, streaming: true });
-    let tokens = 0;
-    let last: NativeResponse | undefined;
-    for await (const r of handle) {
-      tokens += r.outputTokenIds?.[0]?.length ?? 0;
-      last = r;
+  // The tiny model decodes a token in well under a millisecond: the loop runs one iteration (the prompt and the
+  // first token) and holds until the cancel is in, so the cancel lands after exactly one token.
+  executor.holdIterations(1);
+  const handle = executor.enqueue({ inputTokenIds: cases[0]!.input_ids, maxTokens, streaming: true });
+  const seen: NativeResponse[] = [];
+  for await (const r of handle) {
+    seen.push(r);
+    if (seen.length === 1) {
       handle.cancel();
+      executor.holdIterations(-1);
     }
-    outcome = `${last?.finishReasons?.[0]} after ${tokens} of ${maxTokens} tokens`;
-    if (last?.finishReasons?.[0] === 'cancelled' && tokens < maxTokens) break;
   }
-  t.match(outcome, /^cancelled after \d+ of/, `cancelled mid-generation (${outcome})`);
-  await waitIdle(executor);
+  t.equal(seen.at(-1)?.finishReasons?.[0], 'cancelled', 'the final response says cancelled');
+  t.equal(seen.flatMap((r) => r.outputTokenIds?.[0] ?? []).length, 1, 'after the one token produced before the cancel');
+  t.ok(await waitIdle(executor), 'nothing active');
   t.ok(allFree(executor), 'KV back to all free');
-  // A cancel right behind the enqueue (same JS tick) ends the request early. How many tokens it produced first
-  // depends on how long this thread is descheduled on a loaded machine, so only "not all of them" is asserted.
+  // A cancel that arrives before the request's first iteration: no token at all.
+  executor.holdIterations(0);
   const early = executor.enqueue({ inputTokenIds: cases[0]!.input_ids, maxTokens, streaming: true });
   early.cancel();
+  executor.holdIterations(-1);
   const all = await early.responses();
   t.equal(all.at(-1)?.finishReasons?.[0], 'cancelled', 'cancelled at once');
-  t.ok(all.flatMap((r) => r.outputTokenIds?.[0] ?? []).length < maxTokens, 'before the end');
-  await waitIdle(executor);
+  t.equal(all.flatMap((r) => r.outputTokenIds?.[0] ?? []).length, 0, 'before any token');
+  t.ok(await waitIdle(executor), 'nothing active');
   t.ok(allFree(executor), 'KV back to all free');
 });
 
@@ -121,17 +127,18 @@ t.test('KV pressure: max_utilization pauses and resumes with identical outputs; 
   const requests = cases.map((c, i) => ({ inputTokenIds: c.input_ids.slice(0, 12 + i), maxTokens: 100, output: { excludeInputFromOutput: true } }));
   const small = { maxTokensInPagedKvCache: 160 };
   const free = await withExecutor(t);
-  const expected = await Promise.all(requests.map((r) => free.generate(r)));
+  const expected = await generateTogether(free, requests);
 
   const mu = await withExecutor(t, { ...small, schedulerPolicy: 'max_utilization' });
-  const got = await Promise.all(requests.map((r) => mu.generate(r)));
+  // All four arrive before the first iteration: they start together and the pool must overflow.
+  const got = await generateTogether(mu, requests);
   t.same(got.map((r) => r.outputTokenIds), expected.map((r) => r.outputTokenIds), 'max_utilization: same outputs');
   const paused = mu.iterationStats().reduce((n, s) => n + s.inflightBatchingStats.numPausedRequests, 0);
   t.ok(paused > 0, `max_utilization paused requests (${paused} pause events)`);
   t.ok(allFree(mu));
 
   const ne = await withExecutor(t, { ...small, schedulerPolicy: 'guaranteed_no_evict' });
-  const got2 = await Promise.all(requests.map((r) => ne.generate(r)));
+  const got2 = await generateTogether(ne, requests);
   t.same(got2.map((r) => r.outputTokenIds), expected.map((r) => r.outputTokenIds), 'guaranteed_no_evict: same outputs');
   t.equal(ne.iterationStats().reduce((n, s) => n + s.inflightBatchingStats.numPausedRequests, 0), 0, 'never paused');
   t.ok(allFree(ne));
@@ -173,7 +180,10 @@ t.test('bad input: typed errors naming the field, executor keeps serving, KV sta
 
 t.test('a bounded queue rejects with queue_full; shutdown finishes everything', async (t) => {
   const executor = await Executor.load(MODEL, { tokensPerBlock: 16, numThreads: 1, maxQueueSize: 2, maxBatchSize: 1 });
-  const handles = [];
+  // One request runs (its first iteration, then the loop holds); two more wait in the queue; the fourth is refused.
+  executor.holdIterations(1);
+  const handles = [executor.enqueue({ inputTokenIds: cases[0]!.input_ids, maxTokens: 100 })];
+  await executor.awaitHeld();
   let rejected: unknown;
   try {
     for (let i = 0; i < 10; i += 1) handles.push(executor.enqueue({ inputTokenIds: cases[0]!.input_ids, maxTokens: 100 }));
@@ -182,10 +192,11 @@ t.test('a bounded queue rejects with queue_full; shutdown finishes everything', 
   }
   t.ok(rejected instanceof TrtllmError && rejected.code === 'queue_full', 'queue_full');
   t.match((rejected as Error).message, /Maximum queue size of 2 has been reached/);
+  t.equal(handles.length, 3, 'the running one and two queued were accepted');
   await executor.shutdown();
   const finals = await Promise.all(handles.map((h) => h.responses()));
   t.ok(finals.every((all) => all.at(-1)!.isFinal), 'every request got a final response');
-  t.ok(finals.some((all) => all.at(-1)!.finishReasons?.[0] === 'cancelled'), 'running ones were cancelled');
+  t.same(finals.map((all) => all.at(-1)!.finishReasons?.[0]), ['cancelled', 'cancelled', 'cancelled'], 'the running and the queued ones were cancelled');
   expectError(t, () => executor.enqueue({ inputTokenIds: [1], maxTokens: 1 }), 'shutdown', /shut down/);
 });
 

@@ -25,12 +25,14 @@ t.test('drain: at once when idle, on the last final response, and cancelling at 
   t.same(finals.map((all) => all.at(-1)!.finishReasons?.[0]).sort(), ['length', 'length'], 'they ran to their end');
   t.same(told, [], 'no deadline reached');
 
-  // Past the deadline: cancelled in the same tick as the enqueue, so it ends early (as executor-behaviour checks).
+  // Past the deadline: held before its first iteration, it is cancelled before the drain lifts the hold.
+  executor.holdIterations(0);
   const long = executor.enqueue({ inputTokenIds: cases[2]!.input_ids, maxTokens: 60 });
   let cancelledFinal: NativeResponse | undefined;
   void long.responses().then((all) => { cancelledFinal = all.at(-1); });
   await executor.drain(Date.now() - 1, (left) => told.push(left));
   t.same(told, [1], 'told how many were cancelled');
   t.equal(cancelledFinal?.finishReasons?.[0], 'cancelled', 'its final (cancelled) response came before the drain resolved');
+  t.equal(cancelledFinal?.outputTokenIds?.[0]?.length, cases[2]!.input_ids.length, 'with no token generated');
   t.equal(executor.numActiveRequests(), 0, 'the engine agrees: nothing runs');
 });

@@ -6,14 +6,15 @@ import { Executor } from '../../../worker/executor/executor.js';
 import {
   contextLogitsReference, FIXTURE_MODELS, fixtureDir, maxRelativeError, referenceCases,
 } from '../../helpers/fixtures.js';
+import { generateTogether } from '../../helpers/together.js';
 
 for (const model of FIXTURE_MODELS) {
   t.test(`${model} matches HF transformers`, async (t) => {
     const executor = await Executor.load(fixtureDir(model), { tokensPerBlock: 16, numThreads: 2 });
     t.teardown(() => executor.shutdown());
     const cases = referenceCases(model);
-    // All cases at once: they are batched in flight, which must not change any result.
-    const results = await Promise.all(cases.map((c) => executor.generate({
+    // All cases in one batch (the same batch on every run): batching must not change any result.
+    const results = await generateTogether(executor, cases.map((c) => ({
       inputTokenIds: c.input_ids,
       maxTokens: c.max_new_tokens,
       output: { returnContextLogits: true, returnLogProbs: true, excludeInputFromOutput: true },

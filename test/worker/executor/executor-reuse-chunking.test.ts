@@ -6,6 +6,7 @@ import t from 'tap';
 import type { NativeRequest } from '../../../worker/binding/addon-types.js';
 import { Executor, type ExecutorOptions } from '../../../worker/executor/executor.js';
 import { contextLogitsReference, fixtureDir, maxRelativeError, referenceCases } from '../../helpers/fixtures.js';
+import { generateTogether } from '../../helpers/together.js';
 
 const MODEL = fixtureDir('tiny-llama');
 const cases = referenceCases('tiny-llama');
@@ -33,7 +34,7 @@ t.test('enableKvCacheReuse: reference outputs, reused blocks for a shared prefix
   // First pass fills the cache; the second (all at once) finds every prompt's full blocks but the last token's.
   for (const pass of ['cold', 'warm']) {
     const before = executor.kvCacheStats().reusedBlocks;
-    const results = await Promise.all(cases.map((c) => executor.generate(greedy(c))));
+    const results = await generateTogether(executor, cases.map((c) => greedy(c)));
     cases.forEach((c, i) => {
       t.same(results[i]!.outputTokenIds?.[0], c.greedy_output_ids, `${pass} ${c.name}: reference greedy tokens`);
       const lp = results[i]!.logProbs?.[0] ?? [];
@@ -69,9 +70,9 @@ t.test('enableKvCacheReuse: reference outputs, reused blocks for a shared prefix
 t.test('enableChunkedContext: maxNumTokens 16 gives the reference tokens and context logits', async (t) => {
   const executor = await withExecutor(t, { enableChunkedContext: true, maxNumTokens: 16 });
   executor.iterationStats();
-  const results = await Promise.all(cases.map((c) => executor.generate(greedy(c, {
+  const results = await generateTogether(executor, cases.map((c) => greedy(c, {
     output: { excludeInputFromOutput: true, returnLogProbs: true, returnContextLogits: true },
-  }))));
+  })));
   cases.forEach((c, i) => {
     t.same(results[i]!.outputTokenIds?.[0], c.greedy_output_ids, `${c.name}: reference greedy tokens`);
   });
@@ -95,7 +96,7 @@ t.test('chunked context and reuse together keep the reference outputs', async (t
   const executor = await withExecutor(t, { enableChunkedContext: true, maxNumTokens: 32, enableKvCacheReuse: true });
   executor.iterationStats();
   for (const pass of ['cold', 'warm']) {
-    const results = await Promise.all(cases.map((c) => executor.generate(greedy(c))));
+    const results = await generateTogether(executor, cases.map((c) => greedy(c)));
     cases.forEach((c, i) => t.same(results[i]!.outputTokenIds?.[0], c.greedy_output_ids, `${pass} ${c.name}`));
   }
   const stats = executor.iterationStats();

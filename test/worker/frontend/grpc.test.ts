@@ -13,7 +13,7 @@ import { packageRoot } from '../../../worker/common/package-root.js';
 import type { ServeOptions } from '../../../worker/options/serve-options.js';
 import { loadTokenizer } from '../../../worker/tokenizer.js';
 import { fixtureDir } from '../../helpers/fixtures.js';
-import { postJson, startTestServer, waitFor } from '../../helpers/serving.js';
+import { localExecutor, postJson, startTestServer, waitFor } from '../../helpers/serving.js';
 
 const PROMPT = 'What is machine learning?';
 const MODEL = fixtureDir('tiny-llama');
@@ -323,10 +323,10 @@ t.test('KServe v2 over gRPC = over HTTP', async (t) => {
 });
 
 t.test('cancellation: the client cancels the call, or sends Triton\'s stop; KV is freed either way', async (t) => {
-  // The bundled 17M-parameter model: slow enough on one thread (milliseconds per token) that a cancel sent after the
-  // first response always lands mid-generation, with no race against a fixture that finishes in a few milliseconds.
-  const { client, server, metricsBase } = await startGrpc(t, { model: join(packageRoot(), 'examples', 'models', 'brown-llama-17m') });
-  const executor = server.context.executor;
+  // Each request runs one iteration and the loop holds (holdIterations) until the cancel or stop has done its work:
+  // the cancel lands after exactly one token, however fast or slow this machine is.
+  const { client, server, metricsBase } = await startGrpc(t);
+  const executor = localExecutor(server);
   const allFree = () => { const s = executor.kvCacheStats(); return s.freeNumBlocks === s.maxNumBlocks && executor.numActiveRequests() === 0; };
   // (matched by hand: the default process metrics can read "Nan", which the strict helper parser refuses)
   const failures = async () => Number(/nv_inference_request_failure\{model="tensorrt_llm",version="1"\} (\d+)/.exec(await (await fetch(`${metricsBase}/metrics`)).text())![1]);
@@ -335,6 +335,7 @@ t.test('cancellation: the client cancels the call, or sends Triton\'s stop; KV i
 
   t.test('the client cancels the call after the first tokens', async (t) => {
     const before = await failures();
+    executor.holdIterations(1);
     const call = client.ModelStreamInfer();
     let tokens = 0;
     const ended = new Promise<string>((resolve) => {
@@ -347,8 +348,9 @@ t.test('cancellation: the client cancels the call, or sends Triton\'s stop; KV i
     });
     call.write(long('c1'));
     t.equal(await ended, 'CANCELLED');
-    t.ok(tokens > 0 && tokens < LEN, `${tokens} of ${LEN} tokens before the cancel`);
-    t.ok(await waitFor(allFree), 'the request is gone, KV all free');
+    t.equal(tokens, 1, 'one token before the cancel');
+    t.ok(await waitFor(allFree), 'the request is gone, KV all free (while the loop still holds)');
+    executor.holdIterations(-1);
     t.ok(await waitFor(async () => (await failures()) === before + 1), 'counted as not successful');
   });
 
@@ -369,56 +371,74 @@ t.test('cancellation: the client cancels the call, or sends Triton\'s stop; KV i
       call.on('end', resolve);
       call.on('error', reject);
     });
+    executor.holdIterations(1);
     call.write(long('s2'));
+    // The stop is in once the request is gone; only then may the loop run again.
+    t.ok(await waitFor(() => executor.numActiveRequests() === 0 && got.length > 0), 'the stop ended the request while the loop holds');
+    executor.holdIterations(-1);
     await ended;
     const tokens = got.reduce((n, r) => n + (byName(outputs(r.infer_response)).output_ids?.data.length ?? 0), 0);
-    t.ok(tokens > 0 && tokens < LEN, `${tokens} of ${LEN} tokens`);
+    t.equal(tokens, 1, `the one token of its first iteration, of ${LEN}`);
     t.equal(isFinal(got.at(-1)), true, 'the stopped request still ends with a final response');
     t.ok(got.every((r) => r.error_message === '' && r.infer_response.id === 's2'), 'the stop itself answers nothing (no empty final asked for)');
     t.ok(await waitFor(allFree), 'KV all free');
   });
 
   t.test("Triton's stop for a ModelInfer (inflight_batcher_llm_client without --streaming)", async (t) => {
+    executor.holdIterations(0);
     const whole = unary(client, 'ModelInfer', request('tensorrt_llm', tokenInputs([1, 2, 3], LEN, [{ name: 'end_id', datatype: 'INT32', shape: [1, 1], data: [-1] }]), { id: 'u1' }, true));
-    t.ok(await waitFor(() => executor.numActiveRequests() === 1), 'running');
+    t.ok(await waitFor(() => executor.numActiveRequests() === 1), 'queued');
+    executor.holdIterations(1);
+    await executor.awaitHeld();
     const stop = await unary(client, 'ModelInfer', request('tensorrt_llm', [flag('stop', true)], { id: 'u1' }, true));
     t.same(stop.outputs, [], 'the stop request answers with no outputs');
     t.equal(stop.id, 'u1');
+    executor.holdIterations(-1);
     const ids = byName(outputs(await whole)).output_ids!;
-    t.ok(ids.data.length >= 3 && ids.data.length < 3 + LEN, `the stopped request returns what it had: ${ids.data.length - 3} of ${LEN} tokens`);
+    t.equal(ids.data.length, 3 + 1, `the stopped request returns what it had: the prompt and one of ${LEN} tokens`);
     t.ok(await waitFor(allFree), 'KV all free');
   });
 
   t.test('a ModelInfer cancelled by its client', async (t) => {
     const before = await failures();
+    executor.holdIterations(0);
     let call: any;
     const answer = new Promise<ServiceError | null>((resolve) => { call = client.ModelInfer(long(''), (e: ServiceError | null) => resolve(e)); });
-    t.ok(await waitFor(() => executor.numActiveRequests() === 1), 'running');
+    t.ok(await waitFor(() => executor.numActiveRequests() === 1), 'queued');
     call.cancel();
     t.equal((await answer)?.code, status.CANCELLED);
-    t.ok(await waitFor(allFree), 'KV all free once the unary call is cancelled');
+    t.ok(await waitFor(allFree), 'KV all free once the unary call is cancelled (while the loop still holds)');
+    executor.holdIterations(-1);
     t.ok(await waitFor(async () => (await failures()) === before + 1), 'counted as not successful (it did not run to the end)');
   });
 });
 
 t.test('queue full → UNAVAILABLE; API key → UNAUTHENTICATED; health open', async (t) => {
-  const { client } = await startGrpc(t, { maxQueueSize: 1, maxBatchSize: 1, apiKey: 'sekret' });
+  const { client, server } = await startGrpc(t, { maxQueueSize: 1, maxBatchSize: 1, apiKey: 'sekret' });
+  const executor = localExecutor(server);
   const auth = new Metadata();
   auth.set('authorization', 'Bearer sekret');
   t.same(await unary(client, 'ServerReady', {}), { ready: true }, 'readiness needs no key');
   const no = await rejected(client, 'ModelInfer', request('ensemble', textInputs([PROMPT], [1])));
   t.equal(no.code, status.UNAUTHENTICATED);
   t.match(no.details, /authorization: Bearer <key>/);
-  const results = await Promise.allSettled(Array.from({ length: 6 }, () => unary(client, 'ModelInfer', request('ensemble', textInputs([PROMPT], [110])), auth)));
+  // Held before its first iteration, the first request fills the queue of one: every other one is refused.
+  executor.holdIterations(0);
+  const first = unary(client, 'ModelInfer', request('ensemble', textInputs([PROMPT], [110])), auth);
+  t.ok(await waitFor(() => executor.numActiveRequests() === 1), 'the first request is queued');
+  const results = await Promise.allSettled(Array.from({ length: 5 }, () => unary(client, 'ModelInfer', request('ensemble', textInputs([PROMPT], [110])), auth)));
   const full = results.filter((r) => r.status === 'rejected').map((r) => (r as PromiseRejectedResult).reason as ServiceError);
-  t.ok(full.length > 0, `${full.length} of 6 rejected`);
+  t.equal(full.length, 5, 'the five others are refused');
   t.ok(full.every((e) => e.code === status.UNAVAILABLE), 'as UNAVAILABLE');
   t.match(full[0]?.details, /Maximum queue size of 1 has been reached/);
-  t.ok(results.some((r) => r.status === 'fulfilled'), 'the others are served');
+  executor.holdIterations(-1);
+  t.ok(byName(outputs(await first)).text_output, 'the queued one is served');
 });
 
 t.test('drain: close() lets a running streamed request finish, then ends the calls still open', async (t) => {
-  const { client, server } = await startGrpc(t, { model: join(packageRoot(), 'examples', 'models', 'brown-llama-17m'), drainTimeoutMs: 10_000 });
+  const { client, server } = await startGrpc(t, { drainTimeoutMs: 60_000 });
+  // The request runs one iteration and holds: the drain, not the machine's speed, must take it to the end.
+  localExecutor(server).holdIterations(1);
   const call = client.ModelStreamInfer();
   const got: any[] = [];
   let first!: () => void;
@@ -431,9 +451,9 @@ t.test('drain: close() lets a running streamed request finish, then ends the cal
   // The client never half-closes: the server must end the call itself once it has drained.
   call.write(request('tensorrt_llm', tokenInputs([1, 2, 3], 30, [flag('streaming', true), { name: 'end_id', datatype: 'INT32', shape: [1, 1], data: [-1] }])));
   await firstResponse;
-  const closed = server.close().then(() => 'closed');
-  const winner = await Promise.race([closed, new Promise((r) => setTimeout(() => r('close() still pending after 20 s'), 20_000).unref())]);
-  t.equal(winner, 'closed', 'close() resolves');
+  t.equal(got.reduce((n, r) => n + (byName(outputs(r.infer_response)).output_ids?.data.length ?? 0), 0), 1, 'one token when the drain starts');
+  await server.close();
+  t.pass('close() resolves');
   t.equal(got.reduce((n, r) => n + (byName(outputs(r.infer_response)).output_ids?.data.length ?? 0), 0), 30, 'the running request finished: all 30 tokens');
   t.equal(isFinal(got.at(-1)), true);
   t.not(await ended, undefined, `the open call was ended (${await ended})`);

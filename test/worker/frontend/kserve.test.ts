@@ -7,13 +7,13 @@ import t from 'tap';
 
 import { loadTokenizer } from '../../../worker/tokenizer.js';
 import { fixtureDir } from '../../helpers/fixtures.js';
-import { parseSse, postJson, postSse, startTestServer, waitFor } from '../../helpers/serving.js';
+import { localExecutor, parseSse, postJson, postSse, startTestServer, waitFor } from '../../helpers/serving.js';
 
 const PROMPT = 'What is machine learning?';
 
 t.test('KServe v2 over HTTP', async (t) => {
   const { base, server } = await startTestServer(t);
-  const executor = server.context.executor;
+  const executor = localExecutor(server);
   const allFree = () => { const s = executor.kvCacheStats(); return s.freeNumBlocks === s.maxNumBlocks && executor.numActiveRequests() === 0; };
   const tok = loadTokenizer(fixtureDir('tiny-gpt2'));
 
@@ -104,16 +104,23 @@ t.test('KServe v2 over HTTP', async (t) => {
   });
 
   t.test('a client that disconnects mid-stream cancels its request and frees its KV blocks', async (t) => {
+    // The loop runs the request's first iteration and holds: only the disconnect can end it while it holds.
+    executor.holdIterations(1);
+    let events = 0;
     await new Promise<void>((resolve) => {
       const req = request(`${base}/v2/models/ensemble/generate_stream`, { method: 'POST' }, (res) => {
-        let n = 0;
-        res.on('data', () => { n += 1; if (n === 3) req.destroy(); });
+        res.on('data', (chunk: Buffer) => {
+          events += (chunk.toString().match(/data: /g) ?? []).length;
+          if (events >= 1) req.destroy();
+        });
         res.on('close', () => resolve());
       });
       req.on('error', () => resolve());
-      req.end(JSON.stringify({ text_input: PROMPT, max_tokens: 200 }));
+      req.end(JSON.stringify({ text_input: PROMPT, max_tokens: 100 }));
     });
-    t.ok(await waitFor(allFree, 2000), 'KV all free soon after the disconnect');
+    t.equal(events, 1, 'one event before the disconnect');
+    t.ok(await waitFor(allFree), 'the request is cancelled and its KV blocks freed while the loop still holds');
+    executor.holdIterations(-1);
   });
 
   t.test('health, metadata, config', async (t) => {
@@ -155,32 +162,36 @@ t.test('KServe v2 over HTTP', async (t) => {
 });
 
 t.test('queue full → 503 with Triton\'s message', async (t) => {
-  const { base } = await startTestServer(t, { maxQueueSize: 1, maxBatchSize: 1 });
-  const results = await Promise.all(Array.from({ length: 6 }, () => postJson(`${base}/v2/models/ensemble/generate`, { text_input: PROMPT, max_tokens: 110 })));
-  const full = results.filter((r) => r.status === 503);
-  t.ok(full.length > 0, `${full.length} of 6 rejected`);
-  t.match(full[0]?.json.error, /Maximum queue size of 1 has been reached/);
-  t.ok(results.some((r) => r.status === 200), 'the others are served');
+  const { base, server } = await startTestServer(t, { maxQueueSize: 1, maxBatchSize: 1 });
+  const executor = localExecutor(server);
+  // Held before its first iteration, the first request fills the queue of one: every other one is refused.
+  executor.holdIterations(0);
+  const first = postJson(`${base}/v2/models/ensemble/generate`, { text_input: PROMPT, max_tokens: 110 });
+  t.ok(await waitFor(() => executor.numActiveRequests() === 1), 'the first request is queued');
+  const others = await Promise.all(Array.from({ length: 5 }, () => postJson(`${base}/v2/models/ensemble/generate`, { text_input: PROMPT, max_tokens: 110 })));
+  t.same(others.map((r) => r.status), [503, 503, 503, 503, 503], 'the five others are refused');
+  t.match(others[0]?.json.error, /Maximum queue size of 1 has been reached/);
+  executor.holdIterations(-1);
+  t.equal((await first).status, 200, 'the queued one is served');
 });
 
 t.test("Triton's stop request cancels a request by id", async (t) => {
-  // One request per iteration, so the request to stop is still queued or running when the stop arrives.
-  const { base, server } = await startTestServer(t, { maxBatchSize: 1 });
-  const executor = server.context.executor;
+  const { base, server } = await startTestServer(t);
+  const executor = localExecutor(server);
   const ids = loadTokenizer(fixtureDir('tiny-gpt2')).encode(PROMPT);
-  // Timing-dependent (the tiny model is fast): repeat until the stop landed while request 42 was still running.
-  let report = '';
-  for (let attempt = 0; attempt < 5; attempt += 1) {
-    const blockers = [1, 2, 3].map(() => postJson(`${base}/v2/models/tensorrt_llm/generate`, { input_ids: ids, request_output_len: 100 }));
-    const target = postSse(`${base}/v2/models/tensorrt_llm/generate_stream`, { id: '42', input_ids: ids, request_output_len: 100 });
-    const enqueued = await waitFor(() => executor.numActiveRequests() >= 4);
-    const stop = await postJson(`${base}/v2/models/tensorrt_llm/generate`, { id: '42', input_ids: ids, request_output_len: 1, stop: true });
-    const tokens = (await target).events.flatMap((e) => e.output_ids);
-    const untouched = (await Promise.all(blockers)).every((r) => r.json.sequence_length === ids.length + 100);
-    report = `attempt ${attempt + 1}: enqueued ${enqueued}, stop ${stop.status}, request 42 got ${tokens.length} tokens, others untouched ${untouched}`;
-    if (enqueued && stop.status === 200 && tokens.length < 100 && untouched) break;
-  }
-  t.match(report, /enqueued true, stop 200, request 42 got (\d|[1-9]\d) tokens, others untouched true/, report);
+  // Request 42 and three others start together and run one iteration; the loop holds until the stop is in.
+  executor.holdIterations(0);
+  const blockers = [1, 2, 3].map(() => postJson(`${base}/v2/models/tensorrt_llm/generate`, { input_ids: ids, request_output_len: 100 }));
+  const target = postSse(`${base}/v2/models/tensorrt_llm/generate_stream`, { id: '42', input_ids: ids, request_output_len: 100 });
+  t.ok(await waitFor(() => executor.numActiveRequests() === 4), 'all four queued');
+  executor.holdIterations(1);
+  await executor.awaitHeld();
+  const stop = await postJson(`${base}/v2/models/tensorrt_llm/generate`, { id: '42', input_ids: ids, request_output_len: 1, stop: true });
+  t.equal(stop.status, 200, 'the stop request is answered');
+  executor.holdIterations(-1);
+  const tokens = (await target).events.flatMap((e) => e.output_ids);
+  t.equal(tokens.length, 1, 'request 42 ends after the one token of its first iteration');
+  t.same((await Promise.all(blockers)).map((r) => r.json.sequence_length), [1, 2, 3].map(() => ids.length + 100), 'the others run to the end');
   t.ok(await waitFor(() => executor.kvCacheStats().freeNumBlocks === executor.kvCacheStats().maxNumBlocks), 'KV all free');
   const noId = await postJson(`${base}/v2/models/tensorrt_llm/generate`, { input_ids: ids, request_output_len: 1, stop: true });
   t.equal(noId.status, 400);

@@ -1,0 +1,41 @@
+// Test hooks on the leader's HTTP port, only where the environment has TRTLLM_TEST_HOOKS=1: a test that drives a
+// cluster from outside (an mpirun job, a Slurm job) holds the executor's loop between iterations, so what it
+// asserts — "every request was queued when the drain began" — happens in that order on any machine. The same
+// hold that in-process tests call on the Executor (holdIterations); never enabled by a flag or a config key.
+//   POST /test/hold {"iterations": n}   run at most n more iterations, then hold (n < 0: release)
+//   POST /test/await-held               answers once the loop holds
+import { badRequest } from './http-errors.js';
+import { type Route, sendJson } from './http-server.js';
+
+/** What the hooks drive: the local executor's hold (worker/executor/executor.ts). */
+export interface IterationHold {
+  holdIterations(n: number): void;
+  awaitHeld(): Promise<void>;
+}
+
+export const TEST_HOOKS_ENV = 'TRTLLM_TEST_HOOKS';
+
+export function testHooksEnabled(env: NodeJS.ProcessEnv = process.env): boolean {
+  return env[TEST_HOOKS_ENV] === '1';
+}
+
+export function testHookRoutes(hold: IterationHold): Route[] {
+  return [
+    {
+      method: 'POST', path: /^\/test\/hold$/, style: 'kserve',
+      handle: async (c) => {
+        const n = (await c.json()).iterations;
+        if (typeof n !== 'number' || !Number.isInteger(n)) throw badRequest(`iterations must be an integer (< 0 releases), got ${JSON.stringify(n)}`);
+        hold.holdIterations(n);
+        sendJson(c.res, 200, {});
+      },
+    },
+    {
+      method: 'POST', path: /^\/test\/await-held$/, style: 'kserve',
+      handle: async (c) => {
+        await hold.awaitHeld();
+        sendJson(c.res, 200, {});
+      },
+    },
+  ];
+}
