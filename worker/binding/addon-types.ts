@@ -170,8 +170,8 @@ export interface AddonExecutor {
   numActiveRequests(): number;
   modelConfig(): ModelConfig;
   shutdown(): Promise<void>;
-  /** Test hook: the loop runs at most `n` more iterations, then holds (enqueue / cancel queue up, cancels go first on
-   * release); n < 0: no limit (the default). `n` must be an integer. */
+  /** Test hook: the loop runs at most `n` more iterations, then holds (enqueues wait in the queue, a cancel still
+   * ends its request at once); n < 0: no limit (the default). `n` must be an integer. */
   holdIterations(n: number): void;
   /** True once the loop holds after its allowed iterations, with every response batch of those iterations already
    * delivered to onResponses; false after `timeoutMs` or once the executor stopped. */

@@ -116,9 +116,9 @@ export class Executor implements ServingExecutor {
 
   /**
    * Test hook, so a test fixes the order of events instead of sleeping: after this call the executor's loop runs at
-   * most `n` more iterations and then holds. Enqueues and cancels still work but queue up; on release (a call with
-   * n !== 0) queued cancels are applied before the next iteration. n < 0: no limit (the default). In leader mode it
-   * holds the leader's loop; followers wait for its next plan.
+   * most `n` more iterations and then holds — no iteration starts, enqueued requests wait in the queue, a cancel
+   * still ends its request at once (final `cancelled` response, KV blocks freed). n < 0: no limit (the default). In
+   * leader mode it holds the leader's loop; followers wait for its next plan. A drain lifts it.
    */
   holdIterations(n: number): void {
     if (!Number.isInteger(n)) {
@@ -132,7 +132,7 @@ export class Executor implements ServingExecutor {
    * iterations already routed to its request; false after `timeoutMs` or once the executor stopped. Waits on a
    * native worker thread: the event loop keeps running.
    */
-  awaitHeld(timeoutMs = 10_000): Promise<boolean> {
+  awaitHeld(timeoutMs = 60_000): Promise<boolean> {
     if (typeof timeoutMs !== 'number' || !(timeoutMs >= 0)) {
       const got = describeValue(timeoutMs);
       throw new TrtllmError(`Expected awaitHeld's "timeoutMs" to be a non-negative number, got ${got}`, 'invalid_argument');

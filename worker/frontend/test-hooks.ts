@@ -3,14 +3,14 @@
 // asserts — "every request was queued when the drain began" — happens in that order on any machine. The same
 // hold that in-process tests call on the Executor (holdIterations); never enabled by a flag or a config key.
 //   POST /test/hold {"iterations": n}   run at most n more iterations, then hold (n < 0: release)
-//   POST /test/await-held               answers once the loop holds
+//   POST /test/await-held               200 once the loop holds (409 if it stopped, or did not within a minute)
 import { badRequest } from './http-errors.js';
 import { type Route, sendJson } from './http-server.js';
 
 /** What the hooks drive: the local executor's hold (worker/executor/executor.ts). */
 export interface IterationHold {
   holdIterations(n: number): void;
-  awaitHeld(): Promise<void>;
+  awaitHeld(): Promise<boolean>;
 }
 
 export const TEST_HOOKS_ENV = 'TRTLLM_TEST_HOOKS';
@@ -33,8 +33,8 @@ export function testHookRoutes(hold: IterationHold): Route[] {
     {
       method: 'POST', path: /^\/test\/await-held$/, style: 'kserve',
       handle: async (c) => {
-        await hold.awaitHeld();
-        sendJson(c.res, 200, {});
+        const held = await hold.awaitHeld();
+        sendJson(c.res, held ? 200 : 409, { held });
       },
     },
   ];

@@ -26,6 +26,10 @@
 
 namespace engine {
 
+// What the loop does after waiting: an iteration, only the cancels (held: no iteration may start, but a cancel
+// still ends its request at once), or the shutdown.
+enum class LoopStep { iterate, cancels_only, stop };
+
 // What the loop thread is doing, for the test hook's waits.
 enum class LoopState {
   running,  // draining, iterating or delivering
@@ -99,7 +103,7 @@ struct Executor::Impl {
   void run_loop();
   // Sleeps until there is work the loop may do (or shutdown), taking what enqueue and cancel queued. Sets
   // loop_state while asleep. Returns whether shutdown was requested.
-  bool wait_for_work(std::vector<std::unique_ptr<Sequence>>& arrived, std::vector<RequestId>& to_cancel);
+  LoopStep wait_for_work(std::vector<std::unique_ptr<Sequence>>& arrived, std::vector<RequestId>& to_cancel);
   void stop_loop();  // shutdown: every sequence cancelled, the last responses delivered
   void cancel_sequence(RequestId id, std::vector<Response>& out);
   // The final response of `seq` with `reason`, its blocks freed. Every final response (finish, fail, cancel) is

@@ -14,24 +14,26 @@ void Executor::Impl::run_loop() {
   for (;;) {
     std::vector<std::unique_ptr<Sequence>> arrived;
     std::vector<RequestId> to_cancel;
-    const bool stop = wait_for_work(arrived, to_cancel);
+    const LoopStep step = wait_for_work(arrived, to_cancel);
     for (auto& seq : arrived) {
       queue.push_back(seq.get());
       live.emplace(seq->id, std::move(seq));
     }
-    if (stop) {
+    if (step == LoopStep::stop) {
       stop_loop();
       return;
     }
     std::vector<Response> out;
     for (RequestId id : to_cancel) cancel_sequence(id, out);
-    try {
-      run_iteration(out);
-    } catch (const std::exception& e) {
-      // A bug outside forward(): fail what was running rather than letting the thread die (which would hang
-      // every waiter), and keep serving the queue.
-      std::vector<Sequence*> victims = running;
-      for (Sequence* s : victims) fail_sequence(*s, ErrorCode::internal, std::string("executor iteration failed: ") + e.what(), out);
+    if (step == LoopStep::iterate) {
+      try {
+        run_iteration(out);
+      } catch (const std::exception& e) {
+        // A bug outside forward(): fail what was running rather than letting the thread die (which would hang
+        // every waiter), and keep serving the queue.
+        std::vector<Sequence*> victims = running;
+        for (Sequence* s : victims) fail_sequence(*s, ErrorCode::internal, std::string("executor iteration failed: ") + e.what(), out);
+      }
     }
     for (auto it = live.begin(); it != live.end();) {
       if (it->second->is_finished()) it = live.erase(it);
@@ -41,13 +43,22 @@ void Executor::Impl::run_loop() {
   }
 }
 
-bool Executor::Impl::wait_for_work(std::vector<std::unique_ptr<Sequence>>& arrived, std::vector<RequestId>& to_cancel) {
+LoopStep Executor::Impl::wait_for_work(std::vector<std::unique_ptr<Sequence>>& arrived, std::vector<RequestId>& to_cancel) {
   std::unique_lock<std::mutex> lock(mu);
+  LoopStep step = LoopStep::iterate;
   for (;;) {
-    if (stopping) break;
+    if (stopping) {
+      step = LoopStep::stop;
+      break;
+    }
     const bool has_work = !incoming.empty() || !cancels.empty() || !queue.empty() || !running.empty();
     if (has_work && hold_allowance != 0) break;
-    // Held, arrivals and cancels stay queued: released, they are taken in one go, cancels applied first.
+    // Held: a cancel still ends its request at once (final response, blocks freed) — what a test holding the loop
+    // wants to see land — while arrivals wait in the queue for the release.
+    if (!cancels.empty()) {
+      step = LoopStep::cancels_only;
+      break;
+    }
     loop_state = hold_allowance == 0 ? LoopState::held : LoopState::idle;
     parked_cv.notify_all();
     wake.wait(lock);
@@ -55,7 +66,7 @@ bool Executor::Impl::wait_for_work(std::vector<std::unique_ptr<Sequence>>& arriv
   loop_state = LoopState::running;
   arrived.swap(incoming);
   to_cancel.swap(cancels);
-  return stopping;
+  return step;
 }
 
 void Executor::Impl::stop_loop() {

@@ -141,7 +141,8 @@ void Executor::cancel(RequestId id) {
     std::lock_guard<std::mutex> lock(m.mu);
     if (m.stopping) return;  // shutdown cancels everything anyway
     m.cancels.push_back(id);
-    if (m.loop_state == LoopState::idle) m.loop_state = LoopState::running;
+    // About to wake and apply it (also when held): until it has, the loop is neither idle nor held.
+    if (m.loop_state != LoopState::running) m.loop_state = LoopState::running;
   }
   m.wake.notify_one();
 }

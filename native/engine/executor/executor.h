@@ -75,10 +75,10 @@ class Executor {
   void shutdown();
 
   // Test hook, so a test can fix the order of events instead of sleeping and hoping. After hold_iterations(n) the
-  // loop runs at most n more iterations (as get_latest_iteration_stats counts them) and then holds: enqueue and
-  // cancel still work but queue up; shutdown still works. On release (a call with n != 0) the queued cancels are
-  // applied before the next iteration. n < 0: no limit (the default). In leader mode this holds the leader's loop;
-  // followers wait for its next plan.
+  // loop runs at most n more iterations (as get_latest_iteration_stats counts them) and then holds: no iteration
+  // starts, enqueued requests wait in the queue, a cancel still ends its request at once (final `cancelled`
+  // response, blocks freed), shutdown still works. n < 0: no limit (the default). In leader mode this holds the
+  // leader's loop; followers wait for its next plan.
   void hold_iterations(int64_t n);
   // True once the loop has run its allowed iterations and holds; false on timeout or once the loop has stopped.
   // Every response of the iterations run before is delivered by then.

@@ -60,7 +60,7 @@ t.test('requests of different lengths are batched in flight', async (t) => {
   // generating, so the next iteration mixes their prompts with its decode.
   executor.holdIterations(1);
   const long = executor.enqueue({ inputTokenIds: cases[2]!.input_ids, maxTokens: 30 });
-  await executor.awaitHeld();
+  t.ok(await executor.awaitHeld(), 'the loop holds');
   const short = [0, 1, 3].map((i) => executor.enqueue({ inputTokenIds: cases[i]!.input_ids, maxTokens: 4 + i }));
   executor.holdIterations(-1);
   const results = await Promise.all([long, ...short].map((h) => h.result()));
@@ -183,7 +183,7 @@ t.test('a bounded queue rejects with queue_full; shutdown finishes everything', 
   // One request runs (its first iteration, then the loop holds); two more wait in the queue; the fourth is refused.
   executor.holdIterations(1);
   const handles = [executor.enqueue({ inputTokenIds: cases[0]!.input_ids, maxTokens: 100 })];
-  await executor.awaitHeld();
+  t.ok(await executor.awaitHeld(), 'the loop holds');
   let rejected: unknown;
   try {
     for (let i = 0; i < 10; i += 1) handles.push(executor.enqueue({ inputTokenIds: cases[0]!.input_ids, maxTokens: 100 }));

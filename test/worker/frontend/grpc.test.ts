@@ -389,7 +389,7 @@ t.test('cancellation: the client cancels the call, or sends Triton\'s stop; KV i
     const whole = unary(client, 'ModelInfer', request('tensorrt_llm', tokenInputs([1, 2, 3], LEN, [{ name: 'end_id', datatype: 'INT32', shape: [1, 1], data: [-1] }]), { id: 'u1' }, true));
     t.ok(await waitFor(() => executor.numActiveRequests() === 1), 'queued');
     executor.holdIterations(1);
-    await executor.awaitHeld();
+    t.ok(await executor.awaitHeld(), 'the loop holds');
     const stop = await unary(client, 'ModelInfer', request('tensorrt_llm', [flag('stop', true)], { id: 'u1' }, true));
     t.same(stop.outputs, [], 'the stop request answers with no outputs');
     t.equal(stop.id, 'u1');

@@ -185,7 +185,7 @@ t.test("Triton's stop request cancels a request by id", async (t) => {
   const target = postSse(`${base}/v2/models/tensorrt_llm/generate_stream`, { id: '42', input_ids: ids, request_output_len: 100 });
   t.ok(await waitFor(() => executor.numActiveRequests() === 4), 'all four queued');
   executor.holdIterations(1);
-  await executor.awaitHeld();
+  t.ok(await executor.awaitHeld(), 'the loop holds');
   const stop = await postJson(`${base}/v2/models/tensorrt_llm/generate`, { id: '42', input_ids: ids, request_output_len: 1, stop: true });
   t.equal(stop.status, 200, 'the stop request is answered');
   executor.holdIterations(-1);
