@@ -126,8 +126,12 @@ if [[ $mode == tp2 || $mode == x2 || $mode == tp4 ]]; then
   mpi=(mpirun -np $np --allow-run-as-root -x NCCL_NVLS_ENABLE=0 -x LD_LIBRARY_PATH)
   for grid in "${grids[@]}"; do
     set -- $grid
-    if timeout 300 "${mpi[@]}" build-gpu/cuda-parallel "$PWD" $1 $2 >"$out/parallel-tp$1-pp$2.log" 2>&1; then
+    timeout 300 "${mpi[@]}" build-gpu/cuda-parallel "$PWD" $1 $2 >"$out/parallel-tp$1-pp$2.log" 2>&1
+    rc=$?
+    if [[ $rc -eq 0 ]]; then
       note "tp=$1 pp=$2 vs one GPU: $(tail -1 "$out/parallel-tp$1-pp$2.log")"
+    elif [[ $rc -eq 77 ]]; then
+      note "tp=$1 pp=$2 SKIPPED: $(grep -m1 SKIP "$out/parallel-tp$1-pp$2.log")"
     else
       note "tp=$1 pp=$2 FAILED: $(tail -3 "$out/parallel-tp$1-pp$2.log" | tr '\n' ' ')"
     fi
