@@ -7,17 +7,6 @@
 using namespace engine;
 using namespace test;
 
-static ExecutorConfig config() {
-  ExecutorConfig c;
-  c.max_batch_size = 4;
-  c.max_num_tokens = 256;
-  c.tokens_per_block = 4;
-  c.max_seq_len = 256;
-  return c;
-}
-
-static constexpr std::chrono::milliseconds kWait{20000};  // a bound for a broken hook, never a timing assertion
-
 // Responses already delivered (poll mode: a held loop has delivered everything it produced).
 static std::map<RequestId, Outcome> drain(Executor& e, std::map<RequestId, Outcome> out = {}) {
   for (auto& r : e.await_responses(std::chrono::milliseconds(0))) Harness::absorb(out, std::move(r));
@@ -25,7 +14,7 @@ static std::map<RequestId, Outcome> drain(Executor& e, std::map<RequestId, Outco
 }
 
 static void test_hold_zero_runs_nothing_until_released() {
-  Harness h(config());
+  Harness h(small_config());
   h.executor->hold_iterations(0);
   CHECK(h.executor->wait_until_held(kWait));
   const auto prompt = prompt_of(5, 1);
@@ -43,7 +32,7 @@ static void test_hold_zero_runs_nothing_until_released() {
 }
 
 static void test_hold_one_runs_exactly_one_iteration() {
-  Harness h(config());
+  Harness h(small_config());
   const auto pa = prompt_of(5, 2), pb = prompt_of(7, 3);
   // Both queued while held, so that the one iteration sees both.
   h.executor->hold_iterations(0);
@@ -71,7 +60,7 @@ static void test_hold_one_runs_exactly_one_iteration() {
 }
 
 static void test_cancel_while_held() {
-  Harness h(config());
+  Harness h(small_config());
   const auto prompt = prompt_of(6, 4);
   h.executor->hold_iterations(2);
   const RequestId id = h.executor->enqueue(make_request(prompt, 50, /*streaming=*/true));
@@ -92,7 +81,7 @@ static void test_cancel_while_held() {
 }
 
 static void test_cancel_while_held_before_start() {
-  Harness h(config());
+  Harness h(small_config());
   h.executor->hold_iterations(0);
   const RequestId id = h.executor->enqueue(make_request(prompt_of(4, 5), 8));
   h.executor->cancel(id);
@@ -104,7 +93,7 @@ static void test_cancel_while_held_before_start() {
 }
 
 static void test_shutdown_while_held() {
-  Harness h(config());
+  Harness h(small_config());
   h.executor->hold_iterations(1);
   const RequestId a = h.executor->enqueue(make_request(prompt_of(5, 6), 40, /*streaming=*/true));
   CHECK(h.executor->wait_until_held(kWait));

@@ -6,19 +6,8 @@
 using namespace engine;
 using namespace test;
 
-static ExecutorConfig config() {
-  ExecutorConfig c;
-  c.max_batch_size = 4;
-  c.max_num_tokens = 256;
-  c.tokens_per_block = 4;
-  c.max_seq_len = 256;
-  return c;
-}
-
-static constexpr std::chrono::milliseconds kWait{20000};  // a bound for a hung loop, never a timing assertion
-
 static void test_cancel_running_and_queued() {
-  ExecutorConfig c = config();
+  ExecutorConfig c = small_config();
   c.max_batch_size = 1;  // the second request has to wait in the queue
   Harness h(c);
   const auto prompt = prompt_of(5, 1);
@@ -60,7 +49,7 @@ static void test_cancel_running_and_queued() {
 }
 
 static void test_queue_full() {
-  ExecutorConfig c = config();
+  ExecutorConfig c = small_config();
   c.max_batch_size = 1;
   c.max_queue_size = 2;
   Harness h(c);
@@ -91,7 +80,7 @@ static void test_queue_full() {
 }
 
 static void test_forward_failure_is_isolated() {
-  Harness h(config());
+  Harness h(small_config());
   h.model->fail_on_call = 3;
   const auto prompt = prompt_of(6, 3);
   const RequestId a = h.executor->enqueue(make_request(prompt, 10));
@@ -112,7 +101,7 @@ static void test_forward_failure_is_isolated() {
 }
 
 static void test_shutdown_with_work_in_flight() {
-  ExecutorConfig c = config();
+  ExecutorConfig c = small_config();
   c.max_batch_size = 2;
   Harness h(c);
   std::set<RequestId> ids;
@@ -137,7 +126,7 @@ static void test_shutdown_with_work_in_flight() {
 }
 
 static void test_idle_loop_sleeps() {
-  Harness h(config());
+  Harness h(small_config());
   const RequestId a = h.executor->enqueue(make_request(prompt_of(3, 4), 3));
   CHECK(h.collect({a})[a].is_final);
   // Asleep once the request is done: no forward and no stats while idle.

@@ -98,6 +98,20 @@ inline std::vector<int32_t> reference_greedy(const FakeModel& m, std::vector<int
   return out;
 }
 
+// The small executor the lifecycle and hold tests share: 4 requests, 256 tokens per iteration, 4-token blocks.
+inline engine::ExecutorConfig small_config() {
+  engine::ExecutorConfig c;
+  c.max_batch_size = 4;
+  c.max_num_tokens = 256;
+  c.tokens_per_block = 4;
+  c.max_seq_len = 256;
+  return c;
+}
+
+// The bound of a wait on the executor's test hook (wait_until_held / _idle): only a hung loop reaches it, so it is
+// never a timing assertion.
+inline constexpr std::chrono::milliseconds kWait{60000};
+
 inline bool all_blocks_free(const engine::Executor& e) {
   const auto s = e.kv_cache_stats();
   return s.free_num_blocks == s.max_num_blocks && s.used_num_blocks == 0;

@@ -8,7 +8,7 @@ import { loadAddon } from '../../worker/binding/load-addon.js';
 import { Executor } from '../../worker/executor/executor.js';
 import { initRank } from '../../worker/rank.js';
 import { contextLogitsReference, generateReferences, maxRelativeError, referenceCases } from '../helpers/fixtures.js';
-import { generateTogether } from '../helpers/together.js';
+import { cancelAfterOneIteration, generateTogether } from '../helpers/held-loop.js';
 
 const [modelDir = '', tpText = '1', ppText = '1', modelName = '', mode = 'scenarios'] = process.argv.slice(2);
 const tp = Number(tpText);
@@ -42,18 +42,8 @@ async function scenarios(executor: Executor): Promise<Record<string, unknown>> {
   out.beam2 = beam.outputTokenIds;
   out.beam2MatchesReference = JSON.stringify(beam.outputTokenIds) === JSON.stringify(refs.beam2?.output_ids);
 
-  // Cancelled after its first iteration: the loop holds until the cancel is in, so it lands after one token.
   const long = Math.min(140, executor.limits.maxSeqLen - cases[0]!.input_ids.length);
-  executor.holdIterations(1);
-  const handle = executor.enqueue({ inputTokenIds: cases[0]!.input_ids, maxTokens: long, streaming: true });
-  const seen: NativeResponse[] = [];
-  for await (const r of handle) {
-    seen.push(r);
-    if (seen.length === 1) {
-      handle.cancel();
-      executor.holdIterations(-1);
-    }
-  }
+  const seen = await cancelAfterOneIteration(executor, { inputTokenIds: cases[0]!.input_ids, maxTokens: long });
   out.cancelled = `${seen.at(-1)?.finishReasons?.[0]} after ${seen.flatMap((r) => r.outputTokenIds?.[0] ?? []).length} token(s)`;
 
   // KV pressure: four short prompts (one block each) growing to 7 blocks each in a pool of 10 — any two running

@@ -25,7 +25,7 @@ export class Executor implements ServingExecutor {
     private readonly native: AddonExecutor,
     readonly modelConfig: ModelConfig,
     readonly limits: RequestLimits,
-    private readonly router: { deliver?: (batch: NativeResponse[]) => void },
+    router: { deliver?: (batch: NativeResponse[]) => void },
   ) {
     router.deliver = (batch) => this.route(batch);
   }

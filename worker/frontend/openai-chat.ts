@@ -9,7 +9,6 @@ import { type Route, sendJson } from './http-server.js';
 import type { ModelCatalog } from './model-catalog.js';
 import { startChoices } from './openai-generate.js';
 import { CHAT_KEYS, checkKeys, finishReason, readOpenAiParams } from './openai-params.js';
-import type { ServingContext } from './serving-context.js';
 import { endEventStream, startEventStream, writeEvent } from './sse.js';
 
 const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool']);

@@ -1,7 +1,7 @@
 // Runs the n choices of every prompt of an OpenAI request as executor requests and interleaves their text deltas.
 // Shared by completions and chat, which differ only in how they build prompts and shape chunks.
 import type { NativeRequest } from '../binding/addon-types.js';
-import { HttpError, inClientTerms } from './http-errors.js';
+import { inClientTerms } from './http-errors.js';
 import { mergeStreams } from './merge-streams.js';
 import { choiceSeed, type OpenAiParams } from './openai-params.js';
 import { requireReady } from './model-catalog.js';

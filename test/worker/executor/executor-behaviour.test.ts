@@ -7,7 +7,7 @@ import { TrtllmError } from '../../../worker/common/errors.js';
 import { Executor, type ExecutorOptions } from '../../../worker/executor/executor.js';
 import { expectError, expectRejection } from '../../helpers/expect-error.js';
 import { fixtureDir, referenceCases } from '../../helpers/fixtures.js';
-import { generateTogether } from '../../helpers/together.js';
+import { cancelAfterOneIteration, generateTogether } from '../../helpers/held-loop.js';
 import { waitFor } from '../../helpers/wait.js';
 
 const MODEL = fixtureDir('tiny-llama');
@@ -95,16 +95,7 @@ t.test('cancel mid-generation frees the KV cache within an iteration', async (t)
   const maxTokens = 240 - cases[0]!.input_ids.length + 16;  // up to max_seq_len (256)
   // The tiny model decodes a token in well under a millisecond: the loop runs one iteration (the prompt and the
   // first token) and holds until the cancel is in, so the cancel lands after exactly one token.
-  executor.holdIterations(1);
-  const handle = executor.enqueue({ inputTokenIds: cases[0]!.input_ids, maxTokens, streaming: true });
-  const seen: NativeResponse[] = [];
-  for await (const r of handle) {
-    seen.push(r);
-    if (seen.length === 1) {
-      handle.cancel();
-      executor.holdIterations(-1);
-    }
-  }
+  const seen = await cancelAfterOneIteration(executor, { inputTokenIds: cases[0]!.input_ids, maxTokens });
   t.equal(seen.at(-1)?.finishReasons?.[0], 'cancelled', 'the final response says cancelled');
   t.equal(seen.flatMap((r) => r.outputTokenIds?.[0] ?? []).length, 1, 'after the one token produced before the cancel');
   t.ok(await waitIdle(executor), 'nothing active');

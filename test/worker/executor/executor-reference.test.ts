@@ -6,7 +6,7 @@ import { Executor } from '../../../worker/executor/executor.js';
 import {
   contextLogitsReference, FIXTURE_MODELS, fixtureDir, maxRelativeError, referenceCases,
 } from '../../helpers/fixtures.js';
-import { generateTogether } from '../../helpers/together.js';
+import { generateTogether } from '../../helpers/held-loop.js';
 
 for (const model of FIXTURE_MODELS) {
   t.test(`${model} matches HF transformers`, async (t) => {

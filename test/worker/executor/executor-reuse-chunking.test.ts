@@ -6,7 +6,7 @@ import t from 'tap';
 import type { NativeRequest } from '../../../worker/binding/addon-types.js';
 import { Executor, type ExecutorOptions } from '../../../worker/executor/executor.js';
 import { contextLogitsReference, fixtureDir, maxRelativeError, referenceCases } from '../../helpers/fixtures.js';
-import { generateTogether } from '../../helpers/together.js';
+import { generateTogether } from '../../helpers/held-loop.js';
 
 const MODEL = fixtureDir('tiny-llama');
 const cases = referenceCases('tiny-llama');

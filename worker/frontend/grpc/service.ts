@@ -14,7 +14,6 @@ import { inferStreamed, inferWhole } from '../kserve-infer-request.js';
 import { MODEL_VERSION } from '../metrics.js';
 import type { ModelCatalog } from '../model-catalog.js';
 import { modelMetadata } from '../model-repository.js';
-import type { ServingContext } from '../serving-context.js';
 import { decodeInferRequest } from './decode-request.js';
 import { encodeInferResponse, finalFlag } from './encode-response.js';
 import { modelStatistics } from './statistics.js';
