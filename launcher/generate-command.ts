@@ -6,8 +6,8 @@ import type { SchedulerPolicy } from '../worker/binding/addon-types.js';
 import { TrtllmError } from '../worker/common/errors.js';
 import { Executor } from '../worker/executor/executor.js';
 import { loadTokenizer } from '../worker/tokenizer.js';
-import { defaultModelDir } from '../worker/common/package-root.js';
 import { parseIntOption, parseNumberOption } from './parse-options.js';
+import { serveOption } from './serve-options.js';
 
 interface GenerateOptions {
   model: string;
@@ -18,7 +18,7 @@ interface GenerateOptions {
   topP: number;
   seed?: number;
   threads?: number;
-  schedulerPolicy: SchedulerPolicy;
+  schedulerPolicy?: SchedulerPolicy;
 }
 
 function progressPrinter(label: string): (done: number, total: number) => void {
@@ -37,7 +37,7 @@ async function runGenerate(options: GenerateOptions): Promise<number> {
   const started = performance.now();
   const executor = await Executor.load(options.model, {
     numThreads: options.threads,
-    schedulerPolicy: options.schedulerPolicy,
+    ...(options.schedulerPolicy === undefined ? {} : { schedulerPolicy: options.schedulerPolicy }),
     onProgress: progressPrinter('Loading weights'),
   });
   const config = executor.modelConfig;
@@ -86,15 +86,15 @@ export function registerGenerate(program: Command): void {
   program
     .command('generate')
     .description('load a checkpoint in this process and generate a continuation of --prompt')
-    .option('--model <dir>', 'Hugging Face checkpoint directory (env TRTLLM_MODEL)', process.env.TRTLLM_MODEL ?? defaultModelDir())
+    .addOption(serveOption('model'))
     .option('--prompt <text>', 'text to continue', 'What is machine learning?')
     .option('--max-tokens <n>', 'tokens to generate', parseIntOption('--max-tokens', 1), 32)
     .option('--temperature <t>', 'sampling temperature (0: greedy)', parseNumberOption('--temperature', 0), 0)
     .option('--top-k <k>', 'top-k (0: off)', parseIntOption('--top-k', 0), 0)
     .option('--top-p <p>', 'top-p in (0, 1]', parseNumberOption('--top-p', 0), 1)
     .option('--seed <n>', 'random seed', parseIntOption('--seed', 0))
-    .option('--threads <n>', 'compute threads (default: all cores)', parseIntOption('--threads', 1))
-    .option('--scheduler-policy <policy>', 'max_utilization | guaranteed_no_evict', 'guaranteed_no_evict')
+    .addOption(serveOption('threads'))
+    .addOption(serveOption('schedulerPolicy'))
     .action(async (options: GenerateOptions) => {
       try {
         process.exitCode = await runGenerate(options);

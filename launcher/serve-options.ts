@@ -33,6 +33,14 @@ export function commanderOption(d: OptionDefinition): Option {
   return option;
 }
 
+/** One serve option for another command (`generate`, `bench --offline`): the same flag, check, env and default,
+ * with the help said for that command when `help` is given. */
+export function serveOption(name: keyof ServeCliOptions, help?: (serveHelp: string) => string): Option {
+  const d = SERVE_OPTIONS.find((o) => o.name === name);
+  if (!d) throw new Error(`no serve option named ${name}`);
+  return commanderOption(help ? { ...d, help: help(d.help) } : d);
+}
+
 function addAll(command: Command, definitions: readonly OptionDefinition[]): Command {
   for (const d of definitions) command.addOption(commanderOption(d));
   return command;

@@ -3,7 +3,7 @@
 import { type Command, InvalidArgumentError, Option } from 'commander';
 
 import { reportToolErrors } from '../client/client-command.js';
-import { defaultModelDir } from '../../worker/common/package-root.js';
+import { serveOption } from '../serve-options.js';
 import { parseChoiceOption, parseIntOption, parseNumberOption } from '../parse-options.js';
 import { type BenchOptions, parseSource, runBench } from './bench-run.js';
 
@@ -26,11 +26,11 @@ export function registerBench(program: Command): void {
     .option('-u, --url <url>', 'server address, host:port (default localhost:8000 for http, localhost:8001 for grpc)')
     .option('-i, --protocol <protocol>', 'http (generate_stream) or grpc (ModelStreamInfer)', 'http')
     .option('--offline', 'enqueue straight into an executor in this process (no HTTP); see --model', false)
-    .option('--model <dir>', 'checkpoint for --offline (default: the bundled model)', defaultModelDir())
-    .option('--threads <n>', '--offline: compute threads (default: all cores)', int('--threads', 1))
-    .option('--max-batch-size <n>', '--offline: requests per iteration (default 64)', int('--max-batch-size', 1))
-    .addOption(new Option('--device <kind>', '--offline: auto | cpu | cuda').argParser(parseChoiceOption('--device', ['auto', 'cpu', 'cuda'] as const)).default('auto'))
-    .addOption(new Option('--load-format <format>', '--offline: auto | dummy (random weights of --model\'s config.json)').argParser(parseChoiceOption('--load-format', ['auto', 'dummy'] as const)).default('auto'))
+    .addOption(serveOption('model', (h) => `--offline: ${h}`))
+    .addOption(serveOption('threads', (h) => `--offline: ${h}`))
+    .addOption(serveOption('maxBatchSize', (h) => `--offline: ${h}`))
+    .addOption(serveOption('device', (h) => `--offline: ${h}`))
+    .addOption(serveOption('loadFormat', (h) => `--offline: ${h}`))
     .option('--num-requests <n>', 'requests to measure', int('--num-requests', 1), 100)
     .option('--request-rate <r>', 'requests per second (default: all at once)', positiveNumber('--request-rate'))
     .addOption(new Option('--arrivals <kind>', 'gaps between requests at --request-rate').argParser(parseChoiceOption('--arrivals', ['exponential', 'constant'] as const)).default('exponential'))
