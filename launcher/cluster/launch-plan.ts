@@ -5,6 +5,7 @@
 import { join } from 'node:path';
 
 import { SRUN_MARKER } from '../../worker/rank.js';
+import { servingLine } from './launcher-lines.js';
 import { type MpiFlavor, mpirunCommand, shellQuote, splitArgs, srunCommand } from './mpirun-command.js';
 import type { ParallelPlan } from './parallel-plan.js';
 
@@ -131,7 +132,7 @@ export function planLaunch(options: LaunchPlanOptions, facts: LaunchFacts): Laun
     // The orchestrator opens its port once every model is up or failed: live means started; ready means all models.
     readyUrl: (leaderAddress) => `http://${leaderAddress ?? local}:${options.httpPort}/v2/health/${job ? 'live' : 'ready'}`,
     readyBanner: (leaderHost) => job ? job.banner(leaderHost ?? shown) : [
-      `serving on http://${leaderHost ?? shown}:${options.httpPort} (tp ${tp} x pp ${pp}), metrics on http://${leaderHost ?? shown}:${options.metricsPort}/metrics`,
+      servingLine(leaderHost ?? shown, options.httpPort, tp, pp, options.metricsPort),
       `  curl -X POST ${leaderHost ?? shown}:${options.httpPort}/v2/models/ensemble/generate -d '{"text_input": "What is machine learning?", "max_tokens": 20, "bad_words": "", "stop_words": ""}'`,
       launcher === 'srun' && jobId
         ? `  Ctrl-C (from a login node: trtllm-launch slurm stop ${jobId}) drains and stops every rank`

@@ -8,6 +8,7 @@ import { createInterface } from 'node:readline';
 
 import { execa, type ResultPromise } from 'execa';
 
+import { ROOT_CAUSE_HEADER } from './launcher-lines.js';
 import { leaderLineEvent } from './leader-lines.js';
 import { parseMpirunFailure, parseRankLine, parseSrunFailure, RankTail } from './rank-output.js';
 import { type Effect, initialState, type SupervisorEvent, transition } from './supervisor-state.js';
@@ -46,7 +47,7 @@ async function isReady(url: string): Promise<boolean> {
 
 function rootCause(all: string, tail: RankTail, worldSize: number, exit: { exitCode?: number | undefined; signal?: string | undefined }, launcher: 'mpirun' | 'srun'): string[] {
   const failure = launcher === 'srun' ? parseSrunFailure(all) : parseMpirunFailure(all);
-  const lines = ['Root cause:'];
+  const lines = [ROOT_CAUSE_HEADER];
   if (failure) {
     const how = failure.signal ? `killed by signal ${failure.signal}` : failure.exitCode !== undefined ? `exit code ${failure.exitCode}` : 'exited improperly';
     lines.push(`  rank ${failure.rank}${failure.host ? ` on ${failure.host}` : ''}: ${how}`);

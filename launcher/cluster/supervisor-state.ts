@@ -7,6 +7,7 @@
 //      │  └──timeout──▶ giving-up ──exited──▶ stopped | failed
 //      └──signal──▶ stopping-early ──exited──▶ stopped
 //   (any phase but stopped/failed) ──exited──▶ stopped | failed; a second signal kills every rank at once.
+import { notReadyLine, readyAfterLine, stoppedCleanlyLine } from './launcher-lines.js';
 
 export type Phase =
   | 'starting'        // ranks started; the leader does not answer its health check yet
@@ -100,11 +101,11 @@ export function transition(state: SupervisorState, event: SupervisorEvent): Step
       return stay(phase === 'starting' ? [{ type: 'check-health-now' }] : []);
     case 'health-ok':
       if (phase !== 'starting') return stay();
-      return to('ready', [say(`[launcher] ready after ${(event.elapsedMs / 1000).toFixed(2)} s: ${settings.ranksShown}`), { type: 'banner' }]);
+      return to('ready', [say(readyAfterLine(event.elapsedMs / 1000, settings.ranksShown)), { type: 'banner' }]);
     case 'health-failed':
       if (phase !== 'starting') return stay();
       if (event.elapsedMs > settings.startupTimeoutMs) {
-        return to('giving-up', [say(`[launcher] not ready after ${settings.startupTimeoutMs / 1000} s (--startup-timeout): stopping every rank`), { type: 'stop-ranks' }]);
+        return to('giving-up', [say(notReadyLine(settings.startupTimeoutMs / 1000)), { type: 'stop-ranks' }]);
       }
       return stay([{ type: 'check-health', afterMs: HEALTH_POLL_MS }]);
     case 'signal':
@@ -168,7 +169,7 @@ function onExit(state: SupervisorState, exit: { exitCode?: number | undefined; s
     return end('failed', leader.exitCode ?? 1);
   }
   if (exit.exitCode === 0) {
-    effects.push(say(`[launcher] all ranks stopped cleanly${phase === 'ready' || phase === 'starting' ? ' (the leader was asked to stop directly)' : ''}`));
+    effects.push(say(stoppedCleanlyLine(phase === 'ready' || phase === 'starting')));
     return end('stopped', 0);
   }
   effects.push({ type: 'root-cause', exitCode: exit.exitCode, signal: exit.signal });

@@ -1,5 +1,8 @@
 // Reading Slurm's and the launcher's words back (pure): `scontrol show job|node -o` records, which job states are
 // final, and what a job's output says — ready with an endpoint, or failed with the lines that explain why.
+import {
+  isNotReadyLine, isReadyAfterLine, isStoppedCleanlyLine, parseServingLine, ROOT_CAUSE_HEADER, type ServingEndpoint,
+} from '../cluster/launcher-lines.js';
 
 /** `scontrol show <thing> -o`: one line of Key=Value pairs (values may hold spaces; keys never follow a space). */
 export function parseScontrolRecord(line: string): Map<string, string> {
@@ -40,12 +43,7 @@ export function isFinal(state: string): boolean {
   return FINAL.has(state);
 }
 
-export interface Endpoint {
-  host: string;
-  port: number;
-  metricsHost: string;
-  metricsPort: number;
-}
+export type Endpoint = ServingEndpoint;
 
 /** The launcher's output of a job, line by line: ready (with the endpoint), a failure summary, or a clean stop. */
 export class JobOutput {
@@ -62,15 +60,14 @@ export class JobOutput {
       this.lines.splice(0, 1000);
       if (this.rootCauseAt >= 0) this.rootCauseAt = Math.max(0, this.rootCauseAt - 1000);
     }
-    if (line.startsWith('[launcher] ready after ')) this.ready = true;
-    const serving = /^serving on http:\/\/(\S+):(\d+) .*metrics on http:\/\/(\S+):(\d+)\/metrics/.exec(line);
-    if (serving) this.endpoint = { host: serving[1]!, port: Number(serving[2]), metricsHost: serving[3]!, metricsPort: Number(serving[4]) };
-    if (line === 'Root cause:') {
+    if (isReadyAfterLine(line)) this.ready = true;
+    this.endpoint = parseServingLine(line) ?? this.endpoint;
+    if (line === ROOT_CAUSE_HEADER) {
       this.failed = true;
       this.rootCauseAt = this.lines.length - 1;
     }
-    if (/^\[launcher\] not ready after /.test(line) || /^trtllm-launch( serve)?: /.test(line)) this.failed = true;
-    if (line.startsWith('[launcher] all ranks stopped cleanly')) this.stoppedCleanly = true;
+    if (isNotReadyLine(line) || /^trtllm-launch( serve)?: /.test(line)) this.failed = true;
+    if (isStoppedCleanlyLine(line)) this.stoppedCleanly = true;
   }
 
   /** The lines that explain a failure: the launcher's root cause when it gave one, else the last lines. */
