@@ -7,12 +7,12 @@
 #include "check.h"
 #include "errors.h"
 #include "model/model-config.h"
+#include "temp-dir.h"
 
 using namespace engine;
 
 static std::string make_dir(const std::string& config, const std::string& generation = "") {
-  char tmpl[] = "/tmp/model-config-XXXXXX";
-  std::string dir = mkdtemp(tmpl);
+  const std::string dir = test::make_temp_dir("model-config");
   std::ofstream(dir + "/config.json") << config;
   if (!generation.empty()) std::ofstream(dir + "/generation_config.json") << generation;
   return dir;

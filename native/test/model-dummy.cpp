@@ -11,13 +11,13 @@
 #include "cuda/cuda-backend.h"
 #include "model/dummy-value.h"
 #include "model/model.h"
+#include "temp-dir.h"
 
 using namespace engine;
 
 namespace {
 std::string config_dir() {
-  char tmpl[] = "/tmp/model-dummy-XXXXXX";
-  const std::string d = mkdtemp(tmpl);
+  const std::string d = test::make_temp_dir("model-dummy");
   FILE* f = std::fopen((d + "/config.json").c_str(), "w");
   std::fputs(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 96,
     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 101,

@@ -15,6 +15,7 @@
 #include "errors.h"
 #include "loading/safetensors.h"
 #include "model/model.h"
+#include "temp-dir.h"
 
 using namespace engine;
 
@@ -46,8 +47,7 @@ struct TinyCheckpoint {
   }
 
   void write(const std::string& config_json) {
-    char tmpl[] = "/tmp/model-forward-XXXXXX";
-    dir = mkdtemp(tmpl);
+    dir = test::make_temp_dir("model-forward");
     std::ofstream(dir + "/config.json") << config_json;
     std::vector<TensorToWrite> out;
     for (const auto& [name, v] : t) {

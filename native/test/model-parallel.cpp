@@ -25,6 +25,7 @@
 #include "loading/safetensors.h"
 #include "model/model.h"
 #include "parallel/parallel-grid.h"
+#include "temp-dir.h"
 
 using namespace engine;
 
@@ -179,8 +180,7 @@ void check_fixture(const Grid& g, const std::string& dir, const std::string& nam
 // Without `final_norm` it lacks model.norm.weight, which only the last pipeline stage reads.
 std::string write_odd_llama(bool final_norm = true) {
   constexpr int64_t V = 509, H = 32, L = 3, NH = 4, NKV = 2, HD = 8, I = 48;
-  char tmpl[] = "/tmp/model-parallel-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
+  const std::string dir = test::make_temp_dir("model-parallel");
   std::ofstream(dir + "/config.json")
       << R"({"architectures":["LlamaForCausalLM"],"vocab_size":509,"hidden_size":32,"num_hidden_layers":3,)"
       << R"("num_attention_heads":4,"num_key_value_heads":2,"intermediate_size":48,"attention_bias":true,)"

@@ -10,12 +10,12 @@
 #include "errors.h"
 #include "loading/checkpoint.h"
 #include "loading/safetensors.h"
+#include "temp-dir.h"
 
 using namespace engine;
 
 static std::string tmp_dir() {
-  char tmpl[] = "/tmp/model-safetensors-XXXXXX";
-  return mkdtemp(tmpl);
+  return test::make_temp_dir("model-safetensors");
 }
 
 static TensorToWrite tensor(const std::string& name, DType dtype, std::vector<int64_t> shape,

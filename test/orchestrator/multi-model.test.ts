@@ -3,8 +3,7 @@
 // server answers; streaming and cancellation through the orchestrator; a killed worker that takes only its own
 // model down (or everything, with --fail-fast); the orchestrator's death that takes every group with it; and no
 // process left behind on any path.
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { execa, type ResultPromise } from 'execa';
@@ -14,12 +13,13 @@ import { packageRoot } from '../../worker/common/package-root.js';
 import { fixtureDir, referenceCases } from '../helpers/fixtures.js';
 import { freePort, processesWith } from '../helpers/processes.js';
 import { postJson, postSse, startTestServer, waitFor } from '../helpers/serving.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 const bin = join(packageRoot(), 'bin', 'trtllm-launch.js');
 const PROMPTS = ['What is machine learning?', 'The jury said', 'hello world'];
 
 function repository(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'trtllm-repo-'));
+  const dir = tempDir('trtllm-repo-');
   // alpha sorts first: it also answers Triton's names (tensorrt_llm's token interface is checked on it).
   writeFileSync(join(dir, 'alpha.yaml'), `model: ${fixtureDir('tiny-llama')}\nparallel:\n  tp: 2\nkv_cache:\n  tokens_per_block: 16\n`);
   writeFileSync(join(dir, 'beta.yaml'), `model: ${fixtureDir('tiny-gpt2')}\nkv_cache:\n  tokens_per_block: 16\n`);

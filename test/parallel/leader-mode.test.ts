@@ -1,8 +1,7 @@
 // Leader mode under the real mpirun: tp=2, pp=2, tp=2 x pp=2 and tp=4 produce what one rank produces (and what
 // HF transformers produced) — greedy tokens, context logits, streaming, stop words, beam search, cancellation, KV
 // pressure — and a rank killed with SIGKILL takes the whole job down, leaving no process behind.
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { execa } from 'execa';
@@ -10,6 +9,7 @@ import t from 'tap';
 
 import { packageRoot } from '../../worker/common/package-root.js';
 import { fixtureDir } from '../helpers/fixtures.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { waitFor } from '../helpers/wait.js';
 
 const program = join(packageRoot(), 'dist', 'test', 'programs', 'parallel-check.js');
@@ -33,7 +33,7 @@ interface CheckResult {
 
 async function run(model: string, np: number, tp: number, pp: number): Promise<{ result?: CheckResult; exitCode?: number; output: string }> {
   const args = [fixtureDir(model), String(tp), String(pp), model];
-  const resultFile = join(mkdtempSync(join(tmpdir(), 'trtl-leader-')), 'result.txt');
+  const resultFile = join(tempDir('trtl-leader-'), 'result.txt');
   const child = np === 1
     ? await execa('node', [program, ...args], { reject: false, all: true, timeout: 120_000, env: { RESULT_FILE: resultFile } })
     : await execa('mpirun', ['-np', String(np), '--oversubscribe', '-x', 'RESULT_FILE', 'node', program, ...args],

@@ -1,9 +1,8 @@
 // `trtllm-launch bench` against a real server: its counts (requests, failures, prompt and output tokens) agree
 // with the server's own metrics; --offline runs the same traffic in-process; --check-perf-json gates; bad flags
 // and an unreachable URL give clear errors.
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { type AddressInfo, createServer } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { execa } from 'execa';
@@ -14,9 +13,10 @@ import { packageRoot } from '../../../worker/common/package-root.js';
 import { loadTokenizer } from '../../../worker/tokenizer.js';
 import { fixtureDir } from '../../helpers/fixtures.js';
 import { startTestServer } from '../../helpers/serving.js';
+import { tempDir } from '../../helpers/temp-dir.js';
 
 const bin = join(packageRoot(), 'bin', 'trtllm-launch.js');
-const dir = mkdtempSync(join(tmpdir(), 'bench-test-'));
+const dir = tempDir('bench-test-');
 
 function options(url: string, o: Partial<BenchOptions> = {}): BenchOptions {
   return {

@@ -1,7 +1,6 @@
 // --config, TRTLLM_CONFIG, --model-repo and `config print` as users run them: real processes, real files, and a
 // real server whose executor got the file's and the flags' values (chunked context, KV reuse, beam width).
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { execa } from 'execa';
@@ -9,9 +8,10 @@ import t from 'tap';
 
 import { packageRoot } from '../../../worker/common/package-root.js';
 import { fixtureDir } from '../../helpers/fixtures.js';
+import { tempDir } from '../../helpers/temp-dir.js';
 
 const bin = join(packageRoot(), 'bin', 'trtllm-launch.js');
-const dir = mkdtempSync(join(tmpdir(), 'trtllm-config-'));
+const dir = tempDir('trtllm-config-');
 t.teardown(() => execa('rm', ['-rf', dir]));
 
 function write(name: string, text: string): string {

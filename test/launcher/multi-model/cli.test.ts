@@ -1,7 +1,6 @@
 // `trtllm-launch --multi-model` on the command line: the plan it prints with --dry-run, and the errors a user sees
 // before anything starts (exit code 2, the option and the value named).
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { execa } from 'execa';
@@ -9,11 +8,12 @@ import t from 'tap';
 
 import { packageRoot } from '../../../worker/common/package-root.js';
 import { fixtureDir } from '../../helpers/fixtures.js';
+import { tempDir } from '../../helpers/temp-dir.js';
 
 const bin = join(packageRoot(), 'bin', 'trtllm-launch.js');
 
 function repo(files: Record<string, string>): string {
-  const dir = mkdtempSync(join(tmpdir(), 'trtllm-mm-cli-'));
+  const dir = tempDir('trtllm-mm-cli-');
   for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
   return dir;
 }
