@@ -14,6 +14,7 @@ import { serveOptions } from '../worker/options/serve-options-from-cli.js';
 import { chooseLauncher } from './cluster/mpirun-command.js';
 import { resolveParallel } from './cluster/parallel-plan.js';
 import { ignoredSettings } from './config/effective-config.js';
+import { checkModelBeforeLaunch } from './model-preflight.js';
 import { resolveServeConfig } from './config/resolve-serve-config.js';
 import { rankArguments } from './option-argv.js';
 import { addConfigSourceOptions, addMultiModelOptions, addServeOptions, type ServeCliOptions } from './serve-options.js';
@@ -39,6 +40,15 @@ export async function runServe(options: Readonly<ServeCliOptions>, build: BuildI
   const launcher = chooseLauncher(options.launcher, parallel.worldSize, process.env);
   if (launcher === 'none' && parallel.worldSize > 1) {
     throw new InvalidArgumentError(`--launcher none runs one rank in this process; --world-size ${parallel.worldSize} needs --launcher mpirun or srun (or auto)`);
+  }
+  // Before mpirun (or the in-process server) starts: a bad --model or a grid it cannot split fails here, exit 2.
+  // Not under srun: there the launcher may run on a login node while the model lives only on the compute nodes
+  // (slurm/README.md), and a job's ranks report such a failure as the job's root cause.
+  if (launcher !== 'srun') {
+    const note = checkModelBeforeLaunch({
+      model: options.model, tp: parallel.tp, pp: parallel.pp, ranksElsewhere: options.hosts !== undefined || options.hostfile !== undefined,
+    }, loadAddon());
+    if (note !== undefined) process.stderr.write(`trtllm-launch: ${note}\n`);
   }
   try {
     if (launcher === 'mpirun' || launcher === 'srun') {

@@ -1,6 +1,7 @@
 // One process serving one model: load the tokenizer and the executor, warm up, open the HTTP, gRPC and metrics ports,
-// and on SIGINT/SIGTERM drain — stop accepting, let in-flight requests finish (or cancel them at the deadline),
-// shut the executor down and exit 0.
+// and on SIGINT/SIGTERM drain — refuse new requests with a 503 naming the drain while the ports stay open, let
+// in-flight requests finish (or cut them at the deadline, with an error), close the ports once the last answers
+// are written, shut the executor down and exit 0.
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { basename, resolve } from 'node:path';
@@ -8,10 +9,13 @@ import { basename, resolve } from 'node:path';
 import { readyLine } from './common/status-lines.js';
 import { Executor } from './executor/executor.js';
 import { loadChatTemplate } from './frontend/chat-template.js';
+import { DrainState } from './frontend/drain-state.js';
+import { beginPortsDrain, closePorts } from './frontend/frontend-drain.js';
 import { createFrontendServer, createMetricsServer } from './frontend/frontend.js';
 import { ServingMetrics } from './frontend/metrics.js';
 import { singleModelCatalog } from './frontend/model-catalog.js';
 import { MODEL_NAMES } from './frontend/model-repository.js';
+import { OpenResponses } from './frontend/open-responses.js';
 import { buildServingContext, type ServingContext } from './frontend/serving-context.js';
 import { testHooksEnabled } from './frontend/test-hooks.js';
 import { createLogger, type Logger } from './log.js';
@@ -24,8 +28,9 @@ export interface RunningServer {
   httpPort: number;
   metricsPort: number;
   grpcPort: number | undefined;
-  /** Drains and stops everything; resolves when the executor has shut down. */
-  close(): Promise<void>;
+  /** Drains and stops everything; resolves when the executor has shut down. `cause` (e.g. "SIGTERM") is named in
+   * the 503s and errors clients get meanwhile. */
+  close(cause?: string): Promise<void>;
 }
 
 const STATS_POLL_MS = 500;  // drains iteration stats often enough that the native ring buffer never overflows
@@ -40,10 +45,6 @@ export function listen(server: Server, port: number, host: string): Promise<numb
   });
 }
 
-function closeServer(server: Server): Promise<void> {
-  return new Promise((done) => server.close(() => done()));
-}
-
 export async function startServer(options: ServeOptions, log: Logger = createLogger(options.logLevel)): Promise<RunningServer> {
   const modelDir = resolve(options.model);
   const tokenizer = loadTokenizer(modelDir);
@@ -54,13 +55,15 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
   log.info(`loaded ${config.architectureName} from ${modelDir} in ${((performance.now() - started) / 1000).toFixed(2)} s`);
 
   let ready = false;
+  const drain = new DrainState();
   const metrics = new ServingMetrics(executor, [...MODEL_NAMES, options.servedModelName ?? basename(modelDir)]);
   executor.onIterationStats(metrics.onIterationStats);
   const context = buildServingContext({
     executor, tokenizer, metrics, chatTemplate, modelDir,
     servedModelName: options.servedModelName ?? basename(modelDir),
     maxBatchSize: options.maxBatchSize ?? 64,
-    isReady: () => ready,
+    isReady: () => ready && !drain.draining,
+    drainRefusal: () => drain.refusal(),
   });
   const endId = context.defaults.endId;
 
@@ -76,6 +79,7 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
     maxBodyBytes: options.maxBodyBytes, onError: (error) => log.error(`request failed: ${(error as Error)?.stack ?? String(error)}`),
     ...(testHooksEnabled() ? { testHooks: executor } : {}),
   });
+  const responses = new OpenResponses(http);
   const metricsServer = createMetricsServer(metrics, { apiKey: options.apiKey, authMetrics: options.authMetrics });
   const httpPort = await listen(http, options.httpPort, options.host);
   const metricsPort = await listen(metricsServer, options.metricsPort, options.host);
@@ -89,22 +93,20 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
   poll.unref();
   ready = true;
 
+  const ports = { http, responses, grpc, metrics: metricsServer };
   let closing: Promise<void> | undefined;
-  const close = () => {
+  const close = (cause = 'shutdown requested') => {
     closing ??= (async () => {
-      ready = false;  // health/ready answers 503 at once, so load balancers stop sending
-      const httpClosed = closeServer(http);
-      const grpcDrained = grpc?.drain();
-      http.closeIdleConnections();
-      await executor.drain(Date.now() + options.drainTimeoutMs, (left) => log.warn(`drain deadline reached: cancelling ${left} request(s)`));
-      await executor.shutdown();
-      // Let the cancelled streams write their last events before the sockets go.
-      await new Promise((r) => setTimeout(r, 20));
-      http.closeAllConnections();
-      grpc?.close();
+      // Readiness turns 503 at once (load balancers stop sending) and new requests get a 503 naming the drain; the
+      // ports stay open, so nobody mistakes the drain for a crash (a refused connection).
+      drain.begin(cause);
+      beginPortsDrain(ports, drain.refusal()!);
+      await executor.drain(Date.now() + options.drainTimeoutMs,
+        (left) => log.warn(`drain deadline reached: cancelling ${left} request(s)`), drain.deadlineMessage(options.drainTimeoutMs));
+      // Every request has its final response; the ports close once the answers carrying them are written.
+      await closePorts(ports);
       clearInterval(poll);
-      await Promise.all([httpClosed, grpcDrained, closeServer(metricsServer)]);
-      metricsServer.closeAllConnections();
+      await executor.shutdown();
     })();
     return closing;
   };
@@ -130,7 +132,7 @@ export async function serveUntilSignal(options: ServeOptions): Promise<number> {
   await new Promise<void>((done) => {
     const stop = (signal: string) => {
       log.info(`${signal}: draining (up to ${options.drainTimeoutMs} ms), then stopping`);
-      server.close().then(done, (error: unknown) => {
+      server.close(signal).then(done, (error: unknown) => {
         log.error(`shutdown failed: ${String(error)}`);
         done();
       });

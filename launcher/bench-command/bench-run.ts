@@ -120,7 +120,10 @@ export async function runBench(source: BenchSource, o: BenchOptions, io: BenchOu
     for (const line of formatChecks(checks)) io.info(line);
     const regressed = checks.filter((c) => !c.ok);
     if (regressed.length > 0) io.info(`[ERROR] performance regressed: ${regressed.map((c) => c.metric).join(', ')}`);
-    return { summary, checks, exitCode: regressed.length > 0 ? 1 : 0 };
+    // Nothing measured is no result: a run in which every request failed must not pass as one (exit 0) in a script.
+    const allFailed = summary.total_requests > 0 && summary.successful_requests === 0;
+    if (allFailed) io.info(`[ERROR] every request failed (${summary.failed_requests} of ${summary.total_requests}) against ${target.where}: ${records.find((r) => !r.ok)?.error ?? ''}`);
+    return { summary, checks, exitCode: regressed.length > 0 || allFailed ? 1 : 0 };
   } finally {
     await target.close();
   }

@@ -4,13 +4,17 @@
 // comparable to trtllm-bench). All stream, so time to first token and inter-token gaps are measured the same way.
 import { Executor } from '../../worker/executor/executor.js';
 import { GrpcClient, grpcAddress } from '../client/grpc.js';
-import { checkReady, getJson, normalizeUrl, postStream } from '../client/http.js';
+import { checkReady, getJson, liveness, normalizeUrl, postStream } from '../client/http.js';
 import { localCodec, serverCodec, serverCodecVia, type TextCodec } from '../client/text-codec.js';
 import type { BenchRequest } from './sources.js';
 
 export interface BenchTarget {
+  /** Where requests go, as errors name it: the server's URL or gRPC address (or "the in-process executor"). */
+  where: string;
   /** Sends one request; onTokens(n) as each response with n new tokens arrives; resolves with the token total. */
   send(request: BenchRequest, onTokens: (n: number) => void): Promise<number>;
+  /** After a failed request: undefined while the server still answers at all, else what happened to it. */
+  liveness(): Promise<string | undefined>;
   vocabSize: number | undefined;
   codec: TextCodec;
   close(): Promise<void>;
@@ -26,6 +30,8 @@ export async function httpTarget(url: string, endId: number, tokenizerDir: strin
   const config = await getJson(`${base}/v2/models/tensorrt_llm/config`) as { parameters?: { vocab_size?: { string_value?: string } } };
   const vocab = Number(config.parameters?.vocab_size?.string_value);
   return {
+    where: base,
+    liveness: () => liveness(base),
     vocabSize: Number.isSafeInteger(vocab) && vocab > 0 ? vocab : undefined,
     codec: tokenizerDir ? localCodec(tokenizerDir) : serverCodec(base),
     async send(request, onTokens) {
@@ -48,6 +54,8 @@ export async function grpcTarget(url: string, endId: number, tokenizerDir: strin
     await client.checkReady();
     const vocab = Number((await client.modelConfig('tensorrt_llm')).parameters?.vocab_size?.string_value);
     return {
+      where: `${client.address} (gRPC)`,
+      liveness: () => client.liveness(),
       vocabSize: Number.isSafeInteger(vocab) && vocab > 0 ? vocab : undefined,
       codec: tokenizerDir ? localCodec(tokenizerDir) : serverCodecVia(async (model, inputs) => (await client.infer({ model, inputs })).outputs),
       async send(request, onTokens) {
@@ -90,6 +98,8 @@ export async function offlineTarget(o: OfflineOptions): Promise<BenchTarget> {
     ...(o.device === undefined ? {} : { device: o.device }), ...(o.loadFormat === undefined ? {} : { loadFormat: o.loadFormat }),
   });
   return {
+    where: 'the in-process executor',
+    liveness: async () => undefined,   // it lives as long as this process
     vocabSize: executor.modelConfig.vocabSize,
     codec: localCodec(o.model),
     async send(request, onTokens) {

@@ -10,14 +10,15 @@ import { ToolError } from './tool-error.js';
 
 export const DEFAULT_PROMPT = 'Born in north-east France, Soyer trained as a';
 
-/** Runs a tool's action; user-fixable failures print one line and exit 2, anything else is a bug and throws. */
+/** Runs a tool's action; user-fixable failures print one line and exit 2 (a ToolError may say 1), anything else is
+ * a bug and throws. */
 export async function reportToolErrors(tool: string, run: () => Promise<number>): Promise<void> {
   try {
     process.exitCode = await run();
   } catch (error) {
     if (error instanceof ToolError || error instanceof TrtllmError) {
       process.stderr.write(`trtllm-launch ${tool}: ${error.message}\n`);
-      process.exitCode = 2;
+      process.exitCode = error instanceof ToolError ? error.exitCode : 2;
       return;
     }
     throw error;

@@ -50,6 +50,11 @@ export function fromWire(m: ModelInferResponse): GrpcResult {
   return { id: m.id ?? '', outputs, final };
 }
 
+/** grpc-js's words for a connection that failed, without its prefix, timestamp and resolver notes. */
+function transportReason(details: string): string {
+  return details.replace(/^No connection established\. Last error: /, '').replace(/ \(\d{4}-[^)]*\)/, '').replace(/\.? Resolution note:.*$/, '');
+}
+
 export class GrpcClient {
   private readonly client: Client & Record<string, any>;
 
@@ -60,7 +65,7 @@ export class GrpcClient {
 
   private failure(method: string, error: ServiceError): ToolError {
     if (error.code === status.UNAVAILABLE && /ECONNREFUSED|No connection established|connect/i.test(error.details)) {
-      const why = error.details.replace(/^No connection established\. Last error: /, '').replace(/ \(\d{4}-[^)]*\)/, '').replace(/\.? Resolution note:.*$/, '');
+      const why = transportReason(error.details);
       return new ToolError(`cannot reach ${this.address} (${why}); is the server running with its gRPC port there, and --url right?`);
     }
     return new ToolError(`${this.address} ${method} answered ${status[error.code]}: ${error.details}`);
@@ -73,6 +78,15 @@ export class GrpcClient {
         else resolve(response);
       });
       signal?.addEventListener('abort', () => call.cancel(), { once: true });
+    });
+  }
+
+  /** Whether the server still answers at all (ServerLive, whatever it says); the transport's reason when not. */
+  liveness(): Promise<string | undefined> {
+    return new Promise((resolve) => {
+      this.client.ServerLive({}, { deadline: Date.now() + 60_000 }, (error: ServiceError | null) => {
+        resolve(error && (error.code === status.UNAVAILABLE || error.code === status.DEADLINE_EXCEEDED) ? transportReason(error.details) : undefined);
+      });
     });
   }
 

@@ -1,5 +1,6 @@
 #include "addon-parallel.h"
 
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -12,6 +13,7 @@
 #include "loading/load-agreement.h"
 #include "parallel/leader-model.h"
 #include "parallel/parallel-grid.h"
+#include "parallel/parallel-layout.h"
 
 namespace addon {
 
@@ -68,6 +70,27 @@ Napi::Value comm_init(const Napi::CallbackInfo& info) {
 Napi::Value comm_finalize(const Napi::CallbackInfo& info) {
   engine::comm_finalize();
   return info.Env().Undefined();
+}
+
+Napi::Value check_parallel_layout(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::string dir = require_string(info, 0, "modelDir");
+  const int64_t tp = require_integer(info, 1, "tp"), pp = require_integer(info, 2, "pp");
+  const int64_t most = std::numeric_limits<int32_t>::max();
+  if (tp > most || pp > most) {
+    throw make_error(env, "invalid_argument", "tp and pp must be at most " + std::to_string(most) + ", got tp " +
+                                                  std::to_string(tp) + ", pp " + std::to_string(pp));
+  }
+  try {
+    engine::ShardInfo grid;
+    grid.tp_size = static_cast<int32_t>(tp);
+    grid.pp_size = static_cast<int32_t>(pp);
+    // The split's rules do not depend on which rank asks (every rank reaches the same verdict): rank 0's is all.
+    engine::make_parallel_layout(engine::load_model_config(dir), grid);
+  } catch (const engine::EngineError& e) {
+    throw from_engine_error(env, e);
+  }
+  return env.Undefined();
 }
 
 namespace {

@@ -49,6 +49,7 @@ static Napi::Object init_addon(Napi::Env env, Napi::Object exports) {
   exports.Set("buildInfo", Napi::Function::New(env, build_info, "buildInfo"));
   exports.Set("loadExecutor", Napi::Function::New(env, load_executor, "loadExecutor"));
   exports.Set("readModelConfig", Napi::Function::New(env, read_model_config, "readModelConfig"));
+  exports.Set("checkParallelLayout", Napi::Function::New(env, check_parallel_layout, "checkParallelLayout"));
   exports.Set("commInit", Napi::Function::New(env, comm_init, "commInit"));
   exports.Set("runFollower", Napi::Function::New(env, run_follower, "runFollower"));
   exports.Set("spawnGroups", Napi::Function::New(env, spawn_groups, "spawnGroups"));

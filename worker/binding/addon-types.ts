@@ -220,6 +220,9 @@ export interface Addon {
     onProgress?: (done: number, total: number) => void,
   ): Promise<AddonExecutor>;
   readModelConfig(modelDir: string): ModelConfig;
+  /** Throws (invalid_argument, the engine's words: "num_attention_heads 4 is not divisible by tp 3") when a tp x pp
+   * grid cannot split the model in `modelDir`: the check every rank makes when it loads, made before any starts. */
+  checkParallelLayout(modelDir: string, tp: number, pp: number): void;
   /** Starts MPI when `useMpi` (once per process; later calls return the same info); orchestrator mode asks for
    * MPI_THREAD_MULTIPLE. */
   commInit(useMpi: boolean, threadMultiple?: boolean): CommInfo;
@@ -241,7 +244,7 @@ export interface Addon {
 
 /** The export names, for the test that compares them with what the addon really exports. */
 export const ADDON_EXPORTS = [
-  'setErrorClass', 'buildInfo', 'loadExecutor', 'readModelConfig', 'commInit', 'runFollower', 'spawnGroups', 'linkToParent',
+  'setErrorClass', 'buildInfo', 'loadExecutor', 'readModelConfig', 'checkParallelLayout', 'commInit', 'runFollower', 'spawnGroups', 'linkToParent',
   'joinGroup', 'linkGroups', 'groupMembers', 'commFinalize',
 ] as const;
 export const ADDON_EXECUTOR_METHODS = [

@@ -15,10 +15,15 @@ export interface ExecutorOptions extends NativeExecutorConfig, NativeLoadOptions
   onProgress?: (done: number, total: number) => void;
 }
 
+const DEFAULT_CUT_MESSAGE = 'the request was cancelled before it finished: the drain deadline ran out';
+
 export class Executor implements ServingExecutor {
   private readonly active = new ActiveRequests<RequestHandle>();
   private readonly statsListeners = new Set<(batch: IterationStats[]) => void>();
   private readonly responseListeners = new Set<(batch: NativeResponse[]) => void>();
+  // Requests a drain cancelled at its deadline, with the error their final response carries (see drain).
+  private readonly cutByDrain = new Map<number, string>();
+  private holdThroughDrain = false;
   private closed = false;
 
   private constructor(
@@ -56,13 +61,25 @@ export class Executor implements ServingExecutor {
   }
 
   private route(batch: NativeResponse[]): void {
-    for (const response of batch) {
+    for (let i = 0; i < batch.length; i += 1) {
+      const response = batch[i] = this.markCut(batch[i]!);
       const handle = this.active.get(response.requestId);
       if (!handle) continue;
       handle.push(response);
       if (response.isFinal) this.active.finish(response.requestId);
     }
     for (const listener of this.responseListeners) listener(batch);
+  }
+
+  /** A request the drain cut off ends with an error, so no interface can present its partial output as complete;
+   * one that finished on its own in the same iteration keeps its result. */
+  private markCut(response: NativeResponse): NativeResponse {
+    if (!response.isFinal) return response;
+    const message = this.cutByDrain.get(response.requestId);
+    if (message === undefined) return response;
+    this.cutByDrain.delete(response.requestId);
+    if (response.error || !response.finishReasons?.includes('cancelled')) return response;
+    return { ...response, error: { code: 'shutdown', message } };
   }
 
   /** Sees every iteration's responses as delivered (an orchestrator's worker group forwards them whole). */
@@ -118,12 +135,15 @@ export class Executor implements ServingExecutor {
    * Test hook, so a test fixes the order of events instead of sleeping: after this call the executor's loop runs at
    * most `n` more iterations and then holds — no iteration starts, enqueued requests wait in the queue, a cancel
    * still ends its request at once (final `cancelled` response, KV blocks freed). n < 0: no limit (the default). In
-   * leader mode it holds the leader's loop; followers wait for its next plan. A drain lifts it.
+   * leader mode it holds the leader's loop; followers wait for its next plan. A drain lifts it — unless
+   * `throughDrain`: then the hold stays until the test lifts it (n < 0), so a test can look at a server while it
+   * drains with its requests still in flight (a drain lifting the hold would race the test's look).
    */
-  holdIterations(n: number): void {
+  holdIterations(n: number, options: { throughDrain?: boolean } = {}): void {
     if (!Number.isInteger(n)) {
       throw new TrtllmError(`Expected holdIterations' "n" to be an integer, got ${describeValue(n)}`, 'invalid_argument');
     }
+    this.holdThroughDrain = n >= 0 && options.throughDrain === true;
     this.native.holdIterations(n);
   }
 
@@ -144,12 +164,18 @@ export class Executor implements ServingExecutor {
    * Waits for the requests in flight to end: resolves when none is active, or at `deadline` (epoch ms) cancels what
    * is left — `onDeadline` hears how many — and resolves once their final responses have been delivered. It resolves
    * on the last final response itself (no polling). A server's drain: stop admitting, `drain`, then `shutdown`.
-   * A drain runs the work to its end: it lifts a test's hold (holdIterations) — after the cancels of a deadline
-   * already passed, so a held request past it ends cancelled rather than running.
+   * The final response of a request cancelled at the deadline carries the error `shutdown` with `cutMessage`, so
+   * the frontend answers it as failed (a 503, an SSE error event, a gRPC error) rather than as a complete result.
+   * A drain runs the work to its end: it lifts a test's hold (holdIterations, unless held `throughDrain`) — after
+   * the cancels of a deadline already passed, so a held request past it ends cancelled rather than running.
    */
-  drain(deadline: number, onDeadline?: (remaining: number) => void): Promise<void> {
-    const drained = this.active.drain(deadline, (id) => this.native.cancel(id), onDeadline);
-    this.holdIterations(-1);
+  drain(deadline: number, onDeadline?: (remaining: number) => void, cutMessage = DEFAULT_CUT_MESSAGE): Promise<void> {
+    const cut = (id: number) => {
+      this.cutByDrain.set(id, cutMessage);
+      this.native.cancel(id);
+    };
+    const drained = this.active.drain(deadline, cut, onDeadline);
+    if (!this.holdThroughDrain) this.holdIterations(-1);
     return drained;
   }
 

@@ -96,8 +96,11 @@ export function multiModelCatalog(models: readonly CatalogModel[]): ModelCatalog
   };
 }
 
-/** 503 naming the model when its executor cannot take requests (its worker group died, or it is draining). */
+/** 503 naming the drain while the server drains, or the model when its executor cannot take requests (its worker
+ * group died, it is still loading). */
 export function requireReady(ctx: ServingContext, name: string): void {
+  const draining = ctx.drainRefusal?.();
+  if (draining !== undefined) throw new HttpError(503, draining);
   if (ctx.isReady()) return;
   const reason = ctx.unavailableReason?.();
   throw new HttpError(503, reason ? `model '${name}' is not available: ${reason}` : 'the server is not ready (loading, warming up or shutting down)');

@@ -19,6 +19,7 @@ export interface ServingContext {
   maxBatchSize: number;
   isReady(): boolean;                 // loaded, warmed up and not draining
   unavailableReason?(): string | undefined;  // orchestrator mode: why the model's worker group cannot serve
+  drainRefusal?(): string | undefined;       // while the server drains: why new requests are refused (drain-state.ts)
 }
 
 export interface ContextParts {
@@ -31,6 +32,7 @@ export interface ContextParts {
   maxBatchSize: number;
   isReady(): boolean;
   unavailableReason?(): string | undefined;
+  drainRefusal?(): string | undefined;
 }
 
 /** A model's context: the request defaults come from its tokenizer and config (end_id: EOS, pad_id: PAD or EOS). */

@@ -97,8 +97,8 @@ export async function runGroupLeader(group: GroupPlan, links: AddonLinks, ranks:
 
   // The orchestrator's drain timeout (its serve --drain-timeout): what is left then is cancelled here, while the
   // link is still up, so its final responses reach the orchestrator before the bye.
-  const { drainMs } = await done;
-  await executor.drain(Date.now() + drainMs);
+  const { drainMs, cutMessage } = await done;
+  await executor.drain(Date.now() + drainMs, undefined, cutMessage);
   clearInterval(stats);
   clearInterval(silence);
   send(TAG.bye, {});

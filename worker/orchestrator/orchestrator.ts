@@ -1,6 +1,7 @@
 // The orchestrator (Triton's orchestrator mode): one process that owns the frontend and, per model of the
 // repository, a worker group — spawned here with MPI_Comm_spawn, or started up front by mpirun/srun (no-spawn).
-// It waits until every group is ready or failed, serves every model by name, drains the groups on SIGINT/SIGTERM,
+// It waits until every group is ready or failed, serves every model by name, drains the groups on SIGINT/SIGTERM
+// (the ports stay open meanwhile, refusing new requests with a 503 naming the drain, as a one-model server does),
 // and keeps serving the others when one group dies (unless fail-fast).
 import { hostname } from 'node:os';
 import { join } from 'node:path';
@@ -11,10 +12,13 @@ import type { AddonLinks } from '../binding/addon-types.js';
 import { loadAddon } from '../binding/load-addon.js';
 import { packageRoot } from '../common/package-root.js';
 import { loadChatTemplate } from '../frontend/chat-template.js';
+import { DrainState } from '../frontend/drain-state.js';
+import { beginPortsDrain, closePorts } from '../frontend/frontend-drain.js';
 import { createFrontendServer, createMetricsServer, type MetricsEndpoint } from '../frontend/frontend.js';
 import { ServingMetrics } from '../frontend/metrics.js';
 import { type CatalogModel, multiModelCatalog } from '../frontend/model-catalog.js';
 import { MODEL_NAMES } from '../frontend/model-repository.js';
+import { OpenResponses } from '../frontend/open-responses.js';
 import { buildServingContext } from '../frontend/serving-context.js';
 import type { Logger } from '../log.js';
 import { listen } from '../serve.js';
@@ -39,6 +43,7 @@ export async function spawnLinks(plan: MultiModelPlan, log: Logger): Promise<Add
 export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, log: Logger): Promise<number> {
   const opts = plan.frontend;
   let open = false;
+  const drain = new DrainState();
   let exitCode = 0;
   let stopRequested: ((code: number) => void) | undefined;
   const stopped = new Promise<number>((resolve) => { stopRequested = resolve; });
@@ -89,7 +94,8 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
     const ctx = buildServingContext({
       executor, tokenizer: loadTokenizer(g.plan.serve.model), modelDir: g.plan.serve.model, metrics,
       chatTemplate: loadChatTemplate(g.plan.serve.model), servedModelName: g.name, maxBatchSize: g.plan.serve.maxBatchSize ?? 64,
-      isReady: () => open && g.status === 'ready', unavailableReason: reason,
+      isReady: () => open && !drain.draining && g.status === 'ready', unavailableReason: reason,
+      drainRefusal: () => drain.refusal(),
     });
     catalogModels.push({ name: g.name, ctx, reason });
   }
@@ -105,6 +111,7 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
     apiKey: opts.apiKey, authHealth: opts.authHealth, authMetrics: opts.authMetrics, maxBodyBytes: opts.maxBodyBytes,
     onError: (error) => log.error(`request failed: ${(error as Error)?.stack ?? String(error)}`),
   });
+  const responses = new OpenResponses(http);
   const metricsServer = createMetricsServer(endpoint, { apiKey: opts.apiKey, authMetrics: opts.authMetrics });
   const metricsPort = await listen(metricsServer, opts.metricsPort, opts.host);
   // The gRPC port answers from the same catalog: every model by name, Triton's names on the first.
@@ -129,29 +136,31 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
     '',
   ].join('\n'));
 
+  let cause = '--fail-fast: a model failed';
   const onSignal = (signal: string) => {
     log.info(`${signal}: draining every model (up to ${opts.drainTimeoutMs} ms), then stopping`);
+    cause = signal;
     stopRequested?.(0);
   };
   process.once('SIGINT', () => onSignal('SIGINT'));
   process.once('SIGTERM', () => onSignal('SIGTERM'));
   const code = await stopped;
 
-  open = false;
-  const httpClosed = new Promise<void>((done) => http.close(() => done()));
-  http.closeIdleConnections();
-  const grpcDrained = grpc?.drain();
+  // New requests get a 503 naming the drain from here on; the ports stay open until the groups have drained and
+  // the answers carrying their last responses are written.
+  drain.begin(cause);
+  const ports = { http, responses, grpc, metrics: metricsServer };
+  beginPortsDrain(ports, drain.refusal()!);
   if (code === 0) {
-    for (const g of groups) g.shutdown(opts.drainTimeoutMs);
+    for (const g of groups) g.shutdown(opts.drainTimeoutMs, drain.deadlineMessage(opts.drainTimeoutMs));
+    // A bound for a group that never says bye (a hung rank); a group that drains ends the wait itself.
     const deadline = new Promise<void>((done) => setTimeout(done, opts.drainTimeoutMs + 10_000).unref());
     await Promise.race([Promise.all(groups.map((g) => g.settled())), deadline]);
   }
-  http.closeAllConnections();
-  grpc?.close();
+  await closePorts(ports, code === 0);
   clearInterval(poll);
   clearInterval(watch);
   clearInterval(heartbeat);
-  await Promise.all([httpClosed, grpcDrained, new Promise<void>((done) => metricsServer.close(() => done()))]);
   links.close();
   for (const g of groups) if (g.status !== 'stopped') g.killSurvivors();
   // MPI_Finalize waits for every connected process: only when every group ended in order (a spawned group that

@@ -34,7 +34,8 @@ export interface LoadFailed { code: NativeErrorCode; message: string; ranks: Ran
 export interface Enqueue { id: number; request: NativeRequest }
 export interface Cancel { id: number }
 export interface Stats { iterations: IterationStats[]; kv: KvCacheStats; active: number }
-export interface Shutdown { drainMs: number }
+/** `cutMessage`: the error of a request still running at the drain deadline (the orchestrator's drain-state.ts). */
+export interface Shutdown { drainMs: number; cutMessage?: string }
 
 const F32 = '$f32';
 

@@ -9,7 +9,7 @@ import type { Logger } from '../log.js';
 import { processAlive } from './process-alive.js';
 import type { GroupPlan } from './plan.js';
 import { RemoteExecutor } from './remote-executor.js';
-import { decode, encode, type Hello, type LoadFailed, type RankIdentity, type Stats, TAG } from './wire.js';
+import { decode, encode, type Hello, type LoadFailed, type RankIdentity, type Shutdown, type Stats, TAG } from './wire.js';
 
 export type GroupStatus = 'loading' | 'ready' | 'stopping' | 'stopped' | 'failed';
 
@@ -104,10 +104,11 @@ export class WorkerGroup {
     if (this.status === 'ready') this.link.send(TAG.heartbeat, encode({}));
   }
 
-  shutdown(drainMs: number): void {
+  shutdown(drainMs: number, cutMessage?: string): void {
     if (this.status !== 'ready') return;
     this.status = 'stopping';
-    this.link.send(TAG.shutdown, encode({ drainMs }));
+    const body: Shutdown = { drainMs, ...(cutMessage === undefined ? {} : { cutMessage }) };
+    this.link.send(TAG.shutdown, encode(body));
   }
 
   fail(reason: string): void {

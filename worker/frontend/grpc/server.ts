@@ -1,8 +1,10 @@
 // The gRPC port: a grpc-js server with the inference service, bound like the HTTP port (host, port 0 for any free
-// one), with --max-body-bytes as its largest request message, and a two-step close for draining.
+// one), with --max-body-bytes as its largest request message, and a drain in steps: refuse new work while listening
+// (beginDrain), wait for the calls in progress (settled), then stop.
 import { Server, ServerCredentials } from '@grpc/grpc-js';
 
 import { TrtllmError } from '../../common/errors.js';
+import { OpenCalls } from './open-calls.js';
 import { inferenceService } from './proto.js';
 import { type GrpcServiceOptions, type GrpcServing, inferenceHandlers } from './service.js';
 
@@ -14,7 +16,12 @@ export interface GrpcServerOptions extends GrpcServiceOptions {
 
 export interface RunningGrpcServer {
   port: number;
-  /** Stops taking new calls; resolves once the calls in progress have ended. */
+  /** Keeps listening, but refuses new streams with UNAVAILABLE naming `refusal`, and ends each open stream with it
+   * once its requests are answered (unary calls are refused by the models' readiness, with the same words). */
+  beginDrain(refusal: string): void;
+  /** Resolves once no call is open. */
+  settled(): Promise<void>;
+  /** Stops listening; resolves once the transport's sessions have closed. */
   drain(): Promise<void>;
   /** Ends every call still open. */
   close(): void;
@@ -30,7 +37,8 @@ export async function startGrpcServer(serving: GrpcServing, options: GrpcServerO
     'grpc.max_send_message_length': -1,   // logits can be large; the client sets its own limit
     // channelz stays on (its default): grpc-js tracks the sessions that forceShutdown must end only through it.
   });
-  server.addService(inferenceService().service, inferenceHandlers(serving, options));
+  const calls = new OpenCalls();
+  server.addService(inferenceService().service, inferenceHandlers(serving, options, calls));
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(address(options.host, options.port), ServerCredentials.createInsecure(), (error, bound) => {
       if (error) {
@@ -41,6 +49,8 @@ export async function startGrpcServer(serving: GrpcServing, options: GrpcServerO
   let drained: Promise<void> | undefined;
   return {
     port,
+    beginDrain: (refusal) => calls.beginDrain(refusal),
+    settled: () => calls.settled(),
     drain: () => (drained ??= new Promise((resolve) => server.tryShutdown(() => resolve()))),
     close: () => server.forceShutdown(),
   };

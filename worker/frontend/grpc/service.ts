@@ -16,6 +16,7 @@ import type { ModelCatalog } from '../model-catalog.js';
 import { modelMetadata } from '../model-repository.js';
 import { decodeInferRequest } from './decode-request.js';
 import { encodeInferResponse, finalFlag } from './encode-response.js';
+import type { OpenCalls } from './open-calls.js';
 import { modelStatistics } from './statistics.js';
 import { type GrpcFailure, grpcFailure, serviceError } from './status.js';
 import type { ModelInferRequest, ModelStreamInferResponse } from './wire-types.js';
@@ -36,7 +37,8 @@ const UNAUTHENTICATED: GrpcFailure = {
   details: 'missing or wrong API key: send the metadata "authorization: Bearer <key>"',
 };
 
-export function inferenceHandlers(serving: GrpcServing, options: GrpcServiceOptions): UntypedServiceImplementation {
+/** `calls`: every call is counted there, so a drain waits for the last one (open-calls.ts). */
+export function inferenceHandlers(serving: GrpcServing, options: GrpcServiceOptions, calls: OpenCalls): UntypedServiceImplementation {
   const allowed = (metadata: Metadata, open: boolean) => {
     if (!options.apiKey || open) return true;
     const header = metadata.get('authorization')[0];
@@ -52,10 +54,11 @@ export function inferenceHandlers(serving: GrpcServing, options: GrpcServiceOpti
   function unary<Req, Res>(open: boolean, answer: (request: Req, call: ServerUnaryCall<Req, Res>) => Promise<Res> | Res) {
     return (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => {
       if (!allowed(call.metadata, open)) return callback(serviceError(UNAUTHENTICATED));
+      const leave = calls.enter();
       Promise.resolve().then(() => answer(call.request, call)).then(
         (response) => callback(null, response),
         (error: unknown) => callback(serviceError(fail(error))),
-      );
+      ).finally(leave);
     };
   }
 
@@ -94,18 +97,25 @@ export function inferenceHandlers(serving: GrpcServing, options: GrpcServiceOpti
         call.emit('error', serviceError(UNAUTHENTICATED));
         return;
       }
-      streamCall(serving, call, fail);
+      const refusal = calls.drainRefusal;
+      if (refusal !== undefined) {
+        call.emit('error', serviceError({ code: status.UNAVAILABLE, details: refusal, internal: false }));
+        return;
+      }
+      streamCall(serving, call, fail, calls);
     },
   };
 }
 
 /**
  * One ModelStreamInfer call: any number of requests, served concurrently, each answered by its responses on the
- * same stream. The call ends once the client has half-closed and every request has had its last response; a
- * client that cancels the call cancels all of its requests (their KV blocks are freed at once).
+ * same stream. The call ends once the client has half-closed and every request has had its last response — or,
+ * once the server drains, as soon as its requests are answered, with UNAVAILABLE naming the drain; a client that
+ * cancels the call cancels all of its requests (their KV blocks are freed at once).
  */
 function streamCall(
   serving: GrpcServing, call: ServerDuplexStream<ModelInferRequest, ModelStreamInferResponse>, fail: (e: unknown) => GrpcFailure,
+  calls: OpenCalls,
 ): void {
   const aborter = new AbortController();
   // Every request in flight on the call (perf_analyzer keeps --concurrency of them on one stream) listens to it.
@@ -115,9 +125,19 @@ function streamCall(
   const write = (message: ModelStreamInferResponse) => {
     if (!call.cancelled && !call.writableEnded) call.write(message);
   };
+  let drainRefusal: string | undefined;
   const endIfDone = () => {
-    if (halfClosed && pending === 0 && !call.writableEnded) call.end();
+    if (pending > 0 || call.writableEnded) return;
+    if (halfClosed) call.end();
+    else if (drainRefusal !== undefined) call.emit('error', serviceError({ code: status.UNAVAILABLE, details: drainRefusal, internal: false }));
   };
+  const leave = calls.enter((refusal) => {
+    drainRefusal = refusal;
+    endIfDone();
+  });
+  // 'finish': the status has been handed to the transport; 'cancelled': the client is gone.
+  call.once('finish', leave);
+  call.once('cancelled', leave);
   // (grpc-js also reports 'cancelled' once a finished call's stream closes; then nothing is left to cancel)
   const cancel = () => { if (pending > 0) aborter.abort(); };
   call.on('cancelled', cancel);
