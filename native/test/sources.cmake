@@ -13,6 +13,7 @@ include(${CMAKE_CURRENT_LIST_DIR}/model-tests.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/executor-tests.cmake)
 engine_test(iteration-plan-test)
 engine_test(attention-groups-test)
+engine_test(liveness-verdict-test)
 
 # comm runs alone (size 1, no MPI) and under the MPI launcher with 2 and 3 ranks.
 add_executable(comm-test ${CMAKE_CURRENT_LIST_DIR}/comm-test.cpp)
