@@ -60,7 +60,8 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
     executor, tokenizer, metrics, chatTemplate, modelDir,
     servedModelName: options.servedModelName ?? basename(modelDir),
     maxBatchSize: options.maxBatchSize ?? 64,
-    isReady: () => ready,
+    // Not ready while the gang is stalled: a rank stopped making progress, so nothing would be answered.
+    isReady: () => ready && !executor.clusterStalled(),
   });
   const endId = context.defaults.endId;
 
