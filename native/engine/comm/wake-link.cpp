@@ -82,9 +82,13 @@ void WakeListener::accept(int32_t count) {
     if (poll(&pfd, 1, kHandshakeMs) <= 0) break;
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) continue;
+    // Only our own user's processes: any local process could connect to an abstract name while it exists.
+    ucred peer{};
+    socklen_t len = sizeof(peer);
+    const bool ours = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 && peer.uid == getuid();
     int32_t rank = -1;
     const char ack = 'a';
-    if (transfer(fd, &rank, sizeof(rank), true) && transfer(fd, const_cast<char*>(&ack), 1, false)) {
+    if (ours && transfer(fd, &rank, sizeof(rank), true) && transfer(fd, const_cast<char*>(&ack), 1, false)) {
       fds_.push_back(fd);
     } else {
       close(fd);
