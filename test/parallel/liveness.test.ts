@@ -90,6 +90,5 @@ t.test('--hang-timeout reaches every rank; a bad value is refused naming it', as
   t.match(dry.stdout, / rank .*--hang-timeout 7/);
   const bad = await execa('node', [bin, '--model', MODEL, '--hang-timeout', '-1', '--dry-run'], { reject: false, all: true });
   t.not(bad.exitCode, 0);
-  t.match(bad.all, /--hang-timeout/);
-  t.match(bad.all, /-1/);
+  t.match(bad.all, /--hang-timeout must be an integer >= 0, got "-1"/);
 });
