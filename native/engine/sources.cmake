@@ -71,6 +71,7 @@ set(ENGINE_COMM_SOURCES
   ${ENGINE_DIR}/comm/comm-link.cpp
   ${ENGINE_DIR}/comm/comm-wait.cpp
   ${ENGINE_DIR}/comm/liveness.cpp
+  ${ENGINE_DIR}/comm/liveness-questions.cpp
   ${ENGINE_DIR}/comm/liveness-verdict.cpp
   ${ENGINE_DIR}/comm/leader-channel.cpp
   ${ENGINE_DIR}/comm/idle-pause.cpp

@@ -1,4 +1,4 @@
-// mpi.h for the comm unit's own files (comm.cpp, comm-link.cpp, comm-wait.cpp, liveness.cpp, leader-channel.cpp) and
+// mpi.h for the comm unit's own files (comm, comm-link, comm-wait, liveness, liveness-questions, leader-channel) and
 // nobody else: the rest of the engine sees MPI only through comm.h, comm-link.h, liveness.h and leader-channel.h.
 #pragma once
 #define OMPI_SKIP_MPICXX 1

@@ -1,6 +1,6 @@
 // The liveness watch inside the comm unit (liveness.h says what it does): the record of one wait while it lasts, and
 // the leader channel it talks over. Used by comm-wait.cpp (waits inside a step) and leader-channel.cpp (the wait
-// for the next plan); liveness.cpp implements it.
+// for the next plan); liveness.cpp and liveness-questions.cpp implement it.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -25,7 +25,7 @@ struct WaitSite {
 // Message tags on the leader channel's communicator.
 constexpr int kTagPlan = 1;    // leader -> follower: an iteration plan
 constexpr int kTagQuery = 2;   // leader -> follower: "what are you doing?" (an int64 question number)
-constexpr int kTagAnswer = 3;  // follower -> leader: its activity (liveness.cpp's wire format)
+constexpr int kTagAnswer = 3;  // follower -> leader: its activity (liveness-state.h's AnswerWire)
 
 // The leader channel as the watch uses it; attached by leader-channel.cpp while the rank serves.
 struct WatchedChannel {

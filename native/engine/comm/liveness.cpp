@@ -1,59 +1,18 @@
 #include "comm/liveness.h"
 
-#include <atomic>
 #include <cstdio>
-#include <list>
-#include <mutex>
 
 #include "comm/comm.h"
+#include "comm/liveness-state.h"
 #include "comm/liveness-verdict.h"
-#include "comm/liveness-watch.h"
-#include "comm/wake-link.h"
 
 namespace engine {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = LivenessClock;
 constexpr int kHangExitCode = 6;
 // How often a wait does the watch's work (answering, deadlines): often enough that an answer is never the slow part.
 constexpr auto kWorkEvery = std::chrono::milliseconds(1);
-
-// A follower's answer on the wire (kTagAnswer): fixed size; every rank runs the same build.
-struct AnswerWire {
-  int64_t question = 0;
-  int64_t iteration = 0;
-  double seconds = 0;
-  char step[24] = {};
-  char waiting_for[48] = {};
-};
-
-struct PendingSend {
-  MPI_Request request = MPI_REQUEST_NULL;
-  int64_t question = 0;  // a question's buffer
-  AnswerWire answer;     // an answer's buffer
-};
-
-struct Watch {
-  std::mutex mu;  // the sink and the hang action: set from other threads
-  LivenessSink sink;
-  std::function<void(const std::string&)> hang_action;
-  std::atomic<bool> stalled{false};
-  // The comm thread's own.
-  const WatchedChannel* channel = nullptr;
-  int64_t iteration = 0;
-  const char* step = "idle";
-  const WaitSite* site = nullptr;  // the wait in progress; nullptr while computing
-  Clock::time_point since;
-  int64_t question = 0;              // leader: the last question asked
-  std::vector<AnswerWire> answers;   // leader: by rank, to `question`
-  std::vector<bool> answered;
-  std::list<PendingSend> sends;      // questions and answers MPI still holds (a list: buffers must not move)
-};
-
-Watch& watch() {
-  static Watch* w = new Watch();  // never destroyed: a rank may report until its very end
-  return *w;
-}
 
 double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
@@ -69,21 +28,6 @@ int32_t world_rank(MPI_Comm comm, int32_t peer, MPI_Comm world) {
   if (from != MPI_GROUP_NULL) MPI_Group_free(&from);
   if (to != MPI_GROUP_NULL) MPI_Group_free(&to);
   return out;
-}
-
-RankActivity current_activity(const Watch& w, Clock::time_point now) {
-  const WatchedChannel& ch = *w.channel;
-  RankActivity a;
-  a.rank = ch.rank;
-  a.host = ch.hosts[static_cast<size_t>(ch.rank)];
-  a.iteration = w.iteration;
-  a.step = w.step;
-  if (w.site != nullptr) {
-    a.waiting_for = w.site->op;
-    if (w.site->peer >= 0) a.waiting_for += " rank " + std::to_string(world_rank(w.site->comm, w.site->peer, ch.comm));
-    a.seconds = seconds_between(w.since, now);
-  }
-  return a;
 }
 
 std::string event_text(const LivenessEvent& e) {
@@ -131,74 +75,6 @@ void end_gang(Watch& w, const std::string& reason) {
   comm_abort(kHangExitCode, "hang: " + reason);
 }
 
-void complete_sends(Watch& w) {
-  for (auto it = w.sends.begin(); it != w.sends.end();) {
-    int done = 0;
-    // A send that failed (its peer is gone) is dropped: mpirun reports a dead rank on its own.
-    if (MPI_Test(&it->request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) done = 1;
-    it = done ? w.sends.erase(it) : std::next(it);
-  }
-}
-
-void send_answer(Watch& w, int64_t question) {
-  PendingSend& p = w.sends.emplace_back();
-  const RankActivity a = current_activity(w, Clock::now());
-  p.answer.question = question;
-  p.answer.iteration = a.iteration;
-  p.answer.seconds = a.seconds;
-  std::snprintf(p.answer.step, sizeof(p.answer.step), "%s", a.step.c_str());
-  std::snprintf(p.answer.waiting_for, sizeof(p.answer.waiting_for), "%s", a.waiting_for.c_str());
-  if (MPI_Isend(&p.answer, sizeof(AnswerWire), MPI_BYTE, 0, kTagAnswer, w.channel->comm, &p.request) != MPI_SUCCESS) {
-    w.sends.pop_back();
-  }
-}
-
-// Follower: every question the leader sent, answered (from a wait inside a step; the wait for the next plan finds
-// them with its own probe and calls liveness_answer).
-void answer_questions(Watch& w) {
-  for (;;) {
-    int flag = 0;
-    MPI_Status status;
-    if (MPI_Iprobe(0, kTagQuery, w.channel->comm, &flag, &status) != MPI_SUCCESS || !flag) return;
-    int64_t question = 0;
-    comm_check(MPI_Recv(&question, sizeof(question), MPI_BYTE, 0, kTagQuery, w.channel->comm, MPI_STATUS_IGNORE),
-               "MPI_Recv (liveness question)");
-    send_answer(w, question);
-  }
-}
-
-void ask_followers(Watch& w) {
-  const WatchedChannel& ch = *w.channel;
-  ++w.question;
-  w.answers.assign(static_cast<size_t>(ch.size), AnswerWire{});
-  w.answered.assign(static_cast<size_t>(ch.size), false);
-  for (int32_t r = 1; r < ch.size; ++r) {
-    PendingSend& p = w.sends.emplace_back();
-    p.question = w.question;
-    if (MPI_Isend(&p.question, sizeof(p.question), MPI_BYTE, r, kTagQuery, ch.comm, &p.request) != MPI_SUCCESS) {
-      w.sends.pop_back();
-    }
-  }
-  if (ch.wake != nullptr) ch.wake->wake_sleepers();
-}
-
-// Leader: the answers that came, to the last question (older ones are dropped).
-void collect_answers(Watch& w) {
-  for (;;) {
-    int flag = 0;
-    MPI_Status status;
-    if (MPI_Iprobe(MPI_ANY_SOURCE, kTagAnswer, w.channel->comm, &flag, &status) != MPI_SUCCESS || !flag) return;
-    AnswerWire answer;
-    comm_check(MPI_Recv(&answer, sizeof(answer), MPI_BYTE, status.MPI_SOURCE, kTagAnswer, w.channel->comm, MPI_STATUS_IGNORE),
-               "MPI_Recv (liveness answer)");
-    const auto from = static_cast<size_t>(status.MPI_SOURCE);
-    if (answer.question == w.question && from < w.answers.size()) {
-      w.answers[from] = answer;
-      w.answered[from] = true;
-    }
-  }
-}
-
 LivenessEvent make_event(LivenessEventKind kind, const RankActivity& self, const WatchedChannel& ch) {
   LivenessEvent e;
   e.kind = kind;
@@ -211,20 +87,7 @@ LivenessEvent make_event(LivenessEventKind kind, const RankActivity& self, const
 void report_verdict(Watch& w, Clock::time_point now) {
   const WatchedChannel& ch = *w.channel;
   LivenessEvent e = make_event(LivenessEventKind::hang, current_activity(w, now), ch);
-  for (int32_t r = 1; r < ch.size; ++r) {
-    const auto i = static_cast<size_t>(r);
-    RankActivity o;
-    o.rank = r;
-    o.host = ch.hosts[i];
-    o.answered = i < w.answered.size() && w.answered[i];
-    if (o.answered) {
-      o.iteration = w.answers[i].iteration;
-      o.step = w.answers[i].step;
-      o.waiting_for = w.answers[i].waiting_for;
-      o.seconds = w.answers[i].seconds;
-    }
-    e.others.push_back(o);
-  }
+  for (int32_t r = 1; r < ch.size; ++r) e.others.push_back(answered_activity(w, r));
   const HangVerdict verdict = judge_hang(e.self, e.others);
   e.culprits = verdict.culprits;
   emit(w, e);
@@ -246,6 +109,26 @@ void report_leader(Watch& w, Clock::time_point now) {
 }
 
 }  // namespace
+
+Watch& watch() {
+  static Watch* w = new Watch();  // never destroyed: a rank may report until its very end
+  return *w;
+}
+
+RankActivity current_activity(const Watch& w, LivenessClock::time_point now) {
+  const WatchedChannel& ch = *w.channel;
+  RankActivity a;
+  a.rank = ch.rank;
+  a.host = ch.hosts[static_cast<size_t>(ch.rank)];
+  a.iteration = w.iteration;
+  a.step = w.step;
+  if (w.site != nullptr) {
+    a.waiting_for = w.site->op;
+    if (w.site->peer >= 0) a.waiting_for += " rank " + std::to_string(world_rank(w.site->comm, w.site->peer, ch.comm));
+    a.seconds = seconds_between(w.since, now);
+  }
+  return a;
+}
 
 void liveness_set_sink(LivenessSink sink) {
   Watch& w = watch();
@@ -274,13 +157,6 @@ void liveness_attach(const WatchedChannel* channel) {
   w.answered.clear();
   w.stalled = false;
   // Sends still pending stay in the list (their buffers with them): the communicator is freed only once they end.
-}
-
-void liveness_answer(MPI_Message& message) {
-  Watch& w = watch();
-  int64_t question = 0;
-  comm_check(MPI_Mrecv(&question, sizeof(question), MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv (liveness question)");
-  if (w.channel != nullptr) send_answer(w, question);
 }
 
 LivenessWait::LivenessWait(const WaitSite& site, WaitKind kind) : kind_(kind), since_(Clock::now()), last_(since_) {
