@@ -62,7 +62,9 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
     executor, tokenizer, metrics, chatTemplate, modelDir,
     servedModelName: options.servedModelName ?? basename(modelDir),
     maxBatchSize: options.maxBatchSize ?? 64,
-    isReady: () => ready && !drain.draining,
+    // Not ready while draining, nor while the gang is stalled: a rank stopped making progress, so nothing would be
+    // answered.
+    isReady: () => ready && !drain.draining && !executor.clusterStalled(),
     drainRefusal: () => drain.refusal(),
   });
   const endId = context.defaults.endId;

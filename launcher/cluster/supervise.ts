@@ -9,9 +9,9 @@ import { createInterface } from 'node:readline';
 import { execa, type ResultPromise } from 'execa';
 
 import { ROOT_CAUSE_HEADER } from './launcher-lines.js';
-import { leaderLineEvent } from './leader-lines.js';
+import { hangLineEvent, leaderLineEvent } from './leader-lines.js';
 import { parseMpirunFailure, parseRankLine, parseSrunFailure, RankTail } from './rank-output.js';
-import { type Effect, initialState, type SupervisorEvent, transition } from './supervisor-state.js';
+import { type Effect, type HangFact, initialState, type SupervisorEvent, transition } from './supervisor-state.js';
 
 export interface SuperviseOptions {
   file: string;
@@ -45,7 +45,19 @@ async function isReady(url: string): Promise<boolean> {
   }
 }
 
-function rootCause(all: string, tail: RankTail, worldSize: number, exit: { exitCode?: number | undefined; signal?: string | undefined }, launcher: 'mpirun' | 'srun'): string[] {
+/** A hang's root cause: the reporting rank's verdict, and the last lines of the ranks it names. */
+function hangCause(hang: HangFact, tail: RankTail): string[] {
+  const lines = [ROOT_CAUSE_HEADER, `  ${hang.sentence} (reported by rank ${hang.reporter}; --hang-timeout)`];
+  for (const rank of hang.culprits) {
+    const last = tail.last(rank).slice(-5);
+    if (last.length > 0) lines.push(`  rank ${rank} last lines:`, ...last.map((l) => `    ${l}`));
+  }
+  return lines;
+}
+
+function rootCause(all: string, tail: RankTail, worldSize: number, exit: { exitCode?: number | undefined; signal?: string | undefined }, launcher: 'mpirun' | 'srun', hang?: HangFact): string[] {
+  // The rank that aborted the gang after a hang is not the cause: the one it names is.
+  if (hang) return hangCause(hang, tail);
   const failure = launcher === 'srun' ? parseSrunFailure(all) : parseMpirunFailure(all);
   const lines = [ROOT_CAUSE_HEADER];
   if (failure) {
@@ -143,7 +155,7 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
       case 'signal-step': options.signalLeaderStep?.(effect.step); break;
       case 'arm-drain-deadline': setTimeout(() => dispatch({ type: 'drain-deadline' }), effect.afterMs).unref(); break;
       case 'root-cause':
-        for (const line of rootCause(everything, tail, options.worldSize, { exitCode: effect.exitCode, signal: effect.signal }, launcher)) out(line);
+        for (const line of rootCause(everything, tail, options.worldSize, { exitCode: effect.exitCode, signal: effect.signal }, launcher, effect.hang)) out(line);
         break;
     }
   };
@@ -162,7 +174,7 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
       logFile(`group-${group}-rank-${rank}`)?.write(`${text}\n`);
       return;
     }
-    const event = rank === 0 ? leaderLineEvent(text) : undefined;
+    const event = (rank === 0 ? leaderLineEvent(text) : undefined) ?? (rank !== undefined ? hangLineEvent(rank, text) : undefined);
     if (event) dispatch(event);
     tail.add(rank, text);
     if (everything.length < 1_000_000) everything += `${line}\n`;

@@ -30,6 +30,13 @@ export interface SupervisorSettings {
   canSignalStep: boolean;      // under srun: the drain request can go to the leader's step (supervise.ts)
 }
 
+/** A rank's hang report (the liveness watch's verdict): the root cause once the gang is down. */
+export interface HangFact {
+  reporter: number;     // the rank that printed it
+  sentence: string;     // "rank 1 on vm made no progress for 30.0 s in iteration 1234 (forward: all-reduce)"
+  culprits: number[];   // the ranks it names
+}
+
 /** What the leader said about itself on its output (see leader-lines.ts). */
 export interface LeaderFacts {
   pid?: number;                // set only when it runs on this host: a pid means nothing on another node
@@ -42,6 +49,7 @@ export interface SupervisorState {
   readonly settings: SupervisorSettings;
   readonly phase: Phase;
   readonly leader: LeaderFacts;
+  readonly hang?: HangFact;    // the first hang reported (one hang makes every rank wait: later reports follow it)
   readonly exitCode?: number;  // the launcher's exit code, once stopped or failed
 }
 
@@ -54,6 +62,7 @@ export type SupervisorEvent =
   | { type: 'health-failed'; elapsedMs: number }
   | { type: 'signal'; signal: string }                   // SIGINT/SIGTERM to the launcher
   | { type: 'drain-deadline' }
+  | { type: 'rank-hang'; reporter: number; sentence: string; culprits: number[] }  // a rank's liveness watch ends the gang
   | { type: 'exited'; exitCode?: number | undefined; signal?: string | undefined };   // mpirun/srun ended
 
 export type Effect =
@@ -66,7 +75,7 @@ export type Effect =
   | { type: 'signal-leader'; pid: number }               // SIGTERM to the leader (stop-ranks if it is gone)
   | { type: 'signal-step'; step: string }                // the drain request to the leader's Slurm step
   | { type: 'arm-drain-deadline'; afterMs: number }
-  | { type: 'root-cause'; exitCode?: number | undefined; signal?: string | undefined };
+  | { type: 'root-cause'; exitCode?: number | undefined; signal?: string | undefined; hang?: HangFact | undefined };
 
 export interface Step {
   state: SupervisorState;
@@ -112,6 +121,12 @@ export function transition(state: SupervisorState, event: SupervisorEvent): Step
       return onSignal(state, event.signal);
     case 'drain-deadline':
       return phase === 'draining' ? stay([say('[launcher] drain deadline passed: stopping the ranks'), { type: 'stop-ranks' }]) : stay();
+    case 'rank-hang': {
+      // The reporting rank ends the gang itself (MPI_Abort); the report is kept as the root cause of that exit.
+      if (done(phase) || state.hang) return stay();
+      const { reporter, sentence, culprits } = event;
+      return { state: { ...state, hang: { reporter, sentence, culprits } }, effects: [] };
+    }
     case 'exited':
       return done(phase) ? stay() : onExit(state, event);
   }
@@ -172,6 +187,6 @@ function onExit(state: SupervisorState, exit: { exitCode?: number | undefined; s
     effects.push(say(stoppedCleanlyLine(phase === 'ready' || phase === 'starting')));
     return end('stopped', 0);
   }
-  effects.push({ type: 'root-cause', exitCode: exit.exitCode, signal: exit.signal });
+  effects.push({ type: 'root-cause', exitCode: exit.exitCode, signal: exit.signal, ...(state.hang ? { hang: state.hang } : {}) });
   return end('failed', exit.exitCode && exit.exitCode !== 0 ? exit.exitCode : 1);
 }

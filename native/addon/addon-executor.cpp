@@ -9,6 +9,7 @@
 #include "addon-args.h"
 #include "addon-convert.h"
 #include "addon-errors.h"
+#include "addon-liveness.h"
 #include "addon-parallel.h"
 #include "addon-progress.h"
 #include "comm/comm.h"
@@ -39,11 +40,11 @@ void deliver(Napi::Env env, Napi::Function callback, std::vector<engine::Respons
 class LoadWorker : public Napi::AsyncWorker {
  public:
   LoadWorker(Napi::Env env, std::string dir, engine::ExecutorConfig config, int32_t num_threads, int32_t tp, int32_t pp,
-             DeviceFields device, Napi::ThreadSafeFunction on_responses, Napi::ThreadSafeFunction on_progress,
-             bool has_progress)
+             DeviceFields device, engine::LivenessSettings liveness, Napi::ThreadSafeFunction on_responses,
+             Napi::ThreadSafeFunction on_progress, bool has_progress)
       : Napi::AsyncWorker(env, "trtllm.loadExecutor"), deferred_(Napi::Promise::Deferred::New(env)),
         dir_(std::move(dir)), config_(config), num_threads_(num_threads), tp_(tp), pp_(pp), device_(std::move(device)),
-        on_responses_(on_responses),
+        liveness_(liveness), on_responses_(on_responses),
         on_progress_(on_progress), has_progress_(has_progress) {}
 
   Napi::Promise promise() { return deferred_.Promise(); }
@@ -62,7 +63,7 @@ class LoadWorker : public Napi::AsyncWorker {
       std::unique_ptr<engine::Model> model = engine::load_model_collective(dir_, options);
       if (engine::comm_info().mpi && engine::comm_info().world_size > 1) {
         // World rank 0 leads: every KV action and forward pass goes out to the followers first.
-        auto leader = std::make_unique<engine::LeaderModel>(std::move(model), engine::comm_world());
+        auto leader = std::make_unique<engine::LeaderModel>(std::move(model), engine::comm_world(), liveness_);
         leader_ = leader.get();
         model = std::move(leader);
       }
@@ -104,6 +105,7 @@ class LoadWorker : public Napi::AsyncWorker {
   engine::ExecutorConfig config_;
   int32_t num_threads_, tp_, pp_;
   DeviceFields device_;
+  engine::LivenessSettings liveness_;
   engine::LeaderModel* leader_ = nullptr;  // owned by executor_
   Napi::ThreadSafeFunction on_responses_;
   Napi::ThreadSafeFunction on_progress_;
@@ -345,8 +347,9 @@ Napi::Value load_executor(const Napi::CallbackInfo& info) {
     progress_tsfn = Napi::ThreadSafeFunction::New(env, info[4].As<Napi::Function>(), "trtllm.progress", 0, 1);
   }
   DeviceFields device = to_device_fields(env, load_options, &config);
-  auto* worker =
-      new LoadWorker(env, dir, config, num_threads, tp, pp, std::move(device), responses_tsfn, progress_tsfn, has_progress);
+  const engine::LivenessSettings liveness = to_liveness_settings(env, load_options);
+  auto* worker = new LoadWorker(env, dir, config, num_threads, tp, pp, std::move(device), liveness, responses_tsfn,
+                                progress_tsfn, has_progress);
   Napi::Promise promise = worker->promise();
   worker->Queue();
   return promise;

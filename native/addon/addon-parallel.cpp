@@ -7,6 +7,7 @@
 #include "addon-args.h"
 #include "addon-convert.h"
 #include "addon-errors.h"
+#include "addon-liveness.h"
 #include "addon-progress.h"
 #include "comm/comm.h"
 #include "errors.h"
@@ -100,9 +101,10 @@ namespace {
 class FollowerWorker : public Napi::AsyncWorker {
  public:
   FollowerWorker(Napi::Env env, std::string dir, int32_t threads, int32_t tp, int32_t pp, DeviceFields device,
-                 Napi::ThreadSafeFunction progress, bool has_progress)
+                 engine::LivenessSettings liveness, Napi::ThreadSafeFunction progress, bool has_progress)
       : Napi::AsyncWorker(env, "trtllm.runFollower"), deferred_(Napi::Promise::Deferred::New(env)), dir_(std::move(dir)),
-        threads_(threads), tp_(tp), pp_(pp), device_(std::move(device)), progress_(progress), has_progress_(has_progress) {}
+        threads_(threads), tp_(tp), pp_(pp), device_(std::move(device)), liveness_(liveness), progress_(progress),
+        has_progress_(has_progress) {}
   Napi::Promise promise() { return deferred_.Promise(); }
 
   void Execute() override {
@@ -121,7 +123,7 @@ class FollowerWorker : public Napi::AsyncWorker {
         progress_.Release();
         has_progress_ = false;
       }
-      engine::follower_loop(*model, engine::comm_world());
+      engine::follower_loop(*model, engine::comm_world(), liveness_);
       model.reset();
       engine::comm_finalize();
     } catch (const engine::EngineError& e) {
@@ -145,6 +147,7 @@ class FollowerWorker : public Napi::AsyncWorker {
   std::string dir_;
   int32_t threads_, tp_, pp_;
   DeviceFields device_;
+  engine::LivenessSettings liveness_;
   Napi::ThreadSafeFunction progress_;
   bool has_progress_;
   std::string code_ = "internal";
@@ -163,7 +166,8 @@ Napi::Value run_follower(const Napi::CallbackInfo& info) {
   Napi::ThreadSafeFunction progress;
   if (has_progress) progress = Napi::ThreadSafeFunction::New(env, info[2].As<Napi::Function>(), "trtllm.progress", 0, 1);
   DeviceFields device = to_device_fields(env, require_object(info, 1, "loadOptions"), nullptr);
-  auto* worker = new FollowerWorker(env, dir, threads, tp, pp, std::move(device), progress, has_progress);
+  const engine::LivenessSettings liveness = to_liveness_settings(env, require_object(info, 1, "loadOptions"));
+  auto* worker = new FollowerWorker(env, dir, threads, tp, pp, std::move(device), liveness, progress, has_progress);
   Napi::Promise promise = worker->promise();
   worker->Queue();
   return promise;

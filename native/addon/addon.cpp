@@ -5,6 +5,7 @@
 #include "addon-errors.h"
 #include "addon-executor.h"
 #include "addon-links.h"
+#include "addon-liveness.h"
 #include "addon-parallel.h"
 #include "cuda/cuda-backend.h"
 
@@ -58,6 +59,8 @@ static Napi::Object init_addon(Napi::Env env, Napi::Object exports) {
   exports.Set("linkGroups", Napi::Function::New(env, link_groups, "linkGroups"));
   exports.Set("commFinalize", Napi::Function::New(env, comm_finalize, "commFinalize"));
   exports.Set("groupMembers", Napi::Function::New(env, group_members, "groupMembers"));
+  exports.Set("watchLiveness", Napi::Function::New(env, watch_liveness, "watchLiveness"));
+  exports.Set("livenessStalled", Napi::Function::New(env, liveness_stalled, "livenessStalled"));
   return exports;
 }
 

@@ -63,10 +63,19 @@ set(ENGINE_EXECUTOR_SOURCES
   ${ENGINE_DIR}/executor/executor-beams.cpp
   ${ENGINE_DIR}/executor/response-builder.cpp
 )
-# comm: the only unit that includes mpi.h (and nccl.h: comm-nccl.cpp, added by cuda/cuda.cmake with NCCL).
+# comm: the only unit that includes mpi.h (and nccl.h: comm-nccl.cpp, added by cuda/cuda.cmake with NCCL); with the
+# waits that never hang unnoticed (comm-wait, the liveness watch and its verdict) and the leader's channel to its
+# followers (plans, liveness questions, the idle followers' pause and wake link).
 set(ENGINE_COMM_SOURCES
   ${ENGINE_DIR}/comm/comm.cpp
   ${ENGINE_DIR}/comm/comm-link.cpp
+  ${ENGINE_DIR}/comm/comm-wait.cpp
+  ${ENGINE_DIR}/comm/liveness.cpp
+  ${ENGINE_DIR}/comm/liveness-questions.cpp
+  ${ENGINE_DIR}/comm/liveness-verdict.cpp
+  ${ENGINE_DIR}/comm/leader-channel.cpp
+  ${ENGINE_DIR}/comm/idle-pause.cpp
+  ${ENGINE_DIR}/comm/wake-link.cpp
 )
 # Leader mode over tp x pp: who holds what, the grid's groups, the plan the leader broadcasts, leader/follower.
 set(ENGINE_PARALLEL_SOURCES

@@ -13,6 +13,7 @@ include(${CMAKE_CURRENT_LIST_DIR}/model-tests.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/executor-tests.cmake)
 engine_test(iteration-plan-test)
 engine_test(attention-groups-test)
+engine_test(liveness-verdict-test)
 
 # comm runs alone (size 1, no MPI) and under the MPI launcher with 2 and 3 ranks.
 add_executable(comm-test ${CMAKE_CURRENT_LIST_DIR}/comm-test.cpp)
@@ -23,6 +24,13 @@ foreach(np 2 3)
            $<TARGET_FILE:comm-test> ${ENGINE_REPO_ROOT})
   set_tests_properties(comm-mpi-${np} PROPERTIES TIMEOUT 60 ENVIRONMENT "${ENGINE_MPI_TEST_ENV}")
 endforeach()
+# The liveness watch and the leader channel: three ranks, one of which stops itself (a plain run skips).
+add_executable(comm-liveness-test ${CMAKE_CURRENT_LIST_DIR}/comm-liveness-test.cpp)
+target_link_libraries(comm-liveness-test PRIVATE engine)
+add_test(NAME comm-liveness COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 3 --oversubscribe
+         $<TARGET_FILE:comm-liveness-test> ${ENGINE_REPO_ROOT})
+set_tests_properties(comm-liveness PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE ${ENGINE_TEST_SKIP_CODE}
+                     ENVIRONMENT "${ENGINE_MPI_TEST_ENV}")
 
 # The CUDA backend on a GPU (only when it is built): the kernels against float64, the model against transformers
 # and the CPU model, the executor over it, GPU sampling against the host sampler; skipped where no GPU is visible.

@@ -92,6 +92,8 @@ export interface NativeLoadOptions {
   /** Followers: the executor's maxNumTokens / maxBatchSize, which size a GPU rank's activation buffers. */
   maxNumTokens?: number;
   maxBatchSize?: number;
+  /** Leader mode: a wait for another rank that lasts this long ends the gang, naming the rank (0: never). */
+  hangTimeoutMs?: number;
 }
 
 export interface CommInfo {
@@ -107,6 +109,31 @@ export interface CommInfo {
   jobSize: number;
   /** Started by MPI_Comm_spawn: a worker group of an orchestrator. */
   spawned: boolean;
+}
+
+/** One rank as the liveness watch saw it (native/engine/comm/liveness.h). */
+export interface RankActivity {
+  rank: number;
+  host: string;
+  /** False: it did not answer the leader's question (stopped, or stuck outside any wait). */
+  answered: boolean;
+  /** Forward passes begun: the number of the plan the gang is on. */
+  iteration: number;
+  step: string;           // 'forward', 'allocate_kv', 'copy_kv_block', 'idle'
+  waitingFor: string;     // 'all-reduce', 'recv from rank 2', 'the next plan'; '' while computing
+  seconds: number;        // in that wait
+}
+
+/** An event of this process's liveness watch: the leader's stall (readiness turns 503) and its end, or a hang — after
+ * which the gang ends as soon as the handler returns. */
+export interface LivenessEvent {
+  kind: 'stalled' | 'resumed' | 'hang';
+  self: RankActivity;
+  hangTimeoutMs: number;
+  /** hang: the ranks that made no progress (empty: every rank answered, each waiting for another). */
+  culprits: number[];
+  /** hang: every other rank, as it answered or did not. */
+  others: RankActivity[];
 }
 
 export interface KvCacheStats {
@@ -240,12 +267,17 @@ export interface Addon {
   commFinalize(): void;
   /** Host and pid of every rank of this process's group, in rank order; collective over the group. */
   groupMembers(): { host: string; pid: number }[];
+  /** Every event of this process's liveness watch, on the JS thread. After a hang event the gang ends as soon as
+   * `onEvent` returns (or within seconds if it does not), so what it writes it must write synchronously. */
+  watchLiveness(onEvent: (event: LivenessEvent) => void): void;
+  /** True while the leader's gang cannot answer: one of its waits passed half the hang timeout. */
+  livenessStalled(): boolean;
 }
 
 /** The export names, for the test that compares them with what the addon really exports. */
 export const ADDON_EXPORTS = [
   'setErrorClass', 'buildInfo', 'loadExecutor', 'readModelConfig', 'checkParallelLayout', 'commInit', 'runFollower', 'spawnGroups', 'linkToParent',
-  'joinGroup', 'linkGroups', 'groupMembers', 'commFinalize',
+  'joinGroup', 'linkGroups', 'groupMembers', 'commFinalize', 'watchLiveness', 'livenessStalled',
 ] as const;
 export const ADDON_EXECUTOR_METHODS = [
   'enqueue', 'cancel', 'getLatestIterationStats', 'kvCacheStats', 'numActiveRequests', 'modelConfig', 'shutdown',

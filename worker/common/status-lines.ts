@@ -51,3 +51,60 @@ export function slurmStepLine(r: SlurmStepReport): string {
 export function parseSlurmStep(text: string): string | undefined {
   return /^slurm step (\d+\.\d+): /.exec(text)?.[1];
 }
+
+/** What a rank was doing when the liveness watch reported (worker/binding/addon-types.ts's RankActivity, minus what
+ * the lines do not say). */
+export interface RankWait {
+  rank: number;
+  host: string;
+  iteration: number;
+  step: string;        // 'forward'
+  waitingFor: string;  // 'all-reduce'; '' while computing
+  seconds: number;
+}
+
+const activity = (w: RankWait): string => (w.waitingFor === '' ? w.step : `${w.step}: ${w.waitingFor}`);
+const where = (w: RankWait): string => `iteration ${w.iteration} (${activity(w)})`;
+
+/** The leader's wait for another rank has lasted half the hang timeout: it is not ready (503) until the wait ends. */
+export function stalledLine(self: RankWait, hangTimeoutMs: number): string {
+  return `stalled: no progress for ${self.seconds.toFixed(1)} s in ${where(self)}; not ready, asking the other ranks ` +
+    `(--hang-timeout ${hangTimeoutMs / 1000} s)`;
+}
+
+export function isStalledLine(text: string): boolean {
+  return text.startsWith('stalled: no progress for ');
+}
+
+/** That wait ended after all: ready again. */
+export function resumedLine(self: RankWait): string {
+  return `resumed: progress again after ${self.seconds.toFixed(1)} s in ${where(self)}; ready`;
+}
+
+/** A hang: which ranks made no progress while `self` (the reporting rank) waited; the gang ends right after it. */
+export interface HangReport {
+  culprits: { rank: number; host: string }[];  // empty: every rank answered, each waiting for another
+  self: RankWait;
+  waiting: RankWait[];                          // the ranks that answered, when no culprit is known
+}
+
+/** "hang: rank 1 on vm made no progress for 30.0 s in iteration 1234 (forward: all-reduce)". */
+export function hangLine(report: HangReport): string {
+  const when = `for ${report.self.seconds.toFixed(1)} s in ${where(report.self)}`;
+  if (report.culprits.length > 0) {
+    return `hang: ${report.culprits.map((c) => `rank ${c.rank} on ${c.host}`).join(', ')} made no progress ${when}`;
+  }
+  const answers = report.waiting.map((w) => `rank ${w.rank} in ${where(w)}`).join('; ');
+  return `hang: no rank made progress ${when}; every rank answered: ${answers}`;
+}
+
+/** A hang line read back: the ranks it names and its sentence (what follows "hang: "). */
+export function parseHangLine(text: string): { culprits: { rank: number; host: string }[]; sentence: string } | undefined {
+  const m = /^hang: (.+)$/.exec(text);
+  if (!m) return undefined;
+  const sentence = m[1]!;
+  const named = /^(rank \d+ on \S+(?:, rank \d+ on \S+)*) made no progress /.exec(sentence);
+  if (!named && !sentence.startsWith('no rank made progress ')) return undefined;
+  const culprits = named ? [...named[1]!.matchAll(/rank (\d+) on ([^\s,]+)/g)].map((c) => ({ rank: Number(c[1]), host: c[2]! })) : [];
+  return { culprits, sentence };
+}

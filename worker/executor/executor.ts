@@ -38,7 +38,7 @@ export class Executor implements ServingExecutor {
   /** Loads the checkpoint in `modelDir` on a worker thread and starts the executor loop. */
   static async load(modelDir: string, options: ExecutorOptions = {}): Promise<Executor> {
     const addon = loadAddon();
-    const { onProgress, numThreads, tp, pp, device, loadFormat, dtype, gpuDeviceId, ...config } = options;
+    const { onProgress, numThreads, tp, pp, device, loadFormat, dtype, gpuDeviceId, hangTimeoutMs, ...config } = options;
     const modelConfig = addon.readModelConfig(modelDir);
     const router: { deliver?: (batch: NativeResponse[]) => void } = {};
     const native = await addon.loadExecutor(
@@ -46,6 +46,7 @@ export class Executor implements ServingExecutor {
         ...(numThreads === undefined ? {} : { numThreads }), ...(tp === undefined ? {} : { tp }), ...(pp === undefined ? {} : { pp }),
         ...(device === undefined ? {} : { device }), ...(loadFormat === undefined ? {} : { loadFormat }),
         ...(dtype === undefined ? {} : { dtype }), ...(gpuDeviceId === undefined ? {} : { gpuDeviceId }),
+        ...(hangTimeoutMs === undefined ? {} : { hangTimeoutMs }),
       },
       (batch) => router.deliver?.(batch), onProgress,
     );
@@ -125,6 +126,12 @@ export class Executor implements ServingExecutor {
 
   kvCacheStats(): KvCacheStats {
     return this.native.kvCacheStats();
+  }
+
+  /** Leader mode: the gang this executor leads cannot answer now — one of its waits for another rank has lasted half
+   * the hang timeout (the liveness watch is asking the other ranks). Always false on one rank. */
+  clusterStalled(): boolean {
+    return loadAddon().livenessStalled();
   }
 
   numActiveRequests(): number {

@@ -58,6 +58,7 @@ export interface ServeCliOptions {
   maxBeamWidth?: number;
   maxBodyBytes: number;
   drainTimeout: number;
+  hangTimeout: number;
 }
 
 type Serve = OptionDefinition<keyof ServeCliOptions>;
@@ -166,6 +167,14 @@ const TABLE = [
   { name: 'drainTimeout', flag: '--drain-timeout', placeholder: '<seconds>', env: 'TRTLLM_DRAIN_TIMEOUT', kind: intKind(0), default: 30,
     help: 'on SIGINT/SIGTERM, how long in-flight requests may finish', rank: 'argv',
     served: (seconds: number) => ({ drainTimeoutMs: seconds * 1000 }) },
+  // Every rank's wait for another one is bounded by it (native/engine/comm/liveness.h): at half of it the leader says
+  // it stalled and answers /v2/health/ready with 503, at all of it the gang ends with a root cause naming the rank
+  // that made no progress. It must exceed the longest single step of one rank (a prefill of max_num_tokens).
+  { name: 'hangTimeout', flag: '--hang-timeout', placeholder: '<seconds>', env: 'TRTLLM_HANG_TIMEOUT', kind: intKind(0), default: 30,
+    help: 'a rank that makes no progress for this long fails the cluster, named in the root cause (0: never)',
+    file: { key: 'serving.hang_timeout' }, rank: 'argv',
+    served: (seconds: number) => ({ hangTimeoutMs: seconds * 1000 }),
+    executor: { field: 'hangTimeoutMs', follower: true, from: 'hangTimeoutMs' } },
 ] as const satisfies readonly Serve[];
 
 export const SERVE_OPTIONS: readonly Serve[] = TABLE;

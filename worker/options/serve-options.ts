@@ -27,6 +27,7 @@ export interface ServeOptions {
   enableKvCacheReuse?: boolean | undefined;
   maxBeamWidth?: number | undefined;
   drainTimeoutMs: number;
+  hangTimeoutMs?: number | undefined;  // leader mode: the liveness watch's bound (0: none)
   logLevel: LogLevel;
   tp?: number | undefined;       // leader mode: the grid started by mpirun (default 1 x 1)
   pp?: number | undefined;

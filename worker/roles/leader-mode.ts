@@ -11,10 +11,13 @@ import type { ServeCliOptions } from '../options/serve-option-table.js';
 import { serveOptions } from '../options/serve-options-from-cli.js';
 import type { ServeOptions } from '../options/serve-options.js';
 import { initRank } from '../rank.js';
+import { reportLiveness } from './liveness-report.js';
 
 /** Takes this process's role from its MPI rank and runs it to the end; the exit code. */
 export async function runRank(options: Readonly<ServeCliOptions>): Promise<number> {
   const info = initRank();
+  // Every rank says when its liveness watch reports: a stall, or a hang that ends the gang (named in the root cause).
+  if (info.worldSize > 1) reportLiveness(loadAddon());
   // On the CPU backend GPU ids are ignored (the launcher said so), so a list shorter than this host's ranks is no
   // error there. Decided here, by this rank's own addon and GPUs: the launcher's host may have none.
   const own = servingBackend(options.device, loadAddon().buildInfo()) === 'cpu' ? { ...options, gpuDeviceIds: undefined } : options;

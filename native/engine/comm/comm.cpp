@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "comm/comm-mpi.h"
+#include "comm/comm-wait.h"
 #include "errors.h"
 
 namespace engine {
@@ -32,13 +33,7 @@ bool g_initialized = false;
 MPI_Comm g_world = MPI_COMM_NULL;  // MPI_COMM_WORLD, or the group of comm_join_group
 bool g_isolated = false;
 
-void check(int rc, const char* what) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, text, &len);
-  comm_abort(3, std::string(what) + " failed: " + std::string(text, static_cast<size_t>(len)));
-}
+void check(int rc, const char* what) { comm_check(rc, what); }
 
 // Our addon is dlopen'ed by Node with RTLD_LOCAL, so libmpi's symbols are invisible to the plugins Open MPI
 // dlopens itself ("undefined symbol: ompi_..." at MPI_Init). Re-opening the already loaded libmpi with
@@ -59,6 +54,16 @@ void chunked(size_t bytes, Fn fn) {
 
 }  // namespace
 
+void comm_check(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  comm_abort(3, std::string(what) + " failed: " + std::string(text, static_cast<size_t>(len)));
+}
+
+MPI_Comm CommAccess::handle(const Comm& c) { return c.impl_->comm; }
+
 Comm::Comm() : impl_(std::make_shared<Impl>()) {}
 Comm::Comm(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Comm::~Comm() = default;
@@ -78,10 +83,14 @@ Comm Comm::split(int32_t color, int32_t key) const {
   return Comm(impl);
 }
 
+// Every call below waits through wait_request (comm-wait.h): it spins like MPI's blocking calls, and the liveness
+// watch sees the wait, so a peer that never comes cannot hold this rank forever.
 void Comm::broadcast(void* data, size_t bytes, int32_t root) const {
   if (impl_->size == 1) return;
   chunked(bytes, [&](size_t off, int n) {
-    check(MPI_Bcast(static_cast<char*>(data) + off, n, MPI_BYTE, root, impl_->comm), "MPI_Bcast");
+    MPI_Request request;
+    check(MPI_Ibcast(static_cast<char*>(data) + off, n, MPI_BYTE, root, impl_->comm, &request), "MPI_Ibcast");
+    wait_request(request, {"broadcast", impl_->comm});
   });
 }
 
@@ -96,7 +105,9 @@ void Comm::broadcast_bytes(std::vector<uint8_t>& data, int32_t root) const {
 void Comm::all_reduce_sum(float* data, size_t count) const {
   if (impl_->size == 1) return;
   chunked(count, [&](size_t off, int n) {
-    check(MPI_Allreduce(MPI_IN_PLACE, data + off, n, MPI_FLOAT, MPI_SUM, impl_->comm), "MPI_Allreduce");
+    MPI_Request request;
+    check(MPI_Iallreduce(MPI_IN_PLACE, data + off, n, MPI_FLOAT, MPI_SUM, impl_->comm, &request), "MPI_Iallreduce");
+    wait_request(request, {"all-reduce", impl_->comm});
   });
 }
 
@@ -106,8 +117,11 @@ void Comm::all_gather(const float* send, size_t count, float* recv) const {
     return;
   }
   if (count > static_cast<size_t>(INT_MAX)) comm_abort(3, "all_gather of more than INT_MAX floats");
-  check(MPI_Allgather(send, static_cast<int>(count), MPI_FLOAT, recv, static_cast<int>(count), MPI_FLOAT, impl_->comm),
-        "MPI_Allgather");
+  MPI_Request request;
+  check(MPI_Iallgather(send, static_cast<int>(count), MPI_FLOAT, recv, static_cast<int>(count), MPI_FLOAT, impl_->comm,
+                       &request),
+        "MPI_Iallgather");
+  wait_request(request, {"all-gather", impl_->comm});
 }
 
 void Comm::gather(const float* send, size_t count, float* recv, int32_t root) const {
@@ -116,25 +130,34 @@ void Comm::gather(const float* send, size_t count, float* recv, int32_t root) co
     return;
   }
   if (count > static_cast<size_t>(INT_MAX)) comm_abort(3, "gather of more than INT_MAX floats");
-  check(MPI_Gather(send, static_cast<int>(count), MPI_FLOAT, recv, static_cast<int>(count), MPI_FLOAT, root, impl_->comm),
-        "MPI_Gather");
+  MPI_Request request;
+  check(MPI_Igather(send, static_cast<int>(count), MPI_FLOAT, recv, static_cast<int>(count), MPI_FLOAT, root,
+                    impl_->comm, &request),
+        "MPI_Igather");
+  wait_request(request, {"gather", impl_->comm});
 }
 
 void Comm::send(const void* data, size_t bytes, int32_t dest, int32_t tag) const {
   chunked(bytes, [&](size_t off, int n) {
-    check(MPI_Send(static_cast<const char*>(data) + off, n, MPI_BYTE, dest, tag, impl_->comm), "MPI_Send");
+    MPI_Request request;
+    check(MPI_Isend(static_cast<const char*>(data) + off, n, MPI_BYTE, dest, tag, impl_->comm, &request), "MPI_Isend");
+    wait_request(request, {"send to", impl_->comm, dest});
   });
 }
 
 void Comm::recv(void* data, size_t bytes, int32_t source, int32_t tag) const {
   chunked(bytes, [&](size_t off, int n) {
-    check(MPI_Recv(static_cast<char*>(data) + off, n, MPI_BYTE, source, tag, impl_->comm, MPI_STATUS_IGNORE), "MPI_Recv");
+    MPI_Request request;
+    check(MPI_Irecv(static_cast<char*>(data) + off, n, MPI_BYTE, source, tag, impl_->comm, &request), "MPI_Irecv");
+    wait_request(request, {"recv from", impl_->comm, source});
   });
 }
 
 void Comm::barrier() const {
   if (impl_->size == 1) return;
-  check(MPI_Barrier(impl_->comm), "MPI_Barrier");
+  MPI_Request request;
+  check(MPI_Ibarrier(impl_->comm, &request), "MPI_Ibarrier");
+  wait_request(request, {"barrier", impl_->comm});
 }
 
 CommInfo comm_init(bool use_mpi, bool thread_multiple) {

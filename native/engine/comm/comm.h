@@ -56,6 +56,7 @@ class Comm {
   explicit Comm(std::shared_ptr<Impl> impl);
   std::shared_ptr<Impl> impl_;
   friend Comm comm_world();
+  friend struct CommAccess;  // the comm unit's own files reach the MPI communicator (comm-mpi.h)
 };
 
 // Initialises MPI once per process when `use_mpi` (idempotent; later calls ignore the arguments); with

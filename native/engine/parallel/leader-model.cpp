@@ -8,16 +8,36 @@
 
 namespace engine {
 
-LeaderModel::LeaderModel(std::unique_ptr<Model> inner, Comm world) : inner_(std::move(inner)), world_(std::move(world)) {}
+namespace {
+
+// The step a plan starts, as the liveness watch reports it.
+const char* step_name(PlanOp op) {
+  switch (op) {
+    case PlanOp::allocate_kv: return "allocate_kv";
+    case PlanOp::copy_kv_block: return "copy_kv_block";
+    case PlanOp::forward: return "forward";
+    case PlanOp::shutdown: return "shutdown";
+  }
+  return "?";
+}
+
+}  // namespace
+
+LeaderModel::LeaderModel(std::unique_ptr<Model> inner, Comm world, const LivenessSettings& liveness)
+    : inner_(std::move(inner)), world_(std::move(world)) {
+  if (world_.size() > 1) channel_ = std::make_unique<LeaderChannel>(world_, liveness);
+}
 
 LeaderModel::~LeaderModel() = default;
 
 void LeaderModel::broadcast(const IterationPlan& plan) {
-  if (world_.size() == 1) return;
+  if (!channel_) return;
+  if (plan.op == PlanOp::forward) ++iteration_;
+  liveness_begin_step(iteration_, step_name(plan.op));
   std::vector<uint8_t> bytes = serialize_plan(plan);
   last_plan_bytes_.store(bytes.size());
   const auto t0 = std::chrono::steady_clock::now();
-  world_.broadcast_bytes(bytes, 0);
+  channel_->send_plan(bytes);
   last_plan_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -83,20 +103,28 @@ void LeaderModel::release_followers() {
   IterationPlan plan;
   plan.op = PlanOp::shutdown;
   broadcast(plan);
+  if (channel_) channel_->close();
 }
 
-void follower_loop(Model& model, const Comm& world) {
+int32_t LeaderModel::followers_linked() const { return channel_ ? channel_->followers_linked() : 0; }
+
+void follower_loop(Model& model, const Comm& world, const LivenessSettings& liveness) {
+  if (world.size() == 1) return;
+  LeaderChannel channel(world, liveness);
   ForwardOutput out;
+  int64_t iteration = 0;
   for (;;) {
-    std::vector<uint8_t> bytes;
-    world.broadcast_bytes(bytes, 0);
+    liveness_begin_step(iteration, "idle");
+    std::vector<uint8_t> bytes = channel.receive_plan();
     try {
       IterationPlan plan = deserialize_plan(bytes);
+      if (plan.op == PlanOp::forward) ++iteration;
+      liveness_begin_step(iteration, step_name(plan.op));
       switch (plan.op) {
         case PlanOp::allocate_kv: model.allocate_kv(plan.arg0, plan.arg1); break;
         case PlanOp::copy_kv_block: model.copy_kv_block(plan.arg0, plan.arg1); break;
         case PlanOp::forward: model.forward(plan.chunks, out); break;
-        case PlanOp::shutdown: return;
+        case PlanOp::shutdown: channel.close(); return;
       }
     } catch (const std::exception& e) {
       comm_abort(4, std::string("follower failed: ") + e.what());

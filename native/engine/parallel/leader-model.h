@@ -1,19 +1,23 @@
 // Leader mode without touching the executor: on world rank 0 the executor drives a LeaderModel, which first
-// broadcasts each KV-pool action and forward pass as an IterationPlan to the followers and then performs it on
-// its own shard. Followers run follower_loop() on the same inner model, so every rank executes exactly the
-// leader's decisions in the leader's order; only the leader schedules, samples and answers.
+// sends each KV-pool action and forward pass as an IterationPlan to the followers (over the leader channel,
+// comm/leader-channel.h) and then performs it on its own shard. Followers run follower_loop() on the same inner
+// model, so every rank executes exactly the leader's decisions in the leader's order; only the leader schedules,
+// samples and answers. Both sides tell the liveness watch (comm/liveness.h) which iteration and step they are in.
 #pragma once
 #include <atomic>
 #include <memory>
 
 #include "comm/comm.h"
+#include "comm/leader-channel.h"
+#include "comm/liveness.h"
 #include "model/model.h"
 
 namespace engine {
 
 class LeaderModel : public Model {
  public:
-  LeaderModel(std::unique_ptr<Model> inner, Comm world);
+  // Collective over `world` when it has followers (the leader channel); `liveness` bounds every wait of this rank.
+  LeaderModel(std::unique_ptr<Model> inner, Comm world, const LivenessSettings& liveness = {});
   ~LeaderModel() override;
 
   const ModelConfig& config() const override { return inner_->config(); }
@@ -28,9 +32,10 @@ class LeaderModel : public Model {
   bool samples_on_device() const override { return inner_->samples_on_device(); }
   // The inner model's communication plus this forward's plan broadcast.
   ForwardCommStats last_comm_stats() const override;
-  // Tells the followers to return; idempotent. Called by the executor's owner once the executor has stopped (the
-  // addon; native/test/cuda-parallel.cpp): the followers then leave follower_loop().
+  // Tells the followers to return and closes the leader channel; idempotent. Called by the executor's owner once the
+  // executor has stopped (the addon; native/test/cuda-parallel.cpp): the followers then leave follower_loop().
   void release_followers();
+  int32_t followers_linked() const;  // followers that sleep on the wake link while this leader is idle
 
   uint64_t last_plan_bytes() const { return last_plan_bytes_.load(); }
 
@@ -38,13 +43,16 @@ class LeaderModel : public Model {
   void broadcast(const struct IterationPlan& plan);
   std::unique_ptr<Model> inner_;
   Comm world_;
+  std::unique_ptr<LeaderChannel> channel_;  // null with no followers
+  int64_t iteration_ = 0;                   // forward passes begun (followers count the same plans)
   bool released_ = false;
   std::atomic<uint64_t> last_plan_bytes_{0};
   double last_plan_seconds_ = 0;
 };
 
-// A follower's whole life: receive plans from world rank 0 and apply them to `model` until shutdown. Any failure
-// aborts the whole job (the leader would otherwise wait forever in the next collective).
-void follower_loop(Model& model, const Comm& world);
+// A follower's whole life: receive plans from world rank 0 and apply them to `model` until shutdown, waiting for
+// each without spinning while the leader is idle. Any failure aborts the whole job (the leader would otherwise wait
+// in the next collective until the liveness watch ended it). Collective over `world` at its start (the channel).
+void follower_loop(Model& model, const Comm& world, const LivenessSettings& liveness = {});
 
 }  // namespace engine

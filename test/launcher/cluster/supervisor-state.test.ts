@@ -2,7 +2,7 @@
 // launcher's users (and the cluster, Slurm and orchestrator tests) see, and the leader lines that feed it.
 import t from 'tap';
 
-import { leaderLineEvent } from '../../../launcher/cluster/leader-lines.js';
+import { hangLineEvent, leaderLineEvent } from '../../../launcher/cluster/leader-lines.js';
 import {
   type Effect, initialState, type SupervisorEvent, type SupervisorSettings, type SupervisorState, transition,
 } from '../../../launcher/cluster/supervisor-state.js';
@@ -118,4 +118,20 @@ t.test("rank 0's status lines as events", async (t) => {
   t.same(leaderLineEvent('ready: serving tiny-llama as ensemble, tensorrt_llm'), { type: 'leader-listening' });
   t.equal(leaderLineEvent('loaded LlamaForCausalLM in 0.2 s'), undefined);
   t.equal(leaderLineEvent('the leader pid 4242 on node1'), undefined, 'whole lines only');
+});
+
+t.test("a rank's hang report is the root cause of the exit that follows it, the first one only", async (t) => {
+  const sentence = 'rank 1 on vm made no progress for 3.0 s in iteration 12 (forward: all-reduce)';
+  const hang = hangLineEvent(0, `hang: ${sentence}`)!;
+  t.same(hang, { type: 'rank-hang', reporter: 0, sentence, culprits: [1] });
+  const later = hangLineEvent(2, 'hang: rank 0 on vm made no progress for 6.0 s in iteration 12 (forward: all-reduce)')!;
+  const ended = run([READY, hang, later, { type: 'exited', exitCode: 6 }]);
+  t.same({ phase: ended.state.phase, exitCode: ended.state.exitCode }, { phase: 'failed', exitCode: 6 });
+  t.same(ended.effects.at(-1), { type: 'root-cause', exitCode: 6, signal: undefined, hang: { reporter: 0, sentence, culprits: [1] } },
+    'the rank that aborted the gang is not the cause: the one it names is');
+  t.same(run([READY, hang]).effects.slice(3), [], 'the reporting rank ends the gang itself');
+  t.same(run([hang, { type: 'exited', exitCode: 6 }]).effects.at(-1)?.type, 'root-cause', 'during warm-up too');
+  t.equal(run([READY, CLEAN, hang]).state.hang, undefined, 'nothing after the end');
+  t.equal(hangLineEvent(1, 'hang: on'), undefined);
+  t.equal(hangLineEvent(1, 'loaded LlamaForCausalLM in 0.2 s'), undefined);
 });

@@ -22,11 +22,12 @@ participant_ids: [1, 2]
 batching: { max_batch_size: 8, max_num_tokens: 512, scheduler_policy: max_utilization, enable_chunked_context: true }
 kv_cache: { tokens_per_block: 32, max_tokens: 4096, free_mem_fraction: 0.9, enable_reuse: true }
 decoding: { max_beam_width: 4 }
-serving: { max_queue_size: 0, exclude_input_in_output: true, decoupled: true, http_port: 9000, grpc_port: 9001, metrics_port: 9002, host: 127.0.0.1 }
+serving: { max_queue_size: 0, exclude_input_in_output: true, decoupled: true, http_port: 9000, grpc_port: 9001, metrics_port: 9002, host: 127.0.0.1, hang_timeout: 45 }
 `);
   t.equal(file.values.get('model'), '/x/ckpt/llama', 'relative to the file');
   t.equal(file.values.get('batching.max_batch_size'), 8);
   t.equal(file.values.get('kv_cache.enable_reuse'), true);
+  t.equal(file.values.get('serving.hang_timeout'), 45);
   t.same(file.values.get('gpu_device_ids'), [0, 1]);
   t.same(file.values.get('participant_ids'), [1, 2]);
   t.equal(file.values.size, CONFIG_KEYS.length, 'every key of the schema was set');
@@ -50,6 +51,7 @@ t.test('every bad value names the key, the file and the value', async (t) => {
     ['serving: { max_queue_size: -1 }', 'serving.max_queue_size in /x/y.yaml must be an integer >= 0, got -1'],
     ['serving: { http_port: 70000 }', 'serving.http_port in /x/y.yaml must be a port number in [0, 65535], got 70000'],
     ['serving: { metrics_port: "x" }', 'serving.metrics_port in /x/y.yaml must be a port number in [0, 65535], got "x"'],
+    ['serving: { hang_timeout: -1 }', 'serving.hang_timeout in /x/y.yaml must be an integer >= 0, got -1'],
     ['serving: { host: "" }', 'serving.host in /x/y.yaml must be a non-empty string, got ""'],
     ['serving: { decoupled: yes }', 'serving.decoupled in /x/y.yaml must be true or false, got "yes"'],
     ['serving: { exclude_input_in_output: null }', 'serving.exclude_input_in_output in /x/y.yaml must be true or false, got null'],
