@@ -6,6 +6,7 @@
 #include "addon-executor.h"
 #include "addon-links.h"
 #include "addon-parallel.h"
+#include "addon-process.h"
 #include "cuda/cuda-backend.h"
 
 namespace addon {
@@ -57,6 +58,7 @@ static Napi::Object init_addon(Napi::Env env, Napi::Object exports) {
   exports.Set("linkGroups", Napi::Function::New(env, link_groups, "linkGroups"));
   exports.Set("commFinalize", Napi::Function::New(env, comm_finalize, "commFinalize"));
   exports.Set("groupMembers", Napi::Function::New(env, group_members, "groupMembers"));
+  exports.Set("setParentDeathSignal", Napi::Function::New(env, set_parent_death_signal, "setParentDeathSignal"));
   return exports;
 }
 

@@ -6,4 +6,5 @@ set(ADDON_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/addon-executor.cpp
   ${CMAKE_CURRENT_LIST_DIR}/addon-parallel.cpp
   ${CMAKE_CURRENT_LIST_DIR}/addon-links.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/addon-process.cpp
 )

@@ -237,12 +237,15 @@ export interface Addon {
   commFinalize(): void;
   /** Host and pid of every rank of this process's group, in rank order; collective over the group. */
   groupMembers(): { host: string; pid: number }[];
+  /** PR_SET_PDEATHSIG: the kernel sends `signal` to this process the moment its parent exits (a rank bound to the
+   * mpirun, orted or slurmstepd that started it). Returns the parent's pid, read after the setting. */
+  setParentDeathSignal(signal: number): number;
 }
 
 /** The export names, for the test that compares them with what the addon really exports. */
 export const ADDON_EXPORTS = [
   'setErrorClass', 'buildInfo', 'loadExecutor', 'readModelConfig', 'commInit', 'runFollower', 'spawnGroups', 'linkToParent',
-  'joinGroup', 'linkGroups', 'groupMembers', 'commFinalize',
+  'joinGroup', 'linkGroups', 'groupMembers', 'commFinalize', 'setParentDeathSignal',
 ] as const;
 export const ADDON_EXECUTOR_METHODS = [
   'enqueue', 'cancel', 'getLatestIterationStats', 'kvCacheStats', 'numActiveRequests', 'modelConfig', 'shutdown',
