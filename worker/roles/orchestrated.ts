@@ -5,6 +5,7 @@ import { hostname } from 'node:os';
 
 import { loadAddon } from '../binding/load-addon.js';
 import { leaderExitLine, leaderPidLine } from '../common/status-lines.js';
+import { tieToLauncher } from '../lifeline.js';
 import { createLogger } from '../log.js';
 import { runGroupRank } from '../orchestrator/group-rank.js';
 import { runOrchestrator, spawnLinks } from '../orchestrator/orchestrator.js';
@@ -33,6 +34,7 @@ function reportExit(code: number): number {
 }
 
 export async function runOrchestrated(args: OrchestratedArgs): Promise<number> {
+  tieToLauncher();  // the orchestrator and every group rank, spawned ones included: none outlives what started it
   const plan = readPlan();
   if (process.env.TRTLLM_API_KEY) plan.frontend.apiKey = process.env.TRTLLM_API_KEY;
   const addon = loadAddon();
