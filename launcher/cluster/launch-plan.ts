@@ -4,9 +4,10 @@
 // does the I/O; everything that can be decided from those facts is decided here, so it is tested without MPI.
 import { join } from 'node:path';
 
+import { LAUNCHER_ENV } from '../../worker/common/launcher-identity.js';
 import { SRUN_MARKER } from '../../worker/rank.js';
 import { servingLine } from './launcher-lines.js';
-import { type MpiFlavor, mpirunCommand, shellQuote, splitArgs, srunCommand } from './mpirun-command.js';
+import { type MpiFlavor, type MpirunCommand, mpirunCommand, shellQuote, splitArgs, srunCommand } from './mpirun-command.js';
 import type { ParallelPlan } from './parallel-plan.js';
 
 /** The options of a cluster launch that decide its command (launch.ts's ClusterOptions satisfies it). */
@@ -48,6 +49,8 @@ export interface LaunchFacts {
   isRoot: boolean;                   // Open MPI refuses root without --allow-run-as-root
   hostname: string;                  // this host, as the endpoint is shown under srun
   env: Readonly<Record<string, string | undefined>>;   // the launcher's environment (OMP_NUM_THREADS, SLURM_*)
+  setpriv?: string | undefined;      // util-linux setpriv with --pdeathsig, when found: mpirun/srun runs under it
+  launcherIdentity?: string | undefined;  // host:pid:start time of this launcher, for its ranks (TRTLLM_LAUNCHED_BY)
 }
 
 export interface LaunchPlan {
@@ -89,6 +92,14 @@ export function portChecks(options: LaunchPlanOptions, launcher: RankStarter['ki
   ];
 }
 
+/** mpirun/srun under `setpriv --pdeathsig TERM`: the kernel sends it SIGTERM the moment the launcher exits, however
+ * the launcher ends (kill -9 included), and both answer SIGTERM by ending the whole job — mpirun killing every rank
+ * on every host and removing its files, srun SIGKILLing its tasks. (SIGKILL would leave mpirun no time to clean up;
+ * the ranks' own lifeline covers an mpirun that does not end: worker/lifeline.ts.) */
+export function underParentDeathSignal(setpriv: string, command: MpirunCommand): MpirunCommand {
+  return { file: setpriv, args: ['--pdeathsig', 'TERM', command.file, ...command.args] };
+}
+
 /** The whole launch, decided from the options and the facts alone: the same inputs always give the same command. */
 export function planLaunch(options: LaunchPlanOptions, facts: LaunchFacts): LaunchPlan {
   const { worldSize, tp, pp } = options.parallel;
@@ -105,14 +116,18 @@ export function planLaunch(options: LaunchPlanOptions, facts: LaunchFacts): Laun
   if (!job && cpusPerTask !== undefined && !options.rankOptions.includes('--threads')) rankArgv.push('--threads', String(cpusPerTask));
   const env: Record<string, string> = { OMP_NUM_THREADS: facts.env.OMP_NUM_THREADS ?? '1', ...job?.env };
   if (launcher === 'srun') env[SRUN_MARKER] = 'srun';
+  // Ranks on this host watch the launcher by it, and the launcher finds what is left of its job by it
+  // (worker/lifeline.ts). Not forwarded with -x: ranks on other hosts cannot watch a pid of this one.
+  if (facts.launcherIdentity !== undefined) env[LAUNCHER_ENV] = facts.launcherIdentity;
   const np = job ? job.np : worldSize;
-  const command = starter.kind === 'srun'
+  const started = starter.kind === 'srun'
     ? srunCommand({ srun: starter.path, np, mpiPlugin: starter.plugin, cpusPerTask, extraArgs: srunArgs, rankArgv, survive: job !== undefined })
     : mpirunCommand({
       flavor: starter.flavor, mpirun: starter.path, np, isRoot: facts.isRoot,
       oversubscribe: options.oversubscribe, hostfile: options.hostfile, hosts: options.hosts, survive: job !== undefined,
       forwardEnv: [...FORWARDED, ...Object.keys(job?.env ?? {})].filter((name) => (env[name] ?? facts.env[name]) !== undefined), rankArgv,
     });
+  const command = facts.setpriv === undefined ? started : underParentDeathSignal(facts.setpriv, started);
 
   const grpc = options.grpcPort === undefined ? '' : `, gRPC :${options.grpcPort}`;
   const roles = job ? job.roles : Array.from({ length: worldSize }, (_, rank) => {

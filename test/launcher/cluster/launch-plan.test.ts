@@ -103,6 +103,19 @@ t.test('orchestrator mode: the orchestrated program, its roles, recovery flags a
   t.equal(noSpawn.ranksShown, undefined);
 });
 
+t.test('the launcher\'s lifeline: mpirun/srun under setpriv --pdeathsig TERM, the ranks told who started them', async (t) => {
+  const lifeline = { ...facts, setpriv: '/usr/bin/setpriv', launcherIdentity: 'h1:4242:99' };
+  const plan = planLaunch({ ...base, parallel: { worldSize: 2, tp: 2, pp: 1 } }, lifeline);
+  t.equal(plan.file, '/usr/bin/setpriv');
+  t.same(plan.args.slice(0, 4), ['--pdeathsig', 'TERM', '/usr/bin/mpirun', '-np']);
+  t.same(plan.args.slice(3), planLaunch({ ...base, parallel: { worldSize: 2, tp: 2, pp: 1 } }, facts).args, 'then the same mpirun command');
+  t.same(plan.env, { OMP_NUM_THREADS: '1', TRTLLM_LAUNCHED_BY: 'h1:4242:99' }, 'not forwarded with -x: only ranks on this host watch');
+  t.notOk(plan.args.includes('TRTLLM_LAUNCHED_BY'));
+  t.match(plan.dryRunLines[0], /^\/usr\/bin\/setpriv --pdeathsig TERM \/usr\/bin\/mpirun -np 2 /, '--dry-run prints what runs');
+  const srun = planLaunch(base, { ...lifeline, starter: { kind: 'srun', path: '/usr/bin/srun', plugin: 'pmix' } });
+  t.same([srun.file, ...srun.args.slice(0, 4)], ['/usr/bin/setpriv', '--pdeathsig', 'TERM', '/usr/bin/srun', '--mpi=pmix'], 'srun too (it kills its tasks on SIGTERM)');
+});
+
 t.test('the ports checked before any rank starts', async (t) => {
   t.same(portChecks(base, 'mpirun'), [
     { port: 8000, option: '--http-port' }, { port: 8002, option: '--metrics-port' }, { port: 8001, option: '--grpc-port' },
