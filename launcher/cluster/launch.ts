@@ -92,7 +92,7 @@ function slurmAddresses(): (node: string) => string {
   };
 }
 
-/** util-linux's setpriv, when it knows --pdeathsig (2.33 and later): mpirun/srun then ends with the launcher
+/** util-linux's setpriv, when it knows --pdeathsig (2.33 and later): srun then ends with the launcher
  * (launch-plan.ts, underParentDeathSignal). Without it the ranks' own watch of the launcher covers that. */
 async function findSetpriv(): Promise<string | undefined> {
   const path = onPath('setpriv');
@@ -114,7 +114,7 @@ export async function launchCluster(options: ClusterOptions): Promise<number> {
   const launcher = options.launcher ?? 'mpirun';
   // The port checks overlap finding the launcher; both finish before any rank starts.
   const checks = options.dryRun ? [] : portChecks(options, launcher).map((c) => checkPortFree(options.host, c.port, c.option));
-  const setpriv = findSetpriv();
+  const setpriv = launcher === 'srun' ? findSetpriv() : undefined;
   const starter: RankStarter = launcher === 'srun'
     ? { kind: 'srun', ...(await Promise.all([findSrun(), ...checks]))[0] }
     : { kind: 'mpirun', ...(await Promise.all([findMpirun(), ...checks]))[0] };
@@ -132,6 +132,7 @@ export async function launchCluster(options: ClusterOptions): Promise<number> {
     file: plan.file, args: plan.args, env: plan.env, worldSize: plan.np, launcher: plan.launcher,
     ...(plan.ranksShown === undefined ? {} : { ranksShown: plan.ranksShown }),
     ...(plan.leaderReportsExit ? { leaderReportsExit: true } : {}),
+    stdinLifeline: plan.stdinLifeline,
     readyUrl: (leaderHost) => plan.readyUrl(leaderHost === undefined ? undefined : addressOf(leaderHost)),
     readyBanner: plan.readyBanner,
     startupTimeoutMs: options.startupTimeoutSeconds * 1000,

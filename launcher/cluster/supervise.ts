@@ -34,6 +34,9 @@ export interface SuperviseOptions {
   // Under srun the leader may run on another node, where its pid means nothing: the drain request goes to its
   // step instead (followers ignore SIGTERM, so signalling the step reaches the leader alone).
   signalLeaderStep?: (step: string) => void;
+  // mpirun's stdin is a pipe held open here and never written: it ends when this process dies, and mpirun forwards
+  // that end to rank 0, which stops — the launcher's lifeline (worker/lifeline.ts).
+  stdinLifeline?: boolean;
 }
 
 async function isReady(url: string): Promise<boolean> {
@@ -86,7 +89,7 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
   // Its own process group: the terminal's Ctrl-C reaches only us (we drain first), and whatever mpirun leaves
   // behind on this host when it dies — ranks, daemons — can be killed as one group.
   const child: ResultPromise = execa(options.file, options.args, {
-    env: options.env, extendEnv: true, reject: false, buffer: false, stdin: 'ignore', cleanup: true,
+    env: options.env, extendEnv: true, reject: false, buffer: false, stdin: options.stdinLifeline ? 'pipe' : 'ignore', cleanup: true,
     forceKillAfterDelay: 5000, detached: true,
   });
   const killGroup = () => {

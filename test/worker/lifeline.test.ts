@@ -1,13 +1,14 @@
-// A rank's lifeline on real processes: a process bound with PR_SET_PDEATHSIG dies when its parent is SIGKILLed, and
-// a rank watching its launcher dies when the launcher does — but never for a pid that is not its launcher's (the
-// start time differs: a reused pid) or a launcher it cannot see.
+// A rank's lifeline on real processes: a process bound with PR_SET_PDEATHSIG dies when its parent is SIGKILLed; a
+// rank watching its launcher dies when the launcher does — or at once when the launcher died before it started — but
+// never for a pid that is not its launcher's (the start time differs: a reused pid) or a launcher it cannot see; and
+// rank 0 stops when the launcher's stdin pipe (forwarded by mpirun) ends.
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 
 import { execa, type ResultPromise } from 'execa';
 import t from 'tap';
 
-import { formatLauncherIdentity, LAUNCHER_ENV, processStartTime } from '../../worker/common/launcher-identity.js';
+import { formatLauncherIdentity, LAUNCHER_ENV, LIFELINE_STDIN_ENV, processStartTime } from '../../worker/common/launcher-identity.js';
 import { packageRoot } from '../../worker/common/package-root.js';
 import { processesWith } from '../helpers/processes.js';
 import { waitFor } from '../helpers/wait.js';
@@ -15,11 +16,12 @@ import { waitFor } from '../helpers/wait.js';
 const program = join(packageRoot(), 'dist', 'test', 'programs', 'lifeline-child.js');
 const alive = (pid: number) => processesWith('').some((p) => p.pid === pid);
 
-/** The first line of a child's stdout that matches `pattern` (its acknowledgement). */
-function line(child: ResultPromise, pattern: RegExp): Promise<RegExpExecArray> {
+/** The first match of `pattern` in a child's stdout (or stderr): its acknowledgement. Call it before any await:
+ * execa reads the child's output from the start. */
+function line(child: ResultPromise, pattern: RegExp, stream: 'stdout' | 'stderr' = 'stdout'): Promise<RegExpExecArray> {
   return new Promise((resolve, reject) => {
     let out = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
+    child[stream]!.on('data', (chunk: Buffer) => {
       out += chunk.toString();
       const m = pattern.exec(out);
       if (m) resolve(m);
@@ -62,4 +64,36 @@ t.test('watchLauncher: a rank stops when its launcher is gone; never for a pid t
   t.equal(result.signal, 'SIGKILL', 'the rank killed itself once its launcher was gone');
   t.match(result.stderr, new RegExp(`the launcher \\(pid ${identity.pid} on ${hostname()}\\) is gone: this rank stops`), 'it says why');
   t.ok(alive(reused.pid!) && alive(elsewhere.pid!), 'the others run on');
+});
+
+t.test('watchLauncher at the start: a launcher already gone ends the rank when its parent was started by it', async (t) => {
+  const launcher = execa(process.execPath, ['-e', 'setInterval(() => {}, 60000)'], { reject: false });
+  const identity = formatLauncherIdentity({ host: hostname(), pid: launcher.pid!, startTime: processStartTime(launcher.pid!)! });
+  launcher.kill('SIGKILL');
+  await launcher;
+  // Its parent (mpirun, here a stand-in) carries the same identity: the same pid namespace, so the launcher is gone.
+  const orphaned = execa(process.execPath, [program, 'parent', 'watch'], { reject: false, env: { [LAUNCHER_ENV]: identity } });
+  const stopped = line(orphaned, /the launcher \(pid \d+ on \S+\) is gone: this rank stops/, 'stderr');
+  // Started by the test, whose environment has no identity: the launcher may just be invisible from here.
+  const unsure = execa(process.execPath, [program, 'watch'], { reject: false, env: { [LAUNCHER_ENV]: identity } });
+  const unsureWatching = line(unsure, /watching (\w+)\n/);
+  t.teardown(() => { for (const c of [orphaned, unsure]) c.kill('SIGKILL'); });
+  t.ok(await stopped, 'the rank under the launcher\'s child stopped at once');
+  t.equal((await unsureWatching)[1], 'false', 'a rank that cannot tell is not stopped');
+  t.ok(alive(unsure.pid!), 'and runs on');
+});
+
+t.test('watchLauncherStdin: rank 0 stops when the launcher\'s pipe ends', async (t) => {
+  const rank = execa(process.execPath, [program, 'stdin'], { reject: false, stdin: 'pipe', env: { [LIFELINE_STDIN_ENV]: '1' } });
+  const other = execa(process.execPath, [program, 'stdin'], { reject: false, stdin: 'pipe' });
+  const [rankWatching, otherWatching] = [line(rank, /watching (\w+)\n/), line(other, /watching (\w+)\n/)];
+  t.teardown(() => { for (const c of [rank, other]) c.kill('SIGKILL'); });
+  t.equal((await rankWatching)[1], 'true', 'rank 0 watches its stdin');
+  t.equal((await otherWatching)[1], 'false', 'only where the launcher said its stdin is the lifeline');
+  rank.stdin!.end();
+  const result = await rank;
+  t.equal(result.signal, 'SIGKILL', 'it stopped at the end of its stdin');
+  t.match(result.stderr, /the launcher's stdin pipe closed \(the launcher is gone\): this rank stops/);
+  other.stdin!.end();
+  t.ok(alive(other.pid!), 'the other one did not');
 });

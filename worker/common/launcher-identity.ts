@@ -7,6 +7,9 @@ import { hostname } from 'node:os';
 
 export const LAUNCHER_ENV = 'TRTLLM_LAUNCHED_BY';
 
+/** Set (to 1) when mpirun's stdin is the launcher's lifeline pipe, which mpirun forwards to rank 0 (worker/lifeline.ts). */
+export const LIFELINE_STDIN_ENV = 'TRTLLM_LIFELINE_STDIN';
+
 export interface LauncherIdentity {
   host: string;
   pid: number;
