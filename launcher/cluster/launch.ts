@@ -139,5 +139,6 @@ export async function launchCluster(options: ClusterOptions): Promise<number> {
     drainTimeoutMs: options.drainTimeoutSeconds * 1000,
     logDir: options.logDir,
     signalLeaderStep: signalStep,
+    launcherIdentity, openMpiFiles: starter.kind === 'mpirun' && starter.flavor === 'openmpi',
   });
 }

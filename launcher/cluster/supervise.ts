@@ -8,6 +8,7 @@ import { createInterface } from 'node:readline';
 
 import { execa, type ResultPromise } from 'execa';
 
+import { killJob, sweepJob } from './job-sweep.js';
 import { ROOT_CAUSE_HEADER } from './launcher-lines.js';
 import { leaderLineEvent } from './leader-lines.js';
 import { parseMpirunFailure, parseRankLine, parseSrunFailure, RankTail } from './rank-output.js';
@@ -34,6 +35,11 @@ export interface SuperviseOptions {
   // Under srun the leader may run on another node, where its pid means nothing: the drain request goes to its
   // step instead (followers ignore SIGTERM, so signalling the step reaches the leader alone).
   signalLeaderStep?: (step: string) => void;
+  // This launcher's identity as its ranks carry it (TRTLLM_LAUNCHED_BY): how what is left of the job on this host is
+  // found once mpirun/srun has exited, and killed with it on a forced stop (job-sweep.ts).
+  launcherIdentity?: string;
+  // Open MPI's mpirun: the session directory and shared memory an mpirun that was killed leaves are removed.
+  openMpiFiles?: boolean;
   // mpirun's stdin is a pipe held open here and never written: it ends when this process dies, and mpirun forwards
   // that end to rank 0, which stops — the launcher's lifeline (worker/lifeline.ts).
   stdinLifeline?: boolean;
@@ -68,6 +74,15 @@ function rootCause(all: string, tail: RankTail, worldSize: number, exit: { exitC
   return lines;
 }
 
+/** What the sweep after mpirun/srun's exit found, for the console (nothing after an orderly end). */
+function sweepLines(sweep: Awaited<ReturnType<typeof sweepJob>>, launcher: string): string[] {
+  const lines: string[] = [];
+  if (sweep.killed > 0) lines.push(`[launcher] ${sweep.killed} process(es) of the job outlived ${launcher}: killed`);
+  if (sweep.stillRunning.length > 0) lines.push(`[launcher] still running after SIGKILL: pid ${sweep.stillRunning.join(', ')}`);
+  if (sweep.removed.length > 0) lines.push(`[launcher] removed what ${launcher} could not: ${sweep.removed.join(', ')}`);
+  return lines;
+}
+
 /** Runs until the cluster stops; returns the launcher's exit code (0 only for a requested, clean stop). The decisions
  * are supervisor-state.ts's transitions; this function feeds them events (rank lines, health checks, signals, timers,
  * the exit) and carries out the effects they return. */
@@ -88,16 +103,21 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
 
   // Its own process group: the terminal's Ctrl-C reaches only us (we drain first), and whatever mpirun leaves
   // behind on this host when it dies — ranks, daemons — can be killed as one group.
+  const startedMs = Date.now();
   const child: ResultPromise = execa(options.file, options.args, {
     env: options.env, extendEnv: true, reject: false, buffer: false, stdin: options.stdinLifeline ? 'pipe' : 'ignore', cleanup: true,
     forceKillAfterDelay: 5000, detached: true,
   });
+  // mpirun's group holds mpirun alone: Open MPI puts every rank in a process group of its own (and signals a rank
+  // through it, so a rank cannot join mpirun's). Each rank dies with mpirun (PR_SET_PDEATHSIG, worker/lifeline.ts);
+  // the ranks are also killed directly, found by the launcher's identity, so none waits for that.
   const killGroup = () => {
     try {
       if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
     } catch {
       // the group is already empty
     }
+    if (options.launcherIdentity !== undefined) killJob(options.launcherIdentity);
   };
   process.once('exit', killGroup);
   const tail = new RankTail();
@@ -182,6 +202,11 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
   for (const effect of initial.effects) perform(effect);
 
   const result = await child;
+  // Before anything is reported: a rank still answering after the launcher said it failed is what issue 22 saw.
+  if (options.launcherIdentity !== undefined) {
+    const mpirun = options.openMpiFiles && child.pid !== undefined ? { pid: child.pid, startedMs } : undefined;
+    for (const line of sweepLines(await sweepJob(options.launcherIdentity, mpirun), launcher)) out(line);
+  }
   process.off('SIGINT', onSigint);
   process.off('SIGTERM', onSigterm);
   clearTimeout(healthTimer);
