@@ -12,6 +12,7 @@ import { ownIdentity } from '../../worker/common/launcher-identity.js';
 import { packageRoot } from '../../worker/common/package-root.js';
 import { type LaunchPlanOptions, planLaunch, portChecks, type RankStarter } from './launch-plan.js';
 import { type MpiFlavor, mpiFlavor, srunMpiPlugin } from './mpirun-command.js';
+import { holdAfterPortCheck, portCheckHoldEnabled } from './port-check-hold.js';
 import { superviseCluster } from './supervise.js';
 
 export interface ClusterOptions extends LaunchPlanOptions {
@@ -127,6 +128,7 @@ export async function launchCluster(options: ClusterOptions): Promise<number> {
     for (const line of plan.dryRunLines) process.stdout.write(`${line}\n`);
     return 0;
   }
+  if (portCheckHoldEnabled()) await holdAfterPortCheck();
   const addressOf = launcher === 'srun' ? slurmAddresses() : (host: string) => host;
   return superviseCluster({
     file: plan.file, args: plan.args, env: plan.env, worldSize: plan.np, launcher: plan.launcher,

@@ -57,12 +57,18 @@ async function isReady(url: string): Promise<boolean> {
 function rootCause(all: string, tail: RankTail, worldSize: number, exit: { exitCode?: number | undefined; signal?: string | undefined }, launcher: 'mpirun' | 'srun'): string[] {
   const failure = launcher === 'srun' ? parseSrunFailure(all) : parseMpirunFailure(all);
   const lines = [ROOT_CAUSE_HEADER];
+  // What a rank said about its own failure (a port it could not bind, --fail-fast's dead model) goes first: what
+  // mpirun/srun report after it — an abort, a peer killed — is the consequence.
+  const [first] = tail.failures();
   if (failure) {
     const how = failure.signal ? `killed by signal ${failure.signal}` : failure.exitCode !== undefined ? `exit code ${failure.exitCode}` : 'exited improperly';
-    lines.push(`  rank ${failure.rank}${failure.host ? ` on ${failure.host}` : ''}: ${how}`);
+    const own = tail.failures().find((f) => f.rank === failure.rank);
+    lines.push(`  rank ${failure.rank}${failure.host ? ` on ${failure.host}` : ''}: ${how}${own ? `: ${own.cause}` : ''}`);
+    if (first && first !== own) lines.push(`  reported first: rank ${first.rank}: ${first.cause}`);
     const last = tail.last(failure.rank);
     if (last.length > 0) lines.push(`  its last lines:`, ...last.map((l) => `    ${l}`));
   } else {
+    if (first) lines.push(`  rank ${first.rank}: ${first.cause}`);
     lines.push(`  ${launcher} exited with ${exit.signal ? `signal ${exit.signal}` : `code ${exit.exitCode}`}`);
     for (let r = 0; r < worldSize; r += 1) {
       const last = tail.last(r).slice(-5);

@@ -106,7 +106,7 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
     onError: (error) => log.error(`request failed: ${(error as Error)?.stack ?? String(error)}`),
   });
   const metricsServer = createMetricsServer(endpoint, { apiKey: opts.apiKey, authMetrics: opts.authMetrics });
-  const metricsPort = await listen(metricsServer, opts.metricsPort, opts.host);
+  const metricsPort = await listen(metricsServer, opts.metricsPort, opts.host, '--metrics-port');
   // The gRPC port answers from the same catalog: every model by name, Triton's names on the first.
   const grpc = opts.grpcPort === undefined ? undefined : await (await import('../frontend/grpc/server.js')).startGrpcServer(
     { catalog },
@@ -115,7 +115,7 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
   );
   // The HTTP port opens last, and `open` follows it with no await between: the launcher takes /v2/health/live for
   // "ready", so a request that comes right after must not find the models still closed (503) while gRPC starts.
-  const httpPort = await listen(http, opts.httpPort, opts.host);
+  const httpPort = await listen(http, opts.httpPort, opts.host, '--http-port');
   open = true;
   const poll = setInterval(() => { for (const g of groups) g.executor?.iterationStats(); }, 500);
   const shown = opts.host === '0.0.0.0' || opts.host === '::' ? 'localhost' : opts.host;
