@@ -215,6 +215,8 @@ t.test('--fail-fast: one dead worker stops the whole cluster with a non-zero exi
   const result = await cluster.child;
   t.not(result.exitCode, 0, `exit code ${result.exitCode}`);
   t.match(cluster.output(), /--fail-fast: model beta failed, stopping the whole cluster/);
+  // The first cause leads the root cause, whatever happens while the cluster stops (issue 22, case 6).
+  t.match(cluster.output(), /Root cause:\n\s+rank 0: --fail-fast: model beta failed: its rank 0 \(pid \d+ on \S+\) exited\n/, 'the root cause names the model');
   await noneLeft(t, cluster.marker);
 });
 

@@ -10,6 +10,7 @@ import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { AddonLinks } from '../binding/addon-types.js';
 import { loadAddon } from '../binding/load-addon.js';
 import { packageRoot } from '../common/package-root.js';
+import { rankFailureLine } from '../common/status-lines.js';
 import { loadChatTemplate } from '../frontend/chat-template.js';
 import { createFrontendServer, createMetricsServer, type MetricsEndpoint } from '../frontend/frontend.js';
 import { ServingMetrics } from '../frontend/metrics.js';
@@ -42,14 +43,21 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
   let exitCode = 0;
   let stopRequested: ((code: number) => void) | undefined;
   const stopped = new Promise<number>((resolve) => { stopRequested = resolve; });
+  // Once the links are closed (MPI may be finalized right after), a late send — a client's cancel arriving while the
+  // cluster stops — is dropped: an MPI call after MPI_Finalize aborts the process, and that abort would be reported
+  // as the cluster's root cause in place of the real one (issue 22: --fail-fast named an MPI_Isend).
+  let linksClosed = false;
   const groups = plan.groups.map((g, i) => new WorkerGroup(i, g, {
-    send: (tag, bytes) => links.send(i, tag, bytes),
+    send: (tag, bytes) => { if (!linksClosed) links.send(i, tag, bytes); },
     drop: () => links.disconnect(i, true),
     // A spawned group leaves its parent intercommunicator in MPI_Finalize: disconnect here too, or both wait.
     close: () => links.disconnect(i, !plan.spawn),
   }, log, (failed) => {
-    if (plan.failFast) {
+    if (plan.failFast && exitCode === 0) {
       log.error(`--fail-fast: model ${failed.name} failed, stopping the whole cluster`);
+      // The first cause, in the line the launcher puts first in its root cause: whatever goes wrong while the
+      // cluster stops (an MPI abort, another group's death) is a consequence and must not stand in for it.
+      process.stderr.write(`${rankFailureLine('orchestrated', `--fail-fast: model ${failed.name} failed: ${failed.reason}`)}\n`);
       exitCode = 1;
       stopRequested?.(1);
     }
@@ -66,6 +74,7 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
     for (const g of groups) g.killSurvivors();
     clearInterval(watch);
     clearInterval(heartbeat);
+    linksClosed = true;
     links.close();
     return 1;
   }
@@ -152,6 +161,7 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
   clearInterval(watch);
   clearInterval(heartbeat);
   await Promise.all([httpClosed, grpcDrained, new Promise<void>((done) => metricsServer.close(() => done()))]);
+  linksClosed = true;
   links.close();
   for (const g of groups) if (g.status !== 'stopped') g.killSurvivors();
   // MPI_Finalize waits for every connected process: only when every group ended in order (a spawned group that
