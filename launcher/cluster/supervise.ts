@@ -8,7 +8,7 @@ import { createInterface } from 'node:readline';
 
 import { execa, type ResultPromise } from 'execa';
 
-import { killJob, sweepJob } from './job-sweep.js';
+import { killJob, type SweepResult, sweepJob } from './job-sweep.js';
 import { ROOT_CAUSE_HEADER } from './launcher-lines.js';
 import { leaderLineEvent } from './leader-lines.js';
 import { parseMpirunFailure, parseRankLine, parseSrunFailure, RankTail } from './rank-output.js';
@@ -81,7 +81,7 @@ function rootCause(all: string, tail: RankTail, worldSize: number, exit: { exitC
 }
 
 /** What the sweep after mpirun/srun's exit found, for the console (nothing after an orderly end). */
-function sweepLines(sweep: Awaited<ReturnType<typeof sweepJob>>, launcher: string): string[] {
+function sweepLines(sweep: SweepResult, launcher: string): string[] {
   const lines: string[] = [];
   if (sweep.killed > 0) lines.push(`[launcher] ${sweep.killed} process(es) of the job outlived ${launcher}: killed`);
   if (sweep.stillRunning.length > 0) lines.push(`[launcher] still running after SIGKILL: pid ${sweep.stillRunning.join(', ')}`);
