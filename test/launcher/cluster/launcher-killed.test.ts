@@ -1,7 +1,8 @@
 // kill -9 of the launcher (issue 22, case 1): the cluster must not live on without it — orphaned, still serving, its
-// ports taken so that the next start on them fails. mpirun runs under setpriv --pdeathsig and ends the job in order;
-// every rank is also bound to its parent and watches the launcher (worker/lifeline.ts). How fast it all goes is
-// measured in bench/launcher-overhead.ts; here: that it goes, and leaves nothing.
+// ports taken so that the next start on them fails. The end of mpirun's stdin (the launcher's pipe) reaches rank 0,
+// which stops, and mpirun ends the job in order; every rank is also bound to its parent and watches the launcher
+// (worker/lifeline.ts). How fast it all goes is measured in bench/launcher-overhead.ts; here: that it goes, and
+// leaves nothing.
 import t from 'tap';
 
 import { launchCluster } from '../../helpers/launched-cluster.js';
