@@ -9,6 +9,7 @@ import { type Command, InvalidArgumentError } from 'commander';
 import type { BuildInfo } from '../worker/binding/addon-types.js';
 import { loadAddon } from '../worker/binding/load-addon.js';
 import { TrtllmError } from '../worker/common/errors.js';
+import { rankFailureLine } from '../worker/common/status-lines.js';
 import { parseGpuDeviceIds } from '../worker/options/device-ids.js';
 import { serveOptions } from '../worker/options/serve-options-from-cli.js';
 import { chooseLauncher } from './cluster/mpirun-command.js';
@@ -21,7 +22,7 @@ import { addConfigSourceOptions, addMultiModelOptions, addServeOptions, type Ser
 
 function reportError(error: unknown, what: string): number {
   if (error instanceof TrtllmError || (error as NodeJS.ErrnoException)?.code === 'EADDRINUSE') {
-    process.stderr.write(`trtllm-launch ${what}: ${(error as Error).message}\n`);
+    process.stderr.write(`${rankFailureLine(what, (error as Error).message)}\n`);
     return 2;
   }
   throw error;
@@ -98,6 +99,14 @@ function serveAction(command: Command) {
   };
 }
 
+/** A rank (or the orchestrator) that failed ends its process now, whatever still holds it open — a port it did bind,
+ * the executor's threads: its peers and the launcher learn of the failure from its exit alone. (Issue 22: rank 0 kept
+ * its HTTP port after its metrics port failed to bind, and the job hung until --startup-timeout.) An error that is
+ * not ours is thrown on, and an uncaught error ends the process too. */
+function endRank(error: unknown, role: string): never {
+  process.exit(reportError(error, role));
+}
+
 /** `rank`: one rank of a leader-mode cluster; the role itself is the worker's (worker/roles/leader-mode.ts). */
 function rankAction(command: Command) {
   return async () => {
@@ -105,7 +114,7 @@ function rankAction(command: Command) {
     try {
       process.exitCode = await runRank(command.opts<ServeCliOptions>());
     } catch (error) {
-      process.exitCode = reportError(error, 'rank');
+      endRank(error, 'rank');
     }
   };
 }
@@ -122,7 +131,7 @@ export function registerServe(program: Command): void {
     try {
       process.exitCode = await runOrchestrated(orchestrated.opts());
     } catch (error) {
-      process.exitCode = reportError(error, 'orchestrated');
+      endRank(error, 'orchestrated');
     }
   });
   const serve = addMultiModelOptions(addConfigSourceOptions(addServeOptions(program.command('serve', { isDefault: true }).description('serve a model over HTTP (KServe v2 + OpenAI) with Prometheus metrics'))));

@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { basename, resolve } from 'node:path';
 
+import { TrtllmError } from './common/errors.js';
 import { readyLine } from './common/status-lines.js';
 import { Executor } from './executor/executor.js';
 import { loadChatTemplate } from './frontend/chat-template.js';
@@ -35,11 +36,16 @@ export interface RunningServer {
 
 const STATS_POLL_MS = 500;  // drains iteration stats often enough that the native ring buffer never overflows
 
-export function listen(server: Server, port: number, host: string): Promise<number> {
+/** Opens `server` on host:port; a port that cannot be bound fails naming the option that set it (`option`), the
+ * port and the host — under a launcher that is the root cause the user reads. */
+export function listen(server: Server, port: number, host: string, option: string): Promise<number> {
   return new Promise((resolvePort, reject) => {
-    server.once('error', reject);
+    const failed = (error: NodeJS.ErrnoException) => {
+      reject(new TrtllmError(`${option} ${port} on ${host} cannot be bound (${error.code ?? error.message}); another server may hold it: stop it or pick another port`, 'invalid_argument'));
+    };
+    server.once('error', failed);
     server.listen(port, host, () => {
-      server.off('error', reject);
+      server.off('error', failed);
       resolvePort((server.address() as AddressInfo).port);
     });
   });
@@ -83,8 +89,8 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
   });
   const responses = new OpenResponses(http);
   const metricsServer = createMetricsServer(metrics, { apiKey: options.apiKey, authMetrics: options.authMetrics });
-  const httpPort = await listen(http, options.httpPort, options.host);
-  const metricsPort = await listen(metricsServer, options.metricsPort, options.host);
+  const httpPort = await listen(http, options.httpPort, options.host, '--http-port');
+  const metricsPort = await listen(metricsServer, options.metricsPort, options.host, '--metrics-port');
   // grpc-js is loaded only where a gRPC port is asked for.
   const grpc = options.grpcPort === undefined ? undefined : await (await import('./frontend/grpc/server.js')).startGrpcServer(
     { catalog },

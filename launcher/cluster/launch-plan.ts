@@ -4,9 +4,10 @@
 // does the I/O; everything that can be decided from those facts is decided here, so it is tested without MPI.
 import { join } from 'node:path';
 
+import { LAUNCHER_ENV, LIFELINE_STDIN_ENV } from '../../worker/common/launcher-identity.js';
 import { SRUN_MARKER } from '../../worker/rank.js';
 import { servingLine } from './launcher-lines.js';
-import { type MpiFlavor, mpirunCommand, shellQuote, splitArgs, srunCommand } from './mpirun-command.js';
+import { type MpiFlavor, type MpirunCommand, mpirunCommand, shellQuote, splitArgs, srunCommand } from './mpirun-command.js';
 import type { ParallelPlan } from './parallel-plan.js';
 
 /** The options of a cluster launch that decide its command (launch.ts's ClusterOptions satisfies it). */
@@ -48,6 +49,8 @@ export interface LaunchFacts {
   isRoot: boolean;                   // Open MPI refuses root without --allow-run-as-root
   hostname: string;                  // this host, as the endpoint is shown under srun
   env: Readonly<Record<string, string | undefined>>;   // the launcher's environment (OMP_NUM_THREADS, SLURM_*)
+  setpriv?: string | undefined;      // util-linux setpriv with --pdeathsig, when found: srun runs under it
+  launcherIdentity?: string | undefined;  // host:pid:start time of this launcher, for its ranks (TRTLLM_LAUNCHED_BY)
 }
 
 export interface LaunchPlan {
@@ -63,6 +66,8 @@ export interface LaunchPlan {
   ranksShown?: string;
   /** Orchestrator mode: mpirun --enable-recovery's exit status is not the job's; the leader reports its own. */
   leaderReportsExit: boolean;
+  /** mpirun's stdin is a pipe the launcher holds open and never writes: the launcher's lifeline (worker/lifeline.ts). */
+  stdinLifeline: boolean;
   /** The leader's health URL, given its address (undefined: it runs here, or has not said where it runs). */
   readyUrl: (leaderAddress: string | undefined) => string;
   /** The lines printed once the leader is ready, given the host it reported (undefined: this host). */
@@ -89,6 +94,14 @@ export function portChecks(options: LaunchPlanOptions, launcher: RankStarter['ki
   ];
 }
 
+/** srun under `setpriv --pdeathsig TERM`: the kernel sends it SIGTERM the moment the launcher exits, however the
+ * launcher ends (kill -9 included), and srun answers every SIGTERM by SIGKILLing its tasks on every node. (The kernel
+ * sends it once per launcher thread that exits — harmless to srun. Not for mpirun, which takes a second SIGTERM as
+ * "force" and exits without removing its files: mpirun gets the stdin lifeline instead, worker/lifeline.ts.) */
+export function underParentDeathSignal(setpriv: string, command: MpirunCommand): MpirunCommand {
+  return { file: setpriv, args: ['--pdeathsig', 'TERM', command.file, ...command.args] };
+}
+
 /** The whole launch, decided from the options and the facts alone: the same inputs always give the same command. */
 export function planLaunch(options: LaunchPlanOptions, facts: LaunchFacts): LaunchPlan {
   const { worldSize, tp, pp } = options.parallel;
@@ -105,14 +118,21 @@ export function planLaunch(options: LaunchPlanOptions, facts: LaunchFacts): Laun
   if (!job && cpusPerTask !== undefined && !options.rankOptions.includes('--threads')) rankArgv.push('--threads', String(cpusPerTask));
   const env: Record<string, string> = { OMP_NUM_THREADS: facts.env.OMP_NUM_THREADS ?? '1', ...job?.env };
   if (launcher === 'srun') env[SRUN_MARKER] = 'srun';
+  // Ranks on this host watch the launcher by it, and the launcher finds what is left of its job by it
+  // (worker/lifeline.ts). Not forwarded with -x: ranks on other hosts cannot watch a pid of this one.
+  if (facts.launcherIdentity !== undefined) env[LAUNCHER_ENV] = facts.launcherIdentity;
+  // mpirun forwards its stdin to rank 0 on whatever host: the launcher's death reaches the job through it, once.
+  const stdinLifeline = launcher === 'mpirun' && facts.launcherIdentity !== undefined;
+  if (stdinLifeline) env[LIFELINE_STDIN_ENV] = '1';
   const np = job ? job.np : worldSize;
-  const command = starter.kind === 'srun'
+  const started = starter.kind === 'srun'
     ? srunCommand({ srun: starter.path, np, mpiPlugin: starter.plugin, cpusPerTask, extraArgs: srunArgs, rankArgv, survive: job !== undefined })
     : mpirunCommand({
       flavor: starter.flavor, mpirun: starter.path, np, isRoot: facts.isRoot,
       oversubscribe: options.oversubscribe, hostfile: options.hostfile, hosts: options.hosts, survive: job !== undefined,
       forwardEnv: [...FORWARDED, ...Object.keys(job?.env ?? {})].filter((name) => (env[name] ?? facts.env[name]) !== undefined), rankArgv,
     });
+  const command = launcher === 'srun' && facts.setpriv !== undefined ? underParentDeathSignal(facts.setpriv, started) : started;
 
   const grpc = options.grpcPort === undefined ? '' : `, gRPC :${options.grpcPort}`;
   const roles = job ? job.roles : Array.from({ length: worldSize }, (_, rank) => {
@@ -129,6 +149,7 @@ export function planLaunch(options: LaunchPlanOptions, facts: LaunchFacts): Laun
     dryRunLines: [shellQuote([command.file, ...command.args]), ...roles],
     ...(job && job.spawned > 0 ? { ranksShown: `${np} rank(s) + ${job.spawned} spawned` } : {}),
     leaderReportsExit: job !== undefined,
+    stdinLifeline,
     // The orchestrator opens its port once every model is up or failed: live means started; ready means all models.
     readyUrl: (leaderAddress) => `http://${leaderAddress ?? local}:${options.httpPort}/v2/health/${job ? 'live' : 'ready'}`,
     readyBanner: (leaderHost) => job ? job.banner(leaderHost ?? shown) : [

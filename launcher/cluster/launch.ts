@@ -8,9 +8,11 @@ import { delimiter, join } from 'node:path';
 import { execa } from 'execa';
 
 import { TrtllmError } from '../../worker/common/errors.js';
+import { ownIdentity } from '../../worker/common/launcher-identity.js';
 import { packageRoot } from '../../worker/common/package-root.js';
 import { type LaunchPlanOptions, planLaunch, portChecks, type RankStarter } from './launch-plan.js';
 import { type MpiFlavor, mpiFlavor, srunMpiPlugin } from './mpirun-command.js';
+import { holdAfterPortCheck, portCheckHoldEnabled } from './port-check-hold.js';
 import { superviseCluster } from './supervise.js';
 
 export interface ClusterOptions extends LaunchPlanOptions {
@@ -91,6 +93,15 @@ function slurmAddresses(): (node: string) => string {
   };
 }
 
+/** util-linux's setpriv, when it knows --pdeathsig (2.33 and later): srun then ends with the launcher
+ * (launch-plan.ts, underParentDeathSignal). Without it the ranks' own watch of the launcher covers that. */
+async function findSetpriv(): Promise<string | undefined> {
+  const path = onPath('setpriv');
+  if (!path) return undefined;
+  const help = await execa(path, ['--help'], { reject: false, all: true });
+  return help.all.includes('--pdeathsig') ? path : undefined;
+}
+
 async function findMpirun(): Promise<{ path: string; flavor: MpiFlavor }> {
   const path = onPath('mpirun');
   if (!path) {
@@ -104,26 +115,32 @@ export async function launchCluster(options: ClusterOptions): Promise<number> {
   const launcher = options.launcher ?? 'mpirun';
   // The port checks overlap finding the launcher; both finish before any rank starts.
   const checks = options.dryRun ? [] : portChecks(options, launcher).map((c) => checkPortFree(options.host, c.port, c.option));
+  const setpriv = launcher === 'srun' ? findSetpriv() : undefined;
   const starter: RankStarter = launcher === 'srun'
     ? { kind: 'srun', ...(await Promise.all([findSrun(), ...checks]))[0] }
     : { kind: 'mpirun', ...(await Promise.all([findMpirun(), ...checks]))[0] };
+  const launcherIdentity = ownIdentity();
   const plan = planLaunch(options, {
     starter, packageRoot: packageRoot(), nodePath: process.execPath, isRoot: process.getuid?.() === 0, hostname: hostname(), env: process.env,
+    setpriv: await setpriv, launcherIdentity,
   });
   if (options.dryRun) {
     for (const line of plan.dryRunLines) process.stdout.write(`${line}\n`);
     return 0;
   }
+  if (portCheckHoldEnabled()) await holdAfterPortCheck();
   const addressOf = launcher === 'srun' ? slurmAddresses() : (host: string) => host;
   return superviseCluster({
     file: plan.file, args: plan.args, env: plan.env, worldSize: plan.np, launcher: plan.launcher,
     ...(plan.ranksShown === undefined ? {} : { ranksShown: plan.ranksShown }),
     ...(plan.leaderReportsExit ? { leaderReportsExit: true } : {}),
+    stdinLifeline: plan.stdinLifeline,
     readyUrl: (leaderHost) => plan.readyUrl(leaderHost === undefined ? undefined : addressOf(leaderHost)),
     readyBanner: plan.readyBanner,
     startupTimeoutMs: options.startupTimeoutSeconds * 1000,
     drainTimeoutMs: options.drainTimeoutSeconds * 1000,
     logDir: options.logDir,
     signalLeaderStep: signalStep,
+    launcherIdentity, openMpiFiles: starter.kind === 'mpirun' && starter.flavor === 'openmpi',
   });
 }

@@ -1,5 +1,8 @@
 // Rank output as the user sees it: Open MPI's `[1,0]<stdout>:` and MPICH's `[0] ` tags become `[rank 0]`, and the
-// last lines of every rank are kept for the root-cause summary (pure parsing + a small ring buffer).
+// last lines of every rank are kept for the root-cause summary, with the failures ranks reported, first first
+// (pure parsing + a small ring buffer).
+import { parseRankFailure } from '../../worker/common/status-lines.js';
+
 export interface TaggedLine {
   rank: number | undefined;
   text: string;
@@ -20,8 +23,15 @@ export function parseRankLine(line: string, launcher: 'mpirun' | 'srun' = 'mpiru
   return m ? { rank: Number(m[1]), text: m[2]! } : { rank: undefined, text: line };
 }
 
+/** A failure a rank reported about itself (worker/common/status-lines.ts, rankFailureLine). */
+export interface ReportedFailure {
+  rank: number;
+  cause: string;
+}
+
 export class RankTail {
   private readonly lines = new Map<number | 'mpirun', string[]>();
+  private readonly reported: ReportedFailure[] = [];
   constructor(private readonly keep = 15) {}
 
   add(rank: number | undefined, text: string): void {
@@ -30,6 +40,13 @@ export class RankTail {
     list.push(text);
     if (list.length > this.keep) list.shift();
     this.lines.set(key, list);
+    const cause = rank === undefined ? undefined : parseRankFailure(text);
+    if (cause !== undefined && !this.reported.some((f) => f.rank === rank)) this.reported.push({ rank: rank!, cause });
+  }
+
+  /** The failures ranks reported, in the order they arrived (the first is the first cause); one per rank. */
+  failures(): readonly ReportedFailure[] {
+    return this.reported;
   }
 
   last(rank: number | 'mpirun'): string[] {

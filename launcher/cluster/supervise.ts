@@ -8,6 +8,7 @@ import { createInterface } from 'node:readline';
 
 import { execa, type ResultPromise } from 'execa';
 
+import { killJob, type SweepResult, sweepJob } from './job-sweep.js';
 import { ROOT_CAUSE_HEADER } from './launcher-lines.js';
 import { hangLineEvent, leaderLineEvent } from './leader-lines.js';
 import { parseMpirunFailure, parseRankLine, parseSrunFailure, RankTail } from './rank-output.js';
@@ -34,6 +35,14 @@ export interface SuperviseOptions {
   // Under srun the leader may run on another node, where its pid means nothing: the drain request goes to its
   // step instead (followers ignore SIGTERM, so signalling the step reaches the leader alone).
   signalLeaderStep?: (step: string) => void;
+  // This launcher's identity as its ranks carry it (TRTLLM_LAUNCHED_BY): how what is left of the job on this host is
+  // found once mpirun/srun has exited, and killed with it on a forced stop (job-sweep.ts).
+  launcherIdentity?: string;
+  // Open MPI's mpirun: the session directory and shared memory an mpirun that was killed leaves are removed.
+  openMpiFiles?: boolean;
+  // mpirun's stdin is a pipe held open here and never written: it ends when this process dies, and mpirun forwards
+  // that end to rank 0, which stops — the launcher's lifeline (worker/lifeline.ts).
+  stdinLifeline?: boolean;
 }
 
 async function isReady(url: string): Promise<boolean> {
@@ -60,12 +69,18 @@ function rootCause(all: string, tail: RankTail, worldSize: number, exit: { exitC
   if (hang) return hangCause(hang, tail);
   const failure = launcher === 'srun' ? parseSrunFailure(all) : parseMpirunFailure(all);
   const lines = [ROOT_CAUSE_HEADER];
+  // What a rank said about its own failure (a port it could not bind, --fail-fast's dead model) goes first: what
+  // mpirun/srun report after it — an abort, a peer killed — is the consequence.
+  const [first] = tail.failures();
   if (failure) {
     const how = failure.signal ? `killed by signal ${failure.signal}` : failure.exitCode !== undefined ? `exit code ${failure.exitCode}` : 'exited improperly';
-    lines.push(`  rank ${failure.rank}${failure.host ? ` on ${failure.host}` : ''}: ${how}`);
+    const own = tail.failures().find((f) => f.rank === failure.rank);
+    lines.push(`  rank ${failure.rank}${failure.host ? ` on ${failure.host}` : ''}: ${how}${own ? `: ${own.cause}` : ''}`);
+    if (first && first !== own) lines.push(`  reported first: rank ${first.rank}: ${first.cause}`);
     const last = tail.last(failure.rank);
     if (last.length > 0) lines.push(`  its last lines:`, ...last.map((l) => `    ${l}`));
   } else {
+    if (first) lines.push(`  rank ${first.rank}: ${first.cause}`);
     lines.push(`  ${launcher} exited with ${exit.signal ? `signal ${exit.signal}` : `code ${exit.exitCode}`}`);
     for (let r = 0; r < worldSize; r += 1) {
       const last = tail.last(r).slice(-5);
@@ -74,6 +89,15 @@ function rootCause(all: string, tail: RankTail, worldSize: number, exit: { exitC
     const own = tail.last('mpirun').slice(-8);
     if (own.length > 0) lines.push(`  ${launcher} said:`, ...own.map((l) => `    ${l}`));
   }
+  return lines;
+}
+
+/** What the sweep after mpirun/srun's exit found, for the console (nothing after an orderly end). */
+function sweepLines(sweep: SweepResult, launcher: string): string[] {
+  const lines: string[] = [];
+  if (sweep.killed > 0) lines.push(`[launcher] ${sweep.killed} process(es) of the job outlived ${launcher}: killed`);
+  if (sweep.stillRunning.length > 0) lines.push(`[launcher] still running after SIGKILL: pid ${sweep.stillRunning.join(', ')}`);
+  if (sweep.removed.length > 0) lines.push(`[launcher] removed what ${launcher} could not: ${sweep.removed.join(', ')}`);
   return lines;
 }
 
@@ -97,16 +121,21 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
 
   // Its own process group: the terminal's Ctrl-C reaches only us (we drain first), and whatever mpirun leaves
   // behind on this host when it dies — ranks, daemons — can be killed as one group.
+  const startedMs = Date.now();
   const child: ResultPromise = execa(options.file, options.args, {
-    env: options.env, extendEnv: true, reject: false, buffer: false, stdin: 'ignore', cleanup: true,
+    env: options.env, extendEnv: true, reject: false, buffer: false, stdin: options.stdinLifeline ? 'pipe' : 'ignore', cleanup: true,
     forceKillAfterDelay: 5000, detached: true,
   });
+  // mpirun's group holds mpirun alone: Open MPI puts every rank in a process group of its own (and signals a rank
+  // through it, so a rank cannot join mpirun's). Each rank dies with mpirun (PR_SET_PDEATHSIG, worker/lifeline.ts);
+  // the ranks are also killed directly, found by the launcher's identity, so none waits for that.
   const killGroup = () => {
     try {
       if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
     } catch {
       // the group is already empty
     }
+    if (options.launcherIdentity !== undefined) killJob(options.launcherIdentity);
   };
   process.once('exit', killGroup);
   const tail = new RankTail();
@@ -191,6 +220,11 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
   for (const effect of initial.effects) perform(effect);
 
   const result = await child;
+  // Before anything is reported: a rank still answering after the launcher said it failed is what issue 22 saw.
+  if (options.launcherIdentity !== undefined) {
+    const mpirun = options.openMpiFiles && child.pid !== undefined ? { pid: child.pid, startedMs } : undefined;
+    for (const line of sweepLines(await sweepJob(options.launcherIdentity, mpirun), launcher)) out(line);
+  }
   process.off('SIGINT', onSigint);
   process.off('SIGTERM', onSigterm);
   clearTimeout(healthTimer);

@@ -7,6 +7,7 @@
 #include "addon-links.h"
 #include "addon-liveness.h"
 #include "addon-parallel.h"
+#include "addon-process.h"
 #include "cuda/cuda-backend.h"
 
 namespace addon {
@@ -61,6 +62,7 @@ static Napi::Object init_addon(Napi::Env env, Napi::Object exports) {
   exports.Set("groupMembers", Napi::Function::New(env, group_members, "groupMembers"));
   exports.Set("watchLiveness", Napi::Function::New(env, watch_liveness, "watchLiveness"));
   exports.Set("livenessStalled", Napi::Function::New(env, liveness_stalled, "livenessStalled"));
+  exports.Set("setParentDeathSignal", Napi::Function::New(env, set_parent_death_signal, "setParentDeathSignal"));
   return exports;
 }
 

@@ -7,4 +7,5 @@ set(ADDON_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/addon-parallel.cpp
   ${CMAKE_CURRENT_LIST_DIR}/addon-links.cpp
   ${CMAKE_CURRENT_LIST_DIR}/addon-liveness.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/addon-process.cpp
 )

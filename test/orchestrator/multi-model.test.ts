@@ -153,9 +153,12 @@ t.test('spawn mode: two models with different tp serve what one rank serves; one
   t.ok((seen.match(/data: /g) ?? []).length >= 2, 'the long stream is flowing');
   aborter.abort();
   const used = () => metric(cluster.metrics, 'nv_trt_llm_kv_cache_block_metrics', 'model="alpha",kv_cache_block_type="used"');
-  await waitFor(async () => (await used()) === 0);
+  // Two states that arrive separately: the group's KV stats (every 500 ms) and the cancelled request's final
+  // response, which ends it at the orchestrator (active). Either may come first: wait for both.
+  const active = () => metric(cluster.metrics, 'nv_trt_llm_request_metrics', 'model="alpha",request_type="active"');
+  await waitFor(async () => (await used()) === 0 && (await active()) === 0);
   t.equal(await used(), 0, 'the cancelled request left no KV block in use');
-  t.equal(await metric(cluster.metrics, 'nv_trt_llm_request_metrics', 'model="alpha",request_type="active"'), 0, 'and no active request');
+  t.equal(await active(), 0, 'and no active request');
   t.ok((await metric(cluster.metrics, 'nv_inference_request_success', 'model="beta"'))! >= 3, 'metrics are labelled per model');
 
   // Kill one of alpha's ranks: alpha turns unavailable (503 naming it), beta keeps answering.
@@ -215,6 +218,8 @@ t.test('--fail-fast: one dead worker stops the whole cluster with a non-zero exi
   const result = await cluster.child;
   t.not(result.exitCode, 0, `exit code ${result.exitCode}`);
   t.match(cluster.output(), /--fail-fast: model beta failed, stopping the whole cluster/);
+  // The first cause leads the root cause, whatever happens while the cluster stops (issue 22, case 6).
+  t.match(cluster.output(), /Root cause:\n\s+rank 0: --fail-fast: model beta failed: its rank 0 \(pid \d+ on \S+\) exited\n/, 'the root cause names the model');
   await noneLeft(t, cluster.marker);
 });
 

@@ -272,12 +272,15 @@ export interface Addon {
   watchLiveness(onEvent: (event: LivenessEvent) => void): void;
   /** True while the leader's gang cannot answer: one of its waits passed half the hang timeout. */
   livenessStalled(): boolean;
+  /** PR_SET_PDEATHSIG: the kernel sends `signal` to this process the moment its parent exits (a rank bound to the
+   * mpirun, orted or slurmstepd that started it). Returns the parent's pid, read after the setting. */
+  setParentDeathSignal(signal: number): number;
 }
 
 /** The export names, for the test that compares them with what the addon really exports. */
 export const ADDON_EXPORTS = [
   'setErrorClass', 'buildInfo', 'loadExecutor', 'readModelConfig', 'checkParallelLayout', 'commInit', 'runFollower', 'spawnGroups', 'linkToParent',
-  'joinGroup', 'linkGroups', 'groupMembers', 'commFinalize', 'watchLiveness', 'livenessStalled',
+  'joinGroup', 'linkGroups', 'groupMembers', 'commFinalize', 'watchLiveness', 'livenessStalled', 'setParentDeathSignal',
 ] as const;
 export const ADDON_EXECUTOR_METHODS = [
   'enqueue', 'cancel', 'getLatestIterationStats', 'kvCacheStats', 'numActiveRequests', 'modelConfig', 'shutdown',

@@ -31,6 +31,17 @@ export function parseLeaderExit(text: string): number | undefined {
   return m ? Number(m[1]) : undefined;
 }
 
+/** A process of the cluster that cannot go on says why, as its last line, before it exits: the launcher puts the
+ * first such line of any rank first in the root cause (launcher/cluster/supervise.ts). `role` is its command. */
+export function rankFailureLine(role: string, message: string): string {
+  return `trtllm-launch ${role}: ${message}`;
+}
+
+/** The failure a rank's or the orchestrator's line reports, or undefined for any other line. */
+export function parseRankFailure(text: string): string | undefined {
+  return /^trtllm-launch (?:rank|orchestrated): (.+)$/.exec(text)?.[1];
+}
+
 /** Where an srun task landed (every rank says it); rank 0's step is what the supervisor signals on another node. */
 export interface SlurmStepReport {
   jobId: string;

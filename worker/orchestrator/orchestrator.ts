@@ -11,6 +11,7 @@ import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { AddonLinks } from '../binding/addon-types.js';
 import { loadAddon } from '../binding/load-addon.js';
 import { packageRoot } from '../common/package-root.js';
+import { rankFailureLine } from '../common/status-lines.js';
 import { loadChatTemplate } from '../frontend/chat-template.js';
 import { DrainState } from '../frontend/drain-state.js';
 import { beginPortsDrain, closePorts } from '../frontend/frontend-drain.js';
@@ -47,14 +48,21 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
   let exitCode = 0;
   let stopRequested: ((code: number) => void) | undefined;
   const stopped = new Promise<number>((resolve) => { stopRequested = resolve; });
+  // Once the links are closed (MPI may be finalized right after), a late send — a client's cancel arriving while the
+  // cluster stops — is dropped: an MPI call after MPI_Finalize aborts the process, and that abort would be reported
+  // as the cluster's root cause in place of the real one (issue 22: --fail-fast named an MPI_Isend).
+  let linksClosed = false;
   const groups = plan.groups.map((g, i) => new WorkerGroup(i, g, {
-    send: (tag, bytes) => links.send(i, tag, bytes),
+    send: (tag, bytes) => { if (!linksClosed) links.send(i, tag, bytes); },
     drop: () => links.disconnect(i, true),
     // A spawned group leaves its parent intercommunicator in MPI_Finalize: disconnect here too, or both wait.
     close: () => links.disconnect(i, !plan.spawn),
   }, log, (failed) => {
-    if (plan.failFast) {
+    if (plan.failFast && exitCode === 0) {
       log.error(`--fail-fast: model ${failed.name} failed, stopping the whole cluster`);
+      // The first cause, in the line the launcher puts first in its root cause: whatever goes wrong while the
+      // cluster stops (an MPI abort, another group's death) is a consequence and must not stand in for it.
+      process.stderr.write(`${rankFailureLine('orchestrated', `--fail-fast: model ${failed.name} failed: ${failed.reason}`)}\n`);
       exitCode = 1;
       stopRequested?.(1);
     }
@@ -71,6 +79,7 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
     for (const g of groups) g.killSurvivors();
     clearInterval(watch);
     clearInterval(heartbeat);
+    linksClosed = true;
     links.close();
     return 1;
   }
@@ -113,7 +122,7 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
   });
   const responses = new OpenResponses(http);
   const metricsServer = createMetricsServer(endpoint, { apiKey: opts.apiKey, authMetrics: opts.authMetrics });
-  const metricsPort = await listen(metricsServer, opts.metricsPort, opts.host);
+  const metricsPort = await listen(metricsServer, opts.metricsPort, opts.host, '--metrics-port');
   // The gRPC port answers from the same catalog: every model by name, Triton's names on the first.
   const grpc = opts.grpcPort === undefined ? undefined : await (await import('../frontend/grpc/server.js')).startGrpcServer(
     { catalog },
@@ -122,7 +131,7 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
   );
   // The HTTP port opens last, and `open` follows it with no await between: the launcher takes /v2/health/live for
   // "ready", so a request that comes right after must not find the models still closed (503) while gRPC starts.
-  const httpPort = await listen(http, opts.httpPort, opts.host);
+  const httpPort = await listen(http, opts.httpPort, opts.host, '--http-port');
   open = true;
   const poll = setInterval(() => { for (const g of groups) g.executor?.iterationStats(); }, 500);
   const shown = opts.host === '0.0.0.0' || opts.host === '::' ? 'localhost' : opts.host;
@@ -161,6 +170,7 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
   clearInterval(poll);
   clearInterval(watch);
   clearInterval(heartbeat);
+  linksClosed = true;
   links.close();
   for (const g of groups) if (g.status !== 'stopped') g.killSurvivors();
   // MPI_Finalize waits for every connected process: only when every group ended in order (a spawned group that

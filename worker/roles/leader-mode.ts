@@ -5,6 +5,7 @@ import { hostname } from 'node:os';
 
 import { loadAddon } from '../binding/load-addon.js';
 import { leaderPidLine } from '../common/status-lines.js';
+import { tieToLauncher, watchLauncherStdin } from '../lifeline.js';
 import { servingBackend } from '../options/device-ids.js';
 import { followerOptions } from '../options/executor-options.js';
 import type { ServeCliOptions } from '../options/serve-option-table.js';
@@ -15,9 +16,11 @@ import { reportLiveness } from './liveness-report.js';
 
 /** Takes this process's role from its MPI rank and runs it to the end; the exit code. */
 export async function runRank(options: Readonly<ServeCliOptions>): Promise<number> {
+  tieToLauncher();  // before MPI starts: from here on, this rank goes with whatever started it
   const info = initRank();
   // Every rank says when its liveness watch reports: a stall, or a hang that ends the gang (named in the root cause).
   if (info.worldSize > 1) reportLiveness(loadAddon());
+  if (info.worldRank === 0) watchLauncherStdin();  // mpirun gives the launcher's lifeline to rank 0 alone
   // On the CPU backend GPU ids are ignored (the launcher said so), so a list shorter than this host's ranks is no
   // error there. Decided here, by this rank's own addon and GPUs: the launcher's host may have none.
   const own = servingBackend(options.device, loadAddon().buildInfo()) === 'cpu' ? { ...options, gpuDeviceIds: undefined } : options;

@@ -5,6 +5,7 @@ import { hostname } from 'node:os';
 
 import { loadAddon } from '../binding/load-addon.js';
 import { leaderExitLine, leaderPidLine } from '../common/status-lines.js';
+import { tieToLauncher, watchLauncherStdin } from '../lifeline.js';
 import { createLogger } from '../log.js';
 import { runGroupRank } from '../orchestrator/group-rank.js';
 import { runOrchestrator, spawnLinks } from '../orchestrator/orchestrator.js';
@@ -21,8 +22,10 @@ function parseIdentity(text: string): RankIdentity {
   return { host: text.slice(0, at), pid: Number(text.slice(at + 1)) };
 }
 
-/** The launcher drains the cluster by signalling this process: it looks for this line (as for a leader). */
+/** The launcher drains the cluster by signalling this process: it looks for this line (as for a leader). The
+ * orchestrator is the job's rank 0, the one mpirun gives the launcher's lifeline (worker/lifeline.ts). */
 function announce(): void {
+  watchLauncherStdin();
   process.stdout.write(`${leaderPidLine(process.pid, hostname())}\n`);
 }
 
@@ -33,6 +36,7 @@ function reportExit(code: number): number {
 }
 
 export async function runOrchestrated(args: OrchestratedArgs): Promise<number> {
+  tieToLauncher();  // the orchestrator and every group rank, spawned ones included: none outlives what started it
   const plan = readPlan();
   if (process.env.TRTLLM_API_KEY) plan.frontend.apiKey = process.env.TRTLLM_API_KEY;
   const addon = loadAddon();

@@ -103,6 +103,22 @@ t.test('orchestrator mode: the orchestrated program, its roles, recovery flags a
   t.equal(noSpawn.ranksShown, undefined);
 });
 
+t.test('the launcher\'s lifeline: mpirun\'s stdin (forwarded to rank 0), srun under setpriv --pdeathsig TERM', async (t) => {
+  const lifeline = { ...facts, setpriv: '/usr/bin/setpriv', launcherIdentity: 'h1:4242:99' };
+  const plain = planLaunch({ ...base, parallel: { worldSize: 2, tp: 2, pp: 1 } }, facts);
+  const plan = planLaunch({ ...base, parallel: { worldSize: 2, tp: 2, pp: 1 } }, lifeline);
+  t.same([plan.file, plan.args], [plain.file, plain.args], 'mpirun runs as it did: a second SIGTERM would make it exit without its cleanup');
+  t.equal(plan.stdinLifeline, true, 'its stdin is the launcher\'s pipe');
+  t.equal(plain.stdinLifeline, false, 'not without an identity for the ranks to check');
+  t.same(plan.env, { OMP_NUM_THREADS: '1', TRTLLM_LAUNCHED_BY: 'h1:4242:99', TRTLLM_LIFELINE_STDIN: '1' }, 'not forwarded with -x: only ranks on this host watch a pid');
+  t.notOk(plan.args.includes('TRTLLM_LAUNCHED_BY'));
+  const srun = planLaunch(base, { ...lifeline, starter: { kind: 'srun', path: '/usr/bin/srun', plugin: 'pmix' } });
+  t.same([srun.file, ...srun.args.slice(0, 4)], ['/usr/bin/setpriv', '--pdeathsig', 'TERM', '/usr/bin/srun', '--mpi=pmix'], 'srun kills its tasks on any SIGTERM');
+  t.equal(srun.stdinLifeline, false, 'srun gives stdin to every task: no lifeline there');
+  t.same(srun.env, { OMP_NUM_THREADS: '1', TRTLLM_RANK_LAUNCHER: 'srun', TRTLLM_LAUNCHED_BY: 'h1:4242:99' });
+  t.match(srun.dryRunLines[0], /^\/usr\/bin\/setpriv --pdeathsig TERM \/usr\/bin\/srun --mpi=pmix /, '--dry-run prints what runs');
+});
+
 t.test('the ports checked before any rank starts', async (t) => {
   t.same(portChecks(base, 'mpirun'), [
     { port: 8000, option: '--http-port' }, { port: 8002, option: '--metrics-port' }, { port: 8001, option: '--grpc-port' },

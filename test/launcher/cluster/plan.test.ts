@@ -39,6 +39,14 @@ t.test('rank output and failures', async (t) => {
   const tail = new RankTail(2);
   for (const line of ['a', 'b', 'c']) tail.add(1, line);
   t.same(tail.last(1), ['b', 'c']);
+  // The failures ranks report about themselves, first first, one per rank: the root cause's first line.
+  tail.add(0, 'trtllm-launch rank: --metrics-port 8002 on 0.0.0.0 cannot be bound (EADDRINUSE)');
+  tail.add(1, 'trtllm-launch rank: a later one');
+  tail.add(0, 'trtllm-launch rank: a second one of rank 0');
+  tail.add(undefined, 'trtllm-launch rank: an mpirun line is no rank\'s');
+  t.same(tail.failures(), [
+    { rank: 0, cause: '--metrics-port 8002 on 0.0.0.0 cannot be bound (EADDRINUSE)' }, { rank: 1, cause: 'a later one' },
+  ]);
   t.same(parseMpirunFailure('mpirun noticed that process rank 1 with PID 4242 on node vm exited on signal 9 (Killed).'),
     { rank: 1, host: 'vm', signal: '9 (Killed)' });
   t.same(parseMpirunFailure('The first process to do so was:\n\n  Process name: [[16430,1],0]\n  Exit code:    3\n'),

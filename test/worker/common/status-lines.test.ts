@@ -4,7 +4,7 @@ import t from 'tap';
 
 import {
   hangLine, isReadyLine, isStalledLine, leaderExitLine, leaderPidLine, parseHangLine, parseLeaderExit, parseLeaderPid,
-  parseSlurmStep, readyLine, resumedLine, slurmStepLine, stalledLine,
+  parseRankFailure, parseSlurmStep, rankFailureLine, readyLine, resumedLine, slurmStepLine, stalledLine,
 } from '../../../worker/common/status-lines.js';
 
 t.test('each line as written, and read back', async (t) => {
@@ -20,6 +20,12 @@ t.test('each line as written, and read back', async (t) => {
   t.equal(leaderExitLine(3), 'leader exit code 3');
   t.equal(parseLeaderExit(leaderExitLine(0)), 0, 'a clean exit reads back as 0, not as "no line"');
   t.equal(parseLeaderExit('the leader exit code 3'), undefined);
+
+  const failure = rankFailureLine('rank', '--grpc-port 8001 on 0.0.0.0 cannot be bound (EADDRINUSE)');
+  t.equal(failure, 'trtllm-launch rank: --grpc-port 8001 on 0.0.0.0 cannot be bound (EADDRINUSE)', 'the line a failed rank ends with');
+  t.equal(parseRankFailure(failure), '--grpc-port 8001 on 0.0.0.0 cannot be bound (EADDRINUSE)');
+  t.equal(parseRankFailure(rankFailureLine('orchestrated', '--fail-fast: model b failed: x')), '--fail-fast: model b failed: x');
+  t.equal(parseRankFailure(rankFailureLine('serve', 'x')), undefined, 'one process serving alone is no rank of a cluster');
 
   const step = slurmStepLine({ jobId: '4242', stepId: '0', procId: 3, tasks: 16, node: 'node17', localId: 3, worldRank: 3, device: 'cuda:3' });
   t.equal(step, 'slurm step 4242.0: task 3 of 16 on node17 (local 3) = MPI rank 3, device cuda:3', 'as slurm/README.md quotes it');

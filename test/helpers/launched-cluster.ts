@@ -1,0 +1,66 @@
+// A leader-mode cluster started the way a user starts it — `trtllm-launch --world-size 2` under mpirun, as its own
+// process — for the tests of what happens to it (test/launcher/cluster/): its ports, its output, a promise for the
+// launcher's "ready" line, and the Open MPI job it runs (found once it runs).
+import { join } from 'node:path';
+
+import { execa, type Options, type ResultPromise } from 'execa';
+
+import { packageRoot } from '../../worker/common/package-root.js';
+import { fixtureDir } from './fixtures.js';
+import { type OpenMpiJob, openMpiJob } from './open-mpi-job.js';
+import { freePort } from './processes.js';
+import { waitFor } from './wait.js';
+
+export const BIN = join(packageRoot(), 'bin', 'trtllm-launch.js');
+
+export interface LaunchedCluster {
+  child: ResultPromise;
+  ports: ClusterPorts;
+  marker: string;                        // in the command line of the launcher, mpirun and every rank
+  output: () => string;
+  /** Resolves with the first match of `pattern` in the output; rejects if the launcher exits first. */
+  line: (pattern: RegExp) => Promise<RegExpExecArray>;
+  ready: Promise<boolean>;
+  /** The Open MPI job, once its ranks run. */
+  job: () => Promise<OpenMpiJob | undefined>;
+}
+
+export interface ClusterPorts { http: number; metrics: number; grpc: number }
+
+/** Starts the launcher on `ports` (fresh free ones by default) with `extra` options; `options` go to execa. */
+export async function launchCluster(extra: string[] = [], options: Options = {}, given?: ClusterPorts): Promise<LaunchedCluster> {
+  const ports = given ?? { http: await freePort(), metrics: await freePort(), grpc: await freePort() };
+  let all = '';
+  const child = execa('node', [BIN, '--model', fixtureDir('tiny-llama'), '--world-size', '2', '--oversubscribe', '--threads', '1',
+    '--tokens-per-block', '16', '--http-port', String(ports.http), '--metrics-port', String(ports.metrics), '--grpc-port', String(ports.grpc), ...extra],
+  { reject: false, all: true, ...options });
+  const waiters: (() => void)[] = [];
+  child.all!.on('data', (chunk: Buffer) => {
+    all += chunk.toString();
+    for (const w of waiters.slice()) w();
+  });
+  const line = (pattern: RegExp) => new Promise<RegExpExecArray>((resolve, reject) => {
+    const check = () => {
+      const m = pattern.exec(all);
+      if (m) {
+        waiters.splice(waiters.indexOf(check), 1);
+        resolve(m);
+      }
+    };
+    waiters.push(check);
+    check();
+    void child.then(() => {
+      const m = pattern.exec(all);
+      if (m) resolve(m);
+      else reject(new Error(`the launcher exited before printing ${pattern}:\n${all.slice(-2000)}`));
+    });
+  });
+  const marker = `--http-port ${ports.http}`;
+  const ready = line(/\[launcher\] ready after/).then(() => true, () => false);
+  const job = async () => {
+    let found: OpenMpiJob | undefined;
+    await waitFor(() => (found = openMpiJob(marker)) !== undefined);
+    return found;
+  };
+  return { child, ports, marker, output: () => all, line, ready, job };
+}
