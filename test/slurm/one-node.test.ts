@@ -97,19 +97,22 @@ t.test('submit: endpoint printed, the seeds\' curl answers as one rank does; sto
   const leader = `http://${job.addr}:${port}`;
   t.equal((await fetch(`${leader}/test/hold`, { method: 'POST', body: JSON.stringify({ iterations: 0 }) })).status, 200, 'the leader holds');
   const body = (i: number) => JSON.stringify({ text_input: `The jury said ${i}`, max_tokens: 100, exclude_input_in_output: true });
-  const requests = Array.from({ length: 16 }, (_, i) => fetch(`${leader}/v2/models/ensemble/generate`, { method: 'POST', body: body(i) }));
+  // Each answer settles into a value at once: a failed request is an assertion below, never an unhandled rejection
+  // that ends the file before the job's log is shown.
+  const requests = Array.from({ length: 16 }, (_, i) => fetch(`${leader}/v2/models/ensemble/generate`, { method: 'POST', body: body(i) })
+    .then(async (res) => ({ status: res.status, text: ((await res.json()) as { text_output?: string }).text_output ?? '' }),
+      (error: unknown) => ({ status: 0, text: `${String(error)} (${String((error as { cause?: unknown }).cause)})` })));
   const active = async () => Number(/^nv_trt_llm_request_metrics\{[^}]*request_type="active"[^}]*\} (\S+)$/m.exec(await (await fetch(`http://${job.addr}:${metricsPort}/metrics`)).text())?.[1]);
   t.ok(await waitFor(async () => (await active()) === 16), 'all 16 requests queued at the leader');
   const stop = await trtllm(['slurm', 'stop', job.jobId], work, env);
   t.equal(stop.exitCode, 0, `stop exit 0${stop.exitCode === 0 ? '' : ` (${stop.all})`}`);
   t.match(stop.all, new RegExp(`job ${job.jobId} stopped cleanly: COMPLETED, exit code 0:0`));
-  const answers = await Promise.all(requests.map(async (p) => {
-    const res = await p;
-    return { status: res.status, text: ((await res.json()) as { text_output?: string }).text_output ?? '' };
-  }));
-  t.same(answers.map((a) => a.status), answers.map(() => 200), 'every queued and running request finished');
-  t.ok(answers.every((a) => a.text.length > 0), 'each with its text');
+  const answers = await Promise.all(requests);
   const after = readFileSync(join(work, 'logs', `serve-${job.jobId}.out`), 'utf8');
+  const failed = answers.filter((a) => a.status !== 200);
+  t.same(answers.map((a) => a.status), answers.map(() => 200),
+    `every queued and running request finished${failed.length === 0 ? '' : ` (${failed[0]!.text}; the job said:\n${after.slice(-4000)})`}`);
+  t.ok(answers.every((a) => a.text.length > 0), 'each with its text');
   t.match(after, /\[launcher\] SIGTERM: draining the leader/);
   t.match(after, /\[launcher\] all ranks stopped cleanly/);
   t.same((await waitNoProcesses(marker)).map((p) => p.cmd.slice(0, 80)), [], 'no launcher, srun or rank left');
