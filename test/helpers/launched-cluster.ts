@@ -13,27 +13,28 @@ import { waitFor } from './wait.js';
 
 export const BIN = join(packageRoot(), 'bin', 'trtllm-launch.js');
 
-export interface LaunchedCluster {
-  child: ResultPromise;
+export interface LaunchedCluster extends StartedLauncher {
   ports: ClusterPorts;
   marker: string;                        // in the command line of the launcher, mpirun and every rank
-  output: () => string;
-  /** Resolves with the first match of `pattern` in the output; rejects if the launcher exits first. */
-  line: (pattern: RegExp) => Promise<RegExpExecArray>;
-  ready: Promise<boolean>;
   /** The Open MPI job, once its ranks run. */
   job: () => Promise<OpenMpiJob | undefined>;
 }
 
 export interface ClusterPorts { http: number; metrics: number; grpc: number }
 
-/** Starts the launcher on `ports` (fresh free ones by default) with `extra` options; `options` go to execa. */
-export async function launchCluster(extra: string[] = [], options: Options = {}, given?: ClusterPorts): Promise<LaunchedCluster> {
-  const ports = given ?? { http: await freePort(), metrics: await freePort(), grpc: await freePort() };
+/** A launcher process as a test watches it: its output so far, a promise per line it waits for, and its readiness. */
+export interface StartedLauncher {
+  child: ResultPromise;
+  output: () => string;
+  /** Resolves with the first match of `pattern` in the output; rejects if the launcher exits first. */
+  line: (pattern: RegExp) => Promise<RegExpExecArray>;
+  ready: Promise<boolean>;               // the launcher's "ready" line (false: it exited without one)
+}
+
+/** `trtllm-launch <args>` (leader mode or --multi-model), watched line by line; `options` go to execa. */
+export function startLauncher(args: string[], options: Options = {}): StartedLauncher {
   let all = '';
-  const child = execa('node', [BIN, '--model', fixtureDir('tiny-llama'), '--world-size', '2', '--oversubscribe', '--threads', '1',
-    '--tokens-per-block', '16', '--http-port', String(ports.http), '--metrics-port', String(ports.metrics), '--grpc-port', String(ports.grpc), ...extra],
-  { reject: false, all: true, ...options });
+  const child = execa('node', [BIN, ...args], { reject: false, all: true, ...options });
   const waiters: (() => void)[] = [];
   child.all!.on('data', (chunk: Buffer) => {
     all += chunk.toString();
@@ -55,12 +56,21 @@ export async function launchCluster(extra: string[] = [], options: Options = {},
       else reject(new Error(`the launcher exited before printing ${pattern}:\n${all.slice(-2000)}`));
     });
   });
-  const marker = `--http-port ${ports.http}`;
   const ready = line(/\[launcher\] ready after/).then(() => true, () => false);
+  return { child, output: () => all, line, ready };
+}
+
+/** Starts `--world-size 2` on the tiny Llama on `ports` (fresh free ones by default) with `extra` options. */
+export async function launchCluster(extra: string[] = [], options: Options = {}, given?: ClusterPorts): Promise<LaunchedCluster> {
+  const ports = given ?? { http: await freePort(), metrics: await freePort(), grpc: await freePort() };
+  const started = startLauncher(['--model', fixtureDir('tiny-llama'), '--world-size', '2', '--oversubscribe', '--threads', '1',
+    '--tokens-per-block', '16', '--http-port', String(ports.http), '--metrics-port', String(ports.metrics), '--grpc-port', String(ports.grpc), ...extra],
+  options);
+  const marker = `--http-port ${ports.http}`;
   const job = async () => {
     let found: OpenMpiJob | undefined;
     await waitFor(() => (found = openMpiJob(marker)) !== undefined);
     return found;
   };
-  return { child, ports, marker, output: () => all, line, ready, job };
+  return { ...started, ports, marker, job };
 }

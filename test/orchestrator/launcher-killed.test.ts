@@ -4,11 +4,10 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { execa } from 'execa';
 import t from 'tap';
 
 import { fixtureDir } from '../helpers/fixtures.js';
-import { BIN } from '../helpers/launched-cluster.js';
+import { startLauncher } from '../helpers/launched-cluster.js';
 import { openMpiFilesLeft, openMpiJob, portsFree, type OpenMpiJob } from '../helpers/open-mpi-job.js';
 import { freePort, processesWith } from '../helpers/processes.js';
 import { tempDir } from '../helpers/temp-dir.js';
@@ -19,18 +18,11 @@ t.test('kill -9 of the launcher: the orchestrator and every spawned group go, th
   writeFileSync(join(repo, 'alpha.yaml'), `model: ${fixtureDir('tiny-llama')}\nparallel:\n  tp: 2\nkv_cache:\n  tokens_per_block: 16\n`);
   writeFileSync(join(repo, 'beta.yaml'), `model: ${fixtureDir('tiny-gpt2')}\nkv_cache:\n  tokens_per_block: 16\n`);
   const ports = [await freePort(), await freePort(), await freePort()];
-  let all = '';
-  const child = execa('node', [BIN, '--multi-model', '--model-repo', repo, '--oversubscribe', '--threads', '1',
-    '--http-port', String(ports[0]), '--metrics-port', String(ports[1]), '--grpc-port', String(ports[2])], { reject: false, all: true });
+  const launcher = startLauncher(['--multi-model', '--model-repo', repo, '--oversubscribe', '--threads', '1',
+    '--http-port', String(ports[0]), '--metrics-port', String(ports[1]), '--grpc-port', String(ports[2])]);
+  const { child } = launcher;
   t.teardown(() => { child.kill('SIGKILL'); });
-  const ready = new Promise<boolean>((resolve) => {
-    child.all!.on('data', (chunk: Buffer) => {
-      all += chunk.toString();
-      if (all.includes('[launcher] ready after')) resolve(true);
-    });
-    void child.then(() => resolve(false));
-  });
-  t.ok(await ready, 'ready');
+  t.ok(await launcher.ready, 'ready');
   // Every process of the job carries the plan, with this unique port, in its environment (spawned ones included).
   const marker = `"httpPort":${ports[0]},`;
   t.ok(await waitFor(() => processesWith(marker, true).length >= 5), 'mpirun, the orchestrator and three group ranks run');

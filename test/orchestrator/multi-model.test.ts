@@ -6,16 +6,15 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { execa, type ResultPromise } from 'execa';
+import type { ResultPromise } from 'execa';
 import t, { type Test } from 'tap';
 
-import { packageRoot } from '../../worker/common/package-root.js';
 import { fixtureDir, referenceCases } from '../helpers/fixtures.js';
+import { startLauncher } from '../helpers/launched-cluster.js';
 import { freePort, processesWith } from '../helpers/processes.js';
 import { postJson, postSse, startTestServer, waitFor } from '../helpers/serving.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
-const bin = join(packageRoot(), 'bin', 'trtllm-launch.js');
 const PROMPTS = ['What is machine learning?', 'The jury said', 'hello world'];
 
 function repository(): string {
@@ -40,22 +39,14 @@ async function startCluster(extra: string[] = []): Promise<Cluster> {
   const port = await freePort();
   const metricsPort = await freePort();
   const grpcPort = await freePort();
-  let all = '';
-  const child = execa('node', [bin, '--multi-model', '--model-repo', repository(), '--oversubscribe', '--threads', '1',
-    '--http-port', String(port), '--metrics-port', String(metricsPort), '--grpc-port', String(grpcPort), '--drain-timeout', '5', ...extra], { reject: false, all: true });
-  const ready = new Promise<boolean>((resolve) => {
-    child.all!.on('data', (chunk: Buffer) => {
-      all += chunk.toString();
-      if (all.includes('[launcher] ready after')) resolve(true);
-    });
-    void child.then(() => resolve(false));
-  });
+  const { child, output, ready } = startLauncher(['--multi-model', '--model-repo', repository(), '--oversubscribe', '--threads', '1',
+    '--http-port', String(port), '--metrics-port', String(metricsPort), '--grpc-port', String(grpcPort), '--drain-timeout', '5', ...extra]);
   const pids = (model: string) => {
-    const m = new RegExp(`model ${model}: ready on \\d+ rank\\(s\\) \\(([^)]*)\\)`).exec(all);
+    const m = new RegExp(`model ${model}: ready on \\d+ rank\\(s\\) \\(([^)]*)\\)`).exec(output());
     return m ? [...m[1]!.matchAll(/pid (\d+)/g)].map((p) => Number(p[1])) : [];
   };
   // Every process of the job carries the plan (with this unique port) in its environment, spawned ones included.
-  return { child, base: `http://127.0.0.1:${port}`, metrics: `http://127.0.0.1:${metricsPort}`, marker: `"httpPort":${port},`, output: () => all, ready, pids };
+  return { child, base: `http://127.0.0.1:${port}`, metrics: `http://127.0.0.1:${metricsPort}`, marker: `"httpPort":${port},`, output, ready, pids };
 }
 
 async function generate(base: string, model: string, text: string, maxTokens = 12): Promise<{ status: number; json: any }> {

@@ -2,37 +2,24 @@
 // its ports stay open — new requests get a 503 / UNAVAILABLE naming the drain, /v2/health/live stays 200 — and the
 // request in flight completes before everything stops with exit 0. The leader's loop is held through the drain's
 // start (TRTLLM_TEST_HOOKS, POST /test/hold) so the request is still in flight however long the test takes to look.
-import { join } from 'node:path';
-
-import { execa } from 'execa';
 import t from 'tap';
 
 import { GrpcClient } from '../../../launcher/client/grpc.js';
-import { packageRoot } from '../../../worker/common/package-root.js';
-import { fixtureDir, referenceCases } from '../../helpers/fixtures.js';
-import { freePort, processesWith } from '../../helpers/processes.js';
+import { referenceCases } from '../../helpers/fixtures.js';
+import { launchCluster } from '../../helpers/launched-cluster.js';
+import { processesWith } from '../../helpers/processes.js';
 import { waitFor } from '../../helpers/wait.js';
 
-const bin = join(packageRoot(), 'bin', 'trtllm-launch.js');
 const IDS = referenceCases('tiny-llama')[0]!.input_ids;
 const REFUSAL = 'the server is draining (SIGTERM): not accepting new requests';
 
 t.test('SIGTERM: 503 naming the drain on HTTP and gRPC, live 200, the request in flight completes, exit 0', async (t) => {
-  const [port, metrics, grpcPort] = [await freePort(), await freePort(), await freePort()];
-  let all = '';
-  const child = execa(process.execPath, [bin, '--model', fixtureDir('tiny-llama'), '--world-size', '2', '--oversubscribe',
-    '--http-port', String(port), '--metrics-port', String(metrics), '--grpc-port', String(grpcPort), '--threads', '1',
-    '--drain-timeout', '600'], { reject: false, all: true, env: { TRTLLM_TEST_HOOKS: '1' } });
+  const cluster = await launchCluster(['--drain-timeout', '600'], { env: { TRTLLM_TEST_HOOKS: '1' } });
+  const { child } = cluster;
+  const { http: port, metrics, grpc: grpcPort } = cluster.ports;
   t.teardown(() => { child.kill('SIGKILL'); });
-  const ready = new Promise<boolean>((resolve) => {
-    child.all!.on('data', (chunk: Buffer) => {
-      all += chunk.toString();
-      if (all.includes('[launcher] ready after')) resolve(true);
-    });
-    void child.then(() => resolve(false));
-  });
-  const up = await ready;
-  t.ok(up, up ? 'ready' : `not ready: ${all.slice(-1500)}`);
+  const up = await cluster.ready;
+  t.ok(up, up ? 'ready' : `not ready: ${cluster.output().slice(-1500)}`);
   const base = `http://127.0.0.1:${port}`;
   const post = (path: string, body: unknown) => fetch(`${base}${path}`, { method: 'POST', body: JSON.stringify(body) });
   const active = async () => Number(/^nv_trt_llm_request_metrics\{[^}]*request_type="active"[^}]*\} (\S+)$/m.exec(await (await fetch(`http://127.0.0.1:${metrics}/metrics`)).text())?.[1]);
@@ -62,7 +49,7 @@ t.test('SIGTERM: 503 naming the drain on HTTP and gRPC, live 200, the request in
   t.equal(done.status, 200, 'the request in flight completed');
   t.equal(done.json.output_ids?.length, IDS.length + 8, 'with all 8 tokens');
   const result = await child;
-  t.equal(result.exitCode, 0, result.exitCode === 0 ? 'exit 0' : `exit ${result.exitCode}: ${all.slice(-800)}`);
-  t.match(all, /all ranks stopped cleanly/);
+  t.equal(result.exitCode, 0, result.exitCode === 0 ? 'exit 0' : `exit ${result.exitCode}: ${cluster.output().slice(-800)}`);
+  t.match(cluster.output(), /all ranks stopped cleanly/);
   t.ok(await waitFor(() => processesWith(`--http-port ${port}`).length === 0), 'nothing left');
 });
