@@ -122,7 +122,11 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
   // Its own process group: the terminal's Ctrl-C reaches only us (we drain first), and whatever mpirun leaves
   // behind on this host when it dies — ranks, daemons — can be killed as one group.
   const startedMs = Date.now();
-  const child: ResultPromise = execa(options.file, options.args, {
+  // mpirun/srun start with SIGPIPE ignored (the shell's trap survives its exec; Node's own spawn resets every signal to
+  // its default): their output goes to this process through pipes, and a launcher killed with -9 leaves those broken.
+  // mpirun then ends the job from the stdin lifeline, but with the default action the first rank line it forwards
+  // afterwards kills it halfway through that, its session directory left behind (issue 22).
+  const child: ResultPromise = execa('/bin/sh', ['-c', 'trap "" PIPE && exec "$0" "$@"', options.file, ...options.args], {
     env: options.env, extendEnv: true, reject: false, buffer: false, stdin: options.stdinLifeline ? 'pipe' : 'ignore', cleanup: true,
     forceKillAfterDelay: 5000, detached: true,
   });

@@ -21,11 +21,16 @@ namespace {
 std::vector<LivenessEvent> g_events;
 std::vector<std::string> g_reasons;
 std::vector<RankIdentity> g_members;
+// Case 2: the followers, which both name the stopped leader; each continues it only once both have (see below).
+const Comm* g_followers = nullptr;
 
-// Records the verdict and continues the rank it names (both: a follower names the leader).
+// Records the verdict and continues the rank it names. When both followers name the leader, the first to reach its
+// verdict must not continue the leader before the other has reached its own — the other's wait would then end with
+// no verdict at all — so they meet first (a barrier of their own, which neither passes while the leader is stopped).
 void record_and_continue(const std::string& reason) {
   g_reasons.push_back(reason);
   const LivenessEvent& hang = g_events.back();
+  if (g_followers != nullptr) g_followers->barrier();
   for (int32_t culprit : hang.culprits) kill(static_cast<pid_t>(g_members[static_cast<size_t>(culprit)].pid), SIGCONT);
 }
 
@@ -92,6 +97,8 @@ int main(int argc, char** argv) {
 
   // 2. The leader stops before an all-reduce of the whole world: each follower, waiting twice the hang timeout, names
   //    the leader.
+  Comm followers = world.split(r == 0 ? 0 : 1, r);  // {0} and {1, 2}
+  if (r != 0) g_followers = &followers;
   g_events.clear();
   g_reasons.clear();
   liveness_begin_step(8, "forward");
@@ -106,6 +113,7 @@ int main(int argc, char** argv) {
                   g_reasons[0].find(" in iteration 8 (forward: all-reduce)") != std::string::npos,
               "%s", g_reasons.empty() ? "(no reason)" : g_reasons[0].c_str());
   }
+  g_followers = nullptr;
 
   // 3. Plans of every size arrive whole and in order, the large ones too (MPI's rendezvous path).
   for (size_t n : {size_t{0}, size_t{1}, size_t{4096}, size_t{70000}, size_t{1} << 20}) {
