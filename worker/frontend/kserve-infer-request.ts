@@ -1,6 +1,7 @@
 // A KServe v2 inference request, whichever wire brought it (HTTP /infer's JSON, gRPC ModelInfer and
 // ModelStreamInfer): decoded named tensors in, named tensors out. The wire modules only decode and encode; the model
 // lookup, the run through the executor and the output layout live here once.
+import { quoteName } from '../common/quote-value.js';
 import { badRequest } from './http-errors.js';
 import { collectFinal, stackOutputs } from './kserve-encode.js';
 import { runModel } from './kserve-run.js';
@@ -35,7 +36,7 @@ export interface StreamedResponse {
 export function namedInputs(tensors: Iterable<readonly [string, NamedValue]>): NamedValues {
   const values: NamedValues = new Map();
   for (const [name, value] of tensors) {
-    if (values.has(name)) throw badRequest(`input '${name}' is given twice`, name);
+    if (values.has(name)) throw badRequest(`input ${quoteName(name)} is given twice`, name);
     values.set(name, value);
   }
   return values;

@@ -14,7 +14,7 @@ import { inferStreamed, inferWhole } from '../kserve-infer-request.js';
 import { MODEL_VERSION } from '../metrics.js';
 import type { ModelCatalog } from '../model-catalog.js';
 import { modelMetadata } from '../model-repository.js';
-import { decodeInferRequest } from './decode-request.js';
+import { decodeInferRequest, UndecodableMessage } from './decode-request.js';
 import { encodeInferResponse, finalFlag } from './encode-response.js';
 import type { OpenCalls } from './open-calls.js';
 import { modelStatistics } from './statistics.js';
@@ -54,6 +54,9 @@ export function inferenceHandlers(serving: GrpcServing, options: GrpcServiceOpti
   function unary<Req, Res>(open: boolean, answer: (request: Req, call: ServerUnaryCall<Req, Res>) => Promise<Res> | Res) {
     return (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => {
       if (!allowed(call.metadata, open)) return callback(serviceError(UNAUTHENTICATED));
+      if (call.request instanceof UndecodableMessage) {
+        return callback(serviceError({ code: status.INVALID_ARGUMENT, details: call.request.message, internal: false }));
+      }
       const leave = calls.enter();
       Promise.resolve().then(() => answer(call.request, call)).then(
         (response) => callback(null, response),
