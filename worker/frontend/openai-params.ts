@@ -100,7 +100,8 @@ export function choiceSeed(seed: number | undefined, i: number): number {
   return seed === undefined ? Math.floor(Math.random() * 2 ** 31) : seed + i;
 }
 
-/** OpenAI's finish_reason for the engine's. */
+/** OpenAI's finish_reason for the engine's. OpenAI has no word for a request that was cancelled (or timed out):
+ * "abort", as vLLM's OpenAI server says, rather than presenting it as "stop" or "length". */
 export function finishReason(reason: string | undefined): 'stop' | 'length' | 'abort' {
   if (reason === 'length') return 'length';
   if (reason === 'end_id' || reason === 'stop_words') return 'stop';
