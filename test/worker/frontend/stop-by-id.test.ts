@@ -57,7 +57,11 @@ t.test('stop by id', async (t) => {
   const { base, server } = await startTestServer(t, { model: MODEL, grpcPort: 0 });
   const executor = localExecutor(server);
   const client = kserveClient(t, `127.0.0.1:${server.grpcPort}`);
-  const allFree = () => { const s = executor.kvCacheStats(); return s.freeNumBlocks === s.maxNumBlocks && executor.numActiveRequests() === 0; };
+  // Nothing running, no KV block held, and every id given back.
+  const allFree = () => {
+    const s = executor.kvCacheStats();
+    return s.freeNumBlocks === s.maxNumBlocks && executor.numActiveRequests() === 0 && server.context.liveRequests.size === 0;
+  };
   const generate = (model: string, body: unknown) => postJson(`${base}/v2/models/${model}/generate`, body);
   const stop = (model: string, id: unknown) => generate(model, { id, stop: true });
 
@@ -82,7 +86,9 @@ t.test('stop by id', async (t) => {
     t.notOk(events.some((e) => 'finish_reason' in e), 'a request nobody stopped has no finish_reason (Triton\'s shape)');
     const reused = await generate('tensorrt_llm', { ...tokensBody('dup'), request_output_len: 2 });
     t.equal(reused.status, 200, 'once it ended, the id is free again');
-    t.ok(await waitFor(allFree), 'KV all free');
+    t.equal((await generate('tensorrt_llm', { ...tokensBody('bad'), request_output_len: -1 })).status, 400);
+    t.equal((await generate('tensorrt_llm', { ...tokensBody('bad'), request_output_len: 2 })).status, 200, 'a request refused as invalid gives its id back');
+    t.ok(await waitFor(allFree), 'KV all free, every id given back');
   });
 
   t.test('ids belong to a model and keep their JSON type: a stop cancels exactly the request it names', async (t) => {
@@ -109,7 +115,7 @@ t.test('stop by id', async (t) => {
     t.notOk(num.some((e) => 'finish_reason' in e));
     const other = (await otherModel!).events;
     t.ok(other.length > 1 && !other.some((e) => 'finish_reason' in e), 'the ensemble request with id "123" runs to its end: another model\'s id');
-    t.ok(await waitFor(allFree), 'KV all free');
+    t.ok(await waitFor(allFree), 'KV all free, every id given back');
   });
 
   t.test('two stops of one id: one cancels it, the other cancels nothing, whichever comes first', async (t) => {
@@ -118,7 +124,7 @@ t.test('stop by id', async (t) => {
     t.same(answers.map((a) => a.json.cancelled_requests).sort(), [0, 1]);
     executor.holdIterations(-1);
     t.equal((await target!).json.finish_reason, 'cancelled');
-    t.ok(await waitFor(allFree), 'KV all free');
+    t.ok(await waitFor(allFree), 'KV all free, every id given back');
   });
 
   t.test('a stopped request ends with finish_reason "cancelled" on every interface; a stop reports on every interface', async (t) => {
@@ -167,7 +173,7 @@ t.test('stop by id', async (t) => {
     t.same([answer?.infer_response.id, isFinal(answer), answer?.infer_response.parameters.cancelled_requests?.int64_param], ['s', true, 1],
       'the stop on the stream: a bare final response with cancelled_requests (asked for with triton_enable_empty_final_response)');
     t.ok(s.every((r) => r.error_message === ''));
-    t.ok(await waitFor(allFree), 'KV all free');
+    t.ok(await waitFor(allFree), 'KV all free, every id given back');
   });
 
   t.test('one model\'s ids are shared by HTTP and gRPC: a gRPC stop ends an HTTP stream of the model', async (t) => {
@@ -180,6 +186,6 @@ t.test('stop by id', async (t) => {
     const events = (await target!).events;
     t.equal(tokenCount(events), 1);
     t.equal(events.at(-1).finish_reason, 'cancelled');
-    t.ok(await waitFor(allFree), 'KV all free');
+    t.ok(await waitFor(allFree), 'KV all free, every id given back');
   });
 });
