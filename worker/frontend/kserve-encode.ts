@@ -9,7 +9,7 @@ function fieldValue(t: OutputTensor): unknown {
   return t.shape.length === 1 && t.shape[0] === 1 ? t.data[0] : t.data;
 }
 
-export function generateHeader(model: string, id: string | undefined): Record<string, unknown> {
+export function generateHeader(model: string, id: string | number | undefined): Record<string, unknown> {
   return {
     ...(id === undefined ? {} : { id }),
     model_name: model,
@@ -21,14 +21,14 @@ export function generateHeader(model: string, id: string | undefined): Record<st
 }
 
 /** One generate_stream event, or the generate body for a batch of one. */
-export function generateEvent(model: string, id: string | undefined, outputs: OutputTensor[]): Record<string, unknown> {
+export function generateEvent(model: string, id: string | number | undefined, outputs: OutputTensor[]): Record<string, unknown> {
   const body = generateHeader(model, id);
   for (const t of outputs) body[t.name] = fieldValue(t);
   return body;
 }
 
 /** The generate body for a batch of several: each output becomes a list in batch order. */
-export function generateBatchBody(model: string, id: string | undefined, elements: OutputTensor[][]): Record<string, unknown> {
+export function generateBatchBody(model: string, id: string | number | undefined, elements: OutputTensor[][]): Record<string, unknown> {
   const body = generateHeader(model, id);
   const names = [...new Set(elements.flatMap((e) => e.map((t) => t.name)))];
   for (const name of names) body[name] = elements.map((e) => { const t = e.find((x) => x.name === name); return t ? fieldValue(t) : null; });

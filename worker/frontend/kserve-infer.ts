@@ -38,6 +38,7 @@ export function inferRoutes(catalog: ModelCatalog): Route[] {
         model_name: response.modelName,
         model_version: response.modelVersion,
         ...(response.id === undefined ? {} : { id: response.id }),
+        ...(response.parameters ? { parameters: response.parameters } : {}),
         outputs: response.outputs,
       });
     },

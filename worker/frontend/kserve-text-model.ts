@@ -1,6 +1,6 @@
 // ensemble and tensorrt_llm_bls: text in, text out. Each prompt of the batch runs as its own executor request;
 // results are reported per element (with batch_index when the batch has several) as soon as each is ready.
-import type { NativeResponse } from '../binding/addon-types.js';
+import type { FinishReason, NativeResponse } from '../binding/addon-types.js';
 import { inClientTerms } from './http-errors.js';
 import { logitsOutputs } from './kserve-encode.js';
 import { mergeStreams } from './merge-streams.js';
@@ -44,9 +44,9 @@ export function runTextModel(ctx: ServingContext, model: ServedModel, values: Na
       includeStop: true,
       tracker: ctx.metrics.trackRequest(model.name),
       signal: options.signal,
-      ...(options.requestId === undefined ? {} : { requestId: options.requestId }),
     }), TEXT_NAMES);
     started.push(run.handle);
+    options.onEnqueued?.(run.handle);
     return elementEvents(p, i, batch, run.deltas, streaming);
   });
   } catch (error) {
@@ -64,20 +64,22 @@ async function* elementEvents(p: TextParams, i: number, batch: number, deltas: A
       if (d.text === '' && !d.final && d.tokenIds.length === 0) continue;
       const outputs: OutputTensor[] = [{ name: 'text_output', datatype: 'BYTES', shape: [1], data: [d.text] }];
       outputs.push(...extraOutputs(p, d.logProbs, d.final ? d.response : undefined, i, batch));
-      yield { batchIndex: i, outputs, final: d.final };
+      yield { batchIndex: i, outputs, final: d.final, finishReason: d.final ? d.finishReason : undefined };
     }
     return;
   }
   let text = '';
   const logProbs: number[] = [];
   let last: NativeResponse | undefined;
+  let finishReason: FinishReason | undefined;
   for await (const d of deltas) {
     text += d.text;
     logProbs.push(...d.logProbs);
     last = d.response;
+    finishReason = d.finishReason;
   }
   const full = p.excludeInput ? text : p.prompt + text;
   const outputs: OutputTensor[] = [{ name: 'text_output', datatype: 'BYTES', shape: [1], data: [full] }];
   outputs.push(...extraOutputs(p, logProbs, last, i, batch));
-  yield { batchIndex: i, outputs, final: true };
+  yield { batchIndex: i, outputs, final: true, finishReason };
 }

@@ -92,21 +92,21 @@ export function runTokenModel(ctx: ServingContext, model: ServedModel, values: N
   // Enqueue only once every row validated, so a bad row leaves nothing running.
   const streams = requests.map((request, i) => {
     const handle = inClientTerms(() => ctx.executor.enqueue(request), TOKEN_NAMES);
+    options.onEnqueued?.(handle);
     const tracker = ctx.metrics.trackRequest(model.name);
     tracker.inputDone(request.inputTokenIds.length);
-    return rowEvents(ctx, handle, request, i, batch, options, tracker);
+    return rowEvents(handle, request, i, batch, options, tracker);
   });
   return { batchSize: batch, events: batch === 1 ? streams[0]! : mergeStreams(streams) };
 }
 
 async function* rowEvents(
-  ctx: ServingContext, handle: ReturnType<ServingContext['executor']['enqueue']>, request: NativeRequest, i: number,
-  batch: number, options: RunOptions, tracker: ReturnType<ServingContext['metrics']['trackRequest']>,
+  handle: ReturnType<ServingContext['executor']['enqueue']>, request: NativeRequest, i: number, batch: number,
+  options: RunOptions, tracker: ReturnType<ServingContext['metrics']['trackRequest']>,
 ): AsyncGenerator<ElementEvent> {
   const cancel = () => handle.cancel();
   if (options.signal.aborted) cancel();
   options.signal.addEventListener('abort', cancel, { once: true });
-  const forget = ctx.registry.register(options.requestId, cancel);
   let ok = false;
   let queueSeconds: number | undefined;
   try {
@@ -115,12 +115,14 @@ async function* rowEvents(
       tracker.tokens(request.streaming || r.isFinal ? ids.length - (request.output?.excludeInputFromOutput ? 0 : request.inputTokenIds.length) : 0);
       if (r.timings) queueSeconds = r.timings.firstScheduled - r.timings.arrival;
       ok = r.isFinal && r.finishReasons?.[0] !== 'cancelled';
-      yield { batchIndex: i, outputs: tokenOutputs(r, request, r.logProbs?.[0] ?? [], ids, r.isFinal, i, batch), final: r.isFinal };
+      yield {
+        batchIndex: i, outputs: tokenOutputs(r, request, r.logProbs?.[0] ?? [], ids, r.isFinal, i, batch), final: r.isFinal,
+        finishReason: r.isFinal ? r.finishReasons?.[0] : undefined,
+      };
     }
   } finally {
     if (!ok) handle.cancel();
     options.signal.removeEventListener('abort', cancel);
-    forget();
     tracker.finish(ok, queueSeconds);
   }
 }

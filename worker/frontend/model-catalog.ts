@@ -3,6 +3,7 @@
 // OpenAI), and Triton's five names reach the first model of the repository, so the seeds' commands keep working.
 // Per-model readiness comes from each model's context; the server is ready when every model is (Triton's strict
 // readiness), and /v2/repository/index says which one is not and why.
+import { quoteName } from '../common/quote-value.js';
 import { HttpError, notFound } from './http-errors.js';
 import { MODEL_VERSION } from './metrics.js';
 import { findModel, MODEL_NAMES, SERVED_MODELS, type ServedModel } from './model-repository.js';
@@ -29,7 +30,7 @@ export function singleModelCatalog(ctx: ServingContext): ModelCatalog {
     resolve: (name, version) => ({ ctx, model: findModel(name, version) }),
     openAi: (model) => {
       if (model === ctx.servedModelName || model === 'ensemble' || model === 'tensorrt_llm_bls') return ctx;
-      throw notFound(`The model \`${model}\` does not exist; this server serves \`${ctx.servedModelName}\``, 'model');
+      throw notFound(`The model ${quoteName(model, '`')} does not exist; this server serves \`${ctx.servedModelName}\``, 'model');
     },
     openAiModels: () => [ctx.servedModelName],
     serverReady: () => ctx.isReady(),
@@ -63,10 +64,10 @@ export function multiModelCatalog(models: readonly CatalogModel[]): ModelCatalog
   }
   const first = models[0]!;
   const served = [...byName.keys(), ...MODEL_NAMES];
-  const unknown = (name: string) => `unknown model '${name}'; this server serves ${served.join(', ')}`;
+  const unknown = (name: string) => `unknown model ${quoteName(name)}; this server serves ${served.join(', ')}`;
   const usable = (m: CatalogModel, name: string): ServingContext => {
     if (m.ctx) return m.ctx;
-    throw new HttpError(503, `model '${name}' is not available: ${m.reason() ?? 'its worker group is not up'}`);
+    throw new HttpError(503, `model ${quoteName(name)} is not available: ${m.reason() ?? 'its worker group is not up'}`);
   };
   const ready = (m: CatalogModel) => m.ctx !== undefined && m.ctx.isReady();
   const stateOf = (name: string, m: CatalogModel): ModelState => (ready(m)
@@ -80,13 +81,13 @@ export function multiModelCatalog(models: readonly CatalogModel[]): ModelCatalog
         throw notFound(unknown(name));
       }
       if (version !== undefined && version !== '' && version !== MODEL_VERSION) {
-        throw notFound(`model '${name}' has no version '${version}'; available: ${MODEL_VERSION}`);
+        throw notFound(`model ${quoteName(name)} has no version ${quoteName(version)}; available: ${MODEL_VERSION}`);
       }
       return { ctx: usable(m, name), model: { ...ENSEMBLE, name } };
     },
     openAi: (model) => {
       const m = byName.get(model) ?? (model === 'ensemble' || model === 'tensorrt_llm_bls' ? first : undefined);
-      if (!m) throw notFound(`The model \`${model}\` does not exist; this server serves ${[...byName.keys()].map((n) => `\`${n}\``).join(', ')}`, 'model');
+      if (!m) throw notFound(`The model ${quoteName(model, '`')} does not exist; this server serves ${[...byName.keys()].map((n) => `\`${n}\``).join(', ')}`, 'model');
       return usable(m, model);
     },
     openAiModels: () => [...byName.keys()],
@@ -103,5 +104,5 @@ export function requireReady(ctx: ServingContext, name: string): void {
   if (draining !== undefined) throw new HttpError(503, draining);
   if (ctx.isReady()) return;
   const reason = ctx.unavailableReason?.();
-  throw new HttpError(503, reason ? `model '${name}' is not available: ${reason}` : 'the server is not ready (loading, warming up or shutting down)');
+  throw new HttpError(503, reason ? `model ${quoteName(name)} is not available: ${reason}` : 'the server is not ready (loading, warming up or shutting down)');
 }

@@ -1,5 +1,6 @@
 // The models a Triton TensorRT-LLM repository serves, as the seeds describe them, with their input and output
 // tensors: the leader answers for all five from one executor and one tokenizer. Pure data plus lookups.
+import { quoteName } from '../common/quote-value.js';
 import { notFound } from './http-errors.js';
 import { MODEL_VERSION } from './metrics.js';
 
@@ -73,9 +74,9 @@ const INPUT_NAMES = new Map(SERVED_MODELS.map((m) => [m.name, new Set(m.inputs.m
 /** The model, or a 404 naming what exists. A version, when given, must be ours. */
 export function findModel(name: string, version?: string): ServedModel {
   const model = BY_NAME.get(name);
-  if (!model) throw notFound(`unknown model '${name}'; this server serves ${MODEL_NAMES.join(', ')}`);
+  if (!model) throw notFound(`unknown model ${quoteName(name)}; this server serves ${MODEL_NAMES.join(', ')}`);
   if (version !== undefined && version !== '' && version !== MODEL_VERSION) {
-    throw notFound(`model '${name}' has no version '${version}'; available: ${MODEL_VERSION}`);
+    throw notFound(`model ${quoteName(name)} has no version ${quoteName(version)}; available: ${MODEL_VERSION}`);
   }
   return model;
 }

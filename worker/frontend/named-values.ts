@@ -2,6 +2,7 @@
 // body. Both become {shape, data (flat)}, and the typed accessors below read them back with errors that name the
 // input and the value received — one set of checks for both endpoints.
 import { describeValue } from '../common/errors.js';
+import { quoteName } from '../common/quote-value.js';
 import { badRequest } from './http-errors.js';
 
 export interface NamedValue {
@@ -42,17 +43,17 @@ export function fromKserveTensor(tensor: unknown, index: number): [string, Named
   const name = t.name;
   if (!Array.isArray(t.data)) {
     checkTensorHeader(name, t.datatype, t.shape);
-    throw badRequest(`input '${name}': data must be an array, got ${describeValue(t.data)}`, name);
+    throw badRequest(`input ${quoteName(name)}: data must be an array, got ${describeValue(t.data)}`, name);
   }
   return [name, checkTensor(name, t.datatype, t.shape, (t.data as unknown[]).flat(Infinity as 1) as unknown[])];
 }
 
 function checkTensorHeader(name: string, datatype: unknown, shape: unknown): asserts shape is number[] {
   if (typeof datatype !== 'string' || !DATATYPES.has(datatype)) {
-    throw badRequest(`input '${name}': datatype must be one of ${[...DATATYPES].join(', ')}, got ${describeValue(datatype)}`, name);
+    throw badRequest(`input ${quoteName(name)}: datatype must be one of ${[...DATATYPES].join(', ')}, got ${describeValue(datatype)}`, name);
   }
   if (!Array.isArray(shape) || shape.some((d) => !Number.isSafeInteger(d) || (d as number) < 0)) {
-    throw badRequest(`input '${name}': shape must be an array of non-negative integers, got ${describeValue(shape)}`, name);
+    throw badRequest(`input ${quoteName(name)}: shape must be an array of non-negative integers, got ${describeValue(shape)}`, name);
   }
 }
 
@@ -64,7 +65,7 @@ export function checkTensor(name: string, datatype: unknown, shape: unknown, dat
   checkTensorHeader(name, datatype, shape);
   const expected = shape.reduce((a, b) => a * b, 1);
   if (data.length !== expected) {
-    throw badRequest(`input '${name}': shape [${shape.join(', ')}] needs ${expected} elements, data has ${data.length}`, name);
+    throw badRequest(`input ${quoteName(name)}: shape [${shape.join(', ')}] needs ${expected} elements, data has ${data.length}`, name);
   }
   const dt = datatype as string;
   const ok = dt === 'BYTES' ? (x: unknown) => typeof x === 'string'
@@ -72,7 +73,7 @@ export function checkTensor(name: string, datatype: unknown, shape: unknown, dat
       : dt.startsWith('FP') ? (x: unknown) => typeof x === 'number' && Number.isFinite(x)
         : (x: unknown) => Number.isSafeInteger(x) && (!dt.startsWith('U') || (x as number) >= 0);
   const bad = data.findIndex((x) => !ok(x));
-  if (bad >= 0) throw badRequest(`input '${name}': element ${bad} is ${describeValue(data[bad])}, not a ${dt} value`, name);
+  if (bad >= 0) throw badRequest(`input ${quoteName(name)}: element ${bad} is ${describeValue(data[bad])}, not a ${dt} value`, name);
   return { shape, data };
 }
 
@@ -80,7 +81,7 @@ export function checkTensor(name: string, datatype: unknown, shape: unknown, dat
 export function checkNames(values: NamedValues, known: ReadonlySet<string>, model: string): void {
   for (const name of values.keys()) {
     if (!known.has(name)) {
-      throw badRequest(`unexpected input '${name}' for model '${model}'; known inputs: ${[...known].join(', ')}`, name);
+      throw badRequest(`unexpected input ${quoteName(name)} for model ${quoteName(model)}; known inputs: ${[...known].join(', ')}`, name);
     }
   }
 }

@@ -2,6 +2,7 @@
 // fields are rejected by name) and mapped onto executor parameters. Pure.
 import type { SamplingParams } from '../binding/addon-types.js';
 import { describeValue } from '../common/errors.js';
+import { quoteName } from '../common/quote-value.js';
 import { badRequest } from './http-errors.js';
 import { optBool, optInt, optNumber } from './named-values.js';
 import { compact } from './text-params.js';
@@ -32,7 +33,7 @@ export const MAX_N = 16;
 
 export function checkKeys(body: Record<string, unknown>, known: ReadonlySet<string>): void {
   for (const key of Object.keys(body)) {
-    if (!known.has(key)) throw badRequest(`unknown parameter '${key}'; supported: ${[...known].join(', ')}`, key);
+    if (!known.has(key)) throw badRequest(`unknown parameter ${quoteName(key)}; supported: ${[...known].join(', ')}`, key);
   }
 }
 
@@ -99,7 +100,8 @@ export function choiceSeed(seed: number | undefined, i: number): number {
   return seed === undefined ? Math.floor(Math.random() * 2 ** 31) : seed + i;
 }
 
-/** OpenAI's finish_reason for the engine's. */
+/** OpenAI's finish_reason for the engine's. OpenAI has no word for a request that was cancelled (or timed out):
+ * "abort", as vLLM's OpenAI server says, rather than presenting it as "stop" or "length". */
 export function finishReason(reason: string | undefined): 'stop' | 'length' | 'abort' {
   if (reason === 'length') return 'length';
   if (reason === 'end_id' || reason === 'stop_words') return 'stop';

@@ -3,8 +3,8 @@ import type { ServingExecutor } from '../executor/serving-executor.js';
 import type { TextTokenizer } from '../tokenizer.js';
 import { byteLevelTokenBytes, type TokenBytes } from './byte-level.js';
 import type { ChatTemplate } from './chat-template.js';
+import { LiveRequests } from './live-requests.js';
 import type { ServingMetrics } from './metrics.js';
-import { RequestRegistry } from './request-registry.js';
 import type { TokenDefaults } from './text-params.js';
 
 export interface ServingContext {
@@ -12,7 +12,7 @@ export interface ServingContext {
   tokenizer: TextTokenizer;
   tokenBytes: TokenBytes | undefined;  // byte-level vocabularies: the fast streaming detokenizer
   metrics: ServingMetrics;
-  registry: RequestRegistry;
+  liveRequests: LiveRequests;         // the running requests' ids, for Triton's stop
   defaults: TokenDefaults;            // end_id / pad_id when a request gives none
   servedModelName: string;            // the OpenAI model id (the checkpoint directory's name by default)
   chatTemplate: ChatTemplate | undefined;
@@ -43,7 +43,7 @@ export function buildServingContext(parts: ContextParts): ServingContext {
   return {
     ...rest,
     tokenBytes: byteLevelTokenBytes(modelDir),
-    registry: new RequestRegistry(),
+    liveRequests: new LiveRequests(),
     defaults: { endId, padId: config.padTokenId >= 0 ? config.padTokenId : endId },
   };
 }

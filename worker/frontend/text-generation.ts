@@ -30,7 +30,6 @@ export interface TextRunOptions {
   includeStop: boolean;
   tracker: RequestTracker;
   signal: AbortSignal;
-  requestId?: string;                // Triton request id, for stop requests
 }
 
 /** Enqueues now (so queue_full and bad parameters throw before any response is written) and returns the deltas. */
@@ -40,11 +39,7 @@ export function startText(ctx: ServingContext, options: TextRunOptions): TextRun
   const cancel = () => handle.cancel();
   if (options.signal.aborted) cancel();
   options.signal.addEventListener('abort', cancel, { once: true });
-  const forget = ctx.registry.register(options.requestId, cancel);
-  const cleanup = () => {
-    options.signal.removeEventListener('abort', cancel);
-    forget();
-  };
+  const cleanup = () => options.signal.removeEventListener('abort', cancel);
   return { handle, deltas: deltas(ctx, handle, options, cleanup) };
 }
 

@@ -380,6 +380,7 @@ t.test('cancellation: the client cancels the call, or sends Triton\'s stop; KV i
     const tokens = got.reduce((n, r) => n + (byName(outputs(r.infer_response)).output_ids?.data.length ?? 0), 0);
     t.equal(tokens, 1, `the one token of its first iteration, of ${LEN}`);
     t.equal(isFinal(got.at(-1)), true, 'the stopped request still ends with a final response');
+    t.equal(got.at(-1).infer_response.parameters.finish_reason?.string_param, 'cancelled', 'marked cancelled');
     t.ok(got.every((r) => r.error_message === '' && r.infer_response.id === 's2'), 'the stop itself answers nothing (no empty final asked for)');
     t.ok(await waitFor(allFree), 'KV all free');
   });
@@ -393,9 +394,12 @@ t.test('cancellation: the client cancels the call, or sends Triton\'s stop; KV i
     const stop = await unary(client, 'ModelInfer', request('tensorrt_llm', [flag('stop', true)], { id: 'u1' }, true));
     t.same(stop.outputs, [], 'the stop request answers with no outputs');
     t.equal(stop.id, 'u1');
+    t.equal(stop.parameters.cancelled_requests?.int64_param, 1, 'and says it cancelled one request');
     executor.holdIterations(-1);
-    const ids = byName(outputs(await whole)).output_ids!;
+    const answer = await whole;
+    const ids = byName(outputs(answer)).output_ids!;
     t.equal(ids.data.length, 3 + 1, `the stopped request returns what it had: the prompt and one of ${LEN} tokens`);
+    t.equal(answer.parameters.finish_reason?.string_param, 'cancelled', 'marked cancelled');
     t.ok(await waitFor(allFree), 'KV all free');
   });
 

@@ -188,10 +188,14 @@ t.test("Triton's stop request cancels a request by id", async (t) => {
   t.ok(await executor.awaitHeld(), 'the loop holds');
   const stop = await postJson(`${base}/v2/models/tensorrt_llm/generate`, { id: '42', input_ids: ids, request_output_len: 1, stop: true });
   t.equal(stop.status, 200, 'the stop request is answered');
+  t.equal(stop.json.cancelled_requests, 1, 'and says it cancelled one request');
   executor.holdIterations(-1);
-  const tokens = (await target).events.flatMap((e) => e.output_ids);
-  t.equal(tokens.length, 1, 'request 42 ends after the one token of its first iteration');
-  t.same((await Promise.all(blockers)).map((r) => r.json.sequence_length), [1, 2, 3].map(() => ids.length + 100), 'the others run to the end');
+  const events = (await target).events;
+  t.equal(events.flatMap((e) => e.output_ids).length, 1, 'request 42 ends after the one token of its first iteration');
+  t.equal(events.at(-1).finish_reason, 'cancelled', 'its last event says it was cancelled');
+  const others = await Promise.all(blockers);
+  t.same(others.map((r) => r.json.sequence_length), [1, 2, 3].map(() => ids.length + 100), 'the others run to the end');
+  t.ok(others.every((r) => !('finish_reason' in r.json)), 'with no finish_reason (Triton\'s shape)');
   t.ok(await waitFor(() => executor.kvCacheStats().freeNumBlocks === executor.kvCacheStats().maxNumBlocks), 'KV all free');
   const noId = await postJson(`${base}/v2/models/tensorrt_llm/generate`, { input_ids: ids, request_output_len: 1, stop: true });
   t.equal(noId.status, 400);

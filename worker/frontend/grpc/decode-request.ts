@@ -2,6 +2,7 @@
 // raw_input_contents entry, checked like an HTTP tensor (datatype, shape against element count, element values),
 // and the request parameters Triton reserves. Every rejection names the input or field and what was received.
 import { describeValue } from '../../common/errors.js';
+import { clipText, quoteName } from '../../common/quote-value.js';
 import { badRequest } from '../http-errors.js';
 import { type InferRequest, namedInputs } from '../kserve-infer-request.js';
 import { checkTensor } from '../named-values.js';
@@ -20,7 +21,32 @@ function hasContents(contents: InferTensorContents | null | undefined): boolean 
 
 const EMPTY_FINAL = 'triton_enable_empty_final_response';
 
-export function decodeInferRequest(m: ModelInferRequest): DecodedRequest {
+/**
+ * A request message protobuf could not decode. A grpc-js deserializer that throws makes the call end INTERNAL
+ * ("Error deserializing request") before any handler runs, as if the server were at fault; so the server's
+ * deserializers hand this over instead (tolerantDeserializer), and the handlers answer INVALID_ARGUMENT with it.
+ */
+export class UndecodableMessage {
+  constructor(readonly method: string, readonly bytes: number, readonly reason: string) {}
+
+  get message(): string {
+    return `the ${this.method} request is not a valid protobuf message (${this.bytes} bytes; ${clipText(this.reason).head})`;
+  }
+}
+
+/** `deserialize`, answering bytes it cannot decode with an UndecodableMessage instead of an exception. */
+export function tolerantDeserializer<T>(method: string, deserialize: (bytes: Buffer) => T): (bytes: Buffer) => T | UndecodableMessage {
+  return (bytes) => {
+    try {
+      return deserialize(bytes);
+    } catch (error) {
+      return new UndecodableMessage(method, bytes.length, error instanceof Error ? error.message : String(error));
+    }
+  };
+}
+
+export function decodeInferRequest(m: ModelInferRequest | UndecodableMessage): DecodedRequest {
+  if (m instanceof UndecodableMessage) throw badRequest(m.message);
   const inputs = m.inputs ?? [];
   const raw = m.raw_input_contents ?? [];
   if (raw.length > 0 && raw.length !== inputs.length) {
@@ -32,7 +58,7 @@ export function decodeInferRequest(m: ModelInferRequest): DecodedRequest {
     if (!name) throw badRequest(`inputs[${i}].name must be a non-empty string, got ${describeValue(name)}`, 'inputs');
     let data: unknown[];
     if (raw.length > 0) {
-      if (hasContents(t.contents)) throw badRequest(`input '${name}' has both contents and raw_input_contents[${i}]; send one of them`, name);
+      if (hasContents(t.contents)) throw badRequest(`input ${quoteName(name)} has both contents and raw_input_contents[${i}]; send one of them`, name);
       data = decodeRaw(t.datatype, raw[i]!, name, `raw_input_contents[${i}]`);
     } else {
       typed ||= hasContents(t.contents);

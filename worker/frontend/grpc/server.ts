@@ -1,9 +1,10 @@
 // The gRPC port: a grpc-js server with the inference service, bound like the HTTP port (host, port 0 for any free
 // one), with --max-body-bytes as its largest request message, and a drain in steps: refuse new work while listening
 // (beginDrain), wait for the calls in progress (settled), then stop.
-import { Server, ServerCredentials } from '@grpc/grpc-js';
+import { Server, ServerCredentials, type ServiceDefinition } from '@grpc/grpc-js';
 
 import { TrtllmError } from '../../common/errors.js';
+import { tolerantDeserializer } from './decode-request.js';
 import { OpenCalls } from './open-calls.js';
 import { inferenceService } from './proto.js';
 import { type GrpcServiceOptions, type GrpcServing, inferenceHandlers } from './service.js';
@@ -27,6 +28,14 @@ export interface RunningGrpcServer {
   close(): void;
 }
 
+/** The service with every request deserializer tolerant: undecodable bytes reach the handler, which answers
+ * INVALID_ARGUMENT (decode-request.ts), instead of grpc-js answering INTERNAL. */
+function tolerantService(service: ServiceDefinition): ServiceDefinition {
+  return Object.fromEntries(Object.entries(service).map(([name, method]) => [
+    name, { ...method, requestDeserialize: tolerantDeserializer(name, method.requestDeserialize) },
+  ])) as ServiceDefinition;
+}
+
 function address(host: string, port: number): string {
   return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
 }
@@ -38,7 +47,7 @@ export async function startGrpcServer(serving: GrpcServing, options: GrpcServerO
     // channelz stays on (its default): grpc-js tracks the sessions that forceShutdown must end only through it.
   });
   const calls = new OpenCalls();
-  server.addService(inferenceService().service, inferenceHandlers(serving, options, calls));
+  server.addService(tolerantService(inferenceService().service), inferenceHandlers(serving, options, calls));
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(address(options.host, options.port), ServerCredentials.createInsecure(), (error, bound) => {
       if (error) {

@@ -1,6 +1,9 @@
 // The handlers of inference.GRPCInferenceService. Each RPC finds its executor through the model catalog the HTTP
 // routes use (one model, or the orchestrator's several) and runs the request through the
 // same code as HTTP (kserve-infer-request.ts); this file only decodes, encodes, maps errors and manages calls.
+// Triton's stop (a request with `stop` true and a running request's id) answers OK with the response parameter
+// cancelled_requests; the request it cancelled ends with finish_reason "cancelled" among its final response's
+// parameters (its call still ends OK: the partial result is the answer, as in Triton).
 import { setMaxListeners } from 'node:events';
 
 import type {
@@ -10,16 +13,16 @@ import { status } from '@grpc/grpc-js';
 
 import { authorized } from '../http-server.js';
 import { modelConfigFor, serverMetadata } from '../kserve-health.js';
-import { inferStreamed, inferWhole } from '../kserve-infer-request.js';
+import { inferStreamed, inferWhole, type ResponseParameters } from '../kserve-infer-request.js';
 import { MODEL_VERSION } from '../metrics.js';
 import type { ModelCatalog } from '../model-catalog.js';
 import { modelMetadata } from '../model-repository.js';
-import { decodeInferRequest } from './decode-request.js';
+import { decodeInferRequest, UndecodableMessage } from './decode-request.js';
 import { encodeInferResponse, finalFlag } from './encode-response.js';
 import type { OpenCalls } from './open-calls.js';
 import { modelStatistics } from './statistics.js';
 import { type GrpcFailure, grpcFailure, serviceError } from './status.js';
-import type { ModelInferRequest, ModelStreamInferResponse } from './wire-types.js';
+import type { ModelInferRequest, ModelStreamInferResponse, Parameters } from './wire-types.js';
 
 export interface GrpcServing {
   /** Which executor answers a model name: the same catalog as the HTTP routes'. */
@@ -30,6 +33,15 @@ export interface GrpcServiceOptions {
   apiKey?: string | undefined;
   authHealth: boolean;                      // liveness/readiness need the key too (default: open, for probes)
   onError?: (error: unknown) => void;       // INTERNAL failures only: bugs, not bad requests
+}
+
+/** Response parameters on the wire: numbers as int64_param, strings as string_param. */
+function wireParameters(parameters: ResponseParameters | undefined): Parameters {
+  const out: Parameters = {};
+  for (const [name, value] of Object.entries(parameters ?? {})) {
+    out[name] = typeof value === 'number' ? { int64_param: value } : { string_param: value };
+  }
+  return out;
 }
 
 const UNAUTHENTICATED: GrpcFailure = {
@@ -54,6 +66,9 @@ export function inferenceHandlers(serving: GrpcServing, options: GrpcServiceOpti
   function unary<Req, Res>(open: boolean, answer: (request: Req, call: ServerUnaryCall<Req, Res>) => Promise<Res> | Res) {
     return (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => {
       if (!allowed(call.metadata, open)) return callback(serviceError(UNAUTHENTICATED));
+      if (call.request instanceof UndecodableMessage) {
+        return callback(serviceError({ code: status.INVALID_ARGUMENT, details: call.request.message, internal: false }));
+      }
       const leave = calls.enter();
       Promise.resolve().then(() => answer(call.request, call)).then(
         (response) => callback(null, response),
@@ -87,7 +102,7 @@ export function inferenceHandlers(serving: GrpcServing, options: GrpcServiceOpti
       try {
         const { request, rawOutputs } = decodeInferRequest(m);
         const response = await inferWhole(serving.catalog, request, aborter.signal);
-        return encodeInferResponse(response, response.outputs, rawOutputs);
+        return encodeInferResponse(response, response.outputs, rawOutputs, response.parameters && wireParameters(response.parameters));
       } finally {
         answered = true;
       }
@@ -155,6 +170,8 @@ function streamCall(
   });
 }
 
+const CANCELLED: Parameters = wireParameters({ finish_reason: 'cancelled' });
+
 async function serveStreamed(
   serving: GrpcServing, m: ModelInferRequest, signal: AbortSignal, write: (r: ModelStreamInferResponse) => void,
   fail: (e: unknown) => GrpcFailure,
@@ -162,18 +179,29 @@ async function serveStreamed(
   let header = { modelName: m.model_name ?? '', modelVersion: MODEL_VERSION, id: m.id ?? '' };
   try {
     const { request, rawOutputs, emptyFinal } = decodeInferRequest(m);
-    const { modelName, responses } = inferStreamed(serving.catalog, request, signal);
+    const { modelName, responses, stop } = inferStreamed(serving.catalog, request, signal);
     header = { ...header, modelName };
+    // A stop's answer is a bare final response, which Triton sends only to clients that asked for bare responses
+    // (triton_enable_empty_final_response): others (inflight_batcher_llm_client) would read it as a result.
+    if (stop) {
+      const parameters = await stop;
+      if (emptyFinal) write({ infer_response: encodeInferResponse(header, [], rawOutputs, { ...finalFlag(true), ...wireParameters(parameters) }) });
+      return;
+    }
     let sent = false;
     let flagged = false;
+    let cancelled = false;
     for await (const r of responses) {
       const final = r.last && !emptyFinal;
-      write({ infer_response: encodeInferResponse(header, r.outputs, rawOutputs, finalFlag(final)) });
+      cancelled ||= r.finishReason === 'cancelled';
+      const marks = r.finishReason === 'cancelled' || (final && cancelled) ? CANCELLED : {};
+      write({ infer_response: encodeInferResponse(header, r.outputs, rawOutputs, { ...finalFlag(final), ...marks }) });
       sent = true;
       flagged ||= final;
     }
-    // Triton sends the bare final response only to clients that asked for it (a stop request has no other).
-    if (!flagged && (emptyFinal || sent)) write({ infer_response: encodeInferResponse(header, [], rawOutputs, finalFlag(true)) });
+    if (!flagged && (emptyFinal || sent)) {
+      write({ infer_response: encodeInferResponse(header, [], rawOutputs, { ...finalFlag(true), ...(cancelled ? CANCELLED : {}) }) });
+    }
   } catch (error) {
     // Triton's decoupled errors: the request fails in-band and the stream carries on with the others.
     write({ error_message: fail(error).details, infer_response: encodeInferResponse(header, [], true) });

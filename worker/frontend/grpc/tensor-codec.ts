@@ -2,6 +2,7 @@
 // one field per datatype family) and raw bytes (raw_input_contents / raw_output_contents: little-endian,
 // row-major; each BYTES element a 4-byte little-endian length, then its bytes). Pure; shared by the server, the
 // client tool and the bench, so both ends read and write one format.
+import { quoteName } from '../../common/quote-value.js';
 import { badRequest } from '../http-errors.js';
 import type { InferTensorContents } from './wire-types.js';
 
@@ -33,10 +34,10 @@ function readByteElements(raw: Buffer, name: string, where: string): string[] {
   const out: string[] = [];
   let at = 0;
   while (at < raw.length) {
-    if (at + 4 > raw.length) throw badRequest(`input '${name}': ${where} ends inside an element's 4-byte length (at byte ${at} of ${raw.length})`, name);
+    if (at + 4 > raw.length) throw badRequest(`input ${quoteName(name)}: ${where} ends inside an element's 4-byte length (at byte ${at} of ${raw.length})`, name);
     const len = raw.readUInt32LE(at);
     at += 4;
-    if (at + len > raw.length) throw badRequest(`input '${name}': ${where} element ${out.length} claims ${len} bytes, only ${raw.length - at} remain`, name);
+    if (at + len > raw.length) throw badRequest(`input ${quoteName(name)}: ${where} element ${out.length} claims ${len} bytes, only ${raw.length - at} remain`, name);
     out.push(raw.toString('utf8', at, at + len));
     at += len;
   }
@@ -49,7 +50,7 @@ export function decodeRaw(datatype: string, raw: Buffer, name: string, where: st
   const size = ELEMENT_BYTES[datatype];
   if (size === undefined) return [];  // an unknown datatype is reported by the tensor check, with the list of known ones
   if (raw.length % size !== 0) {
-    throw badRequest(`input '${name}': ${where} holds ${raw.length} bytes, not a whole number of ${size}-byte ${datatype} elements`, name);
+    throw badRequest(`input ${quoteName(name)}: ${where} holds ${raw.length} bytes, not a whole number of ${size}-byte ${datatype} elements`, name);
   }
   const n = raw.length / size;
   const out = new Array<unknown>(n);
@@ -80,7 +81,7 @@ export function decodeContents(datatype: string, contents: InferTensorContents |
   const filled = (Object.keys(contents ?? {}) as Field[]).filter((f) => ((contents?.[f] as unknown[] | undefined)?.length ?? 0) > 0);
   const wrong = filled.find((f) => f !== field);
   if (wrong !== undefined) {
-    throw badRequest(`input '${name}': a ${datatype} tensor's data goes in ${field ?? 'raw_input_contents'}, got ${wrong}`, name);
+    throw badRequest(`input ${quoteName(name)}: a ${datatype} tensor's data goes in ${field ?? 'raw_input_contents'}, got ${wrong}`, name);
   }
   if (field === undefined) return [];
   const values = (contents?.[field] ?? []) as unknown[];
