@@ -119,6 +119,7 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
   const http = createFrontendServer(catalog, {
     apiKey: opts.apiKey, authHealth: opts.authHealth, authMetrics: opts.authMetrics, maxBodyBytes: opts.maxBodyBytes,
     onError: (error) => log.error(`request failed: ${(error as Error)?.stack ?? String(error)}`),
+    onClientGone: (message) => log.debug(`client gone: ${message}`),
   });
   const responses = new OpenResponses(http);
   const metricsServer = createMetricsServer(endpoint, { apiKey: opts.apiKey, authMetrics: opts.authMetrics });
