@@ -18,6 +18,7 @@ export interface FrontendOptions {
   authHealth: boolean;           // health endpoints need the key too (default: open, for probes)
   authMetrics: boolean;          // /metrics needs the key too (default: open, for Prometheus)
   maxBodyBytes: number;
+  allowAnyContentType?: boolean | undefined;   // --allow-any-content-type (content-type.ts)
   onError?: (error: unknown) => void;
   onClientGone?: (message: string) => void;
   testHooks?: IterationHold | undefined;   // only with TRTLLM_TEST_HOOKS=1 (test-hooks.ts)
@@ -46,6 +47,7 @@ export function createFrontendServer(catalog: ModelCatalog, options: FrontendOpt
     routes: frontendRoutes(catalog, options),
     maxBodyBytes: options.maxBodyBytes,
     apiKey: options.apiKey,
+    allowAnyContentType: options.allowAnyContentType,
     ...(options.onError ? { onError: options.onError } : {}),
     ...(options.onClientGone ? { onClientGone: options.onClientGone } : {}),
   });

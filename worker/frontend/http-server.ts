@@ -4,6 +4,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { timingSafeEqual } from 'node:crypto';
 import type { Socket } from 'node:net';
 
+import { checkJsonContentType } from './content-type.js';
 import { readBody, parseJsonObject } from './http-body.js';
 import { ClientGoneError, errorBody, HttpError, toHttpError } from './http-errors.js';
 
@@ -29,6 +30,7 @@ export interface HttpServerOptions {
   routes: Route[];
   maxBodyBytes: number;
   apiKey?: string | undefined;
+  allowAnyContentType?: boolean | undefined;   // read every body as JSON, whatever its type (content-type.ts)
   onError?: (error: unknown, req: IncomingMessage) => void;   // 5xx only: bugs, not bad requests
   onClientGone?: (message: string) => void;    // a client that left mid-request: a debug line, not an error
 }
@@ -150,6 +152,7 @@ async function dispatch(options: HttpServerOptions, req: IncomingMessage, res: S
       await route.handle({
         req, res, params: decodeParams(match), signal: aborter.signal,
         json: async () => {
+          if (!options.allowAnyContentType) checkJsonContentType(req.headers, path);
           const body = await readBody(req, options.maxBodyBytes, () => {
             if (expectsContinue) res.writeContinue();
             continued = true;
