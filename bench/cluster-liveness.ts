@@ -119,7 +119,7 @@ async function gangDown(signal: 'SIGSTOP' | 'SIGKILL'): Promise<{ exited: number
   const started = performance.now();
   process.kill(follower, signal);
   // A request, so the leader's next forward pass needs the stopped follower (the crash path does not care).
-  void fetch(`http://127.0.0.1:${c.port}/v2/models/tensorrt_llm/generate`, { method: 'POST', body: JSON.stringify({ input_ids: [1, 2, 3], request_output_len: 2 }) })
+  void fetch(`http://127.0.0.1:${c.port}/v2/models/tensorrt_llm/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input_ids: [1, 2, 3], request_output_len: 2 }) })
     .catch(() => undefined);
   await c.child;
   const exited = (performance.now() - started) / 1000;

@@ -60,7 +60,7 @@ async function oneToken(base: string, model: string): Promise<number[]> {
   const body = JSON.stringify({ text_input: 'What is machine learning?', max_tokens: 1 });
   for (let i = 0; i < REQUESTS + 20; i += 1) {
     const t0 = performance.now();
-    const r = await fetch(`${base}/v2/models/${model}/generate`, { method: 'POST', body });
+    const r = await fetch(`${base}/v2/models/${model}/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
     await r.text();
     if (r.status !== 200) throw new Error(`status ${r.status}`);
     if (i >= 20) out.push(performance.now() - t0);  // the first 20 warm up both sides
@@ -72,7 +72,7 @@ async function streamGaps(base: string, model: string): Promise<number[]> {
   const gaps: number[] = [];
   const body = JSON.stringify({ text_input: 'The jury said', max_tokens: 64 });
   for (let i = 0; i < STREAMS; i += 1) {
-    const r = await fetch(`${base}/v2/models/${model}/generate_stream`, { method: 'POST', body });
+    const r = await fetch(`${base}/v2/models/${model}/generate_stream`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
     const reader = r.body!.getReader();
     let last = 0;
     let buffered = '';

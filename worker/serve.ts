@@ -84,7 +84,9 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
   const catalog = singleModelCatalog(context);
   const http = createFrontendServer(catalog, {
     apiKey: options.apiKey, authHealth: options.authHealth, authMetrics: options.authMetrics,
-    maxBodyBytes: options.maxBodyBytes, onError: (error) => log.error(`request failed: ${(error as Error)?.stack ?? String(error)}`),
+    maxBodyBytes: options.maxBodyBytes, allowAnyContentType: options.allowAnyContentType,
+    onError: (error) => log.error(`request failed: ${(error as Error)?.stack ?? String(error)}`),
+    onClientGone: (message) => log.debug(`client gone: ${message}`),
     ...(testHooksEnabled() ? { testHooks: executor } : {}),
   });
   const responses = new OpenResponses(http);

@@ -1,6 +1,7 @@
 // Starts a real server (HTTP + metrics on ephemeral ports) on a fixture model for a test file, and small HTTP
 // helpers that read SSE streams and Prometheus text.
 import { Executor } from '../../worker/executor/executor.js';
+import type { Logger } from '../../worker/log.js';
 import type { ServeOptions } from '../../worker/options/serve-options.js';
 import { startServer, type RunningServer } from '../../worker/serve.js';
 import { fixtureDir } from './fixtures.js';
@@ -13,14 +14,15 @@ export interface TestServer {
   metricsBase: string;
 }
 
+/** `log`: where the server's log lines go (default: stderr at the level of `overrides.logLevel`, else errors). */
 export async function startTestServer(
-  t: { teardown(fn: () => unknown): void }, overrides: Partial<ServeOptions> = {},
+  t: { teardown(fn: () => unknown): void }, overrides: Partial<ServeOptions> = {}, log?: Logger,
 ): Promise<TestServer> {
   const server = await startServer({
     model: fixtureDir('tiny-gpt2'), host: '127.0.0.1', httpPort: 0, metricsPort: 0, authHealth: false,
     authMetrics: false, maxBodyBytes: 1024 * 1024, drainTimeoutMs: 2000, logLevel: 'error', threads: 1,
     tokensPerBlock: 16, ...overrides,
-  });
+  }, log);
   t.teardown(() => server.close());
   return { server, base: `http://127.0.0.1:${server.httpPort}`, metricsBase: `http://127.0.0.1:${server.metricsPort}` };
 }
@@ -33,7 +35,7 @@ export function localExecutor(server: RunningServer): Executor {
 }
 
 export async function postJson(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: any }> {
-  const res = await fetch(url, { method: 'POST', body: typeof body === 'string' ? body : JSON.stringify(body), headers });
+  const res = await fetch(url, { method: 'POST', body: typeof body === 'string' ? body : JSON.stringify(body), headers: { 'content-type': 'application/json', ...headers } });
   const text = await res.text();
   let json: unknown = text;
   try { json = JSON.parse(text); } catch { /* not JSON: keep the text */ }
@@ -49,7 +51,7 @@ export function parseSse(body: string): any[] {
 }
 
 export async function postSse(url: string, body: unknown): Promise<{ status: number; events: any[] }> {
-  const res = await fetch(url, { method: 'POST', body: JSON.stringify(body) });
+  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   return { status: res.status, events: parseSse(await res.text()) };
 }
 

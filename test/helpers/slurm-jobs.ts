@@ -91,7 +91,7 @@ export async function oneRankAnswer(body: string): Promise<string> {
     maxBodyBytes: 1024 * 1024, drainTimeoutMs: 1000, logLevel: 'error', threads: 1, tokensPerBlock: 16,
   });
   try {
-    const r = await fetch(`http://127.0.0.1:${server.httpPort}/v2/models/ensemble/generate`, { method: 'POST', body });
+    const r = await fetch(`http://127.0.0.1:${server.httpPort}/v2/models/ensemble/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
     return ((await r.json()) as { text_output: string }).text_output;
   } finally {
     await server.close();

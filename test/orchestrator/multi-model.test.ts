@@ -132,7 +132,7 @@ t.test('spawn mode: two models with different tp serve what one rank serves; one
 
   // Cancellation: a long stream dropped after two events frees its KV blocks in the group.
   const aborter = new AbortController();
-  const long = await fetch(`${cluster.base}/v2/models/alpha/generate_stream`, { method: 'POST', body: JSON.stringify({ text_input: PROMPTS[1], max_tokens: 200 }), signal: aborter.signal });
+  const long = await fetch(`${cluster.base}/v2/models/alpha/generate_stream`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text_input: PROMPTS[1], max_tokens: 200 }), signal: aborter.signal });
   t.equal(long.status, 200);
   const reader = long.body!.getReader();
   let seen = '';

@@ -47,7 +47,7 @@ t.test('SIGSTOP of a follower: not ready, then the gang ends naming rank 1 and w
 
   // The next forward pass needs rank 1: the leader's all-reduce waits for it.
   const inFlight = fetch(`http://127.0.0.1:${port}/v2/models/tensorrt_llm/generate`, {
-    method: 'POST', body: JSON.stringify({ input_ids: [1, 2, 3], request_output_len: 4 }),
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input_ids: [1, 2, 3], request_output_len: 4 }),
   }).then((r) => r.status, () => 'failed' as const);
 
   t.ok(await waitFor(() => /\[rank 0\] stalled: no progress for /.test(cluster.output())), 'the leader says it stalled');

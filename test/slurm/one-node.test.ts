@@ -87,7 +87,7 @@ t.test('submit: endpoint printed, the seeds\' curl answers as one rank does; sto
   t.ok(curl.ok, `the seeds' curl answers${curl.ok ? '' : ` (${curl.raw.slice(0, 300)})`}`);
   t.equal(curl.json?.text_output, await oneRankAnswer(SEEDS_BODY), 'tp=2 under srun = one rank');
   for (const c of referenceCases('tiny-llama').slice(0, 2)) {
-    const g = await fetch(`http://${job.addr}:${port}/v2/models/tensorrt_llm/generate`, { method: 'POST', body: JSON.stringify({ input_ids: c.input_ids, request_output_len: c.greedy_output_ids.length }) });
+    const g = await fetch(`http://${job.addr}:${port}/v2/models/tensorrt_llm/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input_ids: c.input_ids, request_output_len: c.greedy_output_ids.length }) });
     t.same(((await g.json()) as { output_ids: number[] }).output_ids.slice(c.input_ids.length), c.greedy_output_ids, `${c.name}: greedy = HF transformers`);
   }
   t.ok(processesWith(marker).length >= 3, 'launcher and two ranks running');
@@ -95,11 +95,11 @@ t.test('submit: endpoint printed, the seeds\' curl answers as one rank does; sto
   // Requests queued when the stop comes must still finish: a stop is a drain. The leader's loop holds, so all 16 are
   // queued (the leader counts them active) before the stop is sent; the drain lifts the hold and runs them.
   const leader = `http://${job.addr}:${port}`;
-  t.equal((await fetch(`${leader}/test/hold`, { method: 'POST', body: JSON.stringify({ iterations: 0 }) })).status, 200, 'the leader holds');
+  t.equal((await fetch(`${leader}/test/hold`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ iterations: 0 }) })).status, 200, 'the leader holds');
   const body = (i: number) => JSON.stringify({ text_input: `The jury said ${i}`, max_tokens: 100, exclude_input_in_output: true });
   // Each answer settles into a value at once: a failed request is an assertion below, never an unhandled rejection
   // that ends the file before the job's log is shown.
-  const requests = Array.from({ length: 16 }, (_, i) => fetch(`${leader}/v2/models/ensemble/generate`, { method: 'POST', body: body(i) })
+  const requests = Array.from({ length: 16 }, (_, i) => fetch(`${leader}/v2/models/ensemble/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: body(i) })
     .then(async (res) => ({ status: res.status, text: ((await res.json()) as { text_output?: string }).text_output ?? '' }),
       (error: unknown) => ({ status: 0, text: `${String(error)} (${String((error as { cause?: unknown }).cause)})` })));
   const active = async () => Number(/^nv_trt_llm_request_metrics\{[^}]*request_type="active"[^}]*\} (\S+)$/m.exec(await (await fetch(`http://${job.addr}:${metricsPort}/metrics`)).text())?.[1]);

@@ -77,7 +77,7 @@ t.test('--nodes 2 --tp 2: one rank per namespace node, the answers of one rank; 
   t.ok(curl.ok, `the seeds' curl answers${curl.ok ? '' : ` (${curl.raw.slice(0, 300)})`}`);
   t.equal(curl.json?.text_output, await oneRankAnswer(SEEDS_BODY), 'tp=2 across two nodes = one rank');
   for (const c of referenceCases('tiny-llama').slice(0, 2)) {
-    const g = await fetch(`http://${job.addr}:${port}/v2/models/tensorrt_llm/generate`, { method: 'POST', body: JSON.stringify({ input_ids: c.input_ids, request_output_len: c.greedy_output_ids.length }) });
+    const g = await fetch(`http://${job.addr}:${port}/v2/models/tensorrt_llm/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input_ids: c.input_ids, request_output_len: c.greedy_output_ids.length }) });
     t.same(((await g.json()) as { output_ids: number[] }).output_ids.slice(c.input_ids.length), c.greedy_output_ids, `${c.name}: greedy = HF transformers`);
   }
 

@@ -1,7 +1,8 @@
 // Assembles the served API: every route of the HTTP port, and the metrics port's single route.
 import { createServer, type Server } from 'node:http';
+import type { Socket } from 'node:net';
 
-import { authorized, createHttpServer, type Route, sendError } from './http-server.js';
+import { authorized, createHttpServer, refuseConnect, type Route, sendError } from './http-server.js';
 import { HttpError } from './http-errors.js';
 import { generateRoutes } from './kserve-generate.js';
 import { healthRoutes } from './kserve-health.js';
@@ -17,7 +18,9 @@ export interface FrontendOptions {
   authHealth: boolean;           // health endpoints need the key too (default: open, for probes)
   authMetrics: boolean;          // /metrics needs the key too (default: open, for Prometheus)
   maxBodyBytes: number;
+  allowAnyContentType?: boolean | undefined;   // --allow-any-content-type (content-type.ts)
   onError?: (error: unknown) => void;
+  onClientGone?: (message: string) => void;
   testHooks?: IterationHold | undefined;   // only with TRTLLM_TEST_HOOKS=1 (test-hooks.ts)
 }
 
@@ -44,7 +47,9 @@ export function createFrontendServer(catalog: ModelCatalog, options: FrontendOpt
     routes: frontendRoutes(catalog, options),
     maxBodyBytes: options.maxBodyBytes,
     apiKey: options.apiKey,
+    allowAnyContentType: options.allowAnyContentType,
     ...(options.onError ? { onError: options.onError } : {}),
+    ...(options.onClientGone ? { onClientGone: options.onClientGone } : {}),
   });
 }
 
@@ -53,7 +58,10 @@ export function createMetricsServer(metrics: MetricsEndpoint, options: Pick<Fron
   const server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (path !== '/metrics') return sendError(res, new HttpError(404, `no route for ${req.method} ${path}; metrics are at /metrics`), 'kserve');
-    if (req.method !== 'GET') return sendError(res, new HttpError(405, `method ${req.method} is not allowed on /metrics`), 'kserve');
+    if (req.method !== 'GET') {
+      res.setHeader('allow', 'GET');
+      return sendError(res, new HttpError(405, `method ${req.method} is not allowed on /metrics`), 'kserve');
+    }
     if (options.apiKey && options.authMetrics && !authorized(req.headers.authorization, options.apiKey)) {
       return sendError(res, new HttpError(401, 'missing or wrong API key: send the header "Authorization: Bearer <key>"'), 'kserve');
     }
@@ -62,6 +70,7 @@ export function createMetricsServer(metrics: MetricsEndpoint, options: Pick<Fron
       res.end(text);
     }, (error: unknown) => sendError(res, new HttpError(500, `metrics collection failed: ${String(error)}`), 'kserve'));
   });
+  server.on('connect', (_req, socket: Socket) => refuseConnect(socket));
   server.keepAliveTimeout = 65_000;  // outlives a scrape interval, so scrapers reuse their connection
   return server;
 }

@@ -1,28 +1,51 @@
-// Reads a request body under a size limit and parses it as JSON, so no route can be made to buffer without bound.
+// Reads a request body under a size limit and parses it as JSON, so no route can be made to buffer without bound,
+// nor to walk a value nested deeper than the frontend's code was written for.
 import type { IncomingMessage } from 'node:http';
 
-import { HttpError } from './http-errors.js';
+import { ClientGoneError, HttpError } from './http-errors.js';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from './json-depth.js';
 
-export function readBody(req: IncomingMessage, limitBytes: number): Promise<Buffer> {
+/** The body, whole; `beforeReading` runs once the declared size has passed (where a 100 Continue is sent). */
+export function readBody(req: IncomingMessage, limitBytes: number, beforeReading?: () => void): Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > limitBytes) {
     return Promise.reject(tooLarge(declared, limitBytes));
   }
+  if (req.destroyed) return Promise.reject(new ClientGoneError(`the connection closed before the request body was read`));
+  beforeReading?.();
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    req.on('data', (chunk: Buffer) => {
+    const onData = (chunk: Buffer) => {
       size += chunk.length;
       if (size > limitBytes) {
+        stop();
         reject(tooLarge(size, limitBytes));
-        req.removeAllListeners('data');
-        req.resume();
         return;
       }
       chunks.push(chunk);
-    });
-    req.on('end', () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
-    req.on('error', reject);
+    };
+    const onEnd = () => {
+      stop();
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+    };
+    // The connection ended before the body did (a body shorter than its Content-Length, a client gone mid-upload,
+    // broken chunked framing): the client's doing, not a server error.
+    const onError = (error: Error) => {
+      stop();
+      reject(new ClientGoneError(`the request body ended early: the connection closed after ${size} bytes${Number.isFinite(declared) ? ` of the ${declared} declared` : ''} (${error.message})`));
+    };
+    const onClose = () => onError(new Error('closed'));
+    const stop = () => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+      req.off('close', onClose);
+    };
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+    req.on('close', onClose);
   });
 }
 
@@ -33,6 +56,9 @@ function tooLarge(size: number, limit: number): HttpError {
 /** Parses a JSON object body; anything else is a 400 that says what was received. */
 export function parseJsonObject(body: Buffer): Record<string, unknown> {
   if (body.length === 0) throw new HttpError(400, 'the request body is empty; expected a JSON object');
+  if (nestsDeeperThan(body, MAX_JSON_DEPTH)) {
+    throw new HttpError(400, `the request body nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep (the limit)`);
+  }
   let value: unknown;
   try {
     value = JSON.parse(body.toString('utf8'));

@@ -9,6 +9,16 @@ export class HttpError extends Error {
   }
 }
 
+/** The client went away before its request was read (a body shorter than its Content-Length, a connection closed
+ * mid-upload): counted with the client errors (400) and logged at debug level, never as a server error — a client
+ * that aborts on purpose must not be able to flood the log. Nobody reads the response. */
+export class ClientGoneError extends HttpError {
+  constructor(message: string) {
+    super(400, message);
+    this.name = 'ClientGoneError';
+  }
+}
+
 export const badRequest = (message: string, param?: string): HttpError => new HttpError(400, message, param);
 export const notFound = (message: string, param?: string): HttpError => new HttpError(404, message, param);
 
@@ -30,7 +40,7 @@ export function toHttpError(error: unknown): HttpError {
 
 const OPENAI_TYPES: Record<number, string> = {
   400: 'BadRequestError', 401: 'AuthenticationError', 404: 'NotFoundError', 405: 'BadRequestError',
-  413: 'BadRequestError', 503: 'ServiceUnavailableError',
+  413: 'BadRequestError', 415: 'BadRequestError', 503: 'ServiceUnavailableError',
 };
 
 /** The body of an error response in the style of the API family the route belongs to. */

@@ -1,6 +1,7 @@
 // ensemble and tensorrt_llm_bls: text in, text out. Each prompt of the batch runs as its own executor request;
 // results are reported per element (with batch_index when the batch has several) as soon as each is ready.
 import type { FinishReason, NativeResponse } from '../binding/addon-types.js';
+import { AbortFanOut } from './abort-fan-out.js';
 import { inClientTerms } from './http-errors.js';
 import { logitsOutputs } from './kserve-encode.js';
 import { mergeStreams } from './merge-streams.js';
@@ -31,6 +32,7 @@ export function runTextModel(ctx: ServingContext, model: ServedModel, values: Na
   const params = readTextParams(values);
   const batch = params.length;
   const started: { cancel(): void }[] = [];
+  const elements = new AbortFanOut(options.signal);
   let runs: AsyncIterable<ElementEvent>[];
   try {
     runs = params.map((p, i) => {
@@ -43,7 +45,7 @@ export function runTextModel(ctx: ServingContext, model: ServedModel, values: Na
       stopStrings: p.stopWords,
       includeStop: true,
       tracker: ctx.metrics.trackRequest(model.name),
-      signal: options.signal,
+      signal: elements.child(),
     }), TEXT_NAMES);
     started.push(run.handle);
     options.onEnqueued?.(run.handle);

@@ -1,6 +1,7 @@
 // tensorrt_llm: the token-level model, with Triton's tensor names (input_ids, input_lengths, request_output_len,
 // runtime_top_k, ... → output_ids, sequence_length, ...). Each batch row runs as its own executor request.
 import type { NativeRequest, NativeResponse } from '../binding/addon-types.js';
+import { AbortFanOut } from './abort-fan-out.js';
 import { describeValue } from '../common/errors.js';
 import { badRequest, inClientTerms } from './http-errors.js';
 import { logitsOutputs } from './kserve-encode.js';
@@ -90,12 +91,13 @@ export function runTokenModel(ctx: ServingContext, model: ServedModel, values: N
     });
   });
   // Enqueue only once every row validated, so a bad row leaves nothing running.
+  const cancels = new AbortFanOut(options.signal);
   const streams = requests.map((request, i) => {
     const handle = inClientTerms(() => ctx.executor.enqueue(request), TOKEN_NAMES);
     options.onEnqueued?.(handle);
     const tracker = ctx.metrics.trackRequest(model.name);
     tracker.inputDone(request.inputTokenIds.length);
-    return rowEvents(handle, request, i, batch, options, tracker);
+    return rowEvents(handle, request, i, batch, { ...options, signal: cancels.child() }, tracker);
   });
   return { batchSize: batch, events: batch === 1 ? streams[0]! : mergeStreams(streams) };
 }

@@ -1,6 +1,7 @@
 // Runs the n choices of every prompt of an OpenAI request as executor requests and interleaves their text deltas.
 // Shared by completions and chat, which differ only in how they build prompts and shape chunks.
 import type { NativeRequest } from '../binding/addon-types.js';
+import { AbortFanOut } from './abort-fan-out.js';
 import { inClientTerms } from './http-errors.js';
 import { mergeStreams } from './merge-streams.js';
 import { choiceSeed, type OpenAiParams } from './openai-params.js';
@@ -26,10 +27,8 @@ export interface ChoicesOptions {
 
 export function startChoices(ctx: ServingContext, prompts: PromptInput[], p: OpenAiParams, o: ChoicesOptions): AsyncIterable<ChoiceDelta> {
   requireReady(ctx, ctx.servedModelName);
-  // One controller for the whole request: the client leaving, or a later choice failing to enqueue, cancels all.
-  const aborter = new AbortController();
-  const onAbort = () => aborter.abort();
-  o.signal.addEventListener('abort', onAbort, { once: true });
+  // The client leaving, or a later choice failing to enqueue, cancels all.
+  const choices = new AbortFanOut(o.signal);
   const streams: AsyncIterable<ChoiceDelta>[] = [];
   try {
     prompts.forEach((prompt, pi) => {
@@ -47,14 +46,13 @@ export function startChoices(ctx: ServingContext, prompts: PromptInput[], p: Ope
         });
         const run = inClientTerms(() => startText(ctx, {
           promptIds: prompt.ids, request, stopStrings: p.stop, includeStop: false,
-          tracker: ctx.metrics.trackRequest(o.metricsModel), signal: aborter.signal,
+          tracker: ctx.metrics.trackRequest(o.metricsModel), signal: choices.child(),
         }), OPENAI_NAMES);
         streams.push(tag(index, run.deltas));
       }
     });
   } catch (error) {
-    aborter.abort();
-    o.signal.removeEventListener('abort', onAbort);
+    choices.abort();
     throw error;
   }
   return streams.length === 1 ? streams[0]! : mergeStreams(streams);

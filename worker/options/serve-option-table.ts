@@ -57,6 +57,7 @@ export interface ServeCliOptions {
   enableKvCacheReuse?: boolean;
   maxBeamWidth?: number;
   maxBodyBytes: number;
+  allowAnyContentType: boolean;
   drainTimeout: number;
   hangTimeout: number;
 }
@@ -164,6 +165,11 @@ const TABLE = [
   // Requests and shutdown.
   { name: 'maxBodyBytes', flag: '--max-body-bytes', placeholder: '<n>', env: 'TRTLLM_MAX_BODY_BYTES', kind: intKind(1), default: 8 * 1024 * 1024,
     help: 'largest request body accepted', rank: 'argv' },
+  // The JSON endpoints' guard against cross-site requests from browsers (worker/frontend/content-type.ts says which
+  // Content-Types are read); this turns it off, reading every body as JSON.
+  { name: 'allowAnyContentType', flag: '--allow-any-content-type', env: 'TRTLLM_ALLOW_ANY_CONTENT_TYPE', kind: switchKind, default: false,
+    help: 'read every request body as JSON, whatever its Content-Type (default: JSON; untyped and curl -d\'s form type unless a browser sent them; others 415)',
+    rank: 'argv' },
   { name: 'drainTimeout', flag: '--drain-timeout', placeholder: '<seconds>', env: 'TRTLLM_DRAIN_TIMEOUT', kind: intKind(0), default: 30,
     help: 'on SIGINT/SIGTERM, how long in-flight requests may finish', rank: 'argv',
     served: (seconds: number) => ({ drainTimeoutMs: seconds * 1000 }) },

@@ -14,6 +14,7 @@ export interface ServeOptions {
   authHealth: boolean;
   authMetrics: boolean;
   maxBodyBytes: number;
+  allowAnyContentType?: boolean | undefined;  // JSON endpoints read any Content-Type (frontend/content-type.ts)
   servedModelName?: string | undefined;
   threads?: number | undefined;
   maxBatchSize?: number | undefined;

@@ -118,7 +118,9 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
   const catalog = multiModelCatalog(catalogModels);
   const http = createFrontendServer(catalog, {
     apiKey: opts.apiKey, authHealth: opts.authHealth, authMetrics: opts.authMetrics, maxBodyBytes: opts.maxBodyBytes,
+    allowAnyContentType: opts.allowAnyContentType,
     onError: (error) => log.error(`request failed: ${(error as Error)?.stack ?? String(error)}`),
+    onClientGone: (message) => log.debug(`client gone: ${message}`),
   });
   const responses = new OpenResponses(http);
   const metricsServer = createMetricsServer(endpoint, { apiKey: opts.apiKey, authMetrics: opts.authMetrics });

@@ -32,7 +32,7 @@ async function heldServer(t: { teardown(fn: () => unknown): void }): Promise<{ c
   });
   if (!ports) throw new Error(`the server did not start: ${out}`);
   const base = `http://127.0.0.1:${ports[0]}`;
-  const held = await fetch(`${base}/test/hold`, { method: 'POST', body: JSON.stringify({ iterations: 0 }) });
+  const held = await fetch(`${base}/test/hold`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ iterations: 0 }) });
   if (held.status !== 200) throw new Error(`POST /test/hold answered ${held.status}`);
   const active = async () => Number(/^nv_trt_llm_request_metrics\{[^}]*request_type="active"[^}]*\} (\S+)$/m
     .exec(await (await fetch(`http://127.0.0.1:${ports[1]}/metrics`)).text())?.[1]);

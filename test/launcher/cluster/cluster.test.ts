@@ -35,7 +35,7 @@ async function startCluster(extra: string[] = []): Promise<{ child: ResultPromis
 }
 
 async function generate(port: number, body: object): Promise<{ status: number; json: Record<string, unknown> }> {
-  const r = await fetch(`http://127.0.0.1:${port}/v2/models/tensorrt_llm/generate`, { method: 'POST', body: JSON.stringify(body) });
+  const r = await fetch(`http://127.0.0.1:${port}/v2/models/tensorrt_llm/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   return { status: r.status, json: await r.json() as Record<string, unknown> };
 }
 
@@ -50,10 +50,10 @@ t.test('world size 2: serves what one rank serves; Ctrl-C drains and exits 0 wit
     t.equal(r.status, 200);
     t.same((r.json.output_ids as number[]).slice(c.input_ids.length), c.greedy_output_ids, 'tp=2 greedy = HF transformers');
   }
-  const text = await fetch(`http://127.0.0.1:${cluster.port}/v2/models/ensemble/generate`, { method: 'POST', body: JSON.stringify({ text_input: 'What is machine learning?', max_tokens: 8, bad_words: '', stop_words: '' }) });
+  const text = await fetch(`http://127.0.0.1:${cluster.port}/v2/models/ensemble/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text_input: 'What is machine learning?', max_tokens: 8, bad_words: '', stop_words: '' }) });
   t.equal(text.status, 200, "the seeds' curl body works");
   // OpenAI completions through the cluster give the text the Triton route gives (both greedy).
-  const triton = await (await fetch(`http://127.0.0.1:${cluster.port}/v2/models/ensemble/generate`, { method: 'POST', body: JSON.stringify({ text_input: 'The jury said', max_tokens: 8, exclude_input_in_output: true }) })).json() as { text_output: string };
+  const triton = await (await fetch(`http://127.0.0.1:${cluster.port}/v2/models/ensemble/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text_input: 'The jury said', max_tokens: 8, exclude_input_in_output: true }) })).json() as { text_output: string };
   const openai = await (await fetch(`http://127.0.0.1:${cluster.port}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny-llama', prompt: 'The jury said', max_tokens: 8, temperature: 0 }) })).json() as { choices?: { text: string }[] };
   t.equal(openai.choices?.[0]?.text, triton.text_output, 'OpenAI completion = Triton generate');
   // The leader's gRPC port: the same tokens through ModelStreamInfer.

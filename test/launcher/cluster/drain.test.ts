@@ -21,7 +21,7 @@ t.test('SIGTERM: 503 naming the drain on HTTP and gRPC, live 200, the request in
   const up = await cluster.ready;
   t.ok(up, up ? 'ready' : `not ready: ${cluster.output().slice(-1500)}`);
   const base = `http://127.0.0.1:${port}`;
-  const post = (path: string, body: unknown) => fetch(`${base}${path}`, { method: 'POST', body: JSON.stringify(body) });
+  const post = (path: string, body: unknown) => fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   const active = async () => Number(/^nv_trt_llm_request_metrics\{[^}]*request_type="active"[^}]*\} (\S+)$/m.exec(await (await fetch(`http://127.0.0.1:${metrics}/metrics`)).text())?.[1]);
 
   t.equal((await post('/test/hold', { iterations: 0, through_drain: true })).status, 200, 'the leader holds, through the drain');

@@ -139,10 +139,10 @@ serving: { http_port: 0, grpc_port: 0, metrics_port: 0, host: 127.0.0.1 }
   // 40 prompt tokens > max_num_tokens 32: served only with chunked context; the second request reuses 2 blocks of 16.
   const prompt = Array.from({ length: 40 }, (_, i) => 10 + i);
   for (let i = 0; i < 2; i += 1) {
-    const r = await fetch(`http://127.0.0.1:${port}/v2/models/tensorrt_llm/generate`, { method: 'POST', body: JSON.stringify({ input_ids: prompt, request_output_len: 2 }) });
+    const r = await fetch(`http://127.0.0.1:${port}/v2/models/tensorrt_llm/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input_ids: prompt, request_output_len: 2 }) });
     t.equal(r.status, 200, `request ${i + 1}: ${r.status === 200 ? '' : await r.text()}`);
   }
-  const beams = await fetch(`http://127.0.0.1:${port}/v2/models/tensorrt_llm/generate`, { method: 'POST', body: JSON.stringify({ input_ids: [1, 2, 3], request_output_len: 2, beam_width: 2 }) });
+  const beams = await fetch(`http://127.0.0.1:${port}/v2/models/tensorrt_llm/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input_ids: [1, 2, 3], request_output_len: 2, beam_width: 2 }) });
   t.equal(beams.status, 200, 'beam width 2 accepted');
   const scrape = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
   const reused = /nv_trt_llm_kv_cache_block_metrics\{[^}]*kv_cache_block_type="reused"[^}]*\} (\d+)/.exec(scrape);

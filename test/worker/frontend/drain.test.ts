@@ -59,7 +59,7 @@ t.test('draining: new requests get 503 / UNAVAILABLE naming the drain, live stay
 
   // Two requests in flight, one per interface; the loop holds before their first iteration, through the drain.
   executor.holdIterations(0, { throughDrain: true });
-  const httpInFlight = fetch(`${base}/v2/models/tensorrt_llm/generate_stream`, { method: 'POST', body: JSON.stringify(tokensBody(12, true)) })
+  const httpInFlight = fetch(`${base}/v2/models/tensorrt_llm/generate_stream`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(tokensBody(12, true)) })
     .then(async (res) => ({ status: res.status, events: parseSse(await res.text()) }));
   const grpcInFlight = settle(streamed(client, grpcTokens(12, true)));
   t.ok(await waitFor(() => executor.numActiveRequests() === 2), 'both requests are in flight');

@@ -1,12 +1,17 @@
 // Thousands of malformed bodies and parameter values against every endpoint: each must get a 4xx with an error
-// body, the server must keep serving, and no KV block may leak.
+// body, the server must keep serving, and no KV block may leak. Then hostile HTTP — nesting past the limit, bodies
+// of the wrong type, methods not served, bodies cut short, bodies over the size limit — with the same verdict, and
+// no line of the server's log an error.
 import t from 'tap';
 
+import { MAX_JSON_DEPTH } from '../../../worker/frontend/json-depth.js';
+import { keptLog, RawConnection, responses, send } from '../../helpers/raw-http.js';
 import { startTestServer, waitFor } from '../../helpers/serving.js';
 
-// A deterministic generator, so a failure reproduces.
+// A deterministic generator, so a failure reproduces: a 32-bit linear congruential one, computed exactly (Math.imul;
+// in doubles the product outgrew 2^53 and lost its low bits, and consecutive draws came out correlated).
 let state = 12345;
-const rand = () => ((state = (state * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+const rand = () => (state = (Math.imul(state, 1103515245) + 12345) >>> 0) / 2 ** 32;
 const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
 
 const BAD_INT = ['x', 1.5, -5, 1e20, {}, [1, 2, 3], true, '20'];
@@ -107,7 +112,7 @@ t.test('fuzz: malformed bodies and values all get 4xx; the server keeps serving;
   const worker = async () => {
     while (next < cases.length) {
       const c = cases[next++]!;
-      const res = await fetch(base + c.path, { method: 'POST', body: c.body });
+      const res = await fetch(base + c.path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: c.body });
       const body = await res.text();
       statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
       let hasError = false;
@@ -117,7 +122,126 @@ t.test('fuzz: malformed bodies and values all get 4xx; the server keeps serving;
   };
   await Promise.all(Array.from({ length: 8 }, worker));
   t.same(bad.slice(0, 10), [], `every one of ${cases.length} got a 4xx with an error body (${JSON.stringify([...statuses])})`);
-  const ok = await fetch(`${base}/v2/models/ensemble/generate`, { method: 'POST', body: JSON.stringify(text) });
+  const ok = await fetch(`${base}/v2/models/ensemble/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(text) });
+  t.equal(ok.status, 200, 'still serving');
+  t.ok(await waitFor(() => executor.numActiveRequests() === 0 && executor.kvCacheStats().freeNumBlocks === executor.kvCacheStats().maxNumBlocks), 'KV all free');
+});
+
+const JSON_PATHS = ['/v2/models/ensemble/generate', '/v2/models/tensorrt_llm_bls/generate_stream', '/v2/models/tensorrt_llm/generate',
+  '/v2/models/tensorrt_llm/infer', '/v2/models/preprocessing/infer', '/v1/completions', '/v1/chat/completions'];
+const ALL_PATHS = [...JSON_PATHS, '/v2/health/ready', '/v2/health/live', '/v2', '/v2/models/ensemble', '/v2/models/ensemble/config',
+  '/v2/repository/index', '/v1/models', '/v1/nothing', '/v2/models/nope/generate'];
+const VALID: Record<string, unknown> = {
+  '/v2/models/ensemble/generate': { text_input: 'Hi', max_tokens: 1 },
+  '/v2/models/tensorrt_llm_bls/generate_stream': { text_input: 'Hi', max_tokens: 1 },
+  '/v2/models/tensorrt_llm/generate': { input_ids: [1, 2, 3], request_output_len: 1 },
+  '/v2/models/tensorrt_llm/infer': { inputs: [{ name: 'input_ids', datatype: 'INT32', shape: [1, 3], data: [1, 2, 3] }, { name: 'request_output_len', datatype: 'INT32', shape: [1, 1], data: [1] }] },
+  '/v2/models/preprocessing/infer': { inputs: [{ name: 'QUERY', datatype: 'BYTES', shape: [1, 1], data: ['Hi'] }, { name: 'REQUEST_OUTPUT_LEN', datatype: 'INT32', shape: [1, 1], data: [1] }] },
+  '/v1/completions': { model: 'tiny-gpt2', prompt: 'Hi', max_tokens: 1 },
+  '/v1/chat/completions': { model: 'tiny-gpt2', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 1 },
+};
+const WRONG_TYPES = ['text/plain', 'text/plain;charset=UTF-8', 'multipart/form-data; boundary=----x', 'application/xml', 'text/html',
+  'application/octet-stream', 'image/png', '*/*', 'application/json5', 'text/json', 'application/x-ndjson'];
+const ODD_METHODS = ['PUT', 'DELETE', 'PATCH', 'OPTIONS', 'TRACE', 'PROPFIND', 'MKCOL', 'LOCK', 'SEARCH', 'PURGE', 'LINK', 'GET', 'POST'];
+
+/** A valid body with a value nested up to `room` bytes deep (arrays or objects, past the depth limit) put in at the
+ * top or inside a field. */
+function nestedBody(path: string, room: number): string {
+  const open = pick(['[', '{"a":']);
+  const depth = MAX_JSON_DEPTH + 1 + Math.floor(rand() * (room / (open.length + 1) - MAX_JSON_DEPTH));
+  const value = open === '[' ? '['.repeat(depth) + ']'.repeat(depth) : `${open.repeat(depth)}1${'}'.repeat(depth)}`;
+  const valid = JSON.stringify(VALID[path]);
+  return rand() < 0.3 ? value : `${valid.slice(0, -1)}, ${JSON.stringify(pick(['text_input', 'inputs', 'prompt', 'messages', 'x', 'parameters']))}: ${value}}`;
+}
+
+t.test('fuzz: hostile HTTP gets a 4xx, never a 5xx; the server keeps serving; its log has no error', async (t) => {
+  const kept = keptLog();
+  const limit = 64 * 1024;
+  const { base, server } = await startTestServer(t, { maxBodyBytes: limit }, kept.log);
+  const port = Number(new URL(base).port);
+  const executor = server.context.executor;
+  const bad: string[] = [];
+  const statuses = new Map<number, number>();
+  const expect = (what: string, status: number, allowed: readonly number[], body: string) => {
+    statuses.set(status, (statuses.get(status) ?? 0) + 1);
+    let hasError = false;
+    try { hasError = JSON.parse(body).error !== undefined; } catch { /* not JSON */ }
+    if (!allowed.includes(status) || (status !== 200 && !hasError)) bad.push(`${status} ${what} -> ${body.slice(0, 160)}`);
+  };
+
+  // Over HTTP as clients send it: nesting, types, methods.
+  const cases: { what: string; method: string; path: string; headers: Record<string, string>; body?: string; allowed: number[] }[] = [];
+  for (let i = 0; i < 300; i += 1) {
+    const r = rand();
+    const path = pick(JSON_PATHS);
+    if (r < 0.35) {
+      const body = nestedBody(path, limit - 1024);  // under the size limit: up to 10k levels of objects, 32k of arrays
+      cases.push({ what: `nested ${body.slice(0, 60)}`, method: 'POST', path, headers: { 'content-type': 'application/json' }, body, allowed: [400] });
+    } else if (r < 0.6) {
+      const type = pick(WRONG_TYPES);
+      cases.push({ what: `type ${type}`, method: 'POST', path, headers: { 'content-type': type }, body: JSON.stringify(VALID[path]), allowed: [415] });
+    } else if (r < 0.7) {
+      const headers: Record<string, string> = { ...pick<Record<string, string>>([{ origin: 'https://evil.example' }, { 'sec-fetch-site': 'cross-site' }, { origin: 'null' }]) };
+      if (rand() < 0.5) headers['content-type'] = 'application/x-www-form-urlencoded';
+      cases.push({ what: `from a page ${JSON.stringify(headers)}`, method: 'POST', path, headers, body: JSON.stringify(VALID[path]), allowed: [415] });
+    } else {
+      const method = pick(ODD_METHODS);
+      const anyPath = pick(ALL_PATHS);
+      // Whatever the route does with it, only a refusal or an answer: 200 where the method is the route's own.
+      cases.push({ what: `${method} ${anyPath}`, method, path: anyPath, headers: {}, ...(rand() < 0.5 ? { body: '{}' } : {}), allowed: [200, 400, 404, 405, 415] });
+    }
+  }
+  let next = 0;
+  const worker = async () => {
+    while (next < cases.length) {
+      const c = cases[next++]!;
+      const r = await send(port, c.method, c.path, c.headers, c.body).catch((e: Error) => ({ status: 0, text: `${e.message}` }));
+      expect(`${c.what} ${c.method} ${c.path}`, r.status, c.allowed, c.method === 'HEAD' ? '{"error":""}' : r.text);
+    }
+  };
+  await Promise.all(Array.from({ length: 4 }, worker));
+
+  // At the byte level: CONNECT, bodies over the limit written whole, bodies cut short.
+  for (let i = 0; i < 5; i += 1) {
+    const c = new RawConnection(port);
+    await c.write(`CONNECT ${pick(['example.com:443', '127.0.0.1:22', '[::1]:80'])} HTTP/1.1\r\nHost: x\r\n\r\n`);
+    await c.close();
+    const [answer] = responses(c.received);
+    expect('CONNECT', answer?.status ?? 0, [405], answer?.body ?? '');
+  }
+  for (let i = 0; i < 12; i += 1) {
+    const path = pick(JSON_PATHS);
+    const size = limit + 1 + Math.floor(rand() * 2 * 1024 * 1024);
+    const chunked = rand() < 0.3;
+    const c = new RawConnection(port);
+    await c.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${chunked ? 'Transfer-Encoding: chunked' : `Content-Length: ${size}`}\r\n\r\n`);
+    const wrote = chunked ? await c.write(`${size.toString(16)}\r\n${' '.repeat(size)}\r\n0\r\n\r\n`) : await c.writeBody(size);
+    await c.write('GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n');
+    await c.until((text) => responses(text).length === 2);
+    c.socket.destroy();
+    const [refused, after] = responses(c.received);
+    expect(`${size} bytes${chunked ? ' chunked' : ''} to ${path}`, refused?.status ?? 0, [413], refused?.body ?? '');
+    if (!wrote || after?.status !== 200) bad.push(`${size} bytes to ${path}: written ${wrote}, then ${after?.status} (${c.error ?? 'no error'})`);
+  }
+  for (let i = 0; i < 20; i += 1) {
+    const path = pick(JSON_PATHS);
+    const body = JSON.stringify(VALID[path]);
+    const declared = body.length + 1 + Math.floor(rand() * 1000);
+    const from = kept.lines.length;
+    const c = new RawConnection(port);
+    // The 100 Continue says the server is reading the body: the client leaves mid-body, after it.
+    await c.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${declared}\r\nExpect: 100-continue\r\n\r\n`);
+    await c.until((text) => text.includes('100 Continue'));
+    await c.write(body.slice(0, Math.floor(rand() * body.length)));
+    if (rand() < 0.5) c.socket.resetAndDestroy();
+    else c.socket.end();
+    const line = await kept.next(/client gone|ERROR/, from);
+    if (!/DEBUG client gone: .* the request body ended early/.test(line)) bad.push(`cut short on ${path}: ${line}`);
+  }
+
+  t.same(bad.slice(0, 10), [], `every hostile request got its 4xx (${JSON.stringify([...statuses].sort((a, b) => a[0] - b[0]))})`);
+  t.same(kept.lines.filter((l) => / ERROR /.test(l)).slice(0, 5), [], 'no error in the log');
+  const ok = await send(port, 'POST', '/v2/models/ensemble/generate', { 'content-type': 'application/json' }, JSON.stringify({ text_input: 'Hi', max_tokens: 2 }));
   t.equal(ok.status, 200, 'still serving');
   t.ok(await waitFor(() => executor.numActiveRequests() === 0 && executor.kvCacheStats().freeNumBlocks === executor.kvCacheStats().maxNumBlocks), 'KV all free');
 });
