@@ -75,6 +75,11 @@ export class TokenizerPool {
     return this.started;
   }
 
+  /** Jobs not yet answered (waiting or in a thread). */
+  get jobs(): number {
+    return this.pending.size;
+  }
+
   /** Token ids of each text; a text with more tokens than its `limit` comes back as its count only. */
   async encode(texts: readonly TextToEncode[], signal?: AbortSignal): Promise<EncodeResult[]> {
     // The same text twice (one stop-word list for every prompt of a batch) is tokenized once.

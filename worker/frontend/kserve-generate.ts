@@ -34,7 +34,7 @@ export function generateRoutes(catalog: ModelCatalog): Route[] {
       handle: async (c) => {
         const { ctx, model } = catalog.resolve(c.params[0]!, c.params[1]);
         const { id, values } = generateInputs(await c.json());
-        const run = runModel(ctx, model, values, { signal: c.signal, streamEndpoint: false, ...(id === undefined ? {} : { requestId: id }) });
+        const run = await runModel(ctx, model, values, { signal: c.signal, streamEndpoint: false, ...(id === undefined ? {} : { requestId: id }) });
         const elements = await collectFinal(run.events, run.batchSize);
         if (c.signal.aborted) return;
         sendJson(c.res, 200, elements.length === 1 ? generateEvent(model.name, id, elements[0]!) : generateBatchBody(model.name, id, elements));
@@ -46,7 +46,7 @@ export function generateRoutes(catalog: ModelCatalog): Route[] {
         const { ctx, model } = catalog.resolve(c.params[0]!, c.params[1]);
         const { id, values } = generateInputs(await c.json());
         // Everything that can be rejected is rejected here, before the 200 and the first event.
-        const run = runModel(ctx, model, values, { signal: c.signal, streamEndpoint: true, ...(id === undefined ? {} : { requestId: id }) });
+        const run = await runModel(ctx, model, values, { signal: c.signal, streamEndpoint: true, ...(id === undefined ? {} : { requestId: id }) });
         startEventStream(c.res);
         for await (const event of run.events) {
           if (!writeEvent(c.res, generateEvent(model.name, id, event.outputs))) break;

@@ -52,7 +52,8 @@ function runFor(catalog: ModelCatalog, request: InferRequest, signal: AbortSigna
 
 /** The whole result (HTTP /infer, gRPC ModelInfer): every element's final outputs stacked into [batch, ...]. */
 export async function inferWhole(catalog: ModelCatalog, request: InferRequest, signal: AbortSignal): Promise<InferResponse> {
-  const { model, run } = runFor(catalog, request, signal, false);
+  const { model, run: started } = runFor(catalog, request, signal, false);
+  const run = await started;
   const elements = await collectFinal(run.events, run.batchSize);
   return {
     modelName: model.name,
@@ -65,11 +66,15 @@ export async function inferWhole(catalog: ModelCatalog, request: InferRequest, s
 /**
  * Triton's decoupled mode (gRPC ModelStreamInfer): with `stream` / `streaming` true, one response per batch element
  * per iteration (else one per element), each element's tensors with a batch dimension of 1 (batch_index says which
- * element). Everything that can be rejected is rejected when this is called, before the first response.
+ * element). An unknown model fails when this is called; anything else that can be rejected (the request's inputs,
+ * its prompts' lengths once tokenizing has begun) fails the responses' first step, before the first response.
  */
 export function inferStreamed(catalog: ModelCatalog, request: InferRequest, signal: AbortSignal): { modelName: string; responses: AsyncIterable<StreamedResponse> } {
-  const { model, run } = runFor(catalog, request, signal, true);
+  const { model, run: started } = runFor(catalog, request, signal, true);
+  // Iterated at once by every caller; until then a rejection must not count as unhandled.
+  started.catch(() => {});
   async function* responses(): AsyncGenerator<StreamedResponse> {
+    const run = await started;
     let finished = 0;
     for await (const e of run.events) {
       if (e.final) finished += 1;

@@ -20,7 +20,8 @@ function handleStop(ctx: ServingContext, values: NamedValues, requestId: string 
   return { batchSize: 0, events: (async function* () {})() };
 }
 
-export function runModel(ctx: ServingContext, model: ServedModel, values: NamedValues, options: RunOptions): ModelRun {
+/** Resolves once every element has been checked, tokenized and enqueued: a rejection comes before any output. */
+export async function runModel(ctx: ServingContext, model: ServedModel, values: NamedValues, options: RunOptions): Promise<ModelRun> {
   requireReady(ctx, model.name);
   checkNames(values, new Set(model.inputs.map((i) => i.name)), model.name);
   const stopped = handleStop(ctx, values, options.requestId);
@@ -28,7 +29,7 @@ export function runModel(ctx: ServingContext, model: ServedModel, values: NamedV
   switch (model.kind) {
     case 'text': return runTextModel(ctx, model, values, options);
     case 'tokens': return runTokenModel(ctx, model, values, options);
-    case 'preprocessing': return runPreprocessing(ctx, values);
-    case 'postprocessing': return runPostprocessing(ctx, values);
+    case 'preprocessing': return runPreprocessing(ctx, values, options);
+    case 'postprocessing': return runPostprocessing(ctx, values, options);
   }
 }

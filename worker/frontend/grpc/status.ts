@@ -10,6 +10,7 @@ const CODE_BY_HTTP: Readonly<Record<number, status>> = {
   404: status.NOT_FOUND,
   405: status.UNIMPLEMENTED,
   413: status.RESOURCE_EXHAUSTED,
+  499: status.CANCELLED,          // the client went away first (prompt-bounds.ts)
   503: status.UNAVAILABLE,
 };
 
