@@ -47,7 +47,7 @@ function paramOf(field: string): string {
 function tooManyBytes(field: string, size: string, limit: PromptLimit, perToken: number, maxBytes: number): HttpError {
   return badRequest(
     `${field} is ${size}, more than any prompt this model takes: at most ${limit.tokens} tokens (${limit.why}) ` +
-    `of at most ${perToken} bytes each (this tokenizer's longest token) is ${maxBytes} bytes`, paramOf(field),
+    `of at most ${perToken} bytes each (the most text one of this tokenizer's tokens stands for) is ${maxBytes} bytes`, paramOf(field),
   );
 }
 

@@ -49,6 +49,24 @@ function inferText(c: AnyClient, prompts: string[]): Promise<ServiceError | { ok
   }).then(() => ({ ok: true as const }), (e: ServiceError) => e);
 }
 
+/** One request on a ModelStreamInfer call (half-closed at once): its first response. */
+function streamOne(c: AnyClient, prompts: string[]): Promise<any> {
+  const call = c.ModelStreamInfer();
+  const first = new Promise((resolve, reject) => {
+    call.once('data', resolve);
+    call.once('error', reject);
+  });
+  call.write({
+    model_name: 'ensemble',
+    inputs: [
+      { name: 'text_input', datatype: 'BYTES', shape: [prompts.length, 1], contents: { bytes_contents: prompts.map((p) => Buffer.from(p)) } },
+      { name: 'max_tokens', datatype: 'INT32', shape: [prompts.length, 1], contents: { int_contents: prompts.map(() => 1) } },
+    ],
+  });
+  call.end();
+  return first;
+}
+
 /** A promise with a flag saying whether it has settled yet. */
 function tracked<T>(promise: Promise<T>): { promise: Promise<T>; settled: () => boolean } {
   let done = false;
@@ -118,7 +136,7 @@ t.test('a prompt too long in bytes for the model: a 400 naming its size, before 
   const client = grpcClient(t, server);
   // tiny-gpt2: max_seq_len 128 leaves 127 prompt tokens; its longest token ("Ġcopyright") is 10 bytes.
   t.same(server.context.tokenizer.byteBound, { bytesPerToken: 10 });
-  const why = 'at most 127 tokens \\(max_seq_len 128 less one output token\\) of at most 10 bytes each \\(this tokenizer\'s longest token\\) is 1270 bytes';
+  const why = 'at most 127 tokens \\(max_seq_len 128 less one output token\\) of at most 10 bytes each \\(the most text one of this tokenizer\'s tokens stands for\\) is 1270 bytes';
   pool.holdTasks();
   t.teardown(() => pool.releaseTasks());
 
@@ -147,6 +165,8 @@ t.test('a prompt too long in bytes for the model: a 400 naming its size, before 
   const grpc = await inferText(client, ['g'.repeat(BODY_LIMIT - 1000)]) as ServiceError;
   t.equal(grpc.code, status.INVALID_ARGUMENT, 'gRPC ModelInfer: INVALID_ARGUMENT');
   t.match(grpc.details, /^text_input is at least \d+ bytes of UTF-8 \(\d+ characters\), more than any prompt this model takes/);
+  const streamed = await streamOne(client, ['h'.repeat(5000)]);
+  t.match(streamed, { error_message: /^text_input is at least 5000 bytes of UTF-8/ }, 'ModelStreamInfer: failed in-band');
   t.equal(server.context.executor.numActiveRequests(), 0, 'nothing reached the executor');
 
   // Within the byte bound but over the token limit: tokenized (in the pool), then refused by its count.
