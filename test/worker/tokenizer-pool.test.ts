@@ -73,6 +73,20 @@ t.test('the test hold: a slice waits inside its thread until released', async (t
   t.same(await job, [{ ids: loadTokenizer(DIR).encode('held') }]);
 });
 
+t.test('a thread that dies fails only the slice it held, and a new thread takes its place', async (t) => {
+  const pool = await openPool(t, 1);
+  pool.holdTasks();
+  const lost = pool.encode([{ text: 'lost', addSpecialTokens: true }]).catch((e: unknown) => e);
+  await pool.awaitHeldTask();
+  // The pool's only thread, killed while it holds the slice (what an out-of-memory thread would look like).
+  await (pool as unknown as { threads: { worker: { terminate(): Promise<number> } }[] }).threads[0]!.worker.terminate();
+  const error = await lost;
+  t.ok(error instanceof TrtllmError && error.code === 'internal', 'the job it held fails');
+  t.match((error as Error).message, /a tokenizer thread exited/);
+  pool.releaseTasks();
+  t.same(await pool.encode([{ text: 'next', addSpecialTokens: true }]), [{ ids: loadTokenizer(DIR).encode('next') }], 'the next job is served');
+});
+
 t.test('a closed pool and a pool that cannot load fail with the reason', async (t) => {
   const pool = new TokenizerPool(DIR, 1);
   await pool.ready();
