@@ -14,6 +14,7 @@ import type { EncodedText, SliceRequest, ThreadData, ThreadMessage } from './tok
 export const DEFAULT_TOKENIZER_THREADS = Math.max(1, Math.min(2, availableParallelism() - 1));
 // A slice: texts up to this many UTF-16 units (or id lists up to this many ids), about 20-50 ms of one thread.
 const SLICE_UNITS = 32 * 1024;
+const DEDUPLICATED_UNITS = 4096;
 
 export interface TextToEncode {
   text: string;
@@ -82,17 +83,18 @@ export class TokenizerPool {
 
   /** Token ids of each text; a text with more tokens than its `limit` comes back as its count only. */
   async encode(texts: readonly TextToEncode[], signal?: AbortSignal): Promise<EncodeResult[]> {
-    // The same text twice (one stop-word list for every prompt of a batch) is tokenized once.
+    // The same short text twice (one stop-word list for every prompt of a batch) is tokenized once; long texts are
+    // not hashed on the event loop to find a duplicate they are unlikely to have.
     const unique = new Map<string, number>();
     const items: string[] = [];
     const special: boolean[] = [];
     const limits: number[] = [];
     const slot = texts.map(({ text, addSpecialTokens, limit }) => {
-      const key = `${addSpecialTokens ? 1 : 0}${limit ?? -1} ${text}`;
-      let i = unique.get(key);
+      const key = text.length <= DEDUPLICATED_UNITS ? `${addSpecialTokens ? 1 : 0}${limit ?? -1} ${text}` : undefined;
+      let i = key === undefined ? undefined : unique.get(key);
       if (i === undefined) {
         i = items.length;
-        unique.set(key, i);
+        if (key !== undefined) unique.set(key, i);
         items.push(text);
         special.push(addSpecialTokens);
         limits.push(limit ?? -1);
