@@ -23,6 +23,7 @@ import { createLogger, type Logger } from './log.js';
 import { executorOptions } from './options/executor-options.js';
 import type { ServeOptions } from './options/serve-options.js';
 import { loadTokenizer } from './tokenizer.js';
+import { TokenizerPool } from './tokenizer-pool.js';
 
 export interface RunningServer {
   context: ServingContext;
@@ -56,7 +57,16 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
   const tokenizer = loadTokenizer(modelDir);
   const chatTemplate = loadChatTemplate(modelDir);
   const started = performance.now();
-  const executor = await Executor.load(modelDir, executorOptions(options));
+  // The tokenizer threads load while the executor does.
+  const tokenizerPool = new TokenizerPool(modelDir);
+  const executor = await Executor.load(modelDir, executorOptions(options)).catch(async (error: unknown) => {
+    await tokenizerPool.close();
+    throw error;
+  });
+  await tokenizerPool.ready().catch(async (error: unknown) => {
+    await Promise.all([executor.shutdown(), tokenizerPool.close()]);
+    throw error;
+  });
   const config = executor.modelConfig;
   log.info(`loaded ${config.architectureName} from ${modelDir} in ${((performance.now() - started) / 1000).toFixed(2)} s`);
 
@@ -65,7 +75,7 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
   const metrics = new ServingMetrics(executor, [...MODEL_NAMES, options.servedModelName ?? basename(modelDir)]);
   executor.onIterationStats(metrics.onIterationStats);
   const context = buildServingContext({
-    executor, tokenizer, metrics, chatTemplate, modelDir,
+    executor, tokenizer, tokenizerPool, metrics, chatTemplate, modelDir,
     servedModelName: options.servedModelName ?? basename(modelDir),
     maxBatchSize: options.maxBatchSize ?? 64,
     // Not ready while draining, nor while the gang is stalled: a rank stopped making progress, so nothing would be
@@ -111,12 +121,16 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
       // ports stay open, so nobody mistakes the drain for a crash (a refused connection).
       drain.begin(cause);
       beginPortsDrain(ports, drain.refusal()!);
-      await executor.drain(Date.now() + options.drainTimeoutMs,
+      // Requests admitted before the drain may still be tokenizing: they reach the executor before it drains.
+      const deadline = Date.now() + options.drainTimeoutMs;
+      await tokenizerPool.settled(deadline);
+      await executor.drain(deadline,
         (left) => log.warn(`drain deadline reached: cancelling ${left} request(s)`), drain.deadlineMessage(options.drainTimeoutMs));
       // Every request has its final response; the ports close once the answers carrying them are written.
       await closePorts(ports);
       clearInterval(poll);
       await executor.shutdown();
+      await tokenizerPool.close();
     })();
     return closing;
   };

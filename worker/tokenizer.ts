@@ -7,12 +7,15 @@ import { join } from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
 
 import { TrtllmError } from './common/errors.js';
+import { tokenByteBound, type TokenByteBound } from './tokenizer-bound.js';
 
 export interface TextTokenizer {
   encode(text: string, options?: { addSpecialTokens?: boolean }): number[];
   decode(ids: number[], options?: { skipSpecialTokens?: boolean }): string;
   readonly eosTokenId: number | undefined;
   readonly bosTokenId: number | undefined;
+  /** The most UTF-8 bytes one token stands for, where such a bound holds (tokenizer-bound.ts). */
+  readonly byteBound: TokenByteBound;
 }
 
 function readJson(path: string, what: string): Record<string, unknown> {
@@ -41,7 +44,9 @@ export function loadTokenizer(modelDir: string): TextTokenizer {
   }
   const configPath = join(modelDir, 'tokenizer_config.json');
   const config = existsSync(configPath) ? readJson(configPath, 'tokenizer config') : {};
-  const tokenizer = new Tokenizer(readJson(tokenizerPath, 'tokenizer'), config);
+  const json = readJson(tokenizerPath, 'tokenizer');
+  const byteBound = tokenByteBound(json, config);  // before the library may take the JSON over
+  const tokenizer = new Tokenizer(json, config);
   const eos = tokenText(config.eos_token);
   const bos = tokenText(config.bos_token);
   return {
@@ -50,5 +55,6 @@ export function loadTokenizer(modelDir: string): TextTokenizer {
     decode: (ids, options) => (ids.length === 0 ? '' : tokenizer.decode(ids, { skip_special_tokens: options?.skipSpecialTokens ?? true })),
     eosTokenId: eos === undefined ? undefined : tokenizer.token_to_id(eos),
     bosTokenId: bos === undefined ? undefined : tokenizer.token_to_id(bos),
+    byteBound,
   };
 }

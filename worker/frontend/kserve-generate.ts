@@ -53,7 +53,7 @@ export function generateRoutes(catalog: ModelCatalog): Route[] {
       handle: async (c) => {
         const { ctx, model } = catalog.resolve(c.params[0]!, c.params[1]);
         const { id, values } = generateInputs(await c.json());
-        const run = runModel(ctx, model, values, { signal: c.signal, streamEndpoint: false, ...(id === undefined ? {} : { requestId: id }) });
+        const run = await runModel(ctx, model, values, { signal: c.signal, streamEndpoint: false, ...(id === undefined ? {} : { requestId: id }) });
         if (run.stop) {
           const outcome = await run.stop;
           if (!c.signal.aborted) sendJson(c.res, 200, stopBody(model.name, id, outcome.cancelled));
@@ -72,7 +72,7 @@ export function generateRoutes(catalog: ModelCatalog): Route[] {
         const { ctx, model } = catalog.resolve(c.params[0]!, c.params[1]);
         const { id, values } = generateInputs(await c.json());
         // Everything that can be rejected is rejected here, before the 200 and the first event.
-        const run = runModel(ctx, model, values, { signal: c.signal, streamEndpoint: true, ...(id === undefined ? {} : { requestId: id }) });
+        const run = await runModel(ctx, model, values, { signal: c.signal, streamEndpoint: true, ...(id === undefined ? {} : { requestId: id }) });
         const outcome = run.stop ? await run.stop : undefined;
         startEventStream(c.res);
         if (outcome) writeEvent(c.res, stopBody(model.name, id, outcome.cancelled));

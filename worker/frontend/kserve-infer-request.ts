@@ -67,8 +67,9 @@ function runFor(catalog: ModelCatalog, request: InferRequest, signal: AbortSigna
 
 /** The whole result (HTTP /infer, gRPC ModelInfer): every element's final outputs stacked into [batch, ...]. */
 export async function inferWhole(catalog: ModelCatalog, request: InferRequest, signal: AbortSignal): Promise<InferResponse> {
-  const { model, run } = runFor(catalog, request, signal, false);
+  const { model, run: started } = runFor(catalog, request, signal, false);
   const header = { modelName: model.name, modelVersion: MODEL_VERSION, ...(request.id === undefined ? {} : { id: request.id }) };
+  const run = await started;
   if (run.stop) return { ...header, outputs: [], parameters: stopParameters(await run.stop) };
   const watched = watchFinish(run.events);
   const elements = await collectFinal(watched.events, run.batchSize);
@@ -82,12 +83,14 @@ export async function inferWhole(catalog: ModelCatalog, request: InferRequest, s
 /**
  * Triton's decoupled mode (gRPC ModelStreamInfer): with `stream` / `streaming` true, one response per batch element
  * per iteration (else one per element), each element's tensors with a batch dimension of 1 (batch_index says which
- * element). Everything that can be rejected is rejected when this is called, before the first response.
+ * element). Everything that can be rejected (an unknown model, the request's inputs, its prompts' lengths) rejects
+ * the returned promise, before the first response: it resolves once every element is tokenized and enqueued.
  */
-export function inferStreamed(
+export async function inferStreamed(
   catalog: ModelCatalog, request: InferRequest, signal: AbortSignal,
-): { modelName: string; responses: AsyncIterable<StreamedResponse>; stop?: Promise<ResponseParameters> } {
-  const { model, run } = runFor(catalog, request, signal, true);
+): Promise<{ modelName: string; responses: AsyncIterable<StreamedResponse>; stop?: Promise<ResponseParameters> }> {
+  const { model, run: started } = runFor(catalog, request, signal, true);
+  const run = await started;
   async function* responses(): AsyncGenerator<StreamedResponse> {
     let finished = 0;
     for await (const e of run.events) {

@@ -1,9 +1,11 @@
 // preprocessing (text → ids) and postprocessing (ids → text), the tokenizer halves of Triton's ensemble, with
-// Triton's tensor names, served directly from our tokenizer.
+// Triton's tensor names, served from our tokenizer pool (prompt-bounds.ts: bounded, off the event loop).
 import { describeValue } from '../common/errors.js';
+import { checkBatch } from './fan-out.js';
 import { badRequest } from './http-errors.js';
-import { immediateRun, type ModelRun, type OutputTensor } from './model-run.js';
+import { immediateRun, type ModelRun, type OutputTensor, type RunOptions } from './model-run.js';
 import { elementAt, type NamedValues, optInt } from './named-values.js';
+import { detokenize, tokenize } from './prompt-bounds.js';
 import type { ServingContext } from './serving-context.js';
 import { wordIds } from './text-params.js';
 import { parseWordList, toWordTensor } from './word-lists.js';
@@ -16,32 +18,45 @@ function strings(values: NamedValues, name: string): string[] {
   return v.data as string[];
 }
 
-export function runPreprocessing(ctx: ServingContext, values: NamedValues): ModelRun {
+export async function runPreprocessing(ctx: ServingContext, values: NamedValues, options: Pick<RunOptions, 'signal'>): Promise<ModelRun> {
   const queries = strings(values, 'QUERY');
   const batch = queries.length;
-  return immediateRun(queries.map((query, i): OutputTensor[] => {
+  checkBatch(ctx, batch, `QUERY's batch of ${batch} queries`, 'QUERY');
+  // Every element is read and checked before anything is tokenized.
+  const elements = queries.map((query, i) => {
     const get = (name: string) => elementAt(values, name, i, batch);
     const outputLen = optInt(get('REQUEST_OUTPUT_LEN'), 'REQUEST_OUTPUT_LEN', 1);
     if (outputLen === undefined) throw badRequest('REQUEST_OUTPUT_LEN is required', 'REQUEST_OUTPUT_LEN');
-    const ids = ctx.tokenizer.encode(query);
-    const endId = optInt(get('END_ID'), 'END_ID', -1) ?? ctx.defaults.endId;
-    const padId = optInt(get('PAD_ID'), 'PAD_ID', -1) ?? ctx.defaults.padId;
-    const words = (name: string) => toWordTensor(wordIds(ctx.tokenizer, parseWordList(get(name), name)));
-    const bad = words('BAD_WORDS_DICT');
-    const stop = words('STOP_WORDS_DICT');
+    return {
+      query,
+      outputLen,
+      endId: optInt(get('END_ID'), 'END_ID', -1) ?? ctx.defaults.endId,
+      padId: optInt(get('PAD_ID'), 'PAD_ID', -1) ?? ctx.defaults.padId,
+      bad: parseWordList(get('BAD_WORDS_DICT'), 'BAD_WORDS_DICT'),
+      stop: parseWordList(get('STOP_WORDS_DICT'), 'STOP_WORDS_DICT'),
+    };
+  });
+  const tokens = await tokenize(
+    ctx, elements.map((e, i) => ({ text: e.query, field: batch > 1 ? `QUERY[${i}]` : 'QUERY' })),
+    elements.flatMap((e) => [...e.bad, ...e.stop]), options.signal,
+  );
+  return immediateRun(elements.map((e, i): OutputTensor[] => {
+    const ids = tokens.prompts[i]!;
+    const bad = toWordTensor(wordIds(tokens.words, e.bad));
+    const stop = toWordTensor(wordIds(tokens.words, e.stop));
     return [
-      { name: 'INPUT_ID', datatype: 'INT32', shape: [ids.length], data: ids, pad: endId },
+      { name: 'INPUT_ID', datatype: 'INT32', shape: [ids.length], data: ids, pad: e.endId },
       { name: 'REQUEST_INPUT_LEN', datatype: 'INT32', shape: [1], data: [ids.length] },
       { name: 'BAD_WORDS_IDS', datatype: 'INT32', shape: bad.shape, data: bad.data, pad: -1 },
       { name: 'STOP_WORDS_IDS', datatype: 'INT32', shape: stop.shape, data: stop.data, pad: -1 },
-      { name: 'REQUEST_OUTPUT_LEN', datatype: 'INT32', shape: [1], data: [outputLen] },
-      { name: 'OUT_END_ID', datatype: 'INT32', shape: [1], data: [endId] },
-      { name: 'OUT_PAD_ID', datatype: 'INT32', shape: [1], data: [padId] },
+      { name: 'REQUEST_OUTPUT_LEN', datatype: 'INT32', shape: [1], data: [e.outputLen] },
+      { name: 'OUT_END_ID', datatype: 'INT32', shape: [1], data: [e.endId] },
+      { name: 'OUT_PAD_ID', datatype: 'INT32', shape: [1], data: [e.padId] },
     ];
   }));
 }
 
-export function runPostprocessing(ctx: ServingContext, values: NamedValues): ModelRun {
+export async function runPostprocessing(ctx: ServingContext, values: NamedValues, options: Pick<RunOptions, 'signal'>): Promise<ModelRun> {
   const v = values.get('TOKENS_BATCH');
   if (v === undefined) throw badRequest('TOKENS_BATCH is required (token ids, [batch, beams, L] or [batch, L])', 'TOKENS_BATCH');
   const bad = v.data.findIndex((x) => !Number.isSafeInteger(x));
@@ -49,8 +64,10 @@ export function runPostprocessing(ctx: ServingContext, values: NamedValues): Mod
   const shape = v.shape.length === 1 ? [1, v.shape[0]!] : v.shape;
   const len = shape[shape.length - 1]!;
   const rows = shape.slice(0, -1).reduce((a, b) => a * b, 1);
+  // The batch is the first dimension (beams are a request's own), as Triton's max_batch_size counts it.
+  checkBatch(ctx, shape[0]!, `TOKENS_BATCH's batch of ${shape[0]}`, 'TOKENS_BATCH');
   const lengths = values.get('SEQUENCE_LENGTH');
-  const out: OutputTensor[][] = [];
+  const lists: number[][] = [];
   for (let r = 0; r < rows; r += 1) {
     let ids = (v.data as number[]).slice(r * len, (r + 1) * len);
     const n = lengths ? optInt(lengths.data.length === 1 ? lengths.data[0] : lengths.data[r], 'SEQUENCE_LENGTH', 0, len) : undefined;
@@ -58,7 +75,8 @@ export function runPostprocessing(ctx: ServingContext, values: NamedValues): Mod
     const vocab = ctx.executor.modelConfig.vocabSize;
     const outOfRange = ids.find((id) => id < 0 || id >= vocab);
     if (outOfRange !== undefined) throw badRequest(`TOKENS_BATCH holds ${outOfRange}, outside [0, ${vocab}) (vocab_size)`, 'TOKENS_BATCH');
-    out.push([{ name: 'OUTPUT', datatype: 'BYTES', shape: [1], data: [ctx.tokenizer.decode(ids)] }]);
+    lists.push(ids);
   }
-  return immediateRun(out);
+  const texts = await detokenize(ctx, lists, options.signal);
+  return immediateRun(texts.map((text) => [{ name: 'OUTPUT', datatype: 'BYTES', shape: [1], data: [text] }]));
 }

@@ -31,16 +31,17 @@ async function* holdingId(events: AsyncIterable<ElementEvent>, live: LiveRequest
   }
 }
 
-function dispatch(ctx: ServingContext, model: ServedModel, values: NamedValues, options: RunOptions): ModelRun {
+async function dispatch(ctx: ServingContext, model: ServedModel, values: NamedValues, options: RunOptions): Promise<ModelRun> {
   switch (model.kind) {
     case 'text': return runTextModel(ctx, model, values, options);
     case 'tokens': return runTokenModel(ctx, model, values, options);
-    case 'preprocessing': return runPreprocessing(ctx, values);
-    case 'postprocessing': return runPostprocessing(ctx, values);
+    case 'preprocessing': return runPreprocessing(ctx, values, options);
+    case 'postprocessing': return runPostprocessing(ctx, values, options);
   }
 }
 
-export function runModel(ctx: ServingContext, model: ServedModel, values: NamedValues, options: RunOptions): ModelRun {
+/** Resolves once every element has been checked, tokenized and enqueued: a rejection comes before any output. */
+export async function runModel(ctx: ServingContext, model: ServedModel, values: NamedValues, options: RunOptions): Promise<ModelRun> {
   requireReady(ctx, model.name);
   checkNames(values, new Set(model.inputs.map((i) => i.name)), model.name);
   const stopped = handleStop(ctx, model, values, options.requestId);
@@ -49,9 +50,11 @@ export function runModel(ctx: ServingContext, model: ServedModel, values: NamedV
   // Pre- and postprocessing answer at once: nothing of theirs runs long enough to be stopped.
   const stoppable = model.kind === 'text' || model.kind === 'tokens';
   if (id === undefined || id === '' || !stoppable) return dispatch(ctx, model, values, options);
+  // Claimed before tokenizing: a duplicate id is refused before any work, and a stop sent meanwhile finds it.
   const live = ctx.liveRequests.claim(model.name, id);
   try {
-    const run = dispatch(ctx, model, values, { ...options, onEnqueued: (handle) => live.track(handle) });
+    const run = await dispatch(ctx, model, values, { ...options, onEnqueued: (handle) => live.track(handle) });
+    live.enqueued();
     return { ...run, events: holdingId(run.events, live) };
   } catch (error) {
     live.release();

@@ -8,8 +8,9 @@ import { mergeStreams } from './merge-streams.js';
 import type { ServedModel } from './model-repository.js';
 import type { NamedValues } from './named-values.js';
 import type { ElementEvent, ModelRun, OutputTensor, RunOptions } from './model-run.js';
+import { tokenize } from './prompt-bounds.js';
 import type { ServingContext } from './serving-context.js';
-import { readTextParams, type TextParams, textNativeRequest } from './text-params.js';
+import { readTextParams, textInputField, type TextParams, textNativeRequest } from './text-params.js';
 import { startText, type TextDelta } from './text-generation.js';
 
 const TEXT_NAMES = {
@@ -28,29 +29,35 @@ function extraOutputs(p: TextParams, logProbs: number[], final: NativeResponse |
   return out;
 }
 
-export function runTextModel(ctx: ServingContext, model: ServedModel, values: NamedValues, options: RunOptions): ModelRun {
-  const params = readTextParams(values);
+export async function runTextModel(ctx: ServingContext, model: ServedModel, values: NamedValues, options: RunOptions): Promise<ModelRun> {
+  const params = readTextParams(values, ctx.maxBatchSize);
   const batch = params.length;
+  // Every prompt and word is tokenized (off the event loop) before the first request is enqueued, so a prompt
+  // refused for its length leaves nothing running.
+  const tokens = await tokenize(
+    ctx, params.map((p, i) => ({ text: p.prompt, field: textInputField(i, batch) })),
+    params.flatMap((p) => [...p.stopWords, ...p.badWords]), options.signal,
+  );
   const started: { cancel(): void }[] = [];
   const elements = new AbortFanOut(options.signal);
   let runs: AsyncIterable<ElementEvent>[];
   try {
     runs = params.map((p, i) => {
-    // Only generate_stream streams (per iteration unless the request says stream: false); generate collects.
-    const streaming = options.streamEndpoint && (p.stream ?? options.streamByDefault ?? true);
-    const promptIds = ctx.tokenizer.encode(p.prompt);
-    const run = inClientTerms(() => startText(ctx, {
-      promptIds,
-      request: textNativeRequest(p, promptIds, ctx.tokenizer, ctx.defaults, streaming),
-      stopStrings: p.stopWords,
-      includeStop: true,
-      tracker: ctx.metrics.trackRequest(model.name),
-      signal: elements.child(),
-    }), TEXT_NAMES);
-    started.push(run.handle);
-    options.onEnqueued?.(run.handle);
-    return elementEvents(p, i, batch, run.deltas, streaming);
-  });
+      // Only generate_stream streams (per iteration unless the request says stream: false); generate collects.
+      const streaming = options.streamEndpoint && (p.stream ?? options.streamByDefault ?? true);
+      const promptIds = tokens.prompts[i]!;
+      const run = inClientTerms(() => startText(ctx, {
+        promptIds,
+        request: textNativeRequest(p, promptIds, tokens.words, ctx.defaults, streaming),
+        stopStrings: p.stopWords,
+        includeStop: true,
+        tracker: ctx.metrics.trackRequest(model.name),
+        signal: elements.child(),
+      }), TEXT_NAMES);
+      started.push(run.handle);
+      options.onEnqueued?.(run.handle);
+      return elementEvents(p, i, batch, run.deltas, streaming);
+    });
   } catch (error) {
     // A later prompt was rejected: the earlier ones must not keep running for nobody.
     for (const handle of started) handle.cancel();

@@ -3,6 +3,7 @@
 import type { NativeRequest, NativeResponse } from '../binding/addon-types.js';
 import { AbortFanOut } from './abort-fan-out.js';
 import { describeValue } from '../common/errors.js';
+import { checkBatch } from './fan-out.js';
 import { badRequest, inClientTerms } from './http-errors.js';
 import { logitsOutputs } from './kserve-encode.js';
 import { mergeStreams } from './merge-streams.js';
@@ -18,10 +19,12 @@ const TOKEN_NAMES = {
   topK: 'runtime_top_k', topP: 'runtime_top_p', beamWidth: 'beam_width', minTokens: 'min_length', seed: 'random_seed',
 };
 
-/** input_ids as rows: [L] is one request, [B, L] is B requests (cut to input_lengths when given). */
-function inputRows(values: NamedValues): number[][] {
+/** input_ids as rows: [L] is one request, [B, L] is B requests (cut to input_lengths when given), B at most the
+ * model's max batch size. */
+function inputRows(values: NamedValues, maxBatchSize: number): number[][] {
   const v = values.get('input_ids');
   if (v === undefined) throw badRequest('input_ids is required (the prompt token ids)', 'input_ids');
+  if (v.shape.length === 2) checkBatch({ maxBatchSize }, v.shape[0]!, `input_ids' batch of ${v.shape[0]} rows`, 'input_ids');
   const bad = v.data.findIndex((x) => !Number.isSafeInteger(x));
   if (bad >= 0) throw badRequest(`input_ids[${bad}] must be an integer token id, got ${describeValue(v.data[bad])}`, 'input_ids');
   const ids = v.data as number[];
@@ -64,7 +67,7 @@ function tokenOutputs(r: NativeResponse, request: NativeRequest, logProbs: numbe
 }
 
 export function runTokenModel(ctx: ServingContext, model: ServedModel, values: NamedValues, options: RunOptions): ModelRun {
-  const rows = inputRows(values);
+  const rows = inputRows(values, ctx.maxBatchSize);
   const batch = rows.length;
   const requests = rows.map((inputTokenIds, i) => {
     const get = (name: string) => elementAt(values, name, i, batch);

@@ -21,20 +21,32 @@ export interface StopOutcome {
   cancelled: number;   // requests it ended cancelled: 1, or 0 when none with its id was running
 }
 
-/** One client request under an id: the executor requests it fans out to (one per batch element). */
+/** One client request under an id: the executor requests it fans out to (one per batch element). Its id is taken
+ * before its prompts are tokenized, so a stop can arrive before anything is enqueued: the stop then waits until the
+ * request is enqueued (or refused), and what is enqueued after the stop is cancelled at once. */
 export class LiveRequest {
   private readonly handles: RequestHandle[] = [];
   private stopping: Promise<boolean> | undefined;
+  private stopped = false;
+  private settle!: () => void;
+  private readonly settled = new Promise<void>((resolve) => { this.settle = resolve; });
 
   constructor(private readonly forget: () => void) {}
 
   /** An executor request of this client request (called as each is enqueued). */
   track(handle: RequestHandle): void {
     this.handles.push(handle);
+    if (this.stopped) handle.cancel();
   }
 
-  /** The client request has ended: its id is free again. Idempotent. */
+  /** Every executor request of it is enqueued (track was called for each). */
+  enqueued(): void {
+    this.settle();
+  }
+
+  /** The client request has ended, or was refused before it ran: its id is free again. Idempotent. */
   release(): void {
+    this.settle();
     this.forget();
   }
 
@@ -47,7 +59,9 @@ export class LiveRequest {
       return false;
     }
     this.stopping = (async () => {
+      this.stopped = true;
       for (const handle of this.handles) handle.cancel();
+      await this.settled;
       const finals = await Promise.all(this.handles.map(async (handle) => (await handle.responses()).at(-1)));
       this.release();
       return finals.some((r) => r !== undefined && r.error === undefined && (r.finishReasons?.includes('cancelled') ?? false));

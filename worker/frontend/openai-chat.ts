@@ -4,11 +4,13 @@ import { randomUUID } from 'node:crypto';
 
 import { describeValue } from '../common/errors.js';
 import type { ChatMessage } from './chat-template.js';
+import { checkChoices } from './fan-out.js';
 import { badRequest } from './http-errors.js';
 import { type Route, sendJson } from './http-server.js';
-import type { ModelCatalog } from './model-catalog.js';
+import { type ModelCatalog, requireReady } from './model-catalog.js';
 import { startChoices } from './openai-generate.js';
 import { CHAT_KEYS, checkKeys, finishReason, readOpenAiParams } from './openai-params.js';
+import { tokenize } from './prompt-bounds.js';
 import { endEventStream, startEventStream, writeEvent } from './sse.js';
 
 const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool']);
@@ -49,6 +51,7 @@ export function chatRoutes(catalog: ModelCatalog): Route[] {
       checkKeys(body, CHAT_KEYS);
       const p = readOpenAiParams(body, 'max_completion_tokens');
       const ctx = catalog.openAi(p.model);
+      checkChoices(ctx, 1, p.n, 'n');
       const logprobs = body.logprobs === null || body.logprobs === undefined ? false : body.logprobs;
       if (typeof logprobs !== 'boolean') throw badRequest(`logprobs must be a boolean, got ${describeValue(logprobs)}`, 'logprobs');
       const top = body.top_logprobs;
@@ -70,8 +73,10 @@ export function chatRoutes(catalog: ModelCatalog): Route[] {
       } catch (error) {
         throw badRequest(`the chat template failed on these messages: ${(error as Error).message}`, 'messages');
       }
+      // Admitted here: a drain that begins while the prompt is tokenized lets this request finish.
+      requireReady(ctx, ctx.servedModelName);
       // The template writes any special tokens it wants (as apply_chat_template), so none are added here.
-      const ids = ctx.tokenizer.encode(text, { addSpecialTokens: false });
+      const [ids] = (await tokenize(ctx, [{ text, field: 'messages (as the chat template renders them)', addSpecialTokens: false }], [], c.signal)).prompts as [number[]];
       if (ids.length === 0) throw badRequest('the chat template rendered these messages to an empty prompt', 'messages');
       const maxSeqLen = ctx.executor.limits.maxSeqLen;
       const events = startChoices(ctx, [{ ids, text }], p, {

@@ -3,37 +3,49 @@
 import { randomUUID } from 'node:crypto';
 
 import { describeValue } from '../common/errors.js';
+import { checkChoices } from './fan-out.js';
 import { badRequest } from './http-errors.js';
 import { type Route, sendJson } from './http-server.js';
-import type { ModelCatalog } from './model-catalog.js';
+import { type ModelCatalog, requireReady } from './model-catalog.js';
 import { type PromptInput, startChoices } from './openai-generate.js';
 import { checkKeys, COMPLETION_KEYS, finishReason, readOpenAiParams } from './openai-params.js';
+import { checkPromptIds, detokenize, tokenize } from './prompt-bounds.js';
 import type { ServingContext } from './serving-context.js';
 import { endEventStream, startEventStream, writeEvent } from './sse.js';
 
-/** prompt: "text" | ["text", ...] | [id, ...] | [[id, ...], ...]. */
-export function readPrompts(ctx: ServingContext, prompt: unknown): PromptInput[] {
-  const vocab = ctx.executor.modelConfig.vocabSize;
-  const fromIds = (ids: unknown[], where: string): PromptInput => {
-    const bad = ids.findIndex((id) => !Number.isSafeInteger(id) || (id as number) < 0 || (id as number) >= vocab);
-    if (bad >= 0) throw badRequest(`${where}[${bad}] must be a token id in [0, ${vocab}), got ${describeValue(ids[bad])}`, 'prompt');
-    if (ids.length === 0) throw badRequest(`${where} is empty`, 'prompt');
-    return { ids: ids as number[], text: ctx.tokenizer.decode(ids as number[]) };
-  };
-  const fromText = (text: string, where: string): PromptInput => {
-    if (text === '') throw badRequest(`${where} is an empty string; a prompt needs text`, 'prompt');
-    return { ids: ctx.tokenizer.encode(text), text };
-  };
-  if (typeof prompt === 'string') return [fromText(prompt, 'prompt')];
-  if (!Array.isArray(prompt) || prompt.length === 0) {
+/**
+ * prompt: "text" | ["text", ...] | [id, ...] | [[id, ...], ...]. The prompts × n are counted against the max batch
+ * size first, then each prompt is checked, then the texts are tokenized off the event loop (prompt-bounds.ts); a
+ * prompt given as ids is decoded only when `echo` needs its text.
+ */
+export async function readPrompts(ctx: ServingContext, prompt: unknown, o: { n: number; echo: boolean; signal: AbortSignal }): Promise<PromptInput[]> {
+  if (typeof prompt !== 'string' && (!Array.isArray(prompt) || prompt.length === 0)) {
     throw badRequest(`prompt must be a string, an array of strings or token ids, got ${describeValue(prompt)}`, 'prompt');
   }
-  if (prompt.every((x) => typeof x === 'number')) return [fromIds(prompt, 'prompt')];
-  return prompt.map((p, i) => {
-    if (typeof p === 'string') return fromText(p, `prompt[${i}]`);
-    if (Array.isArray(p)) return fromIds(p, `prompt[${i}]`);
-    throw badRequest(`prompt[${i}] must be a string or an array of token ids, got ${describeValue(p)}`, 'prompt');
+  const single = typeof prompt === 'string' || prompt.every((x) => typeof x === 'number');
+  const list: unknown[] = single ? [prompt] : prompt as unknown[];
+  checkChoices(ctx, list.length, o.n, list.length > 1 ? 'prompt' : 'n');
+  const where = (i: number) => (single ? 'prompt' : `prompt[${i}]`);
+  const vocab = ctx.executor.modelConfig.vocabSize;
+  const entries = list.map((p, i): string | number[] => {
+    if (typeof p === 'string') {
+      if (p === '') throw badRequest(`${where(i)} is an empty string; a prompt needs text`, 'prompt');
+      return p;
+    }
+    if (!Array.isArray(p)) throw badRequest(`prompt[${i}] must be a string or an array of token ids, got ${describeValue(p)}`, 'prompt');
+    const bad = p.findIndex((id) => !Number.isSafeInteger(id) || (id as number) < 0 || (id as number) >= vocab);
+    if (bad >= 0) throw badRequest(`${where(i)}[${bad}] must be a token id in [0, ${vocab}), got ${describeValue(p[bad])}`, 'prompt');
+    if (p.length === 0) throw badRequest(`${where(i)} is empty`, 'prompt');
+    checkPromptIds(ctx, p.length, where(i));
+    return p as number[];
   });
+  const texts = entries.flatMap((e, i) => (typeof e === 'string' ? [{ text: e, field: where(i) }] : []));
+  const encoded = (await tokenize(ctx, texts, [], o.signal)).prompts;
+  const idLists = entries.filter((e): e is number[] => typeof e !== 'string');
+  const decoded = o.echo && idLists.length > 0 ? await detokenize(ctx, idLists, o.signal) : [];
+  let t = 0;
+  let d = 0;
+  return entries.map((e) => (typeof e === 'string' ? { ids: encoded[t++]!, text: e } : { ids: e, text: decoded[d++] ?? '' }));
 }
 
 interface LogProbs { tokens: string[]; token_logprobs: number[]; top_logprobs: Record<string, number>[]; text_offset: number[] }
@@ -53,7 +65,9 @@ export function completionsRoutes(catalog: ModelCatalog): Route[] {
       }
       const echo = body.echo === undefined || body.echo === null ? false : body.echo;
       if (typeof echo !== 'boolean') throw badRequest(`echo must be a boolean, got ${describeValue(echo)}`, 'echo');
-      const prompts = readPrompts(ctx, body.prompt);
+      // Admitted here: a drain that begins while the prompts are tokenized lets this request finish.
+      requireReady(ctx, ctx.servedModelName);
+      const prompts = await readPrompts(ctx, body.prompt, { n: p.n, echo, signal: c.signal });
       const events = startChoices(ctx, prompts, p, {
         signal: c.signal, returnLogProbs: logprobs !== undefined, defaultMaxTokens: () => 16, metricsModel: p.model,
       });

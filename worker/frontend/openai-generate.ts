@@ -5,7 +5,6 @@ import { AbortFanOut } from './abort-fan-out.js';
 import { inClientTerms } from './http-errors.js';
 import { mergeStreams } from './merge-streams.js';
 import { choiceSeed, type OpenAiParams } from './openai-params.js';
-import { requireReady } from './model-catalog.js';
 import type { ServingContext } from './serving-context.js';
 import { compact } from './text-params.js';
 import { startText, type TextDelta } from './text-generation.js';
@@ -15,7 +14,10 @@ const OPENAI_NAMES = {
   minTokens: 'min_tokens',
 };
 
-export interface PromptInput { ids: number[]; text: string }
+export interface PromptInput {
+  ids: number[];
+  text: string;    // for echo; a prompt given as ids is decoded only when echo needs it ('' otherwise)
+}
 export interface ChoiceDelta { index: number; delta: TextDelta }
 
 export interface ChoicesOptions {
@@ -25,8 +27,9 @@ export interface ChoicesOptions {
   metricsModel: string;
 }
 
+/** Enqueues every choice at once. The route has checked readiness before it tokenized (requireReady): a request
+ * admitted then is served, even if a drain began while its prompts were being tokenized. */
 export function startChoices(ctx: ServingContext, prompts: PromptInput[], p: OpenAiParams, o: ChoicesOptions): AsyncIterable<ChoiceDelta> {
-  requireReady(ctx, ctx.servedModelName);
   // The client leaving, or a later choice failing to enqueue, cancels all.
   const choices = new AbortFanOut(o.signal);
   const streams: AsyncIterable<ChoiceDelta>[] = [];

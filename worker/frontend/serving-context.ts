@@ -1,6 +1,7 @@
 // Everything a route needs to serve a request, gathered once at start-up and passed to each route explicitly.
 import type { ServingExecutor } from '../executor/serving-executor.js';
 import type { TextTokenizer } from '../tokenizer.js';
+import { TokenizerPool } from '../tokenizer-pool.js';
 import { byteLevelTokenBytes, type TokenBytes } from './byte-level.js';
 import type { ChatTemplate } from './chat-template.js';
 import { LiveRequests } from './live-requests.js';
@@ -9,7 +10,8 @@ import type { TokenDefaults } from './text-params.js';
 
 export interface ServingContext {
   executor: ServingExecutor;
-  tokenizer: TextTokenizer;
+  tokenizer: TextTokenizer;            // on the event loop: only for short work (a token, a detokenizer window)
+  tokenizerPool: TokenizerPool;        // prompts and long id lists, in threads (frontend/prompt-bounds.ts)
   tokenBytes: TokenBytes | undefined;  // byte-level vocabularies: the fast streaming detokenizer
   metrics: ServingMetrics;
   liveRequests: LiveRequests;         // the running requests' ids, for Triton's stop
@@ -25,6 +27,7 @@ export interface ServingContext {
 export interface ContextParts {
   executor: ServingExecutor;
   tokenizer: TextTokenizer;
+  tokenizerPool?: TokenizerPool;       // started early by the caller (it loads while the executor does); else here
   modelDir: string;
   metrics: ServingMetrics;
   chatTemplate: ChatTemplate | undefined;
@@ -37,11 +40,12 @@ export interface ContextParts {
 
 /** A model's context: the request defaults come from its tokenizer and config (end_id: EOS, pad_id: PAD or EOS). */
 export function buildServingContext(parts: ContextParts): ServingContext {
-  const { modelDir, ...rest } = parts;
+  const { modelDir, tokenizerPool, ...rest } = parts;
   const config = parts.executor.modelConfig;
   const endId = parts.tokenizer.eosTokenId ?? config.eosTokenIds[0] ?? -1;
   return {
     ...rest,
+    tokenizerPool: tokenizerPool ?? new TokenizerPool(modelDir),
     tokenBytes: byteLevelTokenBytes(modelDir),
     liveRequests: new LiveRequests(),
     defaults: { endId, padId: config.padTokenId >= 0 ? config.padTokenId : endId },

@@ -1,9 +1,9 @@
 // The text interface of ensemble / tensorrt_llm_bls (text_input, max_tokens, ..., the seeds' BLS table) read from
-// named values into one TextParams per batch element, then mapped onto the executor's NativeRequest. Pure, apart
-// from the tokenizer it is handed; every rejection names the field and the value.
+// named values into one TextParams per batch element, then mapped onto the executor's NativeRequest once the texts
+// are tokenized (prompt-bounds.ts). Pure; every rejection names the field and the value.
 import type { NativeRequest, SamplingParams } from '../binding/addon-types.js';
 import { describeValue } from '../common/errors.js';
-import type { TextTokenizer } from '../tokenizer.js';
+import { checkBatch } from './fan-out.js';
 import { badRequest } from './http-errors.js';
 import { elementAt, type NamedValues, optBool, optInt, optNumber } from './named-values.js';
 import { parseWordList } from './word-lists.js';
@@ -51,20 +51,26 @@ export function samplingFrom(get: (name: string) => unknown, names: { topK: stri
   });
 }
 
-/** The batch size: text_input holds one prompt, or a list of them. */
-export function textBatch(values: NamedValues): string[] {
+/** The name of prompt i of a batch of `batch`, as rejections say it. */
+export function textInputField(i: number, batch: number): string {
+  return batch > 1 ? `text_input[${i}]` : 'text_input';
+}
+
+/** The batch: text_input holds one prompt, or a list of them — at most the model's max batch size. */
+export function textBatch(values: NamedValues, maxBatchSize: number): string[] {
   const v = values.get('text_input');
   if (v === undefined) throw badRequest('text_input is required (the prompt text)', 'text_input');
   if (v.data.length === 0) throw badRequest('text_input is empty; send a prompt or a list of prompts', 'text_input');
+  checkBatch({ maxBatchSize }, v.data.length, `text_input's batch of ${v.data.length} prompts`, 'text_input');
   v.data.forEach((p, i) => {
-    if (typeof p !== 'string') throw badRequest(`text_input${v.data.length > 1 ? `[${i}]` : ''} must be a string, got ${describeValue(p)}`, 'text_input');
-    if (p === '') throw badRequest(`text_input${v.data.length > 1 ? `[${i}]` : ''} is an empty string; a prompt needs text`, 'text_input');
+    if (typeof p !== 'string') throw badRequest(`${textInputField(i, v.data.length)} must be a string, got ${describeValue(p)}`, 'text_input');
+    if (p === '') throw badRequest(`${textInputField(i, v.data.length)} is an empty string; a prompt needs text`, 'text_input');
   });
   return v.data as string[];
 }
 
-export function readTextParams(values: NamedValues): TextParams[] {
-  const prompts = textBatch(values);
+export function readTextParams(values: NamedValues, maxBatchSize: number): TextParams[] {
+  const prompts = textBatch(values, maxBatchSize);
   const batch = prompts.length;
   return prompts.map((prompt, i) => {
     const get = (name: string) => elementAt(values, name, i, batch);
@@ -94,18 +100,19 @@ export function readTextParams(values: NamedValues): TextParams[] {
   });
 }
 
-/** Stop/bad words as token-id lists, tokenized alone and without special tokens (as Triton's preprocessing does). */
-export function wordIds(tokenizer: Pick<TextTokenizer, 'encode'>, words: readonly string[]): number[][] {
-  return words.map((w) => tokenizer.encode(w, { addSpecialTokens: false })).filter((ids) => ids.length > 0);
+/** Stop/bad words as token-id lists, from their ids tokenized alone and without special tokens (as Triton's
+ * preprocessing does; prompt-bounds.ts's tokenize); a word with no tokens is left out. */
+export function wordIds(encoded: ReadonlyMap<string, number[]>, words: readonly string[]): number[][] {
+  return words.map((w) => encoded.get(w) ?? []).filter((ids) => ids.length > 0);
 }
 
 export interface TokenDefaults { endId: number; padId: number }
 
 export function textNativeRequest(
-  p: TextParams, inputTokenIds: number[], tokenizer: Pick<TextTokenizer, 'encode'>, defaults: TokenDefaults, streaming: boolean,
+  p: TextParams, inputTokenIds: number[], words: ReadonlyMap<string, number[]>, defaults: TokenDefaults, streaming: boolean,
 ): NativeRequest {
-  const stopWords = wordIds(tokenizer, p.stopWords);
-  const badWords = wordIds(tokenizer, p.badWords);
+  const stopWords = wordIds(words, p.stopWords);
+  const badWords = wordIds(words, p.badWords);
   return compact<NativeRequest>({
     inputTokenIds,
     maxTokens: p.maxTokens,

@@ -162,13 +162,17 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
   drain.begin(cause);
   const ports = { http, responses, grpc, metrics: metricsServer };
   beginPortsDrain(ports, drain.refusal()!);
+  const contexts = catalogModels.flatMap((m) => (m.ctx ? [m.ctx] : []));
   if (code === 0) {
+    // Requests admitted before the drain may still be tokenizing: they reach their group before it drains.
+    await Promise.all(contexts.map((ctx) => ctx.tokenizerPool.settled(Date.now() + opts.drainTimeoutMs)));
     for (const g of groups) g.shutdown(opts.drainTimeoutMs, drain.deadlineMessage(opts.drainTimeoutMs));
     // A bound for a group that never says bye (a hung rank); a group that drains ends the wait itself.
     const deadline = new Promise<void>((done) => setTimeout(done, opts.drainTimeoutMs + 10_000).unref());
     await Promise.race([Promise.all(groups.map((g) => g.settled())), deadline]);
   }
   await closePorts(ports, code === 0);
+  await Promise.all(contexts.map((ctx) => ctx.tokenizerPool.close()));
   clearInterval(poll);
   clearInterval(watch);
   clearInterval(heartbeat);

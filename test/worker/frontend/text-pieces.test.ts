@@ -81,18 +81,18 @@ t.test('text interface: fields map onto TensorRT-LLM semantics, bad values name 
     text_input: 'hi', max_tokens: 5, top_k: 0, top_p: 0, temperature: 0.7, random_seed: 3, min_length: 2,
     repetition_penalty: 1.1, presence_penalty: 0.5, frequency_penalty: 0.2, length_penalty: 1, beam_width: 1,
     stop_words: 'a,b', bad_words: '["c"]', return_log_probs: true, exclude_input_in_output: true,
-  }));
+  }), 64);
   t.same(p!.sampling, { temperature: 0.7, lengthPenalty: 1, repetitionPenalty: 1.1, presencePenalty: 0.5, frequencyPenalty: 0.2, minTokens: 2, seed: 3, beamWidth: 1 }, 'top_k/top_p 0 are off');
   t.same([p!.stopWords, p!.badWords, p!.returnLogProbs, p!.excludeInput], [['a', 'b'], ['c'], true, true]);
-  const batch = readTextParams(values({ text_input: ['a', 'b'], max_tokens: [3, 4] }));
+  const batch = readTextParams(values({ text_input: ['a', 'b'], max_tokens: [3, 4] }), 64);
   t.same(batch.map((b) => b.maxTokens), [3, 4], 'per-element values');
-  throws400(t, () => readTextParams(values({ max_tokens: 3 })), /text_input is required/);
-  throws400(t, () => readTextParams(values({ text_input: 'a' })), /max_tokens is required/);
-  throws400(t, () => readTextParams(values({ text_input: 'a', max_tokens: 0 })), /max_tokens must be an integer >= 1, got 0 \(number\)/);
-  throws400(t, () => readTextParams(values({ text_input: 'a', max_tokens: 2, top_p: 1.5 })), /top_p must be a finite number in \[0, 1\], got 1.5/);
-  throws400(t, () => readTextParams(values({ text_input: 'a', max_tokens: 2, temperature: 'hot' })), /temperature .* got "hot" \(string\)/);
-  throws400(t, () => readTextParams(values({ text_input: ['a', 'b', 'c'], max_tokens: [1, 2] })), /max_tokens must hold 1 value or one per batch element \(3\), got 2/);
-  throws400(t, () => readTextParams(values({ text_input: 7, max_tokens: 2 })), /text_input must be a string, got 7/);
+  throws400(t, () => readTextParams(values({ max_tokens: 3 }), 64), /text_input is required/);
+  throws400(t, () => readTextParams(values({ text_input: 'a' }), 64), /max_tokens is required/);
+  throws400(t, () => readTextParams(values({ text_input: 'a', max_tokens: 0 }), 64), /max_tokens must be an integer >= 1, got 0 \(number\)/);
+  throws400(t, () => readTextParams(values({ text_input: 'a', max_tokens: 2, top_p: 1.5 }), 64), /top_p must be a finite number in \[0, 1\], got 1.5/);
+  throws400(t, () => readTextParams(values({ text_input: 'a', max_tokens: 2, temperature: 'hot' }), 64), /temperature .* got "hot" \(string\)/);
+  throws400(t, () => readTextParams(values({ text_input: ['a', 'b', 'c'], max_tokens: [1, 2] }), 64), /max_tokens must hold 1 value or one per batch element \(3\), got 2/);
+  throws400(t, () => readTextParams(values({ text_input: 7, max_tokens: 2 }), 64), /text_input must be a string, got 7/);
 });
 
 t.test('KServe tensors are checked; stacking pads ragged elements', async (t) => {

@@ -179,7 +179,7 @@ async function serveStreamed(
   let header = { modelName: m.model_name ?? '', modelVersion: MODEL_VERSION, id: m.id ?? '' };
   try {
     const { request, rawOutputs, emptyFinal } = decodeInferRequest(m);
-    const { modelName, responses, stop } = inferStreamed(serving.catalog, request, signal);
+    const { modelName, responses, stop } = await inferStreamed(serving.catalog, request, signal);
     header = { ...header, modelName };
     // A stop's answer is a bare final response, which Triton sends only to clients that asked for bare responses
     // (triton_enable_empty_final_response): others (inflight_batcher_llm_client) would read it as a result.

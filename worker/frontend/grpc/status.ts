@@ -12,6 +12,7 @@ const CODE_BY_HTTP: Readonly<Record<number, status>> = {
   405: status.UNIMPLEMENTED,
   409: status.ALREADY_EXISTS,
   413: status.RESOURCE_EXHAUSTED,
+  499: status.CANCELLED,          // the client went away first (prompt-bounds.ts)
   503: status.UNAVAILABLE,
 };
 
