@@ -96,8 +96,16 @@ export class LiveRequests {
   async stop(model: string, id: RequestId): Promise<StopOutcome> {
     const live = this.byModel.get(model)?.get(id);
     if (!live) return { cancelled: 0 };
-    return { cancelled: (await live.stop()) ? 1 : 0 };
+    this.stopsUnderWay += 1;
+    try {
+      return { cancelled: (await live.stop()) ? 1 : 0 };
+    } finally {
+      this.stopsUnderWay -= 1;
+    }
   }
+
+  /** Stops that found their request and wait for it to end (tests order a stop before what it waits for by it). */
+  stopsUnderWay = 0;
 
   /** How many requests hold an id now (all models). */
   get size(): number {

@@ -188,4 +188,19 @@ t.test('stop by id', async (t) => {
     t.equal(events.at(-1).finish_reason, 'cancelled');
     t.ok(await waitFor(allFree), 'KV all free, every id given back');
   });
+  t.test('a stop that arrives while its request is still being tokenized cancels it as it is enqueued', async (t) => {
+    const pool = server.context.tokenizerPool;
+    pool.holdTasks();
+    t.teardown(() => pool.releaseTasks());
+    const target = generate('ensemble', textBody('tok', ['What is machine learning?']));
+    await pool.awaitHeldTask();
+    t.equal(executor.numActiveRequests(), 0, 'nothing is enqueued yet: the prompt is held in a tokenizer thread');
+    const stopped = stop('ensemble', 'tok');
+    t.ok(await waitFor(() => server.context.liveRequests.stopsUnderWay === 1), 'the stop found the request and waits for it');
+    pool.releaseTasks();
+    t.equal((await stopped).json.cancelled_requests, 1, 'the stop reports the request it cancelled');
+    const answer = (await target).json;
+    t.equal(answer.finish_reason, 'cancelled', 'the request ends cancelled, not with its 40 tokens');
+    t.ok(await waitFor(allFree), 'KV all free, every id given back');
+  });
 });
