@@ -13,6 +13,7 @@ import { execa, type ResultPromise } from 'execa';
 
 import { median } from '../launcher/bench-command/statistics.js';
 import { packageRoot } from '../worker/common/package-root.js';
+import { freePort } from '../test/helpers/free-port.js';
 
 const runsArg = process.argv.indexOf('--runs');
 const RUNS = runsArg >= 0 ? Number(process.argv[runsArg + 1]) : 5;
@@ -25,15 +26,6 @@ const ROOT = process.getuid?.() === 0 ? ['--allow-run-as-root'] : [];
 const seconds = (since: number) => (performance.now() - since) / 1000;
 const best = (xs: number[]) => Math.min(...xs);
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** Live (non-zombie) processes whose command line contains marker. */
 function processesWith(marker: string): number[] {

@@ -5,7 +5,6 @@
 // difference of the two; the goal is at most 1 ms at p50 per request.
 //   node dist/bench/orchestrator-overhead.js [--requests 300] [--streams 20] [--model <dir>]
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -13,6 +12,7 @@ import { execa, type ResultPromise } from 'execa';
 
 import { percentile as pct } from '../launcher/bench-command/statistics.js';
 import { packageRoot } from '../worker/common/package-root.js';
+import { freePort } from '../test/helpers/free-port.js';
 
 const arg = (name: string, fallback: string) => {
   const i = process.argv.indexOf(name);
@@ -23,15 +23,6 @@ const STREAMS = Number(arg('--streams', '20'));
 const MODEL = arg('--model', join(packageRoot(), 'test', 'fixtures', 'models', 'tiny-llama'));
 const BIN = join(packageRoot(), 'bin', 'trtllm-launch.js');
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 async function start(args: string[]): Promise<{ child: ResultPromise; base: string }> {
   const port = await freePort();

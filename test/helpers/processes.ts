@@ -1,17 +1,8 @@
 // Test helpers for real clusters: a free TCP port, and the processes of this machine that belong to a test (found
 // in /proc by a marker in their command line or environment), so a test can prove nothing was left behind.
 import { readdirSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+export { freePort } from './free-port.js';
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** Live (non-zombie) processes whose command line — or, with `inEnv`, environment — contains `marker`. */
 export function processesWith(marker: string, inEnv = false): { pid: number; cmd: string }[] {

@@ -5,13 +5,13 @@
 // left in the namespaces and removes it all. Where this machine cannot run it, `skip` says why.
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { execa, type ResultPromise } from 'execa';
 
 import { GENEROUS_MS, waitFor } from './wait.js';
+import { freePort } from './free-port.js';
 
 export interface SlurmNodeSpec {
   name: string;
@@ -30,15 +30,6 @@ export interface SlurmCluster {
 
 const BINARIES = ['munged', 'munge', 'slurmctld', 'slurmd', 'sbatch', 'salloc', 'srun', 'scontrol', 'scancel', 'squeue', 'sinfo'];
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '0.0.0.0', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 async function sh(command: string): Promise<{ ok: boolean; out: string }> {
   const r = await execa('sh', ['-c', command], { reject: false, all: true });

@@ -1,7 +1,6 @@
 // What the Slurm tests do with a job: run `trtllm-launch slurm ...` as a user would, read the endpoint it prints,
 // query scontrol, wait for a final state, find our processes, and get the one-rank answer to compare with.
 import { readdirSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 
 import { execa } from 'execa';
@@ -11,19 +10,11 @@ import { startServer } from '../../worker/serve.js';
 import { isFinal, type JobInfo, jobInfo, parseScontrolRecord } from '../../launcher/slurm/job-status.js';
 import { fixtureDir } from './fixtures.js';
 import { GENEROUS_MS } from './wait.js';
+export { freePort } from './free-port.js';
 
 export const BIN = join(packageRoot(), 'bin', 'trtllm-launch.js');
 export const SEEDS_BODY = '{"text_input": "What is machine learning?", "max_tokens": 20, "bad_words": "", "stop_words": ""}';
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '0.0.0.0', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** `trtllm-launch <args>` as a user runs it on a login node (cwd: where the job's output directory goes). */
 export async function trtllm(args: string[], cwd: string, env: Record<string, string>, timeoutMs = 120_000) {
