@@ -3,9 +3,10 @@
 // text_output, ...), or one SSE event per iteration (and per batch element) on generate_stream.
 import { describeValue } from '../common/errors.js';
 import { badRequest } from './http-errors.js';
-import { type Route, sendJson } from './http-server.js';
+import type { Route } from './http-server.js';
 import { collectFinal, generateBatchBody, generateEvent } from './kserve-encode.js';
 import { runModel } from './kserve-run.js';
+import { answerSettled, holdsLogits, sendAnswer, writeAnswerEvent } from './logits-json.js';
 import type { ModelCatalog } from './model-catalog.js';
 import { fromJsonField, type NamedValues } from './named-values.js';
 import { endEventStream, startEventStream, writeEvent } from './sse.js';
@@ -34,10 +35,12 @@ export function generateRoutes(catalog: ModelCatalog): Route[] {
       handle: async (c) => {
         const { ctx, model } = catalog.resolve(c.params[0]!, c.params[1]);
         const { id, values } = generateInputs(await c.json());
-        const run = runModel(ctx, model, values, { signal: c.signal, streamEndpoint: false, ...(id === undefined ? {} : { requestId: id }) });
+        const run = runModel(ctx, model, values, {
+          signal: c.signal, settled: () => answerSettled(c.res), streamEndpoint: false, ...(id === undefined ? {} : { requestId: id }),
+        });
         const elements = await collectFinal(run.events, run.batchSize);
         if (c.signal.aborted) return;
-        sendJson(c.res, 200, elements.length === 1 ? generateEvent(model.name, id, elements[0]!) : generateBatchBody(model.name, id, elements));
+        await sendAnswer(c.res, 200, elements.length === 1 ? generateEvent(model.name, id, elements[0]!) : generateBatchBody(model.name, id, elements));
       },
     },
     {
@@ -46,10 +49,14 @@ export function generateRoutes(catalog: ModelCatalog): Route[] {
         const { ctx, model } = catalog.resolve(c.params[0]!, c.params[1]);
         const { id, values } = generateInputs(await c.json());
         // Everything that can be rejected is rejected here, before the 200 and the first event.
-        const run = runModel(ctx, model, values, { signal: c.signal, streamEndpoint: true, ...(id === undefined ? {} : { requestId: id }) });
+        const run = runModel(ctx, model, values, {
+          signal: c.signal, settled: () => answerSettled(c.res), streamEndpoint: true, ...(id === undefined ? {} : { requestId: id }),
+        });
         startEventStream(c.res);
         for await (const event of run.events) {
-          if (!writeEvent(c.res, generateEvent(model.name, id, event.outputs))) break;
+          const data = generateEvent(model.name, id, event.outputs);
+          // Events with logits are written a slice at a time (logits-json.ts); the others at once, as always.
+          if (!(holdsLogits(data) ? await writeAnswerEvent(c.res, data) : writeEvent(c.res, data))) break;
         }
         endEventStream(c.res);
       },

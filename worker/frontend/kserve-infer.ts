@@ -3,8 +3,9 @@
 // which gRPC's ModelInfer shares.
 import { describeValue } from '../common/errors.js';
 import { badRequest } from './http-errors.js';
-import { type Route, sendJson } from './http-server.js';
+import type { Route } from './http-server.js';
 import { type InferRequest, inferWhole, namedInputs } from './kserve-infer-request.js';
+import { answerSettled, sendAnswer } from './logits-json.js';
 import type { ModelCatalog } from './model-catalog.js';
 import { fromKserveTensor } from './named-values.js';
 
@@ -32,9 +33,9 @@ export function inferRoutes(catalog: ModelCatalog): Route[] {
     handle: async (c) => {
       catalog.resolve(c.params[0]!, c.params[1]);  // an unknown model is a 404 before the body is read
       const request = { modelName: c.params[0]!, modelVersion: c.params[1], ...inferInputs(await c.json()) };
-      const response = await inferWhole(catalog, request, c.signal);
+      const response = await inferWhole(catalog, request, c.signal, () => answerSettled(c.res));
       if (c.signal.aborted) return;
-      sendJson(c.res, 200, {
+      await sendAnswer(c.res, 200, {
         model_name: response.modelName,
         model_version: response.modelVersion,
         ...(response.id === undefined ? {} : { id: response.id }),

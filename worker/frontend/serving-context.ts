@@ -3,6 +3,7 @@ import type { ServingExecutor } from '../executor/serving-executor.js';
 import type { TextTokenizer } from '../tokenizer.js';
 import { byteLevelTokenBytes, type TokenBytes } from './byte-level.js';
 import type { ChatTemplate } from './chat-template.js';
+import { LogitsBudget, logitsLimits } from './logits-budget.js';
 import type { ServingMetrics } from './metrics.js';
 import { RequestRegistry } from './request-registry.js';
 import type { TokenDefaults } from './text-params.js';
@@ -13,6 +14,7 @@ export interface ServingContext {
   tokenBytes: TokenBytes | undefined;  // byte-level vocabularies: the fast streaming detokenizer
   metrics: ServingMetrics;
   registry: RequestRegistry;
+  logitsBudget: LogitsBudget;         // the server's, shared by every model it serves
   defaults: TokenDefaults;            // end_id / pad_id when a request gives none
   servedModelName: string;            // the OpenAI model id (the checkpoint directory's name by default)
   chatTemplate: ChatTemplate | undefined;
@@ -30,6 +32,7 @@ export interface ContextParts {
   chatTemplate: ChatTemplate | undefined;
   servedModelName: string;
   maxBatchSize: number;
+  logitsBudget?: LogitsBudget;        // absent: one of this context's own, with the options' defaults
   isReady(): boolean;
   unavailableReason?(): string | undefined;
   drainRefusal?(): string | undefined;
@@ -37,13 +40,14 @@ export interface ContextParts {
 
 /** A model's context: the request defaults come from its tokenizer and config (end_id: EOS, pad_id: PAD or EOS). */
 export function buildServingContext(parts: ContextParts): ServingContext {
-  const { modelDir, ...rest } = parts;
+  const { modelDir, logitsBudget, ...rest } = parts;
   const config = parts.executor.modelConfig;
   const endId = parts.tokenizer.eosTokenId ?? config.eosTokenIds[0] ?? -1;
   return {
     ...rest,
     tokenBytes: byteLevelTokenBytes(modelDir),
     registry: new RequestRegistry(),
+    logitsBudget: logitsBudget ?? new LogitsBudget(logitsLimits({})),
     defaults: { endId, padId: config.padTokenId >= 0 ? config.padTokenId : endId },
   };
 }

@@ -14,6 +14,8 @@ export interface ServeOptions {
   authHealth: boolean;
   authMetrics: boolean;
   maxBodyBytes: number;
+  maxLogitsBytesPerRequest?: number | undefined;  // absent: the option's default (worker/frontend/logits-budget.ts)
+  maxLogitsBytesInFlight?: number | undefined;
   servedModelName?: string | undefined;
   threads?: number | undefined;
   maxBatchSize?: number | undefined;
