@@ -76,10 +76,12 @@ async function writePieces(res: ServerResponse, pieces: Iterable<string>): Promi
     if (res.destroyed) return false;
     pending += piece;
     if (pending.length < FLUSH_CHARS) continue;
-    const roomLeft = res.write(pending);
+    res.write(pending);
     pending = '';
-    if (roomLeft) await new Promise<void>((resolve) => setImmediate(resolve));
-    else await drained(res);
+    // Always back to the event loop (a socket that takes every write at once emits 'drain' from a tick, which would
+    // never let it poll); then, while the socket is full, wait until it has room.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    if (res.writableNeedDrain && !res.destroyed) await drained(res);
   }
   if (res.destroyed) return false;
   if (pending !== '') res.write(pending);

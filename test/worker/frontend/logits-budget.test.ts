@@ -4,7 +4,8 @@
 // given back however it ends (finished, rejected by the engine, stopped, the client gone, cut by a drain). Logits
 // answers are written a slice at a time; joined, the slices are exactly JSON.stringify's text. Against a real server
 // on the tiny Llama (vocab 512); the executor's test hold keeps requests in flight for as long as a test looks.
-import { type IncomingMessage, request as httpRequest } from 'node:http';
+import { type IncomingMessage, request as httpRequest, type ServerResponse } from 'node:http';
+import { Writable } from 'node:stream';
 
 import t from 'tap';
 
@@ -12,7 +13,7 @@ import { GrpcClient, type GrpcRequest } from '../../../launcher/client/grpc.js';
 import type { NativeRequest } from '../../../worker/binding/addon-types.js';
 import { HttpError } from '../../../worker/frontend/http-errors.js';
 import { LogitsBudget, logitsCost } from '../../../worker/frontend/logits-budget.js';
-import { holdsLogits, jsonPieces } from '../../../worker/frontend/logits-json.js';
+import { holdsLogits, jsonPieces, sendAnswer } from '../../../worker/frontend/logits-json.js';
 import { fixtureDir, referenceCases } from '../../helpers/fixtures.js';
 import { localExecutor, parseSse, postJson, startTestServer, waitFor } from '../../helpers/serving.js';
 
@@ -97,6 +98,27 @@ t.test('logits JSON, a slice at a time: joined it is JSON.stringify\'s text, non
   t.notOk(holdsLogits({ a: [1, 2, { b: 'c' }] }));
   t.equal([...jsonPieces({ a: [1] })].join(''), '{"a":[1]}', 'no logits: one piece');
   t.equal([...jsonPieces(new Float32Array(0))].join(''), '[]');
+});
+
+t.test('a logits answer lets the event loop run between slices, also when the socket takes every write at once', async (t) => {
+  // A fast client's socket takes each write at once, yet says "wait for drain" past its high-water mark and drains
+  // from a tick (as a net.Socket does): a writer that only waited for 'drain' would never give the event loop (other
+  // requests: a health check) a turn until the whole answer was written.
+  let written = '';
+  const socket = new Writable({
+    highWaterMark: 1024,
+    write(chunk: Buffer, _encoding, done) { written += chunk.toString(); process.nextTick(done); },
+  });
+  const res = Object.assign(socket, { headersSent: false, writeHead() { return res; } }) as unknown as ServerResponse;
+  const logits = Float32Array.from({ length: 100_000 }, (_, i) => i / 7);
+  let finished = false;
+  let turns = 0;
+  const count = () => { if (!finished) { turns += 1; setImmediate(count); } };
+  setImmediate(count);
+  await sendAnswer(res, 200, { context_logits: logits });
+  finished = true;
+  t.ok(turns >= 10, `the event loop had ${turns} turns while the answer was written`);
+  t.same(JSON.parse(written).context_logits, Array.from(logits), 'and the answer is whole');
 });
 
 t.test('over --max-logits-bytes-per-request: 400 before anything runs, on every interface that returns logits', async (t) => {
