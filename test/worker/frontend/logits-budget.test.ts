@@ -221,6 +221,35 @@ t.test('the budget is given back however a request ends', async (t) => {
     });
     t.same(json.json.outputs[0].data, raw.data, 'HTTP infer\'s JSON numbers are the very float32 values of the raw gRPC bytes');
     t.ok(await waitFor(idle), 'infer and ModelInfer');
+
+    // Triton's binary tensor data extension: logits as their 4-byte values after the JSON, not as text.
+    const inputs = [
+      { name: 'input_ids', datatype: 'INT32', shape: [1, IDS.length], data: IDS },
+      { name: 'request_output_len', datatype: 'INT32', shape: [1, 1], data: [2] },
+      { name: 'return_context_logits', datatype: 'BOOL', shape: [1, 1], data: [true] },
+    ];
+    const binary = await fetch(`${base}/v2/models/tensorrt_llm/infer`, { method: 'POST', body: JSON.stringify({
+      inputs, outputs: [{ name: 'context_logits', parameters: { binary_data: true } }, { name: 'sequence_length' }],
+    }) });
+    t.equal(binary.headers.get('content-type'), 'application/octet-stream');
+    const bytes = Buffer.from(await binary.arrayBuffer());
+    const headerLength = Number(binary.headers.get('inference-header-content-length'));
+    const header = JSON.parse(bytes.subarray(0, headerLength).toString());
+    t.same(header.outputs, [
+      { name: 'sequence_length', datatype: 'INT32', shape: [1, 1], data: [IDS.length + 2] },
+      { name: 'context_logits', datatype: 'FP32', shape: [1, IDS.length, VOCAB], parameters: { binary_data_size: CONTEXT_BYTES } },
+    ], 'the JSON names the binary output\'s size; the other output keeps its data');
+    t.equal(bytes.length, headerLength + CONTEXT_BYTES, 'the logits\' bytes follow the JSON');
+    const values = new Float32Array(bytes.buffer.slice(bytes.byteOffset + headerLength, bytes.byteOffset + bytes.length));
+    t.same(Array.from(values), raw.data, 'the same float32 values');
+    const everything = await fetch(`${base}/v2/models/tensorrt_llm/infer`, { method: 'POST', body: JSON.stringify({ inputs, parameters: { binary_data_output: true } }) });
+    const all = Buffer.from(await everything.arrayBuffer());
+    const allHeader = JSON.parse(all.subarray(0, Number(everything.headers.get('inference-header-content-length'))).toString());
+    t.ok(allHeader.outputs.length > 1 && allHeader.outputs.every((o: { parameters?: { binary_data_size?: number }; data?: unknown }) => o.parameters?.binary_data_size !== undefined && o.data === undefined),
+      'binary_data_output: every output as binary data');
+    t.same(await postJson(`${base}/v2/models/tensorrt_llm/infer`, { inputs, outputs: [{ name: 'context_logits', parameters: { binary_data: 'yes' } }] }),
+      { status: 400, json: { error: 'outputs[0].parameters.binary_data must be a boolean, got "yes" (string)' } });
+    t.ok(await waitFor(idle), 'binary answers too');
   });
 
   t.test('rejected by the engine after the budget admitted it', async (t) => {
