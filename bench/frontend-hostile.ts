@@ -1,17 +1,18 @@
-// One client must never stall the server (issue 23): the p99 latency of GET /v2/health/ready, probed back to back
-// from this process, while one hostile client (bench/programs/hostile-client.ts, a process of its own) sends, one
+// One client must never stall the server (issue 23): the p99 latency of GET /v2/health/ready, probed every
+// --interval-ms from this process, while one hostile client (bench/programs/hostile-client.ts, a process of its own) sends, one
 // request after another for --seconds each:
 //   (a) a maximal prompt: ensemble generate with text_input filling --max-body-bytes;
 //   (b) a maximal fan-out: /v1/completions with the largest prompt list x n the server accepts (from
 //       --fanout-prompts x --fanout-n, halved until the server says 200);
 //   (c) a maximal logits request: tensorrt_llm generate with return_context_logits and as many input ids as fit in
-//       --logits-bytes (default: the server's default --max-logits-bytes-per-request), as JSON.
+//       --logits-bytes (default: the server's default --max-logits-bytes-per-request), as JSON; (c0), the same
+//       request without logits, tells the engine's share (a long prefill) from the logits' own.
 // Baseline in the same run: the same probes against the idle server (before the phases, and again after them as a
 // drift check). Figures: p50 / p99 / max health latency, p99 / idle p99 (goal <= 2x), and the server's RSS before
 // each phase and its peak during it (VmHWM, reset before each phase). The model: a dummy Llama with a --vocab
 // vocabulary (the tiny Llama fixture's tokenizer, whose ids it covers) so that logits have a real model's size.
-//   node dist/bench/frontend-hostile.js [--samples 2000] [--seconds 20] [--vocab 32000] [--logits-bytes <n>]
-//     [--fanout-prompts 1024] [--fanout-n 16] [--max-body-bytes 8388608] [--only a,b,c] [--server-root <checkout>]
+//   node dist/bench/frontend-hostile.js [--samples 2000] [--interval-ms 5] [--seconds 20] [--vocab 32000] [--logits-bytes <n>]
+//     [--fanout-prompts 1024] [--fanout-n 16] [--max-body-bytes 8388608] [--only a,b,c0,c] [--server-root <checkout>]
 // --server-root runs the server of another checkout (built, e.g. the commit before a change) for a before/after.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -30,13 +31,14 @@ const arg = (name: string, fallback: string) => {
   return i >= 0 && args[i + 1] !== undefined ? args[i + 1]! : fallback;
 };
 const SAMPLES = Number(arg('samples', '2000'));          // idle probes
+const INTERVAL_MS = Number(arg('interval-ms', '5'));     // one probe every this many ms
 const SECONDS = Number(arg('seconds', '20'));            // each hostile phase
 const VOCAB = Number(arg('vocab', '32000'));
 const LOGITS_BYTES = Number(arg('logits-bytes', String(DEFAULT_MAX_LOGITS_BYTES_PER_REQUEST)));
 const FANOUT_PROMPTS = Number(arg('fanout-prompts', '1024'));
 const FANOUT_N = Number(arg('fanout-n', '16'));
 const MAX_BODY_BYTES = Number(arg('max-body-bytes', String(8 * 1024 * 1024)));
-const ONLY = new Set(arg('only', 'a,b,c').split(','));
+const ONLY = new Set(arg('only', 'a,b,c0,c').split(','));
 const SERVER_ROOT = arg('server-root', packageRoot());
 const MAX_POSITIONS = 4096;
 const FIXTURE = join(packageRoot(), 'test', 'fixtures', 'models', 'tiny-llama');
@@ -79,7 +81,10 @@ function resetPeak(pid: number): void {
   writeFileSync(`/proc/${pid}/clear_refs`, '5');
 }
 
-const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+// Probes go out on a fixed clock, as a load balancer's do, whether or not the last one was answered: a server that
+// stalls for a second then owes 1000 / --interval-ms late answers, and the p99 shows the stall (a closed loop would
+// take a single sample of it). Up to 64 probes in flight, each on a kept-alive connection.
+const agent = new Agent({ keepAlive: true, maxSockets: 64 });
 
 function probe(base: string): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -91,10 +96,17 @@ function probe(base: string): Promise<number> {
   });
 }
 
-/** Health probes one after another until `done` says stop (and at least `min` of them). Latencies in ms. */
+/** Probes every --interval-ms until `done` says stop (and at least `min` of them); each one's latency in ms. */
 async function probeUntil(base: string, done: () => boolean, min = 1): Promise<number[]> {
   const out: number[] = [];
-  while (out.length < min || !done()) out.push(await probe(base));
+  const inFlight: Promise<void>[] = [];
+  const start = performance.now();
+  for (let k = 0; k < min || !done(); k += 1) {
+    const wait = start + k * INTERVAL_MS - performance.now();
+    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+    inFlight.push(probe(base).then((ms) => { out.push(ms); }));
+  }
+  await Promise.all(inFlight);
   return out;
 }
 
@@ -161,7 +173,7 @@ async function main(): Promise<void> {
   const server = await startServer(model);
   const pid = server.child.pid!;
   try {
-    for (let i = 0; i < 200; i += 1) await probe(server.base);  // warm the connection and the route
+    await probeUntil(server.base, () => true, 200);  // warm the connections and the route
     const idle = await probeUntil(server.base, () => true, SAMPLES);
     const idleRss = memory(pid).rss;
     const idleP99 = percentile(idle, 99);
@@ -171,6 +183,10 @@ async function main(): Promise<void> {
     if (ONLY.has('b')) {
       const { prompts, n } = await largestFanout(server);
       phases.push({ name: 'b', what: `(b) maximal fan-out: /v1/completions, ${prompts} prompts x n ${n}`, path: '/v1/completions', body: fanoutBody(server, prompts, n) });
+    }
+    if (ONLY.has('c0')) {
+      const { body, ids } = maximalLogits();
+      phases.push({ name: 'c0', what: `(c0) control for (c): the same ${ids} input ids without logits`, path: '/v2/models/tensorrt_llm/generate', body: { ...(body as object), return_context_logits: false } });
     }
     if (ONLY.has('c')) {
       const { body, ids } = maximalLogits();
@@ -187,7 +203,7 @@ async function main(): Promise<void> {
     const again = await probeUntil(server.base, () => true, SAMPLES);
     rows.push([`idle again (${again.length} probes, drift check)`, ms(percentile(again, 50)), ms(percentile(again, 99)), ms(Math.max(...again)), `${(percentile(again, 99) / idleP99).toFixed(2)}×`, mib(memory(pid).rss), '', '']);
 
-    process.stdout.write(`\nGET /v2/health/ready latency while one hostile client sends back to back for ${SECONDS} s (goal: p99 <= 2x idle p99); server ${SERVER_ROOT}\n\n`);
+    process.stdout.write(`\nGET /v2/health/ready latency, one probe every ${INTERVAL_MS} ms, while one hostile client sends back to back for ${SECONDS} s (goal: p99 <= 2x idle p99); server ${SERVER_ROOT}\n\n`);
     process.stdout.write('| load | p50 ms | p99 ms | max ms | p99 / idle p99 | RSS before MiB | peak RSS MiB | hostile client |\n|---|---|---|---|---|---|---|---|\n');
     for (const r of rows) process.stdout.write(`| ${r.join(' | ')} |\n`);
   } finally {
