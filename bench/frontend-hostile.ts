@@ -6,13 +6,14 @@
 //       --fanout-prompts x --fanout-n, halved until the server says 200);
 //   (c) a maximal logits request: tensorrt_llm generate with return_context_logits and as many input ids as fit in
 //       --logits-bytes (default: the server's default --max-logits-bytes-per-request), as JSON; (c0), the same
-//       request without logits, tells the engine's share (a long prefill) from the logits' own.
+//       request without logits, tells the engine's share (a long prefill) from the logits' own, and (c, binary) the
+//       same logits through /infer as binary data tells what printing them as JSON costs.
 // Baseline in the same run: the same probes against the idle server (before the phases, and again after them as a
 // drift check). Figures: p50 / p99 / max health latency, p99 / idle p99 (goal <= 2x), and the server's RSS before
 // each phase and its peak during it (VmHWM, reset before each phase). The model: a dummy Llama with a --vocab
 // vocabulary (the tiny Llama fixture's tokenizer, whose ids it covers) so that logits have a real model's size.
 //   node dist/bench/frontend-hostile.js [--samples 2000] [--interval-ms 5] [--seconds 20] [--vocab 32000] [--logits-bytes <n>]
-//     [--fanout-prompts 1024] [--fanout-n 16] [--max-body-bytes 8388608] [--only a,b,c0,c] [--server-root <checkout>]
+//     [--fanout-prompts 1024] [--fanout-n 16] [--max-body-bytes 8388608] [--only a,b,c0,c,cbin] [--server-root <checkout>]
 // --server-root runs the server of another checkout (built, e.g. the commit before a change) for a before/after.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -38,7 +39,7 @@ const LOGITS_BYTES = Number(arg('logits-bytes', String(DEFAULT_MAX_LOGITS_BYTES_
 const FANOUT_PROMPTS = Number(arg('fanout-prompts', '1024'));
 const FANOUT_N = Number(arg('fanout-n', '16'));
 const MAX_BODY_BYTES = Number(arg('max-body-bytes', String(8 * 1024 * 1024)));
-const ONLY = new Set(arg('only', 'a,b,c0,c').split(','));
+const ONLY = new Set(arg('only', 'a,b,c0,c,cbin').split(','));
 const SERVER_ROOT = arg('server-root', packageRoot());
 const MAX_POSITIONS = 4096;
 const FIXTURE = join(packageRoot(), 'test', 'fixtures', 'models', 'tiny-llama');
@@ -191,6 +192,17 @@ async function main(): Promise<void> {
     if (ONLY.has('c')) {
       const { body, ids } = maximalLogits();
       phases.push({ name: 'c', what: `(c) maximal logits: tensorrt_llm generate, ${ids} input ids x vocab ${VOCAB} context logits (${ids * VOCAB * 4} bytes)`, path: '/v2/models/tensorrt_llm/generate', body });
+    }
+    if (ONLY.has('cbin')) {
+      const { ids } = maximalLogits();
+      const tensor = (name: string, datatype: string, data: unknown[]) => ({ name, datatype, shape: [1, data.length], data });
+      phases.push({
+        name: 'cbin', what: `(c, binary) the same logits through /infer as binary data (binary_data_output)`, path: '/v2/models/tensorrt_llm/infer',
+        body: {
+          inputs: [tensor('input_ids', 'INT32', Array.from({ length: ids }, (_, i) => 1 + (i % 500))), tensor('request_output_len', 'INT32', [1]), tensor('return_context_logits', 'BOOL', [true])],
+          parameters: { binary_data_output: true },
+        },
+      });
     }
     for (const phase of phases) {
       const o = await runPhase(server, phase);
