@@ -13,6 +13,7 @@ import { loadChatTemplate } from './frontend/chat-template.js';
 import { DrainState } from './frontend/drain-state.js';
 import { beginPortsDrain, closePorts } from './frontend/frontend-drain.js';
 import { createFrontendServer, createMetricsServer } from './frontend/frontend.js';
+import { LogitsBudget, logitsLimits } from './frontend/logits-budget.js';
 import { ServingMetrics } from './frontend/metrics.js';
 import { singleModelCatalog } from './frontend/model-catalog.js';
 import { MODEL_NAMES } from './frontend/model-repository.js';
@@ -78,6 +79,7 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
     executor, tokenizer, tokenizerPool, metrics, chatTemplate, modelDir,
     servedModelName: options.servedModelName ?? basename(modelDir),
     maxBatchSize: options.maxBatchSize ?? 64,
+    logitsBudget: new LogitsBudget(logitsLimits(options)),
     // Not ready while draining, nor while the gang is stalled: a rank stopped making progress, so nothing would be
     // answered.
     isReady: () => ready && !drain.draining && !executor.clusterStalled(),

@@ -10,5 +10,5 @@ export const FULL: ServeCliOptions = {
   apiKey: 'sekret', authHealth: true, authMetrics: true, logLevel: 'debug', threads: 3, maxBatchSize: 7, maxQueueSize: 5,
   maxNumTokens: 333, maxSeqLen: 444, tokensPerBlock: 16, maxTokensInPagedKvCache: 4096, kvCacheFreeGpuMemFraction: 0.5,
   schedulerPolicy: 'max_utilization', enableChunkedContext: true, enableKvCacheReuse: false, maxBeamWidth: 2, maxBodyBytes: 1000,
-  allowAnyContentType: true, drainTimeout: 7, hangTimeout: 11,
+  allowAnyContentType: true, maxLogitsBytesPerRequest: 4096, maxLogitsBytesInFlight: 8192, drainTimeout: 7, hangTimeout: 11,
 };

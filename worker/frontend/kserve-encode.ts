@@ -35,7 +35,8 @@ export function generateBatchBody(model: string, id: string | number | undefined
   return body;
 }
 
-/** Stacks per-element tensors into [batch, ...] tensors, padding each element up to the largest shape. */
+/** Stacks per-element tensors into [batch, ...] tensors, padding each element up to the largest shape. Logits stay
+ * a Float32Array, and a batch of one whose shape needs no padding is passed on as is (logits are never copied). */
 export function stackOutputs(elements: OutputTensor[][], only?: ReadonlySet<string>): OutputTensor[] {
   const names = [...new Set(elements.flatMap((e) => e.map((t) => t.name)))].filter((n) => !only || only.has(n));
   return names.map((name) => {
@@ -43,28 +44,29 @@ export function stackOutputs(elements: OutputTensor[][], only?: ReadonlySet<stri
     const first = parts.find((p) => p !== undefined)!;
     const rank = first.shape.length;
     const shape = Array.from({ length: rank }, (_, d) => Math.max(...parts.map((p) => p?.shape[d] ?? 0)));
+    if (parts.length === 1 && sameShape(first.shape, shape)) return { name, datatype: first.datatype, shape: [1, ...shape], data: first.data };
     const size = shape.reduce((a, b) => a * b, 1);
     const pad = first.pad ?? (first.datatype === 'BYTES' ? '' : 0);
-    const data: unknown[] = [];
-    for (const p of parts) {
-      const block = new Array<unknown>(size).fill(pad);
-      if (p) copyInto(block, shape, p.data, p.shape);
-      for (const x of block) data.push(x);
-    }
+    const data: unknown[] | Float32Array = first.data instanceof Float32Array
+      ? new Float32Array(parts.length * size).fill(Number(pad))
+      : new Array<unknown>(parts.length * size).fill(pad);
+    parts.forEach((p, i) => { if (p) copyInto(data, i * size, shape, p.data, p.shape, 0); });
     return { name, datatype: first.datatype, shape: [elements.length, ...shape], data } satisfies OutputTensor;
   });
 }
 
-// Copies a row-major tensor of shape `from` into the top-left corner of a row-major block of shape `to`.
-function copyInto(block: unknown[], to: number[], data: unknown[], from: number[]): void {
-  if (from.length === 0) { block[0] = data[0]; return; }
-  const inner = (s: number[]) => s.slice(1).reduce((a, b) => a * b, 1);
-  if (from.length === 1) { for (let i = 0; i < from[0]!; i += 1) block[i] = data[i]; return; }
-  for (let i = 0; i < from[0]!; i += 1) {
-    const sub = new Array<unknown>(inner(to)).fill(block[i * inner(to)]);
-    copyInto(sub, to.slice(1), data.slice(i * inner(from), (i + 1) * inner(from)), from.slice(1));
-    for (let j = 0; j < sub.length; j += 1) block[i * inner(to) + j] = sub[j];
-  }
+function sameShape(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((n, i) => n === b[i]);
+}
+
+// Copies a row-major tensor of shape `from` (starting at data[src]) into the top-left corner of a row-major block of
+// shape `to` (starting at block[at]); the rest of the block keeps its padding.
+function copyInto(block: unknown[] | Float32Array, at: number, to: number[], data: ArrayLike<unknown>, from: number[], src: number): void {
+  if (from.length === 0) { block[at] = data[src] as number; return; }
+  if (from.length === 1) { for (let i = 0; i < from[0]!; i += 1) block[at + i] = data[src + i] as number; return; }
+  const innerTo = to.slice(1).reduce((a, b) => a * b, 1);
+  const innerFrom = from.slice(1).reduce((a, b) => a * b, 1);
+  for (let i = 0; i < from[0]!; i += 1) copyInto(block, at + i * innerTo, to.slice(1), data, from.slice(1), src + i * innerFrom);
 }
 
 /** Collects the final event of every element, in batch order. */
@@ -75,17 +77,17 @@ export async function collectFinal(events: AsyncIterable<ElementEvent>, batch: n
 }
 
 /** Triton's context_logits [prompt, vocab] and generation_logits [1, tokens, vocab] tensors, for whichever of them
- * the request asked for and this response carries. */
+ * the request asked for and this response carries: the engine's Float32Arrays themselves, not copies. */
 export function logitsOutputs(r: NativeResponse | undefined, context: boolean, generation: boolean): OutputTensor[] {
   const out: OutputTensor[] = [];
   const vocab = r?.vocabSize;
   if (!r || !vocab) return out;
   if (context && r.contextLogits && r.contextLogits.length > 0) {
-    const data = Array.from(r.contextLogits);
+    const data = r.contextLogits;
     out.push({ name: 'context_logits', datatype: 'FP32', shape: [data.length / vocab, vocab], data, pad: 0 });
   }
   if (generation && r.generationLogits && r.generationLogits.length > 0) {
-    const data = Array.from(r.generationLogits);
+    const data = r.generationLogits;
     out.push({ name: 'generation_logits', datatype: 'FP32', shape: [1, data.length / vocab, vocab], data, pad: 0 });
   }
   return out;

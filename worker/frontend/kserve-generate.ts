@@ -9,6 +9,7 @@ import { type Route, sendJson } from './http-server.js';
 import { collectFinal, generateBatchBody, generateEvent, generateHeader } from './kserve-encode.js';
 import { runModel } from './kserve-run.js';
 import type { RequestId } from './live-requests.js';
+import { answerSettled, holdsLogits, sendAnswer, writeAnswerEvent } from './logits-json.js';
 import type { ModelCatalog } from './model-catalog.js';
 import { watchFinish } from './model-run.js';
 import { fromJsonField, type NamedValues } from './named-values.js';
@@ -53,7 +54,9 @@ export function generateRoutes(catalog: ModelCatalog): Route[] {
       handle: async (c) => {
         const { ctx, model } = catalog.resolve(c.params[0]!, c.params[1]);
         const { id, values } = generateInputs(await c.json());
-        const run = await runModel(ctx, model, values, { signal: c.signal, streamEndpoint: false, ...(id === undefined ? {} : { requestId: id }) });
+        const run = await runModel(ctx, model, values, {
+          signal: c.signal, settled: () => answerSettled(c.res), streamEndpoint: false, ...(id === undefined ? {} : { requestId: id }),
+        });
         if (run.stop) {
           const outcome = await run.stop;
           if (!c.signal.aborted) sendJson(c.res, 200, stopBody(model.name, id, outcome.cancelled));
@@ -63,7 +66,7 @@ export function generateRoutes(catalog: ModelCatalog): Route[] {
         const elements = await collectFinal(watched.events, run.batchSize);
         if (c.signal.aborted) return;
         const body = elements.length === 1 ? generateEvent(model.name, id, elements[0]!) : generateBatchBody(model.name, id, elements);
-        sendJson(c.res, 200, withCancelled(body, watched.reasons, elements.length));
+        await sendAnswer(c.res, 200, withCancelled(body, watched.reasons, elements.length));
       },
     },
     {
@@ -72,14 +75,17 @@ export function generateRoutes(catalog: ModelCatalog): Route[] {
         const { ctx, model } = catalog.resolve(c.params[0]!, c.params[1]);
         const { id, values } = generateInputs(await c.json());
         // Everything that can be rejected is rejected here, before the 200 and the first event.
-        const run = await runModel(ctx, model, values, { signal: c.signal, streamEndpoint: true, ...(id === undefined ? {} : { requestId: id }) });
+        const run = await runModel(ctx, model, values, {
+          signal: c.signal, settled: () => answerSettled(c.res), streamEndpoint: true, ...(id === undefined ? {} : { requestId: id }),
+        });
         const outcome = run.stop ? await run.stop : undefined;
         startEventStream(c.res);
         if (outcome) writeEvent(c.res, stopBody(model.name, id, outcome.cancelled));
         for await (const event of run.events) {
-          const body = generateEvent(model.name, id, event.outputs);
-          if (event.final && event.finishReason === 'cancelled') body.finish_reason = 'cancelled';
-          if (!writeEvent(c.res, body)) break;
+          const data = generateEvent(model.name, id, event.outputs);
+          if (event.final && event.finishReason === 'cancelled') data.finish_reason = 'cancelled';
+          // Events with logits are written a slice at a time (logits-json.ts); the others at once, as always.
+          if (!(holdsLogits(data) ? await writeAnswerEvent(c.res, data) : writeEvent(c.res, data))) break;
         }
         endEventStream(c.res);
       },

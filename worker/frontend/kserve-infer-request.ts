@@ -56,18 +56,20 @@ function stopParameters(outcome: StopOutcome): ResponseParameters {
   return { cancelled_requests: outcome.cancelled };
 }
 
-function runFor(catalog: ModelCatalog, request: InferRequest, signal: AbortSignal, streamEndpoint: boolean) {
+function runFor(catalog: ModelCatalog, request: InferRequest, signal: AbortSignal, streamEndpoint: boolean, settled?: () => Promise<unknown>) {
   const { ctx, model } = catalog.resolve(request.modelName, request.modelVersion);
   // Triton's models stream only when the request's `stream` / `streaming` input says so (their default is false).
   const run = runModel(ctx, model, request.inputs, {
     signal, streamEndpoint, streamByDefault: false, ...(request.id === undefined ? {} : { requestId: request.id }),
+    ...(settled ? { settled } : {}),
   });
   return { model, run };
 }
 
-/** The whole result (HTTP /infer, gRPC ModelInfer): every element's final outputs stacked into [batch, ...]. */
-export async function inferWhole(catalog: ModelCatalog, request: InferRequest, signal: AbortSignal): Promise<InferResponse> {
-  const { model, run: started } = runFor(catalog, request, signal, false);
+/** The whole result (HTTP /infer, gRPC ModelInfer): every element's final outputs stacked into [batch, ...].
+ * `settled`: when the caller's answer is written (the logits budget is held until then; logits-budget.ts). */
+export async function inferWhole(catalog: ModelCatalog, request: InferRequest, signal: AbortSignal, settled?: () => Promise<unknown>): Promise<InferResponse> {
+  const { model, run: started } = runFor(catalog, request, signal, false, settled);
   const header = { modelName: model.name, modelVersion: MODEL_VERSION, ...(request.id === undefined ? {} : { id: request.id }) };
   const run = await started;
   if (run.stop) return { ...header, outputs: [], parameters: stopParameters(await run.stop) };

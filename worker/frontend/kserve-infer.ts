@@ -1,10 +1,12 @@
-// POST /v2/models/{name}[/versions/{v}]/infer: KServe v2 JSON tensors in and out, with Triton's tensor names. This
-// file only reads the JSON body and writes the JSON answer; the request itself runs in kserve-infer-request.ts,
-// which gRPC's ModelInfer shares.
+// POST /v2/models/{name}[/versions/{v}]/infer: KServe v2 JSON tensors in and out, with Triton's tensor names (outputs
+// also as binary data when asked: binary-outputs.ts). This file only reads the JSON body and writes the answer; the
+// request itself runs in kserve-infer-request.ts, which gRPC's ModelInfer shares.
 import { describeValue } from '../common/errors.js';
+import { binaryOutputChoice, sendBinaryAnswer } from './binary-outputs.js';
 import { badRequest } from './http-errors.js';
-import { type Route, sendJson } from './http-server.js';
+import type { Route } from './http-server.js';
 import { type InferRequest, inferWhole, namedInputs } from './kserve-infer-request.js';
+import { answerSettled, sendAnswer } from './logits-json.js';
 import type { ModelCatalog } from './model-catalog.js';
 import { fromKserveTensor } from './named-values.js';
 
@@ -31,16 +33,19 @@ export function inferRoutes(catalog: ModelCatalog): Route[] {
     method: 'POST', path: /^\/v2\/models\/([^/]+)(?:\/versions\/([^/]+))?\/infer$/, style: 'kserve',
     handle: async (c) => {
       catalog.resolve(c.params[0]!, c.params[1]);  // an unknown model is a 404 before the body is read
-      const request = { modelName: c.params[0]!, modelVersion: c.params[1], ...inferInputs(await c.json()) };
-      const response = await inferWhole(catalog, request, c.signal);
+      const body = await c.json();
+      const binary = binaryOutputChoice(body);
+      const request = { modelName: c.params[0]!, modelVersion: c.params[1], ...inferInputs(body) };
+      const response = await inferWhole(catalog, request, c.signal, () => answerSettled(c.res));
       if (c.signal.aborted) return;
-      sendJson(c.res, 200, {
+      const header = {
         model_name: response.modelName,
         model_version: response.modelVersion,
         ...(response.id === undefined ? {} : { id: response.id }),
         ...(response.parameters ? { parameters: response.parameters } : {}),
-        outputs: response.outputs,
-      });
+      };
+      if (response.outputs.some((o) => binary(o.name))) return sendBinaryAnswer(c.res, header, response.outputs, binary);
+      await sendAnswer(c.res, 200, { ...header, outputs: response.outputs });
     },
   }];
 }

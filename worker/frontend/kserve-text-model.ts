@@ -1,9 +1,11 @@
 // ensemble and tensorrt_llm_bls: text in, text out. Each prompt of the batch runs as its own executor request;
 // results are reported per element (with batch_index when the batch has several) as soon as each is ready.
 import type { FinishReason, NativeResponse } from '../binding/addon-types.js';
+import type { RequestHandle } from '../executor/request-handle.js';
 import { AbortFanOut } from './abort-fan-out.js';
 import { inClientTerms } from './http-errors.js';
 import { logitsOutputs } from './kserve-encode.js';
+import { holdLease, logitsCost } from './logits-budget.js';
 import { mergeStreams } from './merge-streams.js';
 import type { ServedModel } from './model-repository.js';
 import type { NamedValues } from './named-values.js';
@@ -17,6 +19,8 @@ const TEXT_NAMES = {
   maxTokens: 'max_tokens', inputTokenIds: 'text_input (as tokens)', 'sampling.': '', endId: 'end_id', padId: 'pad_id',
   topK: 'top_k', topP: 'top_p', beamWidth: 'beam_width', minTokens: 'min_length', seed: 'random_seed',
 };
+
+const TEXT_LOGITS_NAMES = { prompt: 'text_input (as tokens)', maxTokens: 'max_tokens' };
 
 function extraOutputs(p: TextParams, logProbs: number[], final: NativeResponse | undefined, batchIndex: number, batch: number): OutputTensor[] {
   const out: OutputTensor[] = [];
@@ -38,17 +42,22 @@ export async function runTextModel(ctx: ServingContext, model: ServedModel, valu
     ctx, params.map((p, i) => ({ text: p.prompt, field: textInputField(i, batch) })),
     params.flatMap((p) => [...p.stopWords, ...p.badWords]), options.signal,
   );
-  const started: { cancel(): void }[] = [];
+  const prepared = params.map((p, i) => {
+    // Only generate_stream streams (per iteration unless the request says stream: false); generate collects.
+    const streaming = options.streamEndpoint && (p.stream ?? options.streamByDefault ?? true);
+    const promptIds = tokens.prompts[i]!;
+    return { p, streaming, promptIds, request: textNativeRequest(p, promptIds, tokens.words, ctx.defaults, streaming) };
+  });
+  // Logits are decided before anything runs: over the budget, no prompt starts.
+  const lease = ctx.logitsBudget.reserve(logitsCost(prepared.map((x) => x.request), ctx.executor.modelConfig.vocabSize, TEXT_LOGITS_NAMES));
+  const started: RequestHandle[] = [];
   const elements = new AbortFanOut(options.signal);
   let runs: AsyncIterable<ElementEvent>[];
   try {
-    runs = params.map((p, i) => {
-      // Only generate_stream streams (per iteration unless the request says stream: false); generate collects.
-      const streaming = options.streamEndpoint && (p.stream ?? options.streamByDefault ?? true);
-      const promptIds = tokens.prompts[i]!;
+    runs = prepared.map(({ p, streaming, promptIds, request }, i) => {
       const run = inClientTerms(() => startText(ctx, {
         promptIds,
-        request: textNativeRequest(p, promptIds, tokens.words, ctx.defaults, streaming),
+        request,
         stopStrings: p.stopWords,
         includeStop: true,
         tracker: ctx.metrics.trackRequest(model.name),
@@ -61,9 +70,11 @@ export async function runTextModel(ctx: ServingContext, model: ServedModel, valu
   } catch (error) {
     // A later prompt was rejected: the earlier ones must not keep running for nobody.
     for (const handle of started) handle.cancel();
+    lease.release();
     throw error;
   }
-  return { batchSize: batch, events: batch === 1 ? runs[0]! : mergeStreams(runs) };
+  const events = batch === 1 ? runs[0]! : mergeStreams(runs);
+  return { batchSize: batch, events: holdLease(lease, events, started, options) };
 }
 
 async function* elementEvents(p: TextParams, i: number, batch: number, deltas: AsyncIterable<TextDelta>, streaming: boolean): AsyncGenerator<ElementEvent> {

@@ -6,6 +6,7 @@ import { describeValue } from '../common/errors.js';
 import { checkBatch } from './fan-out.js';
 import { badRequest, inClientTerms } from './http-errors.js';
 import { logitsOutputs } from './kserve-encode.js';
+import { holdLease, logitsCost } from './logits-budget.js';
 import { mergeStreams } from './merge-streams.js';
 import type { ServedModel } from './model-repository.js';
 import { elementAt, type NamedValues, optBool, optInt } from './named-values.js';
@@ -18,6 +19,8 @@ const TOKEN_NAMES = {
   maxTokens: 'request_output_len', inputTokenIds: 'input_ids', 'sampling.': '', endId: 'end_id', padId: 'pad_id',
   topK: 'runtime_top_k', topP: 'runtime_top_p', beamWidth: 'beam_width', minTokens: 'min_length', seed: 'random_seed',
 };
+
+const TOKEN_LOGITS_NAMES = { prompt: 'input_ids', maxTokens: 'request_output_len' };
 
 /** input_ids as rows: [L] is one request, [B, L] is B requests (cut to input_lengths when given), B at most the
  * model's max batch size. */
@@ -93,16 +96,29 @@ export function runTokenModel(ctx: ServingContext, model: ServedModel, values: N
       },
     });
   });
+  // Logits are decided before anything runs: over the budget, no row starts.
+  const lease = ctx.logitsBudget.reserve(logitsCost(requests, ctx.executor.modelConfig.vocabSize, TOKEN_LOGITS_NAMES));
   // Enqueue only once every row validated, so a bad row leaves nothing running.
   const cancels = new AbortFanOut(options.signal);
-  const streams = requests.map((request, i) => {
-    const handle = inClientTerms(() => ctx.executor.enqueue(request), TOKEN_NAMES);
-    options.onEnqueued?.(handle);
-    const tracker = ctx.metrics.trackRequest(model.name);
-    tracker.inputDone(request.inputTokenIds.length);
-    return rowEvents(handle, request, i, batch, { ...options, signal: cancels.child() }, tracker);
-  });
-  return { batchSize: batch, events: batch === 1 ? streams[0]! : mergeStreams(streams) };
+  const handles: ReturnType<ServingContext['executor']['enqueue']>[] = [];
+  let streams: AsyncIterable<ElementEvent>[];
+  try {
+    streams = requests.map((request, i) => {
+      const handle = inClientTerms(() => ctx.executor.enqueue(request), TOKEN_NAMES);
+      handles.push(handle);
+      options.onEnqueued?.(handle);
+      const tracker = ctx.metrics.trackRequest(model.name);
+      tracker.inputDone(request.inputTokenIds.length);
+      return rowEvents(handle, request, i, batch, { ...options, signal: cancels.child() }, tracker);
+    });
+  } catch (error) {
+    // A later row could not be enqueued (a full queue): the earlier ones must not run for nobody.
+    for (const handle of handles) handle.cancel();
+    lease.release();
+    throw error;
+  }
+  const events = batch === 1 ? streams[0]! : mergeStreams(streams);
+  return { batchSize: batch, events: holdLease(lease, events, handles, options) };
 }
 
 async function* rowEvents(

@@ -9,7 +9,7 @@ export interface OutputTensor {
   name: string;
   datatype: 'BYTES' | 'INT32' | 'FP32' | 'BOOL';
   shape: number[];     // of one batch element
-  data: unknown[];
+  data: unknown[] | Float32Array;  // logits stay the engine's Float32Array: never a JS array of a number per value
   pad?: unknown;       // fills ragged elements when a batch is stacked into one tensor
 }
 
@@ -32,6 +32,10 @@ export interface RunOptions {
   streamEndpoint: boolean;   // generate_stream / ModelStreamInfer: a response per iteration is possible
   streamByDefault?: boolean; // what a request without `stream` / `streaming` gets there (default true: generate_stream)
   onEnqueued?: (handle: RequestHandle) => void;  // each executor request, as it is enqueued (a stop by id cancels them)
+  /** A promise that settles once the caller is done with the outputs (its answer written, or the client gone),
+   * asked for only by a run that holds logits budget, which it keeps until then. Absent: until the events end or the
+   * signal aborts (logits-budget.ts). */
+  settled?: () => Promise<unknown>;
 }
 
 /** The final events' finish reasons of a run's elements as they pass, so a whole answer can say which ended

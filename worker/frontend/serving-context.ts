@@ -5,6 +5,7 @@ import { TokenizerPool } from '../tokenizer-pool.js';
 import { byteLevelTokenBytes, type TokenBytes } from './byte-level.js';
 import type { ChatTemplate } from './chat-template.js';
 import { LiveRequests } from './live-requests.js';
+import { LogitsBudget, logitsLimits } from './logits-budget.js';
 import type { ServingMetrics } from './metrics.js';
 import type { TokenDefaults } from './text-params.js';
 
@@ -15,6 +16,7 @@ export interface ServingContext {
   tokenBytes: TokenBytes | undefined;  // byte-level vocabularies: the fast streaming detokenizer
   metrics: ServingMetrics;
   liveRequests: LiveRequests;         // the running requests' ids, for Triton's stop
+  logitsBudget: LogitsBudget;         // the server's, shared by every model it serves
   defaults: TokenDefaults;            // end_id / pad_id when a request gives none
   servedModelName: string;            // the OpenAI model id (the checkpoint directory's name by default)
   chatTemplate: ChatTemplate | undefined;
@@ -33,6 +35,7 @@ export interface ContextParts {
   chatTemplate: ChatTemplate | undefined;
   servedModelName: string;
   maxBatchSize: number;
+  logitsBudget?: LogitsBudget;        // absent: one of this context's own, with the options' defaults
   isReady(): boolean;
   unavailableReason?(): string | undefined;
   drainRefusal?(): string | undefined;
@@ -40,7 +43,7 @@ export interface ContextParts {
 
 /** A model's context: the request defaults come from its tokenizer and config (end_id: EOS, pad_id: PAD or EOS). */
 export function buildServingContext(parts: ContextParts): ServingContext {
-  const { modelDir, tokenizerPool, ...rest } = parts;
+  const { modelDir, tokenizerPool, logitsBudget, ...rest } = parts;
   const config = parts.executor.modelConfig;
   const endId = parts.tokenizer.eosTokenId ?? config.eosTokenIds[0] ?? -1;
   return {
@@ -48,6 +51,7 @@ export function buildServingContext(parts: ContextParts): ServingContext {
     tokenizerPool: tokenizerPool ?? new TokenizerPool(modelDir),
     tokenBytes: byteLevelTokenBytes(modelDir),
     liveRequests: new LiveRequests(),
+    logitsBudget: logitsBudget ?? new LogitsBudget(logitsLimits({})),
     defaults: { endId, padId: config.padTokenId >= 0 ? config.padTokenId : endId },
   };
 }

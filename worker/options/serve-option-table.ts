@@ -6,6 +6,7 @@
 import type { SchedulerPolicy } from '../binding/addon-types.js';
 import { TrtllmError } from '../common/errors.js';
 import { defaultModelDir } from '../common/package-root.js';
+import { DEFAULT_MAX_LOGITS_BYTES_IN_FLIGHT, DEFAULT_MAX_LOGITS_BYTES_PER_REQUEST } from '../frontend/logits-budget.js';
 import { LOG_LEVELS, type LogLevel } from '../log.js';
 import { gpuOfLocalRank } from './device-ids.js';
 import type { OptionDefinition } from './option-definition.js';
@@ -58,6 +59,8 @@ export interface ServeCliOptions {
   maxBeamWidth?: number;
   maxBodyBytes: number;
   allowAnyContentType: boolean;
+  maxLogitsBytesPerRequest: number;
+  maxLogitsBytesInFlight: number;
   drainTimeout: number;
   hangTimeout: number;
 }
@@ -170,6 +173,14 @@ const TABLE = [
   { name: 'allowAnyContentType', flag: '--allow-any-content-type', env: 'TRTLLM_ALLOW_ANY_CONTENT_TYPE', kind: switchKind, default: false,
     help: 'read every request body as JSON, whatever its Content-Type (default: JSON; untyped and curl -d\'s form type unless a browser sent them; others 415)',
     rank: 'argv' },
+  // Logits (return_context_logits, return_generation_logits) are held whole until they are answered; what a request
+  // will take is known before it runs, so it is refused then (worker/frontend/logits-budget.ts).
+  { name: 'maxLogitsBytesPerRequest', flag: '--max-logits-bytes-per-request', placeholder: '<n>', env: 'TRTLLM_MAX_LOGITS_BYTES_PER_REQUEST',
+    kind: intKind(0), default: DEFAULT_MAX_LOGITS_BYTES_PER_REQUEST, rank: 'argv',
+    help: 'largest logits one request may ask for, in bytes (prompt x vocab x 4 for context logits, max tokens x beams x vocab x 4 for generation logits, summed over its sequences): 400 above it (0: no limit)' },
+  { name: 'maxLogitsBytesInFlight', flag: '--max-logits-bytes-in-flight', placeholder: '<n>', env: 'TRTLLM_MAX_LOGITS_BYTES_IN_FLIGHT',
+    kind: intKind(0), default: DEFAULT_MAX_LOGITS_BYTES_IN_FLIGHT, rank: 'argv',
+    help: 'logits bytes the requests in flight may hold together: 503 (retry later) for a request that would go past it (0: no limit)' },
   { name: 'drainTimeout', flag: '--drain-timeout', placeholder: '<seconds>', env: 'TRTLLM_DRAIN_TIMEOUT', kind: intKind(0), default: 30,
     help: 'on SIGINT/SIGTERM, how long in-flight requests may finish', rank: 'argv',
     served: (seconds: number) => ({ drainTimeoutMs: seconds * 1000 }) },

@@ -15,6 +15,8 @@ export interface ServeOptions {
   authMetrics: boolean;
   maxBodyBytes: number;
   allowAnyContentType?: boolean | undefined;  // JSON endpoints read any Content-Type (frontend/content-type.ts)
+  maxLogitsBytesPerRequest?: number | undefined;  // absent: the option's default (worker/frontend/logits-budget.ts)
+  maxLogitsBytesInFlight?: number | undefined;
   servedModelName?: string | undefined;
   threads?: number | undefined;
   maxBatchSize?: number | undefined;

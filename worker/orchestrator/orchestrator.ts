@@ -16,6 +16,7 @@ import { loadChatTemplate } from '../frontend/chat-template.js';
 import { DrainState } from '../frontend/drain-state.js';
 import { beginPortsDrain, closePorts } from '../frontend/frontend-drain.js';
 import { createFrontendServer, createMetricsServer, type MetricsEndpoint } from '../frontend/frontend.js';
+import { LogitsBudget, logitsLimits } from '../frontend/logits-budget.js';
 import { ServingMetrics } from '../frontend/metrics.js';
 import { type CatalogModel, multiModelCatalog } from '../frontend/model-catalog.js';
 import { MODEL_NAMES } from '../frontend/model-repository.js';
@@ -89,6 +90,7 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
   collectDefaultMetrics({ register: registry });
   const catalogModels: CatalogModel[] = [];
   const allMetrics: ServingMetrics[] = [];
+  const logitsBudget = new LogitsBudget(logitsLimits(opts));  // one for the server: every model's logits share it
   for (const [i, g] of groups.entries()) {
     const reason = () => g.reason ?? (g.status === 'ready' ? undefined : `its worker group is ${g.status}`);
     if (!g.executor) {
@@ -102,7 +104,7 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
     allMetrics.push(metrics);
     const ctx = buildServingContext({
       executor, tokenizer: loadTokenizer(g.plan.serve.model), modelDir: g.plan.serve.model, metrics,
-      chatTemplate: loadChatTemplate(g.plan.serve.model), servedModelName: g.name, maxBatchSize: g.plan.serve.maxBatchSize ?? 64,
+      chatTemplate: loadChatTemplate(g.plan.serve.model), servedModelName: g.name, maxBatchSize: g.plan.serve.maxBatchSize ?? 64, logitsBudget,
       isReady: () => open && !drain.draining && g.status === 'ready', unavailableReason: reason,
       drainRefusal: () => drain.refusal(),
     });

@@ -100,8 +100,12 @@ function byteElements(data: readonly unknown[]): Buffer {
   return out;
 }
 
-/** An output (or a client's input) as raw bytes. */
-export function encodeRaw(datatype: string, data: readonly unknown[]): Buffer {
+/** An output (or a client's input) as raw bytes. Logits (a Float32Array) are not copied: the bytes are its own. */
+export function encodeRaw(datatype: string, data: readonly unknown[] | Float32Array): Buffer {
+  if (data instanceof Float32Array) {
+    if (datatype === 'FP32') return Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+    data = Array.from(data);
+  }
   switch (datatype) {
     case 'BYTES': return byteElements(data);
     case 'BOOL': return Buffer.from(Uint8Array.from(data, (x) => (x ? 1 : 0)));
@@ -119,8 +123,9 @@ export function encodeRaw(datatype: string, data: readonly unknown[]): Buffer {
   }
 }
 
-/** An output (or a client's input) as typed contents. */
-export function encodeContents(datatype: string, data: readonly unknown[]): InferTensorContents {
+/** An output (or a client's input) as typed contents (protobuf's repeated fields take arrays, not typed arrays). */
+export function encodeContents(datatype: string, data: readonly unknown[] | Float32Array): InferTensorContents {
+  if (data instanceof Float32Array) data = Array.from(data);
   const field = CONTENTS_FIELD[datatype];
   if (field === undefined) throw new Error(`no typed contents for datatype ${datatype}; send it raw`);
   if (field === 'bytes_contents') return { bytes_contents: data.map((x) => Buffer.from(String(x), 'utf8')) };
