@@ -197,10 +197,15 @@ t.test('stop by id', async (t) => {
     t.equal(executor.numActiveRequests(), 0, 'nothing is enqueued yet: the prompt is held in a tokenizer thread');
     const stopped = stop('ensemble', 'tok');
     t.ok(await waitFor(() => server.context.liveRequests.stopsUnderWay === 1), 'the stop found the request and waits for it');
+    // The loop holds, so the request cannot run its 40 tokens (a millisecond on this model) before the cancel lands.
+    executor.holdIterations(0);
+    t.teardown(() => executor.holdIterations(-1));
     pool.releaseTasks();
     t.equal((await stopped).json.cancelled_requests, 1, 'the stop reports the request it cancelled');
     const answer = (await target).json;
     t.equal(answer.finish_reason, 'cancelled', 'the request ends cancelled, not with its 40 tokens');
+    t.equal(answer.text_output, 'What is machine learning?', 'cancelled as it was enqueued: not one token generated');
+    executor.holdIterations(-1);
     t.ok(await waitFor(allFree), 'KV all free, every id given back');
   });
 });
