@@ -37,7 +37,7 @@ async function run(o: ClientOptions) {
 }
 
 t.test('client over HTTP', async (t) => {
-  const { base, metricsBase, server } = await startTestServer(t, { maxBatchSize: 1, grpcPort: 0 });
+  const { base, metricsBase, server } = await startTestServer(t, { maxBatchSize: 4, grpcPort: 0 });
   const grpcUrl = `127.0.0.1:${server.grpcPort}`;
   const executor = localExecutor(server);
 

@@ -197,7 +197,7 @@ t.test('the budget is given back however a request ends', async (t) => {
   const idle = () => budget.inFlightBytes === 0 && executor.numActiveRequests() === 0;
 
   t.test('finished, on a stream (generate_stream, ModelStreamInfer) and whole (infer, ModelInfer)', async (t) => {
-    const res = await fetch(`${base}/v2/models/tensorrt_llm/generate_stream`, { method: 'POST', body: JSON.stringify(contextBody(IDS)) });
+    const res = await fetch(`${base}/v2/models/tensorrt_llm/generate_stream`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(contextBody(IDS)) });
     const events = parseSse(await res.text());
     t.equal(events.filter((e) => e.context_logits !== undefined)[0].context_logits.length, CONTEXT_BYTES / 4);
     t.ok(await waitFor(idle), 'generate_stream');
@@ -228,7 +228,7 @@ t.test('the budget is given back however a request ends', async (t) => {
       { name: 'request_output_len', datatype: 'INT32', shape: [1, 1], data: [2] },
       { name: 'return_context_logits', datatype: 'BOOL', shape: [1, 1], data: [true] },
     ];
-    const binary = await fetch(`${base}/v2/models/tensorrt_llm/infer`, { method: 'POST', body: JSON.stringify({
+    const binary = await fetch(`${base}/v2/models/tensorrt_llm/infer`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({
       inputs, outputs: [{ name: 'context_logits', parameters: { binary_data: true } }, { name: 'sequence_length' }],
     }) });
     t.equal(binary.headers.get('content-type'), 'application/octet-stream');
@@ -242,7 +242,7 @@ t.test('the budget is given back however a request ends', async (t) => {
     t.equal(bytes.length, headerLength + CONTEXT_BYTES, 'the logits\' bytes follow the JSON');
     const values = new Float32Array(bytes.buffer.slice(bytes.byteOffset + headerLength, bytes.byteOffset + bytes.length));
     t.same(Array.from(values), raw.data, 'the same float32 values');
-    const everything = await fetch(`${base}/v2/models/tensorrt_llm/infer`, { method: 'POST', body: JSON.stringify({ inputs, parameters: { binary_data_output: true } }) });
+    const everything = await fetch(`${base}/v2/models/tensorrt_llm/infer`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ inputs, parameters: { binary_data_output: true } }) });
     const all = Buffer.from(await everything.arrayBuffer());
     const allHeader = JSON.parse(all.subarray(0, Number(everything.headers.get('inference-header-content-length'))).toString());
     t.ok(allHeader.outputs.length > 1 && allHeader.outputs.every((o: { parameters?: { binary_data_size?: number }; data?: unknown }) => o.parameters?.binary_data_size !== undefined && o.data === undefined),
@@ -272,7 +272,7 @@ t.test('the budget is given back however a request ends', async (t) => {
   t.test('the client gone (HTTP disconnect, gRPC call cancelled)', async (t) => {
     executor.holdIterations(0);
     const aborter = new AbortController();
-    const gone = settle(fetch(`${base}/v2/models/tensorrt_llm/generate_stream`, { method: 'POST', body: JSON.stringify(contextBody(IDS, { request_output_len: 50, end_id: -1 })), signal: aborter.signal })
+    const gone = settle(fetch(`${base}/v2/models/tensorrt_llm/generate_stream`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(contextBody(IDS, { request_output_len: 50, end_id: -1 })), signal: aborter.signal })
       .then((res) => res.text()));
     t.ok(await waitFor(() => budget.inFlightBytes === CONTEXT_BYTES));
     aborter.abort();
