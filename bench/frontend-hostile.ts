@@ -25,6 +25,7 @@ import { percentile } from '../launcher/bench-command/statistics.js';
 import { packageRoot } from '../worker/common/package-root.js';
 import { DEFAULT_MAX_LOGITS_BYTES_PER_REQUEST } from '../worker/frontend/logits-budget.js';
 import { BENCH_SHAPE, writeDummyLlama } from './dummy-checkpoint.js';
+import { startServeProcess } from './serve-process.js';
 
 const args = process.argv.slice(2);
 const arg = (name: string, fallback: string) => {
@@ -57,14 +58,8 @@ function benchModel(): string {
 interface Server { child: ChildProcess; base: string; name: string }
 
 async function startServer(model: string): Promise<Server> {
-  const child = spawn('node', [join(SERVER_ROOT, 'bin', 'trtllm-launch.js'), '--model', model, '--http-port', '0', '--grpc-port', '0',
-    '--metrics-port', '0', '--threads', '1', '--host', '127.0.0.1', '--log-level', 'warn', '--max-body-bytes', String(MAX_BODY_BYTES)],
-  { stdio: ['ignore', 'pipe', 'inherit'] });
-  let out = '';
-  await new Promise<void>((resolve, reject) => {
-    child.stdout!.on('data', (c: Buffer) => { out += c.toString(); if (out.includes('metrics: curl')) resolve(); });
-    child.once('exit', (code) => reject(new Error(`server exited with ${code}`)));
-  });
+  const { child, out } = await startServeProcess(SERVER_ROOT, ['--model', model, '--http-port', '0', '--grpc-port', '0',
+    '--metrics-port', '0', '--threads', '1', '--host', '127.0.0.1', '--log-level', 'warn', '--max-body-bytes', String(MAX_BODY_BYTES)]);
   return {
     child,
     base: `http://127.0.0.1:${/HTTPService at [^:]+:(\d+)/.exec(out)![1]}`,

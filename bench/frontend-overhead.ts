@@ -18,6 +18,7 @@ import { loadSync } from '@grpc/proto-loader';
 import { median } from '../launcher/bench-command/statistics.js';
 import { packageRoot } from '../worker/common/package-root.js';
 import { PROTO_OPTIONS, protoPath } from '../worker/frontend/grpc/proto.js';
+import { startServeProcess } from './serve-process.js';
 
 const args = process.argv.slice(2);
 const arg = (name: string, fallback: string) => {
@@ -117,13 +118,8 @@ function wireLoad(wire: 'http' | 'grpc', address: string, mode: 'unary' | 'strea
 }
 
 async function startTrtllm(): Promise<{ child: ChildProcess; http: number; grpc: number; metrics: number }> {
-  const child = spawn('node', [join(packageRoot(), 'bin', 'trtllm-launch.js'), '--model', MODEL, '--http-port', '0',
-    '--grpc-port', '0', '--metrics-port', '0', '--threads', '1', '--host', '127.0.0.1', '--log-level', 'warn'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  let out = '';
-  await new Promise<void>((resolve, reject) => {
-    child.stdout!.on('data', (c: Buffer) => { out += c.toString(); if (out.includes('metrics: curl')) resolve(); });
-    child.once('exit', (code) => reject(new Error(`server exited with ${code}`)));
-  });
+  const { child, out } = await startServeProcess(packageRoot(), ['--model', MODEL, '--http-port', '0', '--grpc-port', '0',
+    '--metrics-port', '0', '--threads', '1', '--host', '127.0.0.1', '--log-level', 'warn']);
   return {
     child,
     http: Number(/HTTPService at [^:]+:(\d+)/.exec(out)![1]),
