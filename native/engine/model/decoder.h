@@ -18,6 +18,7 @@
 #include "cpu/attention.h"
 #include "model/batch-layout.h"
 #include "model/model.h"
+#include "quant/fp8-matrix.h"
 #include "parallel/parallel-layout.h"
 
 namespace engine {
@@ -27,6 +28,9 @@ struct Linear {
   std::vector<float> w;  // [out, in]
   std::vector<float> b;  // [out], empty without bias
   int64_t out = 0, in = 0;
+  // Set when the weight is FP8 (an FP8 checkpoint or --quantization fp8): `w` then holds exactly its dequantized
+  // values, which the CPU backend runs; FP8 backends upload this instead.
+  Fp8Matrix fp8;
 };
 
 struct Norm {
