@@ -23,6 +23,10 @@ set(ENGINE_LOADING_SOURCES
   ${ENGINE_DIR}/loading/load-model.cpp
   ${ENGINE_DIR}/loading/load-agreement.cpp
 )
+# Quantized weights: the FP8 matrix format, its encoding and the checkpoint formats that carry it.
+set(ENGINE_QUANT_SOURCES
+  ${ENGINE_DIR}/quant/fp8-matrix.cpp
+)
 # CPU kernels (always built; BLAS from OpenBLAS when found).
 set(ENGINE_CPU_SOURCES
   ${ENGINE_DIR}/cpu/gemm.cpp
@@ -84,6 +88,6 @@ set(ENGINE_PARALLEL_SOURCES
   ${ENGINE_DIR}/parallel/iteration-plan.cpp
   ${ENGINE_DIR}/parallel/leader-model.cpp
 )
-set(ENGINE_SOURCES ${ENGINE_COMMON_SOURCES} ${ENGINE_MODEL_SOURCES} ${ENGINE_LOADING_SOURCES} ${ENGINE_CPU_SOURCES}
+set(ENGINE_SOURCES ${ENGINE_COMMON_SOURCES} ${ENGINE_MODEL_SOURCES} ${ENGINE_LOADING_SOURCES} ${ENGINE_QUANT_SOURCES} ${ENGINE_CPU_SOURCES}
     ${ENGINE_KV_CACHE_SOURCES} ${ENGINE_SCHEDULING_SOURCES} ${ENGINE_SAMPLING_SOURCES} ${ENGINE_EXECUTOR_SOURCES}
     ${ENGINE_COMM_SOURCES} ${ENGINE_PARALLEL_SOURCES})
