@@ -48,7 +48,8 @@ uint8_t encode_e4m3(float v) {
 
 std::vector<float> dequantize(const Fp8Matrix& m) {
   std::vector<float> out(static_cast<size_t>(m.rows * m.cols));
-  const int64_t bcols = (m.cols + m.block - 1) / m.block;
+  // (block is read only for block scales: tensor / channel matrices may leave it 0)
+  const int64_t bcols = m.scale_kind == Fp8ScaleKind::block ? (m.cols + m.block - 1) / m.block : 0;
   for (int64_t r = 0; r < m.rows; ++r) {
     const uint8_t* src = m.data.data() + r * m.cols;
     float* dst = out.data() + r * m.cols;
