@@ -118,12 +118,13 @@ void CudaDecoder::reserve(int64_t tokens, int64_t logit_rows) {
   attn_ws_.ensure(sizeof(float) * attention_workspace_bound(num_heads_, num_kv_heads_, config_.head_dim, num_sms_));
   if (fp8()) {
     // The FP8 path's scratch (quantized activations, a widened weight) is sized for the largest product now.
-    int64_t max_k = 0, max_elems = 0;
+    int64_t max_k = 0, max_n = 0, max_elems = 0;
     for (const DLinear* l : {&layers_[0].qkv, &layers_[0].o, &layers_[0].up, &layers_[0].down}) {
       max_k = std::max(max_k, l->in);
+      max_n = std::max(max_n, l->out);
       max_elems = std::max(max_elems, l->in * l->out);
     }
-    gemm_->reserve_fp8(tokens, max_k, max_elems);
+    gemm_->reserve_fp8(tokens, max_k, max_n, max_elems);
   }
   if (layout_.last_stage() || layout_.leader()) {
     const int64_t Vl = layout_.local_vocab(), V = config_.vocab_size;

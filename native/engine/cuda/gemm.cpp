@@ -52,7 +52,9 @@ struct Gemm::Lt {
   // [k, n] and transposed, B = x stored [k, m]: the "TN" form FP8 needs on Hopper. The weight is A, so its
   // per-row scales are the outer vector of D's rows (or its 128 x 128 tiles), x's per-token scales that of D's
   // columns (or its 1 x 128 groups along k).
-  Plan& plan(int64_t m, int64_t n, int64_t k, int64_t ldy, bool block, cudaDataType_t out, size_t workspace) {
+  // The scale pointers must be set before the heuristic (it refuses non-scalar scale modes without them).
+  Plan& plan(int64_t m, int64_t n, int64_t k, int64_t ldy, bool block, cudaDataType_t out, size_t workspace,
+             const void* a_scale, const void* b_scale) {
     const auto key = std::make_tuple(m, n, k, ldy, block, static_cast<int>(out));
     auto it = plans.find(key);
     if (it != plans.end()) return it->second;
@@ -67,6 +69,8 @@ struct Gemm::Lt {
         block ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
     set(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, a_mode);
     set(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, b_mode);
+    set(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, a_scale);
+    set(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, b_scale);
     check_cublas(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, k, n, k), "cublasLtMatrixLayoutCreate");
     check_cublas(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, k, m, k), "cublasLtMatrixLayoutCreate");
     check_cublas(cublasLtMatrixLayoutCreate(&p.c, out, n, m, ldy), "cublasLtMatrixLayoutCreate");
@@ -169,9 +173,11 @@ bool Gemm::gemv_faster(int64_t m, int64_t n, int64_t k, const void* x, const voi
 
 namespace engine::cuda {
 
-void Gemm::reserve_fp8(int64_t rows, int64_t max_k, int64_t max_weight_elems) {
+void Gemm::reserve_fp8(int64_t rows, int64_t max_k, int64_t max_n, int64_t max_weight_elems) {
   fp8_rows_ = std::max(fp8_rows_, rows);
   fp8_k_ = std::max(fp8_k_, max_k);
+  fp8_n_ = std::max(fp8_n_, max_n);
+  fp8_out_.ensure(static_cast<size_t>(fp8_rows_ * fp8_n_) * 2);
   fp8_weight_elems_ = std::max(fp8_weight_elems_, max_weight_elems);
   fp8_x_.ensure(static_cast<size_t>(fp8_rows_ * fp8_k_));
   // Per token, or per token and 128-column group (token-major, the token count rounded up to 4 as cuBLASLt reads
@@ -199,7 +205,7 @@ void Gemm::xwt_fp8(int64_t m, int64_t n, int64_t k, const void* x, const Fp8Weig
       throw EngineError(ErrorCode::internal, "FP8 scratch reserved for " + std::to_string(fp8_rows_) + " x " +
                                                  std::to_string(fp8_k_) + " is too small for " + std::to_string(m) +
                                                  " x " + std::to_string(k) + " inside a graph capture");
-    reserve_fp8(m, k, fp8_weight_elems_);
+    reserve_fp8(m, k, n, fp8_weight_elems_);
   }
   uint8_t* xq = fp8_x_.as<uint8_t>();
   float* xs = fp8_scales_.as<float>();
@@ -211,6 +217,12 @@ void Gemm::xwt_fp8(int64_t m, int64_t n, int64_t k, const void* x, const Fp8Weig
     quantize_e4m3(x, dt, m, k, Fp8Quant::row, 0, 1.0f, xq, xs, 0, stream_);
   if (lt_fp8(m, n, k, xq, xs, w, dt, y, y_f32, ldy, accumulate)) {
     last_fp8_path_ = "cublaslt";
+    return;
+  }
+  // No fp32 output for this shape: a 16-bit product into scratch, added to y.
+  if (y_f32 && n <= fp8_n_ && lt_fp8(m, n, k, xq, xs, w, dt, fp8_out_.get(), false, n, false)) {
+    add_to_f32(fp8_out_.get(), dt, m, n, static_cast<float*>(y), ldy, accumulate, stream_);
+    last_fp8_path_ = "cublaslt-16";
     return;
   }
   widened(m, n, k, x, w, dt, y, y_f32, ldy, accumulate,
@@ -230,10 +242,10 @@ bool Gemm::xwt_fp8_rms(int64_t m, int64_t n, int64_t k, const float* x, const fl
 bool Gemm::lt_fp8(int64_t m, int64_t n, int64_t k, const uint8_t* xq, const float* xs, const Fp8Weight& w, DType dt,
                   void* y, bool y_f32, int64_t ldy, bool accumulate) {
   const cudaDataType_t out = y_f32 ? CUDA_R_32F : cuda_type(dt);
-  Lt::Plan& p = lt_->plan(m, n, k, ldy, w.block != 0, out, workspace_.bytes());
-  if (!p.ok) return false;
   const void* a_scale = w.scales;
   const void* b_scale = xs;
+  Lt::Plan& p = lt_->plan(m, n, k, ldy, w.block != 0, out, workspace_.bytes(), a_scale, b_scale);
+  if (!p.ok) return false;
   Lt::set(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, a_scale);
   Lt::set(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, b_scale);
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;

@@ -54,9 +54,10 @@ class Gemm {
   // xwt_rms with an FP8 weight: gemv_fp8_rms when gemv_fp8 serves this shape, else false (nothing enqueued).
   bool xwt_fp8_rms(int64_t m, int64_t n, int64_t k, const float* x, const float* norm_w, float eps,
                    const Fp8Weight& w, DType dt, void* y, bool y_f32, int64_t ldy);
-  // Scratch of the FP8 path sized once for up to `rows` activation rows of up to `max_k` columns and weights of
-  // up to `max_weight_elems` elements: captured CUDA graphs hold its addresses, so it must not move later.
-  void reserve_fp8(int64_t rows, int64_t max_k, int64_t max_weight_elems);
+  // Scratch of the FP8 path sized once for up to `rows` activation rows of up to `max_k` columns, outputs of up
+  // to `max_n` columns and weights of up to `max_weight_elems` elements: captured CUDA graphs hold its
+  // addresses, so it must not move later.
+  void reserve_fp8(int64_t rows, int64_t max_k, int64_t max_n, int64_t max_weight_elems);
   // false: larger products widen the FP8 weight instead of quantizing x (W8A16 everywhere; for comparisons).
   void set_fp8_activations(bool on) { fp8_activations_ = on; }
   // How the last xwt_fp8 ran: "gemv", "cublaslt" or "dequantized" (tests and benchmarks report it).
@@ -84,7 +85,8 @@ class Gemm {
   void widened(int64_t m, int64_t n, int64_t k, const void* x, const Fp8Weight& w, DType dt, void* y, bool y_f32,
                int64_t ldy, bool accumulate, const std::string& why);
   DeviceBuffer fp8_x_, fp8_scales_, fp8_wide_;  // quantized x, its scales, a widened weight
-  int64_t fp8_rows_ = 0, fp8_k_ = 0, fp8_weight_elems_ = 0;
+  DeviceBuffer fp8_out_;  // a 16-bit product bound for an fp32 y, where cuBLASLt has no fp32 output
+  int64_t fp8_rows_ = 0, fp8_k_ = 0, fp8_n_ = 0, fp8_weight_elems_ = 0;
   bool fp8_activations_ = true;
   const char* last_fp8_path_ = "";
   std::set<std::string> said_;  // fallback reasons already logged

@@ -3,9 +3,9 @@
 // for products no FP8 path serves, and the decode GEMV over e4m3 weights.
 //
 // The GEMV is kernels-gemv.cu's with one-byte weights: a 16-byte load brings 16 weights of a row, so the same
-// bytes in flight cover twice the columns; each pair of e4m3 values widens exactly to fp16 in one instruction
-// (cvt.rn.f16x2.e4m3x2) and then to fp32. Per-row scales multiply the finished sums; block scales multiply each
-// 16-column piece's partial sum (16 divides the block, so a piece never straddles two tiles).
+// bytes in flight cover twice the columns; the weights widen to fp32 by bit placement (unpack_e4m3). Per-row
+// scales multiply the finished sums; block scales multiply each 16-column piece's partial sum (16 divides the
+// block, so a piece never straddles two tiles).
 #include <cuda_fp8.h>
 
 #include <algorithm>
@@ -72,6 +72,17 @@ __global__ void quantize_kernel(const T* __restrict__ x, int64_t cols, Fp8Quant 
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) qr[c] = to_e4m3(to_float(xr[c]) / s);
 }
 
+template <typename T>
+__global__ void add_to_f32_kernel(const T* __restrict__ src, int64_t rows, int64_t cols, float* y, int64_t ldy,
+                                  bool accumulate) {
+  const int64_t total = rows * cols;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float* dst = y + (i / cols) * ldy + i % cols;
+    *dst = (accumulate ? *dst : 0.0f) + to_float(src[i]);
+  }
+}
+
 __device__ __forceinline__ float e4m3_to_float(uint8_t v) {
   const __half_raw h = __nv_cvt_fp8_to_halfraw(v, __NV_E4M3);
   return __half2float(__half(h));
@@ -91,13 +102,21 @@ __global__ void dequantize_kernel(Fp8Weight w, int64_t n, int64_t k, T* __restri
   }
 }
 
+// 16 e4m3 weights as floats scaled by 2^-120, exactly, with integer ops only: each byte's sign goes to bit 31 and
+// its 7 exponent and mantissa bits to bits 26..20, so the float's exponent field holds e4m3's (biased by 7 where
+// fp32 expects 127: the 2^-120) and subnormals stay subnormal. The GEMV multiplies the 2^120 back into its sums.
+// (cvt.rn.f16x2.e4m3x2 and a widening to fp32 would be exact too, but conversions issue at a quarter of the
+// integer rate, which held the batch-1 GEMV to about half the copy bandwidth on an H100.)
+constexpr float kE4m3Unbias = 0x1p120f;
 __device__ __forceinline__ void unpack_e4m3(const uint4& raw, float (&out)[kF8Chunk]) {
-  const __nv_fp8x2_storage_t* pairs = reinterpret_cast<const __nv_fp8x2_storage_t*>(&raw);
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
-  for (int i = 0; i < kF8Chunk / 2; ++i) {
-    const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pairs[i], __NV_E4M3)));
-    out[2 * i] = f.x;
-    out[2 * i + 1] = f.y;
+  for (int j = 0; j < 4; ++j) {
+    const uint32_t v = words[j];
+    out[4 * j + 0] = __uint_as_float(((v << 24) & 0x80000000u) | ((v << 20) & 0x07f00000u));
+    out[4 * j + 1] = __uint_as_float(((v << 16) & 0x80000000u) | ((v << 12) & 0x07f00000u));
+    out[4 * j + 2] = __uint_as_float(((v << 8) & 0x80000000u) | ((v << 4) & 0x07f00000u));
+    out[4 * j + 3] = __uint_as_float((v & 0x80000000u) | ((v >> 4) & 0x07f00000u));
   }
 }
 
@@ -211,7 +230,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int m = 0; m < M; ++m) {
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) acc[r][m] += __shfl_xor_sync(0xffffffffu, acc[r][m], o);
-      acc[r][m] *= rs;
+      acc[r][m] = acc[r][m] * kE4m3Unbias * rs;  // (two products: a large scale times 2^120 could overflow)
     }
   }
   if constexpr (kNorm)
@@ -292,6 +311,15 @@ void quantize_e4m3(const void* x, DType dt, int64_t rows, int64_t cols, Fp8Quant
   ENGINE_DISPATCH_DTYPE(dt, (quantize_kernel<T><<<static_cast<unsigned>(rows), 256, 0, s>>>(
                                 static_cast<const T*>(x), cols, mode, group, fixed_scale, q, scales, scale_ld)));
   check_launch("quantize_e4m3");
+}
+
+void add_to_f32(const void* src, DType dt, int64_t rows, int64_t cols, float* y, int64_t ldy, bool accumulate,
+                cudaStream_t s) {
+  if (rows == 0 || cols == 0) return;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((rows * cols + 255) / 256, 65536));
+  ENGINE_DISPATCH_DTYPE(dt, (add_to_f32_kernel<T><<<blocks, 256, 0, s>>>(static_cast<const T*>(src), rows, cols, y,
+                                                                          ldy, accumulate)));
+  check_launch("add_to_f32");
 }
 
 void dequantize_e4m3(const Fp8Weight& w, int64_t n, int64_t k, void* out, DType dt, cudaStream_t s) {

@@ -139,6 +139,10 @@ enum class Fp8Quant {
 // x: [rows, cols] of dtype `dt`, row stride cols.
 void quantize_e4m3(const void* x, DType dt, int64_t rows, int64_t cols, Fp8Quant mode, int32_t group,
                    float fixed_scale, uint8_t* q, float* scales, int64_t scale_ld, cudaStream_t s);
+// y[r, c] (fp32, row stride ldy) = src[r, c] (dtype dt, [rows, cols]) or y += that: a 16-bit GEMM output
+// into an fp32 destination.
+void add_to_f32(const void* src, DType dt, int64_t rows, int64_t cols, float* y, int64_t ldy, bool accumulate,
+                cudaStream_t s);
 // out[n, k] (dtype dt) = the weight's values, for products no FP8 kernel serves.
 void dequantize_e4m3(const Fp8Weight& w, int64_t n, int64_t k, void* out, DType dt, cudaStream_t s);
 // The decode GEMV (gemv above) over an e4m3 weight, W8A16: weights widened and scaled in registers, x as given
