@@ -216,19 +216,26 @@ void gemm_case(cuda::Gemm& gemm, const Kind& kd, int64_t n, int64_t k, const std
     // W8A8: against the product of the activations quantized on the host the same way.
     const int32_t group = kd.kind == Fp8ScaleKind::block ? 128 : 0;
     const std::vector<float> xq = quantize_activations(x, m, k, group, kd.static_act ? q.input_scale : 0.0f);
-    const std::vector<float> want_q = reference(xq, wd, m, n, k);
+    const std::vector<float> want_q_all = reference(xq, wd, m, n, k);
     gemm.xwt_fp8(m, n, k, dx.get(), fw, cuda::DType::bf16, dy.get(), true, n, false);
     const std::string path8 = gemm.last_fp8_path();
+    // The rows each path served: quantized x through cuBLASLt, x as given through the GEMV tail (block scales,
+    // m % 4 rows) or the widened fallback.
+    const int64_t fp8_rows = path8 == "dequantized" ? 0 : path8 == "cublaslt+gemv" ? m - m % 4 : m;
+    std::vector<float> want_q(want);
+    std::copy(want_q_all.begin(), want_q_all.begin() + fp8_rows * n, want_q.begin());
     got = download<float>(dy, static_cast<size_t>(m * n));
     const double e8q = rel_err(got.data(), want_q.data(), got.size());
     const double e8 = rel_err(got.data(), want.data(), got.size());
-    // Per-row scales (tensor, channel) must run as FP8 GEMMs; 32 x 32 blocks cannot (cuBLASLt takes 128 only).
-    if (kd.kind != Fp8ScaleKind::block)
+    const double tol8 = path8 == "dequantized" ? 1e-2 : 2e-3;
+    CHECK_MSG(e8q < tol8, "%s W8A8 (%s): rel err %g vs the host's product of the rows' activations", label.c_str(),
+              path8.c_str(), e8q);
+    CHECK_MSG(e8 < 0.08, "%s W8A8: rel err %g vs the unquantized activations", label.c_str(), e8);
+    // Per-row scales (tensor, channel) and 128 x 128 blocks with k % 128 == 0 must run as FP8 GEMMs; 32 x 32
+    // blocks cannot (cuBLASLt takes 128 only).
+    if (kd.kind != Fp8ScaleKind::block || (kd.block == 128 && k % 128 == 0))
       CHECK_MSG(path8.rfind("cublaslt", 0) == 0, "%s: ran %s, not a cuBLASLt FP8 GEMM", label.c_str(), path8.c_str());
     if (kd.block == 32) CHECK(path8 == "dequantized");
-    CHECK_MSG(e8q < (path8 == "cublaslt" ? 2e-3 : 1e-2), "%s W8A8 (%s): rel err %g vs the host's activation-quantized product",
-              label.c_str(), path8.c_str(), e8q);
-    CHECK_MSG(e8 < 0.08, "%s W8A8: rel err %g vs the unquantized activations", label.c_str(), e8);
     // Accumulation onto y, and bf16 output.
     std::vector<float> y0(static_cast<size_t>(m * n));
     for (size_t i = 0; i < y0.size(); ++i) y0[i] = static_cast<float>(i % 17) * 0.25f - 2.0f;
@@ -238,7 +245,7 @@ void gemm_case(cuda::Gemm& gemm, const Kind& kd, int64_t n, int64_t k, const std
     std::vector<float> want_acc(want_q);
     for (size_t i = 0; i < y0.size(); ++i) want_acc[i] += y0[i];
     const double e_acc = rel_err(got.data(), want_acc.data(), got.size());
-    CHECK_MSG(e_acc < (path8 == "cublaslt" ? 2e-3 : 1e-2), "%s W8A8 accumulate: rel err %g", label.c_str(), e_acc);
+    CHECK_MSG(e_acc < tol8, "%s W8A8 accumulate: rel err %g", label.c_str(), e_acc);
     gemm.xwt_fp8(m, n, k, dx.get(), fw, cuda::DType::bf16, dy.get(), false, n, false);
     const std::vector<uint16_t> got16 = download<uint16_t>(dy, static_cast<size_t>(m * n));
     std::vector<float> got16f(got16.size());
@@ -352,49 +359,45 @@ void tiny_model() {
               e16, a16, gpu->gemm().last_fp8_path(), e8, a8);
   CHECK_MSG(e16 < 1e-2, "W8A16 context logits rel err %g", e16);
   CHECK_MSG(e8 < 0.1, "W8A8 context logits rel err %g", e8);
-  // Top-1 of every context row wherever the CPU's margin is clear of the error.
-  int judged = 0, agree16 = 0, agree8 = 0;
+  // Top-1 of every context row wherever the CPU's margin exceeds twice the path's largest logit error.
+  int judged16 = 0, judged8 = 0, agree16 = 0, agree8 = 0;
   for (int32_t r = 0; r < n; ++r) {
     const float* c = oc.logits.data() + static_cast<size_t>(r) * V;
-    if (cudatest::top1_margin(c, V) <= 2 * a8) continue;
-    ++judged;
-    agree16 += cudatest::argmax(o16.logits.data() + static_cast<size_t>(r) * V, V) == cudatest::argmax(c, V);
-    agree8 += cudatest::argmax(o8.logits.data() + static_cast<size_t>(r) * V, V) == cudatest::argmax(c, V);
-  }
-  CHECK(agree16 == judged && agree8 == judged);
-  // Greedy decode (batch 1: the FP8 GEMV with the fused norm, device argmax), each model on its own tokens.
-  std::vector<int32_t> toks_cpu, toks_gpu;
-  int32_t tc = cudatest::argmax(oc.logits.data() + static_cast<size_t>(n - 1) * V, V);
-  int32_t tg = cudatest::argmax(o8.logits.data() + static_cast<size_t>(n - 1) * V, V);
-  int clear = 0, steps = 0;
-  bool diverged = false;
-  for (int32_t step = 0; step < 24 && !diverged; ++step) {
-    ++steps;
-    toks_cpu.push_back(tc);
-    toks_gpu.push_back(tg);
-    if (tc != tg) {
-      diverged = true;
-      break;
+    const double margin = cudatest::top1_margin(c, V);
+    const int32_t want = cudatest::argmax(c, V);
+    if (margin > 2 * a16) {
+      ++judged16;
+      agree16 += cudatest::argmax(o16.logits.data() + static_cast<size_t>(r) * V, V) == want;
     }
+    if (margin > 2 * a8) {
+      ++judged8;
+      agree8 += cudatest::argmax(o8.logits.data() + static_cast<size_t>(r) * V, V) == want;
+    }
+  }
+  CHECK(agree16 == judged16 && agree8 == judged8);
+  // Greedy decode (batch 1: the FP8 GEMV with the fused norm, argmax on the device), teacher-forced on the CPU
+  // model's tokens: equal wherever the CPU's margin is clear of the W8A16 error.
+  int32_t tok = cudatest::argmax(oc.logits.data() + static_cast<size_t>(n - 1) * V, V);
+  int clear = 0, equal_clear = 0, equal_all = 0;
+  const int steps = 32;
+  for (int32_t step = 0; step < steps; ++step) {
     ForwardOutput c1, g1;
-    cpu->forward({{{tc}, n + step, blocks, false}}, c1);
-    SequenceChunk ch{{tg}, n + step, blocks, false};
+    cpu->forward({{{tok}, n + step, blocks, false}}, c1);
+    SequenceChunk ch{{tok}, n + step, blocks, false};
     ch.sample_on = SampleOn::device_argmax;
     gpu->forward({ch}, g1);
-    const double margin = cudatest::top1_margin(c1.logits.data(), V);
-    tc = cudatest::argmax(c1.logits.data(), V);
-    tg = g1.sampled[0].token;
-    if (margin > 2 * a16) {
+    const int32_t want = cudatest::argmax(c1.logits.data(), V), got = g1.sampled[0].token;
+    equal_all += got == want;
+    if (cudatest::top1_margin(c1.logits.data(), V) > 2 * a16) {
       ++clear;
-      CHECK_MSG(tc == tg, "greedy step %d: CUDA FP8 %d, CPU %d at margin %g", step + 1, tg, tc, margin);
-    } else if (tc != tg) {
-      std::printf("greedy step %d: tokens differ at margin %.3g (too close to call); stopping\n", step + 1, margin);
-      break;
+      equal_clear += got == want;
     }
+    tok = want;
   }
-  std::printf("tiny-llama fp8: context top-1 equal on %d/%d (W8A16) and %d/%d (W8A8) clear rows; greedy %d steps, "
-              "%d at a clear margin, tokens equal: %s\n",
-              agree16, judged, agree8, judged, steps, clear, toks_cpu == toks_gpu ? "yes" : "no");
+  CHECK_MSG(equal_clear == clear, "greedy: %d of %d clear steps equal", equal_clear, clear);
+  std::printf("tiny-llama fp8: context top-1 equal on %d/%d clear rows (W8A16) and %d/%d (W8A8); greedy decode "
+              "(teacher-forced, %d steps): %d/%d equal at a clear margin, %d/%d in all\n",
+              agree16, judged16, agree8, judged8, steps, equal_clear, clear, equal_all, steps);
   CHECK(gpu->weight_bytes() < cpu->weight_bytes());
 }
 

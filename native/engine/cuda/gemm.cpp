@@ -209,6 +209,17 @@ void Gemm::xwt_fp8(int64_t m, int64_t n, int64_t k, const void* x, const Fp8Weig
   }
   uint8_t* xq = fp8_x_.as<uint8_t>();
   float* xs = fp8_scales_.as<float>();
+  // cuBLASLt's block scaling wants the token count a multiple of 4: the last m % 4 rows go through the GEMV
+  // (W8A16), the rest through cuBLASLt.
+  const int64_t tail = w.block != 0 && m > 4 ? m % 4 : 0;
+  if (tail != 0 && gemv_fp8_applicable(tail, k, w)) {
+    const size_t es = dtype_size(dt);
+    gemv_fp8(tail, n, k, static_cast<const char*>(x) + static_cast<size_t>((m - tail) * k) * es, w, dt,
+             static_cast<char*>(y) + static_cast<size_t>((m - tail) * ldy) * (y_f32 ? 4 : es), y_f32, ldy, accumulate,
+             stream_);
+    m -= tail;
+  }
+  const char* done = m != 0 && tail != 0 ? "cublaslt+gemv" : "cublaslt";
   if (w.block != 0)
     quantize_e4m3(x, dt, m, k, Fp8Quant::group, kLtBlock, 1.0f, xq, xs, round_up4(m), stream_);
   else if (w.act == Fp8Activation::static_tensor)
@@ -216,7 +227,7 @@ void Gemm::xwt_fp8(int64_t m, int64_t n, int64_t k, const void* x, const Fp8Weig
   else
     quantize_e4m3(x, dt, m, k, Fp8Quant::row, 0, 1.0f, xq, xs, 0, stream_);
   if (lt_fp8(m, n, k, xq, xs, w, dt, y, y_f32, ldy, accumulate)) {
-    last_fp8_path_ = "cublaslt";
+    last_fp8_path_ = done;
     return;
   }
   // No fp32 output for this shape: a 16-bit product into scratch, added to y.

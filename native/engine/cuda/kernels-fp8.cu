@@ -112,11 +112,16 @@ __device__ __forceinline__ void unpack_e4m3(const uint4& raw, float (&out)[kF8Ch
   const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    const uint32_t v = words[j];
-    out[4 * j + 0] = __uint_as_float(((v << 24) & 0x80000000u) | ((v << 20) & 0x07f00000u));
-    out[4 * j + 1] = __uint_as_float(((v << 16) & 0x80000000u) | ((v << 12) & 0x07f00000u));
-    out[4 * j + 2] = __uint_as_float(((v << 8) & 0x80000000u) | ((v << 4) & 0x07f00000u));
-    out[4 * j + 3] = __uint_as_float((v & 0x80000000u) | ((v >> 4) & 0x07f00000u));
+    // Two bytes at a time: the upper byte of each 16-bit half becomes that half's bf16 (its sign kept, its 7 low
+    // bits moved down by 4); bytes 1 and 3 as they are, bytes 0 and 2 after a shift by 8. A bf16 in a word's
+    // high half is already its float's bit pattern, one in the low half needs a shift by 16.
+    const uint32_t odd = words[j], even = words[j] << 8;
+    const uint32_t t1 = (odd & 0x80008000u) | ((odd >> 4) & 0x07f007f0u);
+    const uint32_t t0 = (even & 0x80008000u) | ((even >> 4) & 0x07f007f0u);
+    out[4 * j + 0] = __uint_as_float(t0 << 16);
+    out[4 * j + 1] = __uint_as_float(t1 << 16);
+    out[4 * j + 2] = __uint_as_float(t0 & 0xffff0000u);
+    out[4 * j + 3] = __uint_as_float(t1 & 0xffff0000u);
   }
 }
 
