@@ -7,7 +7,9 @@
 //          all enqueued at once, output tokens per second.
 // usage: cuda-bench <checkpoint dir> [--dummy] [--batches 1,8,64,256] [--ctx 128] [--steps 30] [--requests 1000]
 //        [--input 128] [--output 128] [--max-batch 256] [--dtype bfloat16] [--json out.json]
-//        [--profile prefill|decode] [--sampled]
+//        [--profile prefill|decode] [--sampled] [--quantization fp8]
+// --quantization fp8: the projections quantized to e4m3 per output channel at load (LoadOptions::quantization);
+// the step table then also gives the bytes a decode step reads (all weights but an untied embedding table).
 // --sampled: the offline requests sample (temperature 0.8, top-p 0.95, a seed each) instead of greedy.
 // --profile brackets the first prefill chunk (32 sequences of --ctx tokens at most) or the last decode step of each
 // batch with cudaProfilerStart/Stop, for `ncu --profile-from-start off` (per-kernel times, no load or warm-up).
@@ -134,7 +136,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: cuda-bench <checkpoint dir> [--dummy] [--batches 1,8,64,256] [--ctx 128] ...\n");
     return 2;
   }
-  std::string dir = argv[1], dtype = "auto", json_path;
+  std::string dir = argv[1], dtype = "auto", json_path, quantization;
   bool dummy = false, sampled = false;
   std::vector<int> batches = {1, 8, 64, 256};
   int ctx = 128, steps = 30, requests = 1000, input = 128, output = 128, max_batch = 256;
@@ -159,6 +161,13 @@ int main(int argc, char** argv) {
       }
     }
     else if (a == "--sampled") sampled = true;
+    else if (a == "--quantization") {
+      quantization = next();
+      if (quantization != "fp8") {
+        std::fprintf(stderr, "cuda-bench: --quantization must be fp8, got \"%s\"\n", quantization.c_str());
+        return 2;
+      }
+    }
     else {
       std::fprintf(stderr, "cuda-bench: unknown option %s\n", a.c_str());
       return 2;
@@ -177,27 +186,34 @@ int main(int argc, char** argv) {
 
   LoadOptions lo = cudatest::options(Device::cuda, dummy ? "dummy" : "auto");
   lo.dtype = dtype;
+  lo.quantization = quantization;
   lo.max_num_tokens = 8192;
   lo.max_batch_size = max_batch;
   double t0 = now();
   std::unique_ptr<Model> model = load_model(dir, lo);
   const double load_s = now() - t0;
   const double wbytes = static_cast<double>(model->weight_bytes());
-  std::printf("loaded %s (%s) in %.1f s: %.2f GB of weights\n", dir.c_str(), dummy ? "dummy weights" : "checkpoint",
-              load_s, wbytes / 1e9);
+  auto* cuda_model = dynamic_cast<cuda::CudaDecoder*>(model.get());
+  // What a decode step reads: every weight but an embedding table the LM head does not share.
+  const double rbytes = cuda_model != nullptr ? static_cast<double>(cuda_model->decode_read_bytes()) : wbytes;
+  std::printf("loaded %s (%s, %s) in %.1f s: %.2f GB of weights, %.2f GB read per decode step\n", dir.c_str(),
+              dummy ? "dummy weights" : "checkpoint",
+              cuda_model != nullptr && cuda_model->fp8() ? "fp8 projections, bf16 LM head" : "16-bit", load_s,
+              wbytes / 1e9, rbytes / 1e9);
 
   // Decode steps.
   const int tpb = 64;
   const int max_b = *std::max_element(batches.begin(), batches.end());
   const int blocks_per_seq = (ctx + steps + 8 + tpb - 1) / tpb;
   model->allocate_kv(max_b * blocks_per_seq, tpb);
-  auto* cuda_model = dynamic_cast<cuda::CudaDecoder*>(model.get());
-  std::printf("\n| batch | decode step (ms) | tokens/s | weights / step vs copy bandwidth |\n|---|---|---|---|\n");
+  std::printf("\n| batch | decode step (ms) | tokens/s | weights / step vs copy bandwidth | read / step vs copy bandwidth "
+              "|\n|---|---|---|---|---|\n");
   std::vector<StepResult> results;
   for (int b : batches) {
     const double ms = decode_step_ms(*model, b, ctx, steps, tpb, blocks_per_seq);
     results.push_back({b, ms});
-    std::printf("| %d | %.3f | %.0f | %.1f%% |\n", b, ms, b * 1000.0 / ms, 100.0 * (wbytes / (ms / 1000)) / bw);
+    std::printf("| %d | %.3f | %.0f | %.1f%% | %.1f%% |\n", b, ms, b * 1000.0 / ms, 100.0 * (wbytes / (ms / 1000)) / bw,
+                100.0 * (rbytes / (ms / 1000)) / bw);
   }
   double cublas_ms = 0;
   if (cuda_model != nullptr && g_profile.empty()) {
@@ -222,7 +238,8 @@ int main(int argc, char** argv) {
                 100.0 * (wbytes / (cublas_ms / 1000)) / bw);
   }
   const double roofline_ms = wbytes / bw * 1000;
-  std::printf("batch-1 roofline (weights / copy bandwidth): %.3f ms\n", roofline_ms);
+  std::printf("batch-1 roofline (weights / copy bandwidth): %.3f ms; bytes read per step / copy bandwidth: %.3f ms\n",
+              roofline_ms, rbytes / bw * 1000);
 
   // Offline throughput through the executor.
   double tok_s = 0, offline_s = 0;
@@ -247,9 +264,11 @@ int main(int argc, char** argv) {
   }
   if (!json_path.empty()) {
     FILE* f = std::fopen(json_path.c_str(), "w");
-    std::fprintf(f, "{\"device\": \"%s\", \"copy_bandwidth\": %.0f, \"weight_bytes\": %.0f, \"load_s\": %.2f, "
-                    "\"roofline_ms\": %.4f, \"cublas_only_batch1_ms\": %.4f, \"steps\": [",
-                 prop.name, bw, wbytes, load_s, roofline_ms, cublas_ms);
+    std::fprintf(f, "{\"device\": \"%s\", \"quantization\": \"%s\", \"copy_bandwidth\": %.0f, \"weight_bytes\": %.0f, "
+                    "\"decode_read_bytes\": %.0f, \"load_s\": %.2f, \"roofline_ms\": %.4f, "
+                    "\"cublas_only_batch1_ms\": %.4f, \"steps\": [",
+                 prop.name, quantization.empty() ? "none" : quantization.c_str(), bw, wbytes, rbytes, load_s,
+                 roofline_ms, cublas_ms);
     for (size_t i = 0; i < results.size(); ++i)
       std::fprintf(f, "%s{\"batch\": %d, \"ms\": %.4f}", i ? ", " : "", results[i].batch, results[i].step_ms);
     std::fprintf(f, "], \"offline\": {\"requests\": %d, \"output_tokens\": %lld, \"seconds\": %.3f, \"tok_s\": %.1f}}\n",

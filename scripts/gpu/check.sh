@@ -8,6 +8,9 @@
 #   scripts/gpu/check.sh x2       both of the above on a two-GPU machine (single-GPU parts on GPU 0), then the
 #                                 addon (node-api headers from node_modules, no cmake-js) and `trtllm-launch bench
 #                                 --offline` on the 8B shape (needs node on PATH, node_modules and dist/)
+#   scripts/gpu/check.sh fp8      one GPU: the cuda-fp8 test (FP8 GEMV / cuBLASLt GEMM against references, tiny-llama
+#                                 quantized per channel against the CPU model), then the 8B-shape bench in bf16 and
+#                                 with --quantization fp8 (decode steps vs the copy bandwidth, offline 128/128)
 #   scripts/gpu/check.sh kill4    four GPUs: `trtllm-launch --world-size 4 --tp 4` under load, kill -9 of one rank
 # Prints a short summary last. Expects CUDA_HOME / NCCL_ROOT (the device prelude exports them).
 set -uo pipefail
@@ -24,9 +27,10 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 (cat COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null) | tee "$out/commit.txt"
 
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+targets=(); [[ $mode == fp8 ]] && targets=(--target cuda-fp8 cuda-bench)  # what the mode runs, nothing else
 t0=$(date +%s)
 if cmake -S native -B build-gpu "${gen[@]}" -DCMAKE_BUILD_TYPE=Release >"$out/configure.log" 2>&1 &&
-   cmake --build build-gpu -j "$jobs" >"$out/build.log" 2>&1; then
+   cmake --build build-gpu -j "$jobs" "${targets[@]}" >"$out/build.log" 2>&1; then
   note "build ok in $(( $(date +%s) - t0 )) s: $(grep -o 'engine: CUDA backend[^$]*' "$out/configure.log" | head -1)"
 else
   note "BUILD FAILED (configure.log / build.log)"; tail -30 "$out/build.log" "$out/configure.log"; printf '%s\n' "${summary[@]}"; exit 1
@@ -143,6 +147,22 @@ if [[ $mode == tp2 || $mode == x2 || $mode == tp4 ]]; then
     timeout 420 "${mpi[@]}" build-gpu/cuda-parallel "$PWD" $1 $2 --bench bench/configs/llama-3-8b \
       --offline ${REQUESTS:-1000} >"$out/bench-tp$1-pp$2.log" 2>&1
     note "tp=$1 pp=$2 8B: $(grep -E '^bench|^offline' "$out/bench-tp$1-pp$2.log" | tr '\n' ' ')"
+  done
+fi
+if [[ $mode == fp8 ]]; then
+  if timeout 200 build-gpu/cuda-fp8 "$PWD" >"$out/cuda-fp8.log" 2>&1; then
+    note "cuda-fp8: $(tail -1 "$out/cuda-fp8.log")"
+  else
+    note "cuda-fp8 FAILED: $(tail -1 "$out/cuda-fp8.log")"; grep -i "fail\|error" "$out/cuda-fp8.log" | head -20
+  fi
+  grep -E "rel err|tiny-llama|greedy|quantization kernel|widened" "$out/cuda-fp8.log" | head -60
+  # bf16 and FP8 weights of the 8B shape in the same run, each next to the copy bandwidth measured with it.
+  for q in bf16 fp8; do
+    qarg=(); [[ $q == fp8 ]] && qarg=(--quantization fp8)
+    timeout 240 build-gpu/cuda-bench bench/configs/llama-3-8b --dummy --batches ${BATCHES:-1,64,256} \
+      --requests ${REQUESTS:-1000} --max-batch ${MAX_BATCH:-256} "${qarg[@]}" --json "$out/bench-$q.json" 2>&1 |
+      tee "$out/bench-$q.log" | grep -vE "^\|---" | tail -12
+    note "bench $q: $(grep -E '^loaded' "$out/bench-$q.log" | grep -oE '[0-9.]+ GB read per decode step') $(grep -E '^\| 1 \|' "$out/bench-$q.log" | head -1) $(grep -oE '= [0-9]+ output tokens/s' "$out/bench-$q.log")"
   done
 fi
 if [[ $mode == kill4 ]]; then

@@ -163,13 +163,20 @@ void CudaDecoder::mlp_layer(int32_t l, float* x, int64_t rows) {
 }
 
 void CudaDecoder::linear(const DLinear& l, const void* x, int64_t rows, void* y, bool y_f32, bool accumulate) {
-  gemm_->xwt(rows, l.out, l.in, x, l.w.get(), dt_, y, y_f32, l.out, accumulate);
+  if (l.fp8.on())
+    gemm_->xwt_fp8(rows, l.out, l.in, x, l.fp8.view(), dt_, y, y_f32, l.out, accumulate);
+  else
+    gemm_->xwt(rows, l.out, l.in, x, l.w.get(), dt_, y, y_f32, l.out, accumulate);
 }
 
 void CudaDecoder::norm_linear(const DNorm& n, const float* x, int64_t rows, const DLinear& l, void* y, bool y_f32) {
-  if (fuse_norm_ && n.bias() == nullptr &&
-      gemm_->xwt_rms(rows, l.out, l.in, x, n.w.as<float>(), config_.norm_eps, l.w.get(), dt_, y, y_f32, l.out))
-    return;
+  if (fuse_norm_ && n.bias() == nullptr) {
+    const float* g = n.w.as<float>();
+    const float eps = config_.norm_eps;
+    if (l.fp8.on() ? gemm_->xwt_fp8_rms(rows, l.out, l.in, x, g, eps, l.fp8.view(), dt_, y, y_f32, l.out)
+                   : gemm_->xwt_rms(rows, l.out, l.in, x, g, eps, l.w.get(), dt_, y, y_f32, l.out))
+      return;
+  }
   norm(x, xn_.get(), dt_, rows, config_.hidden_size, n.w.as<float>(), n.bias(), config_.norm_eps, stream_);
   linear(l, xn_.get(), rows, y, y_f32, false);
 }

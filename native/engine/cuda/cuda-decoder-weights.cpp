@@ -1,5 +1,7 @@
 // Weights onto the GPU: a checkpoint's host tensors uploaded (and converted to the model dtype) through a bounded
-// staging buffer, or dummy weights generated on the GPU from the same plan and hash as the CPU model's.
+// staging buffer, or dummy weights generated on the GPU from the same plan and hash as the CPU model's. FP8
+// projections (Linear::fp8) go up as e4m3 bytes and scales; with --quantization fp8 the projections are quantized
+// on the GPU per output channel after upload or generation, and their 16-bit copy is freed.
 #include "cuda/cuda-decoder.h"
 
 #include <algorithm>
@@ -41,7 +43,13 @@ void CudaDecoder::upload(DecoderWeights w) {
   auto lin = [&](Linear& l, DLinear& d) {
     d.out = l.out;
     d.in = l.in;
-    upload_matrix(l.w, d.w, false);
+    if (!l.fp8.empty()) {
+      upload_fp8(l.fp8, d.fp8, stream_);
+      weight_bytes_ += d.fp8.bytes();
+    } else {
+      upload_matrix(l.w, d.w, false);
+      if (quantize_fp8_) quantize_linear(d);
+    }
     upload_matrix(l.b, d.b, true);
     l = Linear();  // the host copy goes as soon as the device one exists
   };
@@ -78,6 +86,14 @@ void CudaDecoder::fill_matrix(const DummyMatrix& m, uint64_t seed, DeviceBuffer&
   weight_bytes_ += dst.bytes();
 }
 
+void CudaDecoder::quantize_linear(DLinear& d) {
+  if (d.w.empty()) return;
+  quantize_fp8(d.w.get(), dt_, d.out, d.in, d.fp8, stream_);
+  check_cuda(cudaStreamSynchronize(stream_), "quantize weights to FP8");
+  weight_bytes_ = weight_bytes_ - d.w.bytes() + d.fp8.bytes();
+  d.w.reset(0);
+}
+
 void CudaDecoder::generate(const DummyPlan& plan, uint64_t seed) {
   use_device();
   auto norm = [&](const DummyNorm& n, DNorm& d) {
@@ -94,6 +110,7 @@ void CudaDecoder::generate(const DummyPlan& plan, uint64_t seed) {
     d.out = l.w.out;
     d.in = l.w.in;
     fill_matrix(l.w, seed, d.w, false);
+    if (quantize_fp8_) quantize_linear(d);
     fill_matrix(l.b, seed, d.b, true);
   };
   fill_matrix(plan.embed, seed, embed_, false);

@@ -70,6 +70,10 @@ CudaDecoder::CudaDecoder(const ModelConfig& config, const DecoderSpec& spec, con
   if (const char* g = std::getenv("TRTLLM_CUDA_GRAPHS")) graphs_enabled_ = std::string(g) != "0";
   if (const char* f = std::getenv("TRTLLM_CUDA_FUSE_NORM")) fuse_norm_ = std::string(f) != "0";
   if (const char* f = std::getenv("TRTLLM_CUDA_FUSE_KV")) fuse_kv_ = std::string(f) != "0";
+  if (options.quantization != "" && options.quantization != "fp8")
+    throw EngineError(ErrorCode::invalid_argument,
+                      "quantization must be empty or fp8, got '" + options.quantization + "'");
+  quantize_fp8_ = options.quantization == "fp8";
   num_heads_ = layout_.local_heads();
   num_kv_heads_ = layout_.local_kv_heads();
   num_layers_ = layout_.local_layers();
@@ -112,6 +116,16 @@ void CudaDecoder::reserve(int64_t tokens, int64_t logit_rows) {
   mlp_.ensure(tokens * up_w * es);
   if (spec_.gated_mlp) mlp_act_.ensure(tokens * inter_ * es);
   attn_ws_.ensure(sizeof(float) * attention_workspace_bound(num_heads_, num_kv_heads_, config_.head_dim, num_sms_));
+  if (fp8()) {
+    // The FP8 path's scratch (quantized activations, a widened weight) is sized for the largest product now.
+    int64_t max_k = 0, max_n = 0, max_elems = 0;
+    for (const DLinear* l : {&layers_[0].qkv, &layers_[0].o, &layers_[0].up, &layers_[0].down}) {
+      max_k = std::max(max_k, l->in);
+      max_n = std::max(max_n, l->out);
+      max_elems = std::max(max_elems, l->in * l->out);
+    }
+    gemm_->reserve_fp8(tokens, max_k, max_n, max_elems);
+  }
   if (layout_.last_stage() || layout_.leader()) {
     const int64_t Vl = layout_.local_vocab(), V = config_.vocab_size;
     if (layout_.last_stage()) logits_local_.ensure(logit_rows * Vl * 4);

@@ -18,6 +18,7 @@
 #include "cuda/batch-meta.h"
 #include "cuda/device-buffer.h"
 #include "cuda/device-sampler.h"
+#include "cuda/fp8-weights.h"
 #include "cuda/gemm.h"
 #include "cuda/kernels.h"
 #include "model/batch-layout.h"
@@ -29,7 +30,8 @@
 namespace engine::cuda {
 
 struct DLinear {
-  DeviceBuffer w;  // [out, in], model dtype
+  DeviceBuffer w;  // [out, in], model dtype; empty when the weight is FP8
+  DFp8 fp8;        // the weight in e4m3 with its scales (an FP8 checkpoint, or --quantization fp8)
   DeviceBuffer b;  // [out] fp32; empty: no bias
   int64_t out = 0, in = 0;
   const float* bias() const { return b.empty() ? nullptr : b.as<float>(); }
@@ -58,6 +60,10 @@ class CudaDecoder : public Model {
   void allocate_kv(int32_t num_blocks, int32_t tokens_per_block) override;
   void copy_kv_block(int32_t src, int32_t dst) override;
   size_t weight_bytes() const override { return weight_bytes_; }
+  // The weight bytes a decode step reads: all but an embedding table that is not also the LM head.
+  size_t decode_read_bytes() const { return lm_head_.empty() ? weight_bytes_ : weight_bytes_ - embed_.bytes(); }
+  // True when the projections run in FP8 (an FP8 checkpoint or --quantization fp8).
+  bool fp8() const { return !layers_.empty() && layers_[0].qkv.fp8.on(); }
   void forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) override;
   ForwardCommStats last_comm_stats() const override { return comm_stats_; }
   bool on_device() const override { return true; }
@@ -83,6 +89,8 @@ class CudaDecoder : public Model {
   // cuda-decoder-weights.cpp
   void upload_matrix(const std::vector<float>& host, DeviceBuffer& dst, bool f32);
   void fill_matrix(const DummyMatrix& m, uint64_t seed, DeviceBuffer& dst, bool f32);
+  // --quantization fp8: d.w (model dtype, just uploaded or generated) quantized into d.fp8 and freed.
+  void quantize_linear(DLinear& d);
 
   // cuda-decoder-forward.cpp
   // True when this batch runs as a CUDA graph: a decode batch (one token and one last-row logit per chunk) on one GPU.
@@ -159,6 +167,7 @@ class CudaDecoder : public Model {
   bool graphs_enabled_ = true;
   bool fuse_norm_ = true;  // norm_linear may fuse (TRTLLM_CUDA_FUSE_NORM=0: never, for comparison)
   bool fuse_kv_ = true;    // attention() may take the new keys / values itself (TRTLLM_CUDA_FUSE_KV=0: never)
+  bool quantize_fp8_ = false;  // LoadOptions::quantization "fp8"
   std::map<uint64_t, cudaGraphExec_t> graphs_;  // by (batch size, context bucket)
 
   ForwardCommStats comm_stats_;

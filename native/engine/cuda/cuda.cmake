@@ -12,12 +12,14 @@ set(ENGINE_CUDA_KERNELS
   ${ENGINE_CUDA_DIR}/kernels-attention.cu
   ${ENGINE_CUDA_DIR}/kernels-attention-mma.cu
   ${ENGINE_CUDA_DIR}/kernels-gemv.cu
+  ${ENGINE_CUDA_DIR}/kernels-fp8.cu
   ${ENGINE_CUDA_DIR}/kernels-sampling.cu
 )
 # Host code that needs the CUDA runtime's headers alone (compile-checked wherever nvcc is, see below) ...
 set(ENGINE_CUDA_HOST_RUNTIME
   ${ENGINE_CUDA_DIR}/cuda-decoder.cpp
   ${ENGINE_CUDA_DIR}/cuda-decoder-weights.cpp
+  ${ENGINE_CUDA_DIR}/fp8-weights.cpp
   ${ENGINE_CUDA_DIR}/cuda-decoder-forward.cpp
   ${ENGINE_CUDA_DIR}/cuda-decoder-logits.cpp
   ${ENGINE_CUDA_DIR}/cuda-decoder-graphs.cpp
@@ -59,7 +61,7 @@ else()
   set(CMAKE_CUDA_STANDARD 17)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   find_package(CUDAToolkit)
-  if(TARGET CUDA::cublas AND TARGET CUDA::cudart)
+  if(TARGET CUDA::cublas AND TARGET CUDA::cublasLt AND TARGET CUDA::cudart)
     set(ENGINE_CUDA_BUILT ON)
   else()
     set(ENGINE_CUDA_SKIP "cuBLAS was not found next to nvcc ${CMAKE_CUDA_COMPILER_VERSION} when this build was configured (set CUDA_HOME to a CUDA toolkit with cuBLAS)")
@@ -70,7 +72,7 @@ if(ENGINE_CUDA_BUILT)
   target_sources(engine PRIVATE ${ENGINE_CUDA_KERNELS} ${ENGINE_CUDA_HOST})
   # `engine` existed before CUDA was enabled, so it did not pick up CMAKE_CUDA_ARCHITECTURES itself.
   set_target_properties(engine PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
-  target_link_libraries(engine PUBLIC CUDA::cudart CUDA::cublas)
+  target_link_libraries(engine PUBLIC CUDA::cudart CUDA::cublas CUDA::cublasLt)
   target_compile_options(engine PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-O3 -lineinfo>)
   find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} PATH_SUFFIXES include)
   find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} PATH_SUFFIXES lib lib64)

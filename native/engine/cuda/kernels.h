@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "cuda/attention-rows.h"
+#include "quant/fp8-matrix.h"
 
 namespace engine::cuda {
 
@@ -114,6 +115,44 @@ void gemv(int64_t m, int64_t n, int64_t k, const void* x, const void* w, DType d
 // with the norm kernel's math except that the normalised x is never rounded to T.
 void gemv_rms(int64_t m, int64_t n, int64_t k, const float* x, const float* norm_w, float eps, const void* w, DType dt,
               void* y, bool y_is_f32, int64_t ldy, cudaStream_t s);
+
+// --- FP8 weights (kernels-fp8.cu) ---
+// An e4m3fn weight on the device (fp8-weights.h makes it from an Fp8Matrix): element (r, c) is
+// e4m3(data[r * k + c]) * scale, the scale per output row or per block x block tile. A per-tensor scale is
+// uploaded as a per-row one (the same numbers), so the kernels and cuBLASLt see two kinds only.
+struct Fp8Weight {
+  const uint8_t* data = nullptr;  // [n, k] e4m3fn
+  const float* scales = nullptr;  // per row: [n]; block: [ceil(n / block), scale_ld] row-major
+  int64_t scale_ld = 0;           // block: ceil(k / block) rounded up to a multiple of 4 (cuBLASLt's layout)
+  int32_t block = 0;              // 0: per-row scales; else the tile edge (128 for the HF format)
+  Fp8Activation act = Fp8Activation::dynamic_token;  // how the GEMM path quantizes x (gemm.h)
+  float input_scale = 1.0f;       // Fp8Activation::static_tensor
+};
+
+// How quantize_e4m3 scales rows of x.
+enum class Fp8Quant {
+  row,     // scales[r] = max|x[r, :]| / 448 (1 for a zero row): per output channel of a weight, per token of x
+  group,   // scales[g * scale_ld + r] = max|x[r, g*group : (g+1)*group]| / 448: per token and group of columns
+  fixed,   // every element divided by `fixed_scale` (a static input_scale); scales[r] = fixed_scale
+};
+// q[r, c] = e4m3(x[r, c] / scale), round to nearest even, saturating at +-448 (quant/fp8-matrix.h's encode_e4m3).
+// x: [rows, cols] of dtype `dt`, row stride cols.
+void quantize_e4m3(const void* x, DType dt, int64_t rows, int64_t cols, Fp8Quant mode, int32_t group,
+                   float fixed_scale, uint8_t* q, float* scales, int64_t scale_ld, cudaStream_t s);
+// y[r, c] (fp32, row stride ldy) = src[r, c] (dtype dt, [rows, cols]) or y += that: a 16-bit GEMM output
+// into an fp32 destination.
+void add_to_f32(const void* src, DType dt, int64_t rows, int64_t cols, float* y, int64_t ldy, bool accumulate,
+                cudaStream_t s);
+// out[n, k] (dtype dt) = the weight's values, for products no FP8 kernel serves.
+void dequantize_e4m3(const Fp8Weight& w, int64_t n, int64_t k, void* out, DType dt, cudaStream_t s);
+// The decode GEMV (gemv above) over an e4m3 weight, W8A16: weights widened and scaled in registers, x as given
+// (dtype dt, or the fp32 residual stream normalised on the fly when norm_w is set), fp32 sums. Needs k % 16 == 0
+// and, for block scales, block % 16 == 0.
+bool gemv_fp8_applicable(int64_t m, int64_t k, const Fp8Weight& w);
+void gemv_fp8(int64_t m, int64_t n, int64_t k, const void* x, const Fp8Weight& w, DType dt, void* y, bool y_is_f32,
+              int64_t ldy, bool accumulate, cudaStream_t s);
+void gemv_fp8_rms(int64_t m, int64_t n, int64_t k, const float* x, const float* norm_w, float eps, const Fp8Weight& w,
+                  DType dt, void* y, bool y_is_f32, int64_t ldy, cudaStream_t s);
 
 // --- sampling (kernels-sampling.cu) ---
 // For each i < n: row = logits + rows_idx[i] * vocab; token[i] = argmax (lowest id on ties), log_prob[i] =

@@ -129,6 +129,10 @@ struct LoadOptions {
   // Device models: "auto" (float16 when config.json's torch_dtype says so, else bfloat16), "bfloat16", "float16".
   std::string dtype = "auto";
   int32_t gpu_device = -1;  // -1: the rank's local rank modulo the visible GPUs
+  // "" (weights as the checkpoint has them) or "fp8": a 16/32-bit checkpoint's projections quantized to e4m3
+  // per output channel at load, activations quantized per token at run time (--quantization fp8). The CUDA
+  // backend quantizes on the GPU (also dummy weights); the LM head and embeddings stay in the model dtype.
+  std::string quantization;
   // Activation buffers of device models are sized for these once, before the KV pool takes the free memory
   // (the executor's max_num_tokens and max_batch_size).
   int32_t max_num_tokens = 8192;
