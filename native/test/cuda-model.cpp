@@ -213,6 +213,10 @@ const char* kGpt2 = R"({"architectures": ["GPT2LMHeadModel"], "n_embd": 256, "n_
 const char* kQwen2 = R"({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 256, "intermediate_size": 512,
   "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 640,
   "max_position_embeddings": 2048, "rms_norm_eps": 1e-6, "tie_word_embeddings": true, "rope_theta": 1000000.0})";
+// Qwen3: q/k norms, head_dim 128 wider than hidden / heads (64).
+const char* kQwen3 = R"({"architectures": ["Qwen3ForCausalLM"], "hidden_size": 256, "intermediate_size": 512,
+  "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 128, "vocab_size": 640,
+  "max_position_embeddings": 2048, "rms_norm_eps": 1e-6, "tie_word_embeddings": true, "rope_theta": 1000000.0})";
 
 uint64_t lcg_next(uint64_t& state) {
   state = state * 6364136223846793005ull + 1442695040888963407ull;
@@ -412,14 +416,15 @@ TEST_MAIN({
   }
   std::printf("%s, %d GPU(s)\n", cuda_backend_status(), cuda_device_count());
   const std::string root = check::repo_root + "/test/fixtures/models";
-  for (const char* name : {"tiny-llama", "tiny-llama-sharded", "tiny-gpt2"}) {
+  for (const char* name : {"tiny-llama", "tiny-llama-sharded", "tiny-gpt2", "tiny-qwen3", "tiny-qwen3-bias"}) {
     try {
       fixture_vs_reference(root + "/" + name, name);
     } catch (const std::exception& e) {
       CHECK_MSG(false, "%s: %s", name, e.what());
     }
   }
-  for (auto [label, cfg] : {std::pair{"llama-gqa-hd128", kLlamaGqa}, {"gpt2-hd64", kGpt2}, {"qwen2-bias", kQwen2}}) {
+  for (auto [label, cfg] : {std::pair{"llama-gqa-hd128", kLlamaGqa}, {"gpt2-hd64", kGpt2}, {"qwen2-bias", kQwen2},
+                            {"qwen3-hd128", kQwen3}}) {
     try {
       dummy_vs_cpu(label, cfg);
     } catch (const std::exception& e) {

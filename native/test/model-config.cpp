@@ -99,7 +99,7 @@ static void errors() {
     CHECK(e.code() == ErrorCode::unsupported);
     CHECK(std::string(e.what()) ==
           "architecture 'FooForCausalLM' in config.json is not supported; supported: LlamaForCausalLM, "
-          "MistralForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel");
+          "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, GPT2LMHeadModel");
   }
   try {
     load_model_config("/nonexistent/ckpt");
@@ -124,8 +124,27 @@ static void errors() {
   CHECK_THROWS(load_model_config(make_dir("{\"architectures\": [")), "invalid JSON at byte");
 }
 
+// Qwen3: q/k norms on, head_dim as written, sliding windows refused (not run as full attention).
+static void qwen3() {
+  auto qwen3 = [](const std::string& extra) {
+    return R"({"architectures":["Qwen3ForCausalLM"],"vocab_size":100,"hidden_size":64,"num_hidden_layers":2,)"
+           R"("num_attention_heads":4,"num_key_value_heads":2,"head_dim":32,"intermediate_size":128,)"
+           R"("rope_parameters":{"rope_theta":1000000.0,"rope_type":"default"})" + extra + "}";
+  };
+  ModelConfig c = load_model_config(make_dir(qwen3(R"(,"use_sliding_window":false,"layer_types":["full_attention","full_attention"])")));
+  CHECK(c.qk_norm && c.head_dim == 32 && !c.attention_bias && c.rope_theta == 1000000.0f);
+  CHECK(!load_model_config(make_dir(llama(""))).qk_norm);
+  CHECK_THROWS(load_model_config(make_dir(qwen3(R"(,"use_sliding_window":true)"))), "use_sliding_window true is not supported");
+  CHECK_THROWS(load_model_config(make_dir(qwen3(R"(,"layer_types":["full_attention","sliding_attention"])"))),
+               "layer_types entry \"sliding_attention\" is not supported");
+  c = load_model_config(make_dir(R"({"model_type":"qwen3","vocab_size":100,"hidden_size":64,"num_hidden_layers":2,)"
+                                 R"("num_attention_heads":4,"intermediate_size":128})"));
+  CHECK(c.architecture_name == "Qwen3ForCausalLM" && c.qk_norm);
+}
+
 TEST_MAIN({
   llama_defaults_and_fields();
+  qwen3();
   rope_scaling();
   gpt2();
   errors();

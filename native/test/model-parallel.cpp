@@ -325,7 +325,8 @@ void run(int argc, char** argv) {
     return;
   }
   try {
-    for (const char* name : {"tiny-llama", "tiny-llama-sharded", "tiny-gpt2"}) check_fixture(g, fixtures + "/" + name, name);
+    for (const char* name : {"tiny-llama", "tiny-llama-sharded", "tiny-gpt2", "tiny-qwen3", "tiny-qwen3-bias"})
+      check_fixture(g, fixtures + "/" + name, name);
     check_odd_llama(g);
     if (pp > 1) check_one_stage_load_failure(g);
   } catch (const std::exception& e) {

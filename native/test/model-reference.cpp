@@ -95,7 +95,9 @@ void check_fixture(const std::string& dir, const std::string& label) {
 TEST_MAIN({
   const std::string root = check::repo_root + "/test/fixtures/models";
   int found = 0;
-  for (const char* name : {"tiny-llama", "tiny-llama-sharded", "tiny-gpt2"}) {
+  const char* names[] = {"tiny-llama", "tiny-llama-sharded", "tiny-gpt2", "tiny-qwen3", "tiny-qwen3-bias"};
+  const int total = static_cast<int>(sizeof(names) / sizeof(names[0]));
+  for (const char* name : names) {
     const std::string dir = root + "/" + name;
     if (!exists(dir + "/reference.json")) {
       std::printf("missing %s: %s/reference.json not found\n", name, dir.c_str());
@@ -108,5 +110,6 @@ TEST_MAIN({
       CHECK_MSG(false, "%s: %s", name, e.what());
     }
   }
-  if (found < 3 && check::failures == 0) return check::skip("%d of the 3 fixtures missing under %s", 3 - found, root.c_str());
+  if (found < total && check::failures == 0)
+    return check::skip("%d of the %d fixtures missing under %s", total - found, total, root.c_str());
 })

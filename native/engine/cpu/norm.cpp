@@ -18,6 +18,20 @@ void rms_norm(const float* x, float* out, int64_t rows, int64_t dim, const float
   }
 }
 
+void head_rms_norm(float* x, int64_t rows, int64_t stride, int64_t n_heads, int64_t head_dim, const float* weight,
+                   float eps) {
+#pragma omp parallel for schedule(static) if (rows * n_heads > 1)
+  for (int64_t i = 0; i < rows * n_heads; ++i) {
+    float* h = x + (i / n_heads) * stride + (i % n_heads) * head_dim;
+    float ss = 0;
+#pragma omp simd reduction(+ : ss)
+    for (int64_t d = 0; d < head_dim; ++d) ss += h[d] * h[d];
+    const float inv = 1.0f / std::sqrt(ss / static_cast<float>(head_dim) + eps);
+#pragma omp simd
+    for (int64_t d = 0; d < head_dim; ++d) h[d] = weight[d] * (h[d] * inv);
+  }
+}
+
 void layer_norm(const float* x, float* out, int64_t rows, int64_t dim, const float* weight, const float* bias,
                 float eps) {
 #pragma omp parallel for schedule(static) if (rows > 1)

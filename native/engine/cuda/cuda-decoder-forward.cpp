@@ -114,8 +114,13 @@ void CudaDecoder::attention_layer(int32_t l, const BatchMeta& m, float* x, int64
   const int64_t qkv_w = q_dim_ + 2 * kv_dim_;
 
   norm_linear(lw.attn_norm, x, T, lw.qkv, qkv, true);
+  // Qwen3 normalises q / k heads after the bias and before rope: the bias goes in here, not in attention().
+  const bool qk_normed = !lw.q_norm.w.empty();
+  if (qk_normed)
+    qk_norm(qkv, T, qkv_w, lw.qkv.bias(), num_heads_, num_kv_heads_, hd, lw.q_norm.w.as<float>(),
+            lw.k_norm.w.as<float>(), config_.norm_eps, stream_);
   // attention() rotates q / k and writes this step's keys and values (in its kernel for small decode batches).
-  const NewKv fresh{T, lw.qkv.bias(), m.positions, spec_.rope ? inv_freq_.as<float>() : nullptr, m.kv_dst};
+  const NewKv fresh{T, qk_normed ? nullptr : lw.qkv.bias(), m.positions, spec_.rope ? inv_freq_.as<float>() : nullptr, m.kv_dst};
   if (!fuse_kv_)
     rope_and_write_kv(qkv, T, qkv_w, fresh.bias, num_heads_, num_kv_heads_, hd, m.positions, fresh.inv_freq, k_pool,
                       v_pool, dt_, m.kv_dst, tokens_per_block_, stream_);

@@ -62,6 +62,8 @@ void CudaDecoder::upload(DecoderWeights w) {
     DecoderLayerWeights& l = w.layers[i];
     norm(l.attn_norm, layers_[i].attn_norm);
     norm(l.mlp_norm, layers_[i].mlp_norm);
+    norm(l.q_norm, layers_[i].q_norm);
+    norm(l.k_norm, layers_[i].k_norm);
     lin(l.qkv, layers_[i].qkv);
     lin(l.o, layers_[i].o);
     lin(l.up, layers_[i].up);
@@ -120,6 +122,10 @@ void CudaDecoder::generate(const DummyPlan& plan, uint64_t seed) {
     const DummyLayer& l = plan.layers[i];
     norm(l.attn_norm, layers_[i].attn_norm);
     norm(l.mlp_norm, layers_[i].mlp_norm);
+    if (l.q_norm.dim > 0) {
+      norm(l.q_norm, layers_[i].q_norm);
+      norm(l.k_norm, layers_[i].k_norm);
+    }
     lin(l.qkv, layers_[i].qkv);
     lin(l.o, layers_[i].o);
     lin(l.up, layers_[i].up);

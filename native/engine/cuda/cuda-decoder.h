@@ -42,6 +42,7 @@ struct DNorm {
 };
 struct DLayer {
   DNorm attn_norm, mlp_norm;
+  DNorm q_norm, k_norm;  // Qwen3's per-head norms; empty: none
   DLinear qkv, o, up, down;
 };
 

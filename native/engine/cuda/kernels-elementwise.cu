@@ -294,6 +294,45 @@ void norm(const float* x, void* out, DType dt, int64_t rows, int64_t dim, const 
   check_launch("norm");
 }
 
+namespace {
+
+// grid: (rows, n_heads + n_kv + 1); one warp per block: the y-th head of the row (the last y: v's bias only).
+__global__ void qk_norm_kernel(float* qkv, int64_t stride, const float* bias, int32_t n_heads, int32_t n_kv,
+                               int32_t head_dim, const float* q_w, const float* k_w, float eps) {
+  pdl_enter();  // pdl.cuh
+  float* row = qkv + static_cast<int64_t>(blockIdx.x) * stride;
+  const int h = blockIdx.y, lane = threadIdx.x;
+  if (h == n_heads + n_kv) {  // the v heads: bias only
+    if (bias == nullptr) return;
+    const int64_t v0 = static_cast<int64_t>(n_heads + n_kv) * head_dim;
+    for (int64_t i = lane; i < static_cast<int64_t>(n_kv) * head_dim; i += 32) row[v0 + i] += bias[v0 + i];
+    return;
+  }
+  float* x = row + static_cast<int64_t>(h) * head_dim;
+  const float* b = bias ? bias + static_cast<int64_t>(h) * head_dim : nullptr;
+  const float* w = h < n_heads ? q_w : k_w;
+  float ss = 0;
+  for (int d = lane; d < head_dim; d += 32) {
+    const float v = x[d] + (b ? b[d] : 0.0f);
+    x[d] = v;
+    ss += v * v;
+  }
+  ss = warp_sum(ss);
+  const float inv = rsqrtf(ss / static_cast<float>(head_dim) + eps);
+  for (int d = lane; d < head_dim; d += 32) x[d] = w[d] * (x[d] * inv);
+}
+
+}  // namespace
+
+void qk_norm(float* qkv, int64_t rows, int64_t stride, const float* bias, int32_t n_heads, int32_t n_kv,
+             int32_t head_dim, const float* q_w, const float* k_w, float eps, cudaStream_t s) {
+  if (rows == 0) return;
+  if (rows > 2147483647) throw EngineError(ErrorCode::internal, "qk_norm over too many rows");
+  launch_pdl(qk_norm_kernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(n_heads + n_kv + 1)), dim3(32), s,
+             qkv, stride, bias, n_heads, n_kv, head_dim, q_w, k_w, eps);
+  check_launch("qk_norm");
+}
+
 void rope_and_write_kv(float* qkv, int64_t rows, int64_t stride, const float* bias, int32_t n_heads, int32_t n_kv,
                        int32_t head_dim, const int32_t* positions, const float* inv_freq, void* k_pool, void* v_pool,
                        DType dt, const int64_t* kv_dst, int32_t tokens_per_block, cudaStream_t s) {

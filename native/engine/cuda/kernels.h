@@ -32,6 +32,11 @@ void norm(const float* x, void* out, DType dt, int64_t rows, int64_t dim, const 
 void rope_and_write_kv(float* qkv, int64_t rows, int64_t stride, const float* bias, int32_t n_heads, int32_t n_kv,
                        int32_t head_dim, const int32_t* positions, const float* inv_freq, void* k_pool, void* v_pool,
                        DType dt, const int64_t* kv_dst, int32_t tokens_per_block, cudaStream_t s);
+// Qwen3's per-head norms, in place on the fp32 qkv rows [rows, stride]: adds `bias` (nullable, [q_dim + 2 kv_dim])
+// to the whole row, then rms-normalises each query head with q_w and each key head with k_w ([head_dim] each).
+// Callers then pass no bias to rope_and_write_kv / attention (it is in already).
+void qk_norm(float* qkv, int64_t rows, int64_t stride, const float* bias, int32_t n_heads, int32_t n_kv,
+             int32_t head_dim, const float* q_w, const float* k_w, float eps, cudaStream_t s);
 // out[t, i] = act(gu[t, i] + b[i]) * (gu[t, inter + i] + b[inter + i])   (gu, out: T; b nullable fp32)
 void gated_activation(const void* gu, void* out, DType dt, int64_t rows, int64_t inter, Act act, const float* b,
                       cudaStream_t s);

@@ -82,7 +82,7 @@ size_t DecoderModel::weight_bytes() const {
   size_t n = w_.embed.size() + w_.pos_embed.size() + w_.lm_head.size() + w_.final_norm.w.size() +
              w_.final_norm.b.size();
   for (const auto& l : w_.layers) {
-    for (const Norm* nm : {&l.attn_norm, &l.mlp_norm}) n += nm->w.size() + nm->b.size();
+    for (const Norm* nm : {&l.attn_norm, &l.mlp_norm, &l.q_norm, &l.k_norm}) n += nm->w.size() + nm->b.size();
     for (const Linear* li : {&l.qkv, &l.o, &l.up, &l.down}) n += li->w.size() + li->b.size();
   }
   return n * sizeof(float);
@@ -268,6 +268,10 @@ void DecoderModel::attention_block(int32_t l, float* x, int64_t T, int64_t logit
 
   norm(lw.attn_norm, x, xn, T);
   linear(lw.qkv, xn, T, qkv, false);
+  if (!lw.q_norm.w.empty()) {
+    cpu::head_rms_norm(qkv, T, qkv_w, num_heads_, hd, lw.q_norm.w.data(), config_.norm_eps);
+    cpu::head_rms_norm(qkv + q_dim_, T, qkv_w, num_kv_heads_, hd, lw.k_norm.w.data(), config_.norm_eps);
+  }
   if (spec_.rope) {
     cpu::apply_rope(qkv, T, qkv_w, num_heads_, half, cos_t, sin_t);
     cpu::apply_rope(qkv + q_dim_, T, qkv_w, num_kv_heads_, half, cos_t, sin_t);

@@ -43,6 +43,7 @@ struct Norm {
 struct DecoderLayerWeights {
   Norm attn_norm;
   Linear qkv;   // [q_dim + 2 * kv_dim, hidden]: q rows, then k, then v (one GEMM for all three)
+  Norm q_norm, k_norm;  // [head_dim], applied to every query / key head before rope (Qwen3); empty: none
   Linear o;     // [hidden, q_dim]
   Norm mlp_norm;
   Linear up;    // gated: [2 * inter, hidden] gate rows then up rows; else [inter, hidden]

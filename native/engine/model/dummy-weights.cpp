@@ -38,6 +38,7 @@ DummyPlan dummy_plan(const ModelConfig& c, const DecoderSpec& spec, const Parall
     auto t = [&](uint32_t k) { return layer_tensor(l, k); };
     DummyLayer d;
     d.attn_norm = d.mlp_norm = DummyNorm{H, !spec.rms_norm};
+    if (c.qk_norm) d.q_norm = d.k_norm = DummyNorm{c.head_dim, false};
     const int64_t qkv_out = (q1 - q0) + 2 * (k1 - k0);
     d.qkv.w = DummyMatrix{qkv_out, H, {rows_part(t(kQ), q0, q1, H), rows_part(t(kK), k0, k1, H), rows_part(t(kV), k0, k1, H)}};
     if (c.attention_bias)
@@ -105,6 +106,10 @@ DecoderWeights materialize_dummy(const DummyPlan& p, uint64_t seed) {
     DecoderLayerWeights lw;
     lw.attn_norm = materialize(d.attn_norm);
     lw.mlp_norm = materialize(d.mlp_norm);
+    if (d.q_norm.dim > 0) {
+      lw.q_norm = materialize(d.q_norm);
+      lw.k_norm = materialize(d.k_norm);
+    }
     lw.qkv = materialize(d.qkv, seed);
     lw.o = materialize(d.o, seed);
     lw.up = materialize(d.up, seed);

@@ -35,6 +35,7 @@ struct DummyNorm {
 };
 struct DummyLayer {
   DummyNorm attn_norm, mlp_norm;
+  DummyNorm q_norm, k_norm;  // dim 0: none (dim head_dim for Qwen3)
   DummyLinear qkv, o, up, down;
 };
 struct DummyPlan {

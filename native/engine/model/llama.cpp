@@ -65,6 +65,10 @@ DecoderWeights read_llama_weights(const ModelConfig& c, WeightReader& r, const P
     DecoderLayerWeights lw;
     lw.attn_norm.w = r.read(p + "input_layernorm.weight", {H});
     lw.qkv = read_qkv(r, p + "self_attn.", c, pl);
+    if (c.qk_norm) {
+      lw.q_norm.w = r.read(p + "self_attn.q_norm.weight", {hd});
+      lw.k_norm.w = r.read(p + "self_attn.k_norm.weight", {hd});
+    }
     lw.o = read_row_parallel(r, p + "self_attn.o_proj", H, q, c.attention_out_bias, pl.head_begin * hd,
                              pl.head_end * hd, bias_here);
     lw.mlp_norm.w = r.read(p + "post_attention_layernorm.weight", {H});

@@ -68,7 +68,7 @@ struct Fields {
   }
 };
 
-const char* kSupported = "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel";
+const char* kSupported = "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, GPT2LMHeadModel";
 
 // `key` is "rope_scaling" (transformers 4.x, with rope_theta beside it) or "rope_parameters" (transformers 5.x,
 // which moves rope_theta inside and writes {"rope_type": "default"} when nothing is scaled).
@@ -132,6 +132,19 @@ void read_llama(const Fields& f, ModelConfig& c) {
     c.attention_out_bias = c.attention_bias;
   }
   c.mlp_bias = f.optional_bool("mlp_bias", false);
+  if (c.architecture_name == "Qwen3ForCausalLM") {
+    c.qk_norm = true;
+    // Sliding-window layers are not implemented: a config that turns them on is refused rather than run as
+    // full attention (which would give other outputs past the window).
+    if (f.optional_bool("use_sliding_window", false))
+      throw EngineError(ErrorCode::unsupported, f.file + ": use_sliding_window true is not supported (sliding-window "
+                                                         "attention); set it to false or use another checkpoint");
+    if (const json::Value* lt = f.get("layer_types"); lt && lt->is_array())
+      for (const json::Value& t : lt->as_array())
+        if (t.is_string() && t.as_string() != "full_attention")
+          throw EngineError(ErrorCode::unsupported, f.file + ": layer_types entry \"" + t.as_string() +
+                                                        "\" is not supported (only full_attention)");
+  }
   if (c.num_heads % c.num_kv_heads != 0)
     throw EngineError(ErrorCode::bad_checkpoint, f.file + ": num_attention_heads (" + std::to_string(c.num_heads) +
                                                      ") is not a multiple of num_key_value_heads (" +
@@ -191,12 +204,13 @@ ModelConfig load_model_config(const std::string& checkpoint_dir) {
     if (mt == "llama") c.architecture_name = "LlamaForCausalLM";
     else if (mt == "mistral") c.architecture_name = "MistralForCausalLM";
     else if (mt == "qwen2") c.architecture_name = "Qwen2ForCausalLM";
+    else if (mt == "qwen3") c.architecture_name = "Qwen3ForCausalLM";
     else if (mt == "gpt2") c.architecture_name = "GPT2LMHeadModel";
     else
       throw EngineError(ErrorCode::bad_checkpoint, path + " lacks required field 'architectures'");
   }
   const std::string& a = c.architecture_name;
-  if (a == "LlamaForCausalLM" || a == "MistralForCausalLM" || a == "Qwen2ForCausalLM") {
+  if (a == "LlamaForCausalLM" || a == "MistralForCausalLM" || a == "Qwen2ForCausalLM" || a == "Qwen3ForCausalLM") {
     read_llama(f, c);
   } else if (a == "GPT2LMHeadModel") {
     read_gpt2(f, c);

@@ -35,6 +35,7 @@ struct ModelConfig {
   bool attention_bias = false;          // q/k/v (and o for llama's attention_bias) carry biases; Qwen2: q/k/v only
   bool attention_out_bias = false;      // o_proj bias
   bool mlp_bias = false;
+  bool qk_norm = false;                 // Qwen3: RMSNorm over each query and key head (q_norm / k_norm) before rope
   std::string hidden_act = "silu";      // silu | gelu_new | gelu | gelu_pytorch_tanh | relu
   std::string torch_dtype;              // informational
 
