@@ -32,6 +32,11 @@ add_test(NAME comm-liveness COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG
 set_tests_properties(comm-liveness PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE ${ENGINE_TEST_SKIP_CODE}
                      ENVIRONMENT "${ENGINE_MPI_TEST_ENV}")
 
+# A quantized model against the same checkpoint unquantized, teacher-forced on held-out text (a tool; scripts/gpu
+# runs it on CUDA).
+add_executable(quantization-quality ${CMAKE_CURRENT_LIST_DIR}/quantization-quality.cpp)
+target_link_libraries(quantization-quality PRIVATE engine)
+
 # The CUDA backend on a GPU (only when it is built): the kernels against float64, the model against transformers
 # and the CPU model, the executor over it, GPU sampling against the host sampler; skipped where no GPU is visible.
 # cuda-bench is a benchmark, not a test.

@@ -31,14 +31,14 @@ __device__ __forceinline__ void load_chunk(const T* p, float (&out)[kChunk]) {
 }
 
 // Shared memory for the k parts' sums: [warps][this warp's rows (+ the sum of squares, gemv_rms)][M].
-template <typename XT, int M, int KS>
-using PartialSums = float[KS > 1 ? kWarps : 1][kRowsPerWarp + (std::is_same_v<XT, float> ? 1 : 0)][M];
+template <typename XT, int M, int KS, int R = kRowsPerWarp>
+using PartialSums = float[KS > 1 ? kWarps : 1][R + (std::is_same_v<XT, float> ? 1 : 0)][M];
 
 // The end of a warp's rows: with KS > 1 the k parts' sums (and sums of squares) meet in shared memory (`partial`)
 // and the part-0 warp finishes; kNorm: the rms scaling; then y (+= with accumulate) from lane 0.
-template <typename XT, int M, typename OutT, int KS>
-__device__ __forceinline__ void finish_rows(float (&acc)[kRowsPerWarp][M], float (&ss)[M],
-                                            PartialSums<XT, M, KS>& partial, OutT* y, int64_t n, int64_t k,
+template <typename XT, int M, typename OutT, int KS, int R = kRowsPerWarp>
+__device__ __forceinline__ void finish_rows(float (&acc)[R][M], float (&ss)[M],
+                                            PartialSums<XT, M, KS, R>& partial, OutT* y, int64_t n, int64_t k,
                                             int64_t ldy, bool accumulate, float eps, int64_t n0, int warp, int part,
                                             int lane) {
   constexpr bool kNorm = std::is_same_v<XT, float>;
@@ -47,15 +47,15 @@ __device__ __forceinline__ void finish_rows(float (&acc)[kRowsPerWarp][M], float
 #pragma unroll
       for (int m = 0; m < M; ++m) {
 #pragma unroll
-        for (int r = 0; r < kRowsPerWarp; ++r) partial[warp][r][m] = acc[r][m];
-        if constexpr (kNorm) partial[warp][kRowsPerWarp][m] = ss[m];
+        for (int r = 0; r < R; ++r) partial[warp][r][m] = acc[r][m];
+        if constexpr (kNorm) partial[warp][R][m] = ss[m];
       }
     __syncthreads();
     if (part != 0 || n0 >= n) return;
 #pragma unroll
     for (int m = 0; m < M; ++m) {
 #pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) {
+      for (int r = 0; r < R; ++r) {
         float sum = 0;
 #pragma unroll
         for (int p = 0; p < KS; ++p) sum += partial[warp + p][r][m];
@@ -64,7 +64,7 @@ __device__ __forceinline__ void finish_rows(float (&acc)[kRowsPerWarp][M], float
       if constexpr (kNorm) {
         float sum = 0;
 #pragma unroll
-        for (int p = 0; p < KS; ++p) sum += partial[warp + p][kRowsPerWarp][m];
+        for (int p = 0; p < KS; ++p) sum += partial[warp + p][R][m];
         ss[m] = sum;
       }
     }
@@ -75,11 +75,11 @@ __device__ __forceinline__ void finish_rows(float (&acc)[kRowsPerWarp][M], float
       // The same 1 / rms as the norm kernel (kernels-elementwise.cu).
       const float inv = 1.0f / sqrtf(ss[m] / static_cast<float>(k) + eps);
 #pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) acc[r][m] *= inv;
+      for (int r = 0; r < R; ++r) acc[r][m] *= inv;
     }
   if (lane == 0) {
 #pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) {
+    for (int r = 0; r < R; ++r) {
       if (n0 + r >= n) break;
 #pragma unroll
       for (int m = 0; m < M; ++m) {

@@ -9,6 +9,7 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <type_traits>
 
 #include "cuda/cuda-check.h"
@@ -140,23 +141,23 @@ __device__ __forceinline__ void load16(const XT* p, float (&out)[kF8Chunk]) {
 
 // XT: T (x as given) or float (the residual stream, normalised on the fly: gemv_fp8_rms). As gemv_kernel, with a
 // warp covering 32 * 16 columns per load and k split between the KS parts on 512-column boundaries.
-template <typename T, typename XT, int M, typename OutT, int KS>
+template <typename T, typename XT, int M, typename OutT, int KS, int R>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_fp8_kernel(const XT* __restrict__ x, Fp8Weight w, OutT* y, int64_t n, int64_t k, int64_t ldy,
                     bool accumulate, const float* __restrict__ norm_w, float eps) {
   constexpr bool kNorm = std::is_same_v<XT, float>;
   constexpr int64_t kStep = 32 * kF8Chunk;  // columns a warp covers per load
-  __shared__ PartialSums<XT, M, KS> partial;
+  __shared__ PartialSums<XT, M, KS, R> partial;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int part = warp % KS;
-  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * (kWarps / KS) + warp / KS) * kRowsPerWarp;
+  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * (kWarps / KS) + warp / KS) * R;
   const int64_t span = ((k + KS * kStep - 1) / (KS * kStep)) * kStep;
   const int64_t k_begin = part * span, k_end = min(k, k_begin + span);
   if (KS == 1 && n0 >= n) return;
-  const uint8_t* rows[kRowsPerWarp];
-  int64_t row_of[kRowsPerWarp];
+  const uint8_t* rows[R];
+  int64_t row_of[R];
 #pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r) {
+  for (int r = 0; r < R; ++r) {
     row_of[r] = n0 + r < n ? n0 + r : n0;
     rows[r] = w.data + row_of[r] * k;
   }
@@ -165,42 +166,42 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t kk = k_begin + lane * kF8Chunk + u * kStep;
 #pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r)
+      for (int r = 0; r < R; ++r)
         if (kk < k_end) asm volatile("prefetch.global.L2 [%0];" ::"l"(rows[r] + kk));
     }
   }
   pdl_wait();
   pdl_trigger();
 
-  float acc[kRowsPerWarp][M], ss[M];
+  float acc[R][M], ss[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     ss[m] = 0;
 #pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) acc[r][m] = 0;
+    for (int r = 0; r < R; ++r) acc[r][m] = 0;
   }
   const bool block = w.block != 0;
-  const float* block_scales[kRowsPerWarp];  // this row's tile row of scales (block)
+  const float* block_scales[R];  // this row's tile row of scales (block)
 #pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r)
+  for (int r = 0; r < R; ++r)
     block_scales[r] = block ? w.scales + (row_of[r] / w.block) * w.scale_ld : nullptr;
 
   for (int64_t base = k_begin + lane * kF8Chunk; n0 < n && base < k_end; base += kStep * kUnroll) {
-    uint4 wv[kUnroll][kRowsPerWarp];
+    uint4 wv[kUnroll][R];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t kk = base + u * kStep;
 #pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r)
+      for (int r = 0; r < R; ++r)
         wv[u][r] = kk < k_end ? __ldcs(reinterpret_cast<const uint4*>(rows[r] + kk)) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t kk = base + u * kStep;
       if (kk >= k_end) break;
-      float wf[kRowsPerWarp][kF8Chunk], g[kF8Chunk], bs[kRowsPerWarp];
+      float wf[R][kF8Chunk], g[kF8Chunk], bs[R];
 #pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) {
+      for (int r = 0; r < R; ++r) {
         unpack_e4m3(wv[u][r], wf[r]);
         bs[r] = block ? __ldg(block_scales[r] + kk / w.block) : 1.0f;
       }
@@ -219,7 +220,7 @@ __global__ void __launch_bounds__(kWarps * 32)
           }
         }
 #pragma unroll
-        for (int r = 0; r < kRowsPerWarp; ++r) {
+        for (int r = 0; r < R; ++r) {
           float d = 0.0f;
 #pragma unroll
           for (int i = 0; i < kF8Chunk; ++i) d += wf[r][i] * xf[i];
@@ -229,7 +230,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
   }
 #pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r) {
+  for (int r = 0; r < R; ++r) {
     const float rs = !block && n0 < n ? __ldg(w.scales + row_of[r]) : 1.0f;
 #pragma unroll
     for (int m = 0; m < M; ++m) {
@@ -243,7 +244,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int m = 0; m < M; ++m)
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) ss[m] += __shfl_xor_sync(0xffffffffu, ss[m], o);
-  finish_rows<XT, M, OutT, KS>(acc, ss, partial, y, n, k, ldy, accumulate, eps, n0, warp, part, lane);
+  finish_rows<XT, M, OutT, KS, R>(acc, ss, partial, y, n, k, ldy, accumulate, eps, n0, warp, part, lane);
 }
 
 struct Fp8GemvArgs {
@@ -256,26 +257,36 @@ struct Fp8GemvArgs {
   float eps;
 };
 
-template <typename T, typename OutT, int M, int KS>
+template <typename T, typename OutT, int M, int KS, int R>
 void launch_ks(int64_t n, int64_t k, const Fp8GemvArgs& a, cudaStream_t s) {
-  const int64_t per_block = (kWarps / KS) * kRowsPerWarp;
+  const int64_t per_block = (kWarps / KS) * R;
   const unsigned blocks = static_cast<unsigned>((n + per_block - 1) / per_block);
   if (a.norm_w != nullptr)
-    launch_pdl(gemv_fp8_kernel<T, float, M, OutT, KS>, dim3(blocks), dim3(kWarps * 32), s,
+    launch_pdl(gemv_fp8_kernel<T, float, M, OutT, KS, R>, dim3(blocks), dim3(kWarps * 32), s,
                static_cast<const float*>(a.x), a.w, static_cast<OutT*>(a.y), n, k, a.ldy, a.accumulate, a.norm_w,
                a.eps);
   else
-    launch_pdl(gemv_fp8_kernel<T, T, M, OutT, KS>, dim3(blocks), dim3(kWarps * 32), s, static_cast<const T*>(a.x),
+    launch_pdl(gemv_fp8_kernel<T, T, M, OutT, KS, R>, dim3(blocks), dim3(kWarps * 32), s, static_cast<const T*>(a.x),
                a.w, static_cast<OutT*>(a.y), n, k, a.ldy, a.accumulate, nullptr, 0.0f);
 }
 
 // As kernels-gemv.cu: two warps per row pair once k is long enough that each still streams several loads.
 template <typename T, typename OutT, int M>
 void launch_m(int64_t n, int64_t k, const Fp8GemvArgs& a, cudaStream_t s) {
-  if (k < 2048)
-    launch_ks<T, OutT, M, 1>(n, k, a, s);
-  else
-    launch_ks<T, OutT, M, 2>(n, k, a, s);
+  // Geometry under measurement (bench/RESULTS.md): TRTLLM_FP8_GEMV=<rows per warp><k split>, e.g. 22 (the bf16
+  // GEMV's), 21, 41, 42; default 22 as the bf16 GEMV.
+  static const int geometry = [] {
+    const char* g = std::getenv("TRTLLM_FP8_GEMV");
+    return g ? std::atoi(g) : 22;
+  }();
+  const int rows = geometry / 10, split = k < 2048 ? 1 : geometry % 10;
+  if (rows == 4) {
+    if (split == 2) launch_ks<T, OutT, M, 2, 4>(n, k, a, s);
+    else launch_ks<T, OutT, M, 1, 4>(n, k, a, s);
+  } else {
+    if (split == 2) launch_ks<T, OutT, M, 2, 2>(n, k, a, s);
+    else launch_ks<T, OutT, M, 1, 2>(n, k, a, s);
+  }
 }
 
 template <typename T, typename OutT>
