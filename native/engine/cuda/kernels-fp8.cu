@@ -273,11 +273,13 @@ void launch_ks(int64_t n, int64_t k, const Fp8GemvArgs& a, cudaStream_t s) {
 // As kernels-gemv.cu: two warps per row pair once k is long enough that each still streams several loads.
 template <typename T, typename OutT, int M>
 void launch_m(int64_t n, int64_t k, const Fp8GemvArgs& a, cudaStream_t s) {
-  // Geometry under measurement (bench/RESULTS.md): TRTLLM_FP8_GEMV=<rows per warp><k split>, e.g. 22 (the bf16
-  // GEMV's), 21, 41, 42; default 22 as the bf16 GEMV.
+  // TRTLLM_FP8_GEMV=<rows per warp><k split>: 42 by default. An e4m3 row is half the bytes of a bf16 one, so with
+  // the bf16 GEMV's geometry (22) each warp ended after two loads per row and the step reached 52% of the copy
+  // bandwidth; four rows per warp keep twice the bytes in flight (batch-1 8B step on an H100: 22 5.12 ms, 21 4.97,
+  // 41 4.20, 42 4.05; bench/RESULTS.md).
   static const int geometry = [] {
     const char* g = std::getenv("TRTLLM_FP8_GEMV");
-    return g ? std::atoi(g) : 22;
+    return g ? std::atoi(g) : 42;
   }();
   const int rows = geometry / 10, split = k < 2048 ? 1 : geometry % 10;
   if (rows == 4) {
