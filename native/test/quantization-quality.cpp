@@ -3,7 +3,10 @@
 // for --quantization fp8 of the bundled model (perplexity within 1%, agreement >= 99%), on any backend: on CPU the FP8
 // model runs W8A16 (the dequantized weights), on CUDA the FP8 GEMMs with quantized activations.
 // usage: quantization-quality <model dir> <ids.json> [--device cpu|cuda] [--quantization fp8] [--seq 256]
-//        [--windows 64] [--dtype bfloat16] [--max-ppl-increase PCT] [--min-agreement PCT]
+//        [--windows 64] [--dtype bfloat16] [--base-device cpu|cuda] [--base-quantization fp8]
+//        [--max-ppl-increase PCT] [--min-agreement PCT]
+// --base-device cpu --quantization "" compares the device's 16-bit run with the CPU's fp32 one: the noise floor
+// that any quantized run's agreement should be read against.
 // With --max-ppl-increase / --min-agreement it is a check: exit 1 when the quantized model is worse than that.
 // ids.json: {"input_ids": [...]} (test/fixtures/quality/brown-heldout-ids.json: the bundled model's held-out text).
 // Prints one line per model and a last line "quality: ppl <base> -> <quantized> (<+x.xx%>), top-1 agreement <y>%".
@@ -67,7 +70,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string dir = argv[1], ids_path = argv[2];
-  std::string device = "cpu", quantization = "fp8", dtype = "auto";
+  std::string device = "cpu", quantization = "fp8", dtype = "auto", base_device, base_quantization;
   int32_t seq = 256, windows = 64;
   double max_ppl_increase = -1, min_agreement = -1;  // percent; < 0: not checked
   for (int i = 3; i + 1 < argc; i += 2) {
@@ -77,6 +80,8 @@ int main(int argc, char** argv) {
     else if (k == "--seq") seq = std::stoi(v);
     else if (k == "--windows") windows = std::stoi(v);
     else if (k == "--dtype") dtype = v;
+    else if (k == "--base-device") base_device = v;
+    else if (k == "--base-quantization") base_quantization = v;
     else if (k == "--max-ppl-increase") max_ppl_increase = std::stod(v);
     else if (k == "--min-agreement") min_agreement = std::stod(v);
     else { std::fprintf(stderr, "unknown option %s\n", k.c_str()); return 2; }
@@ -87,13 +92,16 @@ int main(int argc, char** argv) {
     const json::Value* list = doc.find("input_ids");
     if (!list) throw EngineError(ErrorCode::bad_checkpoint, ids_path + " has no \"input_ids\"");
     for (const auto& v : list->as_array()) ids.push_back(static_cast<int32_t>(v.as_int64()));
-    LoadOptions base;
-    base.device = device == "cuda" ? Device::cuda : Device::cpu;
-    base.dtype = dtype;
-    base.max_num_tokens = std::max(seq, 256);
-    base.max_batch_size = 1;
-    LoadOptions quant = base;
+    LoadOptions quant;
+    quant.device = device == "cuda" ? Device::cuda : Device::cpu;
+    quant.dtype = dtype;
+    quant.max_num_tokens = std::max(seq, 256);
+    quant.max_batch_size = 1;
     quant.quantization = quantization;
+    LoadOptions base = quant;
+    base.quantization = base_quantization;
+    if (!base_device.empty()) base.device = base_device == "cuda" ? Device::cuda : Device::cpu;
+    if (base.device == Device::cpu) base.dtype = "auto";
 
     Pass a, b;
     {
@@ -108,10 +116,11 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < a.top1.size() && i < b.top1.size(); ++i) agree += a.top1[i] == b.top1[i];
     const double la = a.nll / static_cast<double>(a.positions), lb = b.nll / static_cast<double>(b.positions);
     const double pa = std::exp(la), pb = std::exp(lb);
-    std::printf("base      (%s, %s): %lld positions, mean loss %.5f, perplexity %.4f\n", device.c_str(), dtype.c_str(),
+    std::printf("base      (%s, %s): %lld positions, mean loss %.5f, perplexity %.4f\n",
+                base_device.empty() ? device.c_str() : base_device.c_str(), base_quantization.empty() ? dtype.c_str() : base_quantization.c_str(),
                 static_cast<long long>(a.positions), la, pa);
     std::printf("quantized (%s, %s): %lld positions, mean loss %.5f, perplexity %.4f\n", device.c_str(),
-                quantization.c_str(), static_cast<long long>(b.positions), lb, pb);
+                quantization.empty() ? dtype.c_str() : quantization.c_str(), static_cast<long long>(b.positions), lb, pb);
     std::printf("quality: ppl %.4f -> %.4f (%+.2f%%), top-1 agreement %.2f%% of %lld positions\n", pa, pb,
                 100.0 * (pb / pa - 1.0), 100.0 * static_cast<double>(agree) / static_cast<double>(a.positions),
                 static_cast<long long>(a.positions));
