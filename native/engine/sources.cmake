@@ -26,6 +26,8 @@ set(ENGINE_LOADING_SOURCES
 # Quantized weights: the FP8 matrix format, its encoding and the checkpoint formats that carry it.
 set(ENGINE_QUANT_SOURCES
   ${ENGINE_DIR}/quant/fp8-matrix.cpp
+  ${ENGINE_DIR}/quant/quant-config.cpp
+  ${ENGINE_DIR}/quant/fp8-checkpoint.cpp
 )
 # CPU kernels (always built; BLAS from OpenBLAS when found).
 set(ENGINE_CPU_SOURCES

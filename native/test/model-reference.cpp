@@ -31,8 +31,10 @@ double log_softmax_at(const float* row, int32_t n, int32_t i) {
   return row[i] - m - std::log(z);
 }
 
-void check_fixture(const std::string& dir, const std::string& label) {
-  std::unique_ptr<Model> model = load_model(dir, LoadOptions{});
+// `reference`: the reference files' name (reference.json / .safetensors), `options`: how the model is loaded.
+void check_fixture(const std::string& dir, const std::string& label, const std::string& reference = "reference",
+                   const LoadOptions& options = LoadOptions{}) {
+  std::unique_ptr<Model> model = load_model(dir, options);
   const int32_t vocab = model->config().vocab_size;
   const int32_t tpb = 16;
   model->allocate_kv(64, tpb);
@@ -40,8 +42,8 @@ void check_fixture(const std::string& dir, const std::string& label) {
   // Blocks in a scrambled order, as a busy pool would hand them out.
   for (int32_t i = 0; i < 64; ++i) block_ids[i] = (i * 37 + 11) % 64;
 
-  json::Value ref = json::parse_file(dir + "/reference.json");
-  SafetensorsFile ref_tensors(dir + "/reference.safetensors");
+  json::Value ref = json::parse_file(dir + "/" + reference + ".json");
+  SafetensorsFile ref_tensors(dir + "/" + reference + ".safetensors");
   const auto& cases = ref.find("cases")->as_array();
   for (size_t ci = 0; ci < cases.size(); ++ci) {
     const json::Value& c = cases[ci];
@@ -95,8 +97,12 @@ void check_fixture(const std::string& dir, const std::string& label) {
 TEST_MAIN({
   const std::string root = check::repo_root + "/test/fixtures/models";
   int found = 0;
-  const char* names[] = {"tiny-llama", "tiny-llama-sharded", "tiny-gpt2", "tiny-qwen3", "tiny-qwen3-bias"};
+  const char* names[] = {"tiny-llama", "tiny-llama-sharded", "tiny-gpt2", "tiny-qwen3", "tiny-qwen3-bias",
+                         // FP8 checkpoints (issue 24): the CPU runs the dequantized weights, the references' W8A16
+                         "tiny-llama-fp8-block", "tiny-llama-fp8-block128", "tiny-llama-fp8-ct-channel",
+                         "tiny-llama-fp8-ct-tensor-static", "tiny-llama-fp8-modelopt"};
   const int total = static_cast<int>(sizeof(names) / sizeof(names[0]));
+  int total_missing_extra = 0;
   for (const char* name : names) {
     const std::string dir = root + "/" + name;
     if (!exists(dir + "/reference.json")) {
@@ -110,6 +116,19 @@ TEST_MAIN({
       CHECK_MSG(false, "%s: %s", name, e.what());
     }
   }
-  if (found < total && check::failures == 0)
-    return check::skip("%d of the %d fixtures missing under %s", total - found, total, root.c_str());
+  // --quantization fp8 of the float tiny-llama: per-channel FP8 weights, run dequantized on the CPU.
+  if (exists(root + "/tiny-llama/reference-quantized-fp8.json")) {
+    LoadOptions fp8;
+    fp8.quantization = "fp8";
+    try {
+      check_fixture(root + "/tiny-llama", "tiny-llama --quantization fp8", "reference-quantized-fp8", fp8);
+    } catch (const std::exception& e) {
+      CHECK_MSG(false, "tiny-llama --quantization fp8: %s", e.what());
+    }
+  } else {
+    ++total_missing_extra;
+  }
+  if ((found < total || total_missing_extra > 0) && check::failures == 0)
+    return check::skip("%d of the %d fixtures missing under %s", total - found + total_missing_extra, total + 1,
+                       root.c_str());
 })

@@ -1,4 +1,5 @@
 #include "loading/checkpoint.h"
+#include "quant/fp8-matrix.h"
 
 #include <sys/stat.h>
 
@@ -35,6 +36,9 @@ void convert(const TensorInfo& t, int64_t first, int64_t count, float* out) {
         std::memcpy(&h, p + (first + i) * 2, 2);
         out[i] = bf16_to_f32(h);
       }
+      return;
+    case DType::f8_e4m3:  // the stored e4m3 values, unscaled
+      for (int64_t i = 0; i < count; ++i) out[i] = decode_e4m3(p[first + i]);
       return;
     default:
       break;
@@ -120,7 +124,7 @@ void Checkpoint::read_f32_into(const std::string& name, const std::vector<int64_
                                                      source_ + ")");
   if (t.dtype == DType::unsupported)
     throw EngineError(ErrorCode::bad_checkpoint, "tensor '" + name + "' has dtype " + t.dtype_name +
-                                                     ", which is not supported (F32, F16, BF16)");
+                                                     ", which is not supported (F32, F16, BF16, F8_E4M3)");
   if (!slice) {
     convert(t, 0, t.numel(), out);
     return;

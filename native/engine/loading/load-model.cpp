@@ -43,6 +43,17 @@ DecoderWeights read_weights(const ModelConfig& config, WeightReader& reader, con
   throw EngineError(ErrorCode::internal, "unhandled architecture " + config.architecture_name);
 }
 
+// --quantization fp8 of a 16-bit checkpoint (or dummy weights): every projection without FP8 weights gets them,
+// per output channel, and keeps exactly their dequantized values (what the CPU backend runs).
+void quantize_projections(DecoderWeights& w) {
+  for (DecoderLayerWeights& l : w.layers)
+    for (Linear* p : {&l.qkv, &l.o, &l.up, &l.down}) {
+      if (!p->fp8.empty() || p->w.empty()) continue;
+      p->fp8 = quantize_per_channel(p->w.data(), p->out, p->in);
+      p->w = dequantize(p->fp8);
+    }
+}
+
 constexpr uint64_t kDummySeed = 0x5EED;
 }  // namespace
 
@@ -69,7 +80,11 @@ std::unique_ptr<Model> load_model(const std::string& checkpoint_dir, const LoadO
   if (options.load_format != "auto" && options.load_format != "dummy")
     throw EngineError(ErrorCode::invalid_argument,
                       "load_format must be auto or dummy, got '" + options.load_format + "'");
+  if (!options.quantization.empty() && options.quantization != "fp8")
+    throw EngineError(ErrorCode::invalid_argument,
+                      "quantization must be fp8 or empty (none), got '" + options.quantization + "'");
   ModelConfig config = load_model_config(checkpoint_dir);
+  const bool quantize = options.quantization == "fp8";
   // Pure and identical on every rank: a grid that cannot split this model fails everywhere with the same message.
   const ParallelLayout layout = make_parallel_layout(config, s);
   check_group("tp_comm", options.tp_comm, "tp_size", s.tp_size, "tp_rank", s.tp_rank);
@@ -80,8 +95,10 @@ std::unique_ptr<Model> load_model(const std::string& checkpoint_dir, const LoadO
   if (device == Device::cuda) {
     if (dummy) return make_cuda_dummy_model(config, spec, dummy_plan(config, spec, layout), kDummySeed, layout, options);
     Checkpoint checkpoint(checkpoint_dir);
-    WeightReader reader(checkpoint, options);
-    return make_cuda_model(config, spec, read_weights(config, reader, layout), layout, options);
+    WeightReader reader(checkpoint, options, config.quant);
+    DecoderWeights weights = read_weights(config, reader, layout);
+    if (quantize) quantize_projections(weights);
+    return make_cuda_model(config, spec, std::move(weights), layout, options);
   }
   // Conversion loops and transposes at load time use the same thread setting as inference.
   cpu::set_num_threads(options.num_threads);
@@ -90,9 +107,10 @@ std::unique_ptr<Model> load_model(const std::string& checkpoint_dir, const LoadO
     weights = materialize_dummy(dummy_plan(config, spec, layout), kDummySeed);
   } else {
     Checkpoint checkpoint(checkpoint_dir);
-    WeightReader reader(checkpoint, options);
+    WeightReader reader(checkpoint, options, config.quant);
     weights = read_weights(config, reader, layout);
   }
+  if (quantize) quantize_projections(weights);
   return std::make_unique<DecoderModel>(config, spec, std::move(weights), options.num_threads, layout,
                                         options.tp_comm, options.pp_comm);
 }

@@ -21,6 +21,7 @@ DType parse_dtype(const std::string& s) {
   if (s == "F32") return DType::f32;
   if (s == "F16") return DType::f16;
   if (s == "BF16") return DType::bf16;
+  if (s == "F8_E4M3") return DType::f8_e4m3;
   return DType::unsupported;
 }
 
@@ -38,6 +39,7 @@ const char* dtype_label(DType d) {
     case DType::f32: return "F32";
     case DType::f16: return "F16";
     case DType::bf16: return "BF16";
+    case DType::f8_e4m3: return "F8_E4M3";
     default: return "?";
   }
 }
@@ -60,6 +62,7 @@ size_t dtype_size(DType dtype) {
     case DType::f32: return 4;
     case DType::f16: return 2;
     case DType::bf16: return 2;
+    case DType::f8_e4m3: return 1;
     default: return 0;
   }
 }

@@ -10,7 +10,8 @@
 
 namespace engine {
 
-enum class DType { f32, f16, bf16, unsupported };
+// f8_e4m3: FP8 weights, read raw (quant/fp8-checkpoint.h applies their scales).
+enum class DType { f32, f16, bf16, f8_e4m3, unsupported };
 
 struct TensorInfo {
   std::string name;

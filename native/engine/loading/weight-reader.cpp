@@ -1,11 +1,13 @@
 #include "loading/weight-reader.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace engine {
 
-WeightReader::WeightReader(const Checkpoint& checkpoint, const LoadOptions& options)
+WeightReader::WeightReader(const Checkpoint& checkpoint, const LoadOptions& options, QuantConfig quant)
     : checkpoint_(checkpoint),
+      fp8_(checkpoint, std::move(quant)),
       shard_(options.shard),
       progress_(options.progress),
       progress_user_(options.progress_user) {
@@ -15,21 +17,37 @@ WeightReader::WeightReader(const Checkpoint& checkpoint, const LoadOptions& opti
 
 void WeightReader::advance(const std::string& name) {
   done_ += checkpoint_.info(name).nbytes;
+  if (checkpoint_.info(name).dtype == DType::f8_e4m3)
+    for (const std::string& c : fp8_.companions(name)) done_ += checkpoint_.info(c).nbytes;
   if (done_ > total_) done_ = total_;
   if (progress_) progress_(progress_user_, done_, total_);
 }
 
 std::vector<float> WeightReader::read(const std::string& name, const std::vector<int64_t>& shape,
                                       const std::optional<TensorSlice>& slice) {
-  std::vector<float> v = checkpoint_.read_f32(name, shape, slice);
-  advance(name);
+  int64_t n = 1;
+  for (size_t d = 0; d < shape.size(); ++d)
+    n *= (slice && static_cast<size_t>(slice->dim) == d) ? slice->end - slice->begin : shape[d];
+  std::vector<float> v(static_cast<size_t>(n < 0 ? 0 : n));
+  read_into(name, shape, v.data(), slice);
   return v;
 }
 
 void WeightReader::read_into(const std::string& name, const std::vector<int64_t>& shape, float* out,
                              const std::optional<TensorSlice>& slice) {
-  checkpoint_.read_f32_into(name, shape, out, slice);
+  if (fp8_.is_fp8(name)) fp8_.dequantize_into(name, shape, out, slice);
+  else checkpoint_.read_f32_into(name, shape, out, slice);
   advance(name);
+}
+
+Fp8Matrix WeightReader::fp8_rows(const std::vector<Part>& parts) const {
+  std::vector<std::optional<Fp8Matrix>> ms;
+  for (const Part& p : parts) {
+    if (!fp8_.is_fp8(p.name)) return {};
+    ms.push_back(fp8_.matrix(p.name, p.shape, p.slice));
+  }
+  std::optional<Fp8Matrix> m = fuse_rows(ms);
+  return m ? std::move(*m) : Fp8Matrix{};
 }
 
 std::vector<float> WeightReader::read_transposed(const std::string& name, int64_t full_in, int64_t full_out,

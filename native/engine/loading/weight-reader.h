@@ -10,15 +10,18 @@
 
 #include "loading/checkpoint.h"
 #include "model/model.h"
+#include "quant/fp8-checkpoint.h"
 
 namespace engine {
 
 class WeightReader {
  public:
-  WeightReader(const Checkpoint& checkpoint, const LoadOptions& options);
+  // `quant`: how the checkpoint's FP8 tensors store their scales (ModelConfig::quant).
+  WeightReader(const Checkpoint& checkpoint, const LoadOptions& options, QuantConfig quant = {});
 
   bool has(const std::string& name) const { return checkpoint_.has(name); }
-  // Whole tensor (or a slice) as fp32, shape-checked; counts its stored bytes toward progress.
+  // Whole tensor (or a slice) as fp32, shape-checked; counts its stored bytes toward progress. FP8 weights come
+  // back dequantized (e4m3 value times scale).
   std::vector<float> read(const std::string& name, const std::vector<int64_t>& shape,
                           const std::optional<TensorSlice>& slice = std::nullopt);
   // Into `out` (slice element count), to assemble fused weights without a copy.
@@ -32,6 +35,15 @@ class WeightReader {
   // back as zeros. For the vocab-parallel embedding and LM head.
   std::vector<float> read_rows_padded(const std::string& name, int64_t rows, int64_t cols, int64_t begin,
                                       int64_t end);
+  // The FP8 form of one or more row blocks of projections ({name, full shape, slice} each, stacked as a fused
+  // projection stacks them): set when every part is FP8 and their scales can be combined; empty otherwise.
+  struct Part {
+    std::string name;
+    std::vector<int64_t> shape;
+    std::optional<TensorSlice> slice;
+  };
+  Fp8Matrix fp8_rows(const std::vector<Part>& parts) const;
+
   // Reports completion (tensors the model does not use, like GPT-2's attn.bias buffers, count as done).
   void finish();
 
@@ -41,6 +53,7 @@ class WeightReader {
   void advance(const std::string& name);
 
   const Checkpoint& checkpoint_;
+  Fp8Tensors fp8_;
   ShardInfo shard_;
   void (*progress_)(void*, uint64_t, uint64_t);
   void* progress_user_;

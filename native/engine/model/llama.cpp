@@ -23,6 +23,8 @@ Linear read_qkv(WeightReader& r, const std::string& p, const ModelConfig& c, con
   r.read_into(p + "q_proj.weight", {q, H}, l.w.data(), qs);
   r.read_into(p + "k_proj.weight", {kv, H}, l.w.data() + ql * H, kvs);
   r.read_into(p + "v_proj.weight", {kv, H}, l.w.data() + (ql + kvl) * H, kvs);
+  l.fp8 = r.fp8_rows({{p + "q_proj.weight", {q, H}, qs}, {p + "k_proj.weight", {kv, H}, kvs},
+                      {p + "v_proj.weight", {kv, H}, kvs}});
   if (c.attention_bias) {
     l.b.resize(l.out);
     r.read_into(p + "q_proj.bias", {q}, l.b.data(), qs);
@@ -40,6 +42,7 @@ Linear read_row_parallel(WeightReader& r, const std::string& name, int64_t out, 
   l.out = out;
   l.in = end - begin;
   l.w = r.read(name + ".weight", {out, in}, cols_of(begin, end));
+  l.fp8 = r.fp8_rows({{name + ".weight", {out, in}, cols_of(begin, end)}});
   if (bias && bias_here) l.b = r.read(name + ".bias", {out});
   return l;
 }
@@ -80,6 +83,7 @@ DecoderWeights read_llama_weights(const ModelConfig& c, WeightReader& r, const P
     lw.up.w.resize(2 * Il * H);
     r.read_into(p + "mlp.gate_proj.weight", {I, H}, lw.up.w.data(), is);
     r.read_into(p + "mlp.up_proj.weight", {I, H}, lw.up.w.data() + Il * H, is);
+    lw.up.fp8 = r.fp8_rows({{p + "mlp.gate_proj.weight", {I, H}, is}, {p + "mlp.up_proj.weight", {I, H}, is}});
     if (c.mlp_bias) {
       lw.up.b.resize(2 * Il);
       r.read_into(p + "mlp.gate_proj.bias", {I}, lw.up.b.data(), is);

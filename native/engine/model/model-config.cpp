@@ -225,6 +225,10 @@ ModelConfig load_model_config(const std::string& checkpoint_dir) {
                                                   "' is not supported; supported: silu, gelu, gelu_new, "
                                                   "gelu_pytorch_tanh, gelu_fast, relu");
   c.torch_dtype = f.optional_string("torch_dtype", f.optional_string("dtype", ""));
+  c.quant = read_quant_config(doc, path, checkpoint_dir);
+  if (c.quant.quantized() && c.architecture == Architecture::gpt2)
+    throw EngineError(ErrorCode::unsupported, c.quant.source + ": FP8 weights are supported for the Llama family "
+                                                               "(Llama, Mistral, Qwen2, Qwen3), not " + a);
 
   auto one_id = [](const std::vector<int32_t>& ids) { return ids.empty() ? -1 : ids[0]; };
   c.bos_token_id = one_id(f.token_ids("bos_token_id"));

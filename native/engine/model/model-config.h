@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "quant/quant-config.h"
+
 namespace engine {
 
 enum class Architecture { llama, gpt2 };
@@ -38,6 +40,7 @@ struct ModelConfig {
   bool qk_norm = false;                 // Qwen3: RMSNorm over each query and key head (q_norm / k_norm) before rope
   std::string hidden_act = "silu";      // silu | gelu_new | gelu | gelu_pytorch_tanh | relu
   std::string torch_dtype;              // informational
+  QuantConfig quant;                    // FP8 checkpoints: how their scales are stored (quant/quant-config.h)
 
   // generation_config.json / config.json token ids (-1 when absent)
   int32_t bos_token_id = -1;
