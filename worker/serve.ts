@@ -69,7 +69,11 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
     throw error;
   });
   const config = executor.modelConfig;
-  log.info(`loaded ${config.architectureName} from ${modelDir} in ${((performance.now() - started) / 1000).toFixed(2)} s`);
+  // Which precision runs: the checkpoint's own quantization, --quantization fp8, or 16-bit weights.
+  const precision = config.quantization !== '' ? `weights ${config.quantization}`
+    : options.quantization === 'fp8' ? 'weights fp8 (quantized at load, per-channel weight scales, dynamic per-token activations)'
+      : 'weights as stored (16-bit)';
+  log.info(`loaded ${config.architectureName} from ${modelDir} in ${((performance.now() - started) / 1000).toFixed(2)} s; ${precision}`);
 
   let ready = false;
   const drain = new DrainState();

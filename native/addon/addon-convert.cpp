@@ -105,6 +105,10 @@ DeviceFields to_device_fields(Napi::Env env, Napi::Object load_options, const en
   d.load_format = f.string("loadFormat", d.load_format);
   if (d.load_format != "auto" && d.load_format != "dummy")
     throw make_error(env, "invalid_argument", "field 'loadFormat' must be 'auto' or 'dummy', got '" + d.load_format + "'");
+  const std::string q = f.string("quantization", "none");
+  if (q != "none" && q != "fp8")
+    throw make_error(env, "invalid_argument", "field 'quantization' must be 'none' or 'fp8', got '" + q + "'");
+  d.quantization = q == "none" ? "" : q;
   d.dtype = f.string("dtype", d.dtype);
   d.gpu_device = static_cast<int32_t>(f.integer("gpuDeviceId", d.gpu_device));
   if (config != nullptr) {
@@ -215,6 +219,8 @@ Napi::Object from_model_config(Napi::Env env, const engine::ModelConfig& c) {
   o.Set("bosTokenId", c.bos_token_id);
   o.Set("eosTokenIds", int_array(env, c.eos_token_ids));
   o.Set("padTokenId", c.pad_token_id);
+  // "" for 16-bit checkpoints; "fp8 (compressed-tensors, per-channel weight scales, ...)" for FP8 ones.
+  o.Set("quantization", c.quant.describe());
   return o;
 }
 

@@ -16,17 +16,18 @@ engine::ExecutorConfig to_executor_config(Napi::Env env, Napi::Object object);
 int32_t to_num_threads(Napi::Env env, Napi::Object object);
 
 // The load options that pick and size the backend: device ("auto" | "cpu" | "cuda"; absent: cpu), loadFormat
-// ("auto" | "dummy"), dtype, gpuDeviceId, and the activation sizing hints maxNumTokens / maxBatchSize (the
+// ("auto" | "dummy"), quantization ("none" | "fp8"), dtype, gpuDeviceId, and the activation sizing hints maxNumTokens / maxBatchSize (the
 // executor config's when a leader loads, the load options' on a follower). Parsed on the JS thread, applied on
 // the loader's.
 struct DeviceFields {
   engine::Device device = engine::Device::cpu;
-  std::string load_format = "auto", dtype = "auto";
+  std::string load_format = "auto", dtype = "auto", quantization;
   int32_t gpu_device = -1;
   int32_t max_num_tokens = 8192, max_batch_size = 64;
   void apply(engine::LoadOptions& o) const {
     o.device = device;
     o.load_format = load_format;
+    o.quantization = quantization;
     o.dtype = dtype;
     o.gpu_device = gpu_device;
     o.max_num_tokens = max_num_tokens;

@@ -340,14 +340,16 @@ Napi::Value load_executor(const Napi::CallbackInfo& info) {
   const auto pp = static_cast<int32_t>(parallel.integer("pp", 1));
   Napi::Function on_responses = require_function(info, 3, "onResponses");
   bool has_progress = info.Length() > 4 && info[4].IsFunction();
+  // Every option is read before the thread-safe functions exist: one made and then left by a throw keeps the
+  // event loop alive, so a load refused for a bad option would hang its process.
+  DeviceFields device = to_device_fields(env, load_options, &config);
+  const engine::LivenessSettings liveness = to_liveness_settings(env, load_options);
   Napi::ThreadSafeFunction responses_tsfn =
       Napi::ThreadSafeFunction::New(env, on_responses, "trtllm.responses", 0, 1);
   Napi::ThreadSafeFunction progress_tsfn;
   if (has_progress) {
     progress_tsfn = Napi::ThreadSafeFunction::New(env, info[4].As<Napi::Function>(), "trtllm.progress", 0, 1);
   }
-  DeviceFields device = to_device_fields(env, load_options, &config);
-  const engine::LivenessSettings liveness = to_liveness_settings(env, load_options);
   auto* worker = new LoadWorker(env, dir, config, num_threads, tp, pp, std::move(device), liveness, responses_tsfn,
                                 progress_tsfn, has_progress);
   Napi::Promise promise = worker->promise();

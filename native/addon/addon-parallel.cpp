@@ -163,10 +163,11 @@ Napi::Value run_follower(const Napi::CallbackInfo& info) {
   const auto tp = static_cast<int32_t>(f.integer("tp", 1));
   const auto pp = static_cast<int32_t>(f.integer("pp", 1));
   const bool has_progress = info.Length() > 2 && info[2].IsFunction();
-  Napi::ThreadSafeFunction progress;
-  if (has_progress) progress = Napi::ThreadSafeFunction::New(env, info[2].As<Napi::Function>(), "trtllm.progress", 0, 1);
+  // Options first: a thread-safe function left behind by a throw would keep the process alive (load_executor).
   DeviceFields device = to_device_fields(env, require_object(info, 1, "loadOptions"), nullptr);
   const engine::LivenessSettings liveness = to_liveness_settings(env, require_object(info, 1, "loadOptions"));
+  Napi::ThreadSafeFunction progress;
+  if (has_progress) progress = Napi::ThreadSafeFunction::New(env, info[2].As<Napi::Function>(), "trtllm.progress", 0, 1);
   auto* worker = new FollowerWorker(env, dir, threads, tp, pp, std::move(device), liveness, progress, has_progress);
   Napi::Promise promise = worker->promise();
   worker->Queue();

@@ -85,6 +85,8 @@ export interface NativeLoadOptions {
   device?: 'auto' | 'cpu' | 'cuda';
   /** 'dummy': random weights of config.json's shapes (benchmarks without a checkpoint). Default 'auto'. */
   loadFormat?: 'auto' | 'dummy';
+  /** 'fp8': a 16-bit checkpoint's projections quantized to FP8 per output channel at load. Default 'none'. */
+  quantization?: 'none' | 'fp8';
   /** CUDA: 'auto' (float16 when config.json says so, else bfloat16), 'bfloat16' or 'float16'. */
   dtype?: string;
   /** CUDA: the GPU of this rank; default: its local rank modulo the visible GPUs. */
@@ -187,6 +189,8 @@ export interface ModelConfig {
   bosTokenId: number;
   eosTokenIds: number[];
   padTokenId: number;
+  /** How the checkpoint's weights are quantized ('' when they are not): "fp8 (HF fp8, block 128x128 weight scales, ...)". */
+  quantization: string;
 }
 
 export interface AddonExecutor {

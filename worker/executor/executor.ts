@@ -38,13 +38,14 @@ export class Executor implements ServingExecutor {
   /** Loads the checkpoint in `modelDir` on a worker thread and starts the executor loop. */
   static async load(modelDir: string, options: ExecutorOptions = {}): Promise<Executor> {
     const addon = loadAddon();
-    const { onProgress, numThreads, tp, pp, device, loadFormat, dtype, gpuDeviceId, hangTimeoutMs, ...config } = options;
+    const { onProgress, numThreads, tp, pp, device, loadFormat, quantization, dtype, gpuDeviceId, hangTimeoutMs, ...config } = options;
     const modelConfig = addon.readModelConfig(modelDir);
     const router: { deliver?: (batch: NativeResponse[]) => void } = {};
     const native = await addon.loadExecutor(
       modelDir, config, {
         ...(numThreads === undefined ? {} : { numThreads }), ...(tp === undefined ? {} : { tp }), ...(pp === undefined ? {} : { pp }),
         ...(device === undefined ? {} : { device }), ...(loadFormat === undefined ? {} : { loadFormat }),
+        ...(quantization === undefined ? {} : { quantization }),
         ...(dtype === undefined ? {} : { dtype }), ...(gpuDeviceId === undefined ? {} : { gpuDeviceId }),
         ...(hangTimeoutMs === undefined ? {} : { hangTimeoutMs }),
       },

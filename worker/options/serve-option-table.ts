@@ -17,6 +17,7 @@ import {
 export const LAUNCHER_KINDS = ['auto', 'mpirun', 'srun', 'none'] as const;
 export const DEVICES = ['auto', 'cpu', 'cuda'] as const;
 export const LOAD_FORMATS = ['auto', 'dummy'] as const;
+export const QUANTIZATIONS = ['none', 'fp8'] as const;
 export const SCHEDULER_POLICIES = ['max_utilization', 'guaranteed_no_evict'] as const satisfies readonly SchedulerPolicy[];
 
 /** The serve options as commander parses them (flags over env; a configuration file fills in the rest, config/). */
@@ -37,6 +38,7 @@ export interface ServeCliOptions {
   device: (typeof DEVICES)[number];
   gpuDeviceIds?: string;
   loadFormat: (typeof LOAD_FORMATS)[number];
+  quantization: (typeof QUANTIZATIONS)[number];
   host: string;
   httpPort: number;
   grpcPort: number;
@@ -109,6 +111,10 @@ const TABLE = [
     executor: { field: 'gpuDeviceId', follower: true, from: 'gpuDeviceId' } },
   { name: 'loadFormat', flag: '--load-format', placeholder: '<format>', env: 'TRTLLM_LOAD_FORMAT', kind: choiceKind(LOAD_FORMATS), default: 'auto',
     help: 'auto | dummy (random weights of config.json\'s shapes, for benchmarks)', rank: 'argv', executor: { field: 'loadFormat', follower: true } },
+  { name: 'quantization', flag: '--quantization', placeholder: '<method>', env: 'TRTLLM_QUANTIZATION', kind: choiceKind(QUANTIZATIONS), default: 'none',
+    help: 'none | fp8 (a 16-bit checkpoint\'s projections quantized to FP8 per output channel at load; FP8 checkpoints need no flag)',
+    file: { key: 'quantization', unset: 'none (FP8 checkpoints load as FP8 anyway)' }, rank: 'argv',
+    executor: { field: 'quantization', follower: true } },
 
   // The frontend.
   { name: 'host', flag: '--host', placeholder: '<addr>', env: 'TRTLLM_HOST', kind: textKind, default: '0.0.0.0',

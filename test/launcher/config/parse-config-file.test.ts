@@ -18,6 +18,7 @@ model: ckpt/llama
 name: llama
 parallel: { tp: 2, pp: 1 }
 gpu_device_ids: [0, 1]
+quantization: fp8
 participant_ids: [1, 2]
 batching: { max_batch_size: 8, max_num_tokens: 512, scheduler_policy: max_utilization, enable_chunked_context: true }
 kv_cache: { tokens_per_block: 32, max_tokens: 4096, free_mem_fraction: 0.9, enable_reuse: true }
@@ -30,6 +31,7 @@ serving: { max_queue_size: 0, exclude_input_in_output: true, decoupled: true, ht
   t.equal(file.values.get('serving.hang_timeout'), 45);
   t.same(file.values.get('gpu_device_ids'), [0, 1]);
   t.same(file.values.get('participant_ids'), [1, 2]);
+  t.equal(file.values.get('quantization'), 'fp8');
   t.equal(file.values.size, CONFIG_KEYS.length, 'every key of the schema was set');
   t.equal(parse('').values.size, 0, 'an empty file sets nothing');
   t.equal(parse('model: /abs/ckpt').values.get('model'), '/abs/ckpt');
@@ -38,6 +40,7 @@ serving: { max_queue_size: 0, exclude_input_in_output: true, decoupled: true, ht
 t.test('every bad value names the key, the file and the value', async (t) => {
   const cases: [string, string][] = [
     ['batching: { max_batch_size: abc }', 'batching.max_batch_size in /x/y.yaml must be an integer >= 1, got "abc"'],
+    ['quantization: int4', 'quantization in /x/y.yaml must be one of none, fp8, got "int4"'],
     ['batching: { max_batch_size: 0 }', 'batching.max_batch_size in /x/y.yaml must be an integer >= 1, got 0'],
     ['batching: { max_batch_size: "8" }', 'batching.max_batch_size in /x/y.yaml must be an integer >= 1, got "8"'],
     ['batching: { max_num_tokens: 1.5 }', 'batching.max_num_tokens in /x/y.yaml must be an integer >= 1, got 1.5'],
@@ -80,7 +83,7 @@ t.test('unknown keys: an error with a did-you-mean over the keys of that section
   });
   t.throws(() => parse('batching: { max_batch: 8 }'), /did you mean "batching\.max_batch_size"\?/, 'a shortened key');
   t.throws(() => parse('kv_cache: { enable_reuse_blocks: true }'), /unknown key "kv_cache\.enable_reuse_blocks" .*did you mean "kv_cache\.enable_reuse"\?/);
-  t.throws(() => parse('batchng: {}'), /unknown key "batchng" in \/x\/y\.yaml; did you mean "batching"\? \(known: model, name, gpu_device_ids, participant_ids, parallel/);
+  t.throws(() => parse('batchng: {}'), /unknown key "batchng" in \/x\/y\.yaml; did you mean "batching"\? \(known: model, name, gpu_device_ids, quantization, participant_ids, parallel/);
   t.throws(() => parse('modle: /m'), /did you mean "model"\?/);
   t.throws(() => parse('batching: { tokens_per_block: 16 }'), /unknown key "batching\.tokens_per_block" .*did you mean "kv_cache\.tokens_per_block"\?/, 'a key in the wrong section');
   t.throws(() => parse('frobnicate: 1'), { message: /^unknown key "frobnicate" in \/x\/y\.yaml \(known: / }, 'nothing close: no guess');
