@@ -36,7 +36,8 @@ struct DeviceFields {
 };
 DeviceFields to_device_fields(Napi::Env env, Napi::Object load_options, const engine::ExecutorConfig* config);
 
-Napi::Object from_response(Napi::Env env, const engine::Response& response);
+// Moves the response's logits into the JS object (no copy): `response` is spent afterwards.
+Napi::Object from_response(Napi::Env env, engine::Response& response);
 Napi::Object from_iteration_stats(Napi::Env env, const engine::IterationStats& stats);
 Napi::Object from_kv_cache_stats(Napi::Env env, const engine::KvCacheStats& stats);
 Napi::Object from_model_config(Napi::Env env, const engine::ModelConfig& config);
