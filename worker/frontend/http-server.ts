@@ -5,8 +5,9 @@ import { timingSafeEqual } from 'node:crypto';
 import type { Socket } from 'node:net';
 
 import { checkJsonContentType } from './content-type.js';
-import { readBody, parseJsonObject } from './http-body.js';
+import { readBody } from './http-body.js';
 import { ClientGoneError, errorBody, HttpError, toHttpError } from './http-errors.js';
+import { parseJsonBody } from './json-parse-pool.js';
 
 export type ApiStyle = 'kserve' | 'openai';
 
@@ -157,7 +158,7 @@ async function dispatch(options: HttpServerOptions, req: IncomingMessage, res: S
             if (expectsContinue) res.writeContinue();
             continued = true;
           });
-          return parseJsonObject(body);
+          return parseJsonBody(body);
         },
       });
       discardBody(req);
