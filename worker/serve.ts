@@ -102,7 +102,10 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
     apiKey: options.apiKey, authHealth: options.authHealth, authMetrics: options.authMetrics,
     maxBodyBytes: options.maxBodyBytes, allowAnyContentType: options.allowAnyContentType,
     onError: (error) => log.error(`request failed: ${(error as Error)?.stack ?? String(error)}`),
-    onClientGone: (message) => log.debug(`client gone: ${message}`),
+    onClientGone: (message) => {
+      log.debug(`client gone: ${message}`);
+      metrics.clientGone();
+    },
     ...(testHooksEnabled() ? { testHooks: executor } : {}),
   });
   const responses = new OpenResponses(http);

@@ -76,6 +76,12 @@ function families(m: FamilyMaker) {
     generationTokens: m.counter('trtllm_generation_tokens_total', 'Output tokens sent to clients'),
     iterationSeconds: m.counter('trtllm_iteration_seconds_total', 'Time the executor spent running iterations (its busy time)'),
     iterations: m.counter('trtllm_iterations_total', 'Executor iterations run'),
+    // Not per model: the connection ends before the body says which model it was for.
+    clientDisconnects: m.family('trtllm_http_client_disconnects_total', () => new Counter({
+      name: 'trtllm_http_client_disconnects_total',
+      help: 'HTTP requests whose client left before sending the whole body (a short body, a reset, a half-close); answered with nothing, not counted as failures',
+      labelNames: ['stage'], registers: [m.registry],
+    })),
   };
 }
 
@@ -106,7 +112,13 @@ export class ServingMetrics {
     }
     this.f.iterationSeconds.inc(this.labels, 0);
     this.f.iterations.inc(this.labels, 0);
+    this.f.clientDisconnects.inc({ stage: 'request_body' }, 0);
     this.refresh();
+  }
+
+  /** A client left while its request body was being read (http-server.ts's onClientGone). */
+  clientGone(): void {
+    this.f.clientDisconnects.inc({ stage: 'request_body' });
   }
 
   /** Listener for Executor.onIterationStats: cumulative counters need every iteration, gauges the latest. */

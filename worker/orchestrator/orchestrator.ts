@@ -122,7 +122,10 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
     apiKey: opts.apiKey, authHealth: opts.authHealth, authMetrics: opts.authMetrics, maxBodyBytes: opts.maxBodyBytes,
     allowAnyContentType: opts.allowAnyContentType,
     onError: (error) => log.error(`request failed: ${(error as Error)?.stack ?? String(error)}`),
-    onClientGone: (message) => log.debug(`client gone: ${message}`),
+    onClientGone: (message) => {
+      log.debug(`client gone: ${message}`);
+      allMetrics[0]?.clientGone();  // one family in the shared registry, whichever model's metrics count it
+    },
   });
   const responses = new OpenResponses(http);
   const metricsServer = createMetricsServer(endpoint, { apiKey: opts.apiKey, authMetrics: opts.authMetrics });

@@ -159,7 +159,11 @@ t.test('the HTTP port against hostile clients', async (t) => {
     t.match(small.received, /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 OK/, 'a body that will be read: 100 Continue, then the answer');
   });
 
-  t.test('a client that leaves mid-body: a debug line, not a server error; the server goes on', async (t) => {
+  t.test('a client that leaves mid-body: a debug line, not a server error, a count; the server goes on', async (t) => {
+    const disconnects = async () => Number(/^trtllm_http_client_disconnects_total\{stage="request_body"\} (\S+)$/m
+      .exec(await (await fetch(`${metricsBase}/metrics`, { headers: auth })).text())?.[1]);
+    const before = await disconnects();
+    t.ok(Number.isFinite(before), 'the counter is there from the start');
     for (const leave of ['reset', 'half-close'] as const) {
       const from = kept.lines.length;
       const c = new RawConnection(port);
@@ -175,6 +179,8 @@ t.test('the HTTP port against hostile clients', async (t) => {
       t.notMatch(c.received, /HTTP\/1\.1 5\d\d/, `${leave}: no 5xx sent`);
     }
     t.equal((await send(port, 'POST', GENERATE, { ...JSON_TYPE, ...auth }, hello)).status, 200, 'still serving');
+    // Counted where the debug line is written, which each loop above waited for.
+    t.equal(await disconnects() - before, 2, 'trtllm_http_client_disconnects_total counted both');
   });
 
   t.test('bearer auth: the scheme in any case (RFC 9110), the key exactly', async (t) => {
