@@ -15,6 +15,7 @@
 // --allow-any-content-type reads every body as JSON, whatever its type and sender (the behaviour before this check).
 import type { IncomingHttpHeaders } from 'node:http';
 
+import { clipText } from '../common/quote-value.js';
 import { HttpError } from './http-errors.js';
 
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json$/;
@@ -39,6 +40,8 @@ export function checkJsonContentType(headers: IncomingHttpHeaders, path: string)
     '(curl: -H \'Content-Type: application/json\'), or start the server with --allow-any-content-type');
 }
 
+// The shared cut (quote-value.ts), marked as the other echoes are.
 function clip(text: string): string {
-  return text.length > 100 ? `${text.slice(0, 100)}...` : text;
+  const { head, cut } = clipText(text);
+  return cut ? `${head}… (${text.length} characters)` : text;
 }

@@ -77,6 +77,10 @@ t.test('the HTTP port against hostile clients', async (t) => {
       t.equal(r.json?.error, `${GENERATE} reads a JSON body, got Content-Type ${JSON.stringify(type)}: send the header `
         + '"Content-Type: application/json" (curl: -H \'Content-Type: application/json\'), or start the server with --allow-any-content-type');
     }
+    const longType = `text/${'x'.repeat(500)}`;
+    const long = await send(port, 'POST', GENERATE, { ...auth, 'content-type': longType }, hello);
+    t.equal(long.status, 415, 'a long Content-Type: 415');
+    t.match(long.json?.error, `got Content-Type ${JSON.stringify(`${longType.slice(0, 200)}… (505 characters)`)}:`, 'echoed cut at 200 characters, its length said');
     const fromPage = await send(port, 'POST', GENERATE, { ...auth, 'content-type': 'application/x-www-form-urlencoded', origin: 'https://evil.example' }, hello);
     t.equal(fromPage.status, 415, 'curl -d\'s type from a browser page: 415');
     t.match(fromPage.json?.error, /got Content-Type "application\/x-www-form-urlencoded" from a browser page \(Origin "https:\/\/evil.example"\)/);
