@@ -427,6 +427,19 @@ TEST_MAIN({
       CHECK_MSG(false, "%s: %s", name, e.what());
     }
   }
+  // FP8 checkpoints (issue 24) uploaded as e4m3 with their scales: with the activations left in 16 bits
+  // (TRTLLM_FP8_ACTIVATIONS=0, W8A16) the GPU computes what the fixtures' references do (transformers on the
+  // dequantized weights), so they are held to the bf16 tolerances; W8A8's own error is cuda-fp8's to measure.
+  setenv("TRTLLM_FP8_ACTIVATIONS", "0", 1);
+  for (const char* name : {"tiny-llama-fp8-block", "tiny-llama-fp8-block128", "tiny-llama-fp8-ct-channel",
+                           "tiny-llama-fp8-ct-tensor-static", "tiny-llama-fp8-modelopt"}) {
+    try {
+      fixture_vs_reference(root + "/" + name, name);
+    } catch (const std::exception& e) {
+      CHECK_MSG(false, "%s: %s", name, e.what());
+    }
+  }
+  unsetenv("TRTLLM_FP8_ACTIVATIONS");
   for (auto [label, cfg] : {std::pair{"llama-gqa-hd128", kLlamaGqa}, {"gpt2-hd64", kGpt2}, {"qwen2-bias", kQwen2},
                             {"qwen3-hd128", kQwen3}}) {
     try {
