@@ -36,7 +36,10 @@ std::vector<int32_t> scrambled_blocks(int32_t n) {
   return ids;
 }
 
-void fixture_vs_reference(const std::string& dir, const std::string& label) {
+// tol: relative L2 error of the GPU's (bf16) context logits. FP8 fixtures pass 1.5x kTol: the GPU widens their
+// e4m3 x scale weights to bf16 for prefill products, one rounding of the weights the 16-bit fixtures (bf16-exact
+// by construction) do not have; measured 0.0083-0.0110 on an H200 against 0.0062-0.0079 for those (2026-11-23).
+void fixture_vs_reference(const std::string& dir, const std::string& label, double tol = kTol) {
   auto gpu = load_model(dir, cudatest::options(Device::cuda));
   auto cpu = load_model(dir, cudatest::options(Device::cpu));
   const int32_t vocab = gpu->config().vocab_size;
@@ -73,8 +76,8 @@ void fixture_vs_reference(const std::string& dir, const std::string& label) {
       abs_err = cudatest::max_abs_err(og.logits.data(), w, og.logits.size());
       std::printf("%s: context logits rel err (L2) vs transformers %.3g, vs CPU model %.3g; max abs err %.3g\n",
                   name.c_str(), e_ref, e_cpu, abs_err);
-      CHECK_MSG(e_ref < kTol, "%s: rel err %g vs transformers", name.c_str(), e_ref);
-      CHECK_MSG(e_cpu < kTol, "%s: rel err %g vs the CPU model", name.c_str(), e_cpu);
+      CHECK_MSG(e_ref < tol, "%s: rel err %g vs transformers", name.c_str(), e_ref);
+      CHECK_MSG(e_cpu < tol, "%s: rel err %g vs the CPU model", name.c_str(), e_cpu);
     }
     g_abs_err[label].push_back(abs_err);
     // Greedy decode through the paged KV with argmax on the device, teacher-forced on transformers' greedy
@@ -128,10 +131,7 @@ void fixture_vs_reference(const std::string& dir, const std::string& label) {
 }
 
 // One shape, CPU vs GPU with identical dummy weights, over batches that mix every kind of chunk.
-// tol: bf16 against the fp32 CPU model. Qwen3's normalised q / k heads make the attention sharper than the other
-// dummies' (scores of |q||k| / sqrt(hd) with both heads at rms 1), which amplifies bf16's rounding of the cached
-// keys: its 3-row decode batch measured 0.0137 where Llama's measured 0.0090 (H100, 2026-11-23), while its prefill
-// (0.0043) and the tiny-qwen3 fixtures against transformers (0.008, every clear greedy step equal) match Llama's.
+// tol: bf16 against the fp32 CPU model (a decode batch gets twice it; see compare below).
 void dummy_vs_cpu(const std::string& label, const std::string& config_json, double tol = kTol) {
   const std::string dir = cudatest::write_config(label, config_json);
   auto gpu = load_model(dir, cudatest::options(Device::cuda, "dummy"));
@@ -148,7 +148,11 @@ void dummy_vs_cpu(const std::string& label, const std::string& config_json, doub
     for (int i = 0; i < n; ++i) t[i] = (i * 7919 + salt * 104729) % V;
     return t;
   };
+  // A decode batch's 3 rows sit at the end of 700-token contexts: their error moves with which product path (GEMV
+  // or cuBLAS, chosen by timing on the machine) each shape took — qwen2-bias measured 0.0073 on an H100 and 0.0146
+  // on an H200 with the same code, every other comparison equal to 3 digits. They get twice the tolerance.
   auto compare = [&](const std::vector<SequenceChunk>& chunks, const char* what) {
+    const double tol_here = std::strcmp(what, "decode-batch") == 0 ? 2 * tol : tol;
     ForwardOutput og, oc;
     gpu->forward(chunks, og);
     cpu->forward(chunks, oc);
@@ -156,7 +160,7 @@ void dummy_vs_cpu(const std::string& label, const std::string& config_json, doub
     CHECK(og.logits.size() == oc.logits.size());
     const double e = og.logits.size() == oc.logits.size() ? rel_err(og.logits.data(), oc.logits.data(), oc.logits.size()) : 1;
     std::printf("%s/%s: logits rel err vs CPU %.3g (%zu rows)\n", label.c_str(), what, e, oc.logits.size() / V);
-    CHECK_MSG(e < tol, "%s/%s: rel err %g", label.c_str(), what, e);
+    CHECK_MSG(e < tol_here, "%s/%s: rel err %g", label.c_str(), what, e);
     return std::make_pair(std::move(og), std::move(oc));
   };
   const int long_len = std::min(700, gpu->config().max_position_embeddings - 40);
@@ -434,7 +438,7 @@ TEST_MAIN({
   for (const char* name : {"tiny-llama-fp8-block", "tiny-llama-fp8-block128", "tiny-llama-fp8-ct-channel",
                            "tiny-llama-fp8-ct-tensor-static", "tiny-llama-fp8-modelopt"}) {
     try {
-      fixture_vs_reference(root + "/" + name, name);
+      fixture_vs_reference(root + "/" + name, name, 1.5 * kTol);
     } catch (const std::exception& e) {
       CHECK_MSG(false, "%s: %s", name, e.what());
     }
@@ -443,7 +447,7 @@ TEST_MAIN({
   for (auto [label, cfg] : {std::pair{"llama-gqa-hd128", kLlamaGqa}, {"gpt2-hd64", kGpt2}, {"qwen2-bias", kQwen2},
                             {"qwen3-hd128", kQwen3}}) {
     try {
-      dummy_vs_cpu(label, cfg, std::string(label).rfind("qwen3", 0) == 0 ? 2 * kTol : kTol);
+      dummy_vs_cpu(label, cfg);
     } catch (const std::exception& e) {
       CHECK_MSG(false, "%s: %s", label, e.what());
     }
