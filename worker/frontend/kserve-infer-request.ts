@@ -89,9 +89,9 @@ export async function inferWhole(catalog: ModelCatalog, request: InferRequest, s
  * the returned promise, before the first response: it resolves once every element is tokenized and enqueued.
  */
 export async function inferStreamed(
-  catalog: ModelCatalog, request: InferRequest, signal: AbortSignal,
+  catalog: ModelCatalog, request: InferRequest, signal: AbortSignal, settled?: () => Promise<unknown>,
 ): Promise<{ modelName: string; responses: AsyncIterable<StreamedResponse>; stop?: Promise<ResponseParameters> }> {
-  const { model, run: started } = runFor(catalog, request, signal, true);
+  const { model, run: started } = runFor(catalog, request, signal, true, settled);
   const run = await started;
   async function* responses(): AsyncGenerator<StreamedResponse> {
     let finished = 0;

@@ -137,9 +137,12 @@ function streamCall(
   setMaxListeners(0, aborter.signal);
   let pending = 0;
   let halfClosed = false;
-  const write = (message: ModelStreamInferResponse) => {
-    if (!call.cancelled && !call.writableEnded) call.write(message);
-  };
+  // Resolves once grpc-js has handed the message to HTTP/2 (or at once when the call is over): what the logits
+  // budget waits for before it lets another request's logits in (logits-budget.ts).
+  const write = (message: ModelStreamInferResponse) => new Promise<void>((resolve) => {
+    if (call.cancelled || call.writableEnded) resolve();
+    else call.write(message, () => resolve());
+  });
   let drainRefusal: string | undefined;
   const endIfDone = () => {
     if (pending > 0 || call.writableEnded) return;
@@ -173,13 +176,20 @@ function streamCall(
 const CANCELLED: Parameters = wireParameters({ finish_reason: 'cancelled' });
 
 async function serveStreamed(
-  serving: GrpcServing, m: ModelInferRequest, signal: AbortSignal, write: (r: ModelStreamInferResponse) => void,
+  serving: GrpcServing, m: ModelInferRequest, signal: AbortSignal, send: (r: ModelStreamInferResponse) => Promise<void>,
   fail: (e: unknown) => GrpcFailure,
 ): Promise<void> {
   let header = { modelName: m.model_name ?? '', modelVersion: MODEL_VERSION, id: m.id ?? '' };
+  // The request's answer is settled once its last message has been sent (or its client is gone).
+  let lastSent: Promise<void> = Promise.resolve();
+  let answered!: () => void;
+  const settled = new Promise<void>((resolve) => { answered = resolve; });
+  const onAbort = () => answered();
+  signal.addEventListener('abort', onAbort, { once: true });  // (removed below: the stream's signal outlives requests)
+  const write = (r: ModelStreamInferResponse) => { lastSent = send(r); };
   try {
     const { request, rawOutputs, emptyFinal } = decodeInferRequest(m);
-    const { modelName, responses, stop } = await inferStreamed(serving.catalog, request, signal);
+    const { modelName, responses, stop } = await inferStreamed(serving.catalog, request, signal, () => settled);
     header = { ...header, modelName };
     // A stop's answer is a bare final response, which Triton sends only to clients that asked for bare responses
     // (triton_enable_empty_final_response): others (inflight_batcher_llm_client) would read it as a result.
@@ -205,5 +215,10 @@ async function serveStreamed(
   } catch (error) {
     // Triton's decoupled errors: the request fails in-band and the stream carries on with the others.
     write({ error_message: fail(error).details, infer_response: encodeInferResponse(header, [], true) });
+  } finally {
+    void lastSent.then(() => {
+      signal.removeEventListener('abort', onAbort);
+      answered();
+    });
   }
 }
