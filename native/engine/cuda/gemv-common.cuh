@@ -91,4 +91,20 @@ __device__ __forceinline__ void finish_rows(float (&acc)[R][M], float (&ss)[M],
   }
 }
 
+// The launch for a row count known only at run time: fn(std::integral_constant<int, M>{}) with M = m for m in
+// 1..7, else 8 (kGemvMaxRows), so each GEMV instantiates its kernels for every decode batch size once.
+template <typename Fn>
+void with_rows(int64_t m, Fn&& fn) {
+  switch (m) {
+    case 1: fn(std::integral_constant<int, 1>{}); break;
+    case 2: fn(std::integral_constant<int, 2>{}); break;
+    case 3: fn(std::integral_constant<int, 3>{}); break;
+    case 4: fn(std::integral_constant<int, 4>{}); break;
+    case 5: fn(std::integral_constant<int, 5>{}); break;
+    case 6: fn(std::integral_constant<int, 6>{}); break;
+    case 7: fn(std::integral_constant<int, 7>{}); break;
+    default: fn(std::integral_constant<int, 8>{}); break;
+  }
+}
+
 }  // namespace engine::cuda::gemv_common

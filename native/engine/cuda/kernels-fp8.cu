@@ -293,16 +293,7 @@ void launch_m(int64_t n, int64_t k, const Fp8GemvArgs& a, cudaStream_t s) {
 
 template <typename T, typename OutT>
 void launch(int64_t m, int64_t n, int64_t k, const Fp8GemvArgs& a, cudaStream_t s) {
-  switch (m) {
-    case 1: launch_m<T, OutT, 1>(n, k, a, s); break;
-    case 2: launch_m<T, OutT, 2>(n, k, a, s); break;
-    case 3: launch_m<T, OutT, 3>(n, k, a, s); break;
-    case 4: launch_m<T, OutT, 4>(n, k, a, s); break;
-    case 5: launch_m<T, OutT, 5>(n, k, a, s); break;
-    case 6: launch_m<T, OutT, 6>(n, k, a, s); break;
-    case 7: launch_m<T, OutT, 7>(n, k, a, s); break;
-    default: launch_m<T, OutT, 8>(n, k, a, s); break;
-  }
+  with_rows(m, [&](auto rows) { launch_m<T, OutT, decltype(rows)::value>(n, k, a, s); });
 }
 
 void dispatch(int64_t m, int64_t n, int64_t k, const Fp8GemvArgs& a, DType dt, bool y_is_f32, cudaStream_t s) {
