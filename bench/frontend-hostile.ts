@@ -1,19 +1,23 @@
 // One client must never stall the server (issue 23): the p99 latency of GET /v2/health/ready, probed every
 // --interval-ms from this process, while one hostile client (bench/programs/hostile-client.ts, a process of its own) sends, one
 // request after another for --seconds each:
-//   (a) a maximal prompt: ensemble generate with text_input filling --max-body-bytes;
+//   (a) a maximal prompt: ensemble generate with text_input filling --max-body-bytes; (a0), the same body sent to a
+//       route that does not exist (404, the body read and dropped), tells what moving 8 MiB into the server costs
+//       the health checks on this machine from what handling it costs;
 //   (b) a maximal fan-out: /v1/completions with the largest prompt list x n the server accepts (from
 //       --fanout-prompts x --fanout-n, halved until the server says 200);
 //   (c) a maximal logits request: tensorrt_llm generate with return_context_logits and as many input ids as fit in
 //       --logits-bytes (default: the server's default --max-logits-bytes-per-request), as JSON; (c0), the same
 //       request without logits, tells the engine's share (a long prefill) from the logits' own, and (c, binary) the
-//       same logits through /infer as binary data tells what printing them as JSON costs.
+//       same logits through /infer as binary data tells what printing them as JSON costs; (c, binary, bare) sends
+//       the same request to a bare node:http process answering as many bytes (bench/programs/bare-answer-server.ts):
+//       the floor of moving that answer through Node and loopback here.
 // Baseline in the same run: the same probes against the idle server (before the phases, and again after them as a
 // drift check). Figures: p50 / p99 / max health latency, p99 / idle p99 (goal <= 2x), and the server's RSS before
 // each phase and its peak during it (VmHWM, reset before each phase). The model: a dummy Llama with a --vocab
 // vocabulary (the tiny Llama fixture's tokenizer, whose ids it covers) so that logits have a real model's size.
 //   node dist/bench/frontend-hostile.js [--samples 2000] [--interval-ms 5] [--seconds 20] [--vocab 32000] [--logits-bytes <n>]
-//     [--fanout-prompts 1024] [--fanout-n 16] [--max-body-bytes 8388608] [--only a,b,c0,c,cbin] [--server-root <checkout>]
+//     [--fanout-prompts 1024] [--fanout-n 16] [--max-body-bytes 8388608] [--only a0,a,b,c0,c,cbin,cbare] [--server-root <checkout>]
 // --server-root runs the server of another checkout (built, e.g. the commit before a change) for a before/after.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -40,7 +44,7 @@ const LOGITS_BYTES = Number(arg('logits-bytes', String(DEFAULT_MAX_LOGITS_BYTES_
 const FANOUT_PROMPTS = Number(arg('fanout-prompts', '1024'));
 const FANOUT_N = Number(arg('fanout-n', '16'));
 const MAX_BODY_BYTES = Number(arg('max-body-bytes', String(8 * 1024 * 1024)));
-const ONLY = new Set(arg('only', 'a,b,c0,c,cbin').split(','));
+const ONLY = new Set(arg('only', 'a0,a,b,c0,c,cbin,cbare').split(','));
 const SERVER_ROOT = arg('server-root', packageRoot());
 const MAX_POSITIONS = 4096;
 const FIXTURE = join(packageRoot(), 'test', 'fixtures', 'models', 'tiny-llama');
@@ -65,6 +69,18 @@ async function startServer(model: string): Promise<Server> {
     base: `http://127.0.0.1:${/HTTPService at [^:]+:(\d+)/.exec(out)![1]}`,
     name: /model "([^"]+)"/.exec(out)?.[1] ?? 'ensemble',
   };
+}
+
+async function startBareServer(answerBytes: number): Promise<Server> {
+  const child = spawn('node', [join(packageRoot(), 'dist', 'bench', 'programs', 'bare-answer-server.js'), String(answerBytes)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (c: Buffer) => { out += c.toString(); const m = /listening (\d+)/.exec(out); if (m) resolve(m[1]!); });
+    child.once('exit', (code) => reject(new Error(`bare-answer-server exited with ${code}`)));
+  });
+  const base = `http://127.0.0.1:${port}`;
+  await probeUntil(base, () => true, 200);  // warm, as ours
+  return { child, base, name: 'bare' };
 }
 
 // /proc/<pid>/status in kB → bytes; clear_refs 5 resets the peak (VmHWM) to the current RSS.
@@ -112,11 +128,12 @@ async function post(base: string, path: string, body: unknown): Promise<number> 
   return res.status;
 }
 
-interface Phase { name: string; what: string; path: string; body: unknown }
+interface Phase { name: string; what: string; path: string; body: unknown; target?: Server }
 
 interface Outcome { latencies: number[]; rssBefore: number; peak: number; client: Record<string, unknown> }
 
-async function runPhase(server: Server, phase: Phase): Promise<Outcome> {
+async function runPhase(ours: Server, phase: Phase): Promise<Outcome> {
+  const server = phase.target ?? ours;
   const pid = server.child.pid!;
   const bodyFile = join(tmpdir(), `hostile-${process.pid}-${phase.name}.json`);
   writeFileSync(bodyFile, JSON.stringify(phase.body));
@@ -168,6 +185,7 @@ async function main(): Promise<void> {
   const model = benchModel();
   const server = await startServer(model);
   const pid = server.child.pid!;
+  let bare: Server | undefined;
   try {
     await probeUntil(server.base, () => true, 200);  // warm the connections and the route
     const idle = await probeUntil(server.base, () => true, SAMPLES);
@@ -175,6 +193,7 @@ async function main(): Promise<void> {
     const idleP99 = percentile(idle, 99);
     const rows: string[][] = [[`idle (${idle.length} probes)`, ms(percentile(idle, 50)), ms(idleP99), ms(Math.max(...idle)), '1.00×', mib(idleRss), '', '']];
     const phases: Phase[] = [];
+    if (ONLY.has('a0')) phases.push({ name: 'a0', what: `(a0) control for (a): the same body to a route that does not exist (404)`, path: '/v2/models/ensemble/no-such-route', body: maximalPrompt() });
     if (ONLY.has('a')) phases.push({ name: 'a', what: `(a) maximal prompt: ensemble generate, text_input ${MAX_BODY_BYTES} bytes`, path: '/v2/models/ensemble/generate', body: maximalPrompt() });
     if (ONLY.has('b')) {
       const { prompts, n } = await largestFanout(server);
@@ -199,6 +218,11 @@ async function main(): Promise<void> {
         },
       });
     }
+    if (ONLY.has('cbare')) {
+      const { body, ids } = maximalLogits();
+      bare = await startBareServer(ids * VOCAB * 4);
+      phases.push({ name: 'cbare', what: `(c, binary, bare) control: a bare node:http process answering each request with ${ids * VOCAB * 4} bytes`, path: '/', body, target: bare });
+    }
     for (const phase of phases) {
       const o = await runPhase(server, phase);
       const p99 = percentile(o.latencies, 99);
@@ -216,6 +240,7 @@ async function main(): Promise<void> {
   } finally {
     agent.destroy();
     server.child.kill('SIGTERM');
+    bare?.child.kill('SIGTERM');
   }
 }
 

@@ -5,6 +5,9 @@ import type { IncomingMessage } from 'node:http';
 import { ClientGoneError, HttpError } from './http-errors.js';
 import { MAX_JSON_DEPTH, nestsDeeperThan } from './json-depth.js';
 
+/** Bodies declaring at least this many bytes are read into one buffer of that size. */
+const PREALLOCATE_BYTES = 64 * 1024;
+
 /** The body, whole; `beforeReading` runs once the declared size has passed (where a 100 Continue is sent). */
 export function readBody(req: IncomingMessage, limitBytes: number, beforeReading?: () => void): Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
@@ -13,21 +16,27 @@ export function readBody(req: IncomingMessage, limitBytes: number, beforeReading
   }
   if (req.destroyed) return Promise.reject(new ClientGoneError(`the connection closed before the request body was read`));
   beforeReading?.();
+  // A body of declared size is copied into its own buffer as it arrives (each copy a few microseconds), not joined at
+  // the end: joining an 8 MiB body held the event loop ~2 ms. Its own memory also lets it move to the parsing thread
+  // without a copy (json-parse-pool.ts).
+  const whole = Number.isFinite(declared) && declared >= PREALLOCATE_BYTES ? Buffer.allocUnsafeSlow(declared) : undefined;
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     const onData = (chunk: Buffer) => {
+      if (whole !== undefined && size + chunk.length <= whole.length) chunk.copy(whole, size);
+      else chunks.push(chunk);
       size += chunk.length;
       if (size > limitBytes) {
         stop();
         reject(tooLarge(size, limitBytes));
-        return;
       }
-      chunks.push(chunk);
     };
     const onEnd = () => {
       stop();
-      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+      if (whole !== undefined && chunks.length === 0) resolve(size === whole.length ? whole : whole.subarray(0, size));
+      else if (whole !== undefined) resolve(Buffer.concat([whole.subarray(0, size - chunks.reduce((n, c) => n + c.length, 0)), ...chunks]));
+      else resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
     };
     // The connection ended before the body did (a body shorter than its Content-Length, a client gone mid-upload,
     // broken chunked framing): the client's doing, not a server error.

@@ -11,6 +11,7 @@ import t from 'tap';
 
 import { GrpcClient, type GrpcRequest } from '../../../launcher/client/grpc.js';
 import type { NativeRequest } from '../../../worker/binding/addon-types.js';
+import { offloaded } from '../../../worker/frontend/frontend-thread-pool.js';
 import { HttpError } from '../../../worker/frontend/http-errors.js';
 import { LogitsBudget, logitsCost } from '../../../worker/frontend/logits-budget.js';
 import { holdsLogits, jsonPieces, sendAnswer } from '../../../worker/frontend/logits-json.js';
@@ -119,6 +120,23 @@ t.test('a logits answer lets the event loop run between slices, also when the so
   finished = true;
   t.ok(turns >= 10, `the event loop had ${turns} turns while the answer was written`);
   t.same(JSON.parse(written).context_logits, Array.from(logits), 'and the answer is whole');
+});
+
+t.test('a large logits tensor is printed on the frontend thread, with the same text as JSON.stringify', async (t) => {
+  let written = '';
+  const socket = new Writable({ write(chunk: Buffer, _encoding, done) { written += chunk.toString(); done(); } });
+  const res = Object.assign(socket, { headersSent: false, writeHead() { return res; } }) as unknown as ServerResponse;
+  const logits = Float32Array.from({ length: 200_003 }, (_, i) => Math.sin(i) * 1e3 / (i + 1));
+  logits[3] = -Infinity;
+  logits[70_000] = NaN;
+  logits[140_000] = -0;
+  logits[200_002] = Infinity;
+  const small = Float32Array.of(0.1, -Infinity);
+  const before = offloaded.print;
+  await sendAnswer(res, 200, { context_logits: logits, generation_logits: small, text_output: 'x' });
+  t.equal(offloaded.print - before, 13, 'thirteen slices of 16,384 values went to the thread (the small tensor did not)');
+  const plain = JSON.stringify({ context_logits: Array.from(logits), generation_logits: Array.from(small), text_output: 'x' });
+  t.equal(written, plain, 'the text JSON.stringify gives the same values (non-finite ones as null)');
 });
 
 t.test('over --max-logits-bytes-per-request: 400 before anything runs, on every interface that returns logits', async (t) => {

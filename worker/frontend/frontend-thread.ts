@@ -1,0 +1,40 @@
+// The frontend's worker thread (frontend-thread-pool.ts): the request-sized work that would otherwise hold the
+// event loop — checking and parsing large request bodies (an 8 MiB body: the depth scan, UTF-8 decoding and
+// JSON.parse, tens of milliseconds) and printing large logits tensors as JSON text (~0.2 us a value: 13 s for a
+// 268 MB context-logits answer). The event loop keeps only the copies in and out.
+import { setPriority } from 'node:os';
+import { parentPort } from 'node:worker_threads';
+
+import { parseJsonObject } from './http-body.js';
+import { HttpError } from './http-errors.js';
+import { logitsText } from './logits-text.js';
+
+export type ThreadTask =
+  | { kind: 'parse'; body: Uint8Array }      // -> the JSON object
+  | { kind: 'print'; values: Float32Array }; // -> its values as JSON numbers, comma-separated
+export type ThreadReply =
+  | { id: number; value: unknown }
+  | { id: number; status: number; message: string };
+
+function perform(task: ThreadTask): unknown {
+  if (task.kind === 'parse') return parseJsonObject(Buffer.from(task.body.buffer, task.body.byteOffset, task.body.byteLength));
+  return logitsText(task.values);
+}
+
+// The lowest priority for this thread alone (Linux nice is per thread; pid 0 is the calling thread): where cores are
+// few, a long parse or print here must not take the CPU from the event loop, which only needs it in short turns.
+try {
+  setPriority(19);
+} catch {
+  // (a platform without per-thread priorities: the thread runs at the process's)
+}
+
+const port = parentPort!;
+port.on('message', ({ id, task }: { id: number; task: ThreadTask }) => {
+  try {
+    port.postMessage({ id, value: perform(task) } satisfies ThreadReply);
+  } catch (error) {
+    const status = error instanceof HttpError ? error.status : 500;
+    port.postMessage({ id, status, message: (error as Error).message } satisfies ThreadReply);
+  }
+});
