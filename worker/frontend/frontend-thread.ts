@@ -11,14 +11,21 @@ import { logitsText } from './logits-text.js';
 
 export type ThreadTask =
   | { kind: 'parse'; body: Uint8Array }      // -> the JSON object
-  | { kind: 'print'; values: Float32Array }; // -> its values as JSON numbers, comma-separated
+  | { kind: 'print'; values: Float32Array }; // -> its values as JSON numbers, comma-separated, as bytes (ASCII)
 export type ThreadReply =
   | { id: number; value: unknown }
   | { id: number; status: number; message: string };
 
-function perform(task: ThreadTask): unknown {
-  if (task.kind === 'parse') return parseJsonObject(Buffer.from(task.body.buffer, task.body.byteOffset, task.body.byteLength));
-  return logitsText(task.values);
+const encoder = new TextEncoder();
+
+// The reply and the buffers it hands over (printed text goes back as bytes in memory of its own, moved, not copied:
+// the event loop writes them to the socket as they are, with no string to copy or encode).
+function perform(task: ThreadTask): { value: unknown; transfer: ArrayBuffer[] } {
+  if (task.kind === 'parse') return { value: parseJsonObject(Buffer.from(task.body.buffer, task.body.byteOffset, task.body.byteLength)), transfer: [] };
+  const text = logitsText(task.values);
+  const bytes = new Uint8Array(text.length);  // (numbers, commas and "null": one byte a character)
+  encoder.encodeInto(text, bytes);
+  return { value: bytes, transfer: [bytes.buffer] };
 }
 
 // The lowest priority for this thread alone (Linux nice is per thread; pid 0 is the calling thread): where cores are
@@ -32,7 +39,8 @@ try {
 const port = parentPort!;
 port.on('message', ({ id, task }: { id: number; task: ThreadTask }) => {
   try {
-    port.postMessage({ id, value: perform(task) } satisfies ThreadReply);
+    const { value, transfer } = perform(task);
+    port.postMessage({ id, value } satisfies ThreadReply, transfer);
   } catch (error) {
     const status = error instanceof HttpError ? error.status : 500;
     port.postMessage({ id, status, message: (error as Error).message } satisfies ThreadReply);

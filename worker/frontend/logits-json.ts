@@ -73,14 +73,15 @@ export function* jsonPieces(value: unknown): Generator<string> {
   }
 }
 
-// One slice of a large tensor printed on the frontend thread (a copy goes there: the engine's buffer stays here);
-// printed here if the thread is gone.
-async function printOffThread(values: Float32Array): Promise<string> {
+// One slice of a large tensor printed on the frontend thread (a copy goes there: the engine's buffer stays here), as
+// ASCII bytes; printed here if the thread is gone.
+async function printOffThread(values: Float32Array): Promise<Buffer> {
   const copy = values.slice();
   try {
-    return await offload<string>({ kind: 'print', values: copy }, [copy.buffer]);
+    const bytes = await offload<Uint8Array>({ kind: 'print', values: copy }, [copy.buffer]);
+    return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   } catch {
-    return logitsText(values);
+    return Buffer.from(logitsText(values), 'latin1');
   }
 }
 
@@ -89,15 +90,18 @@ async function printOffThread(values: Float32Array): Promise<string> {
 // while this one is written.
 async function writePieces(res: ServerResponse, parts: Iterable<string | Float32Array>): Promise<boolean> {
   let pending = '';
-  const add = async (piece: string): Promise<void> => {
-    pending += piece;
-    if (pending.length < FLUSH_CHARS) return;
-    res.write(pending);
+  // Writes what is pending (and `bytes` after it), then gives the event loop a turn (a socket that takes every write
+  // at once emits 'drain' from a tick, which would never let it poll) and, while the socket is full, waits for room.
+  const flush = async (bytes?: Buffer): Promise<void> => {
+    if (pending !== '') res.write(pending);
+    if (bytes !== undefined) res.write(bytes);
     pending = '';
-    // Always back to the event loop (a socket that takes every write at once emits 'drain' from a tick, which would
-    // never let it poll); then, while the socket is full, wait until it has room.
     await new Promise<void>((resolve) => setImmediate(resolve));
     if (res.writableNeedDrain && !res.destroyed) await drained(res);
+  };
+  const add = async (piece: string): Promise<void> => {
+    pending += piece;
+    if (pending.length >= FLUSH_CHARS) await flush();
   };
   for (const part of parts) {
     if (res.destroyed) return false;
@@ -111,11 +115,12 @@ async function writePieces(res: ServerResponse, parts: Iterable<string | Float32
     }
     let next = printOffThread(part.subarray(0, THREAD_SLICE_VALUES));
     for (let at = 0; at < part.length; at += THREAD_SLICE_VALUES) {
-      const text = await next;
+      const bytes = await next;
       const after = at + THREAD_SLICE_VALUES;
       if (after < part.length && !res.destroyed) next = printOffThread(part.subarray(after, after + THREAD_SLICE_VALUES));
       if (res.destroyed) return false;
-      await add((at === 0 ? '[' : ',') + text);
+      pending += at === 0 ? '[' : ',';
+      await flush(bytes);
     }
     await add(']');
   }
