@@ -73,7 +73,7 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
   const precision = config.quantization !== '' ? `weights ${config.quantization}`
     : options.quantization === 'fp8' ? 'weights fp8 (quantized at load, per-channel weight scales, dynamic per-token activations)'
       : 'weights as stored (16-bit)';
-  log.info(`loaded ${config.architectureName} from ${modelDir} in ${((performance.now() - started) / 1000).toFixed(2)} s; ${precision}`);
+  log.info(`loaded ${config.architectureName} from ${modelDir} in ${((performance.now() - started) / 1000).toFixed(2)} s; ${precision}; KV cache ${config.kvCacheDtype}`);
 
   let ready = false;
   const drain = new DrainState();

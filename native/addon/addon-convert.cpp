@@ -139,6 +139,9 @@ DeviceFields to_device_fields(Napi::Env env, Napi::Object load_options, const en
   if (q != "none" && q != "fp8")
     throw make_error(env, "invalid_argument", "field 'quantization' must be 'none' or 'fp8', got '" + q + "'");
   d.quantization = q == "none" ? "" : q;
+  d.kv_cache_dtype = f.string("kvCacheDtype", d.kv_cache_dtype);
+  if (d.kv_cache_dtype != "auto" && d.kv_cache_dtype != "fp8")
+    throw make_error(env, "invalid_argument", "field 'kvCacheDtype' must be 'auto' or 'fp8', got '" + d.kv_cache_dtype + "'");
   d.dtype = f.string("dtype", d.dtype);
   d.gpu_device = static_cast<int32_t>(f.integer("gpuDeviceId", d.gpu_device));
   if (config != nullptr) {
@@ -233,7 +236,7 @@ Napi::Object from_iteration_stats(Napi::Env env, const engine::IterationStats& s
   return o;
 }
 
-Napi::Object from_model_config(Napi::Env env, const engine::ModelConfig& c) {
+Napi::Object from_model_config(Napi::Env env, const engine::ModelConfig& c, const std::string& kv_cache_dtype) {
   Napi::Object o = Napi::Object::New(env);
   o.Set("architecture", c.architecture == engine::Architecture::llama ? "llama" : "gpt2");
   o.Set("architectureName", c.architecture_name);
@@ -251,6 +254,8 @@ Napi::Object from_model_config(Napi::Env env, const engine::ModelConfig& c) {
   o.Set("padTokenId", c.pad_token_id);
   // "" for 16-bit checkpoints; "fp8 (compressed-tensors, per-channel weight scales, ...)" for FP8 ones.
   o.Set("quantization", c.quant.describe());
+  // How the loaded model's KV pool stores K/V ("float32", "bfloat16", "fp8 (e4m3, ...)"); "" before a model loads.
+  o.Set("kvCacheDtype", kv_cache_dtype);
   return o;
 }
 

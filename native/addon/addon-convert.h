@@ -16,18 +16,19 @@ engine::ExecutorConfig to_executor_config(Napi::Env env, Napi::Object object);
 int32_t to_num_threads(Napi::Env env, Napi::Object object);
 
 // The load options that pick and size the backend: device ("auto" | "cpu" | "cuda"; absent: cpu), loadFormat
-// ("auto" | "dummy"), quantization ("none" | "fp8"), dtype, gpuDeviceId, and the activation sizing hints maxNumTokens / maxBatchSize (the
+// ("auto" | "dummy"), quantization ("none" | "fp8"), kvCacheDtype ("auto" | "fp8"), dtype, gpuDeviceId, and the activation sizing hints maxNumTokens / maxBatchSize (the
 // executor config's when a leader loads, the load options' on a follower). Parsed on the JS thread, applied on
 // the loader's.
 struct DeviceFields {
   engine::Device device = engine::Device::cpu;
-  std::string load_format = "auto", dtype = "auto", quantization;
+  std::string load_format = "auto", dtype = "auto", quantization, kv_cache_dtype = "auto";
   int32_t gpu_device = -1;
   int32_t max_num_tokens = 8192, max_batch_size = 64;
   void apply(engine::LoadOptions& o) const {
     o.device = device;
     o.load_format = load_format;
     o.quantization = quantization;
+    o.kv_cache_dtype = kv_cache_dtype;
     o.dtype = dtype;
     o.gpu_device = gpu_device;
     o.max_num_tokens = max_num_tokens;
@@ -40,6 +41,6 @@ DeviceFields to_device_fields(Napi::Env env, Napi::Object load_options, const en
 Napi::Object from_response(Napi::Env env, engine::Response& response);
 Napi::Object from_iteration_stats(Napi::Env env, const engine::IterationStats& stats);
 Napi::Object from_kv_cache_stats(Napi::Env env, const engine::KvCacheStats& stats);
-Napi::Object from_model_config(Napi::Env env, const engine::ModelConfig& config);
+Napi::Object from_model_config(Napi::Env env, const engine::ModelConfig& config, const std::string& kv_cache_dtype);
 
 }  // namespace addon

@@ -284,7 +284,7 @@ Napi::Value AddonExecutor::num_active_requests(const Napi::CallbackInfo& info) {
 Napi::Value AddonExecutor::model_config(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (!executor_) throw make_error(env, "internal", "executor is not loaded");
-  return from_model_config(env, executor_->model_config());
+  return from_model_config(env, executor_->model_config(), executor_->kv_cache_dtype());
 }
 
 Napi::Value AddonExecutor::shutdown(const Napi::CallbackInfo& info) {
@@ -361,7 +361,7 @@ Napi::Value read_model_config(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   std::string dir = require_string(info, 0, "modelDir");
   try {
-    return from_model_config(env, engine::load_model_config(dir));
+    return from_model_config(env, engine::load_model_config(dir), "");
   } catch (const engine::EngineError& e) {
     throw from_engine_error(env, e);
   }

@@ -21,6 +21,7 @@ set(ENGINE_LOADING_SOURCES
   ${ENGINE_DIR}/loading/checkpoint.cpp
   ${ENGINE_DIR}/loading/weight-reader.cpp
   ${ENGINE_DIR}/loading/load-model.cpp
+  ${ENGINE_DIR}/loading/kv-scales.cpp
   ${ENGINE_DIR}/loading/load-agreement.cpp
 )
 # Quantized weights: the FP8 matrix format, its encoding and the checkpoint formats that carry it.

@@ -8,6 +8,7 @@ engine_test(cpu-gemm)
 engine_test(model-parallel-layout)
 engine_test(model-dummy)
 engine_test(fp8-loading)
+engine_test(kv-fp8)
 
 # Tensor/pipeline parallel forward under the real MPI launcher (one rank per tp x pp cell, world rank =
 # pp_rank * tp + tp_rank), and grids that cannot split the model (every rank must say so; none may hang).

@@ -4,7 +4,9 @@
 // model runs W8A16 (the dequantized weights), on CUDA the FP8 GEMMs with quantized activations.
 // usage: quantization-quality <model dir> <ids.json> [--device cpu|cuda] [--quantization fp8] [--seq 256]
 //        [--windows 64] [--dtype bfloat16] [--base-device cpu|cuda] [--base-quantization fp8]
-//        [--max-ppl-increase PCT] [--min-agreement PCT]
+//        [--max-ppl-increase PCT] [--min-agreement PCT] [--kv-cache-dtype auto|fp8]
+// --kv-cache-dtype fp8 stores the quantized model's K/V as e4m3 (with --quantization "" the KV cache alone is
+// compared: FP8 KV against the model's own precision).
 // --base-device cpu --quantization "" compares the device's 16-bit run with the CPU's fp32 one: the noise floor
 // that any quantized run's agreement should be read against.
 // With --max-ppl-increase / --min-agreement it is a check: exit 1 when the quantized model is worse than that.
@@ -70,7 +72,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string dir = argv[1], ids_path = argv[2];
-  std::string device = "cpu", quantization = "fp8", dtype = "auto", base_device, base_quantization;
+  std::string device = "cpu", quantization = "fp8", dtype = "auto", base_device, base_quantization, kv_cache_dtype = "auto";
   int32_t seq = 256, windows = 64;
   double max_ppl_increase = -1, min_agreement = -1;  // percent; < 0: not checked
   for (int i = 3; i + 1 < argc; i += 2) {
@@ -84,6 +86,7 @@ int main(int argc, char** argv) {
     else if (k == "--base-quantization") base_quantization = v;
     else if (k == "--max-ppl-increase") max_ppl_increase = std::stod(v);
     else if (k == "--min-agreement") min_agreement = std::stod(v);
+    else if (k == "--kv-cache-dtype") kv_cache_dtype = v;
     else { std::fprintf(stderr, "unknown option %s\n", k.c_str()); return 2; }
   }
   try {
@@ -100,6 +103,7 @@ int main(int argc, char** argv) {
     quant.quantization = quantization;
     LoadOptions base = quant;
     base.quantization = base_quantization;
+    quant.kv_cache_dtype = kv_cache_dtype;
     if (!base_device.empty()) base.device = base_device == "cuda" ? Device::cuda : Device::cpu;
     if (base.device == Device::cpu) base.dtype = "auto";
 
@@ -119,8 +123,9 @@ int main(int argc, char** argv) {
     std::printf("base      (%s, %s): %lld positions, mean loss %.5f, perplexity %.4f\n",
                 base_device.empty() ? device.c_str() : base_device.c_str(), base_quantization.empty() ? dtype.c_str() : base_quantization.c_str(),
                 static_cast<long long>(a.positions), la, pa);
-    std::printf("quantized (%s, %s): %lld positions, mean loss %.5f, perplexity %.4f\n", device.c_str(),
-                quantization.empty() ? dtype.c_str() : quantization.c_str(), static_cast<long long>(b.positions), lb, pb);
+    std::printf("quantized (%s, %s, KV %s): %lld positions, mean loss %.5f, perplexity %.4f\n", device.c_str(),
+                quantization.empty() ? dtype.c_str() : quantization.c_str(), kv_cache_dtype.c_str(),
+                static_cast<long long>(b.positions), lb, pb);
     std::printf("quality: ppl %.4f -> %.4f (%+.2f%%), top-1 agreement %.2f%% of %lld positions\n", pa, pb,
                 100.0 * (pb / pa - 1.0), 100.0 * static_cast<double>(agree) / static_cast<double>(a.positions),
                 static_cast<long long>(a.positions));

@@ -87,6 +87,8 @@ export interface NativeLoadOptions {
   loadFormat?: 'auto' | 'dummy';
   /** 'fp8': a 16-bit checkpoint's projections quantized to FP8 per output channel at load. Default 'none'. */
   quantization?: 'none' | 'fp8';
+  /** 'fp8': K/V stored as e4m3 with per-layer scales (CPU backend); 'auto': the model's precision, or FP8 where the checkpoint says its KV cache is FP8. Default 'auto'. */
+  kvCacheDtype?: 'auto' | 'fp8';
   /** CUDA: 'auto' (float16 when config.json says so, else bfloat16), 'bfloat16' or 'float16'. */
   dtype?: string;
   /** CUDA: the GPU of this rank; default: its local rank modulo the visible GPUs. */
@@ -191,6 +193,8 @@ export interface ModelConfig {
   padTokenId: number;
   /** How the checkpoint's weights are quantized ('' when they are not): "fp8 (HF fp8, block 128x128 weight scales, ...)". */
   quantization: string;
+  /** How the loaded model stores its KV cache: "float32", "bfloat16", "fp8 (e4m3, per-layer k/v scales ...)"; '' before a model is loaded. */
+  kvCacheDtype: string;
 }
 
 export interface AddonExecutor {

@@ -38,14 +38,14 @@ export class Executor implements ServingExecutor {
   /** Loads the checkpoint in `modelDir` on a worker thread and starts the executor loop. */
   static async load(modelDir: string, options: ExecutorOptions = {}): Promise<Executor> {
     const addon = loadAddon();
-    const { onProgress, numThreads, tp, pp, device, loadFormat, quantization, dtype, gpuDeviceId, hangTimeoutMs, ...config } = options;
+    const { onProgress, numThreads, tp, pp, device, loadFormat, quantization, kvCacheDtype, dtype, gpuDeviceId, hangTimeoutMs, ...config } = options;
     const modelConfig = addon.readModelConfig(modelDir);
     const router: { deliver?: (batch: NativeResponse[]) => void } = {};
     const native = await addon.loadExecutor(
       modelDir, config, {
         ...(numThreads === undefined ? {} : { numThreads }), ...(tp === undefined ? {} : { tp }), ...(pp === undefined ? {} : { pp }),
         ...(device === undefined ? {} : { device }), ...(loadFormat === undefined ? {} : { loadFormat }),
-        ...(quantization === undefined ? {} : { quantization }),
+        ...(quantization === undefined ? {} : { quantization }), ...(kvCacheDtype === undefined ? {} : { kvCacheDtype }),
         ...(dtype === undefined ? {} : { dtype }), ...(gpuDeviceId === undefined ? {} : { gpuDeviceId }),
         ...(hangTimeoutMs === undefined ? {} : { hangTimeoutMs }),
       },
@@ -59,7 +59,7 @@ export class Executor implements ServingExecutor {
       chunkedContext: config.enableChunkedContext ?? false,
       maxLogitsElements: config.maxLogitsElements ?? 2 ** 28,
     };
-    return new Executor(native, modelConfig, limits, router);
+    return new Executor(native, { ...modelConfig, kvCacheDtype: native.modelConfig().kvCacheDtype }, limits, router);
   }
 
   private route(batch: NativeResponse[]): void {

@@ -18,6 +18,7 @@ export const LAUNCHER_KINDS = ['auto', 'mpirun', 'srun', 'none'] as const;
 export const DEVICES = ['auto', 'cpu', 'cuda'] as const;
 export const LOAD_FORMATS = ['auto', 'dummy'] as const;
 export const QUANTIZATIONS = ['none', 'fp8'] as const;
+export const KV_CACHE_DTYPES = ['auto', 'fp8'] as const;
 export const SCHEDULER_POLICIES = ['max_utilization', 'guaranteed_no_evict'] as const satisfies readonly SchedulerPolicy[];
 
 /** The serve options as commander parses them (flags over env; a configuration file fills in the rest, config/). */
@@ -39,6 +40,7 @@ export interface ServeCliOptions {
   gpuDeviceIds?: string;
   loadFormat: (typeof LOAD_FORMATS)[number];
   quantization: (typeof QUANTIZATIONS)[number];
+  kvCacheDtype: (typeof KV_CACHE_DTYPES)[number];
   host: string;
   httpPort: number;
   grpcPort: number;
@@ -115,6 +117,9 @@ const TABLE = [
     help: 'none | fp8 (a 16-bit checkpoint\'s projections quantized to FP8 per output channel at load; FP8 checkpoints need no flag)',
     file: { key: 'quantization', unset: 'none (FP8 checkpoints load as FP8 anyway)' }, rank: 'argv',
     executor: { field: 'quantization', follower: true } },
+  { name: 'kvCacheDtype', flag: '--kv-cache-dtype', placeholder: '<dtype>', env: 'TRTLLM_KV_CACHE_DTYPE', kind: choiceKind(KV_CACHE_DTYPES), default: 'auto',
+    help: 'auto (the model\'s precision, FP8 where the checkpoint says its KV cache is) | fp8 (K/V stored as e4m3 with per-layer scales: twice the tokens in the same memory; CPU backend)',
+    file: { key: 'kv_cache.dtype', unset: 'auto' }, rank: 'argv', executor: { field: 'kvCacheDtype', follower: true } },
 
   // The frontend.
   { name: 'host', flag: '--host', placeholder: '<addr>', env: 'TRTLLM_HOST', kind: textKind, default: '0.0.0.0',

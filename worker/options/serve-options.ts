@@ -37,6 +37,7 @@ export interface ServeOptions {
   device?: 'auto' | 'cpu' | 'cuda' | undefined;   // default cpu
   loadFormat?: 'auto' | 'dummy' | undefined;
   quantization?: 'none' | 'fp8' | undefined;
+  kvCacheDtype?: 'auto' | 'fp8' | undefined;
   gpuDeviceId?: number | undefined;               // this rank's GPU (its entry of --gpu-device-ids)
   kvCacheFreeGpuMemFraction?: number | undefined;
 }

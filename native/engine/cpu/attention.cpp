@@ -5,7 +5,31 @@
 #include <cstring>
 #include <vector>
 
+#include "quant/fp8-matrix.h"
+
 namespace engine::cpu {
+namespace {
+
+void store_row(const PagedKv& pool, void* base, int64_t at, const float* src, float scale) {
+  const int32_t hd = pool.head_dim;
+  if (pool.storage == KvStorage::f32) {
+    std::memcpy(static_cast<float*>(base) + at, src, sizeof(float) * hd);
+    return;
+  }
+  uint8_t* dst = static_cast<uint8_t*>(base) + at;
+  const float inv = 1.0f / scale;
+  for (int32_t d = 0; d < hd; ++d) dst[d] = encode_e4m3(src[d] * inv);
+}
+
+// Row `at` of a pool array as floats: in place for float32, else decoded (times `scale`) into `buf`.
+const float* load_row(const PagedKv& pool, const void* base, int64_t at, float scale, float* buf) {
+  if (pool.storage == KvStorage::f32) return static_cast<const float*>(base) + at;
+  const uint8_t* src = static_cast<const uint8_t*>(base) + at;
+  for (int32_t d = 0; d < pool.head_dim; ++d) buf[d] = decode_e4m3(src[d]) * scale;
+  return buf;
+}
+
+}  // namespace
 
 void write_kv(const PagedKv& pool, const std::vector<AttentionChunk>& chunks, const float* k_rows,
               const float* v_rows, int64_t row_stride) {
@@ -20,8 +44,8 @@ void write_kv(const PagedKv& pool, const std::vector<AttentionChunk>& chunks, co
       const float* vr = v_rows + (c.first_row + i) * row_stride;
       for (int32_t h = 0; h < pool.num_kv_heads; ++h) {
         const int64_t dst = block * pool.block_stride() + (static_cast<int64_t>(h) * tpb + slot) * hd;
-        std::memcpy(pool.k + dst, kr + static_cast<int64_t>(h) * hd, sizeof(float) * hd);
-        std::memcpy(pool.v + dst, vr + static_cast<int64_t>(h) * hd, sizeof(float) * hd);
+        store_row(pool, pool.k, dst, kr + static_cast<int64_t>(h) * hd, pool.k_scale);
+        store_row(pool, pool.v, dst, vr + static_cast<int64_t>(h) * hd, pool.v_scale);
       }
     }
   }
@@ -40,6 +64,8 @@ void paged_attention(const PagedKv& pool, const std::vector<AttentionChunk>& chu
   {
     // Per-thread score buffer, kept across calls so decode steps do not allocate.
     static thread_local std::vector<float> scores;
+    static thread_local std::vector<float> row_buf;  // one decoded e4m3 row
+    if (row_buf.size() < static_cast<size_t>(hd)) row_buf.resize(static_cast<size_t>(hd));
 #pragma omp for schedule(dynamic, 4)
     for (int64_t item = 0; item < items; ++item) {
       const int64_t out_row = item / num_heads;
@@ -53,10 +79,10 @@ void paged_attention(const PagedKv& pool, const std::vector<AttentionChunk>& chu
       const int32_t kvh = h / group;
       float max_s = -INFINITY;
       for (int32_t p0 = 0; p0 < ctx; p0 += tpb) {
-        const float* kb = pool.k + c.block_ids[p0 / tpb] * bstride + static_cast<int64_t>(kvh) * tpb * hd;
+        const int64_t kb = c.block_ids[p0 / tpb] * bstride + static_cast<int64_t>(kvh) * tpb * hd;
         const int32_t n = std::min(tpb, ctx - p0);
         for (int32_t j = 0; j < n; ++j) {
-          const float* kj = kb + static_cast<int64_t>(j) * hd;
+          const float* kj = load_row(pool, pool.k, kb + static_cast<int64_t>(j) * hd, pool.k_scale, row_buf.data());
           float dot = 0;
 #pragma omp simd reduction(+ : dot)
           for (int32_t d = 0; d < hd; ++d) dot += qh[d] * kj[d];
@@ -74,11 +100,11 @@ void paged_attention(const PagedKv& pool, const std::vector<AttentionChunk>& chu
       float* o = out + out_row * out_stride + static_cast<int64_t>(h) * hd;
       for (int32_t d = 0; d < hd; ++d) o[d] = 0;
       for (int32_t p0 = 0; p0 < ctx; p0 += tpb) {
-        const float* vb = pool.v + c.block_ids[p0 / tpb] * bstride + static_cast<int64_t>(kvh) * tpb * hd;
+        const int64_t vb = c.block_ids[p0 / tpb] * bstride + static_cast<int64_t>(kvh) * tpb * hd;
         const int32_t n = std::min(tpb, ctx - p0);
         for (int32_t j = 0; j < n; ++j) {
           const float w = s[p0 + j] * inv;
-          const float* vj = vb + static_cast<int64_t>(j) * hd;
+          const float* vj = load_row(pool, pool.v, vb + static_cast<int64_t>(j) * hd, pool.v_scale, row_buf.data());
 #pragma omp simd
           for (int32_t d = 0; d < hd; ++d) o[d] += w * vj[d];
         }

@@ -2,22 +2,32 @@
 // pool) and to themselves; keys/values are found through the chunk's block table, so sequences never need
 // contiguous storage and blocks can be handed out in any order.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
 namespace engine::cpu {
 
+// How the pool stores a value: float32, or e4m3fn bytes (--kv-cache-dtype fp8) whose value is the decoded byte times
+// the layer's k_scale / v_scale (1 unless the checkpoint calibrated them), as TensorRT-LLM and vLLM store FP8 KV.
+enum class KvStorage : uint8_t { f32, e4m3 };
+
 // One layer's pool. Layout per block: [num_kv_heads, tokens_per_block, head_dim] for K and the same for V, so one
 // head's keys of one block are contiguous (the attention inner loop streams them).
 struct PagedKv {
-  float* k = nullptr;  // [num_blocks, num_kv_heads, tokens_per_block, head_dim]
-  float* v = nullptr;  // same
+  void* k = nullptr;  // [num_blocks, num_kv_heads, tokens_per_block, head_dim] elements of `storage`
+  void* v = nullptr;  // same
   int32_t num_blocks = 0;
   int32_t num_kv_heads = 0;
   int32_t tokens_per_block = 0;
   int32_t head_dim = 0;
+  KvStorage storage = KvStorage::f32;
+  float k_scale = 1.0f, v_scale = 1.0f;  // e4m3 only
   int64_t block_stride() const { return static_cast<int64_t>(num_kv_heads) * tokens_per_block * head_dim; }
 };
+
+// Bytes of one stored K or V value.
+inline size_t kv_element_bytes(KvStorage s) { return s == KvStorage::e4m3 ? 1 : sizeof(float); }
 
 struct AttentionChunk {
   int32_t past_len = 0;        // tokens already in the pool
@@ -26,7 +36,7 @@ struct AttentionChunk {
   const int32_t* block_ids = nullptr;  // validated by the caller to cover past_len + n_tokens
 };
 
-// Copies the new tokens' K and V rows into their slots. k_rows/v_rows: [n_total, row_stride] with
+// Copies the new tokens' K and V rows into their slots (e4m3: divided by the scale and rounded, saturating at 448). k_rows/v_rows: [n_total, row_stride] with
 // num_kv_heads * head_dim values per row starting at the pointer.
 void write_kv(const PagedKv& pool, const std::vector<AttentionChunk>& chunks, const float* k_rows,
               const float* v_rows, int64_t row_stride);

@@ -72,6 +72,7 @@ class CudaDecoder : public Model {
   size_t activation_bytes() const override;
   // The leader holds the logits (the last stage sends them to it), so it is the rank that can sample.
   bool samples_on_device() const override { return layout_.leader(); }
+  std::string kv_cache_dtype() const override { return dt_ == DType::bf16 ? "bfloat16" : "float16"; }
 
   int device() const { return device_; }
   Gemm& gemm() { return *gemm_; }

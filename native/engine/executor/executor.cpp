@@ -182,6 +182,7 @@ KvCacheStats Executor::kv_cache_stats() const {
 int32_t Executor::num_active_requests() const { return impl_->num_active.load(); }
 
 const ModelConfig& Executor::model_config() const { return impl_->model->config(); }
+std::string Executor::kv_cache_dtype() const { return impl_->model->kv_cache_dtype(); }
 
 const ExecutorConfig& Executor::config() const { return impl_->config; }
 

@@ -68,6 +68,8 @@ class Executor {
   int32_t num_active_requests() const;   // running + queued, safe from any thread
 
   const ModelConfig& model_config() const;
+  // How the model stores its KV cache (Model::kv_cache_dtype).
+  std::string kv_cache_dtype() const;
   const ExecutorConfig& config() const;
 
   // Stops accepting requests, cancels what is queued or running (final responses with `cancelled`), joins the

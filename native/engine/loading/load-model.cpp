@@ -4,6 +4,7 @@
 #include "cuda/cuda-backend.h"
 #include "errors.h"
 #include "loading/checkpoint.h"
+#include "loading/kv-scales.h"
 #include "loading/weight-reader.h"
 #include "model/decoder.h"
 #include "model/dummy-weights.h"
@@ -92,7 +93,13 @@ std::unique_ptr<Model> load_model(const std::string& checkpoint_dir, const LoadO
   const Device device = resolve_device(options.device);
   const DecoderSpec spec = spec_of(config);
   const bool dummy = options.load_format == "dummy";
+  const bool fp8_kv = wants_fp8_kv(options.kv_cache_dtype, config.quant.kv_cache_fp8);
   if (device == Device::cuda) {
+    // The CUDA backend keeps K/V in the model dtype; "auto" on an FP8-KV checkpoint does so too.
+    if (options.kv_cache_dtype == "fp8")
+      throw EngineError(ErrorCode::unsupported,
+                        "kv_cache_dtype fp8 is not available on the CUDA backend yet (the CPU backend has it); "
+                        "use kv_cache_dtype auto");
     if (dummy) return make_cuda_dummy_model(config, spec, dummy_plan(config, spec, layout), kDummySeed, layout, options);
     Checkpoint checkpoint(checkpoint_dir);
     WeightReader reader(checkpoint, options, config.quant);
@@ -103,16 +110,20 @@ std::unique_ptr<Model> load_model(const std::string& checkpoint_dir, const LoadO
   // Conversion loops and transposes at load time use the same thread setting as inference.
   cpu::set_num_threads(options.num_threads);
   DecoderWeights weights;
+  KvScales kv_scales{{}, {}, "1 (dummy weights)"};
   if (dummy) {
     weights = materialize_dummy(dummy_plan(config, spec, layout), kDummySeed);
   } else {
     Checkpoint checkpoint(checkpoint_dir);
     WeightReader reader(checkpoint, options, config.quant);
     weights = read_weights(config, reader, layout);
+    if (fp8_kv) kv_scales = read_kv_scales(checkpoint, layout);
   }
   if (quantize) quantize_projections(weights);
-  return std::make_unique<DecoderModel>(config, spec, std::move(weights), options.num_threads, layout,
-                                        options.tp_comm, options.pp_comm);
+  auto model = std::make_unique<DecoderModel>(config, spec, std::move(weights), options.num_threads, layout,
+                                              options.tp_comm, options.pp_comm);
+  if (fp8_kv) model->use_fp8_kv(std::move(kv_scales.k), std::move(kv_scales.v), std::move(kv_scales.from));
+  return model;
 }
 
 }  // namespace engine

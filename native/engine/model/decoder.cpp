@@ -48,18 +48,36 @@ DecoderModel::DecoderModel(ModelConfig config, DecoderSpec spec, DecoderWeights 
 }
 
 size_t DecoderModel::kv_bytes_per_token() const {
-  return static_cast<size_t>(num_layers_) * 2 * static_cast<size_t>(kv_dim_) * sizeof(float);
+  return static_cast<size_t>(num_layers_) * 2 * static_cast<size_t>(kv_dim_) * cpu::kv_element_bytes(kv_storage_);
+}
+
+std::string DecoderModel::kv_cache_dtype() const {
+  return kv_storage_ == cpu::KvStorage::e4m3 ? "fp8 (e4m3, per-layer k/v scales " + kv_scales_from_ + ")" : "float32";
+}
+
+void DecoderModel::use_fp8_kv(std::vector<float> k_scales, std::vector<float> v_scales, std::string scales_from) {
+  if (k_scales.empty()) k_scales.assign(static_cast<size_t>(num_layers_), 1.0f);
+  if (v_scales.empty()) v_scales.assign(static_cast<size_t>(num_layers_), 1.0f);
+  if (static_cast<int32_t>(k_scales.size()) != num_layers_ || static_cast<int32_t>(v_scales.size()) != num_layers_)
+    throw EngineError(ErrorCode::internal, "use_fp8_kv got " + std::to_string(k_scales.size()) + " / " +
+                                               std::to_string(v_scales.size()) + " scales for " +
+                                               std::to_string(num_layers_) + " layers");
+  kv_storage_ = cpu::KvStorage::e4m3;
+  k_scales_ = std::move(k_scales);
+  v_scales_ = std::move(v_scales);
+  kv_scales_from_ = std::move(scales_from);
 }
 
 void DecoderModel::allocate_kv(int32_t num_blocks, int32_t tokens_per_block) {
   check_kv_allocation(num_blocks, tokens_per_block);
-  const size_t per_layer = static_cast<size_t>(num_blocks) * tokens_per_block * kv_dim_;
+  const size_t per_layer =
+      static_cast<size_t>(num_blocks) * tokens_per_block * kv_dim_ * cpu::kv_element_bytes(kv_storage_);
   k_pool_.clear();
   v_pool_.clear();
   for (int32_t l = 0; l < num_layers_; ++l) {
     // Uninitialized on purpose: pages are only touched (and committed) once blocks are written.
-    k_pool_.emplace_back(new float[per_layer]);
-    v_pool_.emplace_back(new float[per_layer]);
+    k_pool_.emplace_back(new uint8_t[per_layer]);
+    v_pool_.emplace_back(new uint8_t[per_layer]);
   }
   num_blocks_ = num_blocks;
   tokens_per_block_ = tokens_per_block;
@@ -69,12 +87,13 @@ void DecoderModel::copy_kv_block(int32_t src, int32_t dst) {
   check_kv_block_copy(src, dst, num_blocks_);
   if (src == dst) return;
   // A block is contiguous in each per-layer array: [num_kv_heads, tokens_per_block, head_dim].
-  const size_t block = static_cast<size_t>(tokens_per_block_) * static_cast<size_t>(kv_dim_);
+  const size_t block =
+      static_cast<size_t>(tokens_per_block_) * static_cast<size_t>(kv_dim_) * cpu::kv_element_bytes(kv_storage_);
   for (int32_t l = 0; l < num_layers_; ++l) {
     std::memcpy(k_pool_[l].get() + static_cast<size_t>(dst) * block, k_pool_[l].get() + static_cast<size_t>(src) * block,
-                block * sizeof(float));
+                block);
     std::memcpy(v_pool_[l].get() + static_cast<size_t>(dst) * block, v_pool_[l].get() + static_cast<size_t>(src) * block,
-                block * sizeof(float));
+                block);
   }
 }
 
@@ -263,7 +282,11 @@ void DecoderModel::attention_block(int32_t l, float* x, int64_t T, int64_t logit
   float* xn = grow(xn_, T * H);
   float* qkv = grow(qkv_, T * qkv_w);
   float* attn = grow(attn_, T * q_dim_);
-  cpu::PagedKv pool{k_pool_[l].get(), v_pool_[l].get(), num_blocks_, num_kv_heads_, tokens_per_block_, hd};
+  cpu::PagedKv pool{k_pool_[l].get(), v_pool_[l].get(), num_blocks_, num_kv_heads_, tokens_per_block_, hd, kv_storage_};
+  if (kv_storage_ == cpu::KvStorage::e4m3) {
+    pool.k_scale = k_scales_[l];
+    pool.v_scale = v_scales_[l];
+  }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 
   norm(lw.attn_norm, x, xn, T);

@@ -81,6 +81,10 @@ class DecoderModel : public Model {
   size_t weight_bytes() const override;
   void forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) override;
   ForwardCommStats last_comm_stats() const override { return comm_stats_; }
+  std::string kv_cache_dtype() const override;
+  // FP8 (e4m3) K/V from now on, with one K and one V scale per local layer (empty: 1 for every layer; scales_from
+  // says where they came from, for kv_cache_dtype()). Before allocate_kv.
+  void use_fp8_kv(std::vector<float> k_scales, std::vector<float> v_scales, std::string scales_from);
 
  private:
   void validate(const std::vector<SequenceChunk>& chunks) const;
@@ -121,8 +125,12 @@ class DecoderModel : public Model {
   uint32_t iteration_ = 0;  // forward() calls so far: pipeline messages are tagged with it
 
   // KV pool: one K and one V array per layer, [num_blocks, num_kv_heads, tokens_per_block, head_dim] each.
+  // Elements are floats, or e4m3 bytes after use_fp8_kv.
   int32_t num_blocks_ = 0, tokens_per_block_ = 0;
-  std::vector<std::unique_ptr<float[]>> k_pool_, v_pool_;
+  std::vector<std::unique_ptr<uint8_t[]>> k_pool_, v_pool_;
+  cpu::KvStorage kv_storage_ = cpu::KvStorage::f32;
+  std::vector<float> k_scales_, v_scales_;  // [local layers], e4m3 only
+  std::string kv_scales_from_;
 
   // Scratch, grown to the largest iteration seen and reused: forward() allocates nothing in steady state.
   BatchLayout batch_;

@@ -112,6 +112,8 @@ class Model {
   // True when forward() honours SequenceChunk::sample_on on this rank: it can take a row's argmax or sample it on its
   // device (the rank that holds the logits of a device model).
   virtual bool samples_on_device() const { return false; }
+  // How the KV pool stores K and V, for the startup log and the model config: "float32", "bfloat16", "fp8 (e4m3, ...)".
+  virtual std::string kv_cache_dtype() const { return ""; }
 };
 
 enum class Device { cpu, cuda, auto_select };  // auto_select: cuda when built and a GPU is visible, else cpu
@@ -133,6 +135,11 @@ struct LoadOptions {
   // per output channel at load, activations quantized per token at run time (--quantization fp8). The CUDA
   // backend quantizes on the GPU (also dummy weights); the LM head and embeddings stay in the model dtype.
   std::string quantization;
+  // "auto": K/V in the model's precision, or FP8 where the checkpoint's quantization config says its KV cache is
+  // FP8 (compressed-tensors kv_cache_scheme, ModelOpt kv_cache_quant_algo); "fp8": K/V stored as e4m3 with a
+  // per-layer scale each for K and V (the checkpoint's k_scale / v_scale when it has them, else 1), dequantized in
+  // attention: a pool of the same bytes holds twice the tokens of a 16-bit one (--kv-cache-dtype).
+  std::string kv_cache_dtype = "auto";
   // Activation buffers of device models are sized for these once, before the KV pool takes the free memory
   // (the executor's max_num_tokens and max_batch_size).
   int32_t max_num_tokens = 8192;

@@ -30,6 +30,7 @@ class LeaderModel : public Model {
   size_t device_free_bytes() const override { return inner_->device_free_bytes(); }
   size_t activation_bytes() const override { return inner_->activation_bytes(); }
   bool samples_on_device() const override { return inner_->samples_on_device(); }
+  std::string kv_cache_dtype() const override { return inner_->kv_cache_dtype(); }
   // The inner model's communication plus this forward's plan broadcast.
   ForwardCommStats last_comm_stats() const override;
   // Tells the followers to return and closes the leader channel; idempotent. Called by the executor's owner once the

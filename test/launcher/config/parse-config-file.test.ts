@@ -21,7 +21,7 @@ gpu_device_ids: [0, 1]
 quantization: fp8
 participant_ids: [1, 2]
 batching: { max_batch_size: 8, max_num_tokens: 512, scheduler_policy: max_utilization, enable_chunked_context: true }
-kv_cache: { tokens_per_block: 32, max_tokens: 4096, free_mem_fraction: 0.9, enable_reuse: true }
+kv_cache: { tokens_per_block: 32, max_tokens: 4096, free_mem_fraction: 0.9, enable_reuse: true, dtype: fp8 }
 decoding: { max_beam_width: 4 }
 serving: { max_queue_size: 0, exclude_input_in_output: true, decoupled: true, http_port: 9000, grpc_port: 9001, metrics_port: 9002, host: 127.0.0.1, hang_timeout: 45 }
 `);
@@ -32,6 +32,7 @@ serving: { max_queue_size: 0, exclude_input_in_output: true, decoupled: true, ht
   t.same(file.values.get('gpu_device_ids'), [0, 1]);
   t.same(file.values.get('participant_ids'), [1, 2]);
   t.equal(file.values.get('quantization'), 'fp8');
+  t.equal(file.values.get('kv_cache.dtype'), 'fp8');
   t.equal(file.values.size, CONFIG_KEYS.length, 'every key of the schema was set');
   t.equal(parse('').values.size, 0, 'an empty file sets nothing');
   t.equal(parse('model: /abs/ckpt').values.get('model'), '/abs/ckpt');
@@ -41,6 +42,7 @@ t.test('every bad value names the key, the file and the value', async (t) => {
   const cases: [string, string][] = [
     ['batching: { max_batch_size: abc }', 'batching.max_batch_size in /x/y.yaml must be an integer >= 1, got "abc"'],
     ['quantization: int4', 'quantization in /x/y.yaml must be one of none, fp8, got "int4"'],
+    ['kv_cache: { dtype: int8 }', 'kv_cache.dtype in /x/y.yaml must be one of auto, fp8, got "int8"'],
     ['batching: { max_batch_size: 0 }', 'batching.max_batch_size in /x/y.yaml must be an integer >= 1, got 0'],
     ['batching: { max_batch_size: "8" }', 'batching.max_batch_size in /x/y.yaml must be an integer >= 1, got "8"'],
     ['batching: { max_num_tokens: 1.5 }', 'batching.max_num_tokens in /x/y.yaml must be an integer >= 1, got 1.5'],

@@ -44,14 +44,14 @@ t.test('the executor\'s settings and a follower\'s come from the table\'s bindin
   const serve = serveOptions(FULL, { tp: 2, pp: 2 });
   const executor = executorOptions(serve);
   t.same(executor, {
-    tp: 2, pp: 2, device: 'cuda', gpuDeviceId: 3, loadFormat: 'dummy', quantization: 'fp8', numThreads: 3, maxBatchSize: 7, maxQueueSize: 5,
+    tp: 2, pp: 2, device: 'cuda', gpuDeviceId: 3, loadFormat: 'dummy', quantization: 'fp8', kvCacheDtype: 'fp8', numThreads: 3, maxBatchSize: 7, maxQueueSize: 5,
     maxNumTokens: 333, maxSeqLen: 444, tokensPerBlock: 16, maxTokensInPagedKvCache: 4096, kvCacheFreeGpuMemFraction: 0.5,
     schedulerPolicy: 'max_utilization', enableChunkedContext: true, enableKvCacheReuse: false, maxBeamWidth: 2,
     hangTimeoutMs: 11_000, iterStatsMaxIterations: 10_000,
   });
   const bound = SERVE_OPTIONS.filter((d) => d.executor).map((d) => d.executor!.field).sort();
   t.same(Object.keys(executor).filter((k) => k !== 'iterStatsMaxIterations').sort(), bound, 'every binding reaches the executor');
-  t.same(followerOptions(serve), { tp: 2, pp: 2, device: 'cuda', gpuDeviceId: 3, loadFormat: 'dummy', quantization: 'fp8', numThreads: 3, maxBatchSize: 7, maxNumTokens: 333, hangTimeoutMs: 11_000 },
+  t.same(followerOptions(serve), { tp: 2, pp: 2, device: 'cuda', gpuDeviceId: 3, loadFormat: 'dummy', quantization: 'fp8', kvCacheDtype: 'fp8', numThreads: 3, maxBatchSize: 7, maxNumTokens: 333, hangTimeoutMs: 11_000 },
     'followers: grid, device, threads, what sizes their buffers, and the hang timeout of their waits');
   t.same(executorOptions({ model: '/m', host: 'h', httpPort: 0, metricsPort: 0, authHealth: false, authMetrics: false, maxBodyBytes: 1, drainTimeoutMs: 0, logLevel: 'info' }),
     { iterStatsMaxIterations: 10_000 }, 'nothing set: the engine\'s defaults');
