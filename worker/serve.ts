@@ -70,14 +70,15 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
   });
   const config = executor.modelConfig;
   // Which precision runs: the checkpoint's own quantization, --quantization fp8, or 16-bit weights.
-  const precision = config.quantization !== '' ? `weights ${config.quantization}`
-    : options.quantization === 'fp8' ? 'weights fp8 (quantized at load, per-channel weight scales, dynamic per-token activations)'
-      : 'weights as stored (16-bit)';
-  log.info(`loaded ${config.architectureName} from ${modelDir} in ${((performance.now() - started) / 1000).toFixed(2)} s; ${precision}; KV cache ${config.kvCacheDtype}`);
+  const weights = config.quantization !== '' ? config.quantization
+    : options.quantization === 'fp8' ? 'fp8 (quantized at load, per-channel weight scales, dynamic per-token activations)'
+      : 'as stored (16-bit)';
+  log.info(`loaded ${config.architectureName} from ${modelDir} in ${((performance.now() - started) / 1000).toFixed(2)} s; weights ${weights}; KV cache ${config.kvCacheDtype}`);
 
   let ready = false;
   const drain = new DrainState();
-  const metrics = new ServingMetrics(executor, [...MODEL_NAMES, options.servedModelName ?? basename(modelDir)]);
+  const metrics = new ServingMetrics(executor, [...MODEL_NAMES, options.servedModelName ?? basename(modelDir)],
+    { precision: { weights, kvCache: config.kvCacheDtype } });
   executor.onIterationStats(metrics.onIterationStats);
   const context = buildServingContext({
     executor, tokenizer, tokenizerPool, metrics, chatTemplate, modelDir,

@@ -76,6 +76,10 @@ function families(m: FamilyMaker) {
     generationTokens: m.counter('trtllm_generation_tokens_total', 'Output tokens sent to clients'),
     iterationSeconds: m.counter('trtllm_iteration_seconds_total', 'Time the executor spent running iterations (its busy time)'),
     iterations: m.counter('trtllm_iterations_total', 'Executor iterations run'),
+    precision: m.family('trtllm_model_precision_info', () => new Gauge({
+      name: 'trtllm_model_precision_info', help: 'Which precision the model runs: its weights and its KV cache (always 1)',
+      labelNames: ['model', 'version', 'weights', 'kv_cache'], registers: [m.registry],
+    })),
     // Not per model: the connection ends before the body says which model it was for.
     clientDisconnects: m.family('trtllm_http_client_disconnects_total', () => new Counter({
       name: 'trtllm_http_client_disconnects_total',
@@ -89,6 +93,8 @@ export interface MetricsOptions {
   /** Orchestrator mode: every model's metrics go to one registry, their executor gauges labelled by model name. */
   registry?: Registry;
   engineModel?: string;
+  /** Which precision the model runs, as the startup log says it: trtllm_model_precision_info{weights, kv_cache} 1. */
+  precision?: { weights: string; kvCache: string };
 }
 
 export class ServingMetrics {
@@ -113,6 +119,10 @@ export class ServingMetrics {
     this.f.iterationSeconds.inc(this.labels, 0);
     this.f.iterations.inc(this.labels, 0);
     this.f.clientDisconnects.inc({ stage: 'request_body' }, 0);
+    if (options.precision) {
+      const info = this.f.precision;
+      info.set({ ...this.labels, weights: options.precision.weights, kv_cache: options.precision.kvCache }, 1);
+    }
     this.refresh();
   }
 

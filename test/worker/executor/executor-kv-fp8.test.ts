@@ -105,13 +105,17 @@ t.test('an unknown KV dtype is refused naming the field and the value', async (t
 t.test('trtllm-launch --world-size 2 --kv-cache-dtype fp8: tp 2 gives the clear float-KV tokens through the API', async (t) => {
   const base = await reference;
   const port = await freePort();
+  const metricsPort = await freePort();
   const launcher = startLauncher(['--model', BUNDLED, '--world-size', '2', '--oversubscribe', '--threads', '1', '--kv-cache-dtype', 'fp8',
-    '--http-port', String(port), '--metrics-port', String(await freePort()), '--grpc-port', String(await freePort())]);
+    '--http-port', String(port), '--metrics-port', String(metricsPort), '--grpc-port', String(await freePort())]);
   const { child } = launcher;
   t.teardown(() => { child.kill('SIGKILL'); });
   const up = await launcher.ready;
   t.ok(up, up ? 'ready' : `not ready: ${launcher.output().slice(-1500)}`);
   t.match(launcher.output(), /KV cache fp8 \(e4m3, per-layer k\/v scales 1 \(the checkpoint has none\)\)/, 'the startup log says so');
+  const scrape = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+  t.match(scrape, /^trtllm_model_precision_info\{[^}]*weights="as stored \(16-bit\)",kv_cache="fp8 \(e4m3, per-layer k\/v scales 1 \(the checkpoint has none\)\)"\} 1$/m,
+    'and so do the metrics');
   const served: Run[] = [];
   for (const ids of PROMPTS) {
     const res = await fetch(`http://127.0.0.1:${port}/v2/models/tensorrt_llm/generate`, {
