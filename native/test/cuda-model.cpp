@@ -424,7 +424,7 @@ TEST_MAIN({
   }
   std::printf("%s, %d GPU(s)\n", cuda_backend_status(), cuda_device_count());
   const std::string root = check::repo_root + "/test/fixtures/models";
-  for (const char* name : {"tiny-llama", "tiny-llama-sharded", "tiny-gpt2", "tiny-qwen3", "tiny-qwen3-bias"}) {
+  for (const char* name : {"tiny-llama", "tiny-llama-sharded", "tiny-gpt2", "tiny-qwen3", "tiny-qwen3-bias", "tiny-phi3"}) {
     try {
       fixture_vs_reference(root + "/" + name, name);
     } catch (const std::exception& e) {

@@ -99,7 +99,7 @@ static void errors() {
     CHECK(e.code() == ErrorCode::unsupported);
     CHECK(std::string(e.what()) ==
           "architecture 'FooForCausalLM' in config.json is not supported; supported: LlamaForCausalLM, "
-          "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, GPT2LMHeadModel");
+          "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, GPT2LMHeadModel");
   }
   try {
     load_model_config("/nonexistent/ckpt");
@@ -142,9 +142,44 @@ static void qwen3() {
   CHECK(c.architecture_name == "Qwen3ForCausalLM" && c.qk_norm);
 }
 
+// Phi-3: fused weights; Mistral's and Phi-3's sliding window caps the sequence length; partial rotary refused.
+static void phi3_and_windows() {
+  auto cfg = [](const std::string& arch, const std::string& extra) {
+    return R"({"architectures":[")" + arch + R"("],"vocab_size":100,"hidden_size":64,"num_hidden_layers":2,)"
+           R"("num_attention_heads":4,"num_key_value_heads":2,"intermediate_size":128,"max_position_embeddings":4096)" +
+           extra + "}";
+  };
+  ModelConfig c = load_model_config(make_dir(cfg("Phi3ForCausalLM", R"(,"sliding_window":2047)")));
+  CHECK(c.fused_qkv && c.fused_gate_up && c.sliding_window == 2047 && c.max_position_embeddings == 2047);
+  c = load_model_config(make_dir(cfg("Phi3ForCausalLM", R"(,"sliding_window":null)")));
+  CHECK(c.sliding_window == 0 && c.max_position_embeddings == 4096);
+  c = load_model_config(make_dir(cfg("MistralForCausalLM", R"(,"sliding_window":1024)")));
+  CHECK(!c.fused_qkv && c.sliding_window == 1024 && c.max_position_embeddings == 1024);
+  c = load_model_config(make_dir(cfg("MistralForCausalLM", R"(,"sliding_window":8192)")));
+  CHECK(c.sliding_window == 0 && c.max_position_embeddings == 4096);  // a window past every position changes nothing
+  c = load_model_config(make_dir(cfg("LlamaForCausalLM", R"(,"sliding_window":1024)")));
+  CHECK(c.max_position_embeddings == 4096);  // Llama has no sliding window, whatever a config says
+  CHECK_THROWS(load_model_config(make_dir(cfg("MistralForCausalLM", R"(,"sliding_window":0)"))),
+               "sliding_window must be > 0 or null, got 0");
+  CHECK_THROWS(load_model_config(make_dir(cfg("Qwen2ForCausalLM", R"(,"use_sliding_window":true,"sliding_window":64)"))),
+               "use_sliding_window true is not supported");
+  CHECK(load_model_config(make_dir(cfg("Qwen2ForCausalLM", R"(,"use_sliding_window":false,"sliding_window":64)")))
+            .max_position_embeddings == 4096);
+  CHECK_THROWS(load_model_config(make_dir(cfg("Phi3ForCausalLM", R"(,"partial_rotary_factor":0.75)"))),
+               "partial_rotary_factor 0.75 is not supported");
+  CHECK_THROWS(load_model_config(make_dir(cfg("LlamaForCausalLM", R"(,"rope_parameters":{"rope_type":"default","partial_rotary_factor":0.5})"))),
+               "rope_parameters.partial_rotary_factor 0.5 is not supported");
+  CHECK(load_model_config(make_dir(cfg("Phi3ForCausalLM", R"(,"rope_parameters":{"rope_type":"default","partial_rotary_factor":1.0})")))
+            .fused_qkv);
+  c = load_model_config(make_dir(R"({"model_type":"phi3","vocab_size":100,"hidden_size":64,"num_hidden_layers":2,)"
+                                 R"("num_attention_heads":4,"intermediate_size":128})"));
+  CHECK(c.architecture_name == "Phi3ForCausalLM" && c.fused_gate_up);
+}
+
 TEST_MAIN({
   llama_defaults_and_fields();
   qwen3();
+  phi3_and_windows();
   rope_scaling();
   gpt2();
   errors();

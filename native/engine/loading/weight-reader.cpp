@@ -16,6 +16,8 @@ WeightReader::WeightReader(const Checkpoint& checkpoint, const LoadOptions& opti
 }
 
 void WeightReader::advance(const std::string& name) {
+  // A fused tensor (Phi-3's qkv_proj) is read in parts: its bytes count once.
+  if (!counted_.insert(name).second) return;
   done_ += checkpoint_.info(name).nbytes;
   if (checkpoint_.info(name).dtype == DType::f8_e4m3)
     for (const std::string& c : fp8_.companions(name)) done_ += checkpoint_.info(c).nbytes;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "loading/checkpoint.h"
@@ -58,6 +59,7 @@ class WeightReader {
   void (*progress_)(void*, uint64_t, uint64_t);
   void* progress_user_;
   uint64_t done_ = 0, total_ = 0;  // bytes
+  std::unordered_set<std::string> counted_;  // tensors whose bytes are in done_
 };
 
 }  // namespace engine

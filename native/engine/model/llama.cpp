@@ -20,6 +20,19 @@ Linear read_qkv(WeightReader& r, const std::string& p, const ModelConfig& c, con
   l.out = ql + 2 * kvl;
   l.in = H;
   l.w.resize(l.out * l.in);
+  if (c.fused_qkv) {
+    // Phi-3's qkv_proj: [q; k; v] rows of one tensor, each part sliced as the separate tensors would be.
+    const std::string name = p + "qkv_proj.weight";
+    const std::vector<int64_t> shape{q + 2 * kv, H};
+    const TensorSlice ks = rows_of(q + kvs.begin, q + kvs.end), vs = rows_of(q + kv + kvs.begin, q + kv + kvs.end);
+    r.read_into(name, shape, l.w.data(), qs);
+    r.read_into(name, shape, l.w.data() + ql * H, ks);
+    r.read_into(name, shape, l.w.data() + (ql + kvl) * H, vs);
+    l.fp8 = r.fp8_rows({{name, shape, qs}, {name, shape, ks}, {name, shape, vs}});
+    if (c.attention_bias)
+      throw EngineError(ErrorCode::unsupported, "attention biases with a fused qkv_proj are not supported");
+    return l;
+  }
   r.read_into(p + "q_proj.weight", {q, H}, l.w.data(), qs);
   r.read_into(p + "k_proj.weight", {kv, H}, l.w.data() + ql * H, kvs);
   r.read_into(p + "v_proj.weight", {kv, H}, l.w.data() + (ql + kvl) * H, kvs);
@@ -81,9 +94,18 @@ DecoderWeights read_llama_weights(const ModelConfig& c, WeightReader& r, const P
     lw.up.out = 2 * Il;
     lw.up.in = H;
     lw.up.w.resize(2 * Il * H);
-    r.read_into(p + "mlp.gate_proj.weight", {I, H}, lw.up.w.data(), is);
-    r.read_into(p + "mlp.up_proj.weight", {I, H}, lw.up.w.data() + Il * H, is);
-    lw.up.fp8 = r.fp8_rows({{p + "mlp.gate_proj.weight", {I, H}, is}, {p + "mlp.up_proj.weight", {I, H}, is}});
+    if (c.fused_gate_up) {
+      // Phi-3's gate_up_proj: [gate; up] rows of one tensor.
+      const std::string name = p + "mlp.gate_up_proj.weight";
+      const TensorSlice us = rows_of(I + pl.inter_begin, I + pl.inter_end);
+      r.read_into(name, {2 * I, H}, lw.up.w.data(), is);
+      r.read_into(name, {2 * I, H}, lw.up.w.data() + Il * H, us);
+      lw.up.fp8 = r.fp8_rows({{name, {2 * I, H}, is}, {name, {2 * I, H}, us}});
+    } else {
+      r.read_into(p + "mlp.gate_proj.weight", {I, H}, lw.up.w.data(), is);
+      r.read_into(p + "mlp.up_proj.weight", {I, H}, lw.up.w.data() + Il * H, is);
+      lw.up.fp8 = r.fp8_rows({{p + "mlp.gate_proj.weight", {I, H}, is}, {p + "mlp.up_proj.weight", {I, H}, is}});
+    }
     if (c.mlp_bias) {
       lw.up.b.resize(2 * Il);
       r.read_into(p + "mlp.gate_proj.bias", {I}, lw.up.b.data(), is);

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cmath>
+#include <cstdio>
 
 #include "errors.h"
 #include "loading/json.h"
@@ -68,7 +69,8 @@ struct Fields {
   }
 };
 
-const char* kSupported = "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, GPT2LMHeadModel";
+const char* kSupported =
+    "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, GPT2LMHeadModel";
 
 // `key` is "rope_scaling" (transformers 4.x, with rope_theta beside it) or "rope_parameters" (transformers 5.x,
 // which moves rope_theta inside and writes {"rope_type": "default"} when nothing is scaled).
@@ -109,6 +111,38 @@ void read_rope_scaling(const Fields& f, ModelConfig& c, const char* key) {
   }
 }
 
+// Rotary embeddings over only part of each head (Phi-4-mini, some GPT-NeoX-style configs) are not implemented.
+void refuse_partial_rotary(const Fields& f) {
+  for (const char* where : {"", "rope_parameters", "rope_scaling"}) {
+    const json::Value* obj = *where ? f.get(where) : nullptr;
+    if (*where && (!obj || !obj->is_object())) continue;
+    const json::Value* v = *where ? obj->find("partial_rotary_factor") : f.get("partial_rotary_factor");
+    if (!v || v->is_null()) continue;
+    const std::string name = *where ? std::string(where) + ".partial_rotary_factor" : "partial_rotary_factor";
+    const double x = v->as_number(f.file + ": " + name);
+    if (x != 1.0) {
+      char shown[32];
+      std::snprintf(shown, sizeof shown, "%g", x);
+      throw EngineError(ErrorCode::unsupported, f.file + ": " + name + " " + shown +
+                                                    " is not supported (rotary embeddings over the whole head only)");
+    }
+  }
+}
+
+// Mistral's and Phi-3's `sliding_window` (Qwen2 / Qwen3 refuse use_sliding_window true instead): attention
+// over the last `sliding_window` positions only. Sequences no longer than the window see the same outputs as under
+// full attention, so max_position_embeddings is capped to it (what vLLM does for models it runs without a window).
+void read_sliding_window(const Fields& f, ModelConfig& c) {
+  if (c.architecture_name != "MistralForCausalLM" && c.architecture_name != "Phi3ForCausalLM") return;
+  const json::Value* w = f.get("sliding_window");
+  if (!w || w->is_null()) return;
+  const int64_t window = w->as_int64(f.what("sliding_window"));
+  if (window <= 0) throw EngineError(ErrorCode::bad_checkpoint, f.file + ": sliding_window must be > 0 or null, got " + std::to_string(window));
+  if (window >= c.max_position_embeddings) return;
+  c.sliding_window = static_cast<int32_t>(window);
+  c.max_position_embeddings = c.sliding_window;
+}
+
 void read_llama(const Fields& f, ModelConfig& c) {
   c.architecture = Architecture::llama;
   c.vocab_size = f.required_int("vocab_size");
@@ -132,8 +166,13 @@ void read_llama(const Fields& f, ModelConfig& c) {
     c.attention_out_bias = c.attention_bias;
   }
   c.mlp_bias = f.optional_bool("mlp_bias", false);
-  if (c.architecture_name == "Qwen3ForCausalLM") {
-    c.qk_norm = true;
+  if (c.architecture_name == "Phi3ForCausalLM") {
+    c.fused_qkv = true;
+    c.fused_gate_up = true;
+  }
+  read_sliding_window(f, c);
+  if (c.architecture_name == "Qwen2ForCausalLM" || c.architecture_name == "Qwen3ForCausalLM") {
+    c.qk_norm = c.architecture_name == "Qwen3ForCausalLM";
     // Sliding-window layers are not implemented: a config that turns them on is refused rather than run as
     // full attention (which would give other outputs past the window).
     if (f.optional_bool("use_sliding_window", false))
@@ -154,6 +193,7 @@ void read_llama(const Fields& f, ModelConfig& c) {
                                                      " must be even for rotary embeddings");
   read_rope_scaling(f, c, "rope_scaling");
   read_rope_scaling(f, c, "rope_parameters");
+  refuse_partial_rotary(f);
 }
 
 void read_gpt2(const Fields& f, ModelConfig& c) {
@@ -205,12 +245,14 @@ ModelConfig load_model_config(const std::string& checkpoint_dir) {
     else if (mt == "mistral") c.architecture_name = "MistralForCausalLM";
     else if (mt == "qwen2") c.architecture_name = "Qwen2ForCausalLM";
     else if (mt == "qwen3") c.architecture_name = "Qwen3ForCausalLM";
+    else if (mt == "phi3") c.architecture_name = "Phi3ForCausalLM";
     else if (mt == "gpt2") c.architecture_name = "GPT2LMHeadModel";
     else
       throw EngineError(ErrorCode::bad_checkpoint, path + " lacks required field 'architectures'");
   }
   const std::string& a = c.architecture_name;
-  if (a == "LlamaForCausalLM" || a == "MistralForCausalLM" || a == "Qwen2ForCausalLM" || a == "Qwen3ForCausalLM") {
+  if (a == "LlamaForCausalLM" || a == "MistralForCausalLM" || a == "Qwen2ForCausalLM" || a == "Qwen3ForCausalLM" ||
+      a == "Phi3ForCausalLM") {
     read_llama(f, c);
   } else if (a == "GPT2LMHeadModel") {
     read_gpt2(f, c);
@@ -228,7 +270,7 @@ ModelConfig load_model_config(const std::string& checkpoint_dir) {
   c.quant = read_quant_config(doc, path, checkpoint_dir);
   if (c.quant.quantized() && c.architecture == Architecture::gpt2)
     throw EngineError(ErrorCode::unsupported, c.quant.source + ": FP8 weights are supported for the Llama family "
-                                                               "(Llama, Mistral, Qwen2, Qwen3), not " + a);
+                                                               "(Llama, Mistral, Qwen2, Qwen3, Phi-3), not " + a);
 
   auto one_id = [](const std::vector<int32_t>& ids) { return ids.empty() ? -1 : ids[0]; };
   c.bos_token_id = one_id(f.token_ids("bos_token_id"));

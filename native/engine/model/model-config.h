@@ -38,6 +38,11 @@ struct ModelConfig {
   bool attention_out_bias = false;      // o_proj bias
   bool mlp_bias = false;
   bool qk_norm = false;                 // Qwen3: RMSNorm over each query and key head (q_norm / k_norm) before rope
+  // Phi-3 stores q/k/v as one qkv_proj [q; k; v] and gate/up as one gate_up_proj [gate; up].
+  bool fused_qkv = false, fused_gate_up = false;
+  // Mistral / Phi-3 sliding-window attention (0: none). Not implemented as a window: max_position_embeddings is
+  // capped to it, so every sequence fits the window and full attention gives the same outputs.
+  int32_t sliding_window = 0;
   std::string hidden_act = "silu";      // silu | gelu_new | gelu | gelu_pytorch_tanh | relu
   std::string torch_dtype;              // informational
   QuantConfig quant;                    // FP8 checkpoints: how their scales are stored (quant/quant-config.h)
