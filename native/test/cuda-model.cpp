@@ -424,9 +424,13 @@ TEST_MAIN({
   }
   std::printf("%s, %d GPU(s)\n", cuda_backend_status(), cuda_device_count());
   const std::string root = check::repo_root + "/test/fixtures/models";
-  for (const char* name : {"tiny-llama", "tiny-llama-sharded", "tiny-gpt2", "tiny-qwen3", "tiny-qwen3-bias", "tiny-phi3"}) {
+  for (const char* name : {"tiny-llama", "tiny-llama-sharded", "tiny-gpt2", "tiny-qwen3", "tiny-qwen3-bias", "tiny-phi3", "tiny-gemma"}) {
+    // tiny-gemma passes 2x kTol: its embeddings enter times 8 and its norms scale by (1 + w), 2 to 5 here, so each
+    // bf16 rounding of an activation weighs more; measured 0.0127-0.0180 on an H200 (2026-11-26) while the CPU model
+    // is within 3.6e-6 of transformers (model-reference) and every clear greedy step is equal.
+    const double tol = std::string(name) == "tiny-gemma" ? 2 * kTol : kTol;
     try {
-      fixture_vs_reference(root + "/" + name, name);
+      fixture_vs_reference(root + "/" + name, name, tol);
     } catch (const std::exception& e) {
       CHECK_MSG(false, "%s: %s", name, e.what());
     }

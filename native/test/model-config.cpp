@@ -99,7 +99,7 @@ static void errors() {
     CHECK(e.code() == ErrorCode::unsupported);
     CHECK(std::string(e.what()) ==
           "architecture 'FooForCausalLM' in config.json is not supported; supported: LlamaForCausalLM, "
-          "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, GPT2LMHeadModel");
+          "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, GemmaForCausalLM, GPT2LMHeadModel");
   }
   try {
     load_model_config("/nonexistent/ckpt");
@@ -176,10 +176,25 @@ static void phi3_and_windows() {
   CHECK(c.architecture_name == "Phi3ForCausalLM" && c.fused_gate_up);
 }
 
+// Gemma: embeddings times sqrt(hidden), (1 + w) norms, hidden_activation (tanh GELU when absent) over hidden_act,
+// tied by default.
+static void gemma() {
+  ModelConfig c = load_model_config(make_dir(
+      R"({"architectures":["GemmaForCausalLM"],"vocab_size":100,"hidden_size":64,"num_hidden_layers":2,)"
+      R"("num_attention_heads":4,"num_key_value_heads":1,"head_dim":32,"intermediate_size":128,"hidden_act":"gelu"})"));
+  CHECK(c.embed_scale == 8.0f && c.norm_plus_one && c.hidden_act == "gelu_pytorch_tanh" && c.tie_word_embeddings &&
+        c.head_dim == 32 && c.num_kv_heads == 1);
+  c = load_model_config(make_dir(R"({"model_type":"gemma","vocab_size":100,"hidden_size":64,"num_hidden_layers":2,)"
+                                 R"("num_attention_heads":4,"intermediate_size":128,"hidden_activation":"gelu"})"));
+  CHECK(c.architecture_name == "GemmaForCausalLM" && c.hidden_act == "gelu");
+  CHECK(load_model_config(make_dir(llama(""))).embed_scale == 1.0f);
+}
+
 TEST_MAIN({
   llama_defaults_and_fields();
   qwen3();
   phi3_and_windows();
+  gemma();
   rope_scaling();
   gpt2();
   errors();

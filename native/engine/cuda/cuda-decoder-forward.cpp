@@ -74,7 +74,8 @@ void CudaDecoder::enqueue_layers(const BatchMeta& m, int64_t T, int64_t R, int32
   const int64_t H = config_.hidden_size, V = config_.vocab_size;
   float* x = x_.as<float>();
   if (layout_.first_stage()) {
-    embed(m.tokens, T, embed_.get(), dt_, layout_.vocab_begin, layout_.local_real_vocab(V), H, x, stream_);
+    embed(m.tokens, T, embed_.get(), dt_, layout_.vocab_begin, layout_.local_real_vocab(V), H, config_.embed_scale, x,
+          stream_);
     // Vocab parallel: each token's row came from the one tp rank owning its id, the others gave zeros.
     all_reduce(x, static_cast<size_t>(T * H));
     if (!spec_.rope) add_position_embedding(x, m.positions, T, pos_embed_.get(), dt_, H, stream_);

@@ -53,14 +53,14 @@ __device__ __forceinline__ float apply_act(float x, Act act) {
 
 template <typename T>
 __global__ void embed_kernel(const int32_t* tokens, int64_t rows, const T* table, int64_t v0, int64_t nv, int64_t hidden,
-                             float* x) {
+                             float scale, float* x) {
   pdl_enter();  // pdl.cuh
   const int64_t r = blockIdx.x;
   const int64_t local = static_cast<int64_t>(tokens[r]) - v0;
   float* xr = x + r * hidden;
   const bool here = local >= 0 && local < nv;
   const T* er = table + (here ? local : 0) * hidden;
-  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) xr[i] = here ? to_float(er[i]) : 0.0f;
+  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) xr[i] = here ? to_float(er[i]) * scale : 0.0f;
 }
 
 template <typename T>
@@ -269,10 +269,10 @@ __global__ void fill_constant_kernel(float* dst, int64_t n, float v) {
 }  // namespace
 
 void embed(const int32_t* tokens, int64_t rows, const void* table, DType dt, int64_t v0, int64_t nv, int64_t hidden,
-           float* x, cudaStream_t s) {
+           float scale, float* x, cudaStream_t s) {
   if (rows == 0) return;
   ENGINE_DISPATCH_DTYPE(dt, launch_pdl(embed_kernel<T>, dim3(static_cast<unsigned>(rows)), dim3(256), s,
-                                tokens, rows, static_cast<const T*>(table), v0, nv, hidden, x));
+                                tokens, rows, static_cast<const T*>(table), v0, nv, hidden, scale, x));
   check_launch("embed");
 }
 

@@ -17,9 +17,9 @@ inline size_t dtype_size(DType) { return 2; }
 enum class Act { silu, gelu, gelu_tanh, relu };  // same set and formulas as cpu/activation.h
 
 // --- elementwise (kernels-elementwise.cu) ---
-// x[r] = table[tokens[r] - v0] (T -> fp32), zeros when the id is outside [v0, v0 + nv) (vocab parallel).
+// x[r] = table[tokens[r] - v0] * scale (T -> fp32), zeros when the id is outside [v0, v0 + nv) (vocab parallel).
 void embed(const int32_t* tokens, int64_t rows, const void* table, DType dt, int64_t v0, int64_t nv, int64_t hidden,
-           float* x, cudaStream_t s);
+           float scale, float* x, cudaStream_t s);
 // x[r] += pos_table[positions[r]] (T table).
 void add_position_embedding(float* x, const int32_t* positions, int64_t rows, const void* pos_table, DType dt,
                             int64_t hidden, cudaStream_t s);

@@ -163,9 +163,11 @@ void DecoderModel::embed(const std::vector<SequenceChunk>& chunks, const int32_t
     for (int32_t t : ch.tokens) {
       float* xr = x + row * H;
       const int64_t local = t - v0;
-      if (local >= 0 && local < nv)
+      if (local >= 0 && local < nv) {
         std::memcpy(xr, w_.embed.data() + local * H, sizeof(float) * H);
-      else
+        if (config_.embed_scale != 1.0f)
+          for (int64_t i = 0; i < H; ++i) xr[i] *= config_.embed_scale;
+      } else
         std::fill(xr, xr + H, 0.0f);
       ++row;
     }

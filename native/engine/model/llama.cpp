@@ -8,6 +8,11 @@ namespace {
 TensorSlice rows_of(int64_t begin, int64_t end) { return TensorSlice{0, begin, end}; }
 TensorSlice cols_of(int64_t begin, int64_t end) { return TensorSlice{1, begin, end}; }
 
+// Gemma's RMSNorm scales by (1 + weight): folded into the weight once here, so every backend runs a plain RMSNorm.
+void plus_one(std::vector<float>& w) {
+  for (float& x : w) x += 1.0f;
+}
+
 // Reads this rank's [q; k; v] rows (its heads, its kv heads) and biases into one fused projection so attention
 // inputs take a single GEMM.
 Linear read_qkv(WeightReader& r, const std::string& p, const ModelConfig& c, const ParallelLayout& pl) {
@@ -112,10 +117,15 @@ DecoderWeights read_llama_weights(const ModelConfig& c, WeightReader& r, const P
       r.read_into(p + "mlp.up_proj.bias", {I}, lw.up.b.data() + Il, is);
     }
     lw.down = read_row_parallel(r, p + "mlp.down_proj", H, I, c.mlp_bias, pl.inter_begin, pl.inter_end, bias_here);
+    if (c.norm_plus_one) {
+      plus_one(lw.attn_norm.w);
+      plus_one(lw.mlp_norm.w);
+    }
     w.layers.push_back(std::move(lw));
   }
   if (pl.last_stage()) {
     w.final_norm.w = r.read("model.norm.weight", {H});
+    if (c.norm_plus_one) plus_one(w.final_norm.w);
     const bool tied = c.tie_word_embeddings || !r.has("lm_head.weight");
     // Tied and on a stage without the embedding: the head is this stage's own copy of the embedding rows.
     if (!tied)

@@ -70,7 +70,8 @@ struct Fields {
 };
 
 const char* kSupported =
-    "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, GPT2LMHeadModel";
+    "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, GemmaForCausalLM, "
+    "GPT2LMHeadModel";
 
 // `key` is "rope_scaling" (transformers 4.x, with rope_theta beside it) or "rope_parameters" (transformers 5.x,
 // which moves rope_theta inside and writes {"rope_type": "default"} when nothing is scaled).
@@ -157,6 +158,13 @@ void read_llama(const Fields& f, ModelConfig& c) {
   c.rope_theta = f.optional_float("rope_theta", 10000.0f);
   c.hidden_act = f.optional_string("hidden_act", "silu");
   c.tie_word_embeddings = f.optional_bool("tie_word_embeddings", false);
+  if (c.architecture_name == "GemmaForCausalLM") {
+    // transformers' Gemma runs `hidden_activation` (the tanh GELU when absent), whatever `hidden_act` says.
+    c.hidden_act = f.optional_string("hidden_activation", "gelu_pytorch_tanh");
+    c.tie_word_embeddings = f.optional_bool("tie_word_embeddings", true);
+    c.embed_scale = std::sqrt(static_cast<float>(c.hidden_size));
+    c.norm_plus_one = true;
+  }
   if (c.architecture_name == "Qwen2ForCausalLM") {
     // Qwen2 always has q/k/v biases and never an o_proj bias, whatever the config says.
     c.attention_bias = true;
@@ -246,13 +254,14 @@ ModelConfig load_model_config(const std::string& checkpoint_dir) {
     else if (mt == "qwen2") c.architecture_name = "Qwen2ForCausalLM";
     else if (mt == "qwen3") c.architecture_name = "Qwen3ForCausalLM";
     else if (mt == "phi3") c.architecture_name = "Phi3ForCausalLM";
+    else if (mt == "gemma") c.architecture_name = "GemmaForCausalLM";
     else if (mt == "gpt2") c.architecture_name = "GPT2LMHeadModel";
     else
       throw EngineError(ErrorCode::bad_checkpoint, path + " lacks required field 'architectures'");
   }
   const std::string& a = c.architecture_name;
   if (a == "LlamaForCausalLM" || a == "MistralForCausalLM" || a == "Qwen2ForCausalLM" || a == "Qwen3ForCausalLM" ||
-      a == "Phi3ForCausalLM") {
+      a == "Phi3ForCausalLM" || a == "GemmaForCausalLM") {
     read_llama(f, c);
   } else if (a == "GPT2LMHeadModel") {
     read_gpt2(f, c);
@@ -270,7 +279,7 @@ ModelConfig load_model_config(const std::string& checkpoint_dir) {
   c.quant = read_quant_config(doc, path, checkpoint_dir);
   if (c.quant.quantized() && c.architecture == Architecture::gpt2)
     throw EngineError(ErrorCode::unsupported, c.quant.source + ": FP8 weights are supported for the Llama family "
-                                                               "(Llama, Mistral, Qwen2, Qwen3, Phi-3), not " + a);
+                                                               "(Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma), not " + a);
 
   auto one_id = [](const std::vector<int32_t>& ids) { return ids.empty() ? -1 : ids[0]; };
   c.bos_token_id = one_id(f.token_ids("bos_token_id"));

@@ -43,6 +43,10 @@ struct ModelConfig {
   // Mistral / Phi-3 sliding-window attention (0: none). Not implemented as a window: max_position_embeddings is
   // capped to it, so every sequence fits the window and full attention gives the same outputs.
   int32_t sliding_window = 0;
+  // Gemma: the embedding rows are multiplied by sqrt(hidden_size) on the way in (not on the tied LM head), and its
+  // RMSNorms multiply by (1 + weight) — folded into the weights at load (norm_plus_one tells the loader to).
+  float embed_scale = 1.0f;
+  bool norm_plus_one = false;
   std::string hidden_act = "silu";      // silu | gelu_new | gelu | gelu_pytorch_tanh | relu
   std::string torch_dtype;              // informational
   QuantConfig quant;                    // FP8 checkpoints: how their scales are stored (quant/quant-config.h)
