@@ -9,6 +9,7 @@ import { basename, resolve } from 'node:path';
 import { TrtllmError } from './common/errors.js';
 import { readyLine } from './common/status-lines.js';
 import { Executor } from './executor/executor.js';
+import { modelPrecision } from './executor/precision.js';
 import { loadChatTemplate } from './frontend/chat-template.js';
 import { DrainState } from './frontend/drain-state.js';
 import { beginPortsDrain, closePorts } from './frontend/frontend-drain.js';
@@ -70,15 +71,13 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
   });
   const config = executor.modelConfig;
   // Which precision runs: the checkpoint's own quantization, --quantization fp8, or 16-bit weights.
-  const weights = config.quantization !== '' ? config.quantization
-    : options.quantization === 'fp8' ? 'fp8 (quantized at load, per-channel weight scales, dynamic per-token activations)'
-      : 'as stored (16-bit)';
-  log.info(`loaded ${config.architectureName} from ${modelDir} in ${((performance.now() - started) / 1000).toFixed(2)} s; weights ${weights}; KV cache ${config.kvCacheDtype}`);
+  const precision = modelPrecision(config, options.quantization);
+  log.info(`loaded ${config.architectureName} from ${modelDir} in ${((performance.now() - started) / 1000).toFixed(2)} s; weights ${precision.weights}; KV cache ${precision.kvCache}`);
 
   let ready = false;
   const drain = new DrainState();
   const metrics = new ServingMetrics(executor, [...MODEL_NAMES, options.servedModelName ?? basename(modelDir)],
-    { precision: { weights, kvCache: config.kvCacheDtype } });
+    { precision });
   executor.onIterationStats(metrics.onIterationStats);
   const context = buildServingContext({
     executor, tokenizer, tokenizerPool, metrics, chatTemplate, modelDir,

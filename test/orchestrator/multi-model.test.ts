@@ -151,6 +151,10 @@ t.test('spawn mode: two models with different tp serve what one rank serves; one
   t.equal(await used(), 0, 'the cancelled request left no KV block in use');
   t.equal(await active(), 0, 'and no active request');
   t.ok((await metric(cluster.metrics, 'nv_inference_request_success', 'model="beta"'))! >= 3, 'metrics are labelled per model');
+  for (const model of ['alpha', 'beta']) {
+    t.equal(await metric(cluster.metrics, 'trtllm_model_precision_info', `model="${model}",weights="as stored (16-bit)",kv_cache="float32"`), 1,
+      `${model}: which precision it runs`);
+  }
 
   // Kill one of alpha's ranks: alpha turns unavailable (503 naming it), beta keeps answering.
   t.ok(await waitFor(() => cluster.pids('alpha').length === 2), 'alpha runs on 2 ranks');

@@ -28,10 +28,12 @@ function perform(task: ThreadTask): { value: unknown; transfer: ArrayBuffer[] } 
   return { value: bytes, transfer: [bytes.buffer] };
 }
 
-// The lowest priority for this thread alone (Linux nice is per thread; pid 0 is the calling thread): where cores are
+// A lower priority for this thread alone (Linux nice is per thread; pid 0 is the calling thread): where cores are
 // few, a long parse or print here must not take the CPU from the event loop, which only needs it in short turns.
+// Nice 10 (about a tenth of a nice-0 thread's share when both want a core), not 19: the CPU backend's engine threads
+// keep every core busy while they generate, and at 19 (1.5%) a body's parse would wait seconds behind them.
 try {
-  setPriority(19);
+  setPriority(10);
 } catch {
   // (a platform without per-thread priorities: the thread runs at the process's)
 }

@@ -4,6 +4,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 import type { IterationStats, KvCacheStats } from '../binding/addon-types.js';
+import type { Precision } from '../executor/precision.js';
 
 export const MODEL_VERSION = '1';
 const ENGINE_MODEL = 'tensorrt_llm';  // Triton reports batcher stats under the tensorrt_llm model
@@ -94,7 +95,7 @@ export interface MetricsOptions {
   registry?: Registry;
   engineModel?: string;
   /** Which precision the model runs, as the startup log says it: trtllm_model_precision_info{weights, kv_cache} 1. */
-  precision?: { weights: string; kvCache: string };
+  precision?: Precision;
 }
 
 export class ServingMetrics {

@@ -12,6 +12,7 @@ import type { AddonLinks } from '../binding/addon-types.js';
 import { loadAddon } from '../binding/load-addon.js';
 import { packageRoot } from '../common/package-root.js';
 import { rankFailureLine } from '../common/status-lines.js';
+import { modelPrecision } from '../executor/precision.js';
 import { loadChatTemplate } from '../frontend/chat-template.js';
 import { DrainState } from '../frontend/drain-state.js';
 import { beginPortsDrain, closePorts } from '../frontend/frontend-drain.js';
@@ -99,7 +100,7 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
     }
     const executor = g.executor;
     const names = i === 0 ? [g.name, ...MODEL_NAMES] : [g.name];
-    const metrics = new ServingMetrics(executor, names, { registry, engineModel: g.name });
+    const metrics = new ServingMetrics(executor, names, { registry, engineModel: g.name, precision: modelPrecision(executor.modelConfig, g.plan.serve.quantization) });
     executor.onIterationStats(metrics.onIterationStats);
     allMetrics.push(metrics);
     const ctx = buildServingContext({
