@@ -16,9 +16,9 @@ engine::ExecutorConfig to_executor_config(Napi::Env env, Napi::Object object);
 int32_t to_num_threads(Napi::Env env, Napi::Object object);
 
 // The load options that pick and size the backend: device ("auto" | "cpu" | "cuda"; absent: cpu), loadFormat
-// ("auto" | "dummy"), quantization ("none" | "fp8"), kvCacheDtype ("auto" | "fp8"), dtype, gpuDeviceId, and the activation sizing hints maxNumTokens / maxBatchSize (the
-// executor config's when a leader loads, the load options' on a follower). Parsed on the JS thread, applied on
-// the loader's.
+// ("auto" | "dummy"), quantization ("none" | "fp8"), kvCacheDtype ("auto" | "fp8"), dtype, gpuDeviceId, and the
+// activation sizing hints maxNumTokens / maxBatchSize (the executor config's when a leader loads, the load options'
+// on a follower). Parsed on the JS thread, applied on the loader's.
 struct DeviceFields {
   engine::Device device = engine::Device::cpu;
   std::string load_format = "auto", dtype = "auto", quantization, kv_cache_dtype = "auto";

@@ -2,6 +2,8 @@
 // non-zero when anything failed, and check::skip's code when the test cannot run here. argv[1] is the repository
 // root (fixtures live under examples/ and test/).
 #pragma once
+#include <sys/stat.h>
+
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -15,6 +17,12 @@ inline std::string repo_root = ".";
 // ctest's SKIP_RETURN_CODE for every engine test (test/sources.cmake): a test that cannot run here (no GPU, no
 // fixtures) is reported as skipped, never as passed.
 inline constexpr int skip_code = 77;
+
+// Whether a file or directory exists (fixtures a test needs: absent, it skips).
+inline bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
 
 // Prints "SKIP: <why>" and returns skip_code: `return check::skip("no GPU");` from main.
 inline int skip(const char* format, ...) __attribute__((format(printf, 1, 2)));

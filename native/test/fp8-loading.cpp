@@ -4,8 +4,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sys/stat.h>
-
 #include "check.h"
 #include "errors.h"
 #include "loading/checkpoint.h"
@@ -20,11 +18,6 @@
 using namespace engine;
 
 namespace {
-
-bool exists(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0;
-}
 
 void codec() {
   int round_trips = 0;
@@ -177,7 +170,7 @@ TEST_MAIN({
   codec();
   refusals();
   const std::string root = check::repo_root + "/test/fixtures/models";
-  if (!exists(root + "/tiny-llama-fp8-block128/config.json")) return check::skip("FP8 fixtures missing under %s", root.c_str());
+  if (!check::exists(root + "/tiny-llama-fp8-block128/config.json")) return check::skip("FP8 fixtures missing under %s", root.c_str());
   // Whole: every projection keeps its FP8 form. At tp 2 a block-scaled slice must keep whole blocks: block 32 of
   // tiny-llama (one 16-row kv head per rank, 80 intermediate rows per rank) and block 128 of the wider fixture
   // (64-row kv heads, 192 intermediate rows) keep only o_proj's half (32 / 128 whole columns); the rest runs

@@ -7,8 +7,6 @@
 //     the bytes per token.
 //  3. Scales: read per layer from a checkpoint (both names), 1 without them; a partial set, a bad value and an
 //     unknown kv_cache_dtype are refused naming the tensor / field.
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -30,11 +28,6 @@
 using namespace engine;
 
 namespace {
-
-bool exists(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0;
-}
 
 void attention_storage_is_exact() {
   const int32_t heads = 4, kv_heads = 2, hd = 16, tpb = 8, blocks = 6;
@@ -233,7 +226,8 @@ TEST_MAIN({
   const std::string dir = check::repo_root + "/test/fixtures/models/tiny-llama";
   const std::string bundled = check::repo_root + "/examples/models/brown-llama-17m";
   const std::string heldout = check::repo_root + "/test/fixtures/quality/brown-heldout-ids.json";
-  if (!exists(dir + "/config.json") || !exists(bundled + "/model.safetensors") || !exists(heldout))
+  if (!check::exists(dir + "/config.json") || !check::exists(bundled + "/model.safetensors") ||
+      !check::exists(heldout))
     return check::skip("tiny-llama, the bundled model or its held-out ids not found under %s", check::repo_root.c_str());
   const json::Value doc = json::parse_file(heldout);
   std::vector<int32_t> ids;

@@ -1,8 +1,6 @@
 // The engine against Hugging Face transformers (float64) on the tiny fixtures in test/fixtures/models: context
 // logits within 1e-4 relative error, and greedy continuations, decoded step by step through the paged KV cache,
 // identical token for token.
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cmath>
 
@@ -15,11 +13,6 @@
 using namespace engine;
 
 namespace {
-
-bool exists(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0;
-}
 
 int32_t argmax(const float* row, int32_t n) {
   return static_cast<int32_t>(std::max_element(row, row + n) - row);
@@ -105,7 +98,7 @@ TEST_MAIN({
   int total_missing_extra = 0;
   for (const char* name : names) {
     const std::string dir = root + "/" + name;
-    if (!exists(dir + "/reference.json")) {
+    if (!check::exists(dir + "/reference.json")) {
       std::printf("missing %s: %s/reference.json not found\n", name, dir.c_str());
       continue;
     }
@@ -117,7 +110,7 @@ TEST_MAIN({
     }
   }
   // --quantization fp8 of the float tiny-llama: per-channel FP8 weights, run dequantized on the CPU.
-  if (exists(root + "/tiny-llama/reference-quantized-fp8.json")) {
+  if (check::exists(root + "/tiny-llama/reference-quantized-fp8.json")) {
     LoadOptions fp8;
     fp8.quantization = "fp8";
     try {

@@ -120,10 +120,7 @@ export class ServingMetrics {
     this.f.iterationSeconds.inc(this.labels, 0);
     this.f.iterations.inc(this.labels, 0);
     this.f.clientDisconnects.inc({ stage: 'request_body' }, 0);
-    if (options.precision) {
-      const info = this.f.precision;
-      info.set({ ...this.labels, weights: options.precision.weights, kv_cache: options.precision.kvCache }, 1);
-    }
+    if (options.precision) this.f.precision.set({ ...this.labels, weights: options.precision.weights, kv_cache: options.precision.kvCache }, 1);
     this.refresh();
   }
 

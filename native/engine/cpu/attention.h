@@ -36,8 +36,8 @@ struct AttentionChunk {
   const int32_t* block_ids = nullptr;  // validated by the caller to cover past_len + n_tokens
 };
 
-// Copies the new tokens' K and V rows into their slots (e4m3: divided by the scale and rounded, saturating at 448). k_rows/v_rows: [n_total, row_stride] with
-// num_kv_heads * head_dim values per row starting at the pointer.
+// Copies the new tokens' K and V rows into their slots (e4m3: divided by the scale and rounded, saturating at 448).
+// k_rows/v_rows: [n_total, row_stride] with num_kv_heads * head_dim values per row starting at the pointer.
 void write_kv(const PagedKv& pool, const std::vector<AttentionChunk>& chunks, const float* k_rows,
               const float* v_rows, int64_t row_stride);
 

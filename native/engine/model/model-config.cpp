@@ -69,9 +69,31 @@ struct Fields {
   }
 };
 
-const char* kSupported =
-    "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, GemmaForCausalLM, "
-    "GPT2LMHeadModel";
+// The architectures we load, with the model_type old configs carry instead of `architectures`: one row per family,
+// from which the lookups and the "supported:" list are made.
+struct Family {
+  const char* model_type;
+  const char* architecture;
+  Architecture kind;
+};
+constexpr Family kFamilies[] = {
+    {"llama", "LlamaForCausalLM", Architecture::llama},   {"mistral", "MistralForCausalLM", Architecture::llama},
+    {"qwen2", "Qwen2ForCausalLM", Architecture::llama},   {"qwen3", "Qwen3ForCausalLM", Architecture::llama},
+    {"phi3", "Phi3ForCausalLM", Architecture::llama},     {"gemma", "GemmaForCausalLM", Architecture::llama},
+    {"gpt2", "GPT2LMHeadModel", Architecture::gpt2},
+};
+
+const Family* family_named(const std::string& architecture) {
+  for (const Family& fam : kFamilies)
+    if (architecture == fam.architecture) return &fam;
+  return nullptr;
+}
+
+std::string supported_architectures() {
+  std::string out;
+  for (const Family& fam : kFamilies) out += (out.empty() ? "" : ", ") + std::string(fam.architecture);
+  return out;
+}
 
 // `key` is "rope_scaling" (transformers 4.x, with rope_theta beside it) or "rope_parameters" (transformers 5.x,
 // which moves rope_theta inside and writes {"rope_type": "default"} when nothing is scaled).
@@ -112,22 +134,22 @@ void read_rope_scaling(const Fields& f, ModelConfig& c, const char* key) {
   }
 }
 
-// Rotary embeddings over only part of each head (Phi-4-mini, some GPT-NeoX-style configs) are not implemented.
+// Rotary embeddings over only part of each head (Phi-4-mini, some GPT-NeoX-style configs) are not implemented. The
+// factor sits at the top level (transformers 4.x) or inside rope_parameters / rope_scaling (5.x).
 void refuse_partial_rotary(const Fields& f) {
-  for (const char* where : {"", "rope_parameters", "rope_scaling"}) {
-    const json::Value* obj = *where ? f.get(where) : nullptr;
-    if (*where && (!obj || !obj->is_object())) continue;
-    const json::Value* v = *where ? obj->find("partial_rotary_factor") : f.get("partial_rotary_factor");
-    if (!v || v->is_null()) continue;
-    const std::string name = *where ? std::string(where) + ".partial_rotary_factor" : "partial_rotary_factor";
+  auto check = [&](const json::Value* v, const std::string& name) {
+    if (!v || v->is_null()) return;
     const double x = v->as_number(f.file + ": " + name);
-    if (x != 1.0) {
-      char shown[32];
-      std::snprintf(shown, sizeof shown, "%g", x);
-      throw EngineError(ErrorCode::unsupported, f.file + ": " + name + " " + shown +
-                                                    " is not supported (rotary embeddings over the whole head only)");
-    }
-  }
+    if (x == 1.0) return;
+    char shown[32];
+    std::snprintf(shown, sizeof shown, "%g", x);
+    throw EngineError(ErrorCode::unsupported, f.file + ": " + name + " " + shown +
+                                                  " is not supported (rotary embeddings over the whole head only)");
+  };
+  check(f.get("partial_rotary_factor"), "partial_rotary_factor");
+  for (const char* key : {"rope_parameters", "rope_scaling"})
+    if (const json::Value* obj = f.get(key); obj && obj->is_object())
+      check(obj->find("partial_rotary_factor"), std::string(key) + ".partial_rotary_factor");
 }
 
 // Mistral's and Phi-3's `sliding_window` (Qwen2 / Qwen3 refuse use_sliding_window true instead): attention
@@ -138,7 +160,9 @@ void read_sliding_window(const Fields& f, ModelConfig& c) {
   const json::Value* w = f.get("sliding_window");
   if (!w || w->is_null()) return;
   const int64_t window = w->as_int64(f.what("sliding_window"));
-  if (window <= 0) throw EngineError(ErrorCode::bad_checkpoint, f.file + ": sliding_window must be > 0 or null, got " + std::to_string(window));
+  if (window <= 0)
+    throw EngineError(ErrorCode::bad_checkpoint,
+                      f.file + ": sliding_window must be > 0 or null, got " + std::to_string(window));
   if (window >= c.max_position_embeddings) return;
   c.sliding_window = static_cast<int32_t>(window);
   c.max_position_embeddings = c.sliding_window;
@@ -177,6 +201,10 @@ void read_llama(const Fields& f, ModelConfig& c) {
   if (c.architecture_name == "Phi3ForCausalLM") {
     c.fused_qkv = true;
     c.fused_gate_up = true;
+    // Phi-3's fused projections carry no biases; a config that says otherwise names tensors we would not find.
+    if (c.attention_bias || c.mlp_bias)
+      throw EngineError(ErrorCode::unsupported, f.file + ": attention_bias / mlp_bias true is not supported for "
+                                                         "Phi3ForCausalLM (fused qkv_proj / gate_up_proj without biases)");
   }
   read_sliding_window(f, c);
   if (c.architecture_name == "Qwen2ForCausalLM" || c.architecture_name == "Qwen3ForCausalLM") {
@@ -247,28 +275,20 @@ ModelConfig load_model_config(const std::string& checkpoint_dir) {
   } else if (archs && archs->is_string()) {
     c.architecture_name = archs->as_string();
   } else {
-    // Old configs carry only model_type; map the two families we know.
-    std::string mt = f.optional_string("model_type", "");
-    if (mt == "llama") c.architecture_name = "LlamaForCausalLM";
-    else if (mt == "mistral") c.architecture_name = "MistralForCausalLM";
-    else if (mt == "qwen2") c.architecture_name = "Qwen2ForCausalLM";
-    else if (mt == "qwen3") c.architecture_name = "Qwen3ForCausalLM";
-    else if (mt == "phi3") c.architecture_name = "Phi3ForCausalLM";
-    else if (mt == "gemma") c.architecture_name = "GemmaForCausalLM";
-    else if (mt == "gpt2") c.architecture_name = "GPT2LMHeadModel";
-    else
+    // Old configs carry only model_type; map the families we know.
+    const std::string mt = f.optional_string("model_type", "");
+    for (const Family& fam : kFamilies)
+      if (mt == fam.model_type) c.architecture_name = fam.architecture;
+    if (c.architecture_name.empty())
       throw EngineError(ErrorCode::bad_checkpoint, path + " lacks required field 'architectures'");
   }
   const std::string& a = c.architecture_name;
-  if (a == "LlamaForCausalLM" || a == "MistralForCausalLM" || a == "Qwen2ForCausalLM" || a == "Qwen3ForCausalLM" ||
-      a == "Phi3ForCausalLM" || a == "GemmaForCausalLM") {
-    read_llama(f, c);
-  } else if (a == "GPT2LMHeadModel") {
-    read_gpt2(f, c);
-  } else {
+  const Family* fam = family_named(a);
+  if (fam == nullptr)
     throw EngineError(ErrorCode::unsupported, "architecture '" + a + "' in config.json is not supported; supported: " +
-                                                  kSupported);
-  }
+                                                  supported_architectures());
+  if (fam->kind == Architecture::llama) read_llama(f, c);
+  else read_gpt2(f, c);
   const std::string& act = c.hidden_act;
   if (act != "silu" && act != "swish" && act != "gelu" && act != "gelu_new" && act != "gelu_pytorch_tanh" &&
       act != "relu" && act != "gelu_fast")

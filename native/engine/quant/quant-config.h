@@ -26,7 +26,7 @@ struct QuantConfig {
   std::string scale_suffix = "weight_scale";  // "<module>.weight_scale" ("weight_scale_inv" for HF fp8)
   Fp8Activation activation = Fp8Activation::dynamic_token;
   std::vector<std::string> ignore;            // modules left unquantized, as written (informational)
-  bool kv_cache_fp8 = false;                  // ModelOpt kv_cache_quant_algo FP8 (its k/v scales are not used yet)
+  bool kv_cache_fp8 = false;                  // kv_cache_quant_algo FP8 / kv_cache_scheme: FP8 KV under "auto"
 
   bool quantized() const { return method != QuantMethod::none; }
   // "fp8 (compressed-tensors, per-channel weight scales, dynamic per-token activations)"; "" when none.

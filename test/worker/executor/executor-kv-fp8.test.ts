@@ -21,16 +21,17 @@ const STEPS = 16;
 // Twice the largest move of any logit that FP8 KV caused on the bundled model's held-out text (0.47).
 const CLEAR_MARGIN = 1.0;
 const HELDOUT = (JSON.parse(readFileSync(join(packageRoot(), 'test', 'fixtures', 'quality', 'brown-heldout-ids.json'), 'utf8')) as { input_ids: number[] }).input_ids;
-const PROMPTS = [0, 3000, 9000, 27000].map((at) => HELDOUT.slice(at, at + 48));
+const PROMPT_LEN = 48;
+const PROMPTS = [0, 3000, 9000, 27000].map((at) => HELDOUT.slice(at, at + PROMPT_LEN));
 
 interface Run { top1: number[]; margins: number[]; tokens: number[] }
 
 // Per prompt position: the top-1 token of the context logits and its margin over the second; and the greedy tokens.
 function summarize(logits: Float32Array, tokens: number[]): Run {
-  const vocab = logits.length / 48;
+  const vocab = logits.length / PROMPT_LEN;
   const top1: number[] = [];
   const margins: number[] = [];
-  for (let p = 0; p < 48; p += 1) {
+  for (let p = 0; p < PROMPT_LEN; p += 1) {
     const row = logits.subarray(p * vocab, (p + 1) * vocab);
     let a = 0;
     for (let j = 1; j < vocab; j += 1) if (row[j]! > row[a]!) a = j;
@@ -65,7 +66,7 @@ function agrees(t: Test, base: Run[], got: Run[], where: string): void {
     clear += 1;
     equal += got[i]!.top1[p] === b.top1[p] ? 1 : 0;
   }));
-  t.ok(clear >= 40, `${where}: ${clear} of ${base.length * 48} prompt positions have a clear margin`);
+  t.ok(clear >= 40, `${where}: ${clear} of ${base.length * PROMPT_LEN} prompt positions have a clear margin`);
   t.equal(equal, clear, `${where}: the float-KV top-1 token at each of them`);
   base.forEach((b, i) => {
     let n = 0;
