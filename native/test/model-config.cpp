@@ -165,6 +165,8 @@ static void phi3_and_windows() {
                "use_sliding_window true is not supported");
   CHECK(load_model_config(make_dir(cfg("Qwen2ForCausalLM", R"(,"use_sliding_window":false,"sliding_window":64)")))
             .max_position_embeddings == 4096);
+  CHECK_THROWS(load_model_config(make_dir(cfg("Phi3ForCausalLM", R"(,"attention_bias":true)"))),
+               "attention_bias / mlp_bias true is not supported for Phi3ForCausalLM");
   CHECK_THROWS(load_model_config(make_dir(cfg("Phi3ForCausalLM", R"(,"partial_rotary_factor":0.75)"))),
                "partial_rotary_factor 0.75 is not supported");
   CHECK_THROWS(load_model_config(make_dir(cfg("LlamaForCausalLM", R"(,"rope_parameters":{"rope_type":"default","partial_rotary_factor":0.5})"))),
