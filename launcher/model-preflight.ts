@@ -14,6 +14,7 @@ export interface ModelPreflight {
   model: string;                 // --model as given
   tp: number;
   pp: number;
+  ep?: number;                   // experts split over ep groups of the tp ranks (default 1)
   // The ranks may run on other hosts (--hosts, --hostfile): a directory missing here is theirs to look for.
   ranksElsewhere: boolean;
 }
@@ -43,7 +44,10 @@ export function checkModelBeforeLaunch(p: ModelPreflight, addon: Pick<Addon, 're
   if (!statSync(tokenizer, { throwIfNoEntry: false })?.isFile()) {
     throw new InvalidArgumentError(`--model ${p.model}: ${tokenizer} is missing; the server needs the checkpoint's tokenizer.json (its text interface and default end/pad ids come from it)`);
   }
-  const grid = engine(() => addon.checkParallelLayout(dir, p.tp, p.pp));
-  if (grid !== undefined) throw new InvalidArgumentError(`--tp ${p.tp} x --pp ${p.pp} cannot split --model ${p.model}: ${grid}`);
+  const ep = p.ep ?? 1;
+  const grid = engine(() => addon.checkParallelLayout(dir, p.tp, p.pp, ep));
+  if (grid !== undefined) {
+    throw new InvalidArgumentError(`--tp ${p.tp} x --pp ${p.pp}${ep > 1 ? ` with --ep ${ep}` : ''} cannot split --model ${p.model}: ${grid}`);
+  }
   return undefined;
 }

@@ -13,7 +13,7 @@ import { rankFailureLine } from '../worker/common/status-lines.js';
 import { parseGpuDeviceIds } from '../worker/options/device-ids.js';
 import { serveOptions } from '../worker/options/serve-options-from-cli.js';
 import { chooseLauncher } from './cluster/mpirun-command.js';
-import { resolveParallel } from './cluster/parallel-plan.js';
+import { resolveExperts, resolveParallel } from './cluster/parallel-plan.js';
 import { ignoredSettings } from './config/effective-config.js';
 import { checkModelBeforeLaunch } from './model-preflight.js';
 import { resolveServeConfig } from './config/resolve-serve-config.js';
@@ -28,10 +28,21 @@ function reportError(error: unknown, what: string): number {
   throw error;
 }
 
+function expertCount(model: string): number | undefined {
+  try {
+    return loadAddon().readModelConfig(model).numExperts;
+  } catch {
+    return undefined;  // (on other hosts only: the ranks report it)
+  }
+}
+
 /** `build`: the addon's; a setting without effect on its backend (--gpu-device-ids on the CPU) was said already
  * (serveAction, from the effective configuration). */
-export async function runServe(options: Readonly<ServeCliOptions>, build: BuildInfo): Promise<number> {
-  const parallel = resolveParallel(options);
+export async function runServe(given: Readonly<ServeCliOptions>, build: BuildInfo): Promise<number> {
+  const parallel = resolveParallel(given);
+  // Ranks need only ep (moe_tp = tp / ep): --moe-tp alone becomes the ep it implies.
+  const experts = resolveExperts(parallel.tp, given);
+  const options: Readonly<ServeCliOptions> = { ...given, ep: experts.ep > 1 ? experts.ep : undefined };
   if (options.device === 'cuda' && !build.backends.includes('cuda')) {
     throw new InvalidArgumentError(`--device cuda: the CUDA backend is not built into this addon (${build.cuda}); use --device cpu or auto`);
   }
@@ -47,16 +58,18 @@ export async function runServe(options: Readonly<ServeCliOptions>, build: BuildI
   // (slurm/README.md), and a job's ranks report such a failure as the job's root cause.
   if (launcher !== 'srun') {
     const note = checkModelBeforeLaunch({
-      model: options.model, tp: parallel.tp, pp: parallel.pp, ranksElsewhere: options.hosts !== undefined || options.hostfile !== undefined,
+      model: options.model, tp: parallel.tp, pp: parallel.pp, ep: experts.ep, ranksElsewhere: options.hosts !== undefined || options.hostfile !== undefined,
     }, loadAddon());
     if (note !== undefined) process.stderr.write(`trtllm-launch: ${note}\n`);
   }
+  // For --dry-run's rank lines: which experts each rank holds (the checkpoint passed the checks above).
+  const numExperts = experts.ep > 1 && launcher !== 'srun' ? expertCount(options.model) : undefined;
   try {
     if (launcher === 'mpirun' || launcher === 'srun') {
       if (options.apiKey) process.env.TRTLLM_API_KEY = options.apiKey;
       const { launchCluster } = await import('./cluster/launch.js');
       return await launchCluster({
-        parallel, host: options.host, httpPort: options.httpPort, metricsPort: options.metricsPort, grpcPort: options.grpcPort,
+        parallel, experts: { ...experts, numExperts }, host: options.host, httpPort: options.httpPort, metricsPort: options.metricsPort, grpcPort: options.grpcPort,
         oversubscribe: options.oversubscribe, hostfile: options.hostfile, hosts: options.hosts, srunArgs: options.srunArgs,
         startupTimeoutSeconds: options.startupTimeout, drainTimeoutSeconds: options.drainTimeout, logDir: options.logDir,
         dryRun: options.dryRun, rankOptions: rankArguments(options), launcher,

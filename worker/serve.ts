@@ -72,7 +72,10 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
   const config = executor.modelConfig;
   // Which precision runs: the checkpoint's own quantization, --quantization fp8, or 16-bit weights.
   const precision = modelPrecision(config, options.quantization);
-  log.info(`loaded ${config.architectureName} from ${modelDir} in ${((performance.now() - started) / 1000).toFixed(2)} s; weights ${precision.weights}; KV cache ${precision.kvCache}`);
+  const ep = options.ep ?? 1;
+  const experts = config.numExperts > 0
+    ? `; ${config.numExperts} experts, top ${config.expertsPerToken}${ep > 1 ? `, ep ${ep} x moe_tp ${(options.tp ?? 1) / ep}` : ''}` : '';
+  log.info(`loaded ${config.architectureName} from ${modelDir} in ${((performance.now() - started) / 1000).toFixed(2)} s; weights ${precision.weights}; KV cache ${precision.kvCache}${experts}`);
 
   let ready = false;
   const drain = new DrainState();

@@ -8,11 +8,14 @@ import { LAUNCHER_ENV, LIFELINE_STDIN_ENV } from '../../worker/common/launcher-i
 import { SRUN_MARKER } from '../../worker/rank.js';
 import { servingLine } from './launcher-lines.js';
 import { type MpiFlavor, type MpirunCommand, mpirunCommand, shellQuote, splitArgs, srunCommand } from './mpirun-command.js';
-import type { ParallelPlan } from './parallel-plan.js';
+import type { ExpertPlan, ParallelPlan } from './parallel-plan.js';
 
 /** The options of a cluster launch that decide its command (launch.ts's ClusterOptions satisfies it). */
 export interface LaunchPlanOptions {
   parallel: ParallelPlan;
+  /** How a mixture-of-experts model's experts split over the tp ranks (--ep / --moe-tp); numExperts when the
+   * launcher read the checkpoint. Absent: ep 1. */
+  experts?: (ExpertPlan & { numExperts?: number | undefined }) | undefined;
   host: string;
   httpPort: number;
   metricsPort: number;
@@ -102,6 +105,15 @@ export function underParentDeathSignal(setpriv: string, command: MpirunCommand):
   return { file: setpriv, args: ['--pdeathsig', 'TERM', command.file, ...command.args] };
 }
 
+/** A tp rank's share of the experts (TensorRT-LLM's mapping: ep rank = tp rank % ep, moe-tp rank = tp rank / ep). */
+function expertsOf(tpRank: number, experts: LaunchPlanOptions['experts']): string {
+  if (experts === undefined || experts.ep === 1) return '';
+  const epRank = tpRank % experts.ep;
+  const n = experts.numExperts === undefined ? undefined : experts.numExperts / experts.ep;
+  const which = n === undefined ? '' : ` (experts ${epRank * n}-${(epRank + 1) * n - 1} of ${experts.numExperts})`;
+  return `, ep_rank ${epRank}${which}, moe_tp_rank ${Math.floor(tpRank / experts.ep)} of ${experts.moeTp}`;
+}
+
 /** The whole launch, decided from the options and the facts alone: the same inputs always give the same command. */
 export function planLaunch(options: LaunchPlanOptions, facts: LaunchFacts): LaunchPlan {
   const { worldSize, tp, pp } = options.parallel;
@@ -137,7 +149,7 @@ export function planLaunch(options: LaunchPlanOptions, facts: LaunchFacts): Laun
   const grpc = options.grpcPort === undefined ? '' : `, gRPC :${options.grpcPort}`;
   const roles = job ? job.roles : Array.from({ length: worldSize }, (_, rank) => {
     const role = rank === 0 ? `leader: HTTP ${options.host}:${options.httpPort}${grpc}, metrics :${options.metricsPort}` : 'follower: no ports';
-    return `rank ${rank}: tp_rank ${rank % tp}, pp_rank ${Math.floor(rank / tp)}; ${role}; env OMP_NUM_THREADS=${env.OMP_NUM_THREADS}`;
+    return `rank ${rank}: tp_rank ${rank % tp}, pp_rank ${Math.floor(rank / tp)}${expertsOf(rank % tp, options.experts)}; ${role}; env OMP_NUM_THREADS=${env.OMP_NUM_THREADS}`;
   });
 
   const local = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host;

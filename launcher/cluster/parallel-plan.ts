@@ -1,5 +1,6 @@
 // World size, tp and pp from whichever of the three the user gave: world = tp × pp, and a disagreement names
-// every number (pure).
+// every number; within tp, the experts' split (ep, moe_tp) of a mixture-of-experts model: tp = moe_tp × ep as
+// TensorRT-LLM defines it, moe_tp = tp and ep = 1 when neither is given (pure).
 import { InvalidArgumentError } from 'commander';
 
 export interface ParallelPlan {
@@ -8,7 +9,37 @@ export interface ParallelPlan {
   pp: number;
 }
 
-export function resolveParallel(input: { worldSize?: number | undefined; tp?: number | undefined; pp?: number | undefined }): ParallelPlan {
+export interface ExpertPlan {
+  ep: number;
+  moeTp: number;
+}
+
+interface ParallelInput {
+  worldSize?: number | undefined;
+  tp?: number | undefined;
+  pp?: number | undefined;
+  ep?: number | undefined;
+  moeTp?: number | undefined;
+}
+
+/** How the tp ranks split a mixture-of-experts model's experts (ParallelPlan's tp). */
+export function resolveExperts(tp: number, { ep, moeTp }: ParallelInput): ExpertPlan {
+  if (ep !== undefined && moeTp !== undefined) {
+    if (ep * moeTp !== tp) throw new InvalidArgumentError(`--moe-tp ${moeTp} x --ep ${ep} = ${moeTp * ep} does not equal --tp ${tp} (tp = moe_tp x ep)`);
+    return { ep, moeTp };
+  }
+  if (ep !== undefined) {
+    if (tp % ep !== 0) throw new InvalidArgumentError(`--ep ${ep} does not divide --tp ${tp} (tp = moe_tp x ep: the experts are split within the tp ranks)`);
+    return { ep, moeTp: tp / ep };
+  }
+  if (moeTp !== undefined) {
+    if (tp % moeTp !== 0) throw new InvalidArgumentError(`--moe-tp ${moeTp} does not divide --tp ${tp} (tp = moe_tp x ep)`);
+    return { ep: tp / moeTp, moeTp };
+  }
+  return { ep: 1, moeTp: tp };
+}
+
+export function resolveParallel(input: ParallelInput): ParallelPlan {
   const { worldSize, tp, pp } = input;
   if (tp !== undefined && pp !== undefined) {
     if (worldSize !== undefined && worldSize !== tp * pp) {

@@ -8,6 +8,7 @@ import { loadAddon } from '../../worker/binding/load-addon.js';
 import { PLAN_ENV } from '../../worker/orchestrator/plan.js';
 import { launchCluster } from '../cluster/launch.js';
 import { chooseLauncher } from '../cluster/mpirun-command.js';
+import { resolveExperts } from '../cluster/parallel-plan.js';
 import { effectiveConfig } from '../config/effective-config.js';
 import { modelRepoFiles } from '../config/model-repo.js';
 import { cliValues, readConfigFile } from '../config/resolve-serve-config.js';
@@ -36,7 +37,11 @@ export async function runMultiModel(command: Command): Promise<number> {
   const gpu = build.backends.includes('cuda') && flags.device !== 'cpu';
   if (flags.device === 'cuda' && !gpu) throw new InvalidArgumentError(`--device cuda: the CUDA backend is not built into this addon (${build.cuda}); use --device cpu or auto`);
   // Device ids are per model here (files, or Triton's "0,1;2,3"): each group rank gets its own from the plan.
-  const perModel = (o: Readonly<ServeCliOptions>, parallel: { tp: number; pp: number }) => serveOptions({ ...o, gpuDeviceIds: undefined }, parallel);
+  // A model's --moe-tp reaches its ranks as the ep it implies (as in one-model serving).
+  const perModel = (o: Readonly<ServeCliOptions>, parallel: { tp: number; pp: number }) => {
+    const { ep } = resolveExperts(parallel.tp, o);
+    return serveOptions({ ...o, gpuDeviceIds: undefined, ep: ep > 1 ? ep : undefined }, parallel);
+  };
   const { apiKey: _secret, ...frontend } = perModel(flags, { tp: 1, pp: 1 });
   const plan = planMultiModel({
     models, spawn: flags.spawn, failFast: flags.failFast, worldSize: flags.worldSize, oversubscribe: flags.oversubscribe,

@@ -7,7 +7,7 @@ import { join, resolve } from 'node:path';
 import { type Command, InvalidArgumentError } from 'commander';
 
 import { TrtllmError } from '../../worker/common/errors.js';
-import { resolveParallel } from '../cluster/parallel-plan.js';
+import { resolveExperts, resolveParallel } from '../cluster/parallel-plan.js';
 import { resolveServeConfig } from '../config/resolve-serve-config.js';
 import { addConfigSourceOptions, addServeOptions, type ServeCliOptions } from '../serve-options.js';
 import { followJob, type FollowResult, nodeAddress, showJob, slurmCommand } from './follow-job.js';
@@ -31,6 +31,7 @@ async function renderJob(command: Command, verb: string): Promise<RenderedJob> {
   const config = await resolveServeConfig(command);
   const o = config.options as ServeCliOptions & SlurmCliOptions;
   const parallel = resolveParallel(o);
+  resolveExperts(parallel.tp, o);  // a bad --ep / --moe-tp fails here, not in the job (which resolves them again)
   const plan = planJob(o, {
     parallel, device: o.device, threads: o.threads, drainTimeout: o.drainTimeout,
     httpPort: o.httpPort, metricsPort: o.metricsPort, srunArgs: o.srunArgs,

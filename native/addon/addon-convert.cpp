@@ -247,6 +247,8 @@ Napi::Object from_model_config(Napi::Env env, const engine::ModelConfig& c, cons
   o.Set("numKvHeads", c.num_kv_heads);
   o.Set("headDim", c.head_dim);
   o.Set("intermediateSize", c.intermediate_size);
+  o.Set("numExperts", c.moe.num_experts);
+  o.Set("expertsPerToken", c.moe.top_k);
   o.Set("maxPositionEmbeddings", c.max_position_embeddings);
   o.Set("tieWordEmbeddings", c.tie_word_embeddings);
   o.Set("bosTokenId", c.bos_token_id);

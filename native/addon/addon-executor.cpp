@@ -40,10 +40,10 @@ void deliver(Napi::Env env, Napi::Function callback, std::vector<engine::Respons
 class LoadWorker : public Napi::AsyncWorker {
  public:
   LoadWorker(Napi::Env env, std::string dir, engine::ExecutorConfig config, int32_t num_threads, int32_t tp, int32_t pp,
-             DeviceFields device, engine::LivenessSettings liveness, Napi::ThreadSafeFunction on_responses,
+             int32_t ep, DeviceFields device, engine::LivenessSettings liveness, Napi::ThreadSafeFunction on_responses,
              Napi::ThreadSafeFunction on_progress, bool has_progress)
       : Napi::AsyncWorker(env, "trtllm.loadExecutor"), deferred_(Napi::Promise::Deferred::New(env)),
-        dir_(std::move(dir)), config_(config), num_threads_(num_threads), tp_(tp), pp_(pp), device_(std::move(device)),
+        dir_(std::move(dir)), config_(config), num_threads_(num_threads), tp_(tp), pp_(pp), ep_(ep), device_(std::move(device)),
         liveness_(liveness), on_responses_(on_responses),
         on_progress_(on_progress), has_progress_(has_progress) {}
 
@@ -51,7 +51,7 @@ class LoadWorker : public Napi::AsyncWorker {
 
   void Execute() override {
     try {
-      engine::LoadOptions options = parallel_load_options(num_threads_, tp_, pp_);
+      engine::LoadOptions options = parallel_load_options(num_threads_, tp_, pp_, ep_);
       device_.apply(options);
       if (has_progress_) {
         options.progress = [](void* user, uint64_t done, uint64_t total) {
@@ -103,7 +103,7 @@ class LoadWorker : public Napi::AsyncWorker {
   Napi::Promise::Deferred deferred_;
   std::string dir_;
   engine::ExecutorConfig config_;
-  int32_t num_threads_, tp_, pp_;
+  int32_t num_threads_, tp_, pp_, ep_;
   DeviceFields device_;
   engine::LivenessSettings liveness_;
   engine::LeaderModel* leader_ = nullptr;  // owned by executor_
@@ -338,6 +338,7 @@ Napi::Value load_executor(const Napi::CallbackInfo& info) {
   Fields parallel(env, load_options, "");
   const auto tp = static_cast<int32_t>(parallel.integer("tp", 1));
   const auto pp = static_cast<int32_t>(parallel.integer("pp", 1));
+  const auto ep = static_cast<int32_t>(parallel.integer("ep", 1));
   Napi::Function on_responses = require_function(info, 3, "onResponses");
   bool has_progress = info.Length() > 4 && info[4].IsFunction();
   // Every option is read before the thread-safe functions exist: one made and then left by a throw keeps the
@@ -350,7 +351,7 @@ Napi::Value load_executor(const Napi::CallbackInfo& info) {
   if (has_progress) {
     progress_tsfn = Napi::ThreadSafeFunction::New(env, info[4].As<Napi::Function>(), "trtllm.progress", 0, 1);
   }
-  auto* worker = new LoadWorker(env, dir, config, num_threads, tp, pp, std::move(device), liveness, responses_tsfn,
+  auto* worker = new LoadWorker(env, dir, config, num_threads, tp, pp, ep, std::move(device), liveness, responses_tsfn,
                                 progress_tsfn, has_progress);
   Napi::Promise promise = worker->promise();
   worker->Queue();

@@ -18,9 +18,11 @@
 
 namespace addon {
 
-engine::LoadOptions parallel_load_options(int32_t num_threads, int32_t tp, int32_t pp) {
+engine::LoadOptions parallel_load_options(int32_t num_threads, int32_t tp, int32_t pp, int32_t ep) {
   engine::LoadOptions options;
   options.num_threads = num_threads;
+  // (ep is checked against tp and the model by make_parallel_layout, the same verdict on every rank.)
+  options.shard.ep_size = ep;
   // make_parallel_grid checks the same; here first, so the message can say how the ranks were (not) started.
   if (tp < 1 || pp < 1) {
     throw engine::EngineError(engine::ErrorCode::invalid_argument,
@@ -37,6 +39,7 @@ engine::LoadOptions parallel_load_options(int32_t num_threads, int32_t tp, int32
   if (world == 1) return options;
   engine::ParallelGrid grid = engine::make_parallel_grid(engine::comm_world(), tp, pp);
   options.shard = grid.shard;
+  options.shard.ep_size = ep;
   options.tp_comm = std::move(grid.tp);
   options.pp_comm = std::move(grid.pp);
   return options;
@@ -77,7 +80,10 @@ Napi::Value check_parallel_layout(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const std::string dir = require_string(info, 0, "modelDir");
   const int64_t tp = require_integer(info, 1, "tp"), pp = require_integer(info, 2, "pp");
+  const int64_t ep = info.Length() > 3 && !info[3].IsUndefined() ? require_integer(info, 3, "ep") : 1;
   const int64_t most = std::numeric_limits<int32_t>::max();
+  if (ep > most || ep < 1)
+    throw make_error(env, "invalid_argument", "ep must be between 1 and " + std::to_string(most) + ", got " + std::to_string(ep));
   if (tp > most || pp > most) {
     throw make_error(env, "invalid_argument", "tp and pp must be at most " + std::to_string(most) + ", got tp " +
                                                   std::to_string(tp) + ", pp " + std::to_string(pp));
@@ -86,6 +92,7 @@ Napi::Value check_parallel_layout(const Napi::CallbackInfo& info) {
     engine::ShardInfo grid;
     grid.tp_size = static_cast<int32_t>(tp);
     grid.pp_size = static_cast<int32_t>(pp);
+    grid.ep_size = static_cast<int32_t>(ep);
     // The split's rules do not depend on which rank asks (every rank reaches the same verdict): rank 0's is all.
     engine::make_parallel_layout(engine::load_model_config(dir), grid);
   } catch (const engine::EngineError& e) {
@@ -100,16 +107,16 @@ namespace {
 // leader's plans until the leader shuts down; the promise resolves then.
 class FollowerWorker : public Napi::AsyncWorker {
  public:
-  FollowerWorker(Napi::Env env, std::string dir, int32_t threads, int32_t tp, int32_t pp, DeviceFields device,
+  FollowerWorker(Napi::Env env, std::string dir, int32_t threads, int32_t tp, int32_t pp, int32_t ep, DeviceFields device,
                  engine::LivenessSettings liveness, Napi::ThreadSafeFunction progress, bool has_progress)
       : Napi::AsyncWorker(env, "trtllm.runFollower"), deferred_(Napi::Promise::Deferred::New(env)), dir_(std::move(dir)),
-        threads_(threads), tp_(tp), pp_(pp), device_(std::move(device)), liveness_(liveness), progress_(progress),
+        threads_(threads), tp_(tp), pp_(pp), ep_(ep), device_(std::move(device)), liveness_(liveness), progress_(progress),
         has_progress_(has_progress) {}
   Napi::Promise promise() { return deferred_.Promise(); }
 
   void Execute() override {
     try {
-      engine::LoadOptions options = parallel_load_options(threads_, tp_, pp_);
+      engine::LoadOptions options = parallel_load_options(threads_, tp_, pp_, ep_);
       device_.apply(options);
       if (has_progress_) {
         options.progress = [](void* user, uint64_t done, uint64_t total) {
@@ -145,7 +152,7 @@ class FollowerWorker : public Napi::AsyncWorker {
  private:
   Napi::Promise::Deferred deferred_;
   std::string dir_;
-  int32_t threads_, tp_, pp_;
+  int32_t threads_, tp_, pp_, ep_;
   DeviceFields device_;
   engine::LivenessSettings liveness_;
   Napi::ThreadSafeFunction progress_;
@@ -162,13 +169,14 @@ Napi::Value run_follower(const Napi::CallbackInfo& info) {
   const auto threads = static_cast<int32_t>(f.integer("numThreads", 0));
   const auto tp = static_cast<int32_t>(f.integer("tp", 1));
   const auto pp = static_cast<int32_t>(f.integer("pp", 1));
+  const auto ep = static_cast<int32_t>(f.integer("ep", 1));
   const bool has_progress = info.Length() > 2 && info[2].IsFunction();
   // Options first: a thread-safe function left behind by a throw would keep the process alive (load_executor).
   DeviceFields device = to_device_fields(env, require_object(info, 1, "loadOptions"), nullptr);
   const engine::LivenessSettings liveness = to_liveness_settings(env, require_object(info, 1, "loadOptions"));
   Napi::ThreadSafeFunction progress;
   if (has_progress) progress = Napi::ThreadSafeFunction::New(env, info[2].As<Napi::Function>(), "trtllm.progress", 0, 1);
-  auto* worker = new FollowerWorker(env, dir, threads, tp, pp, std::move(device), liveness, progress, has_progress);
+  auto* worker = new FollowerWorker(env, dir, threads, tp, pp, ep, std::move(device), liveness, progress, has_progress);
   Napi::Promise promise = worker->promise();
   worker->Queue();
   return promise;

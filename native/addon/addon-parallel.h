@@ -11,7 +11,7 @@ namespace addon {
 // The rank's place in a tp x pp grid over MPI_COMM_WORLD (world rank = pp_rank * tp + tp_rank), with its two
 // sub-communicators. World size 1 (no MPI): plain single-rank options. Throws EngineError naming both numbers when
 // tp x pp differs from the number of ranks started.
-engine::LoadOptions parallel_load_options(int32_t num_threads, int32_t tp, int32_t pp);
+engine::LoadOptions parallel_load_options(int32_t num_threads, int32_t tp, int32_t pp, int32_t ep);
 
 // commInit(useMpi, threadMultiple?) -> { mpi, worldRank, worldSize, localRank, localSize, host, library, jobRank,
 // jobSize, spawned }

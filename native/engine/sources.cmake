@@ -10,6 +10,9 @@ set(ENGINE_MODEL_SOURCES
   ${ENGINE_DIR}/model/model-checks.cpp
   ${ENGINE_DIR}/model/batch-layout.cpp
   ${ENGINE_DIR}/model/decoder.cpp
+  ${ENGINE_DIR}/model/decoder-moe.cpp
+  ${ENGINE_DIR}/model/moe-routing.cpp
+  ${ENGINE_DIR}/model/moe-weights.cpp
   ${ENGINE_DIR}/model/llama.cpp
   ${ENGINE_DIR}/model/gpt2.cpp
   ${ENGINE_DIR}/model/dummy-weights.cpp

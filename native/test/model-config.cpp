@@ -99,7 +99,8 @@ static void errors() {
     CHECK(e.code() == ErrorCode::unsupported);
     CHECK(std::string(e.what()) ==
           "architecture 'FooForCausalLM' in config.json is not supported; supported: LlamaForCausalLM, "
-          "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, GemmaForCausalLM, GPT2LMHeadModel");
+          "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, GemmaForCausalLM, "
+          "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, GPT2LMHeadModel");
   }
   try {
     load_model_config("/nonexistent/ckpt");
@@ -140,6 +141,40 @@ static void qwen3() {
   c = load_model_config(make_dir(R"({"model_type":"qwen3","vocab_size":100,"hidden_size":64,"num_hidden_layers":2,)"
                                  R"("num_attention_heads":4,"intermediate_size":128})"));
   CHECK(c.architecture_name == "Qwen3ForCausalLM" && c.qk_norm);
+}
+
+// The mixture-of-experts families: experts, top-k, which layers are sparse, the shared expert; bad values named.
+static void moe() {
+  auto qwen_moe = [](const char* arch, const std::string& extra) {
+    return std::string(R"({"architectures":[")") + arch + R"("],"vocab_size":100,"hidden_size":64,"num_hidden_layers":4,)"
+           R"("num_attention_heads":4,"num_key_value_heads":2,"intermediate_size":128,"moe_intermediate_size":32,)"
+           R"("num_experts_per_tok":2)" + extra + "}";
+  };
+  ModelConfig c = load_model_config(make_dir(qwen_moe("Qwen3MoeForCausalLM",
+      R"(,"num_experts":8,"norm_topk_prob":true,"decoder_sparse_step":2,"mlp_only_layers":[3])")));
+  CHECK(c.moe.enabled() && c.moe.num_experts == 8 && c.moe.top_k == 2 && c.moe.expert_inter == 32);
+  CHECK(c.moe.norm_topk_prob && c.moe.shared_inter == 0 && c.qk_norm && c.moe.names == MoeConfig::Names::qwen);
+  // (i + 1) % 2 == 0 and not in mlp_only_layers: layer 1 only (3 is listed as dense).
+  CHECK(!c.moe.sparse_layer(0) && c.moe.sparse_layer(1) && !c.moe.sparse_layer(2) && !c.moe.sparse_layer(3));
+  // transformers 5 writes Qwen3-MoE's expert count as num_local_experts.
+  CHECK(load_model_config(make_dir(qwen_moe("Qwen3MoeForCausalLM", R"(,"num_local_experts":6)"))).moe.num_experts == 6);
+  c = load_model_config(make_dir(qwen_moe("Qwen2MoeForCausalLM", R"(,"num_experts":4,"shared_expert_intermediate_size":96)")));
+  CHECK(c.moe.shared_inter == 96 && !c.moe.norm_topk_prob && c.attention_bias && !c.attention_out_bias && !c.qk_norm);
+  CHECK_THROWS(load_model_config(make_dir(qwen_moe("Qwen2MoeForCausalLM", R"(,"num_experts":4)"))),
+               "lacks required field 'shared_expert_intermediate_size'");
+  c = load_model_config(make_dir(R"({"architectures":["MixtralForCausalLM"],"vocab_size":100,"hidden_size":64,)"
+                                 R"("num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":96,)"
+                                 R"("num_local_experts":4,"num_experts_per_tok":2,"sliding_window":null})"));
+  CHECK(c.moe.names == MoeConfig::Names::mixtral && c.moe.expert_inter == 96 && c.moe.norm_topk_prob);
+  CHECK(c.moe.sparse_layer(0) && c.moe.sparse_layer(1) && c.sliding_window == 0);
+  CHECK(!load_model_config(make_dir(llama(""))).moe.enabled());
+  CHECK_THROWS(load_model_config(make_dir(qwen_moe("Qwen3MoeForCausalLM", R"(,"num_experts":8,"mlp_only_layers":[4])"))),
+               "field 'mlp_only_layers' names layer 4 of a model with 4 (num_hidden_layers)");
+  CHECK_THROWS(load_model_config(make_dir(qwen_moe("Qwen3MoeForCausalLM", R"(,"num_experts":1)"))),
+               "num_experts_per_tok (2) exceeds the number of experts (1)");
+  CHECK_THROWS(load_model_config(make_dir(qwen_moe("Qwen3MoeForCausalLM", ""))), "lacks required field 'num_experts'");
+  CHECK_THROWS(load_model_config(make_dir(qwen_moe("Qwen3MoeForCausalLM", R"(,"num_experts":0)"))),
+               "field 'num_experts' must be a positive integer, got 0");
 }
 
 // Phi-3: fused weights; Mistral's and Phi-3's sliding window caps the sequence length; partial rotary refused.
@@ -195,6 +230,7 @@ static void gemma() {
 TEST_MAIN({
   llama_defaults_and_fields();
   qwen3();
+  moe();
   phi3_and_windows();
   gemma();
   rope_scaling();

@@ -54,6 +54,10 @@ TEST_MAIN({
     CHECK(k == static_cast<float>(static_cast<int>(k)) && k >= -128 && k < 128);
   }
 
+  // Mixture-of-experts shapes have no dummy plan yet: refused, naming the model and what to do.
+  const std::string moe = check::repo_root + "/test/fixtures/models/tiny-mixtral";
+  CHECK_THROWS(load_model(moe, o), "MixtralForCausalLM: load_format dummy does not cover mixture-of-experts models yet");
+
   LoadOptions bad = o;
   bad.load_format = "npz";
   CHECK_THROWS(load_model(dir, bad), "load_format must be auto or dummy, got 'npz'");

@@ -80,6 +80,54 @@ void pipeline_parallel() {
   CHECK(max_kv_bytes_per_token(config(4, 2, 3, 509, 48), 1, 1) == 3u * 2 * 2 * 16 * 4);
 }
 
+// Experts (TensorRT-LLM's mapping): tp rank r is ep rank r % ep and moe-tp rank r / ep; a shared expert and the
+// dense layers split over all of tp.
+void experts() {
+  ModelConfig c = config(4, 2, 2, 64, 64);
+  c.moe.num_experts = 8;
+  c.moe.top_k = 2;
+  c.moe.expert_inter = 48;
+  c.moe.shared_inter = 96;
+  c.moe.sparse = {true, false};
+  ShardInfo s = at(3, 4);
+  s.ep_size = 2;
+  ParallelLayout l = make_parallel_layout(c, s);
+  CHECK(l.expert_begin == 4 && l.expert_end == 8);                    // ep rank 1 of 2: experts 4..7
+  CHECK(l.expert_inter_begin == 24 && l.expert_inter_end == 48);      // moe-tp rank 1 of 2: columns 24..47
+  CHECK(l.shared_inter_begin == 72 && l.shared_inter_end == 96);      // tp rank 3 of 4
+  CHECK(l.inter_begin == 48 && l.inter_end == 64);                    // the dense layer, tp rank 3 of 4
+  l = make_parallel_layout(c, at(2, 4));                               // ep 1: every rank has every expert
+  CHECK(l.expert_begin == 0 && l.expert_end == 8 && l.expert_inter_begin == 24 && l.expert_inter_end == 36);
+  s = at(1, 4);
+  s.ep_size = 4;                                                       // moe_tp 1: whole experts
+  l = make_parallel_layout(c, s);
+  CHECK(l.expert_begin == 2 && l.expert_end == 4 && l.expert_inter_begin == 0 && l.expert_inter_end == 48);
+  // Mixtral-like: every layer sparse, so intermediate_size need not split over tp (only the experts' columns do).
+  c.moe.sparse = {true, true};
+  c.intermediate_size = 90;
+  c.moe.shared_inter = 0;
+  s = at(0, 2);
+  s.ep_size = 2;
+  CHECK(make_parallel_layout(c, s).expert_end == 4);
+  s = at(0, 4);
+  s.ep_size = 3;
+  CHECK_THROWS(make_parallel_layout(c, s), "ep 3 does not divide tp 4 (tp = moe_tp x ep)");
+  c.moe.num_experts = 6;
+  s.ep_size = 4;
+  CHECK_THROWS(make_parallel_layout(c, s), "num_experts 6 is not divisible by ep 4");
+  c.moe.num_experts = 8;
+  s.ep_size = 1;
+  c.moe.expert_inter = 50;
+  CHECK_THROWS(make_parallel_layout(c, s), "the experts' intermediate size 50 is not divisible by moe_tp 4 (tp 4 / ep 1)");
+  c.moe.expert_inter = 48;
+  c.moe.shared_inter = 10;
+  CHECK_THROWS(make_parallel_layout(c, s), "shared_expert_intermediate_size 10 is not divisible by tp 4");
+  ModelConfig dense = config(4, 2, 2, 64, 64);
+  dense.architecture_name = "LlamaForCausalLM";
+  s.ep_size = 2;
+  CHECK_THROWS(make_parallel_layout(dense, s), "ep 2 splits the experts of a mixture-of-experts model; LlamaForCausalLM has none");
+}
+
 void errors() {
   CHECK_THROWS(make_parallel_layout(config(6, 6, 2, 64, 64), at(0, 4)), "num_attention_heads 6 is not divisible by tp 4");
   CHECK_THROWS(make_parallel_layout(config(12, 3, 2, 64, 64), at(0, 4)),
@@ -103,5 +151,6 @@ void errors() {
 TEST_MAIN({
   tensor_parallel();
   pipeline_parallel();
+  experts();
   errors();
 })

@@ -1,5 +1,5 @@
-// Tensor and pipeline parallel forward under a real mpirun: `model-parallel <repo> <tp> <pp> [expected-error]`,
-// started as tp * pp ranks. World rank = pp_rank * tp + tp_rank; every rank builds the same chunks (the executor's
+// Tensor and pipeline parallel forward under a real mpirun: `model-parallel <repo> <tp> <pp> [ep=N]
+// [expected-error]`, started as tp * pp ranks (ep > 1: experts split over ep groups, only the MoE fixtures run). World rank = pp_rank * tp + tp_rank; every rank builds the same chunks (the executor's
 // leader broadcasts them later), and the leader (world rank 0) checks what it ends forward() with:
 //  - the fixtures against Hugging Face transformers: context logits within 1e-4 relative error, greedy
 //    continuations (step by step through the paged KV cache) identical token for token;
@@ -118,7 +118,8 @@ Run run_sequence(Model& m, const Grid* g, const std::vector<int32_t>& input, siz
 }
 
 std::string grid_name(const Grid& g) {
-  return "tp=" + std::to_string(g.shard.tp_size) + " pp=" + std::to_string(g.shard.pp_size);
+  return "tp=" + std::to_string(g.shard.tp_size) + " pp=" + std::to_string(g.shard.pp_size) +
+         (g.shard.ep_size > 1 ? " ep=" + std::to_string(g.shard.ep_size) : "");
 }
 
 // Every rank's weight bytes, printed by the leader next to the single-rank model's.
@@ -313,8 +314,15 @@ void run(int argc, char** argv) {
     return;
   }
   const int32_t tp = std::atoi(argv[2]), pp = std::atoi(argv[3]);
+  int32_t ep = 1;
+  if (argc > 4 && std::strncmp(argv[4], "ep=", 3) == 0) {
+    ep = std::atoi(argv[4] + 3);
+    ++argv;
+    --argc;
+  }
   comm_init(true);
-  const Grid g = make_grid(tp, pp);
+  Grid g = make_grid(tp, pp);
+  g.shard.ep_size = ep;
   const std::string fixtures = check::repo_root + "/test/fixtures/models";
   if (argc > 4) {
     // A grid that cannot split the model: every rank fails with the same message, nobody waits forever.
@@ -325,6 +333,12 @@ void run(int argc, char** argv) {
     return;
   }
   try {
+    for (const char* name : {"tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-mixtral"}) check_fixture(g, fixtures + "/" + name, name);
+    if (ep > 1) {
+      g.world.barrier();
+      comm_finalize();
+      return;
+    }
     for (const char* name : {"tiny-llama", "tiny-llama-sharded", "tiny-gpt2", "tiny-qwen3", "tiny-qwen3-bias", "tiny-phi3", "tiny-gemma",
                              "tiny-llama-fp8-block", "tiny-llama-fp8-block128", "tiny-llama-fp8-ct-tensor-static"})
       check_fixture(g, fixtures + "/" + name, name);

@@ -91,6 +91,7 @@ TEST_MAIN({
   const std::string root = check::repo_root + "/test/fixtures/models";
   int found = 0;
   const char* names[] = {"tiny-llama", "tiny-llama-sharded", "tiny-gpt2", "tiny-qwen3", "tiny-qwen3-bias", "tiny-phi3", "tiny-gemma",
+                         "tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-mixtral",
                          // FP8 checkpoints (issue 24): the CPU runs the dequantized weights, the references' W8A16
                          "tiny-llama-fp8-block", "tiny-llama-fp8-block128", "tiny-llama-fp8-ct-channel",
                          "tiny-llama-fp8-ct-tensor-static", "tiny-llama-fp8-modelopt"};

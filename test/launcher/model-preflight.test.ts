@@ -68,6 +68,23 @@ t.test('a model that cannot be served fails before mpirun: exit 2, the option an
   t.equal(k.exitCode, 2, k.exitCode === 2 ? 'exit 2' : k.all);
   t.match(k.all, `--model ${noTokenizer}: ${noTokenizer}/tokenizer.json is missing; the server needs the checkpoint's tokenizer.json`);
 
+  const denseEp = await launch(['--model', MODEL, '--tp', '2', '--ep', '2', '--oversubscribe']);
+  t.equal(denseEp.exitCode, 2, denseEp.exitCode === 2 ? 'exit 2' : denseEp.all);
+  t.match(denseEp.all, `--tp 2 x --pp 1 with --ep 2 cannot split --model ${MODEL}: ep 2 splits the experts of a mixture-of-experts model; LlamaForCausalLM has none (leave ep at 1)`);
+
+  const moe = fixtureDir('tiny-mixtral');  // 4 experts of 96 columns
+  const sixExperts = partialModel('six-experts', ['tokenizer.json'],
+    { ...JSON.parse(readFileSync(join(moe, 'config.json'), 'utf8')) as object, num_local_experts: 6 });
+  const ep4 = await launch(['--model', sixExperts, '--tp', '4', '--ep', '4', '--oversubscribe']);
+  t.equal(ep4.exitCode, 2, ep4.exitCode === 2 ? 'exit 2' : ep4.all);
+  t.match(ep4.all, `--tp 4 x --pp 1 with --ep 4 cannot split --model ${sixExperts}: num_experts 6 is not divisible by ep 4`);
+  const epTp = await launch(['--model', moe, '--tp', '2', '--ep', '4', '--oversubscribe']);
+  t.equal(epTp.exitCode, 2, epTp.exitCode === 2 ? 'exit 2' : epTp.all);
+  t.match(epTp.all, '--ep 4 does not divide --tp 2 (tp = moe_tp x ep: the experts are split within the tp ranks)');
+  const both = await launch(['--model', moe, '--tp', '4', '--ep', '2', '--moe-tp', '4', '--oversubscribe']);
+  t.equal(both.exitCode, 2, both.exitCode === 2 ? 'exit 2' : both.all);
+  t.match(both.all, '--moe-tp 4 x --ep 2 = 8 does not equal --tp 4 (tp = moe_tp x ep)');
+
   const one = await launch(['--model', '/missing/dir', '--world-size', '1']);
   t.equal(one.exitCode, 2, 'world size 1 (no mpirun): the same check, before the model loads');
   t.match(one.all, '--model /missing/dir: no such directory');
@@ -80,6 +97,14 @@ t.test('the stand-in is what the launcher starts; ranks on other hosts may hold 
   const dry = await launch(['--model', MODEL, '--tp', '2', '--oversubscribe', '--dry-run']);
   t.equal(dry.exitCode, 0, dry.exitCode === 0 ? 'exit 0' : dry.all);
   t.same(mpirunStarts(), ['--version'], 'a valid model reaches mpirun');
+  // --dry-run shows how a mixture-of-experts model's experts split (TensorRT-LLM's mapping: ep rank = tp rank % ep).
+  const moe = await launch(['--model', fixtureDir('tiny-qwen3-moe'), '--tp', '4', '--moe-tp', '2', '--oversubscribe', '--dry-run']);
+  t.equal(moe.exitCode, 0, moe.exitCode === 0 ? 'exit 0' : moe.all);
+  t.match(moe.all, ' rank --tp 4 --pp 1 --model ', 'the ranks get the grid');
+  t.match(moe.all, ' --ep 2 ', '--moe-tp 2 of tp 4 reaches the ranks as the ep it implies');
+  t.match(moe.all, 'rank 1: tp_rank 1, pp_rank 0, ep_rank 1 (experts 4-7 of 8), moe_tp_rank 0 of 2;');
+  t.match(moe.all, 'rank 2: tp_rank 2, pp_rank 0, ep_rank 0 (experts 0-3 of 8), moe_tp_rank 1 of 2;');
+  t.same(mpirunStarts(), ['--version', '--version']);
   const remote = await launch(['--model', '/only/on/the/nodes', '--world-size', '2', '--hosts', 'a,b', '--dry-run']);
   t.equal(remote.exitCode, 0, remote.exitCode === 0 ? 'exit 0' : remote.all);
   t.match(remote.all, '--model /only/on/the/nodes: no such directory on this host; the ranks will look for it at /only/on/the/nodes on theirs');

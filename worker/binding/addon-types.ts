@@ -81,6 +81,9 @@ export interface NativeLoadOptions {
   /** Tensor / pipeline parallel sizes; tp x pp must equal the number of MPI ranks (1 without MPI). */
   tp?: number;
   pp?: number;
+  /** Expert-parallel groups within tp for mixture-of-experts models (TensorRT-LLM's moe_ep_size; each expert's
+   * columns split over moe_tp = tp / ep). Default 1. */
+  ep?: number;
   /** Backend: 'cuda' needs an addon built with the CUDA backend and a GPU; 'auto' picks it when both are there. Default 'cpu'. */
   device?: 'auto' | 'cpu' | 'cuda';
   /** 'dummy': random weights of config.json's shapes (benchmarks without a checkpoint). Default 'auto'. */
@@ -186,6 +189,9 @@ export interface ModelConfig {
   numKvHeads: number;
   headDim: number;
   intermediateSize: number;
+  /** Mixture-of-experts models: experts per MoE layer and how many each token uses (0 and 0: a dense model). */
+  numExperts: number;
+  expertsPerToken: number;
   maxPositionEmbeddings: number;
   tieWordEmbeddings: boolean;
   bosTokenId: number;
@@ -257,7 +263,7 @@ export interface Addon {
   readModelConfig(modelDir: string): ModelConfig;
   /** Throws (invalid_argument, the engine's words: "num_attention_heads 4 is not divisible by tp 3") when a tp x pp
    * grid cannot split the model in `modelDir`: the check every rank makes when it loads, made before any starts. */
-  checkParallelLayout(modelDir: string, tp: number, pp: number): void;
+  checkParallelLayout(modelDir: string, tp: number, pp: number, ep?: number): void;
   /** Starts MPI when `useMpi` (once per process; later calls return the same info); orchestrator mode asks for
    * MPI_THREAD_MULTIPLE. */
   commInit(useMpi: boolean, threadMultiple?: boolean): CommInfo;

@@ -28,6 +28,8 @@ export interface ServeCliOptions {
   worldSize?: number;
   tp?: number;
   pp?: number;
+  ep?: number;
+  moeTp?: number;
   launcher: (typeof LAUNCHER_KINDS)[number];
   oversubscribe: boolean;
   hostfile?: string;
@@ -85,6 +87,12 @@ const TABLE = [
     file: { key: 'parallel.tp', unset: 'world size / pp' }, rank: 'grid', job: 'rendered', executor: { field: 'tp', follower: true } },
   { name: 'pp', flag: '--pp', placeholder: '<n>', env: 'TRTLLM_PP', kind: intKind(1), help: 'pipeline-parallel stages',
     file: { key: 'parallel.pp', unset: 'world size / tp, else 1' }, rank: 'grid', job: 'rendered', executor: { field: 'pp', follower: true } },
+  { name: 'ep', flag: '--ep', placeholder: '<n>', env: 'TRTLLM_EP', kind: intKind(1),
+    help: 'mixture-of-experts models: split the experts over n groups of the tp ranks (TensorRT-LLM\'s moe_ep_size; tp = moe_tp × ep)',
+    file: { key: 'parallel.ep', unset: 'tp / moe_tp, else 1' }, rank: 'argv', executor: { field: 'ep', follower: true } },
+  { name: 'moeTp', flag: '--moe-tp', placeholder: '<n>', env: 'TRTLLM_MOE_TP', kind: intKind(1),
+    help: 'mixture-of-experts models: ranks that split each expert\'s intermediate columns (TensorRT-LLM\'s moe_tp_size; default tp / ep)',
+    file: { key: 'parallel.moe_tp', unset: 'tp / ep' } },
   { name: 'launcher', flag: '--launcher', placeholder: '<kind>', env: 'TRTLLM_LAUNCHER', kind: choiceKind(LAUNCHER_KINDS), default: 'auto',
     help: 'auto | mpirun | srun | none (auto: srun inside a Slurm allocation, else mpirun when world size > 1)' },
   { name: 'oversubscribe', flag: '--oversubscribe', env: 'TRTLLM_OVERSUBSCRIBE', kind: switchKind, default: false,

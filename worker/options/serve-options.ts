@@ -34,6 +34,7 @@ export interface ServeOptions {
   logLevel: LogLevel;
   tp?: number | undefined;       // leader mode: the grid started by mpirun (default 1 x 1)
   pp?: number | undefined;
+  ep?: number | undefined;       // expert-parallel groups within tp (mixture-of-experts models)
   device?: 'auto' | 'cpu' | 'cuda' | undefined;   // default cpu
   loadFormat?: 'auto' | 'dummy' | undefined;
   quantization?: 'none' | 'fp8' | undefined;

@@ -46,13 +46,21 @@ DecoderWeights read_weights(const ModelConfig& config, WeightReader& reader, con
 
 // --quantization fp8 of a 16-bit checkpoint (or dummy weights): every projection without FP8 weights gets them,
 // per output channel, and keeps exactly their dequantized values (what the CPU backend runs).
+void quantize_projection(Linear& p) {
+  if (!p.fp8.empty() || p.w.empty()) return;
+  p.fp8 = quantize_per_channel(p.w.data(), p.out, p.in);
+  p.w = dequantize(p.fp8);
+}
+
+// (The MoE router and shared-expert gate stay in full precision, as the FP8 MoE checkpoints keep them.)
 void quantize_projections(DecoderWeights& w) {
-  for (DecoderLayerWeights& l : w.layers)
-    for (Linear* p : {&l.qkv, &l.o, &l.up, &l.down}) {
-      if (!p->fp8.empty() || p->w.empty()) continue;
-      p->fp8 = quantize_per_channel(p->w.data(), p->out, p->in);
-      p->w = dequantize(p->fp8);
+  for (DecoderLayerWeights& l : w.layers) {
+    for (Linear* p : {&l.qkv, &l.o, &l.up, &l.down, &l.moe.shared.up, &l.moe.shared.down}) quantize_projection(*p);
+    for (ExpertWeights& e : l.moe.experts) {
+      quantize_projection(e.up);
+      quantize_projection(e.down);
     }
+  }
 }
 
 constexpr uint64_t kDummySeed = 0x5EED;
@@ -94,6 +102,14 @@ std::unique_ptr<Model> load_model(const std::string& checkpoint_dir, const LoadO
   const DecoderSpec spec = spec_of(config);
   const bool dummy = options.load_format == "dummy";
   const bool fp8_kv = wants_fp8_kv(options.kv_cache_dtype, config.quant.kv_cache_fp8);
+  if (config.moe.enabled() && device == Device::cuda)
+    throw EngineError(ErrorCode::unsupported, config.architecture_name +
+                                                  ": mixture-of-experts models run on the CPU backend only so far "
+                                                  "(the CUDA backend has no expert kernels yet); use device cpu");
+  if (config.moe.enabled() && dummy)
+    throw EngineError(ErrorCode::unsupported, config.architecture_name +
+                                                  ": load_format dummy does not cover mixture-of-experts models yet; "
+                                                  "use the checkpoint's weights (load_format auto)");
   if (device == Device::cuda) {
     // The CUDA backend keeps K/V in the model dtype; "auto" on an FP8-KV checkpoint does so too.
     if (options.kv_cache_dtype == "fp8")

@@ -102,7 +102,10 @@ size_t DecoderModel::weight_bytes() const {
              w_.final_norm.b.size();
   for (const auto& l : w_.layers) {
     for (const Norm* nm : {&l.attn_norm, &l.mlp_norm, &l.q_norm, &l.k_norm}) n += nm->w.size() + nm->b.size();
-    for (const Linear* li : {&l.qkv, &l.o, &l.up, &l.down}) n += li->w.size() + li->b.size();
+    for (const Linear* li : {&l.qkv, &l.o, &l.up, &l.down, &l.moe.router, &l.moe.shared.up, &l.moe.shared.down,
+                             &l.moe.shared_gate})
+      n += li->w.size() + li->b.size();
+    for (const ExpertWeights& e : l.moe.experts) n += e.up.w.size() + e.down.w.size();
   }
   return n * sizeof(float);
 }
@@ -140,6 +143,10 @@ void DecoderModel::timed_comm(size_t bytes, Fn fn) {
   comm_stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   comm_stats_.bytes += bytes;
   ++comm_stats_.calls;
+}
+
+void DecoderModel::all_reduce_tp(float* x, size_t n) {
+  timed_comm(n * sizeof(float), [&] { tp_.all_reduce_sum(x, n); });
 }
 
 void DecoderModel::linear_row_parallel(const Linear& l, const float* x, int64_t rows, float* y) {
@@ -318,6 +325,10 @@ void DecoderModel::attention_block(int32_t l, float* x, int64_t T, int64_t logit
 }
 
 void DecoderModel::mlp_block(const DecoderLayerWeights& lw, float* x, int64_t rows) {
+  if (!lw.moe.empty()) {
+    moe_block(lw, x, rows);
+    return;
+  }
   const int64_t inter = inter_;
   float* xn = grow(xn_, rows * config_.hidden_size);
   float* mlp = grow(mlp_, rows * (spec_.gated_mlp ? 2 * inter : inter));

@@ -18,6 +18,7 @@
 #include "cpu/attention.h"
 #include "model/batch-layout.h"
 #include "model/model.h"
+#include "model/moe-routing.h"
 #include "quant/fp8-matrix.h"
 #include "parallel/parallel-layout.h"
 
@@ -38,6 +39,20 @@ struct Norm {
   std::vector<float> b;  // [hidden] for LayerNorm, empty for RMSNorm
 };
 
+// A mixture-of-experts MLP (model-config.h's MoeConfig) as this rank holds it (parallel-layout.h): the whole
+// router, its experts' gate|up rows and down columns, its columns of the shared expert.
+struct ExpertWeights {
+  Linear up;    // [2 * cols, hidden]: gate rows then up rows
+  Linear down;  // [hidden, cols]
+};
+struct MoeWeights {
+  Linear router;                       // [num_experts, hidden], whole on every rank (all route alike)
+  std::vector<ExpertWeights> experts;  // experts [expert_begin, expert_end)
+  ExpertWeights shared;                // Qwen2-MoE's shared expert, tp-split like a dense MLP; empty: none
+  Linear shared_gate;                  // [1, hidden], whole
+  bool empty() const { return experts.empty(); }
+};
+
 // q_dim / kv_dim / inter: this rank's local heads * head_dim, local kv heads * head_dim, intermediate / tp.
 // Row-parallel biases (o, down) are held by tp rank 0 only, so the all-reduce adds them once.
 struct DecoderLayerWeights {
@@ -48,6 +63,7 @@ struct DecoderLayerWeights {
   Norm mlp_norm;
   Linear up;    // gated: [2 * inter, hidden] gate rows then up rows; else [inter, hidden]
   Linear down;  // [hidden, inter]
+  MoeWeights moe;  // a mixture-of-experts layer: its MLP (up / down are then empty)
 };
 
 // vocab_local: the rank's slice of the vocab padded to a multiple of tp (ParallelLayout::local_vocab); padding
@@ -102,9 +118,18 @@ class DecoderModel : public Model {
   // model's last layer): attention and the projection run only for the logit rows, gathered to x's first rows.
   void attention_block(int32_t l, float* x, int64_t T, int64_t logit_rows, const float* cos_t, const float* sin_t);
   void mlp_block(const DecoderLayerWeights& lw, float* x, int64_t rows);  // norm -> MLP + residual
+  // norm -> router -> the chosen experts (+ shared expert) -> weighted sum + residual (decoder-moe.cpp): the rank's
+  // experts' partial sums are added up by the one all-reduce a dense MLP's down projection takes.
+  void moe_block(const DecoderLayerWeights& lw, float* x, int64_t rows);
+  // out[rows, hidden] (+)= down(act(gate) * up) of the rows of xn listed in `rows_of` (all rows when empty),
+  // each scaled by its weight.
+  void expert_mlp(const ExpertWeights& e, const float* xn, const std::vector<int32_t>& rows_of,
+                  const std::vector<float>& weights, float* out);
   // A stage before the last: activations to the next stage; on the leader, the logits back from the last one.
   void pass_to_next_stage(const float* x, int64_t T, int64_t R, int32_t tag_act, int32_t tag_logits,
                           ForwardOutput& out);
+  // Sums x[n] over the tp group in place (timed).
+  void all_reduce_tp(float* x, size_t n);
   // Runs `fn` (one comm call moving `bytes`) and adds its time to comm_stats_.
   template <typename Fn>
   void timed_comm(size_t bytes, Fn fn);
@@ -137,6 +162,8 @@ class DecoderModel : public Model {
   std::vector<float> x_, xn_, qkv_, attn_, mlp_, mlp_act_, cos_, sin_;  // [n_tokens, ...]
   std::vector<float> logits_local_, logits_gathered_;                   // [n_logit_rows, vocab_local], [tp, ...]
   std::vector<cpu::AttentionChunk> att_chunks_;
+  std::vector<float> moe_out_, router_logits_, shared_weights_, expert_x_, expert_h_, expert_act_, expert_y_;
+  std::vector<ExpertRoute> routes_;  // [local experts]
 };
 
 }  // namespace engine

@@ -1,6 +1,7 @@
 #include "model/llama.h"
 
 #include "errors.h"
+#include "model/moe-weights.h"
 
 namespace engine {
 
@@ -91,6 +92,15 @@ DecoderWeights read_llama_weights(const ModelConfig& c, WeightReader& r, const P
     lw.o = read_row_parallel(r, p + "self_attn.o_proj", H, q, c.attention_out_bias, pl.head_begin * hd,
                              pl.head_end * hd, bias_here);
     lw.mlp_norm.w = r.read(p + "post_attention_layernorm.weight", {H});
+    if (c.norm_plus_one) {
+      plus_one(lw.attn_norm.w);
+      plus_one(lw.mlp_norm.w);
+    }
+    if (c.moe.sparse_layer(i)) {
+      lw.moe = read_moe_weights(r, p, c, pl);
+      w.layers.push_back(std::move(lw));
+      continue;
+    }
     // This rank's gate rows then its up rows: one GEMM yields both halves of SwiGLU for its columns.
     const int64_t Il = pl.local_inter();
     const TensorSlice is = rows_of(pl.inter_begin, pl.inter_end);
@@ -115,10 +125,6 @@ DecoderWeights read_llama_weights(const ModelConfig& c, WeightReader& r, const P
       r.read_into(p + "mlp.up_proj.bias", {I}, lw.up.b.data() + Il, is);
     }
     lw.down = read_row_parallel(r, p + "mlp.down_proj", H, I, c.mlp_bias, pl.inter_begin, pl.inter_end, bias_here);
-    if (c.norm_plus_one) {
-      plus_one(lw.attn_norm.w);
-      plus_one(lw.mlp_norm.w);
-    }
     w.layers.push_back(std::move(lw));
   }
   if (pl.last_stage()) {

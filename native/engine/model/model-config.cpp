@@ -80,7 +80,8 @@ constexpr Family kFamilies[] = {
     {"llama", "LlamaForCausalLM", Architecture::llama},   {"mistral", "MistralForCausalLM", Architecture::llama},
     {"qwen2", "Qwen2ForCausalLM", Architecture::llama},   {"qwen3", "Qwen3ForCausalLM", Architecture::llama},
     {"phi3", "Phi3ForCausalLM", Architecture::llama},     {"gemma", "GemmaForCausalLM", Architecture::llama},
-    {"gpt2", "GPT2LMHeadModel", Architecture::gpt2},
+    {"qwen2_moe", "Qwen2MoeForCausalLM", Architecture::llama}, {"qwen3_moe", "Qwen3MoeForCausalLM", Architecture::llama},
+    {"mixtral", "MixtralForCausalLM", Architecture::llama},    {"gpt2", "GPT2LMHeadModel", Architecture::gpt2},
 };
 
 const Family* family_named(const std::string& architecture) {
@@ -152,11 +153,12 @@ void refuse_partial_rotary(const Fields& f) {
       check(obj->find("partial_rotary_factor"), std::string(key) + ".partial_rotary_factor");
 }
 
-// Mistral's and Phi-3's `sliding_window` (Qwen2 / Qwen3 refuse use_sliding_window true instead): attention
+// Mistral's, Mixtral's and Phi-3's `sliding_window` (the Qwen families refuse use_sliding_window true instead): attention
 // over the last `sliding_window` positions only. Sequences no longer than the window see the same outputs as under
 // full attention, so max_position_embeddings is capped to it (what vLLM does for models it runs without a window).
 void read_sliding_window(const Fields& f, ModelConfig& c) {
-  if (c.architecture_name != "MistralForCausalLM" && c.architecture_name != "Phi3ForCausalLM") return;
+  const std::string& a = c.architecture_name;
+  if (a != "MistralForCausalLM" && a != "MixtralForCausalLM" && a != "Phi3ForCausalLM") return;
   const json::Value* w = f.get("sliding_window");
   if (!w || w->is_null()) return;
   const int64_t window = w->as_int64(f.what("sliding_window"));
@@ -166,6 +168,44 @@ void read_sliding_window(const Fields& f, ModelConfig& c) {
   if (window >= c.max_position_embeddings) return;
   c.sliding_window = static_cast<int32_t>(window);
   c.max_position_embeddings = c.sliding_window;
+}
+
+// The Qwen MoE families' and Mixtral's expert MLPs (model-config.h's MoeConfig); nothing for dense families.
+void read_moe(const Fields& f, ModelConfig& c) {
+  const std::string& a = c.architecture_name;
+  const bool mixtral = a == "MixtralForCausalLM";
+  if (!mixtral && a != "Qwen2MoeForCausalLM" && a != "Qwen3MoeForCausalLM") return;
+  MoeConfig& m = c.moe;
+  m.names = mixtral ? MoeConfig::Names::mixtral : MoeConfig::Names::qwen;
+  // Each family's own key, or the other one (transformers 5 writes Qwen3-MoE's num_experts as num_local_experts).
+  const char* key = mixtral ? "num_local_experts" : "num_experts";
+  if (!f.get(key)) key = mixtral ? "num_experts" : "num_local_experts";
+  if (!f.get(key)) key = mixtral ? "num_local_experts" : "num_experts";  // (named in the error)
+  m.num_experts = f.required_int(key);
+  m.top_k = f.required_int("num_experts_per_tok");
+  if (m.top_k > m.num_experts)
+    throw EngineError(ErrorCode::bad_checkpoint, f.file + ": num_experts_per_tok (" + std::to_string(m.top_k) +
+                                                     ") exceeds the number of experts (" +
+                                                     std::to_string(m.num_experts) + ")");
+  m.expert_inter = mixtral ? c.intermediate_size : f.required_int("moe_intermediate_size");
+  // Mixtral takes the softmax over the chosen experts' logits: the full softmax renormalised over them.
+  m.norm_topk_prob = mixtral || f.optional_bool("norm_topk_prob", false);
+  if (a == "Qwen2MoeForCausalLM") m.shared_inter = f.required_int("shared_expert_intermediate_size");
+  m.sparse.assign(static_cast<size_t>(c.num_layers), true);
+  if (mixtral) return;
+  const int32_t step = f.optional_int("decoder_sparse_step", 1);
+  std::vector<bool> dense(static_cast<size_t>(c.num_layers), false);
+  if (const json::Value* only = f.get("mlp_only_layers"))
+    for (const json::Value& v : only->as_array(f.what("mlp_only_layers"))) {
+      const int64_t i = v.as_int64(f.what("mlp_only_layers"));
+      if (i < 0 || i >= c.num_layers)
+        throw EngineError(ErrorCode::bad_checkpoint, f.what("mlp_only_layers") + " names layer " + std::to_string(i) +
+                                                         " of a model with " + std::to_string(c.num_layers) +
+                                                         " (num_hidden_layers)");
+      dense[static_cast<size_t>(i)] = true;
+    }
+  for (int32_t i = 0; i < c.num_layers; ++i)
+    m.sparse[static_cast<size_t>(i)] = !dense[static_cast<size_t>(i)] && (i + 1) % step == 0;
 }
 
 void read_llama(const Fields& f, ModelConfig& c) {
@@ -189,9 +229,9 @@ void read_llama(const Fields& f, ModelConfig& c) {
     c.embed_scale = std::sqrt(static_cast<float>(c.hidden_size));
     c.norm_plus_one = true;
   }
-  if (c.architecture_name == "Qwen2ForCausalLM") {
-    // Qwen2 always has q/k/v biases and never an o_proj bias, whatever the config says.
-    c.attention_bias = true;
+  if (c.architecture_name == "Qwen2ForCausalLM" || c.architecture_name == "Qwen2MoeForCausalLM") {
+    // Qwen2 always has q/k/v biases and never an o_proj bias, whatever the config says (Qwen2-MoE: qkv_bias).
+    c.attention_bias = c.architecture_name == "Qwen2ForCausalLM" || f.optional_bool("qkv_bias", true);
     c.attention_out_bias = false;
   } else {
     c.attention_bias = f.optional_bool("attention_bias", false);
@@ -207,8 +247,8 @@ void read_llama(const Fields& f, ModelConfig& c) {
                                                          "Phi3ForCausalLM (fused qkv_proj / gate_up_proj without biases)");
   }
   read_sliding_window(f, c);
-  if (c.architecture_name == "Qwen2ForCausalLM" || c.architecture_name == "Qwen3ForCausalLM") {
-    c.qk_norm = c.architecture_name == "Qwen3ForCausalLM";
+  if (c.architecture_name.rfind("Qwen", 0) == 0) {
+    c.qk_norm = c.architecture_name == "Qwen3ForCausalLM" || c.architecture_name == "Qwen3MoeForCausalLM";
     // Sliding-window layers are not implemented: a config that turns them on is refused rather than run as
     // full attention (which would give other outputs past the window).
     if (f.optional_bool("use_sliding_window", false))
@@ -230,6 +270,7 @@ void read_llama(const Fields& f, ModelConfig& c) {
   read_rope_scaling(f, c, "rope_scaling");
   read_rope_scaling(f, c, "rope_parameters");
   refuse_partial_rotary(f);
+  read_moe(f, c);
 }
 
 void read_gpt2(const Fields& f, ModelConfig& c) {

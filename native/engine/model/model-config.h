@@ -19,6 +19,22 @@ struct RopeScaling {
   int32_t original_max_position_embeddings = 8192; // llama3
 };
 
+// Mixture-of-experts MLPs (Qwen3-MoE, Qwen2-MoE, Mixtral): a router picks top_k of num_experts per token; the
+// layer's output is the weighted sum of the chosen experts' gated MLPs (plus Qwen2-MoE's shared expert behind a
+// sigmoid gate). Layers outside `sparse` keep a dense MLP of intermediate_size.
+struct MoeConfig {
+  enum class Names { qwen, mixtral };   // mlp.experts.N.{gate,up,down}_proj | block_sparse_moe.experts.N.w{1,3,2}
+  Names names = Names::qwen;
+  int32_t num_experts = 0;              // 0: a dense model
+  int32_t top_k = 0;                    // num_experts_per_tok
+  int32_t expert_inter = 0;             // each expert's intermediate size (moe_intermediate_size; Mixtral's intermediate_size)
+  bool norm_topk_prob = false;          // renormalise the chosen experts' probabilities to sum to 1 (Mixtral: always)
+  int32_t shared_inter = 0;             // Qwen2-MoE's shared expert (0: none), gated by sigmoid(shared_expert_gate . x)
+  std::vector<bool> sparse;             // [num_layers]: layer i has experts (decoder_sparse_step, mlp_only_layers)
+  bool enabled() const { return num_experts > 0; }
+  bool sparse_layer(int32_t i) const { return enabled() && sparse[static_cast<size_t>(i)]; }
+};
+
 struct ModelConfig {
   Architecture architecture = Architecture::llama;
   std::string architecture_name;        // as written in config.json ("LlamaForCausalLM", "GPT2LMHeadModel", ...)
@@ -49,6 +65,7 @@ struct ModelConfig {
   bool norm_plus_one = false;
   std::string hidden_act = "silu";      // silu | gelu_new | gelu | gelu_pytorch_tanh | relu
   std::string torch_dtype;              // informational
+  MoeConfig moe;
   QuantConfig quant;                    // FP8 checkpoints: how their scales are stored (quant/quant-config.h)
 
   // generation_config.json / config.json token ids (-1 when absent)

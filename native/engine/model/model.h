@@ -18,6 +18,9 @@ namespace engine {
 struct ShardInfo {
   int32_t tp_rank = 0, tp_size = 1;
   int32_t pp_rank = 0, pp_size = 1;
+  // Expert parallelism inside the tp group (TensorRT-LLM's moe_ep_size): the experts of a mixture-of-experts layer
+  // are split over ep_size groups of tp ranks and each expert's intermediate columns over moe_tp = tp / ep_size.
+  int32_t ep_size = 1;
 };
 
 // A request's sampling, for a model that samples on its device (Model::samples_on_device): the sampling config plus

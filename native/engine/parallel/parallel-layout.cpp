@@ -29,9 +29,27 @@ ParallelLayout make_parallel_layout(const ModelConfig& c, const ShardInfo& shard
   const bool kv_replicated = c.num_kv_heads < tp && tp % c.num_kv_heads == 0;
   if (!kv_sharded && !kv_replicated)
     fail("tp " + s(tp) + " needs num_key_value_heads (" + s(c.num_kv_heads) + ") to divide or be divisible by tp");
-  if (c.intermediate_size % tp != 0)
+  // (Only dense MLPs split intermediate_size; Mixtral's is its experts', checked below against moe_tp.)
+  const bool dense_mlps = !c.moe.enabled() || std::count(c.moe.sparse.begin(), c.moe.sparse.end(), false) > 0;
+  if (dense_mlps && c.intermediate_size % tp != 0)
     fail("intermediate_size " + s(c.intermediate_size) + " is not divisible by tp " + s(tp));
   if (pp > c.num_layers) fail("pp " + s(pp) + " > num_hidden_layers " + s(c.num_layers));
+  const int32_t ep = shard.ep_size;
+  if (ep < 1) fail("ep must be >= 1, got " + s(ep));
+  if (tp % ep != 0) fail("ep " + s(ep) + " does not divide tp " + s(tp) + " (tp = moe_tp x ep)");
+  const MoeConfig& moe = c.moe;
+  if (ep > 1 && !moe.enabled())
+    fail("ep " + s(ep) + " splits the experts of a mixture-of-experts model; " + c.architecture_name +
+         " has none (leave ep at 1)");
+  const int32_t moe_tp = tp / ep;
+  if (moe.enabled()) {
+    if (moe.num_experts % ep != 0) fail("num_experts " + s(moe.num_experts) + " is not divisible by ep " + s(ep));
+    if (moe.expert_inter % moe_tp != 0)
+      fail("the experts' intermediate size " + s(moe.expert_inter) + " is not divisible by moe_tp " + s(moe_tp) +
+           " (tp " + s(tp) + " / ep " + s(ep) + ")");
+    if (moe.shared_inter % tp != 0)
+      fail("shared_expert_intermediate_size " + s(moe.shared_inter) + " is not divisible by tp " + s(tp));
+  }
 
   ParallelLayout l;
   l.shard = shard;
@@ -54,6 +72,18 @@ ParallelLayout make_parallel_layout(const ModelConfig& c, const ShardInfo& shard
   const int64_t inter = c.intermediate_size / tp;
   l.inter_begin = r * inter;
   l.inter_end = l.inter_begin + inter;
+
+  if (moe.enabled()) {
+    const int32_t experts = moe.num_experts / ep;
+    l.expert_begin = (r % ep) * experts;
+    l.expert_end = l.expert_begin + experts;
+    const int64_t cols = moe.expert_inter / moe_tp;
+    l.expert_inter_begin = (r / ep) * cols;
+    l.expert_inter_end = l.expert_inter_begin + cols;
+    const int64_t shared = moe.shared_inter / tp;
+    l.shared_inter_begin = r * shared;
+    l.shared_inter_end = l.shared_inter_begin + shared;
+  }
 
   l.vocab_padded = (static_cast<int64_t>(c.vocab_size) + tp - 1) / tp * tp;
   const int64_t vocab = l.vocab_padded / tp;

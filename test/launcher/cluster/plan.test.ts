@@ -3,7 +3,7 @@
 import t from 'tap';
 
 import { chooseLauncher, mpiFlavor, mpirunCommand, shellQuote, srunCommand, srunMpiPlugin } from '../../../launcher/cluster/mpirun-command.js';
-import { resolveParallel } from '../../../launcher/cluster/parallel-plan.js';
+import { resolveExperts, resolveParallel } from '../../../launcher/cluster/parallel-plan.js';
 import { parseMpirunFailure, parseRankLine, RankTail } from '../../../launcher/cluster/rank-output.js';
 import { normalizeTritonSpellings } from '../../../launcher/triton-spellings.js';
 
@@ -14,6 +14,16 @@ t.test('world size, tp and pp', async (t) => {
   t.same(resolveParallel({ worldSize: 4, pp: 2 }), { worldSize: 4, tp: 2, pp: 2 });
   t.throws(() => resolveParallel({ worldSize: 3, tp: 2, pp: 2 }), /--world-size 3 does not equal --tp 2 x --pp 2 = 4/);
   t.throws(() => resolveParallel({ worldSize: 3, tp: 2 }), /--world-size 3 is not a multiple of --tp 2/);
+});
+
+t.test('the experts\' split within tp: tp = moe_tp x ep', async (t) => {
+  t.same(resolveExperts(4, {}), { ep: 1, moeTp: 4 }, 'neither: each expert split over every tp rank');
+  t.same(resolveExperts(4, { ep: 2 }), { ep: 2, moeTp: 2 });
+  t.same(resolveExperts(4, { moeTp: 1 }), { ep: 4, moeTp: 1 }, '--moe-tp 1: whole experts, spread over the ranks');
+  t.same(resolveExperts(4, { ep: 2, moeTp: 2 }), { ep: 2, moeTp: 2 });
+  t.throws(() => resolveExperts(4, { ep: 3 }), /--ep 3 does not divide --tp 4/);
+  t.throws(() => resolveExperts(4, { moeTp: 3 }), /--moe-tp 3 does not divide --tp 4/);
+  t.throws(() => resolveExperts(4, { ep: 4, moeTp: 2 }), /--moe-tp 2 x --ep 4 = 8 does not equal --tp 4/);
 });
 
 t.test('mpirun command lines', async (t) => {

@@ -16,7 +16,7 @@ t.test('a full file: typed values, the model relative to the file', async (t) =>
   const file = parse(`
 model: ckpt/llama
 name: llama
-parallel: { tp: 2, pp: 1 }
+parallel: { tp: 2, pp: 1, ep: 2, moe_tp: 1 }
 gpu_device_ids: [0, 1]
 quantization: fp8
 participant_ids: [1, 2]
@@ -33,6 +33,8 @@ serving: { max_queue_size: 0, exclude_input_in_output: true, decoupled: true, ht
   t.same(file.values.get('participant_ids'), [1, 2]);
   t.equal(file.values.get('quantization'), 'fp8');
   t.equal(file.values.get('kv_cache.dtype'), 'fp8');
+  t.equal(file.values.get('parallel.ep'), 2);
+  t.equal(file.values.get('parallel.moe_tp'), 1);
   t.equal(file.values.size, CONFIG_KEYS.length, 'every key of the schema was set');
   t.equal(parse('').values.size, 0, 'an empty file sets nothing');
   t.equal(parse('model: /abs/ckpt').values.get('model'), '/abs/ckpt');
@@ -62,6 +64,7 @@ t.test('every bad value names the key, the file and the value', async (t) => {
     ['serving: { exclude_input_in_output: null }', 'serving.exclude_input_in_output in /x/y.yaml must be true or false, got null'],
     ['parallel: { tp: 0 }', 'parallel.tp in /x/y.yaml must be an integer >= 1, got 0'],
     ['parallel: { pp: two }', 'parallel.pp in /x/y.yaml must be an integer >= 1, got "two"'],
+    ['parallel: { ep: 0 }', 'parallel.ep in /x/y.yaml must be an integer >= 1, got 0'],
     ['gpu_device_ids: 0', 'gpu_device_ids in /x/y.yaml must be a non-empty list of integers >= 0, got 0'],
     ['gpu_device_ids: [0, -1]', 'gpu_device_ids in /x/y.yaml must be a non-empty list of integers >= 0, got [0,-1]'],
     ['model: 3', 'model in /x/y.yaml must be a non-empty string, got 3'],

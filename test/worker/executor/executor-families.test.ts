@@ -1,7 +1,8 @@
 // The model families beyond Llama / GPT-2 (issue 25) served as a user serves them: each fixture's float64
-// transformers reference (scripts/fixtures/make_family_fixtures.py; every greedy step's top-2 margin is at least 0.1
-// there, and the CPU model is within 1e-5 of it) gives the same greedy tokens through the executor with all cases in
-// one batch, and through the KServe HTTP API of `trtllm-launch --world-size 2` at tp 2 and at pp 2 under mpirun.
+// transformers reference (scripts/fixtures/make_family_fixtures.py and make_moe_fixtures.py; every greedy step's
+// top-2 margin is at least 0.1 there, and the CPU model is within 1e-5 of it) gives the same greedy tokens through
+// the executor with all cases in one batch, and through the KServe HTTP API of `trtllm-launch --world-size 2` at
+// tp 2 and at pp 2 under mpirun — and, for the mixture-of-experts models, with the experts split over 2 ranks (ep 2).
 import t from 'tap';
 
 import { Executor } from '../../../worker/executor/executor.js';
@@ -10,7 +11,7 @@ import { startLauncher } from '../../helpers/launched-cluster.js';
 import { freePort, processesWith } from '../../helpers/processes.js';
 import { waitFor } from '../../helpers/wait.js';
 
-const FAMILIES = ['tiny-qwen3', 'tiny-qwen3-bias', 'tiny-phi3', 'tiny-gemma'];
+const FAMILIES = ['tiny-qwen3', 'tiny-qwen3-bias', 'tiny-phi3', 'tiny-gemma', 'tiny-qwen3-moe', 'tiny-qwen2-moe', 'tiny-mixtral'];
 
 for (const model of FAMILIES) {
   t.test(`${model}: the reference's greedy tokens, all cases in one batch`, async (t) => {
@@ -25,8 +26,12 @@ for (const model of FAMILIES) {
   });
 }
 
-for (const model of ['tiny-qwen3', 'tiny-phi3', 'tiny-gemma']) {
-  for (const [layout, args] of [['tp 2', ['--tp', '2']], ['pp 2', ['--pp', '2']]] as const) {
+const MOE = ['tiny-qwen3-moe', 'tiny-qwen2-moe', 'tiny-mixtral'];
+const LAYOUTS = [['tp 2', ['--tp', '2']], ['pp 2', ['--pp', '2']]] as const;
+const EP = [['tp 2 with ep 2', ['--tp', '2', '--ep', '2']]] as const;
+
+for (const model of ['tiny-qwen3', 'tiny-phi3', 'tiny-gemma', ...MOE]) {
+  for (const [layout, args] of MOE.includes(model) ? [...LAYOUTS, ...EP] : LAYOUTS) {
     t.test(`${model} at ${layout} through the API under mpirun: the reference's greedy tokens`, async (t) => {
       const port = await freePort();
       const launcher = startLauncher(['--model', fixtureDir(model), '--world-size', '2', ...args, '--oversubscribe', '--threads', '1',
