@@ -206,6 +206,18 @@ void dummy_vs_cpu(const std::string& label, const std::string& config_json, doub
     const double e = same_size ? rel_err(plain.logits.data(), graphed.first.logits.data(), plain.logits.size()) : 1;
     std::printf("%s/decode-batch: CUDA graph vs plain launches rel err %.3g\n", label.c_str(), e);
     CHECK_MSG(e < 1e-5, "%s: decode logits with and without the CUDA graph differ (%g)", label.c_str(), e);
+    // Every dense product through cuBLAS instead of the engine's GEMV: the same answer within the tolerance.
+    cm->gemm().set_use_gemv(false);
+    cm->set_use_graphs(false);
+    ForwardOutput cublas_only;
+    gpu->forward(batch, cublas_only);
+    cm->gemm().set_use_gemv(true);
+    cm->set_use_graphs(true);
+    const double ec = cublas_only.logits.size() == graphed.second.logits.size()
+                          ? rel_err(cublas_only.logits.data(), graphed.second.logits.data(), cublas_only.logits.size())
+                          : 1;
+    std::printf("%s/decode-batch: cuBLAS only, rel err vs CPU %.3g\n", label.c_str(), ec);
+    CHECK_MSG(ec < 2 * tol, "%s: decode logits with cuBLAS only: rel err %g", label.c_str(), ec);
   }
   ForwardOutput bad;
   CHECK_THROWS(gpu->forward({{{V + 3}, 0, table[2], false}}, bad), "outside the vocabulary");
@@ -225,6 +237,18 @@ const char* kQwen2 = R"({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 2
 const char* kQwen3 = R"({"architectures": ["Qwen3ForCausalLM"], "hidden_size": 256, "intermediate_size": 512,
   "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 128, "vocab_size": 640,
   "max_position_embeddings": 2048, "rms_norm_eps": 1e-6, "tie_word_embeddings": true, "rope_theta": 1000000.0})";
+
+// Mixture-of-experts shapes (issue 25): 16 experts, top 4 renormalised (Qwen3-MoE); 8 experts, top 2 with a shared
+// expert and a dense first layer (Qwen2-MoE). Prefill batches take the per-expert cuBLAS path, decode batches the
+// expert GEMV (inside CUDA graphs).
+const char* kQwen3Moe = R"({"architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 256, "intermediate_size": 512,
+  "moe_intermediate_size": 128, "num_experts": 16, "num_experts_per_tok": 4, "norm_topk_prob": true,
+  "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 640,
+  "max_position_embeddings": 2048, "rms_norm_eps": 1e-6, "tie_word_embeddings": true, "rope_theta": 1000000.0})";
+const char* kQwen2Moe = R"({"architectures": ["Qwen2MoeForCausalLM"], "hidden_size": 256, "intermediate_size": 512,
+  "moe_intermediate_size": 128, "shared_expert_intermediate_size": 256, "num_experts": 8, "num_experts_per_tok": 2,
+  "mlp_only_layers": [0], "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+  "vocab_size": 640, "max_position_embeddings": 2048, "rms_norm_eps": 1e-6, "tie_word_embeddings": false})";
 
 uint64_t lcg_next(uint64_t& state) {
   state = state * 6364136223846793005ull + 1442695040888963407ull;
@@ -424,11 +448,18 @@ TEST_MAIN({
   }
   std::printf("%s, %d GPU(s)\n", cuda_backend_status(), cuda_device_count());
   const std::string root = check::repo_root + "/test/fixtures/models";
-  for (const char* name : {"tiny-llama", "tiny-llama-sharded", "tiny-gpt2", "tiny-qwen3", "tiny-qwen3-bias", "tiny-phi3", "tiny-gemma"}) {
+  for (const char* name : {"tiny-llama", "tiny-llama-sharded", "tiny-gpt2", "tiny-qwen3", "tiny-qwen3-bias", "tiny-phi3", "tiny-gemma",
+                           "tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-mixtral"}) {
     // tiny-gemma passes 2x kTol: its embeddings enter times 8 and its norms scale by (1 + w), 2 to 5 here, so each
     // bf16 rounding of an activation weighs more; measured 0.0127-0.0180 on an H200 (2026-11-26) while the CPU model
     // is within 3.6e-6 of transformers (model-reference) and every clear greedy step is equal.
-    const double tol = std::string(name) == "tiny-gemma" ? 2 * kTol : kTol;
+    // The mixture-of-experts fixtures pass 2.5x kTol: a router decision closer than bf16's error (the fixtures'
+    // smallest gaps between the k-th and next expert are 0.0006-0.004, reference.json's min_router_gap) goes the
+    // other way on the GPU than in float64, and that token's layer output moves by a whole expert's share; measured
+    // 0.0078-0.0212 on an H200 (2026-11-26), every clear greedy step equal. The CPU model routes within 2e-6.
+    const std::string n(name);
+    const bool moe = n.find("moe") != std::string::npos || n == "tiny-mixtral";
+    const double tol = n == "tiny-gemma" ? 2 * kTol : moe ? 2.5 * kTol : kTol;
     try {
       fixture_vs_reference(root + "/" + name, name, tol);
     } catch (const std::exception& e) {
@@ -449,9 +480,11 @@ TEST_MAIN({
   }
   unsetenv("TRTLLM_FP8_ACTIVATIONS");
   for (auto [label, cfg] : {std::pair{"llama-gqa-hd128", kLlamaGqa}, {"gpt2-hd64", kGpt2}, {"qwen2-bias", kQwen2},
-                            {"qwen3-hd128", kQwen3}}) {
+                            {"qwen3-hd128", kQwen3}, {"qwen3-moe", kQwen3Moe}, {"qwen2-moe", kQwen2Moe}}) {
+    // (MoE shapes: router flips as for the fixtures above; qwen2-moe's 3-row decode batch measured 0.023.)
+    const bool moe = std::strstr(label, "moe") != nullptr;
     try {
-      dummy_vs_cpu(label, cfg);
+      dummy_vs_cpu(label, cfg, moe ? 2.5 * kTol : kTol);
     } catch (const std::exception& e) {
       CHECK_MSG(false, "%s: %s", label, e.what());
     }

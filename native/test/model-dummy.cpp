@@ -54,9 +54,22 @@ TEST_MAIN({
     CHECK(k == static_cast<float>(static_cast<int>(k)) && k >= -128 && k < 128);
   }
 
-  // Mixture-of-experts shapes have no dummy plan yet: refused, naming the model and what to do.
-  const std::string moe = check::repo_root + "/test/fixtures/models/tiny-mixtral";
-  CHECK_THROWS(load_model(moe, o), "MixtralForCausalLM: load_format dummy does not cover mixture-of-experts models yet");
+  // Mixture-of-experts shapes: the same weights as the checkpoint's (router, every expert, the shared expert and its
+  // gate), filled and run.
+  for (const char* name : {"tiny-mixtral", "tiny-qwen2-moe", "tiny-qwen3-moe"}) {
+    const std::string moe = check::repo_root + "/test/fixtures/models/" + name;
+    LoadOptions real;
+    real.num_threads = 1;
+    auto dummy = load_model(moe, o);
+    CHECK_MSG(dummy->weight_bytes() == load_model(moe, real)->weight_bytes(), "%s: dummy weight bytes %zu", name,
+              dummy->weight_bytes());
+    dummy->allocate_kv(8, 16);
+    ForwardOutput out;
+    dummy->forward({{{1, 5, 9, 100}, 0, {3, 1}, true}}, out);
+    bool moe_varied = false;
+    for (float v : out.logits) moe_varied = moe_varied || (v != out.logits[0]);
+    CHECK_MSG(moe_varied, "%s: dummy logits are all equal", name);
+  }
 
   LoadOptions bad = o;
   bad.load_format = "npz";

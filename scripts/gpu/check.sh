@@ -11,6 +11,10 @@
 #   scripts/gpu/check.sh fp8      one GPU: the cuda-fp8 test (FP8 GEMV / cuBLASLt GEMM against references, tiny-llama
 #                                 quantized per channel against the CPU model), then the 8B-shape bench in bf16 and
 #                                 with --quantization fp8 (decode steps vs the copy bandwidth, offline 128/128)
+#   scripts/gpu/check.sh moe      one GPU: cuda-model (the MoE fixtures against transformers, dummy MoE shapes against the
+#                                 CPU model), then the Qwen3-30B-A3B shape (dummy bf16): decode steps against the bytes a
+#                                 step reads (the chosen experts only) and offline 128/128 (HF=1: transformers' generate()
+#                                 on the same shape after it)
 #   scripts/gpu/check.sh kill4    four GPUs: `trtllm-launch --world-size 4 --tp 4` under load, kill -9 of one rank
 # Prints a short summary last. Expects CUDA_HOME / NCCL_ROOT (the device prelude exports them).
 set -uo pipefail
@@ -28,6 +32,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
 targets=(); [[ $mode == fp8 ]] && targets=(--target cuda-fp8 cuda-bench)  # what the mode runs, nothing else
+[[ $mode == moe ]] && targets=(--target cuda-model cuda-bench)
 t0=$(date +%s)
 if cmake -S native -B build-gpu "${gen[@]}" -DCMAKE_BUILD_TYPE=Release >"$out/configure.log" 2>&1 &&
    cmake --build build-gpu -j "$jobs" "${targets[@]}" >"$out/build.log" 2>&1; then
@@ -164,6 +169,28 @@ if [[ $mode == fp8 ]]; then
       tee "$out/bench-$q.log" | grep -vE "^\|---" | tail -12
     note "bench $q: $(grep -E '^loaded' "$out/bench-$q.log" | grep -oE '[0-9.]+ GB read per decode step') $(grep -E '^\| 1 \|' "$out/bench-$q.log" | head -1) $(grep -oE '= [0-9]+ output tokens/s' "$out/bench-$q.log")"
   done
+fi
+if [[ $mode == moe ]]; then
+  if [[ ${SKIP_MODEL:-0} != 1 ]]; then
+    if timeout 200 build-gpu/cuda-model "$PWD" >"$out/cuda-model.log" 2>&1; then
+      note "cuda-model: $(tail -1 "$out/cuda-model.log")"
+    else
+      note "cuda-model FAILED: $(tail -1 "$out/cuda-model.log")"; grep -i "fail\|error" "$out/cuda-model.log" | head -20
+    fi
+    grep -E "moe|mixtral" "$out/cuda-model.log" | grep -E "rel err|greedy" | head -60
+  fi
+  if [[ ${SKIP_BENCH:-0} != 1 ]]; then
+    timeout 400 build-gpu/cuda-bench bench/configs/qwen3-30b-a3b --dummy --batches ${BATCHES:-1,8,64,256} \
+      --requests ${REQUESTS:-1000} --max-batch ${MAX_BATCH:-256} --json "$out/bench-moe.json" 2>&1 |
+      tee "$out/bench-moe.log" | grep -vE "^\|---" | tail -16
+    note "bench moe: $(grep -E '^loaded' "$out/bench-moe.log" | grep -oE '[0-9.]+ GB read per decode step') $(grep -E '^\| 1 \|' "$out/bench-moe.log" | head -1) $(grep -oE '= [0-9]+ output tokens/s' "$out/bench-moe.log")"
+  fi
+  if [[ ${HF:-0} == 1 ]]; then
+    timeout 500 python3 bench/hf-generate.py bench/configs/qwen3-30b-a3b --batches ${HF_BATCHES:-1,64,256} \
+      >"$out/hf-generate-moe.log" 2>&1
+    note "transformers moe: $(tail -1 "$out/hf-generate-moe.log")"
+    grep "generate()\|built" "$out/hf-generate-moe.log"
+  fi
 fi
 if [[ $mode == kill4 ]]; then
   # `trtllm-launch --world-size 4 --tp 4` on four GPUs, under load, then kill -9 of one rank: the launcher must

@@ -158,6 +158,10 @@ void CudaDecoder::attention_layer(int32_t l, const BatchMeta& m, float* x, int64
 
 void CudaDecoder::mlp_layer(int32_t l, float* x, int64_t rows) {
   const DLayer& lw = layers_[l];
+  if (lw.moe.on()) {
+    moe_layer(l, x, rows);
+    return;
+  }
   void* mlp = mlp_.get();
   void* mlp_act = spec_.gated_mlp ? mlp_act_.get() : mlp;
   norm_linear(lw.mlp_norm, x, rows, lw.up, mlp, false);

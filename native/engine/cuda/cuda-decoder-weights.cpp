@@ -68,6 +68,7 @@ void CudaDecoder::upload(DecoderWeights w) {
     lin(l.o, layers_[i].o);
     lin(l.up, layers_[i].up);
     lin(l.down, layers_[i].down);
+    if (!l.moe.empty()) upload_moe(l.moe, layers_[i].moe);
   }
   norm(w.final_norm, final_norm_);
   upload_matrix(w.lm_head, lm_head_, false);
@@ -130,6 +131,7 @@ void CudaDecoder::generate(const DummyPlan& plan, uint64_t seed) {
     lin(l.o, layers_[i].o);
     lin(l.up, layers_[i].up);
     lin(l.down, layers_[i].down);
+    if (!l.moe.experts.empty()) generate_moe(l.moe, seed, layers_[i].moe);
   }
   if (plan.has_final_norm) norm(plan.final_norm, final_norm_);
   fill_matrix(plan.lm_head, seed, lm_head_, false);

@@ -110,7 +110,8 @@ void CudaDecoder::reserve(int64_t tokens, int64_t logit_rows) {
   logit_rows = std::max<int64_t>(std::min(logit_rows, tokens), 1);
   const int64_t H = config_.hidden_size, es = static_cast<int64_t>(dtype_size(dt_));
   const int64_t qkv_w = q_dim_ + 2 * kv_dim_;
-  const int64_t up_w = layers_.empty() ? 0 : layers_[0].up.out;
+  int64_t up_w = 0;  // (a mixture-of-experts model's first layers may have no dense MLP)
+  for (const DLayer& l : layers_) up_w = std::max(up_w, l.up.out);
   x_.ensure(tokens * H * 4);
   x2_.ensure(tokens * H * 4);
   xn_.ensure(tokens * H * es);
@@ -119,6 +120,7 @@ void CudaDecoder::reserve(int64_t tokens, int64_t logit_rows) {
   mlp_.ensure(tokens * up_w * es);
   if (spec_.gated_mlp) mlp_act_.ensure(tokens * inter_ * es);
   attn_ws_.ensure(sizeof(float) * attention_workspace_bound(num_heads_, num_kv_heads_, config_.head_dim, num_sms_));
+  reserve_moe(tokens);
   if (fp8()) {
     // The FP8 path's scratch (quantized activations, a widened weight) is sized for the largest product now.
     int64_t max_k = 0, max_n = 0, max_elems = 0;

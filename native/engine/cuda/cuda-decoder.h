@@ -40,10 +40,21 @@ struct DNorm {
   DeviceBuffer w, b;  // fp32; b empty for RMSNorm
   const float* bias() const { return b.empty() ? nullptr : b.as<float>(); }
 };
+// A mixture-of-experts layer's MLP (decoder.h's MoeWeights) on the device.
+struct DMoe {
+  DeviceBuffer router;                 // [num_experts, hidden] fp32: routing in fp32, as the CPU model routes
+  std::vector<DeviceBuffer> up, down;  // per local expert: [2 * cols, hidden] gate|up rows, [hidden, cols] (T)
+  DeviceBuffer up_ptrs, down_ptrs;     // device arrays of their addresses (moe_expert_gemv)
+  DLinear shared_up, shared_down;      // Qwen2-MoE's shared expert; empty: none
+  DeviceBuffer shared_gate;            // [hidden] fp32: its gate
+  int64_t cols = 0;                    // each local expert's intermediate columns
+  bool on() const { return !up.empty(); }
+};
 struct DLayer {
   DNorm attn_norm, mlp_norm;
   DNorm q_norm, k_norm;  // Qwen3's per-head norms; empty: none
-  DLinear qkv, o, up, down;
+  DLinear qkv, o, up, down;  // up / down empty in a mixture-of-experts layer
+  DMoe moe;
 };
 
 class CudaDecoder : public Model {
@@ -61,8 +72,9 @@ class CudaDecoder : public Model {
   void allocate_kv(int32_t num_blocks, int32_t tokens_per_block) override;
   void copy_kv_block(int32_t src, int32_t dst) override;
   size_t weight_bytes() const override { return weight_bytes_; }
-  // The weight bytes a decode step reads: all but an embedding table that is not also the LM head.
-  size_t decode_read_bytes() const { return lm_head_.empty() ? weight_bytes_ : weight_bytes_ - embed_.bytes(); }
+  // The weight bytes a batch-1 decode step reads: all but an embedding table that is not also the LM head, and in
+  // mixture-of-experts layers only the top_k experts the token chose (cuda-decoder-moe.cpp).
+  size_t decode_read_bytes() const;
   // True when the projections run in FP8 (an FP8 checkpoint or --quantization fp8).
   bool fp8() const { return !layers_.empty() && layers_[0].qkv.fp8.on(); }
   void forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) override;
@@ -93,6 +105,12 @@ class CudaDecoder : public Model {
   void fill_matrix(const DummyMatrix& m, uint64_t seed, DeviceBuffer& dst, bool f32);
   // --quantization fp8: d.w (model dtype, just uploaded or generated) quantized into d.fp8 and freed.
   void quantize_linear(DLinear& d);
+  // cuda-decoder-moe.cpp: a mixture-of-experts layer's weights, uploaded or generated, then its pointer tables.
+  void upload_moe(MoeWeights& w, DMoe& d);
+  void generate_moe(const DummyMoe& m, uint64_t seed, DMoe& d);
+  void finish_moe(DMoe& d);
+  // Its activation buffers for up to `tokens` rows (reserve()).
+  void reserve_moe(int64_t tokens);
 
   // cuda-decoder-forward.cpp
   // True when this batch runs as a CUDA graph: a decode batch (one token and one last-row logit per chunk) on one GPU.
@@ -103,6 +121,13 @@ class CudaDecoder : public Model {
   void enqueue_layers(const BatchMeta& m, int64_t T, int64_t R, int32_t max_ctx);
   void attention_layer(int32_t l, const BatchMeta& m, float* x, int64_t T, int64_t R, int32_t max_ctx, bool last);
   void mlp_layer(int32_t l, float* x, int64_t rows);
+  // cuda-decoder-moe.cpp: route -> permute -> gather -> the active experts' gate|up, activation, down -> the
+  // weighted combine (+ shared expert) onto x, summed over tp.
+  void moe_layer(int32_t l, float* x, int64_t rows);
+  // The experts' products for `entries` (token, slot) rows: the expert GEMV up to kMoeGemvEntries (few rows per
+  // expert: bound by reading the weights), the tensor-core tiles beyond.
+  void moe_experts(const DMoe& m, int64_t entries);
+  static constexpr int64_t kMoeGemvEntries = 128;
   void linear(const DLinear& l, const void* x, int64_t rows, void* y, bool y_f32, bool accumulate);
   // y = norm(x) · lᵀ: one fused GEMV on decode shapes with an RMSNorm (Gemm::xwt_rms), else the norm kernel into
   // xn_ and linear().
@@ -163,6 +188,10 @@ class CudaDecoder : public Model {
   DeviceBuffer logits_local_, logits_all_, logits_full_;
   DeviceBuffer meta_dev_, greedy_dev_;
   PinnedBuffer meta_host_, logits_host_, greedy_host_;
+
+  // Mixture-of-experts scratch (reserve_moe): routing, permutation, the gathered rows and the experts' products.
+  DeviceBuffer moe_logits_, moe_ids_, moe_weights_, moe_slot_, moe_row_token_, moe_offsets_, moe_active_, moe_tiles_;
+  DeviceBuffer moe_xp_, moe_h_, moe_act_, moe_y_, moe_out_, moe_shared_y_;
 
   DeviceSampler sampler_;  // rows of SampleOn::device chunks
   DeviceBuffer iota_;  // 0, 1, ..., cap_logit_rows_ - 1: the greedy rows of a graph

@@ -14,6 +14,7 @@ set(ENGINE_CUDA_KERNELS
   ${ENGINE_CUDA_DIR}/kernels-gemv.cu
   ${ENGINE_CUDA_DIR}/kernels-fp8.cu
   ${ENGINE_CUDA_DIR}/kernels-sampling.cu
+  ${ENGINE_CUDA_DIR}/kernels-moe.cu
 )
 # Host code that needs the CUDA runtime's headers alone (compile-checked wherever nvcc is, see below) ...
 set(ENGINE_CUDA_HOST_RUNTIME
@@ -23,6 +24,7 @@ set(ENGINE_CUDA_HOST_RUNTIME
   ${ENGINE_CUDA_DIR}/cuda-decoder-forward.cpp
   ${ENGINE_CUDA_DIR}/cuda-decoder-logits.cpp
   ${ENGINE_CUDA_DIR}/cuda-decoder-graphs.cpp
+  ${ENGINE_CUDA_DIR}/cuda-decoder-moe.cpp
   ${ENGINE_CUDA_DIR}/batch-meta.cpp
   ${ENGINE_CUDA_DIR}/device-sampler.cpp
 )

@@ -121,6 +121,47 @@ void gemv(int64_t m, int64_t n, int64_t k, const void* x, const void* w, DType d
 void gemv_rms(int64_t m, int64_t n, int64_t k, const float* x, const float* norm_w, float eps, const void* w, DType dt,
               void* y, bool y_is_f32, int64_t ldy, cudaStream_t s);
 
+// --- mixture-of-experts layers (kernels-moe.cu) ---
+// For each row t of the fp32 residual stream x [rows, hidden]: router logits of rms_norm(x[t]) * norm_w against the
+// fp32 router [num_experts, hidden] (into `logits`, [rows, num_experts]), softmax, the top_k experts (ties to the
+// lower index) into ids[t * top_k + s] and their probabilities (renormalised over the chosen when `renormalize`)
+// into weights[t * top_k + s]. Up to 512 experts.
+void moe_route(const float* x, int64_t rows, int64_t hidden, const float* norm_w, float eps, const float* router,
+               int32_t num_experts, int32_t top_k, bool renormalize, float* logits, int32_t* ids, float* weights,
+               cudaStream_t s);
+// Rows of a tile of moe_expert_mma, and the most tiles `entries` (token, slot) rows over n_local experts make.
+constexpr int32_t kMoeTileRows = 64;
+int64_t moe_max_tiles(int64_t entries, int32_t n_local);
+// The (token, slot) entries of the local experts [expert_begin, expert_begin + n_local) in expert-contiguous rows:
+// offsets[e] .. offsets[e + 1] are local expert e's rows (offsets[n_local]: all of them), active[0 .. a) lists the
+// experts with rows and active[n_local] = a, tiles[0] = the number of kMoeTileRows-row tiles of those rows and
+// tiles[1 + 2i], tiles[2 + 2i] tile i's expert and first row, slot_row[t * top_k + s] is the entry's row (-1:
+// another rank's expert), row_token[row] its token. One block; the order within an expert is not fixed (each row
+// is computed on its own).
+void moe_permute(const int32_t* ids, int64_t rows, int32_t top_k, int32_t expert_begin, int32_t n_local,
+                 int32_t* offsets, int32_t* active, int32_t* tiles, int32_t* slot_row, int32_t* row_token,
+                 cudaStream_t s);
+// xp[row] = xn[row_token[row]] (T rows of `hidden`) for row < *total (device), over a grid of max_rows.
+void moe_gather(const void* xn, DType dt, const int32_t* row_token, const int32_t* total, int64_t max_rows,
+                int64_t hidden, void* xp, cudaStream_t s);
+// y[row, :n] = x[row, :k] · W_e[n, k]ᵀ for every row of every active expert e, reading only those experts' weights:
+// w[e] points at local expert e's [n, k] matrix (T); y fp32 or T; k % 8 == 0. Both read the row layout from the
+// device, so neither needs the host (CUDA graphs capture them):
+//  - moe_expert_gemv: a GEMV streaming each active expert's rows once per 4 token rows (decode-sized batches);
+//    grid rows for up to max_active active experts;
+//  - moe_expert_mma: 64 x 64 tensor-core tiles over moe_permute's tile list (larger batches); up to max_tiles.
+void moe_expert_gemv(const void* const* w, const int32_t* offsets, const int32_t* active, int32_t n_local,
+                     int32_t max_active, const void* x, DType dt, int64_t n, int64_t k, void* y, bool y_f32,
+                     cudaStream_t s);
+void moe_expert_mma(const void* const* w, const int32_t* tiles, const int32_t* offsets, int64_t max_tiles,
+                    const void* x, DType dt, int64_t n, int64_t k, void* y, bool y_f32, cudaStream_t s);
+// out[t] = base[t] (nullable: 0) + sum over slots of weights[t, s] * y[slot_row[t, s]] (rows -1 skipped)
+// + sigmoid(xn[t] · shared_gate_w) * shared[t] (shared nullable: none; xn T rows, shared_gate_w fp32 [hidden]);
+// fp32 rows of `hidden`. out may be base.
+void moe_combine(const float* y, const int32_t* slot_row, const float* weights, int64_t rows, int32_t top_k,
+                 int64_t hidden, const float* base, const float* shared, const void* xn, DType dt,
+                 const float* shared_gate_w, float* out, cudaStream_t s);
+
 // --- FP8 weights (kernels-fp8.cu) ---
 // An e4m3fn weight on the device (fp8-weights.h makes it from an Fp8Matrix): element (r, c) is
 // e4m3(data[r * k + c]) * scale, the scale per output row or per block x block tile. A per-tensor scale is

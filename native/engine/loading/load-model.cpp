@@ -102,14 +102,10 @@ std::unique_ptr<Model> load_model(const std::string& checkpoint_dir, const LoadO
   const DecoderSpec spec = spec_of(config);
   const bool dummy = options.load_format == "dummy";
   const bool fp8_kv = wants_fp8_kv(options.kv_cache_dtype, config.quant.kv_cache_fp8);
-  if (config.moe.enabled() && device == Device::cuda)
+  if (config.moe.enabled() && device == Device::cuda && (quantize || config.quant.quantized()))
     throw EngineError(ErrorCode::unsupported, config.architecture_name +
-                                                  ": mixture-of-experts models run on the CPU backend only so far "
-                                                  "(the CUDA backend has no expert kernels yet); use device cpu");
-  if (config.moe.enabled() && dummy)
-    throw EngineError(ErrorCode::unsupported, config.architecture_name +
-                                                  ": load_format dummy does not cover mixture-of-experts models yet; "
-                                                  "use the checkpoint's weights (load_format auto)");
+                                                  ": FP8 experts are not on the CUDA backend yet; serve the 16-bit "
+                                                  "checkpoint without --quantization fp8, or use device cpu");
   if (device == Device::cuda) {
     // The CUDA backend keeps K/V in the model dtype; "auto" on an FP8-KV checkpoint does so too.
     if (options.kv_cache_dtype == "fp8")

@@ -9,6 +9,11 @@ namespace {
 enum : uint32_t { kEmbed = 1, kPos = 2, kHead = 3 };
 enum : uint32_t { kQ = 0, kK, kV, kO, kGate, kUp, kDown, kQb = 8, kKb, kVb, kOb, kGateb, kUpb, kDownb };
 uint32_t layer_tensor(int32_t layer, uint32_t k) { return 32u * static_cast<uint32_t>(layer + 1) + k; }
+enum : uint32_t { kRouter = 16, kSharedGateW, kSharedGate, kSharedUp, kSharedDown };
+// Experts' tensors: ids from 2^24 up, 4 per (layer, expert), clear of the layer tensors' 32 * (layer + 1) + k.
+uint32_t expert_tensor(int32_t layer, int32_t expert, uint32_t k) {
+  return (1u << 24) + (static_cast<uint32_t>(layer) * 4096u + static_cast<uint32_t>(expert)) * 4u + k;
+}
 
 DummyPart rows_part(uint32_t t, int64_t r0, int64_t r1, int64_t cols) { return {t, r0, r1 - r0, 0, cols, cols}; }
 DummyPart cols_part(uint32_t t, int64_t rows, int64_t c0, int64_t c1, int64_t gcols) {
@@ -37,6 +42,23 @@ DummyPlan dummy_plan(const ModelConfig& c, const DecoderSpec& spec, const Parall
   for (int32_t l = pl.layer_begin; l < pl.layer_end; ++l) {
     auto t = [&](uint32_t k) { return layer_tensor(l, k); };
     DummyLayer d;
+    // A gated MLP's columns [c0, c1) of intermediate size I: gate rows then up rows; down's matching columns.
+    auto gated = [&](uint32_t gate, uint32_t up, uint32_t down, int64_t I, int64_t c0, int64_t c1) {
+      return DummyExpert{DummyMatrix{2 * (c1 - c0), H, {rows_part(gate, c0, c1, H), rows_part(up, c0, c1, H)}},
+                         DummyMatrix{H, c1 - c0, {cols_part(down, H, c0, c1, I)}}};
+    };
+    if (c.moe.sparse_layer(l)) {
+      const MoeConfig& m = c.moe;
+      d.moe.router = DummyMatrix{m.num_experts, H, {rows_part(t(kRouter), 0, m.num_experts, H)}};
+      for (int32_t e = pl.expert_begin; e < pl.expert_end; ++e)
+        d.moe.experts.push_back(gated(expert_tensor(l, e, 0), expert_tensor(l, e, 1), expert_tensor(l, e, 2),
+                                      m.expert_inter, pl.expert_inter_begin, pl.expert_inter_end));
+      if (m.shared_inter > 0) {
+        d.moe.shared = gated(t(kSharedGate), t(kSharedUp), t(kSharedDown), m.shared_inter, pl.shared_inter_begin,
+                             pl.shared_inter_end);
+        d.moe.shared_gate = DummyMatrix{1, H, {rows_part(t(kSharedGateW), 0, 1, H)}};
+      }
+    }
     d.attn_norm = d.mlp_norm = DummyNorm{H, !spec.rms_norm};
     if (c.qk_norm) d.q_norm = d.k_norm = DummyNorm{c.head_dim, false};
     const int64_t qkv_out = (q1 - q0) + 2 * (k1 - k0);
@@ -45,7 +67,9 @@ DummyPlan dummy_plan(const ModelConfig& c, const DecoderSpec& spec, const Parall
       d.qkv.b = DummyMatrix{qkv_out, 1, {rows_part(t(kQb), q0, q1, 1), rows_part(t(kKb), k0, k1, 1), rows_part(t(kVb), k0, k1, 1)}};
     d.o.w = DummyMatrix{H, q1 - q0, {cols_part(t(kO), H, q0, q1, q)}};
     if (c.attention_out_bias && rank0) d.o.b = DummyMatrix{H, 1, {rows_part(t(kOb), 0, H, 1)}};
-    if (spec.gated_mlp) {
+    if (!d.moe.experts.empty()) {
+      // (no dense MLP in this layer)
+    } else if (spec.gated_mlp) {
       d.up.w = DummyMatrix{2 * Il, H, {rows_part(t(kGate), pl.inter_begin, pl.inter_end, H), rows_part(t(kUp), pl.inter_begin, pl.inter_end, H)}};
       if (c.mlp_bias)
         d.up.b = DummyMatrix{2 * Il, 1, {rows_part(t(kGateb), pl.inter_begin, pl.inter_end, 1), rows_part(t(kUpb), pl.inter_begin, pl.inter_end, 1)}};
@@ -53,8 +77,8 @@ DummyPlan dummy_plan(const ModelConfig& c, const DecoderSpec& spec, const Parall
       d.up.w = DummyMatrix{Il, H, {rows_part(t(kUp), pl.inter_begin, pl.inter_end, H)}};
       if (c.mlp_bias) d.up.b = DummyMatrix{Il, 1, {rows_part(t(kUpb), pl.inter_begin, pl.inter_end, 1)}};
     }
-    d.down.w = DummyMatrix{H, Il, {cols_part(t(kDown), H, pl.inter_begin, pl.inter_end, I)}};
-    if (c.mlp_bias && rank0) d.down.b = DummyMatrix{H, 1, {rows_part(t(kDownb), 0, H, 1)}};
+    if (d.moe.experts.empty()) d.down.w = DummyMatrix{H, Il, {cols_part(t(kDown), H, pl.inter_begin, pl.inter_end, I)}};
+    if (d.moe.experts.empty() && c.mlp_bias && rank0) d.down.b = DummyMatrix{H, 1, {rows_part(t(kDownb), 0, H, 1)}};
     p.layers.push_back(d);
   }
   if (pl.last_stage()) {
@@ -90,6 +114,13 @@ Linear materialize(const DummyLinear& l, uint64_t seed) {
   return out;
 }
 
+Linear materialize_matrix(const DummyMatrix& m, uint64_t seed) {
+  Linear out;
+  out.out = m.out;
+  out.in = m.in;
+  out.w = materialize(m, seed);
+  return out;
+}
 Norm materialize(const DummyNorm& n) {
   Norm out;
   out.w.assign(static_cast<size_t>(n.dim), 1.0f);
@@ -114,6 +145,15 @@ DecoderWeights materialize_dummy(const DummyPlan& p, uint64_t seed) {
     lw.o = materialize(d.o, seed);
     lw.up = materialize(d.up, seed);
     lw.down = materialize(d.down, seed);
+    if (!d.moe.experts.empty()) {
+      lw.moe.router = materialize_matrix(d.moe.router, seed);
+      for (const DummyExpert& e : d.moe.experts)
+        lw.moe.experts.push_back({materialize_matrix(e.up, seed), materialize_matrix(e.down, seed)});
+      if (!d.moe.shared.up.empty()) {
+        lw.moe.shared = {materialize_matrix(d.moe.shared.up, seed), materialize_matrix(d.moe.shared.down, seed)};
+        lw.moe.shared_gate = materialize_matrix(d.moe.shared_gate, seed);
+      }
+    }
     w.layers.push_back(std::move(lw));
   }
   if (p.has_final_norm) w.final_norm = materialize(p.final_norm);

@@ -33,10 +33,21 @@ struct DummyNorm {
   int64_t dim = 0;  // weight 1
   bool bias = false;  // LayerNorm: bias 0
 };
+// A mixture-of-experts layer's MLP (decoder.h's MoeWeights): empty `experts` for a dense layer.
+struct DummyExpert {
+  DummyMatrix up, down;
+};
+struct DummyMoe {
+  DummyMatrix router;                // [num_experts, hidden], whole
+  std::vector<DummyExpert> experts;  // this rank's
+  DummyExpert shared;                // Qwen2-MoE's shared expert (empty: none)
+  DummyMatrix shared_gate;           // [1, hidden]
+};
 struct DummyLayer {
   DummyNorm attn_norm, mlp_norm;
   DummyNorm q_norm, k_norm;  // dim 0: none (dim head_dim for Qwen3)
-  DummyLinear qkv, o, up, down;
+  DummyLinear qkv, o, up, down;  // up / down empty in a mixture-of-experts layer
+  DummyMoe moe;
 };
 struct DummyPlan {
   DummyMatrix embed, pos_embed, lm_head;  // empty where the stage has none (lm_head: tied to embed)

@@ -1,0 +1,420 @@
+// Mixture-of-experts kernels: routing (the router over the RMS-normalised fp32 residual stream, softmax, top k),
+// the permutation of (token, slot) pairs into expert-contiguous rows, the gather of those rows, a GEMV over only
+// the active experts' weights for decode-sized batches, and the weighted combine back into the residual stream.
+#include <mma.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <string>
+
+#include "cuda/cuda-check.h"
+#include "cuda/dtype.cuh"
+#include "cuda/kernels.h"
+
+namespace engine::cuda {
+namespace {
+
+constexpr int kRouterWarps = 8;     // experts per router block, one per warp
+constexpr int kMaxExpertsPerLane = 16;  // top-k keeps a token's logits in registers: up to 512 experts
+
+// Block (token t, experts blockIdx.y * 8 ..): the token's row normalised into shared memory (fp32, as the CPU model
+// routes), then one expert's logit per warp with 16-byte loads of the fp32 router row.
+__global__ void router_kernel(const float* __restrict__ x, const float* __restrict__ norm_w, float eps,
+                              const float* __restrict__ router, int64_t H, int32_t E, float* logits) {
+  extern __shared__ float xs[];  // [H]
+  __shared__ float red[kRouterWarps];
+  const int64_t t = blockIdx.x;
+  const float* xr = x + t * H;
+  float ss = 0;
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
+    const float v = xr[i];
+    xs[i] = v;
+    ss += v * v;
+  }
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (lane == 0) red[warp] = ss;
+  __syncthreads();
+  float total = 0;
+#pragma unroll
+  for (int w = 0; w < kRouterWarps; ++w) total += red[w];
+  const float inv = rsqrtf(total / static_cast<float>(H) + eps);
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) xs[i] = xs[i] * inv * norm_w[i];
+  __syncthreads();
+  const int e = blockIdx.y * kRouterWarps + warp;
+  if (e >= E) return;
+  const float* wr = router + static_cast<int64_t>(e) * H;
+  float acc = 0;
+#pragma unroll 4
+  for (int64_t i = lane * 4; i < H; i += 128) {
+    const float4 w4 = __ldg(reinterpret_cast<const float4*>(wr + i));
+    const float4 x4 = *reinterpret_cast<const float4*>(xs + i);
+    acc += w4.x * x4.x + w4.y * x4.y + w4.z * x4.z + w4.w * x4.w;
+  }
+  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+  if (lane == 0) logits[t * E + e] = acc;
+}
+
+// One warp per token: softmax over the router logits, top k by k rounds of a warp argmax (ties to the lower index).
+__global__ void topk_kernel(const float* __restrict__ logits, int64_t rows, int32_t E, int32_t k, bool renormalize,
+                            int32_t* ids, float* weights) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (t >= rows) return;
+  float v[kMaxExpertsPerLane];
+  float top = -FLT_MAX;
+#pragma unroll
+  for (int j = 0; j < kMaxExpertsPerLane; ++j) {
+    const int e = lane + 32 * j;
+    v[j] = e < E ? logits[t * E + e] : -FLT_MAX;
+    top = fmaxf(top, v[j]);
+  }
+  for (int o = 16; o > 0; o >>= 1) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, o));
+  float sum = 0;
+#pragma unroll
+  for (int j = 0; j < kMaxExpertsPerLane; ++j)
+    if (lane + 32 * j < E) sum += __expf(v[j] - top);
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  float chosen = 0;
+  for (int s = 0; s < k; ++s) {
+    float best = -FLT_MAX;
+    int best_e = E;
+#pragma unroll
+    for (int j = 0; j < kMaxExpertsPerLane; ++j) {
+      const int e = lane + 32 * j;
+      if (e < E && (v[j] > best || (v[j] == best && e < best_e))) {
+        best = v[j];
+        best_e = e;
+      }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+      const int oe = __shfl_xor_sync(0xffffffffu, best_e, o);
+      if (ob > best || (ob == best && oe < best_e)) {
+        best = ob;
+        best_e = oe;
+      }
+    }
+    const float p = __expf(best - top) / sum;
+    chosen += p;
+    if (lane == 0) {
+      ids[t * k + s] = best_e;
+      weights[t * k + s] = p;
+    }
+#pragma unroll
+    for (int j = 0; j < kMaxExpertsPerLane; ++j)
+      if (lane + 32 * j == best_e) v[j] = -FLT_MAX;
+  }
+  if (renormalize && lane == 0)
+    for (int s = 0; s < k; ++s) weights[t * k + s] /= chosen;
+}
+
+// One block: counts of the local experts, their exclusive offsets, the list of active ones and the 64-row tiles of
+// their rows, then each (token, slot) entry's row in expert-contiguous order (slot_row; -1 for another rank's
+// expert) and each row's token.
+__global__ void permute_kernel(const int32_t* __restrict__ ids, int64_t entries, int32_t k, int32_t e0, int32_t n_local,
+                               int32_t* offsets, int32_t* active, int32_t* tiles, int32_t* slot_row,
+                               int32_t* row_token) {
+  extern __shared__ int32_t counts[];  // [n_local] counts, then [n_local] cursors
+  int32_t* cursor = counts + n_local;
+  for (int e = threadIdx.x; e < n_local; e += blockDim.x) counts[e] = 0;
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < entries; i += blockDim.x) {
+    const int32_t e = ids[i] - e0;
+    if (e >= 0 && e < n_local) atomicAdd(&counts[e], 1);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int32_t at = 0, n_active = 0, n_tiles = 0;
+    for (int e = 0; e < n_local; ++e) {
+      offsets[e] = at;
+      cursor[e] = at;
+      if (counts[e] > 0) active[n_active++] = e;
+      for (int32_t r = 0; r < counts[e]; r += kMoeTileRows) {
+        tiles[1 + 2 * n_tiles] = e;
+        tiles[2 + 2 * n_tiles] = at + r;
+        ++n_tiles;
+      }
+      at += counts[e];
+    }
+    offsets[n_local] = at;
+    active[n_local] = n_active;
+    tiles[0] = n_tiles;
+  }
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < entries; i += blockDim.x) {
+    const int32_t e = ids[i] - e0;
+    if (e >= 0 && e < n_local) {
+      const int32_t row = atomicAdd(&cursor[e], 1);
+      slot_row[i] = row;
+      row_token[row] = static_cast<int32_t>(i / k);
+    } else {
+      slot_row[i] = -1;
+    }
+  }
+}
+
+template <typename T>
+__global__ void gather_kernel(const T* __restrict__ xn, const int32_t* __restrict__ row_token,
+                              const int32_t* __restrict__ total, int64_t H, T* xp) {
+  const int64_t row = blockIdx.x;
+  if (row >= *total) return;
+  const T* src = xn + static_cast<int64_t>(row_token[row]) * H;
+  T* dst = xp + row * H;
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) dst[i] = src[i];
+}
+
+constexpr int kGemvWarps = 4;  // one output row per warp
+constexpr int kGroup = 4;      // token rows multiplied per pass over a weight row
+constexpr int kUnroll = 4;     // 16-byte weight loads in flight per lane
+
+// y[row, o] = x[row, :] · W_e[o, :] for the rows of active expert blockIdx.y, o over blockIdx.x's rows. The weight
+// row is streamed once per group of kGroup token rows (decode batches have one or two rows per expert).
+template <typename T, typename OutT>
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    expert_gemv_kernel(const void* const* __restrict__ w, const int32_t* __restrict__ offsets,
+                       const int32_t* __restrict__ active, int32_t n_local, const T* __restrict__ x, int64_t n,
+                       int64_t k, OutT* y) {
+  if (static_cast<int32_t>(blockIdx.y) >= active[n_local]) return;
+  const int32_t e = active[blockIdx.y];
+  const int32_t r0 = offsets[e], r1 = offsets[e + 1];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t o = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
+  if (o >= n) return;
+  const T* wr = static_cast<const T*>(w[e]) + o * k;
+  for (int32_t g = r0; g < r1; g += kGroup) {
+    float acc[kGroup];
+#pragma unroll
+    for (int j = 0; j < kGroup; ++j) acc[j] = 0;
+    const int rows = min(kGroup, r1 - g);
+    for (int64_t base = lane * 8; base < k; base += 32 * 8 * kUnroll) {
+      uint4 wv[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t i = base + u * 256;
+        wv[u] = i < k ? __ldg(reinterpret_cast<const uint4*>(wr + i)) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t i = base + u * 256;
+        if (i >= k) break;
+        const T* wt = reinterpret_cast<const T*>(&wv[u]);
+        float wf[8];
+#pragma unroll
+        for (int q = 0; q < 8; ++q) wf[q] = to_float(wt[q]);
+#pragma unroll
+        for (int j = 0; j < kGroup; ++j) {
+          if (j >= rows) break;
+          const uint4 xv = *reinterpret_cast<const uint4*>(x + static_cast<int64_t>(g + j) * k + i);
+          const T* xt = reinterpret_cast<const T*>(&xv);
+#pragma unroll
+          for (int q = 0; q < 8; ++q) acc[j] += wf[q] * to_float(xt[q]);
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kGroup; ++j) {
+      if (j >= rows) break;
+      float v = acc[j];
+      for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
+      if (lane == 0) y[static_cast<int64_t>(g + j) * n + o] = from_float<OutT>(v);
+    }
+  }
+}
+
+// The tensor-core path for larger batches: block (column tile blockIdx.x, row tile blockIdx.y of moe_permute's
+// list) computes a 64 x 64 tile of y = x · W_eᵀ with WMMA (16x16x16, fp32 accumulate), k in steps of 32 through
+// shared memory. Rows past the expert's segment and columns past n are zero-filled / not written.
+constexpr int kTN = 64, kTK = 32, kMmaThreads = 128;
+template <typename T, typename OutT>
+__global__ void __launch_bounds__(kMmaThreads)
+    expert_mma_kernel(const void* const* __restrict__ w, const int32_t* __restrict__ tiles,
+                      const int32_t* __restrict__ offsets, const T* __restrict__ x, int64_t n, int64_t k, OutT* y) {
+  using namespace nvcuda;
+  constexpr int kTM = kMoeTileRows, kLd = kTK + 8, kLdc = kTN + 4;
+  __shared__ __align__(128) T as[kTM * kLd];
+  __shared__ __align__(128) T bs[kTN * kLd];
+  __shared__ __align__(128) float cs[kTM * kLdc];
+  const int32_t tile = blockIdx.y;
+  if (tile >= tiles[0]) return;
+  const int32_t e = tiles[1 + 2 * tile], r0 = tiles[2 + 2 * tile];
+  const int32_t r_end = min(r0 + kTM, offsets[e + 1]);
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTN;
+  const T* W = static_cast<const T*>(w[e]);
+  const int warp = threadIdx.x >> 5, wm = warp >> 1, wn = warp & 1;  // each warp: 32 x 32 of the tile
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+  for (int64_t k0 = 0; k0 < k; k0 += kTK) {
+    // 64 rows x 32 columns of each operand = 256 chunks of 8 elements: two per thread (k % 8 == 0, so a chunk is
+    // wholly inside or outside k).
+#pragma unroll
+    for (int c = threadIdx.x; c < kTM * kTK / 8; c += kMmaThreads) {
+      const int row = c / (kTK / 8), col = (c % (kTK / 8)) * 8;
+      const int64_t kk = k0 + col;
+      uint4 a = make_uint4(0, 0, 0, 0), b = make_uint4(0, 0, 0, 0);
+      if (r0 + row < r_end && kk < k) a = *reinterpret_cast<const uint4*>(x + static_cast<int64_t>(r0 + row) * k + kk);
+      if (n0 + row < n && kk < k) b = __ldg(reinterpret_cast<const uint4*>(W + (n0 + row) * k + kk));
+      *reinterpret_cast<uint4*>(as + row * kLd + col) = a;
+      *reinterpret_cast<uint4*>(bs + row * kLd + col) = b;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kTK; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa[2];
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(fa[i], as + (wm * 32 + i * 16) * kLd + kk, kLd);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], bs + (wn * 32 + j * 16) * kLd + kk, kLd);
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+      wmma::store_matrix_sync(cs + (wm * 32 + i * 16) * kLdc + wn * 32 + j * 16, acc[i][j], kLdc, wmma::mem_row_major);
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < kTM * kTN; idx += kMmaThreads) {
+    const int row = idx / kTN, col = idx % kTN;
+    if (r0 + row < r_end && n0 + col < n)
+      y[static_cast<int64_t>(r0 + row) * n + n0 + col] = from_float<OutT>(cs[row * kLdc + col]);
+  }
+}
+
+// out[t, j] = base[t, j] (0 without base) + sum_s weight[t, s] * y[slot_row[t, s], j] (slots of other ranks' experts
+// skipped) + sigmoid(xn[t] · gate_w) * shared[t, j] (when shared is set; the gate's dot product by this block).
+template <typename T>
+__global__ void combine_kernel(const float* __restrict__ y, const int32_t* __restrict__ slot_row,
+                               const float* __restrict__ weights, int32_t k, int64_t H, const float* base,
+                               const float* __restrict__ shared, const T* __restrict__ xn,
+                               const float* __restrict__ gate_w, float* out) {
+  __shared__ float red[32];
+  const int64_t t = blockIdx.x;
+  float g = 0.0f;
+  if (shared) {
+    float dot = 0;
+    for (int64_t j = threadIdx.x; j < H; j += blockDim.x) dot += to_float(xn[t * H + j]) * gate_w[j];
+    for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = dot;
+    __syncthreads();
+    float total = 0;
+    for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) total += red[w];
+    g = 1.0f / (1.0f + __expf(-total));
+  }
+  for (int64_t j = threadIdx.x; j < H; j += blockDim.x) {
+    float v = base ? base[t * H + j] : 0.0f;
+    for (int s = 0; s < k; ++s) {
+      const int32_t row = slot_row[t * k + s];
+      if (row >= 0) v += weights[t * k + s] * y[static_cast<int64_t>(row) * H + j];
+    }
+    if (shared) v += g * shared[t * H + j];
+    out[t * H + j] = v;
+  }
+}
+
+void check_grid_rows(int64_t rows, const char* what) {
+  if (rows > 0x7fffffff) throw EngineError(ErrorCode::internal, std::string(what) + " over too many rows");
+}
+
+}  // namespace
+
+int64_t moe_max_tiles(int64_t entries, int32_t n_local) {
+  return entries / kMoeTileRows + std::min<int64_t>(n_local, entries) + 1;
+}
+
+void moe_route(const float* x, int64_t rows, int64_t hidden, const float* norm_w, float eps, const float* router,
+               int32_t num_experts, int32_t top_k, bool renormalize, float* logits, int32_t* ids, float* weights,
+               cudaStream_t s) {
+  if (rows == 0) return;
+  check_grid_rows(rows, "moe_route");
+  if (num_experts > 32 * kMaxExpertsPerLane)
+    throw EngineError(ErrorCode::unsupported, "the CUDA backend routes up to " + std::to_string(32 * kMaxExpertsPerLane) +
+                                                  " experts, got num_experts " + std::to_string(num_experts));
+  if (hidden % 4 != 0)
+    throw EngineError(ErrorCode::unsupported, "moe_route needs hidden_size % 4 == 0, got " + std::to_string(hidden));
+  const size_t smem = sizeof(float) * static_cast<size_t>(hidden);
+  if (smem > 48 * 1024)
+    check_cuda(cudaFuncSetAttribute(router_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+               "moe_route shared memory");
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>((num_experts + kRouterWarps - 1) / kRouterWarps));
+  router_kernel<<<grid, kRouterWarps * 32, smem, s>>>(x, norm_w, eps, router, hidden, num_experts, logits);
+  check_launch("moe_route (router)");
+  topk_kernel<<<static_cast<unsigned>((rows + 3) / 4), 128, 0, s>>>(logits, rows, num_experts, top_k, renormalize, ids,
+                                                                    weights);
+  check_launch("moe_route (top k)");
+}
+
+void moe_permute(const int32_t* ids, int64_t rows, int32_t top_k, int32_t expert_begin, int32_t n_local,
+                 int32_t* offsets, int32_t* active, int32_t* tiles, int32_t* slot_row, int32_t* row_token,
+                 cudaStream_t s) {
+  if (rows == 0) return;
+  permute_kernel<<<1, 1024, sizeof(int32_t) * 2 * static_cast<size_t>(n_local), s>>>(
+      ids, rows * top_k, top_k, expert_begin, n_local, offsets, active, tiles, slot_row, row_token);
+  check_launch("moe_permute");
+}
+
+void moe_gather(const void* xn, DType dt, const int32_t* row_token, const int32_t* total, int64_t max_rows,
+                int64_t hidden, void* xp, cudaStream_t s) {
+  if (max_rows == 0) return;
+  check_grid_rows(max_rows, "moe_gather");
+  ENGINE_DISPATCH_DTYPE(dt, (gather_kernel<T><<<static_cast<unsigned>(max_rows), 256, 0, s>>>(
+                                static_cast<const T*>(xn), row_token, total, hidden, static_cast<T*>(xp))));
+  check_launch("moe_gather");
+}
+
+void moe_expert_gemv(const void* const* w, const int32_t* offsets, const int32_t* active, int32_t n_local,
+                     int32_t max_active, const void* x, DType dt, int64_t n, int64_t k, void* y, bool y_f32,
+                     cudaStream_t s) {
+  if (max_active == 0) return;
+  if (k % 8 != 0)
+    throw EngineError(ErrorCode::unsupported, "moe_expert_gemv needs the reduced dimension to be a multiple of 8, got " +
+                                                  std::to_string(k));
+  const dim3 grid(static_cast<unsigned>((n + kGemvWarps - 1) / kGemvWarps), static_cast<unsigned>(max_active));
+  if (y_f32) {
+    ENGINE_DISPATCH_DTYPE(dt, (expert_gemv_kernel<T, float><<<grid, kGemvWarps * 32, 0, s>>>(
+                                  w, offsets, active, n_local, static_cast<const T*>(x), n, k, static_cast<float*>(y))));
+  } else {
+    ENGINE_DISPATCH_DTYPE(dt, (expert_gemv_kernel<T, T><<<grid, kGemvWarps * 32, 0, s>>>(
+                                  w, offsets, active, n_local, static_cast<const T*>(x), n, k, static_cast<T*>(y))));
+  }
+  check_launch("moe_expert_gemv");
+}
+
+void moe_expert_mma(const void* const* w, const int32_t* tiles, const int32_t* offsets, int64_t max_tiles,
+                    const void* x, DType dt, int64_t n, int64_t k, void* y, bool y_f32, cudaStream_t s) {
+  if (max_tiles == 0) return;
+  if (k % 8 != 0)
+    throw EngineError(ErrorCode::unsupported, "moe_expert_mma needs the reduced dimension to be a multiple of 8, got " +
+                                                  std::to_string(k));
+  check_grid_rows(max_tiles, "moe_expert_mma");
+  const dim3 grid(static_cast<unsigned>((n + kTN - 1) / kTN), static_cast<unsigned>(max_tiles));
+  if (y_f32) {
+    ENGINE_DISPATCH_DTYPE(dt, (expert_mma_kernel<T, float><<<grid, kMmaThreads, 0, s>>>(
+                                  w, tiles, offsets, static_cast<const T*>(x), n, k, static_cast<float*>(y))));
+  } else {
+    ENGINE_DISPATCH_DTYPE(dt, (expert_mma_kernel<T, T><<<grid, kMmaThreads, 0, s>>>(
+                                  w, tiles, offsets, static_cast<const T*>(x), n, k, static_cast<T*>(y))));
+  }
+  check_launch("moe_expert_mma");
+}
+
+void moe_combine(const float* y, const int32_t* slot_row, const float* weights, int64_t rows, int32_t top_k,
+                 int64_t hidden, const float* base, const float* shared, const void* xn, DType dt,
+                 const float* shared_gate_w, float* out, cudaStream_t s) {
+  if (rows == 0) return;
+  check_grid_rows(rows, "moe_combine");
+  ENGINE_DISPATCH_DTYPE(dt, (combine_kernel<T><<<static_cast<unsigned>(rows), 256, 0, s>>>(
+                                y, slot_row, weights, top_k, hidden, base, shared, static_cast<const T*>(xn),
+                                shared_gate_w, out)));
+  check_launch("moe_combine");
+}
+
+}  // namespace engine::cuda
