@@ -32,7 +32,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
 targets=(); [[ $mode == fp8 ]] && targets=(--target cuda-fp8 cuda-bench)  # what the mode runs, nothing else
-[[ $mode == moe ]] && targets=(--target cuda-model cuda-bench)
+[[ $mode == moe ]] && targets=(--target cuda-moe cuda-model cuda-bench)
 t0=$(date +%s)
 if cmake -S native -B build-gpu "${gen[@]}" -DCMAKE_BUILD_TYPE=Release >"$out/configure.log" 2>&1 &&
    cmake --build build-gpu -j "$jobs" "${targets[@]}" >"$out/build.log" 2>&1; then
@@ -171,6 +171,9 @@ if [[ $mode == fp8 ]]; then
   done
 fi
 if [[ $mode == moe ]]; then
+  timeout 60 build-gpu/cuda-moe "$PWD" >"$out/cuda-moe.log" 2>&1
+  note "cuda-moe (routing / permutation kernels against the host): $(tail -1 "$out/cuda-moe.log")"
+  grep -i "fail" "$out/cuda-moe.log" | head -10
   if [[ ${SKIP_MODEL:-0} != 1 ]]; then
     if timeout 200 build-gpu/cuda-model "$PWD" >"$out/cuda-model.log" 2>&1; then
       note "cuda-model: $(tail -1 "$out/cuda-model.log")"

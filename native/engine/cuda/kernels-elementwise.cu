@@ -2,6 +2,7 @@
 // activations, bias, and the small reshuffles around the LM head. Math in fp32, as the CPU backend does.
 #include <cfloat>
 
+#include "cuda/activation.cuh"
 #include "cuda/cuda-check.h"
 #include "cuda/dtype.cuh"
 #include "cuda/kernels.h"
@@ -36,19 +37,6 @@ __device__ float block_sum(float v, float* scratch /* [32] */) {
   __syncthreads();
   float t = lane < warps ? scratch[lane] : 0.0f;
   return warp_sum(t);
-}
-
-__device__ __forceinline__ float apply_act(float x, Act act) {
-  switch (act) {
-    case Act::silu: return x / (1.0f + expf(-x));
-    case Act::gelu: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case Act::gelu_tanh: {
-      const float k = 0.7978845608028654f;  // sqrt(2 / pi)
-      return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
-    }
-    case Act::relu: return x > 0 ? x : 0.0f;
-  }
-  return x;
 }
 
 template <typename T>

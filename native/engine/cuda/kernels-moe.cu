@@ -7,6 +7,7 @@
 #include <cfloat>
 #include <string>
 
+#include "cuda/activation.cuh"
 #include "cuda/cuda-check.h"
 #include "cuda/dtype.cuh"
 #include "cuda/kernels.h"
@@ -55,12 +56,11 @@ __global__ void router_kernel(const float* __restrict__ x, const float* __restri
   if (lane == 0) logits[t * E + e] = acc;
 }
 
-// One warp per token: softmax over the router logits, top k by k rounds of a warp argmax (ties to the lower index).
-__global__ void topk_kernel(const float* __restrict__ logits, int64_t rows, int32_t E, int32_t k, bool renormalize,
-                            int32_t* ids, float* weights) {
-  const int64_t t = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+// One warp, one token: softmax over its router logits, top k by k rounds of a warp argmax (ties to the lower
+// index), into ids[t * k + s] / weights[t * k + s].
+__device__ void topk_token(const float* __restrict__ logits, int64_t t, int32_t E, int32_t k, bool renormalize,
+                           int32_t* ids, float* weights) {
   const int lane = threadIdx.x & 31;
-  if (t >= rows) return;
   float v[kMaxExpertsPerLane];
   float top = -FLT_MAX;
 #pragma unroll
@@ -109,14 +109,63 @@ __global__ void topk_kernel(const float* __restrict__ logits, int64_t rows, int3
     for (int s = 0; s < k; ++s) weights[t * k + s] /= chosen;
 }
 
+__global__ void topk_kernel(const float* __restrict__ logits, int64_t rows, int32_t E, int32_t k, bool renormalize,
+                            int32_t* ids, float* weights) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (t < rows) topk_token(logits, t, E, k, renormalize, ids, weights);
+}
+
+constexpr int kPermuteThreads = 1024;  // one block; one thread per local expert in the scans (n_local <= 1024)
+
+// Exclusive prefix sums of three per-thread values over a block of kPermuteThreads, and their totals: warp scans by
+// shuffles, then the warps' totals scanned by warp 0 (`scratch`: 3 * 32 ints of shared memory).
+__device__ void block_scan3(int3 v, int3& before, int3& total, int* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int3 inc = v;
+  for (int o = 1; o < 32; o <<= 1) {
+    const int a = __shfl_up_sync(0xffffffffu, inc.x, o), b = __shfl_up_sync(0xffffffffu, inc.y, o),
+              c = __shfl_up_sync(0xffffffffu, inc.z, o);
+    if (lane >= o) {
+      inc.x += a;
+      inc.y += b;
+      inc.z += c;
+    }
+  }
+  if (lane == 31) {
+    scratch[warp] = inc.x;
+    scratch[32 + warp] = inc.y;
+    scratch[64 + warp] = inc.z;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    int3 w = make_int3(scratch[lane], scratch[32 + lane], scratch[64 + lane]);
+    for (int o = 1; o < 32; o <<= 1) {
+      const int a = __shfl_up_sync(0xffffffffu, w.x, o), b = __shfl_up_sync(0xffffffffu, w.y, o),
+                c = __shfl_up_sync(0xffffffffu, w.z, o);
+      if (lane >= o) {
+        w.x += a;
+        w.y += b;
+        w.z += c;
+      }
+    }
+    scratch[lane] = w.x;  // inclusive over warps
+    scratch[32 + lane] = w.y;
+    scratch[64 + lane] = w.z;
+  }
+  __syncthreads();
+  const int3 prev = warp == 0 ? make_int3(0, 0, 0) : make_int3(scratch[warp - 1], scratch[32 + warp - 1], scratch[64 + warp - 1]);
+  before = make_int3(prev.x + inc.x - v.x, prev.y + inc.y - v.y, prev.z + inc.z - v.z);
+  total = make_int3(scratch[31], scratch[63], scratch[95]);
+}
+
 // One block: counts of the local experts, their exclusive offsets, the list of active ones and the 64-row tiles of
-// their rows, then each (token, slot) entry's row in expert-contiguous order (slot_row; -1 for another rank's
-// expert) and each row's token.
-__global__ void permute_kernel(const int32_t* __restrict__ ids, int64_t entries, int32_t k, int32_t e0, int32_t n_local,
-                               int32_t* offsets, int32_t* active, int32_t* tiles, int32_t* slot_row,
-                               int32_t* row_token) {
-  extern __shared__ int32_t counts[];  // [n_local] counts, then [n_local] cursors
+// their rows (all three by one block scan), then each (token, slot) entry's row in expert-contiguous order
+// (slot_row; -1 for another rank's expert) and each row's token. `counts`: 2 * n_local + 96 ints of shared memory.
+__device__ void permute_block(const int32_t* ids, int64_t entries, int32_t k, int32_t e0, int32_t n_local,
+                              int32_t* counts, int32_t* offsets, int32_t* active, int32_t* tiles, int32_t* slot_row,
+                              int32_t* row_token) {
   int32_t* cursor = counts + n_local;
+  int* scratch = cursor + n_local;
   for (int e = threadIdx.x; e < n_local; e += blockDim.x) counts[e] = 0;
   __syncthreads();
   for (int64_t i = threadIdx.x; i < entries; i += blockDim.x) {
@@ -124,22 +173,23 @@ __global__ void permute_kernel(const int32_t* __restrict__ ids, int64_t entries,
     if (e >= 0 && e < n_local) atomicAdd(&counts[e], 1);
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    int32_t at = 0, n_active = 0, n_tiles = 0;
-    for (int e = 0; e < n_local; ++e) {
-      offsets[e] = at;
-      cursor[e] = at;
-      if (counts[e] > 0) active[n_active++] = e;
-      for (int32_t r = 0; r < counts[e]; r += kMoeTileRows) {
-        tiles[1 + 2 * n_tiles] = e;
-        tiles[2 + 2 * n_tiles] = at + r;
-        ++n_tiles;
-      }
-      at += counts[e];
+  const int e = threadIdx.x;
+  const int32_t c = e < n_local ? counts[e] : 0;
+  int3 before, total;
+  block_scan3(make_int3(c, c > 0 ? 1 : 0, (c + kMoeTileRows - 1) / kMoeTileRows), before, total, scratch);
+  if (e < n_local) {
+    offsets[e] = before.x;
+    cursor[e] = before.x;
+    if (c > 0) active[before.y] = e;
+    for (int32_t r = 0, i = before.z; r < c; r += kMoeTileRows, ++i) {
+      tiles[1 + 2 * i] = e;
+      tiles[2 + 2 * i] = before.x + r;
     }
-    offsets[n_local] = at;
-    active[n_local] = n_active;
-    tiles[0] = n_tiles;
+  }
+  if (threadIdx.x == 0) {
+    offsets[n_local] = total.x;
+    active[n_local] = total.y;
+    tiles[0] = total.z;
   }
   __syncthreads();
   for (int64_t i = threadIdx.x; i < entries; i += blockDim.x) {
@@ -154,6 +204,25 @@ __global__ void permute_kernel(const int32_t* __restrict__ ids, int64_t entries,
   }
 }
 
+__global__ void permute_kernel(const int32_t* __restrict__ ids, int64_t entries, int32_t k, int32_t e0, int32_t n_local,
+                               int32_t* offsets, int32_t* active, int32_t* tiles, int32_t* slot_row,
+                               int32_t* row_token) {
+  extern __shared__ int32_t counts[];
+  permute_block(ids, entries, k, e0, n_local, counts, offsets, active, tiles, slot_row, row_token);
+}
+
+// Decode-sized batches: the top k of every token (a warp each) and the permutation in one block, the ids kept in
+// shared memory.
+__global__ void topk_permute_kernel(const float* __restrict__ logits, int64_t rows, int32_t E, int32_t k,
+                                    bool renormalize, float* weights, int32_t e0, int32_t n_local, int32_t* offsets,
+                                    int32_t* active, int32_t* tiles, int32_t* slot_row, int32_t* row_token) {
+  extern __shared__ int32_t smem_ids[];  // [rows * k] ids, then 2 * n_local counts
+  const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  for (int64_t t = warp; t < rows; t += warps) topk_token(logits, t, E, k, renormalize, smem_ids, weights);
+  __syncthreads();
+  permute_block(smem_ids, rows * k, k, e0, n_local, smem_ids + rows * k, offsets, active, tiles, slot_row, row_token);
+}
+
 template <typename T>
 __global__ void gather_kernel(const T* __restrict__ xn, const int32_t* __restrict__ row_token,
                               const int32_t* __restrict__ total, int64_t H, T* xp) {
@@ -166,15 +235,18 @@ __global__ void gather_kernel(const T* __restrict__ xn, const int32_t* __restric
 
 constexpr int kGemvWarps = 4;  // one output row per warp
 constexpr int kGroup = 4;      // token rows multiplied per pass over a weight row
-constexpr int kUnroll = 4;     // 16-byte weight loads in flight per lane
+constexpr int kUnroll = 8;     // 16-byte weight loads in flight per lane: a whole 2,048-wide bf16 row per warp
 
-// y[row, o] = x[row, :] · W_e[o, :] for the rows of active expert blockIdx.y, o over blockIdx.x's rows. The weight
-// row is streamed once per group of kGroup token rows (decode batches have one or two rows per expert).
-template <typename T, typename OutT>
+// y[row, o] = x_row · W_e[o, :] for the rows of active expert blockIdx.y, o over blockIdx.x's rows. The weight
+// row is streamed once per group of kGroup token rows (decode batches have one or two rows per expert). x_row is
+// x[row_token[row]] when row_token is set (the gather done on the way in), else x[row]; with kGated, x rows hold
+// gate | up halves of k each and x_row = act(gate) * up, computed as it is read (in fp32).
+template <typename T, typename OutT, bool kGated>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     expert_gemv_kernel(const void* const* __restrict__ w, const int32_t* __restrict__ offsets,
-                       const int32_t* __restrict__ active, int32_t n_local, const T* __restrict__ x, int64_t n,
-                       int64_t k, OutT* y) {
+                       const int32_t* __restrict__ active, int32_t n_local, const T* __restrict__ x,
+                       const int32_t* __restrict__ row_token, Act act, int64_t n, int64_t k, OutT* y) {
+  const int64_t x_stride = kGated ? 2 * k : k;
   if (static_cast<int32_t>(blockIdx.y) >= active[n_local]) return;
   const int32_t e = active[blockIdx.y];
   const int32_t r0 = offsets[e], r1 = offsets[e + 1];
@@ -205,10 +277,19 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 #pragma unroll
         for (int j = 0; j < kGroup; ++j) {
           if (j >= rows) break;
-          const uint4 xv = *reinterpret_cast<const uint4*>(x + static_cast<int64_t>(g + j) * k + i);
+          const int64_t xr = row_token ? row_token[g + j] : g + j;
+          const T* xrow = x + xr * x_stride;
+          const uint4 xv = *reinterpret_cast<const uint4*>(xrow + i);
           const T* xt = reinterpret_cast<const T*>(&xv);
+          if constexpr (kGated) {
+            const uint4 uv = *reinterpret_cast<const uint4*>(xrow + k + i);
+            const T* ut = reinterpret_cast<const T*>(&uv);
 #pragma unroll
-          for (int q = 0; q < 8; ++q) acc[j] += wf[q] * to_float(xt[q]);
+            for (int q = 0; q < 8; ++q) acc[j] += wf[q] * apply_act(to_float(xt[q]), act) * to_float(ut[q]);
+          } else {
+#pragma unroll
+            for (int q = 0; q < 8; ++q) acc[j] += wf[q] * to_float(xt[q]);
+          }
         }
       }
     }
@@ -298,6 +379,7 @@ __global__ void combine_kernel(const float* __restrict__ y, const int32_t* __res
                                const float* __restrict__ gate_w, float* out) {
   __shared__ float red[32];
   const int64_t t = blockIdx.x;
+  const int64_t j0 = static_cast<int64_t>(blockIdx.y) * blockDim.x;
   float g = 0.0f;
   if (shared) {
     float dot = 0;
@@ -309,7 +391,7 @@ __global__ void combine_kernel(const float* __restrict__ y, const int32_t* __res
     for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) total += red[w];
     g = 1.0f / (1.0f + __expf(-total));
   }
-  for (int64_t j = threadIdx.x; j < H; j += blockDim.x) {
+  for (int64_t j = j0 + threadIdx.x; j < min(H, j0 + static_cast<int64_t>(blockDim.x)); j += blockDim.x) {
     float v = base ? base[t * H + j] : 0.0f;
     for (int s = 0; s < k; ++s) {
       const int32_t row = slot_row[t * k + s];
@@ -333,8 +415,30 @@ int64_t moe_max_tiles(int64_t entries, int32_t n_local) {
 void moe_route(const float* x, int64_t rows, int64_t hidden, const float* norm_w, float eps, const float* router,
                int32_t num_experts, int32_t top_k, bool renormalize, float* logits, int32_t* ids, float* weights,
                cudaStream_t s) {
+  moe_router_logits(x, rows, hidden, norm_w, eps, router, num_experts, logits, s);
   if (rows == 0) return;
-  check_grid_rows(rows, "moe_route");
+  topk_kernel<<<static_cast<unsigned>((rows + 3) / 4), 128, 0, s>>>(logits, rows, num_experts, top_k, renormalize, ids,
+                                                                    weights);
+  check_launch("moe_route (top k)");
+}
+
+void moe_topk_permute(const float* logits, int64_t rows, int32_t num_experts, int32_t top_k, bool renormalize,
+                      float* weights, int32_t expert_begin, int32_t n_local, int32_t* offsets, int32_t* active,
+                      int32_t* tiles, int32_t* slot_row, int32_t* row_token, cudaStream_t s) {
+  if (rows == 0) return;
+  const size_t smem = sizeof(int32_t) * static_cast<size_t>(rows * top_k + 2 * n_local + 96);
+  if (smem > 48 * 1024 || n_local > kPermuteThreads)
+    throw EngineError(ErrorCode::internal, "moe_topk_permute over " + std::to_string(rows) + " rows of " +
+                                               std::to_string(n_local) + " experts: too many for one block");
+  topk_permute_kernel<<<1, kPermuteThreads, smem, s>>>(logits, rows, num_experts, top_k, renormalize, weights, expert_begin,
+                                            n_local, offsets, active, tiles, slot_row, row_token);
+  check_launch("moe_topk_permute");
+}
+
+void moe_router_logits(const float* x, int64_t rows, int64_t hidden, const float* norm_w, float eps,
+                       const float* router, int32_t num_experts, float* logits, cudaStream_t s) {
+  if (rows == 0) return;
+  check_grid_rows(rows, "moe_router_logits");
   if (num_experts > 32 * kMaxExpertsPerLane)
     throw EngineError(ErrorCode::unsupported, "the CUDA backend routes up to " + std::to_string(32 * kMaxExpertsPerLane) +
                                                   " experts, got num_experts " + std::to_string(num_experts));
@@ -346,17 +450,17 @@ void moe_route(const float* x, int64_t rows, int64_t hidden, const float* norm_w
                "moe_route shared memory");
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>((num_experts + kRouterWarps - 1) / kRouterWarps));
   router_kernel<<<grid, kRouterWarps * 32, smem, s>>>(x, norm_w, eps, router, hidden, num_experts, logits);
-  check_launch("moe_route (router)");
-  topk_kernel<<<static_cast<unsigned>((rows + 3) / 4), 128, 0, s>>>(logits, rows, num_experts, top_k, renormalize, ids,
-                                                                    weights);
-  check_launch("moe_route (top k)");
+  check_launch("moe_router_logits");
 }
 
 void moe_permute(const int32_t* ids, int64_t rows, int32_t top_k, int32_t expert_begin, int32_t n_local,
                  int32_t* offsets, int32_t* active, int32_t* tiles, int32_t* slot_row, int32_t* row_token,
                  cudaStream_t s) {
   if (rows == 0) return;
-  permute_kernel<<<1, 1024, sizeof(int32_t) * 2 * static_cast<size_t>(n_local), s>>>(
+  if (n_local > kPermuteThreads)
+    throw EngineError(ErrorCode::unsupported, "the CUDA backend holds up to " + std::to_string(kPermuteThreads) +
+                                                  " experts per rank, got " + std::to_string(n_local));
+  permute_kernel<<<1, kPermuteThreads, sizeof(int32_t) * (2 * static_cast<size_t>(n_local) + 96), s>>>(
       ids, rows * top_k, top_k, expert_begin, n_local, offsets, active, tiles, slot_row, row_token);
   check_launch("moe_permute");
 }
@@ -371,19 +475,27 @@ void moe_gather(const void* xn, DType dt, const int32_t* row_token, const int32_
 }
 
 void moe_expert_gemv(const void* const* w, const int32_t* offsets, const int32_t* active, int32_t n_local,
-                     int32_t max_active, const void* x, DType dt, int64_t n, int64_t k, void* y, bool y_f32,
-                     cudaStream_t s) {
+                     int32_t max_active, const void* x, const int32_t* row_token, bool gated, Act act, DType dt,
+                     int64_t n, int64_t k, void* y, bool y_f32, cudaStream_t s) {
   if (max_active == 0) return;
   if (k % 8 != 0)
     throw EngineError(ErrorCode::unsupported, "moe_expert_gemv needs the reduced dimension to be a multiple of 8, got " +
                                                   std::to_string(k));
   const dim3 grid(static_cast<unsigned>((n + kGemvWarps - 1) / kGemvWarps), static_cast<unsigned>(max_active));
-  if (y_f32) {
-    ENGINE_DISPATCH_DTYPE(dt, (expert_gemv_kernel<T, float><<<grid, kGemvWarps * 32, 0, s>>>(
-                                  w, offsets, active, n_local, static_cast<const T*>(x), n, k, static_cast<float*>(y))));
+  if (gated && y_f32) {  // (kept for a comparison: recomputing the activation per output row costs more than a launch)
+    ENGINE_DISPATCH_DTYPE(dt, (expert_gemv_kernel<T, float, true><<<grid, kGemvWarps * 32, 0, s>>>(
+                                  w, offsets, active, n_local, static_cast<const T*>(x), row_token, act, n, k,
+                                  static_cast<float*>(y))));
+  } else if (!gated && !y_f32) {
+    ENGINE_DISPATCH_DTYPE(dt, (expert_gemv_kernel<T, T, false><<<grid, kGemvWarps * 32, 0, s>>>(
+                                  w, offsets, active, n_local, static_cast<const T*>(x), row_token, act, n, k,
+                                  static_cast<T*>(y))));
+  } else if (!gated && y_f32) {
+    ENGINE_DISPATCH_DTYPE(dt, (expert_gemv_kernel<T, float, false><<<grid, kGemvWarps * 32, 0, s>>>(
+                                  w, offsets, active, n_local, static_cast<const T*>(x), row_token, act, n, k,
+                                  static_cast<float*>(y))));
   } else {
-    ENGINE_DISPATCH_DTYPE(dt, (expert_gemv_kernel<T, T><<<grid, kGemvWarps * 32, 0, s>>>(
-                                  w, offsets, active, n_local, static_cast<const T*>(x), n, k, static_cast<T*>(y))));
+    throw EngineError(ErrorCode::internal, "moe_expert_gemv: a gated input goes with an fp32 output");
   }
   check_launch("moe_expert_gemv");
 }
@@ -411,7 +523,10 @@ void moe_combine(const float* y, const int32_t* slot_row, const float* weights, 
                  const float* shared_gate_w, float* out, cudaStream_t s) {
   if (rows == 0) return;
   check_grid_rows(rows, "moe_combine");
-  ENGINE_DISPATCH_DTYPE(dt, (combine_kernel<T><<<static_cast<unsigned>(rows), 256, 0, s>>>(
+  // A block per token and 256 columns: one element a thread, its k loads in flight together (decode batches have
+  // few tokens, and one block a token left the step waiting on a chain of loads).
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>((hidden + 255) / 256));
+  ENGINE_DISPATCH_DTYPE(dt, (combine_kernel<T><<<grid, 256, 0, s>>>(
                                 y, slot_row, weights, top_k, hidden, base, shared, static_cast<const T*>(xn),
                                 shared_gate_w, out)));
   check_launch("moe_combine");

@@ -129,6 +129,9 @@ void gemv_rms(int64_t m, int64_t n, int64_t k, const float* x, const float* norm
 void moe_route(const float* x, int64_t rows, int64_t hidden, const float* norm_w, float eps, const float* router,
                int32_t num_experts, int32_t top_k, bool renormalize, float* logits, int32_t* ids, float* weights,
                cudaStream_t s);
+// moe_route's first half alone: the router logits.
+void moe_router_logits(const float* x, int64_t rows, int64_t hidden, const float* norm_w, float eps,
+                       const float* router, int32_t num_experts, float* logits, cudaStream_t s);
 // Rows of a tile of moe_expert_mma, and the most tiles `entries` (token, slot) rows over n_local experts make.
 constexpr int32_t kMoeTileRows = 64;
 int64_t moe_max_tiles(int64_t entries, int32_t n_local);
@@ -141,6 +144,11 @@ int64_t moe_max_tiles(int64_t entries, int32_t n_local);
 void moe_permute(const int32_t* ids, int64_t rows, int32_t top_k, int32_t expert_begin, int32_t n_local,
                  int32_t* offsets, int32_t* active, int32_t* tiles, int32_t* slot_row, int32_t* row_token,
                  cudaStream_t s);
+// moe_route's second half and moe_permute in one block, for decode-sized batches (rows * top_k + 2 * n_local ints
+// fit shared memory): the ids never leave the block.
+void moe_topk_permute(const float* logits, int64_t rows, int32_t num_experts, int32_t top_k, bool renormalize,
+                      float* weights, int32_t expert_begin, int32_t n_local, int32_t* offsets, int32_t* active,
+                      int32_t* tiles, int32_t* slot_row, int32_t* row_token, cudaStream_t s);
 // xp[row] = xn[row_token[row]] (T rows of `hidden`) for row < *total (device), over a grid of max_rows.
 void moe_gather(const void* xn, DType dt, const int32_t* row_token, const int32_t* total, int64_t max_rows,
                 int64_t hidden, void* xp, cudaStream_t s);
@@ -148,11 +156,13 @@ void moe_gather(const void* xn, DType dt, const int32_t* row_token, const int32_
 // w[e] points at local expert e's [n, k] matrix (T); y fp32 or T; k % 8 == 0. Both read the row layout from the
 // device, so neither needs the host (CUDA graphs capture them):
 //  - moe_expert_gemv: a GEMV streaming each active expert's rows once per 4 token rows (decode-sized batches);
-//    grid rows for up to max_active active experts;
+//    grid rows for up to max_active active experts. It reads x[row_token[row]] when row_token is set (the gather
+//    on the way in: x is then xn, not xp); `gated`: x rows hold gate | up halves of k each and the product takes
+//    act(gate) * up, computed as it is read (the gated activation on the way in; y is then fp32);
 //  - moe_expert_mma: 64 x 64 tensor-core tiles over moe_permute's tile list (larger batches); up to max_tiles.
 void moe_expert_gemv(const void* const* w, const int32_t* offsets, const int32_t* active, int32_t n_local,
-                     int32_t max_active, const void* x, DType dt, int64_t n, int64_t k, void* y, bool y_f32,
-                     cudaStream_t s);
+                     int32_t max_active, const void* x, const int32_t* row_token, bool gated, Act act, DType dt,
+                     int64_t n, int64_t k, void* y, bool y_f32, cudaStream_t s);
 void moe_expert_mma(const void* const* w, const int32_t* tiles, const int32_t* offsets, int64_t max_tiles,
                     const void* x, DType dt, int64_t n, int64_t k, void* y, bool y_f32, cudaStream_t s);
 // out[t] = base[t] (nullable: 0) + sum over slots of weights[t, s] * y[slot_row[t, s]] (rows -1 skipped)
