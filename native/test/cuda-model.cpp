@@ -304,7 +304,9 @@ void gemv_rms_check(int64_t m, int64_t n, int64_t k, const std::vector<uint16_t>
 void gemv_checks() {
   struct Shape { int64_t m, n, k; bool accumulate; };
   for (const Shape& sh : {Shape{1, 28672, 4096, false}, Shape{1, 4096, 4096, false}, Shape{3, 4096, 14336, true},
-                          Shape{8, 1001, 8192, false}, Shape{2, 6144, 4096, true}, Shape{5, 37, 2048, false}}) {
+                          Shape{8, 1001, 8192, false}, Shape{2, 6144, 4096, true}, Shape{5, 37, 2048, false},
+                          // one output column (a shared-expert gate's shape), narrower than a warp's two rows
+                          Shape{3, 1, 256, false}, Shape{1, 1, 256, false}}) {
     std::vector<uint16_t> x(static_cast<size_t>(sh.m * sh.k)), w(static_cast<size_t>(sh.n * sh.k));
     uint64_t state = 99;
     auto rnd = [&]() {

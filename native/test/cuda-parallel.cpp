@@ -1,7 +1,8 @@
 // Tensor / pipeline parallel on GPUs under mpirun (one rank per GPU; built only with the CUDA backend and NCCL):
 // `cuda-parallel <repo> <tp> <pp> [--bench <config dir>]`. Every rank builds the same chunks; world rank 0 (the
 // leader) compares its logits with the same model on its GPU alone (tp = pp = 1), for the fixtures and for a
-// dummy-weight Llama with GQA 8/2 whose vocab needs tp padding; greedy on the device must pick the same tokens.
+// dummy-weight Llama with GQA 8/2 whose vocab needs tp padding, and for a dummy Qwen2-MoE with the experts' columns
+// split (moe_tp = tp) and with whole experts per rank (ep = tp); greedy on the device must pick the same tokens.
 // --bench: then the decode step time of that (large) dummy-weight shape on the grid, median of 30 steps at batch
 // 1 and 64 after a 128-token prompt, with the NCCL all-reduce time of one such step (the step's all-reduce count
 // times one all-reduce of its size, timed alone with CUDA events). --offline N: then N requests of 128 / 128 through
@@ -43,9 +44,10 @@ Grid make_grid(int32_t tp, int32_t pp) {
   return g;
 }
 
-LoadOptions grid_options(const Grid& g, const std::string& format) {
+LoadOptions grid_options(const Grid& g, const std::string& format, int32_t ep = 1) {
   LoadOptions o = cudatest::options(Device::cuda, format);
   o.shard = g.shard;
+  o.shard.ep_size = ep;
   o.tp_comm = g.tp;
   o.pp_comm = g.pp;
   return o;
@@ -65,7 +67,7 @@ std::vector<SequenceChunk> batch_for(int32_t V, int32_t max_pos, int step, const
   return {{{3}, n, table_a, false}, {prompt(20, 3), 40, table_b, true}};
 }
 
-void compare(const Grid& g, const std::string& dir, const std::string& format, const char* label) {
+void compare(const Grid& g, const std::string& dir, const std::string& format, const char* label, int32_t ep = 1) {
   const bool leader = g.world.rank() == 0;
   std::vector<std::vector<float>> ref;
   std::vector<int32_t> ref_greedy;
@@ -89,7 +91,7 @@ void compare(const Grid& g, const std::string& dir, const std::string& format, c
     single->forward({c}, o);
     ref_greedy.push_back(o.sampled[0].token);
   }
-  auto model = load_model_collective(dir, grid_options(g, format));
+  auto model = load_model_collective(dir, grid_options(g, format, ep));
   model->allocate_kv(nb, tpb);
   for (int step = 0; step < 2; ++step) {
     ForwardOutput o;
@@ -98,8 +100,8 @@ void compare(const Grid& g, const std::string& dir, const std::string& format, c
       const double e = o.logits.size() == ref[step].size() ? rel_err(o.logits.data(), ref[step].data(), o.logits.size()) : 1;
       double norm = 0;
       for (float v : ref[step]) norm += static_cast<double>(v) * v;
-      std::printf("%s tp=%d pp=%d step %d: logits rel err vs one GPU %.3g (%zu values, reference L2 norm %.4g, first "
-                  "values %.6g / %.6g)\n", label, g.shard.tp_size, g.shard.pp_size, step, e, o.logits.size(),
+      std::printf("%s tp=%d pp=%d ep=%d step %d: logits rel err vs one GPU %.3g (%zu values, reference L2 norm %.4g, "
+                  "first values %.6g / %.6g)\n", label, g.shard.tp_size, g.shard.pp_size, ep, step, e, o.logits.size(),
                   std::sqrt(norm), o.logits.empty() ? 0.0 : o.logits[0], ref[step].empty() ? 0.0 : ref[step][0]);
       CHECK_MSG(e < 1e-2, "%s step %d: rel err %g", label, step, e);
     }
@@ -249,6 +251,16 @@ int main(int argc, char** argv) {
       "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 1001, "max_position_embeddings": 2048,
       "tie_word_embeddings": false, "mlp_bias": true, "attention_bias": true})");
     compare(g, dir, "dummy", "llama-gqa-bias");
+    // Mixture-of-experts shapes (issue 25), each expert's columns split over tp (moe_tp = tp) and, with ep = tp,
+    // whole experts spread over the ranks. Every token takes every expert (top k = all, as cuda-model's): the split
+    // changes bf16 summation order, and a near-tied dummy router must not turn that into another expert.
+    const std::string moe = cudatest::write_config("qwen2-moe-tp", R"({"architectures": ["Qwen2MoeForCausalLM"],
+      "hidden_size": 256, "intermediate_size": 512, "moe_intermediate_size": 128, "shared_expert_intermediate_size": 256,
+      "num_experts": 8, "num_experts_per_tok": 8, "mlp_only_layers": [0], "num_hidden_layers": 3,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1001, "max_position_embeddings": 2048,
+      "tie_word_embeddings": false})");
+    compare(g, moe, "dummy", "qwen2-moe");
+    if (g.shard.tp_size > 1) compare(g, moe, "dummy", "qwen2-moe", g.shard.tp_size);
     if (argc > 5 && std::string(argv[4]) == "--bench") bench(g, argv[5]);
     if (argc > 7 && std::string(argv[6]) == "--offline") offline(g, argv[5], std::atoi(argv[7]));
   } catch (const std::exception& e) {

@@ -3,7 +3,8 @@
 # backend, checks it against transformers on the same GPU, and times it, writing full logs to $OUT (or ./gpu-out).
 #   scripts/gpu/check.sh single   one GPU: cuda-attention, cuda-model and cuda-sampling tests, transformers comparison, decode / offline bench vs the
 #                                 copy bandwidth and transformers' generate() on the Llama-3-8B shape
-#   scripts/gpu/check.sh tp2      two GPUs: tp=2 and pp=2 against one GPU, tp=2 decode steps on the 8B shape
+#   scripts/gpu/check.sh tp2      two GPUs: tp=2 and pp=2 against one GPU (dense and MoE shapes, MoE also with ep=2),
+#                                 tp=2 decode steps on the 8B shape (SKIP_PBENCH=1: not)
 #   scripts/gpu/check.sh tp4      four GPUs: tp=4 and tp=2 x pp=2 against one GPU, tp=4 decode steps
 #   scripts/gpu/check.sh x2       both of the above on a two-GPU machine (single-GPU parts on GPU 0), then the
 #                                 addon (node-api headers from node_modules, no cmake-js) and `trtllm-launch bench
@@ -33,6 +34,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
 targets=(); [[ $mode == fp8 ]] && targets=(--target cuda-fp8 cuda-bench)  # what the mode runs, nothing else
 [[ $mode == moe ]] && targets=(--target cuda-moe cuda-model cuda-bench)
+[[ $mode == tp2 || $mode == tp4 ]] && targets=(--target cuda-parallel)
 t0=$(date +%s)
 if cmake -S native -B build-gpu "${gen[@]}" -DCMAKE_BUILD_TYPE=Release >"$out/configure.log" 2>&1 &&
    cmake --build build-gpu -j "$jobs" "${targets[@]}" >"$out/build.log" 2>&1; then
@@ -146,7 +148,9 @@ if [[ $mode == tp2 || $mode == x2 || $mode == tp4 ]]; then
     fi
     grep "rel err" "$out/parallel-tp$1-pp$2.log"
   done
-  # The 8B shape on each grid: decode steps with their NCCL all-reduce time, then offline 128/128 in leader mode.
+  # The 8B shape on each grid: decode steps with their NCCL all-reduce time, then offline 128/128 in leader mode
+  # (SKIP_PBENCH=1: the correctness grids only).
+  [[ ${SKIP_PBENCH:-0} == 1 ]] && grids=()
   for grid in "${grids[@]}"; do
     set -- $grid
     timeout 420 "${mpi[@]}" build-gpu/cuda-parallel "$PWD" $1 $2 --bench bench/configs/llama-3-8b \
