@@ -15,7 +15,8 @@
 #   scripts/gpu/check.sh moe      one GPU: cuda-model (the MoE fixtures against transformers, dummy MoE shapes against the
 #                                 CPU model), then the Qwen3-30B-A3B shape (dummy bf16): decode steps against the bytes a
 #                                 step reads (the chosen experts only) and offline 128/128 (HF=1: transformers' generate()
-#                                 on the same shape after it)
+#                                 on the same shape after it); MOE_CONFIG=bench/configs/mixtral-8x7b for Mixtral (93 GB:
+#                                 an H200)
 #   scripts/gpu/check.sh kill4    four GPUs: `trtllm-launch --world-size 4 --tp 4` under load, kill -9 of one rank
 # Prints a short summary last. Expects CUDA_HOME / NCCL_ROOT (the device prelude exports them).
 set -uo pipefail
@@ -187,13 +188,13 @@ if [[ $mode == moe ]]; then
     grep -E "moe|mixtral" "$out/cuda-model.log" | grep -E "rel err|greedy" | head -60
   fi
   if [[ ${SKIP_BENCH:-0} != 1 ]]; then
-    timeout 400 build-gpu/cuda-bench bench/configs/qwen3-30b-a3b --dummy --batches ${BATCHES:-1,8,64,256} \
+    timeout 400 build-gpu/cuda-bench ${MOE_CONFIG:-bench/configs/qwen3-30b-a3b} --dummy --batches ${BATCHES:-1,8,64,256} \
       --requests ${REQUESTS:-1000} --max-batch ${MAX_BATCH:-256} --json "$out/bench-moe.json" 2>&1 |
       tee "$out/bench-moe.log" | grep -vE "^\|---" | tail -16
     note "bench moe: $(grep -E '^loaded' "$out/bench-moe.log" | grep -oE '[0-9.]+ GB read per decode step') $(grep -E '^\| 1 \|' "$out/bench-moe.log" | head -1) $(grep -oE '= [0-9]+ output tokens/s' "$out/bench-moe.log")"
   fi
   if [[ ${HF:-0} == 1 ]]; then
-    timeout 500 python3 bench/hf-generate.py bench/configs/qwen3-30b-a3b --batches ${HF_BATCHES:-1,64,256} \
+    timeout 500 python3 bench/hf-generate.py ${MOE_CONFIG:-bench/configs/qwen3-30b-a3b} --batches ${HF_BATCHES:-1,64,256} \
       >"$out/hf-generate-moe.log" 2>&1
     note "transformers moe: $(tail -1 "$out/hf-generate-moe.log")"
     grep "generate()\|built" "$out/hf-generate-moe.log"
