@@ -102,6 +102,11 @@ std::unique_ptr<Model> load_model(const std::string& checkpoint_dir, const LoadO
   const DecoderSpec spec = spec_of(config);
   const bool dummy = options.load_format == "dummy";
   const bool fp8_kv = wants_fp8_kv(options.kv_cache_dtype, config.quant.kv_cache_fp8);
+  // (kernels-moe.cu keeps a token's router logits in a warp's registers: 16 a lane.)
+  if (config.moe.enabled() && device == Device::cuda && config.moe.num_experts > 512)
+    throw EngineError(ErrorCode::unsupported, config.architecture_name + ": the CUDA backend routes up to 512 experts, "
+                                                  "got num_experts " + std::to_string(config.moe.num_experts) +
+                                                  "; use device cpu");
   if (config.moe.enabled() && device == Device::cuda && (quantize || config.quant.quantized()))
     throw EngineError(ErrorCode::unsupported, config.architecture_name +
                                                   ": FP8 experts are not on the CUDA backend yet; serve the 16-bit "
