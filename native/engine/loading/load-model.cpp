@@ -107,6 +107,12 @@ std::unique_ptr<Model> load_model(const std::string& checkpoint_dir, const LoadO
     throw EngineError(ErrorCode::unsupported, config.architecture_name + ": the CUDA backend routes up to 512 experts, "
                                                   "got num_experts " + std::to_string(config.moe.num_experts) +
                                                   "; use device cpu");
+  if (config.moe.enabled() && device == Device::cuda &&
+      (config.hidden_size % 8 != 0 || layout.local_expert_inter() % 8 != 0))
+    throw EngineError(ErrorCode::unsupported, config.architecture_name + ": the CUDA backend's expert kernels need "
+                                                  "hidden_size and each rank's expert columns to be multiples of 8, got " +
+                                                  std::to_string(config.hidden_size) + " and " +
+                                                  std::to_string(layout.local_expert_inter()) + "; use device cpu");
   if (config.moe.enabled() && device == Device::cuda && (quantize || config.quant.quantized()))
     throw EngineError(ErrorCode::unsupported, config.architecture_name +
                                                   ": FP8 experts are not on the CUDA backend yet; serve the 16-bit "
