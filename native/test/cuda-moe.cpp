@@ -189,11 +189,9 @@ void expert_product_checks() {
     cudaMemset(dy, 0, 6 * n * 4);
     const char* name = path == 0 ? "GEMV through row_token" : path == 1 ? "GEMV of permuted rows" : "tensor-core tiles";
     if (path == 0)
-      cuda::moe_expert_gemv(dptrs, doff, dact, n_local, 3, dxn, dtok, false, cuda::Act::silu, cuda::DType::bf16, n, k,
-                            dy, true, nullptr);
+      cuda::moe_expert_gemv(dptrs, doff, dact, n_local, 3, dxn, dtok, cuda::DType::bf16, n, k, dy, true, nullptr);
     else if (path == 1)
-      cuda::moe_expert_gemv(dptrs, doff, dact, n_local, 3, dxp, nullptr, false, cuda::Act::silu, cuda::DType::bf16, n,
-                            k, dy, true, nullptr);
+      cuda::moe_expert_gemv(dptrs, doff, dact, n_local, 3, dxp, nullptr, cuda::DType::bf16, n, k, dy, true, nullptr);
     else
       cuda::moe_expert_mma(dptrs, dtiles, doff, cuda::moe_max_tiles(6, n_local), dxp, cuda::DType::bf16, n, k, dy, true,
                            nullptr);

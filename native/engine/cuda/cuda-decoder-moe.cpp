@@ -11,18 +11,6 @@
 
 namespace engine::cuda {
 
-namespace {
-// gated_activation's grid takes up to 65535 rows at a time.
-void gated_rows(const void* h, void* act, DType dt, int64_t rows, int64_t cols, Act a, cudaStream_t s) {
-  const size_t es = dtype_size(dt);
-  for (int64_t r = 0; r < rows; r += 65535) {
-    const int64_t n = std::min<int64_t>(65535, rows - r);
-    gated_activation(static_cast<const char*>(h) + static_cast<size_t>(r * 2 * cols) * es,
-                     static_cast<char*>(act) + static_cast<size_t>(r * cols) * es, dt, n, cols, a, nullptr, s);
-  }
-}
-}  // namespace
-
 size_t CudaDecoder::decode_read_bytes() const {
   size_t bytes = lm_head_.empty() ? weight_bytes_ : weight_bytes_ - embed_.bytes();
   for (const DLayer& l : layers_) {
@@ -130,15 +118,15 @@ void CudaDecoder::moe_experts(const DMoe& m, int64_t entries) {
   const int32_t* offsets = moe_offsets_.as<int32_t>();
   const int32_t* row_token = moe_row_token_.as<int32_t>();
   if (entries <= kMoeGemvEntries) {
-    // The gather rides along in the first GEMV. (The gated activation does not in the second: each of its output
-    // rows would recompute it, H times per element; measured 4.80 -> 5.71 ms a batch-1 step of the 30B-A3B shape.)
+    // The gather rides along in the first GEMV. (The gated activation stays a kernel of its own: in the second GEMV
+    // every output row would recompute it; bench/RESULTS.md has the measurement.)
     const auto max_active = static_cast<int32_t>(std::min<int64_t>(n_local, entries));
     const int32_t* active = moe_active_.as<int32_t>();
-    moe_expert_gemv(m.up_ptrs.as<const void*>(), offsets, active, n_local, max_active, xn_.get(), row_token, false,
-                    act_, dt_, 2 * c, H, moe_h_.get(), false, stream_);
-    gated_rows(moe_h_.get(), moe_act_.get(), dt_, entries, c, act_, stream_);
-    moe_expert_gemv(m.down_ptrs.as<const void*>(), offsets, active, n_local, max_active, moe_act_.get(), nullptr, false,
-                    act_, dt_, H, c, moe_y_.get(), true, stream_);
+    moe_expert_gemv(m.up_ptrs.as<const void*>(), offsets, active, n_local, max_active, xn_.get(), row_token, dt_,
+                    2 * c, H, moe_h_.get(), false, stream_);
+    gated_activation(moe_h_.get(), moe_act_.get(), dt_, entries, c, act_, nullptr, stream_);
+    moe_expert_gemv(m.down_ptrs.as<const void*>(), offsets, active, n_local, max_active, moe_act_.get(), nullptr, dt_,
+                    H, c, moe_y_.get(), true, stream_);
     return;
   }
   moe_gather(xn_.get(), dt_, row_token, offsets + n_local, entries, H, moe_xp_.get(), stream_);
@@ -147,7 +135,7 @@ void CudaDecoder::moe_experts(const DMoe& m, int64_t entries) {
   moe_expert_mma(m.up_ptrs.as<const void*>(), tiles, offsets, max_tiles, moe_xp_.get(), dt_, 2 * c, H, moe_h_.get(),
                  false, stream_);
   // (Rows past the local total hold stale values; nothing reads their products.)
-  gated_rows(moe_h_.get(), moe_act_.get(), dt_, entries, c, act_, stream_);
+  gated_activation(moe_h_.get(), moe_act_.get(), dt_, entries, c, act_, nullptr, stream_);
   moe_expert_mma(m.down_ptrs.as<const void*>(), tiles, offsets, max_tiles, moe_act_.get(), dt_, H, c, moe_y_.get(),
                  true, stream_);
 }
@@ -182,7 +170,7 @@ void CudaDecoder::moe_layer(int32_t l, float* x, int64_t rows) {
     // Qwen2-MoE's shared expert: a dense gated MLP of this rank's columns, scaled per row by sigmoid(gate · xn)
     // (the gate's dot product in moe_combine, against its fp32 weights).
     linear(m.shared_up, xn_.get(), rows, mlp_.get(), false, false);
-    gated_rows(mlp_.get(), mlp_act_.get(), dt_, rows, m.shared_up.out / 2, act_, stream_);
+    gated_activation(mlp_.get(), mlp_act_.get(), dt_, rows, m.shared_up.out / 2, act_, nullptr, stream_);
     linear(m.shared_down, mlp_act_.get(), rows, moe_shared_y_.get(), true, false);
     shared = moe_shared_y_.as<float>();
   }

@@ -1,5 +1,6 @@
 // Elementwise and per-row kernels of the decoder: embedding, norms, rotary embedding + paged KV write,
 // activations, bias, and the small reshuffles around the LM head. Math in fp32, as the CPU backend does.
+#include <algorithm>
 #include <cfloat>
 
 #include "cuda/activation.cuh"
@@ -337,19 +338,24 @@ void rope_and_write_kv(float* qkv, int64_t rows, int64_t stride, const float* bi
 
 void gated_activation(const void* gu, void* out, DType dt, int64_t rows, int64_t inter, Act act, const float* b,
                       cudaStream_t s) {
-  if (rows == 0) return;
-  if (rows > 65535) throw EngineError(ErrorCode::internal, "gated_activation over more than 65535 rows");
   const bool vec = inter % 8 == 0;
   const int64_t per_row = vec ? inter / 8 : inter;
-  const dim3 grid(static_cast<unsigned>((per_row + kThreads - 1) / kThreads), static_cast<unsigned>(rows));
-  if (vec) {
-    ENGINE_DISPATCH_DTYPE(dt, (launch_pdl(gated_kernel<T, 8>, grid, dim3(kThreads), s, static_cast<const T*>(gu),
-                                                                             static_cast<T*>(out), inter, act, b)));
-  } else {
-    ENGINE_DISPATCH_DTYPE(dt, (launch_pdl(gated_kernel<T, 1>, grid, dim3(kThreads), s, static_cast<const T*>(gu),
-                                                                             static_cast<T*>(out), inter, act, b)));
+  const size_t es = dtype_size(dt);
+  // The grid's y dimension takes up to 65535 rows: larger batches (the MoE layers' token x expert rows) go in parts.
+  for (int64_t r0 = 0; r0 < rows; r0 += 65535) {
+    const int64_t n = std::min<int64_t>(65535, rows - r0);
+    const void* g = static_cast<const char*>(gu) + static_cast<size_t>(r0 * 2 * inter) * es;
+    void* o = static_cast<char*>(out) + static_cast<size_t>(r0 * inter) * es;
+    const dim3 grid(static_cast<unsigned>((per_row + kThreads - 1) / kThreads), static_cast<unsigned>(n));
+    if (vec) {
+      ENGINE_DISPATCH_DTYPE(dt, (launch_pdl(gated_kernel<T, 8>, grid, dim3(kThreads), s, static_cast<const T*>(g),
+                                            static_cast<T*>(o), inter, act, b)));
+    } else {
+      ENGINE_DISPATCH_DTYPE(dt, (launch_pdl(gated_kernel<T, 1>, grid, dim3(kThreads), s, static_cast<const T*>(g),
+                                            static_cast<T*>(o), inter, act, b)));
+    }
+    check_launch("gated_activation");
   }
-  check_launch("gated_activation");
 }
 
 void activation(void* x, DType dt, int64_t rows, int64_t n, Act act, const float* b, cudaStream_t s) {

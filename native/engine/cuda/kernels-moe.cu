@@ -7,7 +7,6 @@
 #include <cfloat>
 #include <string>
 
-#include "cuda/activation.cuh"
 #include "cuda/cuda-check.h"
 #include "cuda/dtype.cuh"
 #include "cuda/kernels.h"
@@ -117,20 +116,26 @@ __global__ void topk_kernel(const float* __restrict__ logits, int64_t rows, int3
 
 constexpr int kPermuteThreads = 1024;  // one block; one thread per local expert in the scans (n_local <= 1024)
 
-// Exclusive prefix sums of three per-thread values over a block of kPermuteThreads, and their totals: warp scans by
-// shuffles, then the warps' totals scanned by warp 0 (`scratch`: 3 * 32 ints of shared memory).
-__device__ void block_scan3(int3 v, int3& before, int3& total, int* scratch) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int3 inc = v;
+// Inclusive prefix sums of three values over a warp's lanes.
+__device__ int3 warp_scan3(int3 v) {
+  const int lane = threadIdx.x & 31;
   for (int o = 1; o < 32; o <<= 1) {
-    const int a = __shfl_up_sync(0xffffffffu, inc.x, o), b = __shfl_up_sync(0xffffffffu, inc.y, o),
-              c = __shfl_up_sync(0xffffffffu, inc.z, o);
+    const int a = __shfl_up_sync(0xffffffffu, v.x, o), b = __shfl_up_sync(0xffffffffu, v.y, o),
+              c = __shfl_up_sync(0xffffffffu, v.z, o);
     if (lane >= o) {
-      inc.x += a;
-      inc.y += b;
-      inc.z += c;
+      v.x += a;
+      v.y += b;
+      v.z += c;
     }
   }
+  return v;
+}
+
+// Exclusive prefix sums of three per-thread values over a block of kPermuteThreads, and their totals: warp scans,
+// then the warps' totals scanned by warp 0 (`scratch`: 3 * 32 ints of shared memory).
+__device__ void block_scan3(int3 v, int3& before, int3& total, int* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int3 inc = warp_scan3(v);
   if (lane == 31) {
     scratch[warp] = inc.x;
     scratch[32 + warp] = inc.y;
@@ -138,16 +143,7 @@ __device__ void block_scan3(int3 v, int3& before, int3& total, int* scratch) {
   }
   __syncthreads();
   if (warp == 0) {
-    int3 w = make_int3(scratch[lane], scratch[32 + lane], scratch[64 + lane]);
-    for (int o = 1; o < 32; o <<= 1) {
-      const int a = __shfl_up_sync(0xffffffffu, w.x, o), b = __shfl_up_sync(0xffffffffu, w.y, o),
-                c = __shfl_up_sync(0xffffffffu, w.z, o);
-      if (lane >= o) {
-        w.x += a;
-        w.y += b;
-        w.z += c;
-      }
-    }
+    const int3 w = warp_scan3(make_int3(scratch[lane], scratch[32 + lane], scratch[64 + lane]));
     scratch[lane] = w.x;  // inclusive over warps
     scratch[32 + lane] = w.y;
     scratch[64 + lane] = w.z;
@@ -239,14 +235,12 @@ constexpr int kUnroll = 8;     // 16-byte weight loads in flight per lane: a who
 
 // y[row, o] = x_row · W_e[o, :] for the rows of active expert blockIdx.y, o over blockIdx.x's rows. The weight
 // row is streamed once per group of kGroup token rows (decode batches have one or two rows per expert). x_row is
-// x[row_token[row]] when row_token is set (the gather done on the way in), else x[row]; with kGated, x rows hold
-// gate | up halves of k each and x_row = act(gate) * up, computed as it is read (in fp32).
-template <typename T, typename OutT, bool kGated>
+// x[row_token[row]] when row_token is set (the gather done on the way in), else x[row].
+template <typename T, typename OutT>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     expert_gemv_kernel(const void* const* __restrict__ w, const int32_t* __restrict__ offsets,
                        const int32_t* __restrict__ active, int32_t n_local, const T* __restrict__ x,
-                       const int32_t* __restrict__ row_token, Act act, int64_t n, int64_t k, OutT* y) {
-  const int64_t x_stride = kGated ? 2 * k : k;
+                       const int32_t* __restrict__ row_token, int64_t n, int64_t k, OutT* y) {
   if (static_cast<int32_t>(blockIdx.y) >= active[n_local]) return;
   const int32_t e = active[blockIdx.y];
   const int32_t r0 = offsets[e], r1 = offsets[e + 1];
@@ -278,18 +272,10 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
         for (int j = 0; j < kGroup; ++j) {
           if (j >= rows) break;
           const int64_t xr = row_token ? row_token[g + j] : g + j;
-          const T* xrow = x + xr * x_stride;
-          const uint4 xv = *reinterpret_cast<const uint4*>(xrow + i);
+          const uint4 xv = *reinterpret_cast<const uint4*>(x + xr * k + i);
           const T* xt = reinterpret_cast<const T*>(&xv);
-          if constexpr (kGated) {
-            const uint4 uv = *reinterpret_cast<const uint4*>(xrow + k + i);
-            const T* ut = reinterpret_cast<const T*>(&uv);
 #pragma unroll
-            for (int q = 0; q < 8; ++q) acc[j] += wf[q] * apply_act(to_float(xt[q]), act) * to_float(ut[q]);
-          } else {
-#pragma unroll
-            for (int q = 0; q < 8; ++q) acc[j] += wf[q] * to_float(xt[q]);
-          }
+          for (int q = 0; q < 8; ++q) acc[j] += wf[q] * to_float(xt[q]);
         }
       }
     }
@@ -475,27 +461,21 @@ void moe_gather(const void* xn, DType dt, const int32_t* row_token, const int32_
 }
 
 void moe_expert_gemv(const void* const* w, const int32_t* offsets, const int32_t* active, int32_t n_local,
-                     int32_t max_active, const void* x, const int32_t* row_token, bool gated, Act act, DType dt,
-                     int64_t n, int64_t k, void* y, bool y_f32, cudaStream_t s) {
+                     int32_t max_active, const void* x, const int32_t* row_token, DType dt, int64_t n, int64_t k,
+                     void* y, bool y_f32, cudaStream_t s) {
   if (max_active == 0) return;
   if (k % 8 != 0)
     throw EngineError(ErrorCode::unsupported, "moe_expert_gemv needs the reduced dimension to be a multiple of 8, got " +
                                                   std::to_string(k));
   const dim3 grid(static_cast<unsigned>((n + kGemvWarps - 1) / kGemvWarps), static_cast<unsigned>(max_active));
-  if (gated && y_f32) {  // (kept for a comparison: recomputing the activation per output row costs more than a launch)
-    ENGINE_DISPATCH_DTYPE(dt, (expert_gemv_kernel<T, float, true><<<grid, kGemvWarps * 32, 0, s>>>(
-                                  w, offsets, active, n_local, static_cast<const T*>(x), row_token, act, n, k,
-                                  static_cast<float*>(y))));
-  } else if (!gated && !y_f32) {
-    ENGINE_DISPATCH_DTYPE(dt, (expert_gemv_kernel<T, T, false><<<grid, kGemvWarps * 32, 0, s>>>(
-                                  w, offsets, active, n_local, static_cast<const T*>(x), row_token, act, n, k,
-                                  static_cast<T*>(y))));
-  } else if (!gated && y_f32) {
-    ENGINE_DISPATCH_DTYPE(dt, (expert_gemv_kernel<T, float, false><<<grid, kGemvWarps * 32, 0, s>>>(
-                                  w, offsets, active, n_local, static_cast<const T*>(x), row_token, act, n, k,
+  if (y_f32) {
+    ENGINE_DISPATCH_DTYPE(dt, (expert_gemv_kernel<T, float><<<grid, kGemvWarps * 32, 0, s>>>(
+                                  w, offsets, active, n_local, static_cast<const T*>(x), row_token, n, k,
                                   static_cast<float*>(y))));
   } else {
-    throw EngineError(ErrorCode::internal, "moe_expert_gemv: a gated input goes with an fp32 output");
+    ENGINE_DISPATCH_DTYPE(dt, (expert_gemv_kernel<T, T><<<grid, kGemvWarps * 32, 0, s>>>(
+                                  w, offsets, active, n_local, static_cast<const T*>(x), row_token, n, k,
+                                  static_cast<T*>(y))));
   }
   check_launch("moe_expert_gemv");
 }

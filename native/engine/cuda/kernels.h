@@ -157,12 +157,11 @@ void moe_gather(const void* xn, DType dt, const int32_t* row_token, const int32_
 // device, so neither needs the host (CUDA graphs capture them):
 //  - moe_expert_gemv: a GEMV streaming each active expert's rows once per 4 token rows (decode-sized batches);
 //    grid rows for up to max_active active experts. It reads x[row_token[row]] when row_token is set (the gather
-//    on the way in: x is then xn, not xp); `gated`: x rows hold gate | up halves of k each and the product takes
-//    act(gate) * up, computed as it is read (the gated activation on the way in; y is then fp32);
+//    on the way in: x is then xn, not xp);
 //  - moe_expert_mma: 64 x 64 tensor-core tiles over moe_permute's tile list (larger batches); up to max_tiles.
 void moe_expert_gemv(const void* const* w, const int32_t* offsets, const int32_t* active, int32_t n_local,
-                     int32_t max_active, const void* x, const int32_t* row_token, bool gated, Act act, DType dt,
-                     int64_t n, int64_t k, void* y, bool y_f32, cudaStream_t s);
+                     int32_t max_active, const void* x, const int32_t* row_token, DType dt, int64_t n, int64_t k,
+                     void* y, bool y_f32, cudaStream_t s);
 void moe_expert_mma(const void* const* w, const int32_t* tiles, const int32_t* offsets, int64_t max_tiles,
                     const void* x, DType dt, int64_t n, int64_t k, void* y, bool y_f32, cudaStream_t s);
 // out[t] = base[t] (nullable: 0) + sum over slots of weights[t, s] * y[slot_row[t, s]] (rows -1 skipped)

@@ -5,15 +5,11 @@
 
 #include "cpu/gemm.h"
 #include "model/decoder.h"
+#include "model/scratch.h"
 
 namespace engine {
 
 namespace {
-template <typename T>
-T* grow(std::vector<T>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
-  return v.data();
-}
 const std::vector<int32_t> kEveryRow;
 }  // namespace
 

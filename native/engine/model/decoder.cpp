@@ -11,16 +11,9 @@
 #include "cpu/rope.h"
 #include "errors.h"
 #include "model/model-checks.h"
+#include "model/scratch.h"
 
 namespace engine {
-
-namespace {
-template <typename T>
-T* grow(std::vector<T>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
-  return v.data();
-}
-}  // namespace
 
 DecoderModel::DecoderModel(ModelConfig config, DecoderSpec spec, DecoderWeights weights, int32_t num_threads)
     : DecoderModel(config, spec, std::move(weights), num_threads, make_parallel_layout(config, ShardInfo{}), Comm(),
@@ -158,8 +151,7 @@ void DecoderModel::linear_row_parallel(const Linear& l, const float* x, int64_t 
   // overwrite it with theirs, so one in-place all-reduce yields y + sum of partials (+ the bias, which only rank 0
   // holds) without a separate buffer.
   linear(l, x, rows, y, tp_.rank() == 0);
-  const size_t n = static_cast<size_t>(rows * l.out);
-  timed_comm(n * sizeof(float), [&] { tp_.all_reduce_sum(y, n); });
+  all_reduce_tp(y, static_cast<size_t>(rows * l.out));
 }
 
 void DecoderModel::embed(const std::vector<SequenceChunk>& chunks, const int32_t* positions, float* x) {
@@ -179,10 +171,7 @@ void DecoderModel::embed(const std::vector<SequenceChunk>& chunks, const int32_t
       ++row;
     }
   // Vocab parallel: each token's row came from the one tp rank owning its id, the others contributed zeros.
-  if (tp_.size() > 1) {
-    const size_t n = static_cast<size_t>(row * H);
-    timed_comm(n * sizeof(float), [&] { tp_.all_reduce_sum(x, n); });
-  }
+  if (tp_.size() > 1) all_reduce_tp(x, static_cast<size_t>(row * H));
   if (!spec_.rope)
     for (int64_t r = 0; r < row; ++r) {
       const float* pe = w_.pos_embed.data() + static_cast<int64_t>(positions[r]) * H;
