@@ -56,6 +56,12 @@ class Fields {
     if (d != static_cast<double>(static_cast<int64_t>(d))) fail(key, "an integer");
     return static_cast<int64_t>(d);
   }
+  // An engine int32 field: a value outside int32 would wrap in the cast, so it is refused, named.
+  int32_t int32(const char* key, int32_t fallback) const {
+    const int64_t v = integer(key, fallback);
+    if (v < INT32_MIN || v > INT32_MAX) fail(key, "a 32-bit integer");
+    return static_cast<int32_t>(v);
+  }
   bool boolean(const char* key, bool fallback) const {
     if (!has(key)) return fallback;
     Napi::Value v = object_.Get(key);

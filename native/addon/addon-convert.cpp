@@ -71,6 +71,7 @@ engine::Request to_request(Napi::Env env, Napi::Object object) {
   if (f.has("clientId")) r.client_id = static_cast<uint64_t>(f.integer("clientId", 0));
   r.embedding_bias = f.float_array("embeddingBias");
   r.num_return_sequences = static_cast<int32_t>(f.integer("numReturnSequences", r.num_return_sequences));
+  r.max_attention_window = f.int32("maxAttentionWindow", r.max_attention_window);
 
   Fields s = f.child("sampling");
   engine::SamplingConfig& c = r.sampling;
@@ -117,6 +118,7 @@ engine::ExecutorConfig to_executor_config(Napi::Env env, Napi::Object object) {
   c.kv_cache_memory_bytes = f.integer("kvCacheMemoryBytes", c.kv_cache_memory_bytes);
   c.enable_chunked_context = f.boolean("enableChunkedContext", c.enable_chunked_context);
   c.enable_kv_cache_reuse = f.boolean("enableKvCacheReuse", c.enable_kv_cache_reuse);
+  c.max_attention_window = f.int32("maxAttentionWindow", c.max_attention_window);
   c.iter_stats_max_iterations = static_cast<int32_t>(f.integer("iterStatsMaxIterations", c.iter_stats_max_iterations));
   c.max_logits_elements = f.integer("maxLogitsElements", c.max_logits_elements);
   c.kv_cache_free_gpu_mem_fraction =

@@ -5,9 +5,15 @@
 // Every pool slot no row may read holds NaN: a read past a context shows up in the output. Each launch runs twice
 // on one workspace and must give the same values. Decode batches also run with this step's keys and values still in
 // the qkv rows (AttnArgs::fresh: biased, rotated and written by attention() itself, inside the attention kernel for
-// small batches): their pool slots start as NaN and must come out as the host's rotation rounded to the dtype.
+// small batches): their pool slots start as NaN and must come out as the host's rotation rounded to the dtype
+// (also with longrope's two tables, rows alternating between them).
+// Sliding windows (a layer window, per-sequence caps, both; decode and prefill rows, one partition and split) and
+// Gemma 2's soft-capped scores run the same way: a windowed sequence's block-table entries wholly before the first
+// position any of its rows sees are -1 (released blocks) and the positions before it in its first block hold NaN,
+// so a read of either fails the case.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
@@ -18,6 +24,7 @@
 #include "cuda-test-util.h"
 #include "cuda/kernels.h"
 #include "loading/safetensors.h"
+#include "model/model-config.h"
 
 using namespace engine;
 using cudatest::rel_err;
@@ -38,18 +45,28 @@ struct Rng {
 
 struct Seq {
   int32_t past, tokens;  // rows for positions past .. past + tokens - 1
+  int32_t cap = 0;       // SequenceChunk::window: the sequence's window cap (0: none)
 };
 
 struct Case {
   int32_t n_heads, n_kv, hd, tpb;
   cuda::DType dt;
   std::vector<Seq> seqs;
-  float q_scale;  // > 1: peaked scores
+  float q_scale;        // > 1: peaked scores
+  int32_t window = 0;   // the layer's sliding window (AttnArgs::window)
+  float softcap = 0;    // AttnArgs::softcap
 };
 
-// Where this step's keys and values are: already in the pools, or in the qkv rows with rotation and bias, or in
-// the qkv rows with a bias and no rotation (learned position embeddings).
-enum class Fresh { none, rope, plain };
+// Where this step's keys and values are: already in the pools, or in the qkv rows with rotation and bias (with
+// one table, or longrope's two, odd rows taking the long one), or in the qkv rows with a bias and no rotation
+// (learned position embeddings).
+enum class Fresh { none, rope, longrope, plain };
+
+// The first position a row at `ctx` sees (model-config.h's effective_window of the layer's window and the cap).
+int32_t row_lo(const Case& c, int32_t ctx, int32_t cap) {
+  const int32_t w = effective_window(c.window, cap);
+  return w > 0 ? std::max(0, ctx - w) : 0;
+}
 
 // new_last_only: the launch is told each row's last position is the only one written this step (decode), which
 // lets the kernel read the older keys / values before its wait and take the wide block for small batches.
@@ -60,9 +77,11 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
   const int64_t out_stride = static_cast<int64_t>(c.n_heads) * hd + 8;         // 8 spare columns must stay untouched
   Rng rng{static_cast<uint64_t>(c.hd * 131 + c.n_heads * 7 + c.n_kv)};
 
-  // Blocks: each sequence gets the blocks its last position needs, handed out in a scrambled order.
+  // Blocks: each sequence gets the blocks its last position needs, handed out in a scrambled order, except those
+  // wholly before the first position its first row sees (the rows' windows start in order): -1 in its table.
+  auto first_block = [&](const Seq& s) { return row_lo(c, s.past + 1, s.cap) / c.tpb; };
   int32_t n_blocks = 0;
-  for (const Seq& s : c.seqs) n_blocks += (s.past + s.tokens + c.tpb - 1) / c.tpb;
+  for (const Seq& s : c.seqs) n_blocks += (s.past + s.tokens + c.tpb - 1) / c.tpb - first_block(s);
   n_blocks += 3;  // spare blocks nobody owns
   std::vector<int32_t> order(static_cast<size_t>(n_blocks));
   for (int32_t i = 0; i < n_blocks; ++i) order[static_cast<size_t>(i)] = (i * 7 + 5) % n_blocks;
@@ -81,8 +100,10 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
   for (const Seq& s : c.seqs) {
     const int32_t table_at = static_cast<int32_t>(tables.size());
     const int32_t used = (s.past + s.tokens + c.tpb - 1) / c.tpb;
-    for (int32_t b = 0; b < used; ++b) tables.push_back(order[static_cast<size_t>(next_block++)]);
-    for (int32_t p = 0; p < s.past + s.tokens; ++p)
+    for (int32_t b = 0; b < used; ++b)
+      tables.push_back(b < first_block(s) ? -1 : order[static_cast<size_t>(next_block++)]);
+    // Positions before the first row's window start stay NaN (in blocks still held) or have no block at all.
+    for (int32_t p = row_lo(c, s.past + 1, s.cap); p < s.past + s.tokens; ++p)
       for (int32_t h = 0; h < c.n_kv; ++h)
         for (int64_t d = 0; d < hd; ++d) {
           const int64_t at = static_cast<int64_t>(tables[static_cast<size_t>(table_at + p / c.tpb)]) * block_elems +
@@ -95,7 +116,7 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
         }
     for (int32_t i = 0; i < s.tokens; ++i) {
       const int32_t row = static_cast<int32_t>(rows.size());
-      rows.push_back(cuda::AttnRow{row, s.past + i + 1, table_at});
+      rows.push_back(cuda::AttnRow{row, s.past + i + 1, table_at, s.cap});
       max_ctx = std::max(max_ctx, s.past + i + 1);
       for (int64_t j = 0; j < q_stride; ++j) q.push_back(j < c.n_heads * hd ? rng.grid() * c.q_scale : NAN);
     }
@@ -105,6 +126,7 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
   // Fresh: each row's own (last) position leaves the pools (NaN) for raw k, v in its qkv row; q, k, v get a bias and
   // (Fresh::rope) the rotation by the row's position, as the CPU backend computes it. qref: the q the reference uses.
   std::vector<float> qref = q, bias, inv_freq;
+  std::vector<uint8_t> use_long;  // Fresh::longrope: odd rows take the long table (inv_freq's second half)
   std::vector<int32_t> positions;
   std::vector<int64_t> kv_dst;
   std::vector<size_t> new_slots;  // pool elements this launch must write
@@ -112,23 +134,29 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
   if (fresh != Fresh::none) {
     const int64_t q_dim = static_cast<int64_t>(c.n_heads) * hd, half = hd / 2;
     for (int64_t j = 0; j < q_stride; ++j) bias.push_back(rng.grid() / 4);
-    if (fresh == Fresh::rope)
+    const bool rotate = fresh == Fresh::rope || fresh == Fresh::longrope;
+    if (rotate)
       for (int64_t i = 0; i < half; ++i)
         inv_freq.push_back(1.0f / std::pow(500000.0f, static_cast<float>(2 * i) / static_cast<float>(hd)));
+    if (fresh == Fresh::longrope)  // long factors from 1 to about 8 over the frequencies
+      for (int64_t i = 0; i < half; ++i)
+        inv_freq.push_back(inv_freq[static_cast<size_t>(i)] / (1.0f + 7.0f * static_cast<float>(i) / half));
     for (int32_t r = 0; r < n_rows; ++r) {
       const cuda::AttnRow& row = rows[static_cast<size_t>(r)];
       const int32_t p = row.ctx - 1;
       positions.push_back(p);
+      use_long.push_back(fresh == Fresh::longrope && r % 2 == 1 ? 1 : 0);
+      const float* inv = inv_freq.data() + (use_long.back() ? half : 0);
       kv_dst.push_back(static_cast<int64_t>(tables[static_cast<size_t>(row.table + p / c.tpb)]) * block_elems +
                        static_cast<int64_t>(p % c.tpb) * hd);
       float* in = &q[static_cast<size_t>(r * q_stride)];
       for (int64_t j = q_dim; j < q_stride; ++j) in[j] = rng.grid();
       std::vector<float> x(static_cast<size_t>(q_stride));
       for (int64_t j = 0; j < q_stride; ++j) x[static_cast<size_t>(j)] = in[j] + bias[static_cast<size_t>(j)];
-      if (fresh == Fresh::rope)
+      if (rotate)
         for (int64_t h = 0; h < c.n_heads + c.n_kv; ++h)
           for (int64_t i = 0; i < half; ++i) {
-            const float angle = static_cast<float>(p) * inv_freq[static_cast<size_t>(i)];
+            const float angle = static_cast<float>(p) * inv[i];
             const float cs = static_cast<float>(std::cos(static_cast<double>(angle)));
             const float sn = static_cast<float>(std::sin(static_cast<double>(angle)));
             float& a = x[static_cast<size_t>(h * hd + i)];
@@ -154,39 +182,43 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
   const int32_t n_groups = cuda::group_attention_rows(
       rows.data(), n_rows, cuda::attention_rows_per_group(c.n_heads, c.n_kv, c.hd), groups.data());
 
-  // Reference: float64 softmax over each row's own context.
+  // Reference: float64 softmax over each row's own window of its context, of soft-capped scores with a cap.
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   std::vector<float> want(static_cast<size_t>(n_rows) * c.n_heads * hd);
   for (int32_t r = 0; r < n_rows; ++r) {
     const cuda::AttnRow& row = rows[static_cast<size_t>(r)];
     for (int32_t h = 0; h < c.n_heads; ++h) {
       const int32_t kvh = h / (c.n_heads / c.n_kv);
-      std::vector<double> w(static_cast<size_t>(row.ctx));
+      const int32_t lo = row_lo(c, row.ctx, row.window);
+      std::vector<double> w(static_cast<size_t>(row.ctx - lo));  // w[p - lo] for positions [lo, ctx)
       double mx = -INFINITY;
       auto slot = [&](int32_t p) {
         return static_cast<int64_t>(tables[static_cast<size_t>(row.table + p / c.tpb)]) * block_elems +
                (static_cast<int64_t>(kvh) * c.tpb + p % c.tpb) * hd;
       };
-      for (int32_t p = 0; p < row.ctx; ++p) {
+      for (int32_t p = lo; p < row.ctx; ++p) {
         double dot = 0;
         for (int64_t d = 0; d < hd; ++d)
           dot += static_cast<double>(qref[static_cast<size_t>(row.q_row * q_stride + h * hd + d)]) *
                  kref[static_cast<size_t>(slot(p) + d)];
-        w[static_cast<size_t>(p)] = dot * scale;
-        mx = std::max(mx, w[static_cast<size_t>(p)]);
+        double x = dot * scale;
+        if (c.softcap > 0) x = c.softcap * std::tanh(x / c.softcap);
+        w[static_cast<size_t>(p - lo)] = x;
+        mx = std::max(mx, x);
       }
       double total = 0;
       for (double& x : w) total += (x = std::exp(x - mx));
       for (int64_t d = 0; d < hd; ++d) {
         double acc = 0;
-        for (int32_t p = 0; p < row.ctx; ++p) acc += w[static_cast<size_t>(p)] * vref[static_cast<size_t>(slot(p) + d)];
+        for (int32_t p = lo; p < row.ctx; ++p)
+          acc += w[static_cast<size_t>(p - lo)] * vref[static_cast<size_t>(slot(p) + d)];
         want[static_cast<size_t>((static_cast<int64_t>(r) * c.n_heads + h) * hd + d)] = static_cast<float>(acc / total);
       }
     }
   }
 
   void *d_q, *d_k, *d_v, *d_rows, *d_groups, *d_tables, *d_out, *d_ws = nullptr;
-  void *d_bias = nullptr, *d_inv = nullptr, *d_pos = nullptr, *d_dst = nullptr;
+  void *d_bias = nullptr, *d_inv = nullptr, *d_pos = nullptr, *d_dst = nullptr, *d_long = nullptr;
   auto upload = [](void** d, const void* h, size_t bytes) {
     if (bytes == 0) return;
     cudaMalloc(d, bytes);
@@ -196,6 +228,7 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
   upload(&d_inv, inv_freq.data(), inv_freq.size() * 4);
   upload(&d_pos, positions.data(), positions.size() * 4);
   upload(&d_dst, kv_dst.data(), kv_dst.size() * 8);
+  if (fresh == Fresh::longrope) upload(&d_long, use_long.data(), use_long.size());
   cudaMalloc(&d_q, q.size() * 4);
   cudaMalloc(&d_k, kpool.size() * 2);
   cudaMalloc(&d_v, vpool.size() * 2);
@@ -227,13 +260,16 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
   a.head_dim = c.hd;
   a.tokens_per_block = c.tpb;
   a.scale = scale;
+  a.softcap = c.softcap;
+  a.window = c.window;
   a.out = d_out;
   a.out_stride = out_stride;
   a.max_ctx = max_ctx;
   a.new_last_only = new_last_only;
   if (fresh != Fresh::none)
     a.fresh = cuda::NewKv{n_rows, static_cast<const float*>(d_bias), static_cast<const int32_t*>(d_pos),
-                          static_cast<const float*>(d_inv), static_cast<const int64_t*>(d_dst)};
+                          static_cast<const float*>(d_inv), static_cast<const int64_t*>(d_dst),
+                          static_cast<const uint8_t*>(d_long)};
   const size_t ws = cuda::attention_workspace_floats(a, num_sms);
   const size_t bound = cuda::attention_workspace_bound(c.n_heads, c.n_kv, c.hd, num_sms);
   if (ws > 0) {
@@ -277,7 +313,8 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
             c.n_kv, c.hd, split_label, far_new);
   CHECK_MSG(off_slots == 0, "attention heads %d/%d hd %d %s: %zu pool slots changed that are not this step's",
             c.n_heads, c.n_kv, c.hd, split_label, off_slots);
-  for (void* p : {d_q, d_k, d_v, d_rows, d_groups, d_tables, d_out, d_ws, d_bias, d_inv, d_pos, d_dst}) cudaFree(p);
+  for (void* p : {d_q, d_k, d_v, d_rows, d_groups, d_tables, d_out, d_ws, d_bias, d_inv, d_pos, d_dst, d_long})
+    cudaFree(p);
 
   std::vector<float> got(want.size());
   bool spare_kept = true;
@@ -288,9 +325,10 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
       spare_kept = spare_kept && out[static_cast<size_t>(r * out_stride + j)] == 0x5a5au;
   }
   const double err = error.empty() ? rel_err(got.data(), want.data(), got.size()) : INFINITY;
-  std::printf("attention %s heads %d/%d hd %d tpb %d rows %d groups %d q x%.0f %s: rel err %.2e%s%s\n",
+  std::printf("attention %s heads %d/%d hd %d tpb %d rows %d groups %d q x%.0f window %d softcap %.0f %s: rel err "
+              "%.2e%s%s\n",
               c.dt == cuda::DType::bf16 ? "bf16" : "fp16", c.n_heads, c.n_kv, c.hd, c.tpb, n_rows, n_groups,
-              c.q_scale, split_label, err, error.empty() ? "" : " error: ", error.c_str());
+              c.q_scale, c.window, c.softcap, split_label, err, error.empty() ? "" : " error: ", error.c_str());
   CHECK_MSG(error.empty(), "attention heads %d/%d hd %d: %s", c.n_heads, c.n_kv, c.hd, error.c_str());
   CHECK_MSG(err < 1e-2, "attention heads %d/%d hd %d %s: rel err %.3e", c.n_heads, c.n_kv, c.hd, split_label, err);
   CHECK_MSG(spare_kept, "attention heads %d/%d hd %d wrote past its rows' heads", c.n_heads, c.n_kv, c.hd);
@@ -327,9 +365,42 @@ TEST_MAIN({
       cases.push_back(Case{32, 8, 128, 16, dt, decode_one, 2});
       cases.push_back(Case{8, 8, 64, 16, dt, decode_long, 1});
     }
+    // Windows: decode rows with and without caps of their own (some narrower than the layer's window, some wider),
+    // prefill chunks whose tile rows start their windows at different positions (a long capped chunk crosses
+    // partition boundaries inside its row groups), one long windowed row split into partitions of its window.
+    const std::vector<Seq> win_decode = {{0, 1},       {17, 1, 8},       {127, 1},    {300, 1, 100},
+                                         {999, 1},     {2999, 1, 64},    {1500, 1, 1000}, {255, 1, 200}};
+    const std::vector<Seq> win_prefill = {{0, 70},  {130, 5, 50}, {64, 33}, {400, 40, 17},
+                                          {0, 300, 20}, {999, 1}, {2000, 1, 300}};
+    const std::vector<Seq> win_one = {{2999, 1}};
+    std::vector<Case> windowed;
+    for (cuda::DType dt : {cuda::DType::bf16, cuda::DType::f16}) {
+      windowed.push_back(Case{32, 8, 128, 16, dt, win_decode, 1, 256});    // layer window and caps
+      windowed.push_back(Case{32, 8, 128, 32, dt, win_prefill, 1, 48});    // windows narrower than the chunks
+      windowed.push_back(Case{32, 8, 128, 16, dt, win_prefill, 1, 100});   // split from the window
+      windowed.push_back(Case{12, 4, 32, 16, dt, win_prefill, 2, 0});      // caps only, one head per block
+      windowed.push_back(Case{16, 2, 16, 16, dt, win_decode, 1, 100});
+      windowed.push_back(Case{4, 4, 64, 16, dt, win_prefill, 1, 1000});    // a window wider than most contexts
+      windowed.push_back(Case{8, 8, 64, 32, dt, decode_short, 1, 100});    // the wide block, unsplit
+      windowed.push_back(Case{32, 8, 128, 16, dt, win_one, 2, 700});
+      windowed.push_back(Case{32, 8, 128, 64, dt, decode_long, 1, 500});
+      windowed.push_back(Case{8, 2, 256, 16, dt, win_prefill, 1, 48});     // the SIMT kernel
+      windowed.push_back(Case{8, 2, 256, 16, dt, win_decode, 1, 256, 30}); // SIMT, window and soft cap
+      // Soft-capped scores (peaked, so that the cap bites), alone and with a window.
+      windowed.push_back(Case{32, 8, 128, 16, dt, decode, 4, 0, 5});
+      windowed.push_back(Case{32, 8, 128, 32, dt, mixed, 4, 0, 5});
+      windowed.push_back(Case{32, 8, 128, 16, dt, win_prefill, 4, 48, 5});
+      windowed.push_back(Case{8, 2, 256, 16, dt, mixed, 4, 0, 5});
+    }
+    for (const Case& c : windowed) cases.push_back(c);
     for (const Case& c : cases) {
+      const bool window = c.window > 0 || c.softcap > 0 || std::any_of(c.seqs.begin(), c.seqs.end(),
+                                                                       [](const Seq& q) { return q.cap > 0; });
       run_case(c, 1, "one partition");  // num_sms 1: enough blocks, no split
       run_case(c, sms, "split when few blocks");
+      // (num_sms only plans the split: 1,000 cuts every context into many short partitions, so that windows and
+      // row groups start inside partitions and cross their boundaries)
+      if (window) run_case(c, 1000, "split into many partitions");
       bool decode_only = true;
       for (const Seq& q : c.seqs) decode_only = decode_only && q.tokens == 1;
       if (decode_only) {
@@ -340,6 +411,9 @@ TEST_MAIN({
         run_case(c, 1, "one partition, new k/v + rope", true, Fresh::rope);
         run_case(c, sms, "split, new k/v + rope", true, Fresh::rope);
         run_case(c, sms, "split, new k/v, no rope", true, Fresh::plain);
+        run_case(c, 1, "one partition, new k/v + longrope", true, Fresh::longrope);
+        run_case(c, sms, "split, new k/v + longrope", true, Fresh::longrope);
+        if (window) run_case(c, 1000, "many partitions, new k/v + rope", true, Fresh::rope);
       }
     }
   }

@@ -18,15 +18,16 @@ TEST_MAIN({
   SequenceChunk b;
   b.tokens = {9};
   b.past_len = 130;
-  b.block_ids = {0, 8, 2};
+  b.block_ids = {-1, 8, 2};  // a block a sliding window released
+  b.window = 100;
   plan.chunks = {a, b};
   std::vector<uint8_t> bytes = serialize_plan(plan);
-  CHECK(bytes.size() == 4 * (4 + 4 + 3 + 1 + 4 + 1 + 3));
+  CHECK(bytes.size() == 4 * (4 + 5 + 3 + 1 + 5 + 1 + 3));
   IterationPlan back = deserialize_plan(bytes);
   CHECK(back.op == PlanOp::forward && back.chunks.size() == 2);
   CHECK(back.chunks[0].tokens == a.tokens && back.chunks[0].block_ids == a.block_ids && back.chunks[0].all_logits);
   CHECK(back.chunks[1].tokens == b.tokens && back.chunks[1].past_len == 130 && back.chunks[1].block_ids == b.block_ids);
-  CHECK(!back.chunks[1].all_logits);
+  CHECK(!back.chunks[1].all_logits && back.chunks[1].window == 100 && back.chunks[0].window == 0);
 
   IterationPlan copy;
   copy.op = PlanOp::copy_kv_block;

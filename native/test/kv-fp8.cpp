@@ -70,16 +70,16 @@ void attention_storage_is_exact() {
   const int64_t n = static_cast<int64_t>(query_rows.size());
   std::vector<float> out_f(static_cast<size_t>(n * q_dim)), out_e(out_f.size());
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  cpu::paged_attention(fpool, chunks, row_chunk.data(), query_rows.data(), n, q.data(), q_dim, heads, scale,
+  cpu::paged_attention(fpool, chunks, row_chunk.data(), query_rows.data(), n, q.data(), q_dim, heads, cpu::AttentionScores{scale},
                        out_f.data(), q_dim);
-  cpu::paged_attention(epool, chunks, row_chunk.data(), query_rows.data(), n, q.data(), q_dim, heads, scale,
+  cpu::paged_attention(epool, chunks, row_chunk.data(), query_rows.data(), n, q.data(), q_dim, heads, cpu::AttentionScores{scale},
                        out_e.data(), q_dim);
   CHECK_MSG(out_f == out_e, "attention over the e4m3 pool differs from attention over the same values as floats");
   // And the rounding is real (a test of nothing otherwise): the unrounded float pool gives something else.
   cpu::write_kv(fpool, cached, k.data(), v.data(), kv_dim);
   cpu::write_kv(fpool, chunks, k.data(), v.data(), kv_dim);
   std::vector<float> out_exact(out_f.size());
-  cpu::paged_attention(fpool, chunks, row_chunk.data(), query_rows.data(), n, q.data(), q_dim, heads, scale,
+  cpu::paged_attention(fpool, chunks, row_chunk.data(), query_rows.data(), n, q.data(), q_dim, heads, cpu::AttentionScores{scale},
                        out_exact.data(), q_dim);
   CHECK(out_exact != out_e);
 }

@@ -1,4 +1,5 @@
 // config.json / generation_config.json parsing: architectures, defaults, rope_scaling variants and errors.
+#include <cmath>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -100,7 +101,7 @@ static void errors() {
     CHECK(std::string(e.what()) ==
           "architecture 'FooForCausalLM' in config.json is not supported; supported: LlamaForCausalLM, "
           "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, GemmaForCausalLM, "
-          "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, GPT2LMHeadModel");
+          "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, Gemma2ForCausalLM, GPT2LMHeadModel");
   }
   try {
     load_model_config("/nonexistent/ckpt");
@@ -125,7 +126,8 @@ static void errors() {
   CHECK_THROWS(load_model_config(make_dir("{\"architectures\": [")), "invalid JSON at byte");
 }
 
-// Qwen3: q/k norms on, head_dim as written, sliding windows refused (not run as full attention).
+// Qwen3: q/k norms on, head_dim as written; sliding windows only with use_sliding_window, on the layers
+// layer_types (or max_window_layers) name.
 static void qwen3() {
   auto qwen3 = [](const std::string& extra) {
     return R"({"architectures":["Qwen3ForCausalLM"],"vocab_size":100,"hidden_size":64,"num_hidden_layers":2,)"
@@ -135,9 +137,19 @@ static void qwen3() {
   ModelConfig c = load_model_config(make_dir(qwen3(R"(,"use_sliding_window":false,"layer_types":["full_attention","full_attention"])")));
   CHECK(c.qk_norm && c.head_dim == 32 && !c.attention_bias && c.rope_theta == 1000000.0f);
   CHECK(!load_model_config(make_dir(llama(""))).qk_norm);
-  CHECK_THROWS(load_model_config(make_dir(qwen3(R"(,"use_sliding_window":true)"))), "use_sliding_window true is not supported");
-  CHECK_THROWS(load_model_config(make_dir(qwen3(R"(,"layer_types":["full_attention","sliding_attention"])"))),
-               "layer_types entry \"sliding_attention\" is not supported");
+  CHECK(c.layer_window == std::vector<int32_t>({0, 0}) && c.sliding_window == 0);
+  c = load_model_config(make_dir(qwen3(R"(,"use_sliding_window":true,"sliding_window":64,"max_window_layers":1)")));
+  CHECK(c.sliding_window == 64 && c.layer_window == std::vector<int32_t>({0, 64}));
+  // use_sliding_window false: no window, whatever layer_types says (transformers reads them so too).
+  c = load_model_config(make_dir(qwen3(R"(,"sliding_window":64,"layer_types":["full_attention","sliding_attention"])")));
+  CHECK(c.layer_window == std::vector<int32_t>({0, 0}));
+  c = load_model_config(make_dir(qwen3(R"(,"use_sliding_window":true,"sliding_window":64,)"
+                                       R"("layer_types":["sliding_attention","full_attention"])")));
+  CHECK(c.layer_window == std::vector<int32_t>({64, 0}));
+  CHECK_THROWS(load_model_config(make_dir(qwen3(R"(,"layer_types":["full_attention","chunked_attention"])"))),
+               "layer_types entry \"chunked_attention\" is not supported; supported: full_attention, sliding_attention");
+  CHECK_THROWS(load_model_config(make_dir(qwen3(R"(,"layer_types":["full_attention"])"))),
+               "field 'layer_types' has 1 entries for 2 layers (num_hidden_layers)");
   c = load_model_config(make_dir(R"({"model_type":"qwen3","vocab_size":100,"hidden_size":64,"num_hidden_layers":2,)"
                                  R"("num_attention_heads":4,"intermediate_size":128})"));
   CHECK(c.architecture_name == "Qwen3ForCausalLM" && c.qk_norm);
@@ -185,21 +197,24 @@ static void phi3_and_windows() {
            extra + "}";
   };
   ModelConfig c = load_model_config(make_dir(cfg("Phi3ForCausalLM", R"(,"sliding_window":2047)")));
-  CHECK(c.fused_qkv && c.fused_gate_up && c.sliding_window == 2047 && c.max_position_embeddings == 2047);
+  CHECK(c.fused_qkv && c.fused_gate_up && c.sliding_window == 2047 && c.max_position_embeddings == 4096);
+  CHECK(c.layer_window == std::vector<int32_t>({2047, 2047}) && kv_release_window(c, 0) == 2047);
   c = load_model_config(make_dir(cfg("Phi3ForCausalLM", R"(,"sliding_window":null)")));
-  CHECK(c.sliding_window == 0 && c.max_position_embeddings == 4096);
+  CHECK(c.sliding_window == 0 && c.layer_window == std::vector<int32_t>({0, 0}) && kv_release_window(c, 0) == 0);
   c = load_model_config(make_dir(cfg("MistralForCausalLM", R"(,"sliding_window":1024)")));
-  CHECK(!c.fused_qkv && c.sliding_window == 1024 && c.max_position_embeddings == 1024);
-  c = load_model_config(make_dir(cfg("MistralForCausalLM", R"(,"sliding_window":8192)")));
-  CHECK(c.sliding_window == 0 && c.max_position_embeddings == 4096);  // a window past every position changes nothing
+  CHECK(!c.fused_qkv && c.window_of(0) == 1024 && c.window_of(1) == 1024 && c.max_position_embeddings == 4096);
+  // A per-request cap narrows every layer; a wider one leaves the model's windows.
+  CHECK(kv_release_window(c, 100) == 100 && kv_release_window(c, 5000) == 1024);
   c = load_model_config(make_dir(cfg("LlamaForCausalLM", R"(,"sliding_window":1024)")));
-  CHECK(c.max_position_embeddings == 4096);  // Llama has no sliding window, whatever a config says
+  CHECK(c.window_of(0) == 0 && c.window_of(1) == 0);  // Llama has no sliding window, whatever a config says
+  CHECK(kv_release_window(c, 0) == 0 && kv_release_window(c, 256) == 256);
   CHECK_THROWS(load_model_config(make_dir(cfg("MistralForCausalLM", R"(,"sliding_window":0)"))),
-               "sliding_window must be > 0 or null, got 0");
-  CHECK_THROWS(load_model_config(make_dir(cfg("Qwen2ForCausalLM", R"(,"use_sliding_window":true,"sliding_window":64)"))),
-               "use_sliding_window true is not supported");
+               "sliding_window must be a positive integer or null, got 0");
+  c = load_model_config(make_dir(cfg("Qwen2ForCausalLM", R"(,"use_sliding_window":true,"sliding_window":64,)"
+                                                         R"("max_window_layers":1)")));
+  CHECK(c.layer_window == std::vector<int32_t>({0, 64}) && kv_release_window(c, 0) == 0);
   CHECK(load_model_config(make_dir(cfg("Qwen2ForCausalLM", R"(,"use_sliding_window":false,"sliding_window":64)")))
-            .max_position_embeddings == 4096);
+            .window_of(1) == 0);
   CHECK_THROWS(load_model_config(make_dir(cfg("Phi3ForCausalLM", R"(,"attention_bias":true)"))),
                "attention_bias / mlp_bias true is not supported for Phi3ForCausalLM");
   CHECK_THROWS(load_model_config(make_dir(cfg("Phi3ForCausalLM", R"(,"partial_rotary_factor":0.75)"))),
@@ -227,8 +242,64 @@ static void gemma() {
   CHECK(load_model_config(make_dir(llama(""))).embed_scale == 1.0f);
 }
 
+// Gemma 2: Gemma's fields plus the query scale, both soft-caps, sandwich norms and alternating windows.
+static void gemma2() {
+  auto cfg = [](const std::string& extra) {
+    return R"({"architectures":["Gemma2ForCausalLM"],"vocab_size":100,"hidden_size":64,"num_hidden_layers":4,)"
+           R"("num_attention_heads":4,"num_key_value_heads":2,"head_dim":32,"intermediate_size":128)" + extra + "}";
+  };
+  ModelConfig c = load_model_config(make_dir(cfg(R"(,"sliding_window":16,"query_pre_attn_scalar":24,)"
+                                                 R"("attn_logit_softcapping":50.0,"final_logit_softcapping":30.0)")));
+  CHECK(c.embed_scale == 8.0f && c.norm_plus_one && c.sandwich_norms && c.hidden_act == "gelu_pytorch_tanh");
+  CHECK(std::fabs(c.query_scale - 1.0f / std::sqrt(24.0f)) < 1e-7f && c.attn_softcap == 50.0f && c.final_softcap == 30.0f);
+  // Local layers first, alternating (transformers' default layer_types).
+  CHECK(c.layer_window == std::vector<int32_t>({16, 0, 16, 0}) && kv_release_window(c, 0) == 0);
+  CHECK(kv_release_window(c, 8) == 8 && kv_release_window(c, 32) == 32);
+  c = load_model_config(make_dir(cfg(R"(,"sliding_window":16,"attn_logit_softcapping":null,"final_logit_softcapping":null)")));
+  CHECK(c.attn_softcap == 0 && c.final_softcap == 0 && std::fabs(c.query_scale - 1.0f / std::sqrt(32.0f)) < 1e-7f);
+  CHECK_THROWS(load_model_config(make_dir(cfg(""))), "lacks 'sliding_window' (Gemma 2's local layers need it)");
+  CHECK_THROWS(load_model_config(make_dir(cfg(R"(,"sliding_window":16,"attn_logit_softcapping":-1)"))),
+               "field 'attn_logit_softcapping' must be > 0 or null");
+  CHECK_THROWS(load_model_config(make_dir(cfg(R"(,"sliding_window":16,"query_pre_attn_scalar":0)"))),
+               "field 'query_pre_attn_scalar' must be > 0");
+  c = load_model_config(make_dir(R"({"model_type":"gemma2","vocab_size":100,"hidden_size":64,"num_hidden_layers":2,)"
+                                 R"("num_attention_heads":4,"intermediate_size":128,"sliding_window":8})"));
+  CHECK(c.architecture_name == "Gemma2ForCausalLM" && c.layer_window == std::vector<int32_t>({8, 0}));
+}
+
+// Phi-3's longrope: both factor lists, the threshold from the top level or the rope parameters, the attention
+// factor derived from the context ratio; bad lists named.
+static void longrope() {
+  auto cfg = [](const std::string& rope, const std::string& extra) {
+    return R"({"architectures":["Phi3ForCausalLM"],"vocab_size":100,"hidden_size":64,"num_hidden_layers":2,)"
+           R"("num_attention_heads":4,"intermediate_size":128,"max_position_embeddings":256)" + extra +
+           R"(,"rope_scaling":{"type":"longrope",)" + rope + "}}";
+  };
+  const std::string factors = R"("short_factor":[1,1.5,2,1,1,1,1,1],"long_factor":[2,3,4,5,6,7,8,9])";
+  ModelConfig c = load_model_config(make_dir(cfg(factors, R"(,"original_max_position_embeddings":32)")));
+  CHECK(c.rope_scaling.longrope() && c.rope_scaling.original_max_position_embeddings == 32);
+  CHECK(c.rope_scaling.short_factor.size() == 8 && c.rope_scaling.short_factor[2] == 2.0f &&
+        c.rope_scaling.long_factor[7] == 9.0f);
+  CHECK(std::fabs(c.rope_scaling.attention_factor - std::sqrt(1.0 + std::log(8.0) / std::log(32.0))) < 1e-6);
+  c = load_model_config(make_dir(cfg(factors + R"(,"original_max_position_embeddings":128,"attention_factor":1.25)", "")));
+  CHECK(c.rope_scaling.original_max_position_embeddings == 128 && c.rope_scaling.attention_factor == 1.25f);
+  // "su": the name early Phi-3 configs use. No original length: the model's own, so the attention factor is 1.
+  c = load_model_config(make_dir(R"({"architectures":["Phi3ForCausalLM"],"vocab_size":100,"hidden_size":64,)"
+                                 R"("num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":128,)"
+                                 R"("rope_scaling":{"type":"su",)" + factors + "}}"));
+  CHECK(c.rope_scaling.longrope() && c.rope_scaling.attention_factor == 1.0f);
+  CHECK_THROWS(load_model_config(make_dir(cfg(R"("short_factor":[1,1],"long_factor":[1,1])", ""))),
+               "rope_scaling.short_factor has 2 entries; head_dim / 2 = 8");
+  CHECK_THROWS(load_model_config(make_dir(cfg(R"("short_factor":[1,1,1,1,1,1,1,1])", ""))),
+               "rope_scaling of type 'longrope' lacks 'long_factor'");
+  CHECK_THROWS(load_model_config(make_dir(cfg(R"("short_factor":[1,1,1,1,1,1,1,0],"long_factor":[1,1,1,1,1,1,1,1])", ""))),
+               "rope_scaling.short_factor entries must be > 0, got 0");
+}
+
 TEST_MAIN({
   llama_defaults_and_fields();
+  gemma2();
+  longrope();
   qwen3();
   moe();
   phi3_and_windows();

@@ -340,6 +340,7 @@ void run(int argc, char** argv) {
       return;
     }
     for (const char* name : {"tiny-llama", "tiny-llama-sharded", "tiny-gpt2", "tiny-qwen3", "tiny-qwen3-bias", "tiny-phi3", "tiny-gemma",
+                             "tiny-mistral-window", "tiny-qwen2-window", "tiny-gemma2", "tiny-phi3-longrope",
                              "tiny-llama-fp8-block", "tiny-llama-fp8-block128", "tiny-llama-fp8-ct-tensor-static"})
       check_fixture(g, fixtures + "/" + name, name);
     check_odd_llama(g);

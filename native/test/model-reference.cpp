@@ -92,6 +92,8 @@ TEST_MAIN({
   int found = 0;
   const char* names[] = {"tiny-llama", "tiny-llama-sharded", "tiny-gpt2", "tiny-qwen3", "tiny-qwen3-bias", "tiny-phi3", "tiny-gemma",
                          "tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-mixtral",
+                         // sliding windows, Gemma 2, longrope (make_window_fixtures.py)
+                         "tiny-mistral-window", "tiny-qwen2-window", "tiny-gemma2", "tiny-phi3-longrope",
                          // FP8 checkpoints (issue 24): the CPU runs the dequantized weights, the references' W8A16
                          "tiny-llama-fp8-block", "tiny-llama-fp8-block128", "tiny-llama-fp8-ct-channel",
                          "tiny-llama-fp8-ct-tensor-static", "tiny-llama-fp8-modelopt"};

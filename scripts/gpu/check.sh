@@ -17,6 +17,9 @@
 #                                 step reads (the chosen experts only) and offline 128/128 (HF=1: transformers' generate()
 #                                 on the same shape after it); MOE_CONFIG=bench/configs/mixtral-8x7b for Mixtral (93 GB:
 #                                 an H200)
+#   scripts/gpu/check.sh window     one GPU: makes the sliding-window / Gemma 2 / longrope fixtures
+#                                 (scripts/fixtures/make_window_fixtures.py, into test/fixtures/models, tarred to
+#                                 $OUT/window-fixtures.tgz) while it builds, then cuda-attention and cuda-model
 #   scripts/gpu/check.sh kill4    four GPUs: `trtllm-launch --world-size 4 --tp 4` under load, kill -9 of one rank
 # Prints a short summary last. Expects CUDA_HOME / NCCL_ROOT (the device prelude exports them).
 set -uo pipefail
@@ -35,6 +38,11 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
 targets=(); [[ $mode == fp8 ]] && targets=(--target cuda-fp8 cuda-bench)  # what the mode runs, nothing else
 [[ $mode == moe ]] && targets=(--target cuda-moe cuda-model cuda-bench)
+[[ $mode == window ]] && targets=(--target cuda-attention cuda-model)
+if [[ $mode == window ]]; then
+  python3 scripts/fixtures/make_window_fixtures.py --models test/fixtures/models >"$out/fixtures.log" 2>&1 &
+  fixtures_pid=$!
+fi
 [[ $mode == tp2 || $mode == tp4 ]] && targets=(--target cuda-parallel)
 t0=$(date +%s)
 if cmake -S native -B build-gpu "${gen[@]}" -DCMAKE_BUILD_TYPE=Release >"$out/configure.log" 2>&1 &&
@@ -44,6 +52,15 @@ else
   note "BUILD FAILED (configure.log / build.log)"; tail -30 "$out/build.log" "$out/configure.log"; printf '%s\n' "${summary[@]}"; exit 1
 fi
 
+if [[ $mode == window ]]; then
+  if wait "$fixtures_pid"; then note "window fixtures: $(tail -1 "$out/fixtures.log")"; else note "WINDOW FIXTURES FAILED"; tail -30 "$out/fixtures.log"; fi
+  (cd test/fixtures/models && tar czf "$out/window-fixtures.tgz" tiny-mistral-window tiny-qwen2-window tiny-gemma2 tiny-phi3-longrope 2>/dev/null)
+  for t in cuda-attention cuda-model; do
+    if timeout 200 build-gpu/$t "$PWD" >"$out/$t.log" 2>&1; then note "$t: $(tail -1 "$out/$t.log")"
+    else note "$t FAILED: $(tail -1 "$out/$t.log")"; grep -i "fail\|error" "$out/$t.log" | head -30; fi
+  done
+  grep -E "rel err|greedy" "$out/cuda-model.log" | head -40
+fi
 if [[ $mode == x2 || $mode == serve || $mode == offline512 || $mode == kill4 ]]; then
   # The addon, built by plain CMake with the node-api headers cmake-js would pass.
   if cmake -S native -B build-gpu -DCMAKE_JS_VERSION=8 -DCMAKE_JS_INC="$PWD/node_modules/node-api-headers/include" \

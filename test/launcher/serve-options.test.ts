@@ -45,6 +45,26 @@ t.test('every serve option is a commander option with its env fallback and defau
   t.throws(() => parse(['--kv-cache-free-gpu-mem-fraction', '1.5']), /--kv-cache-free-gpu-mem-fraction must be a number in \(0, 1\], got "1.5"/);
 });
 
+t.test('--max-attention-window-size: an integer >= 1 held in 32 bits, from the flag, the env or the file', async (t) => {
+  t.equal(parse([]).maxAttentionWindowSize, undefined, 'unset: the model\'s own windows');
+  t.equal(parse(['--max-attention-window-size', '4096']).maxAttentionWindowSize, 4096);
+  t.equal(parse(['--max-attention-window-size=1']).maxAttentionWindowSize, 1);
+  t.equal(parse([], { TRTLLM_MAX_ATTENTION_WINDOW_SIZE: '2048' }).maxAttentionWindowSize, 2048, 'TRTLLM_MAX_ATTENTION_WINDOW_SIZE');
+  t.equal(parse(['--max-attention-window-size', '64'], { TRTLLM_MAX_ATTENTION_WINDOW_SIZE: '2048' }).maxAttentionWindowSize, 64, 'the flag beats the env');
+  for (const bad of ['0', '-1', '1.5', 'abc', 'true', '', '2147483648']) {
+    t.throws(() => parse([`--max-attention-window-size=${bad}`]),
+      { message: `--max-attention-window-size must be an integer in [1, 2147483647], got "${bad}"` }, `flag ${JSON.stringify(bad)}`);
+  }
+  t.throws(() => parse([], { TRTLLM_MAX_ATTENTION_WINDOW_SIZE: 'abc' }), /--max-attention-window-size must be an integer in \[1, 2147483647\], got "abc"/, 'env');
+  t.equal(parseConfigText('kv_cache: { max_attention_window_size: 4096 }', '/f.yaml').values.get('kv_cache.max_attention_window_size'), 4096);
+  for (const [yaml, shown] of [['0', '0'], ['-1', '-1'], ['1.5', '1.5'], ['abc', '"abc"'], ['"64"', '"64"'], ['true', 'true'], ['2147483648', '2147483648']]) {
+    t.throws(() => parseConfigText(`kv_cache: { max_attention_window_size: ${yaml} }`, '/f.yaml'),
+      { message: `kv_cache.max_attention_window_size in /f.yaml must be an integer in [1, 2147483647], got ${shown}` }, `file ${yaml}`);
+  }
+  t.same(rankArguments({ ...FULL, maxAttentionWindowSize: 300 }).join(' ').match(/--max-attention-window-size \d+/)?.[0], '--max-attention-window-size 300', 'forwarded to ranks');
+  t.notOk(rankArguments({ ...FULL, maxAttentionWindowSize: undefined }).includes('--max-attention-window-size'), 'unset: not forwarded');
+});
+
 t.test('a rank reads back exactly what the launcher forwards; the key stays out of argv', async (t) => {
   const argv = rankArguments(FULL);
   t.equal(argv[0], '--model', 'the model first (the dry run\'s line reads "rank --tp N --pp N --model ...")');
@@ -63,6 +83,7 @@ t.test('a file key and its flag refuse a bad value in the same words', async (t)
     ['--kv-cache-free-gpu-mem-fraction', 'kv_cache: { free_mem_fraction: 2 }', 'must be a number in (0, 1]'],
     ['--scheduler-policy', 'batching: { scheduler_policy: fifo }', 'must be one of max_utilization, guaranteed_no_evict'],
     ['--enable-kv-cache-reuse', 'kv_cache: { enable_reuse: maybe }', 'must be true or false'],
+    ['--max-attention-window-size', 'kv_cache: { max_attention_window_size: 0 }', 'must be an integer in [1, 2147483647]'],
   ];
   for (const [flag, yaml, rule] of cases) {
     t.throws(() => parse([flag, 'bogus']), { message: new RegExp(`${flag} ${rule.replace(/[()[\]]/g, '\\$&')}, got "bogus"`) }, flag);

@@ -39,6 +39,9 @@ export interface NativeRequest {
   clientId?: number;
   embeddingBias?: number[] | Float32Array;  // [vocabSize], added to every logits row; absent/empty: none
   numReturnSequences?: number;              // beams returned (best first); 0/absent: beamWidth
+  /** max_attention_window_size of this request: every layer attends over at most the last this many positions, no
+   * wider than the executor's maxAttentionWindow when that is set; 0/absent: the executor's. */
+  maxAttentionWindow?: number;
   sampling?: SamplingParams;
   output?: OutputParams;
 }
@@ -70,6 +73,10 @@ export interface NativeExecutorConfig {
   kvCacheMemoryBytes?: number;
   enableChunkedContext?: boolean;
   enableKvCacheReuse?: boolean;
+  /** TensorRT-LLM's max_attention_window_size: every layer attends over at most the last this many positions (the
+   * smaller of it and a layer's own sliding window); with every layer windowed, KV blocks leaving the window go back
+   * to the pool. 0/absent: the model's own windows. */
+  maxAttentionWindow?: number;
   iterStatsMaxIterations?: number;
   maxLogitsElements?: number;   // cap on context/generation logits values per request; 0: none (default 2^28)
   /** Device backends: the KV pool takes this fraction of the GPU memory free after loading (default 0.9). */

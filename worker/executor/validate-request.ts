@@ -2,6 +2,7 @@
 // Every rejection names the field, the value received and the allowed range.
 import type { NativeRequest, OutputParams, SamplingParams } from '../binding/addon-types.js';
 import { describeValue, TrtllmError } from '../common/errors.js';
+import { INT32_MAX } from '../options/value-kinds.js';
 
 export interface RequestLimits {
   vocabSize: number;
@@ -14,7 +15,7 @@ export interface RequestLimits {
 
 const REQUEST_KEYS = new Set([
   'inputTokenIds', 'maxTokens', 'streaming', 'endId', 'padId', 'stopWords', 'badWords', 'clientId', 'sampling',
-  'output', 'embeddingBias', 'numReturnSequences',
+  'output', 'embeddingBias', 'numReturnSequences', 'maxAttentionWindow',
 ]);
 const SAMPLING_KEYS = new Set<keyof SamplingParams>([
   'beamWidth', 'temperature', 'topK', 'topP', 'seed', 'repetitionPenalty', 'presencePenalty', 'frequencyPenalty',
@@ -165,6 +166,9 @@ export function validateRequest(request: unknown, limits: RequestLimits): Native
   const beams = (r.sampling as SamplingParams | undefined)?.beamWidth ?? 1;
   if (r.numReturnSequences !== undefined) {
     intIn(r.numReturnSequences, 'numReturnSequences', 0, beams, `in [0, beamWidth ${beams}] (0: beamWidth)`);
+  }
+  if (r.maxAttentionWindow !== undefined) {
+    intIn(r.maxAttentionWindow, 'maxAttentionWindow', 0, INT32_MAX, `in [0, ${INT32_MAX}] (0: the executor's)`);
   }
   embeddingBias(r.embeddingBias, limits.vocabSize);
   logitsCap(r, ids.length, maxTokens, beams, limits);

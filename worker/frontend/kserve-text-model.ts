@@ -3,6 +3,7 @@
 import type { FinishReason, NativeResponse } from '../binding/addon-types.js';
 import type { RequestHandle } from '../executor/request-handle.js';
 import { AbortFanOut } from './abort-fan-out.js';
+import { ATTENTION_WINDOW_NAMES } from './attention-window.js';
 import { inClientTerms } from './http-errors.js';
 import { logitsOutputs } from './kserve-encode.js';
 import { holdLease, logitsCost } from './logits-budget.js';
@@ -18,6 +19,7 @@ import { startText, type TextDelta } from './text-generation.js';
 const TEXT_NAMES = {
   maxTokens: 'max_tokens', inputTokenIds: 'text_input (as tokens)', 'sampling.': '', endId: 'end_id', padId: 'pad_id',
   topK: 'top_k', topP: 'top_p', beamWidth: 'beam_width', minTokens: 'min_length', seed: 'random_seed',
+  ...ATTENTION_WINDOW_NAMES,
 };
 
 const TEXT_LOGITS_NAMES = { prompt: 'text_input (as tokens)', maxTokens: 'max_tokens' };

@@ -2,6 +2,7 @@
 // runtime_top_k, ... → output_ids, sequence_length, ...). Each batch row runs as its own executor request.
 import type { NativeRequest, NativeResponse } from '../binding/addon-types.js';
 import { AbortFanOut } from './abort-fan-out.js';
+import { ATTENTION_WINDOW, ATTENTION_WINDOW_NAMES, readAttentionWindow } from './attention-window.js';
 import { describeValue } from '../common/errors.js';
 import { checkBatch } from './fan-out.js';
 import { badRequest, inClientTerms } from './http-errors.js';
@@ -18,6 +19,7 @@ import { parseWordTensor } from './word-lists.js';
 const TOKEN_NAMES = {
   maxTokens: 'request_output_len', inputTokenIds: 'input_ids', 'sampling.': '', endId: 'end_id', padId: 'pad_id',
   topK: 'runtime_top_k', topP: 'runtime_top_p', beamWidth: 'beam_width', minTokens: 'min_length', seed: 'random_seed',
+  ...ATTENTION_WINDOW_NAMES,
 };
 
 const TOKEN_LOGITS_NAMES = { prompt: 'input_ids', maxTokens: 'request_output_len' };
@@ -87,6 +89,7 @@ export function runTokenModel(ctx: ServingContext, model: ServedModel, values: N
       stopWords: wordsAt(values, 'stop_words_list', i, batch),
       badWords: wordsAt(values, 'bad_words_list', i, batch),
       sampling: samplingFrom(get, { topK: 'runtime_top_k', topP: 'runtime_top_p' }),
+      maxAttentionWindow: readAttentionWindow(get(ATTENTION_WINDOW)),
       output: {
         returnLogProbs: optBool(get('return_log_probs'), 'return_log_probs') ?? false,
         returnContextLogits: optBool(get('return_context_logits'), 'return_context_logits') ?? false,

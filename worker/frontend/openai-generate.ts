@@ -2,6 +2,7 @@
 // Shared by completions and chat, which differ only in how they build prompts and shape chunks.
 import type { NativeRequest } from '../binding/addon-types.js';
 import { AbortFanOut } from './abort-fan-out.js';
+import { ATTENTION_WINDOW_NAMES } from './attention-window.js';
 import { inClientTerms } from './http-errors.js';
 import { mergeStreams } from './merge-streams.js';
 import { choiceSeed, type OpenAiParams } from './openai-params.js';
@@ -11,7 +12,7 @@ import { startText, type TextDelta } from './text-generation.js';
 
 const OPENAI_NAMES = {
   maxTokens: 'max_tokens', inputTokenIds: 'prompt (as tokens)', 'sampling.': '', topK: 'top_k', topP: 'top_p',
-  minTokens: 'min_tokens',
+  minTokens: 'min_tokens', ...ATTENTION_WINDOW_NAMES,
 };
 
 export interface PromptInput {
@@ -45,6 +46,7 @@ export function startChoices(ctx: ServingContext, prompts: PromptInput[], p: Ope
           endId: p.ignoreEos ? -1 : ctx.defaults.endId,
           padId: ctx.defaults.padId,
           sampling,
+          maxAttentionWindow: p.maxAttentionWindow,
           output: { returnLogProbs: o.returnLogProbs, excludeInputFromOutput: true },
         });
         const run = inClientTerms(() => startText(ctx, {

@@ -3,6 +3,7 @@
 import type { SamplingParams } from '../binding/addon-types.js';
 import { describeValue } from '../common/errors.js';
 import { quoteName } from '../common/quote-value.js';
+import { ATTENTION_WINDOW, readAttentionWindow } from './attention-window.js';
 import { badRequest } from './http-errors.js';
 import { optBool, optInt, optNumber } from './named-values.js';
 import { compact } from './text-params.js';
@@ -17,12 +18,13 @@ export interface OpenAiParams {
   seed: number | undefined;
   sampling: SamplingParams;       // without seed: each choice gets its own
   ignoreEos: boolean;
+  maxAttentionWindow: number | undefined;   // max_attention_window_size; undefined: the server's
 }
 
 const COMMON_KEYS = [
   'model', 'max_tokens', 'temperature', 'top_p', 'n', 'stream', 'stream_options', 'stop', 'seed', 'presence_penalty',
   'frequency_penalty', 'logit_bias', 'user', 'top_k', 'min_tokens', 'repetition_penalty', 'ignore_eos', 'best_of',
-  'length_penalty',
+  'length_penalty', ATTENTION_WINDOW,
 ];
 export const COMPLETION_KEYS = new Set([...COMMON_KEYS, 'prompt', 'echo', 'logprobs', 'suffix']);
 export const CHAT_KEYS = new Set([
@@ -92,6 +94,7 @@ export function readOpenAiParams(body: Record<string, unknown>, maxTokensKey: 'm
     seed: optInt(body.seed, 'seed', 0),
     sampling,
     ignoreEos: optBool(body.ignore_eos, 'ignore_eos') ?? false,
+    maxAttentionWindow: readAttentionWindow(body[ATTENTION_WINDOW]),
   };
 }
 

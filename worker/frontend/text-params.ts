@@ -3,6 +3,7 @@
 // are tokenized (prompt-bounds.ts). Pure; every rejection names the field and the value.
 import type { NativeRequest, SamplingParams } from '../binding/addon-types.js';
 import { describeValue } from '../common/errors.js';
+import { ATTENTION_WINDOW, readAttentionWindow } from './attention-window.js';
 import { checkBatch } from './fan-out.js';
 import { badRequest } from './http-errors.js';
 import { elementAt, type NamedValues, optBool, optInt, optNumber } from './named-values.js';
@@ -20,6 +21,7 @@ export interface TextParams {
   returnContextLogits: boolean;
   returnGenerationLogits: boolean;
   excludeInput: boolean;
+  maxAttentionWindow: number | undefined;   // max_attention_window_size; undefined: the server's
   stream: boolean | undefined;   // unset: generate_stream streams, generate does not
 }
 
@@ -96,6 +98,7 @@ export function readTextParams(values: NamedValues, maxBatchSize: number): TextP
       returnGenerationLogits: optBool(get('return_generation_logits'), 'return_generation_logits') ?? false,
       excludeInput: optBool(get('exclude_input_in_output'), 'exclude_input_in_output') ?? false,
       stream: optBool(get('stream'), 'stream'),
+      maxAttentionWindow: readAttentionWindow(get(ATTENTION_WINDOW)),
     };
   });
 }
@@ -122,6 +125,7 @@ export function textNativeRequest(
     stopWords: stopWords.length > 0 ? stopWords : undefined,
     badWords: badWords.length > 0 ? badWords : undefined,
     sampling: p.sampling,
+    maxAttentionWindow: p.maxAttentionWindow,
     // The prompt text is prepended from the request itself, which is exact where decode(encode(prompt)) is not.
     output: {
       returnLogProbs: p.returnLogProbs,

@@ -11,7 +11,7 @@ import { LOG_LEVELS, type LogLevel } from '../log.js';
 import { gpuOfLocalRank } from './device-ids.js';
 import type { OptionDefinition } from './option-definition.js';
 import {
-  choiceKind, deviceIdsKind, fractionKind, intKind, portKind, switchKind, textKind, toggleKind,
+  choiceKind, deviceIdsKind, fractionKind, INT32_MAX, intKind, portKind, switchKind, textKind, toggleKind,
 } from './value-kinds.js';
 
 export const LAUNCHER_KINDS = ['auto', 'mpirun', 'srun', 'none'] as const;
@@ -62,6 +62,7 @@ export interface ServeCliOptions {
   schedulerPolicy?: SchedulerPolicy;
   enableChunkedContext?: boolean;
   enableKvCacheReuse?: boolean;
+  maxAttentionWindowSize?: number;
   maxBeamWidth?: number;
   maxBodyBytes: number;
   allowAnyContentType: boolean;
@@ -180,6 +181,13 @@ const TABLE = [
   { name: 'enableKvCacheReuse', flag: '--enable-kv-cache-reuse', env: 'TRTLLM_ENABLE_KV_CACHE_REUSE', kind: toggleKind,
     help: 'reuse cached KV blocks of shared prompt prefixes (default off)', file: { key: 'kv_cache.enable_reuse', unset: 'false' },
     rank: 'argv', executor: { field: 'enableKvCacheReuse' } },
+  // TensorRT-LLM's max_attention_window_size (the seeds' config.pbtxt parameter); a request's own
+  // max_attention_window_size may ask for less (worker/frontend/attention-window.ts), never more.
+  { name: 'maxAttentionWindowSize', flag: '--max-attention-window-size', placeholder: '<n>', env: 'TRTLLM_MAX_ATTENTION_WINDOW_SIZE',
+    kind: intKind(1, INT32_MAX),
+    help: 'every layer attends over at most the last n positions (the smaller of n and a layer\'s own sliding window); with every layer windowed, KV blocks that leave the window go back to the pool (default: the model\'s own windows)',
+    file: { key: 'kv_cache.max_attention_window_size', unset: 'the model\'s own windows' }, rank: 'argv',
+    executor: { field: 'maxAttentionWindow' } },
   { name: 'maxBeamWidth', flag: '--max-beam-width', placeholder: '<n>', env: 'TRTLLM_MAX_BEAM_WIDTH', kind: intKind(1),
     help: 'largest beam width a request may ask for (default 1)', file: { key: 'decoding.max_beam_width', unset: '1' }, rank: 'argv',
     executor: { field: 'maxBeamWidth' } },

@@ -28,6 +28,7 @@ export interface ServeOptions {
   schedulerPolicy?: SchedulerPolicy | undefined;
   enableChunkedContext?: boolean | undefined;
   enableKvCacheReuse?: boolean | undefined;
+  maxAttentionWindowSize?: number | undefined;   // TensorRT-LLM's max_attention_window_size; absent: the model's windows
   maxBeamWidth?: number | undefined;
   drainTimeoutMs: number;
   hangTimeoutMs?: number | undefined;  // leader mode: the liveness watch's bound (0: none)

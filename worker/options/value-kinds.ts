@@ -20,17 +20,22 @@ export interface ValueKind<T = unknown> {
 const pass = <T>(value: T): Checked<T> => ({ ok: true, value });
 const fail = (rule: string): Checked<never> => ({ ok: false, rule });
 
-export function intKind(min: number): ValueKind<number> {
-  const rule = `must be an integer >= ${min}`;
+/** `max`: for a value the engine holds in 32 bits (a larger one would wrap), so it is refused here, named. */
+export function intKind(min: number, max = Number.MAX_SAFE_INTEGER): ValueKind<number> {
+  const rule = max === Number.MAX_SAFE_INTEGER ? `must be an integer >= ${min}` : `must be an integer in [${min}, ${max}]`;
+  const ok = (n: number) => Number.isSafeInteger(n) && n >= min && n <= max;
   return {
     form: 'value',
     fromText: (text) => {
       const n = Number(text);
-      return /^-?\d+$/.test(text.trim()) && Number.isSafeInteger(n) && n >= min ? pass(n) : fail(rule);
+      return /^-?\d+$/.test(text.trim()) && ok(n) ? pass(n) : fail(rule);
     },
-    fromFile: (v) => (typeof v === 'number' && Number.isSafeInteger(v) && v >= min ? pass(v) : fail(rule)),
+    fromFile: (v) => (typeof v === 'number' && ok(v) ? pass(v) : fail(rule)),
   };
 }
+
+/** The largest value of an engine int32 field. */
+export const INT32_MAX = 2 ** 31 - 1;
 
 export function numberKind(min: number): ValueKind<number> {
   const rule = `must be a number >= ${min}`;

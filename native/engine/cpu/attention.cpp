@@ -53,7 +53,8 @@ void write_kv(const PagedKv& pool, const std::vector<AttentionChunk>& chunks, co
 
 void paged_attention(const PagedKv& pool, const std::vector<AttentionChunk>& chunks, const int32_t* row_chunk,
                      const int64_t* query_rows, int64_t n_rows, const float* q, int64_t q_stride, int32_t num_heads,
-                     float scale, float* out, int64_t out_stride) {
+                     const AttentionScores& how, float* out, int64_t out_stride) {
+  const float scale = how.scale, cap = how.softcap;
   const int32_t hd = pool.head_dim, tpb = pool.tokens_per_block;
   const int32_t group = num_heads / pool.num_kv_heads;
   const int64_t bstride = pool.block_stride();
@@ -73,37 +74,42 @@ void paged_attention(const PagedKv& pool, const std::vector<AttentionChunk>& chu
       const int32_t h = static_cast<int32_t>(item % num_heads);
       const AttentionChunk& c = chunks[row_chunk[row]];
       const int32_t ctx = c.past_len + static_cast<int32_t>(row - c.first_row) + 1;  // causal: up to itself
-      if (scores.size() < static_cast<size_t>(ctx)) scores.resize(static_cast<size_t>(ctx) * 2);
-      float* s = scores.data();
+      const int32_t window = effective_window(how.window, c.window);
+      const int32_t lo = window > 0 && ctx > window ? ctx - window : 0;  // first visible position
+      const int32_t n_vis = ctx - lo;
+      if (scores.size() < static_cast<size_t>(n_vis)) scores.resize(static_cast<size_t>(n_vis) * 2);
+      float* s = scores.data();  // s[p - lo] for positions p in [lo, ctx)
       const float* qh = q + row * q_stride + static_cast<int64_t>(h) * hd;
       const int32_t kvh = h / group;
       float max_s = -INFINITY;
-      for (int32_t p0 = 0; p0 < ctx; p0 += tpb) {
+      // Blocks are visited from the one holding `lo`: those before it may have been released (-1).
+      for (int32_t p0 = lo / tpb * tpb; p0 < ctx; p0 += tpb) {
         const int64_t kb = c.block_ids[p0 / tpb] * bstride + static_cast<int64_t>(kvh) * tpb * hd;
-        const int32_t n = std::min(tpb, ctx - p0);
-        for (int32_t j = 0; j < n; ++j) {
+        const int32_t j0 = std::max(0, lo - p0), n = std::min(tpb, ctx - p0);
+        for (int32_t j = j0; j < n; ++j) {
           const float* kj = load_row(pool, pool.k, kb + static_cast<int64_t>(j) * hd, pool.k_scale, row_buf.data());
           float dot = 0;
 #pragma omp simd reduction(+ : dot)
           for (int32_t d = 0; d < hd; ++d) dot += qh[d] * kj[d];
           dot *= scale;
-          s[p0 + j] = dot;
+          if (cap > 0) dot = cap * std::tanh(dot / cap);
+          s[p0 + j - lo] = dot;
           max_s = dot > max_s ? dot : max_s;
         }
       }
       float sum = 0;
-      for (int32_t j = 0; j < ctx; ++j) {
+      for (int32_t j = 0; j < n_vis; ++j) {
         s[j] = std::exp(s[j] - max_s);
         sum += s[j];
       }
       const float inv = 1.0f / sum;
       float* o = out + out_row * out_stride + static_cast<int64_t>(h) * hd;
       for (int32_t d = 0; d < hd; ++d) o[d] = 0;
-      for (int32_t p0 = 0; p0 < ctx; p0 += tpb) {
+      for (int32_t p0 = lo / tpb * tpb; p0 < ctx; p0 += tpb) {
         const int64_t vb = c.block_ids[p0 / tpb] * bstride + static_cast<int64_t>(kvh) * tpb * hd;
-        const int32_t n = std::min(tpb, ctx - p0);
-        for (int32_t j = 0; j < n; ++j) {
-          const float w = s[p0 + j] * inv;
+        const int32_t j0 = std::max(0, lo - p0), n = std::min(tpb, ctx - p0);
+        for (int32_t j = j0; j < n; ++j) {
+          const float w = s[p0 + j - lo] * inv;
           const float* vj = load_row(pool, pool.v, vb + static_cast<int64_t>(j) * hd, pool.v_scale, row_buf.data());
 #pragma omp simd
           for (int32_t d = 0; d < hd; ++d) o[d] += w * vj[d];

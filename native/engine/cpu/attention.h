@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/model-config.h"
+
 namespace engine::cpu {
 
 // How the pool stores a value: float32, or e4m3fn bytes (--kv-cache-dtype fp8) whose value is the decoded byte times
@@ -34,6 +36,15 @@ struct AttentionChunk {
   int32_t n_tokens = 0;        // new tokens (rows of q), at positions past_len ...
   int64_t first_row = 0;       // first row of this chunk in q / out / the new k, v
   const int32_t* block_ids = nullptr;  // validated by the caller to cover past_len + n_tokens
+  int32_t window = 0;          // the sequence's window cap (0: none); entries before its window may be -1
+};
+
+// What a layer's scores are: softmax over q.k * scale, soft-capped to cap * tanh(s / cap) when softcap > 0 (Gemma
+// 2), over the last `window` positions when window > 0 (combined with each chunk's cap by effective_window).
+struct AttentionScores {
+  float scale = 1.0f;
+  float softcap = 0.0f;
+  int32_t window = 0;
 };
 
 // Copies the new tokens' K and V rows into their slots (e4m3: divided by the scale and rounded, saturating at 448).
@@ -42,12 +53,12 @@ void write_kv(const PagedKv& pool, const std::vector<AttentionChunk>& chunks, co
               const float* v_rows, int64_t row_stride);
 
 // For each query row r = query_rows[i] (or r = i when query_rows is null), i < n_rows:
-// out[i, h * head_dim ...] = softmax(q[r]·Kᵀ * scale) V over positions [0, past_len + (r - first_row)] of r's
-// chunk. Computing only some rows lets the last layer skip tokens whose logits nobody asked for.
+// out[i, h * head_dim ...] = softmax(q[r]·Kᵀ * scale) V over positions [lo, past_len + (r - first_row)] of r's
+// chunk, lo = 0 or the first position of the row's window. Computing only some rows lets the last layer skip tokens whose logits nobody asked for.
 // q: [n_total, q_stride] with num_heads * head_dim values per row; out: [n_rows, out_stride].
 // Query head h reads kv head h / (num_heads / num_kv_heads) (GQA/MQA). `row_chunk`: [n_total] chunk per row.
 void paged_attention(const PagedKv& pool, const std::vector<AttentionChunk>& chunks, const int32_t* row_chunk,
                      const int64_t* query_rows, int64_t n_rows, const float* q, int64_t q_stride, int32_t num_heads,
-                     float scale, float* out, int64_t out_stride);
+                     const AttentionScores& how, float* out, int64_t out_stride);
 
 }  // namespace engine::cpu

@@ -4,7 +4,7 @@
 
 namespace engine::cpu {
 
-std::vector<float> rope_inv_freq(int32_t head_dim, float theta, const RopeScaling& scaling) {
+std::vector<float> rope_inv_freq(int32_t head_dim, float theta, const RopeScaling& scaling, bool long_factors) {
   const int32_t half = head_dim / 2;
   std::vector<float> inv(half);
   for (int32_t i = 0; i < half; ++i) {
@@ -13,7 +13,15 @@ std::vector<float> rope_inv_freq(int32_t head_dim, float theta, const RopeScalin
     float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
     inv[i] = static_cast<float>(1.0 / std::pow(static_cast<double>(theta), static_cast<double>(exponent)));
   }
-  if (scaling.type == "linear") {
+  if (scaling.longrope()) {
+    // transformers computes 1 / (factor * base ** exponent) in fp32: the product first, then the reciprocal.
+    const std::vector<float>& ext = long_factors ? scaling.long_factor : scaling.short_factor;
+    for (int32_t i = 0; i < half; ++i) {
+      const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
+      const float base = static_cast<float>(std::pow(static_cast<double>(theta), static_cast<double>(exponent)));
+      inv[i] = 1.0f / (ext[static_cast<size_t>(i)] * base);
+    }
+  } else if (scaling.type == "linear") {
     for (float& f : inv) f /= scaling.factor;
   } else if (scaling.type == "llama3") {
     // transformers' _compute_llama3_parameters: long wavelengths are slowed by `factor`, short ones kept, and
@@ -37,13 +45,14 @@ std::vector<float> rope_inv_freq(int32_t head_dim, float theta, const RopeScalin
 }
 
 void rope_tables(const int32_t* positions, int64_t n, const float* inv_freq, int32_t half, float* cos_out,
-                 float* sin_out) {
+                 float* sin_out, const float* inv_freq_long, const uint8_t* use_long) {
 #pragma omp parallel for schedule(static) if (n * half > 4096)
   for (int64_t t = 0; t < n; ++t) {
     const float p = static_cast<float>(positions[t]);
+    const float* inv = use_long != nullptr && use_long[t] ? inv_freq_long : inv_freq;
     for (int32_t i = 0; i < half; ++i) {
       // The angle is rounded to fp32 as transformers does before cos/sin; only then is double precision used.
-      const float angle = p * inv_freq[i];
+      const float angle = p * inv[i];
       cos_out[t * half + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
       sin_out[t * half + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
     }

@@ -5,12 +5,15 @@
 
 namespace engine::cuda {
 
-// One query row: which row of q, how many positions it sees (causal: its own position + 1), and where its
-// sequence's block table starts in the flat `block_tables` array.
+// One query row: which row of q, how many positions it sees (causal: its own position + 1), where its
+// sequence's block table starts in the flat `block_tables` array, and its sequence's window cap
+// (SequenceChunk::window, 0: none), which the kernels combine with the launch's layer window
+// (attention-window.cuh). Per row, in device memory, so a captured decode graph reads each step's caps.
 struct AttnRow {
   int32_t q_row;
   int32_t ctx;
   int32_t table;
+  int32_t window = 0;
 };
 
 // Rows [first, first + count) of the row list, served by one thread block: consecutive rows of one sequence (the

@@ -31,6 +31,7 @@ MetaLayout meta_layout(int64_t T, int64_t R, int64_t table_entries) {
   m.tokens = take(4 * T);
   m.positions = take(4 * T);
   m.kv_dst = take(8 * T);
+  m.use_long = take(T);
   m.rows_all = take(sizeof(AttnRow) * T);
   m.rows_last = take(sizeof(AttnRow) * R);
   m.groups_all = take(sizeof(AttnGroup) * T);
@@ -46,6 +47,7 @@ BatchMeta fill_batch_meta(const std::vector<SequenceChunk>& chunks, const BatchL
   auto* tokens = at<int32_t>(host, ml.tokens);
   auto* positions = at<int32_t>(host, ml.positions);
   auto* kv_dst = at<int64_t>(host, ml.kv_dst);
+  auto* use_long = at<uint8_t>(host, ml.use_long);
   auto* rows_all = at<AttnRow>(host, ml.rows_all);
   auto* rows_last = at<AttnRow>(host, ml.rows_last);
   auto* out_rows = at<int32_t>(host, ml.out_rows);
@@ -56,13 +58,16 @@ BatchMeta fill_batch_meta(const std::vector<SequenceChunk>& chunks, const BatchL
   for (const SequenceChunk& ch : chunks) {
     one_token_each = one_token_each && ch.tokens.size() == 1;
     std::memcpy(tables + table_at, ch.block_ids.data(), sizeof(int32_t) * ch.block_ids.size());
+    // (the CPU decoder's rule: the sequence's length once this step is in)
+    const bool long_rope = g.long_after > 0 && ch.past_len + static_cast<int64_t>(ch.tokens.size()) > g.long_after;
     for (size_t i = 0; i < ch.tokens.size(); ++i, ++row) {
       const int32_t p = ch.past_len + static_cast<int32_t>(i);
       tokens[row] = ch.tokens[i];
       positions[row] = p;
       kv_dst[row] = static_cast<int64_t>(ch.block_ids[p / g.tokens_per_block]) * g.block_elems +
                     static_cast<int64_t>(p % g.tokens_per_block) * g.head_dim;
-      rows_all[row] = AttnRow{static_cast<int32_t>(row), p + 1, static_cast<int32_t>(table_at)};
+      use_long[row] = long_rope ? 1 : 0;
+      rows_all[row] = AttnRow{static_cast<int32_t>(row), p + 1, static_cast<int32_t>(table_at), ch.window};
       max_ctx = std::max(max_ctx, p + 1);
     }
     table_at += static_cast<int64_t>(ch.block_ids.size());
@@ -80,6 +85,7 @@ BatchMeta fill_batch_meta(const std::vector<SequenceChunk>& chunks, const BatchL
   m.tokens = at<int32_t>(device, ml.tokens);
   m.positions = at<int32_t>(device, ml.positions);
   m.kv_dst = at<int64_t>(device, ml.kv_dst);
+  m.use_long = g.long_after > 0 ? at<uint8_t>(device, ml.use_long) : nullptr;
   m.rows_all = at<AttnRow>(device, ml.rows_all);
   m.rows_last = at<AttnRow>(device, ml.rows_last);
   m.groups_all = at<AttnGroup>(device, ml.groups_all);

@@ -14,7 +14,7 @@ namespace engine::cuda {
 
 // Byte offsets of each array in the block, each 8-byte aligned.
 struct MetaLayout {
-  size_t tokens, positions, kv_dst, rows_all, rows_last, groups_all, groups_last, out_rows, tables, total;
+  size_t tokens, positions, kv_dst, use_long, rows_all, rows_last, groups_all, groups_last, out_rows, tables, total;
 };
 // For T token rows, R logit rows and room for `table_entries` block-table entries (a CUDA graph's block is sized
 // for a fixed number, so its layout depends on the batch size alone).
@@ -26,6 +26,9 @@ struct MetaGeometry {
   int64_t block_elems = 0;  // elements of one block of one layer's K (or V): kv heads * tokens_per_block * head_dim
   int32_t head_dim = 0;
   int32_t rows_per_group = 1;  // attention_rows_per_group(): most rows one attention block serves
+  // longrope's original_max_position_embeddings (0: not longrope): a sequence longer than this after the step
+  // rotates its tokens by the long frequencies.
+  int32_t long_after = 0;
 };
 
 // The arrays of one iteration's block (on the device once copied), as the kernels take them.
@@ -33,6 +36,7 @@ struct BatchMeta {
   const int32_t* tokens;      // [T]
   const int32_t* positions;   // [T]
   const int64_t* kv_dst;      // [T] element offset of each token's K (and V) row in its layer's pool
+  const uint8_t* use_long;    // [T] longrope: the token rotates by the long frequencies; null unless longrope
   const AttnRow* rows_all;    // [T] every token row as an attention query row
   const AttnRow* rows_last;   // [R] the logit rows only (the model's last layer)
   const AttnGroup* groups_all;  // rows_all / rows_last grouped for the attention kernel (attention-rows.h)

@@ -4,7 +4,6 @@
 #include "cuda/cuda-decoder.h"
 
 #include <algorithm>
-#include <cmath>
 #include <utility>
 
 #include "model/model-checks.h"
@@ -64,6 +63,8 @@ BatchMeta CudaDecoder::upload_meta(const std::vector<SequenceChunk>& chunks, boo
   g.block_elems = block_elems_;
   g.head_dim = config_.head_dim;
   g.rows_per_group = attention_rows_per_group(num_heads_, num_kv_heads_, config_.head_dim);
+  if (spec_.rope && config_.rope_scaling.longrope())
+    g.long_after = config_.rope_scaling.original_max_position_embeddings;
   const BatchMeta m = fill_batch_meta(chunks, batch_, ml, g, meta_host_.as<char>(), meta_dev_.as<char>());
   check_cuda(cudaMemcpyAsync(meta_dev_.get(), meta_host_.get(), ml.total, cudaMemcpyHostToDevice, stream_),
              "upload metadata");
@@ -121,10 +122,11 @@ void CudaDecoder::attention_layer(int32_t l, const BatchMeta& m, float* x, int64
     qk_norm(qkv, T, qkv_w, lw.qkv.bias(), num_heads_, num_kv_heads_, hd, lw.q_norm.w.as<float>(),
             lw.k_norm.w.as<float>(), config_.norm_eps, stream_);
   // attention() rotates q / k and writes this step's keys and values (in its kernel for small decode batches).
-  const NewKv fresh{T, qk_normed ? nullptr : lw.qkv.bias(), m.positions, spec_.rope ? inv_freq_.as<float>() : nullptr, m.kv_dst};
+  const float* inv_freq = spec_.rope ? inv_freq_.as<float>() : nullptr;
+  const NewKv fresh{T, qk_normed ? nullptr : lw.qkv.bias(), m.positions, inv_freq, m.kv_dst, m.use_long};
   if (!fuse_kv_)
-    rope_and_write_kv(qkv, T, qkv_w, fresh.bias, num_heads_, num_kv_heads_, hd, m.positions, fresh.inv_freq, k_pool,
-                      v_pool, dt_, m.kv_dst, tokens_per_block_, stream_);
+    rope_and_write_kv(qkv, T, qkv_w, fresh.bias, num_heads_, num_kv_heads_, hd, m.positions, fresh.inv_freq,
+                      fresh.use_long, k_pool, v_pool, dt_, m.kv_dst, tokens_per_block_, stream_);
   AttnArgs a{};
   if (fuse_kv_) a.fresh = fresh;
   a.q = qkv;
@@ -137,7 +139,9 @@ void CudaDecoder::attention_layer(int32_t l, const BatchMeta& m, float* x, int64
   a.n_kv = num_kv_heads_;
   a.head_dim = hd;
   a.tokens_per_block = tokens_per_block_;
-  a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  a.scale = attention_scale(config_);  // decoder.h: the CPU decoder's (query_scale, longrope's factor)
+  a.softcap = config_.attn_softcap;
+  a.window = config_.window_of(layout_.layer_begin + l);  // (rows carry their sequences' caps)
   a.out = attn;
   a.out_stride = q_dim_;
   a.max_ctx = max_ctx;
@@ -150,9 +154,9 @@ void CudaDecoder::attention_layer(int32_t l, const BatchMeta& m, float* x, int64
   if (last) {
     float* x2 = x2_.as<float>();
     gather_rows(x, m.out_rows, x2, R, config_.hidden_size, stream_);
-    row_parallel(lw.o, attn, R, x2);
+    add_projection(lw.o, lw.post_attn_norm, attn, R, x2);
   } else {
-    row_parallel(lw.o, attn, T, x);
+    add_projection(lw.o, lw.post_attn_norm, attn, T, x);
   }
 }
 
@@ -169,7 +173,7 @@ void CudaDecoder::mlp_layer(int32_t l, float* x, int64_t rows) {
     gated_activation(mlp, mlp_act, dt_, rows, inter_, act_, lw.up.bias(), stream_);
   else
     activation(mlp, dt_, rows, inter_, act_, lw.up.bias(), stream_);
-  row_parallel(lw.down, mlp_act, rows, x);
+  add_projection(lw.down, lw.post_mlp_norm, mlp_act, rows, x);
 }
 
 void CudaDecoder::linear(const DLinear& l, const void* x, int64_t rows, void* y, bool y_f32, bool accumulate) {
@@ -205,6 +209,20 @@ void CudaDecoder::row_parallel(const DLinear& l, const void* x, int64_t rows, fl
   linear(l, x, rows, y, true, rank0);
   if (l.bias() != nullptr) add_bias(y, l.bias(), rows, l.out, stream_);
   all_reduce(y, static_cast<size_t>(rows * l.out));
+}
+
+void CudaDecoder::add_projection(const DLinear& l, const DNorm& post_norm, const void* x, int64_t rows, float* y) {
+  if (post_norm.w.empty()) {
+    row_parallel(l, x, rows, y);
+    return;
+  }
+  // The norm is of the whole product, so the tp ranks' partial products are summed in a buffer of their own
+  // before it, not on the residual.
+  float* p = proj_.as<float>();
+  linear(l, x, rows, p, true, false);
+  if (l.bias() != nullptr) add_bias(p, l.bias(), rows, l.out, stream_);
+  all_reduce(p, static_cast<size_t>(rows * l.out));
+  add_norm(p, y, rows, l.out, post_norm.w.as<float>(), post_norm.bias(), config_.norm_eps, stream_);
 }
 
 }  // namespace engine::cuda

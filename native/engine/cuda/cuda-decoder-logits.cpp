@@ -19,6 +19,8 @@ void CudaDecoder::lm_head_rows(const void* xn, int64_t r0, int64_t n, const std:
     const void* x = static_cast<const char*>(xn) + static_cast<size_t>(r0 * H) * es;
     gemm_->xwt(n, Vl, H, x, head, dt_, logits_local_.get(), true, Vl, false);
     logits = logits_local_.as<float>();
+    // Gemma 2's final soft cap, before the vocab padding is masked and before anything samples or copies a row.
+    if (config_.final_softcap > 0) soft_cap(logits, n * Vl, config_.final_softcap, stream_);
     if (tp_.size() > 1) {
       mask_columns(logits, n, Vl, layout_.local_real_vocab(V), stream_);
       tp_dev_->all_gather(logits, static_cast<size_t>(n * Vl), logits_all_.as<float>(), stream_);
@@ -97,6 +99,7 @@ void CudaDecoder::enqueue_logits_and_greedy(int64_t rows) {
   const int64_t V = config_.vocab_size, H = config_.hidden_size;
   const void* head = lm_head_.empty() ? embed_.get() : lm_head_.get();
   gemm_->xwt(rows, V, H, xn_.get(), head, dt_, logits_local_.get(), true, V, false);
+  if (config_.final_softcap > 0) soft_cap(logits_local_.as<float>(), rows * V, config_.final_softcap, stream_);
   int32_t* gd = greedy_dev_.as<int32_t>();
   greedy_sample(logits_local_.as<float>(), iota_.as<int32_t>(), static_cast<int32_t>(rows), V, gd,
                 reinterpret_cast<float*>(gd + cap_logit_rows_), stream_);

@@ -64,6 +64,8 @@ void CudaDecoder::upload(DecoderWeights w) {
     norm(l.mlp_norm, layers_[i].mlp_norm);
     norm(l.q_norm, layers_[i].q_norm);
     norm(l.k_norm, layers_[i].k_norm);
+    norm(l.post_attn_norm, layers_[i].post_attn_norm);  // Gemma 2; an empty host norm leaves the device one empty
+    norm(l.post_mlp_norm, layers_[i].post_mlp_norm);
     lin(l.qkv, layers_[i].qkv);
     lin(l.o, layers_[i].o);
     lin(l.up, layers_[i].up);
@@ -127,6 +129,8 @@ void CudaDecoder::generate(const DummyPlan& plan, uint64_t seed) {
       norm(l.q_norm, layers_[i].q_norm);
       norm(l.k_norm, layers_[i].k_norm);
     }
+    if (l.post_attn_norm.dim > 0) norm(l.post_attn_norm, layers_[i].post_attn_norm);
+    if (l.post_mlp_norm.dim > 0) norm(l.post_mlp_norm, layers_[i].post_mlp_norm);
     lin(l.qkv, layers_[i].qkv);
     lin(l.o, layers_[i].o);
     lin(l.up, layers_[i].up);

@@ -84,7 +84,13 @@ CudaDecoder::CudaDecoder(const ModelConfig& config, const DecoderSpec& spec, con
   q_dim_ = static_cast<int64_t>(num_heads_) * config_.head_dim;
   kv_dim_ = static_cast<int64_t>(num_kv_heads_) * config_.head_dim;
   if (spec_.rope) {
-    const std::vector<float> inv = cpu::rope_inv_freq(config_.head_dim, config_.rope_theta, config_.rope_scaling);
+    // The CPU decoder's tables: longrope's short frequencies, then its long ones (batch-meta.h's use_long picks).
+    std::vector<float> inv = cpu::rope_inv_freq(config_.head_dim, config_.rope_theta, config_.rope_scaling);
+    if (config_.rope_scaling.longrope()) {
+      const std::vector<float> inv_long =
+          cpu::rope_inv_freq(config_.head_dim, config_.rope_theta, config_.rope_scaling, true);
+      inv.insert(inv.end(), inv_long.begin(), inv_long.end());
+    }
     inv_freq_.reset(sizeof(float) * inv.size());
     check_cuda(cudaMemcpy(inv_freq_.get(), inv.data(), sizeof(float) * inv.size(), cudaMemcpyHostToDevice),
                "upload inv_freq");
@@ -120,6 +126,7 @@ void CudaDecoder::reserve(int64_t tokens, int64_t logit_rows) {
   mlp_.ensure(tokens * up_w * es);
   if (spec_.gated_mlp) mlp_act_.ensure(tokens * inter_ * es);
   attn_ws_.ensure(sizeof(float) * attention_workspace_bound(num_heads_, num_kv_heads_, config_.head_dim, num_sms_));
+  if (config_.sandwich_norms) proj_.ensure(tokens * H * 4);
   reserve_moe(tokens);
   if (fp8()) {
     // The FP8 path's scratch (quantized activations, a widened weight) is sized for the largest product now.
@@ -161,7 +168,7 @@ void CudaDecoder::reserve(int64_t tokens, int64_t logit_rows) {
 
 size_t CudaDecoder::activation_bytes() const {
   size_t n = 0;
-  for (const DeviceBuffer* b : {&x_, &x2_, &xn_, &qkv_, &attn_, &mlp_, &mlp_act_, &attn_ws_, &logits_local_,
+  for (const DeviceBuffer* b : {&x_, &x2_, &xn_, &qkv_, &attn_, &mlp_, &mlp_act_, &attn_ws_, &proj_, &logits_local_,
                                 &logits_all_, &logits_full_, &meta_dev_, &greedy_dev_})
     n += b->bytes();
   return n;

@@ -53,6 +53,7 @@ struct DMoe {
 struct DLayer {
   DNorm attn_norm, mlp_norm;
   DNorm q_norm, k_norm;  // Qwen3's per-head norms; empty: none
+  DNorm post_attn_norm, post_mlp_norm;  // Gemma 2's norms of the attention / MLP output; empty: none
   DLinear qkv, o, up, down;  // up / down empty in a mixture-of-experts layer
   DMoe moe;
 };
@@ -133,6 +134,9 @@ class CudaDecoder : public Model {
   // xn_ and linear().
   void norm_linear(const DNorm& n, const float* x, int64_t rows, const DLinear& l, void* y, bool y_f32);
   void row_parallel(const DLinear& l, const void* x, int64_t rows, float* y);
+  // The o / down projection onto the residual y: row_parallel, or with a post norm (Gemma 2) the whole product
+  // (summed over tp) in proj_, normed, then added.
+  void add_projection(const DLinear& l, const DNorm& post_norm, const void* x, int64_t rows, float* y);
   void all_reduce(float* x, size_t n);
 
   // cuda-decoder-logits.cpp
@@ -167,7 +171,8 @@ class CudaDecoder : public Model {
   int32_t max_num_tokens_, max_batch_size_;
 
   // Weights (this rank's slices).
-  DeviceBuffer embed_, pos_embed_, lm_head_, inv_freq_;
+  DeviceBuffer embed_, pos_embed_, lm_head_;
+  DeviceBuffer inv_freq_;  // [head_dim / 2]; longrope: [2, head_dim / 2], the short then the long frequencies
   DNorm final_norm_;
   std::vector<DLayer> layers_;
   size_t weight_bytes_ = 0;
@@ -185,6 +190,7 @@ class CudaDecoder : public Model {
   // Activations, sized by reserve() (grown if an iteration ever needs more).
   int64_t cap_tokens_ = 0, cap_logit_rows_ = 0;
   DeviceBuffer x_, x2_, xn_, qkv_, attn_, mlp_, mlp_act_, attn_ws_;
+  DeviceBuffer proj_;  // [tokens, hidden] fp32: add_projection's product (sandwich_norms only)
   DeviceBuffer logits_local_, logits_all_, logits_full_;
   DeviceBuffer meta_dev_, greedy_dev_;
   PinnedBuffer meta_host_, logits_host_, greedy_host_;

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "cuda/attention-launch.h"
+#include "cuda/attention-window.cuh"
 #include "cuda/cp-async.cuh"
 #include "cuda/cuda-check.h"
 #include "cuda/dtype.cuh"
@@ -209,13 +210,22 @@ __device__ __forceinline__ void store_new_kv(const AttnArgs& a, T* stage_mem, in
   }
 }
 
+// How raw dot products become scores in log2 units (the kernel's exp2 softmax): without a cap (cap 0), x * mul
+// with mul = scale * log2(e); with Gemma 2's soft cap c, the cap applies to the true scaled score, so
+// c * log2(e) * tanh(x * scale / c): mul = scale / c and cap = c * log2(e).
+struct ScoreMap {
+  float mul, cap;
+};
+
 // One tile of keys / values (ks, vs in shared memory, positions from t0) for this warp's 16 positions (pw within
-// the tile): S = Q Kᵀ, the mask (positions at or past lim[h] for fragment row half h), the online softmax update
-// of the running max m (log2 units), lane-partial sum l and outputs o, then O += P V.
+// the tile): S = Q Kᵀ, the mask (for fragment row half h, positions below lo[h], where its window starts, and at
+// or past lim[h]), the online softmax update of the running max m (log2 units), lane-partial sum l and outputs o,
+// then O += P V.
 template <typename T, int HD>
 __device__ __forceinline__ void attend_tile(const T* ks, const T* vs, int t0, int pw, int lane, int qc,
-                                            const int (&lim)[2], float scale, const uint32_t (&qf)[HD / 16][4],
-                                            float (&o)[HD / 8][4], float (&m)[2], float (&l)[2]) {
+                                            const int (&lo)[2], const int (&lim)[2], ScoreMap sm,
+                                            const uint32_t (&qf)[HD / 16][4], float (&o)[HD / 8][4], float (&m)[2],
+                                            float (&l)[2]) {
   constexpr int RS = row_stride<HD>(), KSTEPS = HD / 16, NT = HD / 8;
   // S = Q Kᵀ for the warp's 16 positions: two n-tiles of 8.
   float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
@@ -233,7 +243,9 @@ __device__ __forceinline__ void attend_tile(const T* ks, const T* vs, int t0, in
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int pos = t0 + pw + 8 * j + 2 * qc + (e & 1), h = e >> 1;
-      s[j][e] = pos < lim[h] ? s[j][e] * scale : -INFINITY;
+      float x = s[j][e] * sm.mul;
+      if (sm.cap > 0) x = sm.cap * tanhf(x);  // (uniform branch)
+      s[j][e] = pos >= lo[h] && pos < lim[h] ? x : -INFINITY;
       mx[h] = fmaxf(mx[h], s[j][e]);
     }
   float alpha[2], base[2];
@@ -278,10 +290,13 @@ __device__ __forceinline__ void attend_tile(const T* ks, const T* vs, int t0, in
 // Combines the warps: each writes its rows' (max, sum) and unnormalised outputs to shared memory (`smem`, free
 // once the loop is done), then every thread merges some; the rows' outputs, or (split context) this partition's
 // unnormalised outputs with their max and sum for the merge kernel.
+// `part0`: the partition blockIdx.z counts from (attention-window.cuh); a row's cell is its partition less the
+// row's own first.
 template <typename T, int HD, int G, int W>
-__device__ __forceinline__ void combine_warps(const AttnArgs& a, const AttnGroup& grp, int h0, unsigned char* smem,
-                                              int tid, int warp, int qr, int qc, const float (&o)[HD / 8][4],
-                                              const float (&m)[2], float (&l)[2], float* ws_out, float* ws_ms) {
+__device__ __forceinline__ void combine_warps(const AttnArgs& a, const AttnGroup& grp, int h0, int part_size, int part0,
+                                              unsigned char* smem, int tid, int warp, int qr, int qc,
+                                              const float (&o)[HD / 8][4], const float (&m)[2], float (&l)[2],
+                                              float* ws_out, float* ws_ms) {
   constexpr int kWarps = Shape<W>::kWarps, kThreads = Shape<W>::kThreads, NT = HD / 8;
   float* red = reinterpret_cast<float*>(smem);  // [kWarps][kRows][HD]
   float* ml = red + kWarps * kRows * HD;        // [kWarps][kRows][2]
@@ -307,7 +322,9 @@ __device__ __forceinline__ void combine_warps(const AttnArgs& a, const AttnGroup
     float mm = -INFINITY;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) mm = fmaxf(mm, ml[(w * kRows + i) * 2]);
-    if (mm == -INFINITY) continue;  // this row's context ends before the partition (the merge does not read it)
+    // Nothing of this row's window in the partition: its context ends before it, or (a row of a group whose
+    // windows start at different positions) its window starts after it. The merge reads neither.
+    if (mm == -INFINITY) continue;
     float acc = 0, total = 0;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) {
@@ -320,7 +337,8 @@ __device__ __forceinline__ void combine_warps(const AttnArgs& a, const AttnGroup
       static_cast<T*>(a.out)[static_cast<int64_t>(row) * a.out_stride + static_cast<int64_t>(head) * HD + d] =
           from_float<T>(acc / total);
     } else {
-      const int64_t cell = (static_cast<int64_t>(row) * a.n_heads + head) * gridDim.z + blockIdx.z;
+      const int part = part0 + static_cast<int>(blockIdx.z) - attn_row_lo(a.rows[row], a.window) / part_size;
+      const int64_t cell = (static_cast<int64_t>(row) * a.n_heads + head) * gridDim.z + part;
       ws_out[cell * HD + d] = acc;
       if (d == 0) {
         ws_ms[cell * 2] = mm * kLn2;  // natural-log units, as the SIMT kernel's partitions
@@ -370,9 +388,9 @@ struct TileLoader {
 // tile's (or part of it) and waiting for all but one completes this one.
 template <typename T, int HD, int W, bool EARLY>
 __device__ __forceinline__ void attend_tiles(const TileLoader<T, HD, W, EARLY>& load_tile, int start, int end,
-                                             int n_tiles, int warp, int lane, int qc, const int (&lim)[2],
-                                             float scale, const uint32_t (&qf)[HD / 16][4], float (&o)[HD / 8][4],
-                                             float (&m)[2], float (&l)[2]) {
+                                             int n_tiles, int warp, int lane, int qc, const int (&lo)[2],
+                                             const int (&lim)[2], ScoreMap sm, const uint32_t (&qf)[HD / 16][4],
+                                             float (&o)[HD / 8][4], float (&m)[2], float (&l)[2]) {
   constexpr int kTile = Shape<W>::kTile, RS = row_stride<HD>();
   const int pw = 16 * warp;  // this warp's positions within a tile
   for (int it = 0; it < n_tiles; ++it) {
@@ -387,7 +405,7 @@ __device__ __forceinline__ void attend_tiles(const TileLoader<T, HD, W, EARLY>& 
     const T* ks = load_tile.stage_mem + (it & 1) * 2 * kTile * RS;
     const T* vs = ks + kTile * RS;
     // (warp-uniform) some of this warp's 16 positions are in the context
-    if (t0 + pw < end) attend_tile<T, HD>(ks, vs, t0, pw, lane, qc, lim, scale, qf, o, m, l);
+    if (t0 + pw < end) attend_tile<T, HD>(ks, vs, t0, pw, lane, qc, lo, lim, sm, qf, o, m, l);
     __syncthreads();  // every warp is done with this stage before it is refilled
   }
 }
@@ -419,25 +437,36 @@ __global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int qr = lane >> 2, qc = lane & 3;  // this lane's fragment rows (qr, qr + 8) and column pair
 
-  int gctx = 0, oldest_new = INT_MAX;
+  int gctx = 0, glo = INT_MAX, oldest_new = INT_MAX;
   for (int t = 0; t < grp.count; ++t) {
-    gctx = max(gctx, a.rows[grp.first + t].ctx);
-    oldest_new = min(oldest_new, a.rows[grp.first + t].ctx - 1);
+    const AttnRow row = a.rows[grp.first + t];
+    gctx = max(gctx, row.ctx);
+    glo = min(glo, attn_row_lo(row, a.window));
+    oldest_new = min(oldest_new, row.ctx - 1);
   }
-  const int start = blockIdx.z * part_size;
+  // Partitions count from the one holding the group's first visible position (attention-window.cuh); tiles start
+  // at `begin`, so no position below every row's window is read, not even its block-table entry.
+  const int part0 = glo / part_size;
+  const int start = (part0 + static_cast<int>(blockIdx.z)) * part_size;
   if (start >= gctx) {  // the whole group's contexts end before this partition (the merge skips it)
     if constexpr (EARLY) pdl_enter();
     return;
   }
-  const int end = min(gctx, start + part_size);
-  // Positions [start, fresh) of the first two tiles load before the wait.
-  const int fresh = max(start, min(oldest_new, end));
-  // Tile row i is token i / G of the group, head h0 + i % G. Positions at or past `lim` are masked for it.
-  int lim[2];
+  const int begin = max(start, glo), end = min(gctx, start + part_size);
+  // Positions [begin, fresh) of the first two tiles load before the wait.
+  const int fresh = max(begin, min(oldest_new, end));
+  // Tile row i is token i / G of the group, head h0 + i % G. Positions below `lo` (its window) or at or past `lim`
+  // are masked for it.
+  int lo[2], lim[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int t = (qr + 8 * h) / G;
-    lim[h] = t < grp.count ? min(a.rows[grp.first + t].ctx, end) : 0;
+    lo[h] = lim[h] = 0;
+    if (t < grp.count) {
+      const AttnRow row = a.rows[grp.first + t];
+      lo[h] = attn_row_lo(row, a.window);
+      lim[h] = min(row.ctx, end);
+    }
   }
   const int tpb = a.tokens_per_block;
   const TileLoader<T, HD, W, EARLY> load_tile{stage_mem,
@@ -449,8 +478,8 @@ __global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
                                               kvh,
                                               end,
                                               tid};
-  const int n_tiles = (end - start + kTile - 1) / kTile;
-  const int t1 = start + kTile;  // the second tile (if n_tiles > 1)
+  const int n_tiles = (end - begin + kTile - 1) / kTile;
+  const int t1 = begin + kTile;  // the second tile (if n_tiles > 1)
   // a.fresh (EARLY only; attention_mma_fuses_new_kv: one row per block, its partition within the first two
   // tiles): q, k, v of the row's last position are as the qkv projection left them. The block adds the bias and
   // rotates them itself: q on its way into the fragments, k and v into the shared tile (and, one block per kv head,
@@ -464,29 +493,32 @@ __global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
   const AttnRow row0 = a.rows[grp.first];
   const int newp = row0.ctx - 1;
   if constexpr (EARLY) {
-    load_tile(start, 0, start, min(fresh, t1));
+    load_tile(begin, 0, begin, min(fresh, t1));
     if (n_tiles > 1) load_tile(t1, 1, t1, min(fresh, t1 + kTile));
     if (rotate) {
+      // longrope: the row's sequence picks the short or the long table (inv_freq holds both then).
+      const bool long_table = a.fresh.use_long != nullptr && a.fresh.use_long[row0.q_row];
+      const float* inv = a.fresh.inv_freq + (long_table ? half : 0);
       for (int i = tid; i < half; i += kThreads)
-        rope_cs[i] = rope_cos_sin(a.fresh.positions[row0.q_row], a.fresh.inv_freq[i]);  // rope.cuh
+        rope_cs[i] = rope_cos_sin(a.fresh.positions[row0.q_row], inv[i]);  // rope.cuh
       __syncthreads();
     }
     pdl_enter();  // pdl.cuh
     const int skip = own_kv ? newp : -1;
-    load_tile(start, 0, min(fresh, t1), t1, skip);
+    load_tile(begin, 0, min(fresh, t1), t1, skip);
     if (n_tiles > 1) load_tile(t1, 1, max(fresh, t1), t1 + kTile, skip);
   } else {
-    load_tile(start, 0, start, t1);
+    load_tile(begin, 0, begin, t1);
   }
   constexpr int kJobs = half + HD, kNewPerThread = EARLY ? (kJobs + kThreads - 1) / kThreads : 1;
-  const bool new_here = own_kv && newp < end;  // (newp >= start: the block would have returned)
+  const bool new_here = own_kv && newp < end;  // (newp >= begin: the block would have returned)
   float nx[kNewPerThread], ny[kNewPerThread];
   if (new_here) load_new_kv<HD, kNewPerThread, kThreads>(a, row0, kvh, tid, nx, ny);
   uint32_t qf[KSTEPS][4];
   load_q_fragments<T, HD, G>(a, grp, h0, qr, qc, own_kv, rotate, rope_cs, qf);
   if (new_here) {
     const int64_t dst = a.fresh.kv_dst[row0.q_row] + static_cast<int64_t>(kvh) * tpb * HD;
-    store_new_kv<T, HD, kNewPerThread, kThreads, kTile>(a, stage_mem, start, newp, dst, blockIdx.y % per_kv == 0, tid,
+    store_new_kv<T, HD, kNewPerThread, kThreads, kTile>(a, stage_mem, begin, newp, dst, blockIdx.y % per_kv == 0, tid,
                                                         rotate, rope_cs, nx, ny);
   }
 
@@ -496,8 +528,10 @@ __global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[n][e] = 0;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};  // running max (log2 units) and lane-partial sum per row
-  attend_tiles<T, HD, W, EARLY>(load_tile, start, end, n_tiles, warp, lane, qc, lim, a.scale * kLog2e, qf, o, m, l);
-  combine_warps<T, HD, G, W>(a, grp, h0, smem, tid, warp, qr, qc, o, m, l, ws_out, ws_ms);
+  const ScoreMap sm =
+      a.softcap > 0 ? ScoreMap{a.scale / a.softcap, a.softcap * kLog2e} : ScoreMap{a.scale * kLog2e, 0.0f};
+  attend_tiles<T, HD, W, EARLY>(load_tile, begin, end, n_tiles, warp, lane, qc, lo, lim, sm, qf, o, m, l);
+  combine_warps<T, HD, G, W>(a, grp, h0, part_size, part0, smem, tid, warp, qr, qc, o, m, l, ws_out, ws_ms);
 }
 
 template <typename T, int HD, int G, int W, bool EARLY>

@@ -1,5 +1,6 @@
 // Paged attention for every query row of an iteration (decode tokens and prefill chunks alike): each row attends
-// to positions [0, ctx) of its own sequence, found through its block table. This file plans the launch (when too
+// to positions [lo, ctx) of its own sequence, found through its block table (lo: 0, or where its sliding window
+// starts, attention-window.cuh). This file plans the launch (when too
 // few blocks would leave the GPU idle, as in small-batch decode, each context is split into partitions handled by
 // separate blocks and merged by a second kernel: flash-decoding's split-K), holds that merge, and the SIMT kernel
 // for the head sizes the tensor-core kernel (kernels-attention-mma.cu) is not built for (256).
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "cuda/attention-launch.h"
+#include "cuda/attention-window.cuh"
 #include "cuda/cp-async.cuh"
 #include "cuda/cuda-check.h"
 #include "cuda/dtype.cuh"
@@ -41,11 +43,11 @@ __device__ __forceinline__ void unpack8(const uint4& raw, float (&out)[8]) {
   for (int i = 0; i < 8; ++i) out[i] = to_float(v[i]);
 }
 
-// Scores of one tile: G x TK dot products of the (pre-scaled) queries with the tile's keys, -inf past the n
-// positions in the context (lanes of a warp take consecutive positions of one head).
+// Scores of one tile: G x TK dot products of the (pre-scaled) queries with the tile's keys, soft-capped when
+// softcap > 0, -inf past the n positions in the context (lanes of a warp take consecutive positions of one head).
 template <typename T, int HD, int G, int TK, int RS>
 __device__ __forceinline__ void tile_scores(const T* ks, const float (&qs)[G][HD], float (&sc)[G][TK], int n,
-                                            int tid) {
+                                            float softcap, int tid) {
   constexpr int VPR = HD / 8;                                     // 16-byte vectors per key row
   constexpr int SCORES = (G * TK + kThreads - 1) / kThreads;     // scores per thread
 #pragma unroll
@@ -65,6 +67,7 @@ __device__ __forceinline__ void tile_scores(const T* ks, const float (&qs)[G][HD
         dot += qa.x * kf[0] + qa.y * kf[1] + qa.z * kf[2] + qa.w * kf[3] + qb.x * kf[4] + qb.y * kf[5] +
                qb.z * kf[6] + qb.w * kf[7];
       }
+      if (softcap > 0) dot = attn_soft_cap(dot, softcap);
     }
     sc[g][p] = dot;
   }
@@ -146,9 +149,12 @@ __global__ void __launch_bounds__(kThreads, 5) attention_kernel(AttnArgs a, int 
   const int kvh = blockIdx.y / per_kv;
   const int h0 = kvh * group + (blockIdx.y % per_kv) * G;
   const AttnRow row = a.rows[r];
-  const int start = blockIdx.z * part_size;
+  // Partitions count from the one holding the row's first visible position (attention-window.cuh); tiles start
+  // at that position, so nothing below the window is read, not even its block-table entries.
+  const int lo = attn_row_lo(row, a.window);
+  const int start = (static_cast<int>(blockIdx.z) + lo / part_size) * part_size;
   if (start >= row.ctx) return;  // this row's context ends before the partition (the merge skips it)
-  const int end = min(row.ctx, start + part_size);
+  const int begin = max(start, lo), end = min(row.ctx, start + part_size);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
   for (int i = tid; i < G * HD; i += kThreads) {
@@ -171,7 +177,7 @@ __global__ void __launch_bounds__(kThreads, 5) attention_kernel(AttnArgs a, int 
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[i][e] = 0;
 
-  for (int t0 = start; t0 < end; t0 += TK) {
+  for (int t0 = begin; t0 < end; t0 += TK) {
     const int n = min(TK, end - t0);
     // 1. Where each position of the tile lives, then every key and value vector of the tile, loaded at once.
     if (tid < n) {
@@ -191,7 +197,7 @@ __global__ void __launch_bounds__(kThreads, 5) attention_kernel(AttnArgs a, int 
     cp_async_wait_all();
     __syncthreads();
     // 2. Scores.
-    tile_scores<T, HD, G, TK, RS>(ks, qs, sc, n, tid);
+    tile_scores<T, HD, G, TK, RS>(ks, qs, sc, n, a.softcap, tid);
     __syncthreads();
     // 3. Online softmax.
     tile_softmax<G, TK>(sc, m_s, l_s, alpha_s, n, warp, lane);
@@ -220,11 +226,12 @@ __global__ void __launch_bounds__(kThreads, 5) attention_kernel(AttnArgs a, int 
   write_partition<T, HD, G, QUADS>(a, r, h0, acc, m_s, l_s, tid, ws_out, ws_ms);
 }
 
-// grid: (n_rows, n_heads). Merges the partitions a row's context spans.
+// grid: (n_rows, n_heads). Merges the partitions a row's visible positions span: its cells 0 .. used - 1
+// (attention-window.cuh); the kernels wrote every one of them, and no other cell of the row is read.
 template <typename T>
 __global__ void merge_kernel(AttnArgs a, int part_size, int parts, const float* ws_out, const float* ws_ms) {
   const int r = blockIdx.x, h = blockIdx.y, hd = a.head_dim;
-  const int used = (a.rows[r].ctx + part_size - 1) / part_size;  // (metadata: readable before the wait)
+  const int used = attn_row_parts(a.rows[r], a.window, part_size);  // (metadata: readable before the wait)
   pdl_enter();  // pdl.cuh
   const int64_t base = (static_cast<int64_t>(r) * a.n_heads + h) * parts;
   float m = -INFINITY;
@@ -259,16 +266,32 @@ struct Split {
 };
 
 // Too few blocks to fill the GPU (small-batch decode): split each context so that about two waves of blocks exist.
-Split choose_split(int64_t blocks, int32_t max_ctx, int num_sms) {
+// `reach`: positions one block row (a row, or a group of rows) spans at most, max_ctx without a window. A
+// windowed launch splits its reach, not the whole context: its rows' partitions start at their windows
+// (attention-window.cuh), and a reach that starts inside a partition spans one partition more than reach /
+// part_size, hence one part fewer wanted (so that parts never exceed `want`, attention_workspace_bound's count).
+Split choose_split(int64_t blocks, int32_t max_ctx, int32_t reach, int num_sms) {
   const int ctx = max_ctx < 1 ? 1 : max_ctx;
-  if (blocks >= 2 * static_cast<int64_t>(num_sms) || ctx <= 64) return {ctx, 1};
+  const int span = reach < 1 ? 1 : std::min(reach, ctx);
+  if (blocks >= 2 * static_cast<int64_t>(num_sms) || span <= 64) return {ctx, 1};
+  const bool windowed = span < ctx;
   int64_t want = (2 * static_cast<int64_t>(num_sms) + blocks - 1) / blocks;
   if (want > kMaxParts) want = kMaxParts;
-  int64_t part = (ctx + want - 1) / want;
+  if (windowed) want = std::max<int64_t>(want - 1, 1);
+  int64_t part = (span + want - 1) / want;
   part = (part + 31) / 32 * 32;
   if (part < 64) part = 64;
-  const int parts = static_cast<int>((ctx + part - 1) / part);
-  return {static_cast<int>(part), parts};
+  int64_t parts = (ctx + part - 1) / part;
+  if (windowed) parts = std::min(parts, (span + part - 1) / part + 1);
+  return {static_cast<int>(part), static_cast<int>(parts)};
+}
+
+// The most positions one block row spans: max_ctx, or under a layer window (which every row's cap only narrows)
+// the window plus the rows of a group after the first (consecutive positions, each a window of its own).
+int32_t launch_reach(const AttnArgs& a) {
+  if (a.window <= 0) return a.max_ctx;
+  const int64_t reach = static_cast<int64_t>(a.window) + attention_rows_per_group(a.n_heads, a.n_kv, a.head_dim) - 1;
+  return static_cast<int32_t>(std::min<int64_t>(reach, a.max_ctx));
 }
 
 // A small decode batch (a launch that would split) whose contexts fit two tiles of the 8-warp tensor-core block
@@ -285,7 +308,7 @@ bool use_wide(const AttnArgs& a, int64_t blocks, int num_sms) {
 Split plan_split(const AttnArgs& a, int num_sms) {
   const int64_t blocks = blocks_per_part(a);
   if (use_wide(a, blocks, num_sms)) return {a.max_ctx < 1 ? 1 : a.max_ctx, 1};
-  return choose_split(blocks, a.max_ctx, num_sms);
+  return choose_split(blocks, a.max_ctx, launch_reach(a), num_sms);
 }
 
 template <typename T, int HD, int G>
@@ -311,7 +334,8 @@ void launch_hd(const AttnArgs& a, const Split& sp, float* ws_out, float* ws_ms, 
 // a.fresh through the separate kernel (every token's keys / values, also of tokens no row attends from).
 void write_fresh(const AttnArgs& a, cudaStream_t s) {
   rope_and_write_kv(a.q, a.fresh.tokens, a.q_stride, a.fresh.bias, a.n_heads, a.n_kv, a.head_dim, a.fresh.positions,
-                    a.fresh.inv_freq, a.k_pool, a.v_pool, a.dt, a.fresh.kv_dst, a.tokens_per_block, s);
+                    a.fresh.inv_freq, a.fresh.use_long, a.k_pool, a.v_pool, a.dt, a.fresh.kv_dst, a.tokens_per_block,
+                    s);
 }
 
 }  // namespace

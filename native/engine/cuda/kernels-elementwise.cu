@@ -119,7 +119,8 @@ template <typename T>
 __global__ void __launch_bounds__(kRopeThreads)
     rope_kv_kernel(float* __restrict__ qkv, int64_t stride, const float* __restrict__ bias, int32_t n_heads,
                    int32_t n_kv, int32_t hd, const int32_t* __restrict__ positions, const float* __restrict__ inv_freq,
-                   T* __restrict__ k_pool, T* __restrict__ v_pool, const int64_t* __restrict__ kv_dst, int32_t tpb) {
+                   const uint8_t* __restrict__ use_long, T* __restrict__ k_pool, T* __restrict__ v_pool,
+                   const int64_t* __restrict__ kv_dst, int32_t tpb) {
   pdl_enter();  // pdl.cuh
   const int64_t t = blockIdx.y;
   float* row = qkv + t * stride;
@@ -138,7 +139,8 @@ __global__ void __launch_bounds__(kRopeThreads)
       a += bias[at];
       b += bias[at + half];
     }
-    const float2 cs = rope_cos_sin(positions[t], inv_freq[i]);  // rope.cuh
+    const float* inv = use_long != nullptr && use_long[t] ? inv_freq + half : inv_freq;  // longrope's long table
+    const float2 cs = rope_cos_sin(positions[t], inv[i]);  // rope.cuh
     const float ra = rope_pair(a, b, cs, true), rb = rope_pair(b, a, cs, false);
     if (h < n_heads) {
       row[at] = ra;
@@ -211,6 +213,37 @@ __global__ void act_kernel(T* x, int64_t rows, int64_t n, Act act, const float* 
 __global__ void add_bias_kernel(float* y, const float* b, int64_t rows, int64_t n) {
   const int64_t total = rows * n;
   for (int64_t idx = global_thread(); idx < total; idx += grid_threads()) y[idx] += b[idx % n];
+}
+
+// One block per row: x[r] += norm(y[r]), the norm kernel's formulas (one pass over y for the statistics, one for
+// the add; y was just written, so it comes from L2).
+__global__ void add_norm_kernel(const float* __restrict__ y, float* __restrict__ x, int64_t dim,
+                                const float* __restrict__ w, const float* __restrict__ b, float eps) {
+  pdl_enter();  // pdl.cuh
+  __shared__ float scratch[32];
+  const float* yr = y + static_cast<int64_t>(blockIdx.x) * dim;
+  float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
+  if (b == nullptr) {
+    float ss = 0;
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += yr[i] * yr[i];
+    ss = block_sum(ss, scratch);
+    const float inv = 1.0f / sqrtf(ss / static_cast<float>(dim) + eps);
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) xr[i] += w[i] * (yr[i] * inv);
+    return;
+  }
+  float sum = 0;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) sum += yr[i];
+  const float mean = block_sum(sum, scratch) / static_cast<float>(dim);
+  float var = 0;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) var += (yr[i] - mean) * (yr[i] - mean);
+  var = block_sum(var, scratch);
+  const float inv = 1.0f / sqrtf(var / static_cast<float>(dim) + eps);
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) xr[i] += (yr[i] - mean) * inv * w[i] + b[i];
+}
+
+__global__ void soft_cap_kernel(float* x, int64_t n, float cap) {
+  pdl_enter();  // pdl.cuh
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) x[i] = cap * tanhf(x[i] / cap);
 }
 
 __global__ void gather_rows_kernel(const float* src, const int32_t* idx, float* dst, int64_t n) {
@@ -323,15 +356,16 @@ void qk_norm(float* qkv, int64_t rows, int64_t stride, const float* bias, int32_
 }
 
 void rope_and_write_kv(float* qkv, int64_t rows, int64_t stride, const float* bias, int32_t n_heads, int32_t n_kv,
-                       int32_t head_dim, const int32_t* positions, const float* inv_freq, void* k_pool, void* v_pool,
-                       DType dt, const int64_t* kv_dst, int32_t tokens_per_block, cudaStream_t s) {
+                       int32_t head_dim, const int32_t* positions, const float* inv_freq, const uint8_t* use_long,
+                       void* k_pool, void* v_pool, DType dt, const int64_t* kv_dst, int32_t tokens_per_block,
+                       cudaStream_t s) {
   if (rows == 0) return;
   if (rows > 65535) throw EngineError(ErrorCode::internal, "rope_and_write_kv over more than 65535 rows");
   const int64_t q_dim = static_cast<int64_t>(n_heads) * head_dim, kv_dim = static_cast<int64_t>(n_kv) * head_dim;
   const int64_t jobs = (inv_freq != nullptr ? (n_heads + n_kv) * (head_dim / 2) : q_dim + kv_dim) + kv_dim;
   const dim3 grid(static_cast<unsigned>((jobs + kRopeThreads - 1) / kRopeThreads), static_cast<unsigned>(rows));
   ENGINE_DISPATCH_DTYPE(dt, launch_pdl(rope_kv_kernel<T>, grid, dim3(kRopeThreads), s, qkv, stride, bias, n_heads,
-                                       n_kv, head_dim, positions, inv_freq, static_cast<T*>(k_pool),
+                                       n_kv, head_dim, positions, inv_freq, use_long, static_cast<T*>(k_pool),
                                        static_cast<T*>(v_pool), kv_dst, tokens_per_block));
   check_launch("rope_and_write_kv");
 }
@@ -368,6 +402,20 @@ void add_bias(float* y, const float* b, int64_t rows, int64_t n, cudaStream_t s)
   if (rows == 0) return;
   add_bias_kernel<<<grid_for(rows * n), kThreads, 0, s>>>(y, b, rows, n);
   check_launch("add_bias");
+}
+
+void add_norm(const float* y, float* x, int64_t rows, int64_t dim, const float* w, const float* b, float eps,
+              cudaStream_t s) {
+  if (rows == 0) return;
+  const int threads = dim <= 4096 ? 256 : dim <= 8192 ? 512 : 1024;
+  launch_pdl(add_norm_kernel, dim3(static_cast<unsigned>(rows)), dim3(threads), s, y, x, dim, w, b, eps);
+  check_launch("add_norm");
+}
+
+void soft_cap(float* x, int64_t n, float cap, cudaStream_t s) {
+  if (n == 0) return;
+  launch_pdl(soft_cap_kernel, dim3(grid_for(n)), dim3(kThreads), s, x, n, cap);
+  check_launch("soft_cap");
 }
 
 void gather_rows(const float* src, const int32_t* rows_idx, float* dst, int64_t rows, int64_t n, cudaStream_t s) {

@@ -28,10 +28,13 @@ void norm(const float* x, void* out, DType dt, int64_t rows, int64_t dim, const 
           cudaStream_t s);
 // For each row t: adds `bias` (nullable, [q_dim + 2 kv_dim]) to the fp32 qkv row, rotates q and k heads by
 // positions[t] * inv_freq (nullable: no rotation; HF rotate_half pairing), and writes the row's k and v (T) into
-// the paged pools at element offset kv_dst[t] + h * tokens_per_block * head_dim for kv head h.
+// the paged pools at element offset kv_dst[t] + h * tokens_per_block * head_dim for kv head h. longrope:
+// inv_freq is [2, head_dim / 2] (short, then long frequencies) and row t rotates by the long ones where
+// use_long[t] is set (nullable: inv_freq is [head_dim / 2], or only its short half is used).
 void rope_and_write_kv(float* qkv, int64_t rows, int64_t stride, const float* bias, int32_t n_heads, int32_t n_kv,
-                       int32_t head_dim, const int32_t* positions, const float* inv_freq, void* k_pool, void* v_pool,
-                       DType dt, const int64_t* kv_dst, int32_t tokens_per_block, cudaStream_t s);
+                       int32_t head_dim, const int32_t* positions, const float* inv_freq, const uint8_t* use_long,
+                       void* k_pool, void* v_pool, DType dt, const int64_t* kv_dst, int32_t tokens_per_block,
+                       cudaStream_t s);
 // Qwen3's per-head norms, in place on the fp32 qkv rows [rows, stride]: adds `bias` (nullable, [q_dim + 2 kv_dim])
 // to the whole row, then rms-normalises each query head with q_w and each key head with k_w ([head_dim] each).
 // Callers then pass no bias to rope_and_write_kv / attention (it is in already).
@@ -44,6 +47,12 @@ void gated_activation(const void* gu, void* out, DType dt, int64_t rows, int64_t
 void activation(void* x, DType dt, int64_t rows, int64_t n, Act act, const float* b, cudaStream_t s);
 // y[r, i] += b[i] (fp32).
 void add_bias(float* y, const float* b, int64_t rows, int64_t n, cudaStream_t s);
+// x[r] += rms_norm(y[r]) * w  or  layer_norm(y[r]) * w + b (b non-null), fp32 rows of `dim`, the norm kernel's
+// math without rounding to T (Gemma 2's post-attention / post-MLP norms before the residual add).
+void add_norm(const float* y, float* x, int64_t rows, int64_t dim, const float* w, const float* b, float eps,
+              cudaStream_t s);
+// x[i] = cap * tanh(x[i] / cap) for i < n (Gemma 2's final logit soft-capping; cap > 0).
+void soft_cap(float* x, int64_t n, float cap, cudaStream_t s);
 // dst[i] = src[rows_idx[i]] for i < rows, rows of `n` floats.
 void gather_rows(const float* src, const int32_t* rows_idx, float* dst, int64_t rows, int64_t n, cudaStream_t s);
 // dst (T) = src (fp32), n elements.
@@ -68,8 +77,9 @@ struct NewKv {
   int64_t tokens;             // qkv rows (every token of the step, also those attention skips)
   const float* bias;          // [q_dim + 2 kv_dim] or null
   const int32_t* positions;   // [tokens] (device)
-  const float* inv_freq;      // [head_dim / 2] or null: no rotation
+  const float* inv_freq;      // [head_dim / 2] or null: no rotation; [2, head_dim / 2] with use_long
   const int64_t* kv_dst;      // [tokens] (device): rope_and_write_kv's pool offsets
+  const uint8_t* use_long = nullptr;  // [tokens] (device) or null: longrope's choice of table (rope_and_write_kv)
 };
 
 struct AttnArgs {
@@ -82,7 +92,12 @@ struct AttnArgs {
   const AttnGroup* groups;     // [n_groups] (device): rows grouped by group_attention_rows(.., attention_rows_per_group())
   const int32_t* block_tables; // (device)
   int32_t n_rows, n_groups, n_heads, n_kv, head_dim, tokens_per_block;
-  float scale;
+  float scale;    // scores are (q . k) * scale
+  float softcap;  // > 0: scores become softcap * tanh(score / softcap) before the mask and softmax (Gemma 2)
+  // This layer's sliding window (0: none): a row sees its last effective_window(window, row.window) positions
+  // (attention-window.cuh). The split is sized for it, which relies on the rows of a group being consecutive
+  // positions of one sequence (attention-rows.h), as the decoder's are.
+  int32_t window;
   void* out;  // [n_rows, out_stride] (T), head h at h * head_dim
   int64_t out_stride;
   int32_t max_ctx;  // largest ctx of any row (sizes the split into partitions)

@@ -17,6 +17,7 @@ bool Executor::Impl::add_beam_chunks(Sequence& seq, IterationBatch& batch) {
     c.tokens = {beam.tokens.back()};
     c.past_len = pos;
     c.block_ids = beam.block_table;
+    c.window = seq.window_cap;
     batch.seqs.push_back(&seq);
     batch.chunks.push_back(std::move(c));
     batch.ctx_rows_from.push_back(0);  // beams return no context logits

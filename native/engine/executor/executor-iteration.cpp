@@ -33,8 +33,11 @@ SchedulerEntry scheduler_entry(const Sequence& s) {
   e.id = s.id;
   e.num_tokens = s.num_tokens();
   e.num_computed = s.num_computed;
-  e.num_blocks_held = static_cast<int32_t>(s.block_table.size());
+  e.num_blocks_held = KvCacheManager::blocks_held(s.block_table);
   e.lifetime_tokens = s.lifetime_tokens();
+  e.prompt_len = s.prompt_len;
+  e.window = s.release_window;
+  e.holds_window_only = s.state == SequenceState::context || s.state == SequenceState::generation;
   e.in_generation = s.state == SequenceState::generation;
   e.is_resume = s.num_generated() > 0;
   if (s.is_beam_search()) {
@@ -178,6 +181,7 @@ IterationBatch Executor::Impl::build_chunks(const SchedulePlan& plan, std::vecto
     c.tokens.assign(s->tokens.begin() + s->num_computed, s->tokens.begin() + end);
     c.past_len = s->num_computed;
     c.block_ids = s->block_table;
+    c.window = s->window_cap;
     int32_t from = std::max(s->num_computed, s->context_logits_rows(vocab_size));
     int32_t to = std::min(end, s->prompt_len);
     c.all_logits = s->request.output.return_context_logits && from < to;

@@ -6,6 +6,7 @@
 
 #include "executor/executor-impl.h"
 #include "executor/response-builder.h"
+#include "kv-cache/kv-window.h"
 #include "sampling/sampling-context.h"
 #include "sampling/stop-words.h"
 
@@ -44,6 +45,9 @@ void Executor::Impl::advance_sequence(Sequence& s, const IterationBatch& batch, 
   }
   s.num_computed += static_cast<int32_t>(c.tokens.size());
   kv.commit_full_blocks(s.block_table, s.tokens, s.num_computed);  // prefix reuse: newly full blocks
+  // Sliding window: the blocks no later token reads go back to the pool (after the commit, so cached ones stay).
+  if (s.release_window > 0)
+    kv.release_front(s.block_table, kv_first_kept_block(s.num_computed, s.release_window, kv.tokens_per_block()));
   if (s.num_computed < s.num_tokens()) return;  // a partial context chunk: nothing to sample yet
 
   s.state = SequenceState::generation;

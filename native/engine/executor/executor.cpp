@@ -31,6 +31,8 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config) :
   require_config(c.max_queue_size >= 0, "max_queue_size must be >= 0, got " + std::to_string(c.max_queue_size));
   require_config(c.tokens_per_block > 0, "tokens_per_block must be > 0, got " + std::to_string(c.tokens_per_block));
   require_config(c.max_seq_len >= 0, "max_seq_len must be >= 0, got " + std::to_string(c.max_seq_len));
+  require_config(c.max_attention_window >= 0, "max_attention_window must be >= 0 (0: the model's own windows), got " +
+                                                  std::to_string(c.max_attention_window));
   // Chunks end on block boundaries (scheduler.h): a budget under one block could never fit a chunk.
   require_config(!c.enable_chunked_context || c.max_num_tokens >= c.tokens_per_block,
                  "max_num_tokens " + std::to_string(c.max_num_tokens) + " is smaller than tokens_per_block " +
@@ -84,6 +86,9 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config) :
   m.limits.kv_num_blocks = static_cast<int32_t>(blocks);
   m.limits.kv_tokens_per_block = c.tokens_per_block;
   m.limits.max_logits_elements = c.max_logits_elements;
+  m.limits.layer_window = mc.layer_window;
+  m.limits.num_layers = mc.num_layers;
+  m.limits.max_attention_window = c.max_attention_window;
 
   m.scheduler_config.policy = c.policy;
   m.scheduler_config.max_batch_size = c.max_batch_size;
@@ -114,6 +119,8 @@ RequestId Executor::enqueue(const Request& request) {
   seq->request = request;
   seq->tokens = request.input_token_ids;
   seq->prompt_len = static_cast<int32_t>(request.input_token_ids.size());
+  seq->window_cap = sequence_window_cap(m.config.max_attention_window, request.max_attention_window);
+  seq->release_window = seq->is_beam_search() ? 0 : kv_release_window(m.model->config(), seq->window_cap);
   seq->arrival_time = m.now();
 
   RequestId id;

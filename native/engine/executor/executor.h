@@ -36,6 +36,11 @@ struct ExecutorConfig {
   // Prefix reuse: full KV blocks are cached by content (prefix-cache.h) and a prompt starting with a cached
   // prefix attaches those blocks instead of recomputing them.
   bool enable_kv_cache_reuse = false;
+  // TensorRT-LLM's max_attention_window_size: every layer attends over at most the last this many positions (the
+  // smaller of it and a layer's own sliding window); 0: the model's own windows. When every layer of a sequence is
+  // windowed, the KV blocks that leave the window go back to the pool, so a sequence holds about window / tokens
+  // per block blocks however long it runs.
+  int32_t max_attention_window = 0;
   int32_t iter_stats_max_iterations = 1000;
   // Cap on the logits values one request may ask for: prompt_len x vocab (return_context_logits) and beam_width x
   // max_tokens x vocab (return_generation_logits). They are held in memory until the response; 0: no cap.

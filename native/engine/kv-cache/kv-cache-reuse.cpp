@@ -52,7 +52,10 @@ void KvCacheManager::commit_full_blocks(const BlockTable& table, const TokenIds&
   // Hashed blocks form a prefix of the table (attached ones, then those committed in earlier iterations): walk
   // back to the last of them, then hash forward, each block chained to its parent.
   size_t first = full;
-  while (first > 0 && !prefix_.is_hashed(table[first - 1])) --first;
+  // (Entries a sliding window released, -1, are all before the hashed ones: blocks are committed as soon as they
+  // are full, before any release.)
+  while (first > 0 && table[first - 1] >= 0 && !prefix_.is_hashed(table[first - 1])) --first;
+  if (first > 0 && table[first - 1] < 0) return;
   for (size_t i = first; i < full; ++i) {
     const uint64_t parent = i == 0 ? kv_root_block_hash : prefix_.hash_of(table[i - 1]);
     prefix_.on_full(table[i], parent, tokens.data() + i * static_cast<size_t>(tokens_per_block_), tokens_per_block_);

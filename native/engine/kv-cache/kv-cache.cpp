@@ -1,5 +1,6 @@
 #include "kv-cache/kv-cache.h"
 
+#include <algorithm>
 #include <string>
 
 #include "errors.h"
@@ -58,8 +59,22 @@ bool KvCacheManager::ensure_capacity(BlockTable& table, int64_t num_tokens) {
 void KvCacheManager::release(BlockTable& table) {
   // Release in reverse so the first block of the sequence ends on top of the free stack: the next sequence then
   // gets the same low ids, keeping allocation order stable across runs.
-  for (auto it = table.rbegin(); it != table.rend(); ++it) unref_block(*it);
+  for (auto it = table.rbegin(); it != table.rend(); ++it)
+    if (*it >= 0) unref_block(*it);
   table.clear();
+}
+
+void KvCacheManager::release_front(BlockTable& table, int64_t first_kept) {
+  const size_t end = static_cast<size_t>(std::clamp<int64_t>(first_kept, 0, static_cast<int64_t>(table.size())));
+  for (size_t i = end; i-- > 0;) {
+    if (table[i] < 0) break;  // released by an earlier step, and so is everything before it
+    unref_block(table[i]);
+    table[i] = -1;
+  }
+}
+
+int32_t KvCacheManager::blocks_held(const BlockTable& table) {
+  return static_cast<int32_t>(std::count_if(table.begin(), table.end(), [](int32_t id) { return id >= 0; }));
 }
 
 KvCacheStats KvCacheManager::stats() const {

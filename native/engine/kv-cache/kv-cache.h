@@ -35,8 +35,13 @@ class KvCacheManager {
   // pool lacks the blocks (the scheduler normally guarantees this never happens).
   bool ensure_capacity(BlockTable& table, int64_t num_tokens);
   // Drops the sequence's reference to every block of `table` and clears it. Blocks whose count reaches 0 return
-  // to the free pool.
+  // to the free pool. Entries of -1 (released by release_front) are skipped.
   void release(BlockTable& table);
+  // Sliding windows (kv-window.h): drops the reference to table[0, first_kept) and marks those entries -1, so
+  // "position p lives in table[p / tokens_per_block]" still holds for the positions kept.
+  void release_front(BlockTable& table, int64_t first_kept);
+  // Entries of `table` holding a block (not released).
+  static int32_t blocks_held(const BlockTable& table);
 
   KvCacheStats stats() const;
 

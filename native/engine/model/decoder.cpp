@@ -38,6 +38,21 @@ DecoderModel::DecoderModel(ModelConfig config, DecoderSpec spec, DecoderWeights 
     throw EngineError(ErrorCode::internal, "decoder got " + std::to_string(w_.layers.size()) +
                                                " layers of weights for a stage of " + std::to_string(num_layers_));
   if (spec_.rope) inv_freq_ = cpu::rope_inv_freq(config_.head_dim, config_.rope_theta, config_.rope_scaling);
+  if (spec_.rope && config_.rope_scaling.longrope())
+    inv_freq_long_ = cpu::rope_inv_freq(config_.head_dim, config_.rope_theta, config_.rope_scaling, true);
+}
+
+float attention_scale(const ModelConfig& c) {
+  const float base = c.query_scale > 0 ? c.query_scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  // longrope scales cos and sin by attention_factor, so every q.k by its square: applied here instead.
+  const float f = c.rope_scaling.longrope() ? c.rope_scaling.attention_factor : 1.0f;
+  return base * f * f;
+}
+
+void soft_cap(float* x, size_t n, float cap) {
+  if (cap <= 0) return;
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (size_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
 }
 
 size_t DecoderModel::kv_bytes_per_token() const {
@@ -94,7 +109,8 @@ size_t DecoderModel::weight_bytes() const {
   size_t n = w_.embed.size() + w_.pos_embed.size() + w_.lm_head.size() + w_.final_norm.w.size() +
              w_.final_norm.b.size();
   for (const auto& l : w_.layers) {
-    for (const Norm* nm : {&l.attn_norm, &l.mlp_norm, &l.q_norm, &l.k_norm}) n += nm->w.size() + nm->b.size();
+    for (const Norm* nm : {&l.attn_norm, &l.mlp_norm, &l.q_norm, &l.k_norm, &l.post_attn_norm, &l.post_mlp_norm})
+      n += nm->w.size() + nm->b.size();
     for (const Linear* li : {&l.qkv, &l.o, &l.up, &l.down, &l.moe.router, &l.moe.shared.up, &l.moe.shared.down,
                              &l.moe.shared_gate})
       n += li->w.size() + li->b.size();
@@ -223,7 +239,7 @@ void DecoderModel::forward(const std::vector<SequenceChunk>& chunks, ForwardOutp
   att_chunks_.clear();
   for (size_t c = 0; c < chunks.size(); ++c)
     att_chunks_.push_back({chunks[c].past_len, static_cast<int32_t>(chunks[c].tokens.size()),
-                           batch_.chunk_first_row[c], chunks[c].block_ids.data()});
+                           batch_.chunk_first_row[c], chunks[c].block_ids.data(), chunks[c].window});
   if (T == 0) {
     out.logits.clear();
     return;
@@ -244,6 +260,7 @@ void DecoderModel::forward(const std::vector<SequenceChunk>& chunks, ForwardOutp
   float* xn = grow(xn_, T * H);
   norm(w_.final_norm, x, xn, R);
   lm_head(xn, R, out);
+  soft_cap(out.logits.data(), out.logits.size(), config_.final_softcap);
   // The leader (stage 0, tp rank 0) schedules and samples: the last stage's tp rank 0 (same pp group) sends it
   // the logits.
   if (pp_.size() > 1 && tp_.rank() == 0) {
@@ -259,7 +276,17 @@ void DecoderModel::run_layers(float* x, int64_t T, int64_t R) {
   if (spec_.rope) {
     float* c = grow(cos_, T * half);
     float* sn = grow(sin_, T * half);
-    cpu::rope_tables(batch_.positions.data(), T, inv_freq_.data(), half, c, sn);
+    const uint8_t* use_long = nullptr;
+    if (!inv_freq_long_.empty()) {
+      // longrope: a sequence longer than the original context after this step rotates by the long factors.
+      use_long_.resize(static_cast<size_t>(T));
+      for (int64_t t = 0; t < T; ++t) {
+        const cpu::AttentionChunk& ch = att_chunks_[batch_.token_chunk[t]];
+        use_long_[t] = ch.past_len + ch.n_tokens > config_.rope_scaling.original_max_position_embeddings;
+      }
+      use_long = use_long_.data();
+    }
+    cpu::rope_tables(batch_.positions.data(), T, inv_freq_.data(), half, c, sn, inv_freq_long_.data(), use_long);
     cos_t = c;
     sin_t = sn;
   }
@@ -285,7 +312,8 @@ void DecoderModel::attention_block(int32_t l, float* x, int64_t T, int64_t logit
     pool.k_scale = k_scales_[l];
     pool.v_scale = v_scales_[l];
   }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const cpu::AttentionScores how{attention_scale(config_), config_.attn_softcap,
+                                 config_.window_of(layout_.layer_begin + l)};
 
   norm(lw.attn_norm, x, xn, T);
   linear(lw.qkv, xn, T, qkv, false);
@@ -302,15 +330,30 @@ void DecoderModel::attention_block(int32_t l, float* x, int64_t T, int64_t logit
   int64_t rows = T;
   if (logit_rows >= 0) {
     const int64_t* out_rows = batch_.out_rows.data();
-    cpu::paged_attention(pool, att_chunks_, row_chunk, out_rows, logit_rows, qkv, qkv_w, num_heads_, scale, attn,
+    cpu::paged_attention(pool, att_chunks_, row_chunk, out_rows, logit_rows, qkv, qkv_w, num_heads_, how, attn,
                          q_dim_);
     for (int64_t i = 0; i < logit_rows; ++i)
       if (out_rows[i] != i) std::memcpy(x + i * H, x + out_rows[i] * H, sizeof(float) * H);
     rows = logit_rows;
   } else {
-    cpu::paged_attention(pool, att_chunks_, row_chunk, nullptr, T, qkv, qkv_w, num_heads_, scale, attn, q_dim_);
+    cpu::paged_attention(pool, att_chunks_, row_chunk, nullptr, T, qkv, qkv_w, num_heads_, how, attn, q_dim_);
   }
-  linear_row_parallel(lw.o, attn, rows, x);
+  add_projection(lw.o, lw.post_attn_norm, attn, rows, x);
+}
+
+void DecoderModel::add_projection(const Linear& l, const Norm& post_norm, const float* in, int64_t rows, float* x) {
+  if (post_norm.w.empty()) {
+    linear_row_parallel(l, in, rows, x);
+    return;
+  }
+  // Gemma 2: the projection's whole sum (all-reduced over tp) is normed before it joins the residual.
+  const int64_t H = config_.hidden_size;
+  float* y = grow(proj_, rows * H);
+  linear(l, in, rows, y, false);
+  if (tp_.size() > 1) all_reduce_tp(y, static_cast<size_t>(rows * H));
+  float* yn = grow(proj_norm_, rows * H);
+  norm(post_norm, y, yn, rows);
+  for (int64_t i = 0; i < rows * H; ++i) x[i] += yn[i];
 }
 
 void DecoderModel::mlp_block(const DecoderLayerWeights& lw, float* x, int64_t rows) {
@@ -328,7 +371,7 @@ void DecoderModel::mlp_block(const DecoderLayerWeights& lw, float* x, int64_t ro
     cpu::gated_activate(mlp, mlp_act, rows, inter, spec_.act);
   else
     cpu::activate(mlp, rows * inter, spec_.act);
-  linear_row_parallel(lw.down, mlp_act, rows, x);
+  add_projection(lw.down, lw.post_mlp_norm, mlp_act, rows, x);
 }
 
 void DecoderModel::pass_to_next_stage(const float* x, int64_t T, int64_t R, int32_t tag_act, int32_t tag_logits,

@@ -60,7 +60,9 @@ struct DecoderLayerWeights {
   Linear qkv;   // [q_dim + 2 * kv_dim, hidden]: q rows, then k, then v (one GEMM for all three)
   Norm q_norm, k_norm;  // [head_dim], applied to every query / key head before rope (Qwen3); empty: none
   Linear o;     // [hidden, q_dim]
-  Norm mlp_norm;
+  Norm post_attn_norm;  // Gemma 2 (sandwich_norms): on the attention output before the residual add; empty: none
+  Norm mlp_norm;        // the MLP's input norm (Gemma 2: pre_feedforward_layernorm)
+  Norm post_mlp_norm;   // Gemma 2: on the MLP output before the residual add; empty: none
   Linear up;    // gated: [2 * inter, hidden] gate rows then up rows; else [inter, hidden]
   Linear down;  // [hidden, inter]
   MoeWeights moe;  // a mixture-of-experts layer: its MLP (up / down are then empty)
@@ -82,6 +84,11 @@ struct DecoderSpec {
   bool gated_mlp = true;    // act(gate) * up, else act(up)
   cpu::Activation act = cpu::Activation::silu;
 };
+
+// The attention score scale: query_scale (or 1 / sqrt(head_dim)), times longrope's attention_factor squared.
+float attention_scale(const ModelConfig& c);
+// x = cap * tanh(x / cap) in place (nothing when cap <= 0): Gemma 2's final logit soft-capping.
+void soft_cap(float* x, size_t n, float cap);
 
 class DecoderModel : public Model {
  public:
@@ -118,6 +125,8 @@ class DecoderModel : public Model {
   // model's last layer): attention and the projection run only for the logit rows, gathered to x's first rows.
   void attention_block(int32_t l, float* x, int64_t T, int64_t logit_rows, const float* cos_t, const float* sin_t);
   void mlp_block(const DecoderLayerWeights& lw, float* x, int64_t rows);  // norm -> MLP + residual
+  // x += l(in), or x += post_norm(l(in)) when post_norm has weights (Gemma 2); row parallel over tp either way.
+  void add_projection(const Linear& l, const Norm& post_norm, const float* in, int64_t rows, float* x);
   // norm -> router -> the chosen experts (+ shared expert) -> weighted sum + residual (decoder-moe.cpp): the rank's
   // experts' partial sums are added up by the one all-reduce a dense MLP's down projection takes.
   void moe_block(const DecoderLayerWeights& lw, float* x, int64_t rows);
@@ -140,6 +149,8 @@ class DecoderModel : public Model {
   int32_t num_threads_;
   std::thread::id threads_set_for_;  // OpenMP's thread count is per calling thread
   std::vector<float> inv_freq_;      // [head_dim / 2]
+  std::vector<float> inv_freq_long_; // [head_dim / 2], longrope only
+  std::vector<uint8_t> use_long_;    // [n_tokens]: the token rotates by inv_freq_long_
   int64_t q_dim_, kv_dim_;  // this rank's: local heads * head_dim, local kv heads * head_dim
   int32_t num_heads_, num_kv_heads_, num_layers_;  // this rank's
   int64_t inter_;                                  // this rank's intermediate columns
@@ -160,6 +171,7 @@ class DecoderModel : public Model {
   // Scratch, grown to the largest iteration seen and reused: forward() allocates nothing in steady state.
   BatchLayout batch_;
   std::vector<float> x_, xn_, qkv_, attn_, mlp_, mlp_act_, cos_, sin_;  // [n_tokens, ...]
+  std::vector<float> proj_, proj_norm_;                                 // Gemma 2's normed projections
   std::vector<float> logits_local_, logits_gathered_;                   // [n_logit_rows, vocab_local], [tp, ...]
   std::vector<cpu::AttentionChunk> att_chunks_;
   std::vector<float> moe_out_, router_logits_, shared_weights_, expert_x_, expert_h_, expert_act_, expert_y_;

@@ -61,6 +61,7 @@ DummyPlan dummy_plan(const ModelConfig& c, const DecoderSpec& spec, const Parall
     }
     d.attn_norm = d.mlp_norm = DummyNorm{H, !spec.rms_norm};
     if (c.qk_norm) d.q_norm = d.k_norm = DummyNorm{c.head_dim, false};
+    if (c.sandwich_norms) d.post_attn_norm = d.post_mlp_norm = DummyNorm{H, false};
     const int64_t qkv_out = (q1 - q0) + 2 * (k1 - k0);
     d.qkv.w = DummyMatrix{qkv_out, H, {rows_part(t(kQ), q0, q1, H), rows_part(t(kK), k0, k1, H), rows_part(t(kV), k0, k1, H)}};
     if (c.attention_bias)
@@ -140,6 +141,10 @@ DecoderWeights materialize_dummy(const DummyPlan& p, uint64_t seed) {
     if (d.q_norm.dim > 0) {
       lw.q_norm = materialize(d.q_norm);
       lw.k_norm = materialize(d.k_norm);
+    }
+    if (d.post_attn_norm.dim > 0) {
+      lw.post_attn_norm = materialize(d.post_attn_norm);
+      lw.post_mlp_norm = materialize(d.post_mlp_norm);
     }
     lw.qkv = materialize(d.qkv, seed);
     lw.o = materialize(d.o, seed);

@@ -46,6 +46,7 @@ struct DummyMoe {
 struct DummyLayer {
   DummyNorm attn_norm, mlp_norm;
   DummyNorm q_norm, k_norm;  // dim 0: none (dim head_dim for Qwen3)
+  DummyNorm post_attn_norm, post_mlp_norm;  // dim 0: none (Gemma 2's sandwich norms)
   DummyLinear qkv, o, up, down;  // up / down empty in a mixture-of-experts layer
   DummyMoe moe;
 };

@@ -91,11 +91,15 @@ DecoderWeights read_llama_weights(const ModelConfig& c, WeightReader& r, const P
     }
     lw.o = read_row_parallel(r, p + "self_attn.o_proj", H, q, c.attention_out_bias, pl.head_begin * hd,
                              pl.head_end * hd, bias_here);
-    lw.mlp_norm.w = r.read(p + "post_attention_layernorm.weight", {H});
-    if (c.norm_plus_one) {
-      plus_one(lw.attn_norm.w);
-      plus_one(lw.mlp_norm.w);
+    if (c.sandwich_norms) {  // Gemma 2: post_attention_layernorm norms the attention output itself
+      lw.post_attn_norm.w = r.read(p + "post_attention_layernorm.weight", {H});
+      lw.mlp_norm.w = r.read(p + "pre_feedforward_layernorm.weight", {H});
+      lw.post_mlp_norm.w = r.read(p + "post_feedforward_layernorm.weight", {H});
+    } else {
+      lw.mlp_norm.w = r.read(p + "post_attention_layernorm.weight", {H});
     }
+    if (c.norm_plus_one)
+      for (Norm* n : {&lw.attn_norm, &lw.mlp_norm, &lw.post_attn_norm, &lw.post_mlp_norm}) plus_one(n->w);
     if (c.moe.sparse_layer(i)) {
       lw.moe = read_moe_weights(r, p, c, pl);
       w.layers.push_back(std::move(lw));

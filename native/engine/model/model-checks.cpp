@@ -1,5 +1,6 @@
 #include "model/model-checks.h"
 
+#include <algorithm>
 #include <string>
 
 #include "errors.h"
@@ -19,6 +20,11 @@ void check_kv_block_copy(int32_t src, int32_t dst, int32_t num_blocks) {
                                                ") outside the pool of " + std::to_string(num_blocks) + " blocks");
 }
 
+int32_t first_read_position(const SequenceChunk& ch, const ModelConfig& config) {
+  const int32_t w = kv_release_window(config, ch.window);
+  return w > 0 ? std::max(0, ch.past_len - (w - 1)) : 0;
+}
+
 void validate_chunks(const std::vector<SequenceChunk>& chunks, const ModelConfig& config, bool learned_positions,
                      int32_t num_blocks, int32_t tokens_per_block) {
   if (num_blocks == 0) throw EngineError(ErrorCode::internal, "forward called before allocate_kv");
@@ -27,6 +33,7 @@ void validate_chunks(const std::vector<SequenceChunk>& chunks, const ModelConfig
     const std::string which = "chunk " + std::to_string(c);
     if (ch.tokens.empty()) throw EngineError(ErrorCode::internal, which + " has no tokens");
     if (ch.past_len < 0) throw EngineError(ErrorCode::internal, which + " has past_len " + std::to_string(ch.past_len));
+    if (ch.window < 0) throw EngineError(ErrorCode::internal, which + " has window " + std::to_string(ch.window));
     const int64_t total = static_cast<int64_t>(ch.past_len) + static_cast<int64_t>(ch.tokens.size());
     if (learned_positions && total > config.max_position_embeddings)
       throw EngineError(ErrorCode::invalid_argument,
@@ -42,7 +49,7 @@ void validate_chunks(const std::vector<SequenceChunk>& chunks, const ModelConfig
       throw EngineError(ErrorCode::internal, which + " covers " + std::to_string(total) + " positions and needs " +
                                                  std::to_string(blocks_needed) + " blocks but its block table has " +
                                                  std::to_string(ch.block_ids.size()));
-    for (int64_t b = 0; b < blocks_needed; ++b)
+    for (int64_t b = first_read_position(ch, config) / tokens_per_block; b < blocks_needed; ++b)
       if (ch.block_ids[b] < 0 || ch.block_ids[b] >= num_blocks)
         throw EngineError(ErrorCode::internal, which + " block table entry " + std::to_string(b) + " is block " +
                                                    std::to_string(ch.block_ids[b]) + ", outside the pool of " +

@@ -16,6 +16,11 @@ void check_kv_allocation(int32_t num_blocks, int32_t tokens_per_block);
 // copy_kv_block's block ids, inside a pool of num_blocks blocks, else EngineError(internal) (an executor bug).
 void check_kv_block_copy(int32_t src, int32_t dst, int32_t num_blocks);
 
+// The first position any layer reads for any token of `ch`: past_len minus the widest window less one when every
+// layer is windowed for it (model-config.h's kv_release_window), else 0. Block-table entries wholly before it may
+// be -1 (released); attention kernels never read them.
+int32_t first_read_position(const SequenceChunk& ch, const ModelConfig& config);
+
 // Throws EngineError (internal for executor bugs, invalid_argument for token ids and positions).
 // `learned_positions`: the model adds a position table of max_position_embeddings rows (GPT-2).
 void validate_chunks(const std::vector<SequenceChunk>& chunks, const ModelConfig& config, bool learned_positions,

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -81,7 +82,8 @@ constexpr Family kFamilies[] = {
     {"qwen2", "Qwen2ForCausalLM", Architecture::llama},   {"qwen3", "Qwen3ForCausalLM", Architecture::llama},
     {"phi3", "Phi3ForCausalLM", Architecture::llama},     {"gemma", "GemmaForCausalLM", Architecture::llama},
     {"qwen2_moe", "Qwen2MoeForCausalLM", Architecture::llama}, {"qwen3_moe", "Qwen3MoeForCausalLM", Architecture::llama},
-    {"mixtral", "MixtralForCausalLM", Architecture::llama},    {"gpt2", "GPT2LMHeadModel", Architecture::gpt2},
+    {"mixtral", "MixtralForCausalLM", Architecture::llama},    {"gemma2", "Gemma2ForCausalLM", Architecture::llama},
+    {"gpt2", "GPT2LMHeadModel", Architecture::gpt2},
 };
 
 const Family* family_named(const std::string& architecture) {
@@ -96,6 +98,8 @@ std::string supported_architectures() {
   return out;
 }
 
+void read_longrope(const Fields& f, const json::Value& rs, const char* key, ModelConfig& c);
+
 // `key` is "rope_scaling" (transformers 4.x, with rope_theta beside it) or "rope_parameters" (transformers 5.x,
 // which moves rope_theta inside and writes {"rope_type": "default"} when nothing is scaled).
 void read_rope_scaling(const Fields& f, ModelConfig& c, const char* key) {
@@ -108,15 +112,20 @@ void read_rope_scaling(const Fields& f, ModelConfig& c, const char* key) {
   const json::Value* type = rs->find("rope_type");
   if (!type || type->is_null()) type = rs->find("type");
   std::string t = (type && !type->is_null()) ? type->as_string(w + ".rope_type") : "default";
-  if (t != "default" && t != "linear" && t != "llama3")
+  if (t == "su") t = "longrope";  // the name early Phi-3 configs use
+  if (t != "default" && t != "linear" && t != "llama3" && t != "longrope")
     throw EngineError(ErrorCode::unsupported, f.file + ": " + key + " type '" + t +
-                                                  "' is not supported; supported: default, linear, llama3");
+                                                  "' is not supported; supported: default, linear, llama3, longrope");
   c.rope_scaling.type = t;
   auto num = [&](const char* key, float fallback) {
     const json::Value* v = rs->find(key);
     return (v && !v->is_null()) ? static_cast<float>(v->as_number(w + "." + key)) : fallback;
   };
   if (t == "default") return;
+  if (t == "longrope") {
+    read_longrope(f, *rs, key, c);
+    return;
+  }
   const json::Value* factor = rs->find("factor");
   if (!factor || factor->is_null())
     throw EngineError(ErrorCode::bad_checkpoint, f.file + ": " + key + " of type '" + t + "' lacks 'factor'");
@@ -132,6 +141,53 @@ void read_rope_scaling(const Fields& f, ModelConfig& c, const char* key) {
           static_cast<int32_t>(omp->as_int64(w + ".original_max_position_embeddings"));
     if (!(c.rope_scaling.high_freq_factor > c.rope_scaling.low_freq_factor))
       throw EngineError(ErrorCode::bad_checkpoint, w + ": high_freq_factor must exceed low_freq_factor");
+  }
+}
+
+// Phi-3's longrope: short_factor / long_factor lists of head_dim / 2 divisors; the threshold is
+// original_max_position_embeddings (inside the rope parameters, or at the top level as Phi-3 writes it); the
+// attention factor, when absent, is sqrt(1 + ln(s) / ln(original)) with s = max_position_embeddings / original,
+// transformers' _compute_longrope_parameters.
+void read_longrope(const Fields& f, const json::Value& rs, const char* key, ModelConfig& c) {
+  const std::string w = f.file + ": " + key;
+  RopeScaling& r = c.rope_scaling;
+  const size_t half = static_cast<size_t>(c.head_dim / 2);
+  auto factors = [&](const char* key) {
+    const json::Value* v = rs.find(key);
+    if (!v || v->is_null())
+      throw EngineError(ErrorCode::bad_checkpoint, w + " of type 'longrope' lacks '" + key + "'");
+    std::vector<float> out;
+    for (const json::Value& x : v->as_array(w + "." + key)) {
+      out.push_back(static_cast<float>(x.as_number(w + "." + key)));
+      if (!(out.back() > 0)) {
+        char shown[32];
+        std::snprintf(shown, sizeof shown, "%g", static_cast<double>(out.back()));
+        throw EngineError(ErrorCode::bad_checkpoint, w + "." + key + " entries must be > 0, got " + shown);
+      }
+    }
+    if (out.size() != half)
+      throw EngineError(ErrorCode::bad_checkpoint, w + "." + key + " has " + std::to_string(out.size()) +
+                                                       " entries; head_dim / 2 = " + std::to_string(half));
+    return out;
+  };
+  r.short_factor = factors("short_factor");
+  r.long_factor = factors("long_factor");
+  int64_t original = 0;
+  if (const json::Value* v = rs.find("original_max_position_embeddings"); v && !v->is_null())
+    original = v->as_int64(w + ".original_max_position_embeddings");
+  else if (f.get("original_max_position_embeddings"))
+    original = f.required_int("original_max_position_embeddings");
+  else
+    original = c.max_position_embeddings;
+  if (original <= 0)
+    throw EngineError(ErrorCode::bad_checkpoint, f.file + ": original_max_position_embeddings must be > 0, got " +
+                                                     std::to_string(original));
+  r.original_max_position_embeddings = static_cast<int32_t>(original);
+  if (const json::Value* v = rs.find("attention_factor"); v && !v->is_null()) {
+    r.attention_factor = static_cast<float>(v->as_number(w + ".attention_factor"));
+  } else {
+    const double s = static_cast<double>(c.max_position_embeddings) / static_cast<double>(original);
+    r.attention_factor = s <= 1.0 ? 1.0f : static_cast<float>(std::sqrt(1.0 + std::log(s) / std::log(double(original))));
   }
 }
 
@@ -153,21 +209,62 @@ void refuse_partial_rotary(const Fields& f) {
       check(obj->find("partial_rotary_factor"), std::string(key) + ".partial_rotary_factor");
 }
 
-// Mistral's, Mixtral's and Phi-3's `sliding_window` (the Qwen families refuse use_sliding_window true instead): attention
-// over the last `sliding_window` positions only. Sequences no longer than the window see the same outputs as under
-// full attention, so max_position_embeddings is capped to it (what vLLM does for models it runs without a window).
+// Sliding windows (model-config.h's layer_window). The window's size is `sliding_window` (the Qwen families: only
+// with use_sliding_window true, as transformers reads them); which layers take it, `layer_types` when the config
+// lists them, else each family's rule. A window at least as long as the model's positions changes nothing but is
+// kept: max_seq_len may exceed max_position_embeddings for rope models.
 void read_sliding_window(const Fields& f, ModelConfig& c) {
   const std::string& a = c.architecture_name;
-  if (a != "MistralForCausalLM" && a != "MixtralForCausalLM" && a != "Phi3ForCausalLM") return;
-  const json::Value* w = f.get("sliding_window");
-  if (!w || w->is_null()) return;
-  const int64_t window = w->as_int64(f.what("sliding_window"));
-  if (window <= 0)
-    throw EngineError(ErrorCode::bad_checkpoint,
-                      f.file + ": sliding_window must be > 0 or null, got " + std::to_string(window));
-  if (window >= c.max_position_embeddings) return;
-  c.sliding_window = static_cast<int32_t>(window);
-  c.max_position_embeddings = c.sliding_window;
+  const bool qwen = a.rfind("Qwen", 0) == 0, gemma2 = a == "Gemma2ForCausalLM";
+  // Llama and Gemma have no sliding window, whatever a config says (transformers ignores the field there too).
+  if (!qwen && !gemma2 && a != "MistralForCausalLM" && a != "MixtralForCausalLM" && a != "Phi3ForCausalLM") return;
+  int32_t window = 0;
+  if (const json::Value* w = f.get("sliding_window"); w && (!qwen || f.optional_bool("use_sliding_window", false))) {
+    const int64_t v = w->as_int64(f.what("sliding_window"));
+    if (v <= 0 || v > (int64_t{1} << 30))
+      throw EngineError(ErrorCode::bad_checkpoint,
+                        f.file + ": sliding_window must be a positive integer or null, got " + std::to_string(v));
+    window = static_cast<int32_t>(v);
+  }
+  std::vector<bool> sliding(static_cast<size_t>(c.num_layers), false);
+  if (const json::Value* lt = f.get("layer_types")) {
+    const auto& types = lt->as_array(f.what("layer_types"));
+    if (types.size() != sliding.size())
+      throw EngineError(ErrorCode::bad_checkpoint, f.what("layer_types") + " has " + std::to_string(types.size()) +
+                                                       " entries for " + std::to_string(c.num_layers) +
+                                                       " layers (num_hidden_layers)");
+    for (size_t i = 0; i < types.size(); ++i) {
+      const std::string t = types[i].as_string(f.what("layer_types"));
+      if (t != "full_attention" && t != "sliding_attention")
+        throw EngineError(ErrorCode::unsupported, f.file + ": layer_types entry \"" + t +
+                                                      "\" is not supported; supported: full_attention, sliding_attention");
+      sliding[i] = t == "sliding_attention";
+    }
+  } else {
+    const int32_t from = qwen ? f.optional_int("max_window_layers", c.num_layers) : 0;
+    for (int32_t i = 0; i < c.num_layers; ++i)
+      sliding[static_cast<size_t>(i)] = gemma2 ? i % 2 == 0 : i >= from;
+  }
+  if (gemma2 && window == 0 && std::find(sliding.begin(), sliding.end(), true) != sliding.end())
+    throw EngineError(ErrorCode::bad_checkpoint, f.file + " lacks 'sliding_window' (Gemma 2's local layers need it)");
+  c.sliding_window = window;
+  c.layer_window.assign(sliding.size(), 0);
+  for (size_t i = 0; i < sliding.size(); ++i) c.layer_window[i] = sliding[i] ? window : 0;
+}
+
+// Gemma 2 (read after Gemma's fields): scores scaled by query_pre_attn_scalar^-0.5, soft-capped scores and logits,
+// four norms a layer.
+void read_gemma2(const Fields& f, ModelConfig& c) {
+  c.query_scale = 1.0f / std::sqrt(f.optional_float("query_pre_attn_scalar", static_cast<float>(c.head_dim)));
+  if (!(c.query_scale > 0) || !std::isfinite(c.query_scale))
+    throw EngineError(ErrorCode::bad_checkpoint, f.what("query_pre_attn_scalar") + " must be > 0");
+  c.attn_softcap = f.optional_float("attn_logit_softcapping", 0.0f);
+  c.final_softcap = f.optional_float("final_logit_softcapping", 0.0f);
+  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"})
+    if (f.get(key) && !(f.optional_float(key, 0.0f) > 0))
+      throw EngineError(ErrorCode::bad_checkpoint, f.what(key) + " must be > 0 or null, got " +
+                                                       std::to_string(f.optional_float(key, 0.0f)));
+  c.sandwich_norms = true;
 }
 
 // The Qwen MoE families' and Mixtral's expert MLPs (model-config.h's MoeConfig); nothing for dense families.
@@ -222,7 +319,7 @@ void read_llama(const Fields& f, ModelConfig& c) {
   c.rope_theta = f.optional_float("rope_theta", 10000.0f);
   c.hidden_act = f.optional_string("hidden_act", "silu");
   c.tie_word_embeddings = f.optional_bool("tie_word_embeddings", false);
-  if (c.architecture_name == "GemmaForCausalLM") {
+  if (c.architecture_name == "GemmaForCausalLM" || c.architecture_name == "Gemma2ForCausalLM") {
     // transformers' Gemma runs `hidden_activation` (the tanh GELU when absent), whatever `hidden_act` says.
     c.hidden_act = f.optional_string("hidden_activation", "gelu_pytorch_tanh");
     c.tie_word_embeddings = f.optional_bool("tie_word_embeddings", true);
@@ -247,19 +344,9 @@ void read_llama(const Fields& f, ModelConfig& c) {
                                                          "Phi3ForCausalLM (fused qkv_proj / gate_up_proj without biases)");
   }
   read_sliding_window(f, c);
-  if (c.architecture_name.rfind("Qwen", 0) == 0) {
+  if (c.architecture_name == "Gemma2ForCausalLM") read_gemma2(f, c);
+  if (c.architecture_name.rfind("Qwen", 0) == 0)
     c.qk_norm = c.architecture_name == "Qwen3ForCausalLM" || c.architecture_name == "Qwen3MoeForCausalLM";
-    // Sliding-window layers are not implemented: a config that turns them on is refused rather than run as
-    // full attention (which would give other outputs past the window).
-    if (f.optional_bool("use_sliding_window", false))
-      throw EngineError(ErrorCode::unsupported, f.file + ": use_sliding_window true is not supported (sliding-window "
-                                                         "attention); set it to false or use another checkpoint");
-    if (const json::Value* lt = f.get("layer_types"); lt && lt->is_array())
-      for (const json::Value& t : lt->as_array())
-        if (t.is_string() && t.as_string() != "full_attention")
-          throw EngineError(ErrorCode::unsupported, f.file + ": layer_types entry \"" + t.as_string() +
-                                                        "\" is not supported (only full_attention)");
-  }
   if (c.num_heads % c.num_kv_heads != 0)
     throw EngineError(ErrorCode::bad_checkpoint, f.file + ": num_attention_heads (" + std::to_string(c.num_heads) +
                                                      ") is not a multiple of num_key_value_heads (" +
@@ -301,6 +388,21 @@ void read_gpt2(const Fields& f, ModelConfig& c) {
 }
 
 }  // namespace
+
+int32_t kv_release_window(const ModelConfig& c, int32_t cap) {
+  return kv_release_window(c.layer_window, c.num_layers, cap);
+}
+
+int32_t kv_release_window(const std::vector<int32_t>& layer_window, int32_t num_layers, int32_t cap) {
+  int32_t widest = 0;
+  for (int32_t l = 0; l < num_layers; ++l) {
+    const int32_t own = layer_window.empty() ? 0 : layer_window[static_cast<size_t>(l)];
+    const int32_t w = effective_window(own, cap);
+    if (w == 0) return 0;
+    widest = std::max(widest, w);
+  }
+  return widest;
+}
 
 ModelConfig load_model_config(const std::string& checkpoint_dir) {
   const std::string path = checkpoint_dir + "/config.json";

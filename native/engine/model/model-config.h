@@ -12,11 +12,18 @@ namespace engine {
 enum class Architecture { llama, gpt2 };
 
 struct RopeScaling {
-  std::string type = "default";  // default | linear | llama3
+  std::string type = "default";  // default | linear | llama3 | longrope
   float factor = 1.0f;
   float low_freq_factor = 1.0f;                    // llama3
   float high_freq_factor = 4.0f;                   // llama3
-  int32_t original_max_position_embeddings = 8192; // llama3
+  int32_t original_max_position_embeddings = 8192; // llama3, longrope
+  // longrope (Phi-3 128k, Phi-3.5): per-frequency divisors [head_dim / 2]; a sequence longer than
+  // original_max_position_embeddings rotates by long_factor, a shorter one by short_factor (the choice is made per
+  // sequence at each step, as transformers and TensorRT-LLM make it; cached keys keep theirs). cos and sin are
+  // both scaled by attention_factor, which multiplies every attention score by its square.
+  std::vector<float> short_factor, long_factor;
+  float attention_factor = 1.0f;
+  bool longrope() const { return type == "longrope"; }
 };
 
 // Mixture-of-experts MLPs (Qwen3-MoE, Qwen2-MoE, Mixtral): a router picks top_k of num_experts per token; the
@@ -56,9 +63,23 @@ struct ModelConfig {
   bool qk_norm = false;                 // Qwen3: RMSNorm over each query and key head (q_norm / k_norm) before rope
   // Phi-3 stores q/k/v as one qkv_proj [q; k; v] and gate/up as one gate_up_proj [gate; up].
   bool fused_qkv = false, fused_gate_up = false;
-  // Mistral / Phi-3 sliding-window attention (0: none). Not implemented as a window: max_position_embeddings is
-  // capped to it, so every sequence fits the window and full attention gives the same outputs.
+  // Sliding-window attention: a token attends to the last `sliding_window` positions (itself included) on the
+  // layers whose layer_window is non-zero — every layer for Mistral / Mixtral / Phi-3, layers from
+  // max_window_layers on for Qwen2 / Qwen3 with use_sliding_window, alternate layers for Gemma 2, or as
+  // `layer_types` lists them. layer_window: [num_layers], 0 = full attention.
   int32_t sliding_window = 0;
+  std::vector<int32_t> layer_window;
+  int32_t window_of(int32_t layer) const {
+    return layer_window.empty() ? 0 : layer_window[static_cast<size_t>(layer)];
+  }
+  // Attention scores are q.k * query_scale (0: 1 / sqrt(head_dim); Gemma 2: query_pre_attn_scalar^-0.5).
+  float query_scale = 0.0f;
+  // Gemma 2's soft-capping, cap * tanh(x / cap) (0: none): of the attention scores before the mask and softmax,
+  // and of the final logits.
+  float attn_softcap = 0.0f, final_softcap = 0.0f;
+  // Gemma 2's four norms per layer: the attention output and the MLP output are each normed before they join the
+  // residual (post_attention_layernorm, post_feedforward_layernorm), the MLP input by pre_feedforward_layernorm.
+  bool sandwich_norms = false;
   // Gemma: the embedding rows are multiplied by sqrt(hidden_size) on the way in (not on the tied LM head), and its
   // RMSNorms multiply by (1 + weight) — folded into the weights at load (norm_plus_one tells the loader to).
   float embed_scale = 1.0f;
@@ -73,6 +94,22 @@ struct ModelConfig {
   std::vector<int32_t> eos_token_ids;   // generation_config may list several
   int32_t pad_token_id = -1;
 };
+
+// The window a layer of `layer_window` (0: full) attends over when the request or server caps every layer at
+// `cap` (max_attention_window_size; 0: no cap): the smaller of the two non-zero ones.
+inline int32_t effective_window(int32_t layer_window, int32_t cap) {
+  if (layer_window <= 0) return cap > 0 ? cap : 0;
+  return cap > 0 && cap < layer_window ? cap : layer_window;
+}
+
+// The window every layer stays within for a sequence capped at `cap` (0: some layer attends over everything):
+// the positions before the last this many are read by no layer, so their KV blocks can be released.
+int32_t kv_release_window(const ModelConfig& c, int32_t cap);
+// The same over a layer_window list (empty: num_layers layers of full attention).
+int32_t kv_release_window(const std::vector<int32_t>& layer_window, int32_t num_layers, int32_t cap);
+
+// A request's window cap under the server's (both 0: none): the smaller non-zero one.
+inline int32_t sequence_window_cap(int32_t server, int32_t request) { return effective_window(server, request); }
 
 // Parses <dir>/config.json and, when present, <dir>/generation_config.json.
 // Throws EngineError(not_found | bad_checkpoint | unsupported) naming the file, field and value.

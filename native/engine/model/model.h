@@ -54,6 +54,10 @@ struct SequenceChunk {
   int32_t past_len = 0;
   std::vector<int32_t> block_ids;
   bool all_logits = false;  // true: a logits row for every token of the chunk; false: only for the last token
+  // max_attention_window_size for this sequence (0: none): every layer attends over at most the last `window`
+  // positions (model-config.h's effective_window with the layer's own). Entries of block_ids wholly before the
+  // first position any of this chunk's tokens reads may be -1 (released, kv-cache.h).
+  int32_t window = 0;
   // Not host only for a model whose samples_on_device() is true, and never with all_logits. Neither field is sent
   // to followers (they never sample).
   SampleOn sample_on = SampleOn::host;

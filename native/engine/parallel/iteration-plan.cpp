@@ -54,6 +54,7 @@ std::vector<uint8_t> serialize_plan(const IterationPlan& plan) {
     put(out, c.past_len);
     put(out, static_cast<int32_t>(c.block_ids.size()));
     put(out, c.all_logits ? 1 : 0);
+    put(out, c.window);
     put_all(out, c.tokens);
     put_all(out, c.block_ids);
   }
@@ -76,6 +77,7 @@ IterationPlan deserialize_plan(const std::vector<uint8_t>& bytes) {
     c.past_len = r.get();
     const int32_t n_blocks = r.get();
     c.all_logits = r.get() != 0;
+    c.window = r.get();
     c.tokens = r.get_all(n_tokens);
     c.block_ids = r.get_all(n_blocks);
   }

@@ -55,6 +55,9 @@ struct Request {
   std::vector<TokenIds> bad_words;    // logits-processors.h
   std::vector<float> embedding_bias;  // empty: none; else [vocab], added to every logits row before sampling
   int32_t num_return_sequences = 0;   // beams returned, best first; 0: beam_width. <= beam_width
+  // This request's max_attention_window_size (0: the server's): a window over every layer, no wider than the
+  // server's (ExecutorConfig::max_attention_window) when that is set.
+  int32_t max_attention_window = 0;
   std::optional<uint64_t> client_id;
 };
 

@@ -2,15 +2,19 @@
 
 #include <algorithm>
 
+#include "kv-cache/kv-window.h"
+
 namespace engine {
 namespace {
 
 int32_t blocks_for(int64_t tokens, int32_t tokens_per_block) {
-  return tokens <= 0 ? 0 : static_cast<int32_t>((tokens + tokens_per_block - 1) / tokens_per_block);
+  return static_cast<int32_t>(kv_blocks_for(tokens, tokens_per_block));
 }
 
-// Blocks covering `tokens` positions of `e`, all its beams together (see SchedulerEntry::beam_width).
+// Blocks covering `tokens` positions of `e`, all its beams together (see SchedulerEntry::beam_width), or, for a
+// windowed one, those of its window.
 int64_t entry_blocks_for(const SchedulerEntry& e, int64_t tokens, int32_t tokens_per_block) {
+  if (e.window > 0 && e.holds_window_only) return kv_blocks_held(tokens, e.num_computed, e.window, tokens_per_block);
   const int64_t all = blocks_for(tokens, tokens_per_block);
   if (e.beam_width <= 1 || tokens <= e.prompt_len) return all;
   const int64_t shared = e.prompt_len / tokens_per_block;
@@ -25,6 +29,10 @@ int64_t tokens_fed(const SchedulerEntry& e, int32_t n) {
 // Tokens this entry would feed now given `tokens_left` in the budget; 0 when it cannot run this iteration.
 int32_t chunk_length(const SchedulerConfig& config, const SchedulerEntry& e, int64_t tokens_left) {
   if (e.in_generation && e.num_live_beams > 1) return e.num_tokens > e.num_computed && tokens_left >= e.num_live_beams ? 1 : 0;
+  // A windowed sequence's recompute after a pause runs in chunks no longer than its prompt, so it never holds more
+  // blocks than kv_lifetime_blocks (what admission and validation counted).
+  if (e.window > 0 && e.is_resume && !e.in_generation)
+    tokens_left = std::min<int64_t>(tokens_left, std::max(e.prompt_len, std::max(1, config.tokens_per_block)));
   const int32_t remaining = e.num_tokens - e.num_computed;
   if (remaining <= 0) return 0;
   if (remaining <= tokens_left) return remaining;
@@ -68,6 +76,13 @@ class PlanBuilder {
   // Blocks `e` still has to take from the free pool to cover `tokens` positions.
   int64_t blocks_to_take(const SchedulerEntry& e, int64_t tokens) const {
     return std::max<int64_t>(0, entry_blocks_for(e, tokens, tpb_) - e.num_blocks_held - e.num_shared_blocks);
+  }
+  // Blocks `e` may still take over its whole lifetime (a windowed one: up to the most it holds at once; its
+  // chunks are prompt chunks and single decode tokens, as nothing is paused under this policy).
+  int64_t lifetime_to_take(const SchedulerEntry& e) const {
+    if (e.window <= 0) return blocks_to_take(e, e.lifetime_tokens);
+    const int64_t most = kv_lifetime_blocks(e.lifetime_tokens, e.prompt_len, e.window, tpb_);
+    return std::max<int64_t>(0, most - e.num_blocks_held - e.num_shared_blocks);
   }
   // Running entry i's budget: what is left minus the decodes still to come after it, up to `end`.
   int64_t running_budget(size_t i, size_t end) const {
@@ -114,7 +129,7 @@ void PlanBuilder::add(const SchedulerEntry& e, int32_t n, bool is_new) {
 SchedulePlan PlanBuilder::guaranteed_no_evict(const std::vector<SchedulerEntry>& queued) {
   // Reserve what every running sequence can still grow to; admission only spends what is left.
   int64_t reserved = 0;
-  for (const SchedulerEntry& e : running_) reserved += blocks_to_take(e, e.lifetime_tokens);
+  for (const SchedulerEntry& e : running_) reserved += lifetime_to_take(e);
   for (size_t i = 0; i < running_.size(); ++i) {
     const SchedulerEntry& e = running_[i];
     if (slots_left_ <= 0) break;
@@ -130,7 +145,7 @@ SchedulePlan PlanBuilder::guaranteed_no_evict(const std::vector<SchedulerEntry>&
     if (chunk_waiting_) break;
     if (slots_left_ <= 0) break;
     // A shared prefix block is already counted (once) in the pool's use; only the rest is reserved.
-    const int64_t lifetime = blocks_to_take(e, e.lifetime_tokens);
+    const int64_t lifetime = lifetime_to_take(e);
     if (lifetime > available) break;
     const int32_t n = chunk_length(config_, e, tokens_left_);
     if (n == 0) break;

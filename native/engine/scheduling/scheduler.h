@@ -56,6 +56,12 @@ struct SchedulerEntry {
   int32_t beam_width = 1;
   int32_t num_live_beams = 1;
   int32_t prompt_len = 0;
+  // Sliding windows (kv-window.h): the sequence releases the blocks before its window after every forward, so it
+  // holds about window / tokens_per_block blocks however long it runs (0: no release; beam requests never do).
+  // holds_window_only: its table was already trimmed to num_computed's window (a running sequence; a queued one
+  // still attaches a whole cached prefix before its first forward).
+  int32_t window = 0;
+  bool holds_window_only = false;
 };
 
 struct ScheduledWork {

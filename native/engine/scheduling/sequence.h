@@ -32,6 +32,11 @@ struct Sequence {
   // affected, so a resumed request draws the same random numbers it would have drawn unpaused.
   int32_t num_computed = 0;
   BlockTable block_table;
+  // max_attention_window_size for this sequence (the request's under the server's; 0: none), sent with each chunk,
+  // and the window every layer stays within with it (model-config.h's kv_release_window; 0: some layer sees
+  // everything, or beam search): blocks before it are released after each forward (kv-window.h).
+  int32_t window_cap = 0;
+  int32_t release_window = 0;
   // Order in which sequences (re)entered the running set; max_utilization pauses the highest first (LIFO).
   uint64_t start_order = 0;
   bool ever_scheduled = false;

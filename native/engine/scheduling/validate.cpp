@@ -5,6 +5,8 @@
 #include <string>
 
 #include "errors.h"
+#include "kv-cache/kv-window.h"
+#include "model/model-config.h"
 
 namespace engine {
 namespace {
@@ -61,10 +63,19 @@ void validate_request(const Request& r, const ValidationLimits& lim) {
   }
   // A request the whole pool cannot hold would wait forever; reject it now instead. Beams share the prompt's full
   // blocks and each needs its own for the rest (scheduler.h, SchedulerEntry::beam_width).
+  if (r.max_attention_window < 0)
+    fail("max_attention_window_size must be >= 1 (or 0: the server's), got " + std::to_string(r.max_attention_window));
   const int64_t tpb = lim.kv_tokens_per_block > 0 ? lim.kv_tokens_per_block : 1;
   const int64_t beams = r.sampling.beam_width > 1 ? r.sampling.beam_width : 1;
   const int64_t shared = beams > 1 ? prompt / tpb : 0;
-  const int64_t blocks = shared + beams * ((total + tpb - 1) / tpb - shared);
+  int64_t blocks = shared + beams * ((total + tpb - 1) / tpb - shared);
+  if (beams == 1) {
+    // Windowed on every layer: at most its window's blocks at once, its chunks being no longer than its prompt
+    // (the scheduler cuts a paused one's recompute to that length too).
+    const int32_t cap = sequence_window_cap(lim.max_attention_window, r.max_attention_window);
+    const int32_t window = kv_release_window(lim.layer_window, lim.num_layers, cap);
+    blocks = kv_lifetime_blocks(total, prompt, window, static_cast<int32_t>(tpb));
+  }
   if (blocks > lim.kv_num_blocks) {
     fail("prompt length " + std::to_string(prompt) + " + max_tokens " + std::to_string(r.max_tokens) + " = " +
          std::to_string(total) + " tokens" + (beams > 1 ? " x beam_width " + std::to_string(beams) : std::string()) +

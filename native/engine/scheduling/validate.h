@@ -2,6 +2,7 @@
 // field, the value received and the limit, so the caller can fix the request without reading engine code.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "scheduling/request.h"
 
@@ -17,6 +18,10 @@ struct ValidationLimits {
   int32_t kv_num_blocks = 0;              // the whole pool
   int32_t kv_tokens_per_block = 1;
   int64_t max_logits_elements = 0;       // context / generation logits values per request; 0: no cap
+  // Sliding windows: a sequence whose every layer is windowed holds only its window's blocks (kv-window.h).
+  std::vector<int32_t> layer_window;      // the model's (model-config.h); empty: none
+  int32_t num_layers = 0;
+  int32_t max_attention_window = 0;       // the server's cap; 0: none
 };
 
 void validate_request(const Request& request, const ValidationLimits& limits);

@@ -21,13 +21,14 @@ gpu_device_ids: [0, 1]
 quantization: fp8
 participant_ids: [1, 2]
 batching: { max_batch_size: 8, max_num_tokens: 512, scheduler_policy: max_utilization, enable_chunked_context: true }
-kv_cache: { tokens_per_block: 32, max_tokens: 4096, free_mem_fraction: 0.9, enable_reuse: true, dtype: fp8 }
+kv_cache: { tokens_per_block: 32, max_tokens: 4096, free_mem_fraction: 0.9, enable_reuse: true, dtype: fp8, max_attention_window_size: 1024 }
 decoding: { max_beam_width: 4 }
 serving: { max_queue_size: 0, exclude_input_in_output: true, decoupled: true, http_port: 9000, grpc_port: 9001, metrics_port: 9002, host: 127.0.0.1, hang_timeout: 45 }
 `);
   t.equal(file.values.get('model'), '/x/ckpt/llama', 'relative to the file');
   t.equal(file.values.get('batching.max_batch_size'), 8);
   t.equal(file.values.get('kv_cache.enable_reuse'), true);
+  t.equal(file.values.get('kv_cache.max_attention_window_size'), 1024);
   t.equal(file.values.get('serving.hang_timeout'), 45);
   t.same(file.values.get('gpu_device_ids'), [0, 1]);
   t.same(file.values.get('participant_ids'), [1, 2]);
@@ -54,6 +55,10 @@ t.test('every bad value names the key, the file and the value', async (t) => {
     ['kv_cache: { max_tokens: [1] }', 'kv_cache.max_tokens in /x/y.yaml must be an integer >= 1, got [1]'],
     ['kv_cache: { free_mem_fraction: 1.5 }', 'kv_cache.free_mem_fraction in /x/y.yaml must be a number in (0, 1], got 1.5'],
     ['kv_cache: { enable_reuse: 1 }', 'kv_cache.enable_reuse in /x/y.yaml must be true or false, got 1'],
+    ['kv_cache: { max_attention_window_size: 0 }', 'kv_cache.max_attention_window_size in /x/y.yaml must be an integer in [1, 2147483647], got 0'],
+    ['kv_cache: { max_attention_window_size: -1 }', 'kv_cache.max_attention_window_size in /x/y.yaml must be an integer in [1, 2147483647], got -1'],
+    ['kv_cache: { max_attention_window_size: 1.5 }', 'kv_cache.max_attention_window_size in /x/y.yaml must be an integer in [1, 2147483647], got 1.5'],
+    ['kv_cache: { max_attention_window_size: abc }', 'kv_cache.max_attention_window_size in /x/y.yaml must be an integer in [1, 2147483647], got "abc"'],
     ['decoding: { max_beam_width: 0 }', 'decoding.max_beam_width in /x/y.yaml must be an integer >= 1, got 0'],
     ['serving: { max_queue_size: -1 }', 'serving.max_queue_size in /x/y.yaml must be an integer >= 0, got -1'],
     ['serving: { http_port: 70000 }', 'serving.http_port in /x/y.yaml must be a port number in [0, 65535], got 70000'],

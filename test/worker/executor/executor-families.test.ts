@@ -1,5 +1,5 @@
 // The model families beyond Llama / GPT-2 (issue 25) served as a user serves them: each fixture's float64
-// transformers reference (scripts/fixtures/make_family_fixtures.py and make_moe_fixtures.py; every greedy step's
+// transformers reference (scripts/fixtures/make_family_fixtures.py, make_moe_fixtures.py, make_window_fixtures.py; every greedy step's
 // top-2 margin is at least 0.1 there, and the CPU model is within 1e-5 of it) gives the same greedy tokens through
 // the executor with all cases in one batch, and through the KServe HTTP API of `trtllm-launch --world-size 2` at
 // tp 2 and at pp 2 under mpirun — and, for the mixture-of-experts models, with the experts split over 2 ranks (ep 2).
@@ -11,11 +11,16 @@ import { startLauncher } from '../../helpers/launched-cluster.js';
 import { freePort, processesWith } from '../../helpers/processes.js';
 import { waitFor } from '../../helpers/wait.js';
 
-const FAMILIES = ['tiny-qwen3', 'tiny-qwen3-bias', 'tiny-phi3', 'tiny-gemma', 'tiny-qwen3-moe', 'tiny-qwen2-moe', 'tiny-mixtral'];
+// Sliding windows of 8 positions (all layers, from layer 1 on, Gemma 2's alternate layers) and Phi-3's longrope
+// (make_window_fixtures.py); the cases run 16 tokens past prompts of up to 70.
+const WINDOWED = ['tiny-mistral-window', 'tiny-qwen2-window', 'tiny-gemma2', 'tiny-phi3-longrope'];
+const FAMILIES = ['tiny-qwen3', 'tiny-qwen3-bias', 'tiny-phi3', 'tiny-gemma', 'tiny-qwen3-moe', 'tiny-qwen2-moe', 'tiny-mixtral',
+  ...WINDOWED];
 
 for (const model of FAMILIES) {
   t.test(`${model}: the reference's greedy tokens, all cases in one batch`, async (t) => {
-    const executor = await Executor.load(fixtureDir(model), { numThreads: 2 });
+    // Blocks of 4 tokens: a windowed sequence gives back the blocks that leave its window every few steps.
+    const executor = await Executor.load(fixtureDir(model), { numThreads: 2, ...(WINDOWED.includes(model) ? { tokensPerBlock: 4 } : {}) });
     t.teardown(() => executor.shutdown());
     const cases = referenceCases(model);
     const results = await Promise.all(cases.map((c) => executor.generate({
@@ -30,7 +35,7 @@ const MOE = ['tiny-qwen3-moe', 'tiny-qwen2-moe', 'tiny-mixtral'];
 const LAYOUTS = [['tp 2', ['--tp', '2']], ['pp 2', ['--pp', '2']]] as const;
 const EP = [['tp 2 with ep 2', ['--tp', '2', '--ep', '2']]] as const;
 
-for (const model of ['tiny-qwen3', 'tiny-phi3', 'tiny-gemma', ...MOE]) {
+for (const model of ['tiny-qwen3', 'tiny-phi3', 'tiny-gemma', ...MOE, ...WINDOWED]) {
   for (const [layout, args] of MOE.includes(model) ? [...LAYOUTS, ...EP] : LAYOUTS) {
     t.test(`${model} at ${layout} through the API under mpirun: the reference's greedy tokens`, async (t) => {
       const port = await freePort();

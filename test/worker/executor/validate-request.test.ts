@@ -43,6 +43,18 @@ t.test('bad inputs name the field and the value', async (t) => {
   rejects(t, null, /a request must be an object, got null/, 'null request');
 });
 
+t.test('maxAttentionWindow: an int32 >= 0 (0: the executor\'s), passed on as given', async (t) => {
+  t.same(validateRequest({ ...ok, maxAttentionWindow: 64 }, limits), { ...ok, maxAttentionWindow: 64 });
+  t.same(validateRequest({ ...ok, maxAttentionWindow: 0 }, limits), { ...ok, maxAttentionWindow: 0 }, '0: the executor\'s window');
+  t.ok(validateRequest({ ...ok, maxAttentionWindow: 2 ** 31 - 1 }, limits), 'the largest int32');
+  const range = 'maxAttentionWindow must be an integer in \\[0, 2147483647\\] \\(0: the executor\'s\\), got';
+  rejects(t, { ...ok, maxAttentionWindow: -1 }, new RegExp(`${range} -1 \\(number\\)`), 'negative');
+  rejects(t, { ...ok, maxAttentionWindow: 1.5 }, new RegExp(`${range} 1\\.5 \\(number\\)`), 'fractional');
+  rejects(t, { ...ok, maxAttentionWindow: 'abc' }, new RegExp(`${range} "abc" \\(string\\)`), 'a string');
+  rejects(t, { ...ok, maxAttentionWindow: true }, new RegExp(`${range} true \\(boolean\\)`), 'a boolean');
+  rejects(t, { ...ok, maxAttentionWindow: 2 ** 31 }, new RegExp(`${range} 2147483648 \\(number\\)`), 'past int32');
+});
+
 t.test('decoding parameters: penalties, words, embedding bias, beams, logits cap', async (t) => {
   const beams: RequestLimits = { ...limits, maxBeamWidth: 4, maxLogitsElements: 4096 };
   const reject = (request: unknown, pattern: RegExp, name: string): void => {

@@ -8,7 +8,7 @@ import { HttpError } from '../../../worker/frontend/http-errors.js';
 import { stackOutputs } from '../../../worker/frontend/kserve-encode.js';
 import { fromJsonField, fromKserveTensor } from '../../../worker/frontend/named-values.js';
 import { StopStringMatcher } from '../../../worker/frontend/stop-strings.js';
-import { readTextParams } from '../../../worker/frontend/text-params.js';
+import { readTextParams, textNativeRequest } from '../../../worker/frontend/text-params.js';
 import { parseWordList, parseWordTensor, toWordTensor } from '../../../worker/frontend/word-lists.js';
 import { fixtureDir } from '../../helpers/fixtures.js';
 
@@ -93,6 +93,21 @@ t.test('text interface: fields map onto TensorRT-LLM semantics, bad values name 
   throws400(t, () => readTextParams(values({ text_input: 'a', max_tokens: 2, temperature: 'hot' }), 64), /temperature .* got "hot" \(string\)/);
   throws400(t, () => readTextParams(values({ text_input: ['a', 'b', 'c'], max_tokens: [1, 2] }), 64), /max_tokens must hold 1 value or one per batch element \(3\), got 2/);
   throws400(t, () => readTextParams(values({ text_input: 7, max_tokens: 2 }), 64), /text_input must be a string, got 7/);
+});
+
+t.test('text interface: max_attention_window_size reaches the executor request; bad values name it and the value', async (t) => {
+  const values = (o: Record<string, unknown>) => new Map(Object.entries(o).map(([k, v]) => [k, fromJsonField(k, v)]));
+  const read = (window: unknown) => readTextParams(values({ text_input: 'hi', max_tokens: 2, max_attention_window_size: window }), 64)[0]!;
+  const request = (window: unknown) => textNativeRequest(read(window), [5, 6], new Map(), { endId: 0, padId: 0 }, false);
+  t.equal(request(64).maxAttentionWindow, 64, 'passed on');
+  t.notOk('maxAttentionWindow' in request(0), '0: the server\'s window, not sent');
+  t.notOk('maxAttentionWindow' in textNativeRequest(readTextParams(values({ text_input: 'hi', max_tokens: 2 }), 64)[0]!, [5], new Map(), { endId: 0, padId: 0 }, false), 'absent: not sent');
+  const batch = readTextParams(values({ text_input: ['a', 'b'], max_tokens: 2, max_attention_window_size: [16, 32] }), 64);
+  t.same(batch.map((p) => p.maxAttentionWindow), [16, 32], 'one per batch element');
+  const rule = 'max_attention_window_size must be an integer in \\[1, 2147483647\\] \\(0 or absent: the server\'s window\\), got';
+  for (const [bad, shown] of [[-1, '-1 \\(number\\)'], [1.5, '1\\.5 \\(number\\)'], ['abc', '"abc" \\(string\\)'], [true, 'true \\(boolean\\)'], [2 ** 31, '2147483648 \\(number\\)']] as const) {
+    throws400(t, () => read(bad), new RegExp(`^${rule} ${shown}$`));
+  }
 });
 
 t.test('KServe tensors are checked; stacking pads ragged elements', async (t) => {

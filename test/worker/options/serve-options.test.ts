@@ -15,6 +15,7 @@ t.test('a rank\'s ServeOptions: what ranks get, the grid from the plan, its GPU 
     model: '/m/llama', servedModelName: 'llama', host: '127.0.0.1', httpPort: 9000, grpcPort: 9001, metricsPort: 9002,
     apiKey: 'sekret', authHealth: true, authMetrics: true, maxBodyBytes: 1000, drainTimeoutMs: 7000, hangTimeoutMs: 11_000,
     logLevel: 'debug', tp: 2, pp: 2, ep: 2, device: 'cuda', loadFormat: 'dummy', quantization: 'fp8', gpuDeviceId: 3, kvCacheFreeGpuMemFraction: 0.5, enableKvCacheReuse: false,
+    maxAttentionWindowSize: 512,
   });
   for (const launcherOnly of ['worldSize', 'moeTp', 'launcher', 'oversubscribe', 'hostfile', 'hosts', 'srunArgs', 'startupTimeout', 'logDir', 'dryRun', 'gpuDeviceIds', 'drainTimeout', 'hangTimeout']) {
     t.notOk(launcherOnly in leader, `${launcherOnly}: the launcher's own (or converted)`);
@@ -46,7 +47,7 @@ t.test('the executor\'s settings and a follower\'s come from the table\'s bindin
   t.same(executor, {
     tp: 2, pp: 2, ep: 2, device: 'cuda', gpuDeviceId: 3, loadFormat: 'dummy', quantization: 'fp8', kvCacheDtype: 'fp8', numThreads: 3, maxBatchSize: 7, maxQueueSize: 5,
     maxNumTokens: 333, maxSeqLen: 444, tokensPerBlock: 16, maxTokensInPagedKvCache: 4096, kvCacheFreeGpuMemFraction: 0.5,
-    schedulerPolicy: 'max_utilization', enableChunkedContext: true, enableKvCacheReuse: false, maxBeamWidth: 2,
+    schedulerPolicy: 'max_utilization', enableChunkedContext: true, enableKvCacheReuse: false, maxAttentionWindow: 512, maxBeamWidth: 2,
     hangTimeoutMs: 11_000, iterStatsMaxIterations: 10_000,
   });
   const bound = SERVE_OPTIONS.filter((d) => d.executor).map((d) => d.executor!.field).sort();
