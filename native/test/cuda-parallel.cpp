@@ -10,9 +10,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "check.h"
 #include "comm/comm-nccl.h"
@@ -67,8 +68,15 @@ std::vector<SequenceChunk> batch_for(int32_t V, int32_t max_pos, int step, const
   return {{{3}, n, table_a, false}, {prompt(20, 3), 40, table_b, true}};
 }
 
+// CUDA_PARALLEL_TRACE=1: each rank says which stage of a comparison it reached (to find where a grid stalls).
+void trace(const Grid& g, const char* label, const char* stage) {
+  static const bool on = std::getenv("CUDA_PARALLEL_TRACE") != nullptr;
+  if (on) std::fprintf(stderr, "[rank %d] %s: %s\n", g.world.rank(), label, stage);
+}
+
 void compare(const Grid& g, const std::string& dir, const std::string& format, const char* label, int32_t ep = 1) {
   const bool leader = g.world.rank() == 0;
+  trace(g, label, "start");
   std::vector<std::vector<float>> ref;
   std::vector<int32_t> ref_greedy;
   const int32_t tpb = 16, nb = 64;
@@ -91,9 +99,11 @@ void compare(const Grid& g, const std::string& dir, const std::string& format, c
     single->forward({c}, o);
     ref_greedy.push_back(o.sampled[0].token);
   }
+  trace(g, label, "collective load");
   auto model = load_model_collective(dir, grid_options(g, format, ep));
   model->allocate_kv(nb, tpb);
   for (int step = 0; step < 2; ++step) {
+    trace(g, label, step == 0 ? "forward step 0" : "forward step 1");
     ForwardOutput o;
     model->forward(batch_for(model->config().vocab_size, model->config().max_position_embeddings, step, ta, tb), o);
     if (leader) {
@@ -109,7 +119,9 @@ void compare(const Grid& g, const std::string& dir, const std::string& format, c
   SequenceChunk c{{5}, std::min(300, model->config().max_position_embeddings - 8) + 1, ta, false};
   c.sample_on = SampleOn::device_argmax;
   ForwardOutput o;
+  trace(g, label, "device greedy step");
   model->forward({c}, o);
+  trace(g, label, "done");
   if (leader) CHECK_MSG(o.first_row[0] == -1 && o.sampled[0].token == ref_greedy[0], "%s: device greedy differs", label);
 }
 
@@ -117,8 +129,8 @@ double now() { return std::chrono::duration<double>(std::chrono::steady_clock::n
 
 double all_reduce_us(const Grid& g, size_t count);
 
-void bench(const Grid& g, const std::string& dir) {
-  LoadOptions lo = grid_options(g, "dummy");
+void bench(const Grid& g, const std::string& dir, int32_t ep) {
+  LoadOptions lo = grid_options(g, "dummy", ep);
   lo.max_num_tokens = 8192;
   lo.max_batch_size = 64;
   g.world.barrier();
@@ -159,9 +171,9 @@ void bench(const Grid& g, const std::string& dir) {
     // All-reduces of a decode step on this rank: the embedding's (first stage) and two per layer of the stage.
     const int32_t per_step = (g.shard.pp_rank == 0 ? 1 : 0) + 2 * (model->config().num_layers / g.shard.pp_size);
     if (g.world.rank() == 0)
-      std::printf("bench tp=%d pp=%d: %.2f GB of weights per rank, load %.1f s, batch %d decode step %.3f ms; NCCL: "
+      std::printf("bench tp=%d pp=%d ep=%d: %.2f GB of weights per rank, load %.1f s, batch %d decode step %.3f ms; NCCL: "
                   "%d calls per step, all-reduce of %d x %d fp32 %.1f us -> %.3f ms of all-reduce per step\n",
-                  g.shard.tp_size, g.shard.pp_size, model->weight_bytes() / 1e9, load_s, batch,
+                  g.shard.tp_size, g.shard.pp_size, ep, model->weight_bytes() / 1e9, load_s, batch,
                   times[times.size() / 2] * 1000, cs.calls, batch, model->config().hidden_size, ar_us,
                   g.shard.tp_size > 1 ? per_step * ar_us / 1000 : 0.0);
   }
@@ -199,8 +211,8 @@ double all_reduce_us(const Grid& g, size_t count) {
 
 // Offline throughput on the grid through the executor in leader mode: `requests` greedy requests of 128 prompt
 // tokens (random ids) and 128 output tokens, enqueued at once after a small warm-up batch.
-void offline(const Grid& g, const std::string& dir, int requests) {
-  LoadOptions lo = grid_options(g, "dummy");
+void offline(const Grid& g, const std::string& dir, int requests, int32_t ep) {
+  LoadOptions lo = grid_options(g, "dummy", ep);
   lo.max_num_tokens = 8192;
   lo.max_batch_size = 256;
   auto model = load_model_collective(dir, lo);
@@ -218,9 +230,9 @@ void offline(const Grid& g, const std::string& dir, int requests) {
   const cudatest::OfflineResult res = cudatest::run_offline(ex, requests, 128, 128, 32, false);
   ex.shutdown();
   lead->release_followers();  // as the addon does once its executor stopped: the followers return
-  std::printf("offline tp=%d pp=%d (leader mode, C++): %d requests 128/128, max batch 256: %lld output tokens in %.2f "
-              "s = %.0f output tokens/s (%d failed)\n",
-              g.shard.tp_size, g.shard.pp_size, requests, static_cast<long long>(res.tokens), res.seconds,
+  std::printf("offline tp=%d pp=%d ep=%d (leader mode, C++): %d requests 128/128, max batch 256: %lld output tokens in "
+              "%.2f s = %.0f output tokens/s (%d failed)\n",
+              g.shard.tp_size, g.shard.pp_size, ep, requests, static_cast<long long>(res.tokens), res.seconds,
               res.tokens / res.seconds, res.failed);
 }
 
@@ -229,7 +241,7 @@ void offline(const Grid& g, const std::string& dir, int requests) {
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress reaches a log even if the run is cut short
   if (argc < 4) {
-    std::fprintf(stderr, "usage: cuda-parallel <repo> <tp> <pp> [--bench <config dir> [--offline N]]\n");
+    std::fprintf(stderr, "usage: cuda-parallel <repo> <tp> <pp> [--bench <config dir> [--offline N]] [--ep E]\n");
     return 2;
   }
   check::repo_root = argv[1];
@@ -261,8 +273,19 @@ int main(int argc, char** argv) {
       "tie_word_embeddings": false})");
     compare(g, moe, "dummy", "qwen2-moe");
     if (g.shard.tp_size > 1) compare(g, moe, "dummy", "qwen2-moe", g.shard.tp_size);
-    if (argc > 5 && std::string(argv[4]) == "--bench") bench(g, argv[5]);
-    if (argc > 7 && std::string(argv[6]) == "--offline") offline(g, argv[5], std::atoi(argv[7]));
+    // Gemma 2's shape (issue 25): alternate windowed layers shorter than the prompt, soft-capped scores and logits,
+    // the post norms of an all-reduced projection.
+    const std::string gemma2 = cudatest::write_config("gemma2-tp", R"({"architectures": ["Gemma2ForCausalLM"],
+      "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 1001, "max_position_embeddings": 2048,
+      "sliding_window": 48, "query_pre_attn_scalar": 80, "attn_logit_softcapping": 0.5, "final_logit_softcapping": 2.0})");
+    compare(g, gemma2, "dummy", "gemma2-window");
+    // --ep E (after the other arguments): the bench and offline runs split the experts over E groups.
+    int32_t ep = 1;
+    for (int i = 4; i + 1 < argc; ++i)
+      if (std::string(argv[i]) == "--ep") ep = std::atoi(argv[i + 1]);
+    if (argc > 5 && std::string(argv[4]) == "--bench") bench(g, argv[5], ep);
+    if (argc > 7 && std::string(argv[6]) == "--offline") offline(g, argv[5], std::atoi(argv[7]), ep);
   } catch (const std::exception& e) {
     comm_abort(3, std::string("rank ") + std::to_string(g.world.rank()) + ": " + e.what());
   }

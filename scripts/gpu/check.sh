@@ -3,8 +3,9 @@
 # backend, checks it against transformers on the same GPU, and times it, writing full logs to $OUT (or ./gpu-out).
 #   scripts/gpu/check.sh single   one GPU: cuda-attention, cuda-model and cuda-sampling tests, transformers comparison, decode / offline bench vs the
 #                                 copy bandwidth and transformers' generate() on the Llama-3-8B shape
-#   scripts/gpu/check.sh tp2      two GPUs: tp=2 and pp=2 against one GPU (dense and MoE shapes, MoE also with ep=2),
-#                                 tp=2 decode steps on the 8B shape (SKIP_PBENCH=1: not)
+#   scripts/gpu/check.sh tp2      two GPUs: tp=2 and pp=2 against one GPU (dense, MoE (also with ep=2) and Gemma 2
+#                                 shapes), tp=2 decode steps on the 8B shape (SKIP_PBENCH=1: not); MOE_BENCH=<config>:
+#                                 that MoE shape at tp=2 with ep=1 and ep=2 (decode steps, offline 128/128)
 #   scripts/gpu/check.sh tp4      four GPUs: tp=4 and tp=2 x pp=2 against one GPU, tp=4 decode steps
 #   scripts/gpu/check.sh x2       both of the above on a two-GPU machine (single-GPU parts on GPU 0), then the
 #                                 addon (node-api headers from node_modules, no cmake-js) and `trtllm-launch bench
@@ -166,6 +167,15 @@ if [[ $mode == tp2 || $mode == x2 || $mode == tp4 ]]; then
     fi
     grep "rel err" "$out/parallel-tp$1-pp$2.log"
   done
+  # MOE_BENCH=<config dir>: that mixture-of-experts shape at tp = all GPUs, each expert's columns split (ep 1) and
+  # whole experts per GPU (ep = tp): decode steps, then offline 128/128 in leader mode.
+  if [[ -n ${MOE_BENCH:-} ]]; then
+    for ep in 1 $np; do
+      timeout 300 "${mpi[@]}" build-gpu/cuda-parallel "$PWD" $np 1 --bench "$MOE_BENCH" --offline ${REQUESTS:-1000} \
+        --ep $ep >"$out/moe-tp$np-ep$ep.log" 2>&1
+      note "$(basename "$MOE_BENCH") tp=$np ep=$ep: $(grep -E '^bench|^offline' "$out/moe-tp$np-ep$ep.log" | tr '\n' ' ')"
+    done
+  fi
   # The 8B shape on each grid: decode steps with their NCCL all-reduce time, then offline 128/128 in leader mode
   # (SKIP_PBENCH=1: the correctness grids only).
   [[ ${SKIP_PBENCH:-0} == 1 ]] && grids=()
