@@ -117,7 +117,8 @@ void compare(const Grid& g, const std::string& dir, const std::string& format, c
     }
   }
   SequenceChunk c{{5}, std::min(300, model->config().max_position_embeddings - 8) + 1, ta, false};
-  c.sample_on = SampleOn::device_argmax;
+  // Only the leader samples (Model::samples_on_device): the other ranks get the chunk as a follower does.
+  if (leader) c.sample_on = SampleOn::device_argmax;
   ForwardOutput o;
   trace(g, label, "device greedy step");
   model->forward({c}, o);
@@ -157,7 +158,7 @@ void bench(const Grid& g, const std::string& dir, int32_t ep) {
       std::vector<SequenceChunk> chunks;
       for (int s = 0; s < batch; ++s) {
         SequenceChunk c{{(step + s) % V}, ctx + step, tables[s], false};
-        c.sample_on = SampleOn::device_argmax;
+        if (g.world.rank() == 0) c.sample_on = SampleOn::device_argmax;  // (the leader alone samples)
         chunks.push_back(c);
       }
       g.world.barrier();

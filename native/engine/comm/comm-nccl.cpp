@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <exception>
 #include <string>
 
 #include "errors.h"
@@ -20,7 +21,13 @@ cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 struct DeviceComm::Impl {
   ncclComm_t comm = nullptr;
   ~Impl() {
-    if (comm != nullptr) ncclCommDestroy(comm);
+    if (comm == nullptr) return;
+    // Destroying a communicator waits for every rank to destroy theirs: a rank unwinding from an error while its
+    // peers sit in a collective would wait forever instead of reaching its abort. Abort does not wait.
+    if (std::uncaught_exceptions() > 0)
+      ncclCommAbort(comm);
+    else
+      ncclCommDestroy(comm);
   }
 };
 
