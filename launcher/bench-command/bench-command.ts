@@ -1,5 +1,6 @@
-// Registers `trtllm-launch bench <token-norm-dist|dataset>`: benchmark_core_model's flags with dashes
-// (-i, --request-rate, --num-requests, --input-mean, ...), options before or after the source.
+// Registers `trtllm-launch bench <token-norm-dist|dataset|multi-turn>`: benchmark_core_model's flags with dashes
+// (-i, --request-rate, --num-requests, --input-mean, ...), options before or after the source; multi-turn adds
+// --num-conversations, --num-turns and the shared system prompt's length and sharing.
 import { type Command, InvalidArgumentError, Option } from 'commander';
 
 import { reportToolErrors } from '../client/client-command.js';
@@ -22,7 +23,7 @@ export function registerBench(program: Command): void {
   program
     .command('bench')
     .description('benchmark a server (or --offline the executor) with benchmark_core_model\'s traffic and table')
-    .argument('<source>', 'token-norm-dist (random token ids) or dataset (--dataset file.json)')
+    .argument('<source>', 'token-norm-dist (random token ids), dataset (--dataset file.json) or multi-turn (conversations of random token ids)')
     .option('-u, --url <url>', 'server address, host:port (default localhost:8000 for http, localhost:8001 for grpc)')
     .option('-i, --protocol <protocol>', 'http (generate_stream) or grpc (ModelStreamInfer)', 'http')
     .option('--offline', 'enqueue straight into an executor in this process (no HTTP); see --model', false)
@@ -31,19 +32,24 @@ export function registerBench(program: Command): void {
     .addOption(serveOption('maxBatchSize', (h) => `--offline: ${h}`))
     .addOption(serveOption('device', (h) => `--offline: ${h}`))
     .addOption(serveOption('loadFormat', (h) => `--offline: ${h}`))
-    .option('--num-requests <n>', 'requests to measure', int('--num-requests', 1), 100)
-    .option('--request-rate <r>', 'requests per second (default: all at once)', positiveNumber('--request-rate'))
+    .option('--num-requests <n>', 'requests to measure (multi-turn: --num-conversations x --num-turns instead)', int('--num-requests', 1), 100)
+    .option('--request-rate <r>', 'requests per second (multi-turn: conversation starts per second; default: all at once)', positiveNumber('--request-rate'))
     .addOption(new Option('--arrivals <kind>', 'gaps between requests at --request-rate').argParser(parseChoiceOption('--arrivals', ['exponential', 'constant'] as const)).default('exponential'))
     .option('--concurrency <n>', 'most requests in flight (default: no limit)', int('--concurrency', 1))
     .option('--warmup-requests <n>', 'unmeasured requests sent first', int('--warmup-requests', 0), 2)
-    .option('--input-mean <n>', 'token-norm-dist: mean prompt length', num('--input-mean', 1), 128)
-    .option('--input-stdev <n>', 'token-norm-dist: prompt length standard deviation', num('--input-stdev', 0), 0)
+    .option('--input-mean <n>', 'token-norm-dist: mean prompt length; multi-turn: mean user message length (each turn)', num('--input-mean', 1), 128)
+    .option('--input-stdev <n>', 'token-norm-dist: prompt length standard deviation; multi-turn: user message length\'s', num('--input-stdev', 0), 0)
     .option('--output-mean <n>', 'mean output length (dataset: for entries without an output)', num('--output-mean', 1), 20)
-    .option('--output-stdev <n>', 'token-norm-dist: output length standard deviation', num('--output-stdev', 0), 0)
+    .option('--output-stdev <n>', 'token-norm-dist, multi-turn: output length standard deviation', num('--output-stdev', 0), 0)
+    .option('--num-conversations <n>', 'multi-turn: conversations, concurrent with each other', int('--num-conversations', 1), 8)
+    .option('--num-turns <n>', 'multi-turn: turns per conversation, each sent once the previous answer is in', int('--num-turns', 1), 4)
+    .option('--system-prompt-len <n>', 'multi-turn: tokens of the system prompt that starts each conversation (0: none)', int('--system-prompt-len', 0), 0)
+    .option('--conversations-per-system-prompt <n>', 'multi-turn: consecutive conversations sharing one system prompt (default: all)',
+      int('--conversations-per-system-prompt', 1))
     .option('--dataset <file>', 'dataset: JSON list of prompts, or of {"input", "output"} objects')
     .option('--tokenizer-dir <dir>', 'dataset over HTTP: tokenize locally (default: the server\'s preprocessing)')
-    .option('--vocab-size <n>', 'token-norm-dist: token ids in [0, n) (default: the server\'s config)', int('--vocab-size', 1))
-    .option('--seed <n>', 'seed of the random prompts, lengths and arrivals', int('--seed', 0), 0)
+    .option('--vocab-size <n>', 'token-norm-dist, multi-turn: token ids in [0, n) (default: the server\'s config)', int('--vocab-size', 1))
+    .option('--seed <n>', 'seed of the random prompts, lengths, conversations and arrivals', int('--seed', 0), 0)
     .option('--end-id <id>', 'end token id; -1 (default) generates exactly the asked lengths', int('--end-id', -1), -1)
     .option('--json', 'print the summary as JSON (progress and notes go to stderr)', false)
     .option('--check-perf-json <file>', 'baselines to compare with; exit 1 when a figure regressed past its tolerance')

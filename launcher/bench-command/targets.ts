@@ -11,8 +11,11 @@ import type { BenchRequest } from './sources.js';
 export interface BenchTarget {
   /** Where requests go, as errors name it: the server's URL or gRPC address (or "the in-process executor"). */
   where: string;
-  /** Sends one request; onTokens(n) as each response with n new tokens arrives; resolves with the token total. */
-  send(request: BenchRequest, onTokens: (n: number) => void): Promise<number>;
+  /**
+   * Sends one request; onTokens(n) as each response with n new tokens arrives; resolves with the generated token ids
+   * (multi-turn traffic puts them in the conversation's next prompt).
+   */
+  send(request: BenchRequest, onTokens: (n: number) => void): Promise<number[]>;
   /** After a failed request: undefined while the server still answers at all, else what happened to it. */
   liveness(): Promise<string | undefined>;
   vocabSize: number | undefined;
@@ -20,8 +23,8 @@ export interface BenchTarget {
   close(): Promise<void>;
 }
 
-function tokenCount(v: unknown): number {
-  return Array.isArray(v) ? v.flat(Infinity).length : 0;
+function tokenIds(v: unknown): number[] {
+  return Array.isArray(v) ? (v.flat(Infinity) as number[]) : [];
 }
 
 export async function httpTarget(url: string, endId: number, tokenizerDir: string | undefined): Promise<BenchTarget> {
@@ -35,14 +38,14 @@ export async function httpTarget(url: string, endId: number, tokenizerDir: strin
     vocabSize: Number.isSafeInteger(vocab) && vocab > 0 ? vocab : undefined,
     codec: tokenizerDir ? localCodec(tokenizerDir) : serverCodec(base),
     async send(request, onTokens) {
-      let total = 0;
+      const output: number[] = [];
       const body = { input_ids: request.inputIds, request_output_len: request.outputLen, streaming: true, end_id: endId };
       for await (const event of postStream(`${base}/v2/models/tensorrt_llm/generate_stream`, body)) {
-        const n = tokenCount(event.output_ids);
-        if (n > 0) onTokens(n);
-        total += n;
+        const ids = tokenIds(event.output_ids);
+        if (ids.length > 0) onTokens(ids.length);
+        output.push(...ids);
       }
-      return total;
+      return output;
     },
     close: async () => {},
   };
@@ -59,7 +62,7 @@ export async function grpcTarget(url: string, endId: number, tokenizerDir: strin
       vocabSize: Number.isSafeInteger(vocab) && vocab > 0 ? vocab : undefined,
       codec: tokenizerDir ? localCodec(tokenizerDir) : serverCodecVia(async (model, inputs) => (await client.infer({ model, inputs })).outputs),
       async send(request, onTokens) {
-        let total = 0;
+        const output: number[] = [];
         const call = client.stream();
         const one = (name: string, datatype: string, data: number[] | boolean[]) => ({ name, datatype, shape: [1, data.length], data });
         call.send({ model: 'tensorrt_llm', inputs: [
@@ -67,12 +70,12 @@ export async function grpcTarget(url: string, endId: number, tokenizerDir: strin
           one('request_output_len', 'INT32', [request.outputLen]), one('end_id', 'INT32', [endId]), one('streaming', 'BOOL', [true]),
         ] });
         for await (const r of call.responses) {
-          const n = r.outputs.find((t) => t.name === 'output_ids')?.data.length ?? 0;
-          if (n > 0) onTokens(n);
-          total += n;
+          const ids = (r.outputs.find((t) => t.name === 'output_ids')?.data ?? []) as number[];
+          if (ids.length > 0) onTokens(ids.length);
+          output.push(...ids);
           if (r.final) call.end();
         }
-        return total;
+        return output;
       },
       close: async () => client.close(),
     };
@@ -103,17 +106,17 @@ export async function offlineTarget(o: OfflineOptions): Promise<BenchTarget> {
     vocabSize: executor.modelConfig.vocabSize,
     codec: localCodec(o.model),
     async send(request, onTokens) {
-      let total = 0;
+      const output: number[] = [];
       const handle = executor.enqueue({
         inputTokenIds: request.inputIds, maxTokens: request.outputLen, streaming: true, endId: o.endId,
         output: { excludeInputFromOutput: true },
       });
       for await (const response of handle) {
-        const n = response.outputTokenIds?.[0]?.length ?? 0;
-        if (n > 0) onTokens(n);
-        total += n;
+        const ids = response.outputTokenIds?.[0] ?? [];
+        if (ids.length > 0) onTokens(ids.length);
+        output.push(...ids);
       }
-      return total;
+      return output;
     },
     close: () => executor.shutdown(),
   };

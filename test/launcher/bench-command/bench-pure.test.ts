@@ -53,7 +53,8 @@ t.test('dataset formats and their errors', async (t) => {
   t.throws(() => parseDataset([], 'f.json'), /--dataset f.json must hold a non-empty JSON list/);
   t.throws(() => parseDataset([{ nope: 1 }], 'f.json'), /entry 0 has no prompt/);
   t.equal(parseSource('token_norm_dist'), 'token-norm-dist');
-  t.throws(() => parseSource('random'), /the source must be token-norm-dist or dataset, got "random"/);
+  t.equal(parseSource('multi_turn'), 'multi-turn');
+  t.throws(() => parseSource('random'), /the source must be token-norm-dist, dataset or multi-turn, got "random"/);
 });
 
 const rec = (ok: boolean, start: number, chunks: number[], out: number, end: number): RequestRecord =>

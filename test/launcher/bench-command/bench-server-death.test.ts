@@ -78,8 +78,8 @@ for (const protocol of ['http', 'grpc'] as const) {
 function options(url: string, o: Partial<BenchOptions> = {}): BenchOptions {
   return {
     url, protocol: 'http', offline: false, model: fixtureDir('tiny-gpt2'), numRequests: 3, arrivals: 'exponential',
-    warmupRequests: 0, inputMean: 8, inputStdev: 0, outputMean: 4, outputStdev: 0, seed: 1, endId: -1, json: false,
-    perfTolerance: 0.1, progress: false, ...o,
+    warmupRequests: 0, inputMean: 8, inputStdev: 0, outputMean: 4, outputStdev: 0, numConversations: 8, numTurns: 4, systemPromptLen: 0,
+    seed: 1, endId: -1, json: false, perfTolerance: 0.1, progress: false, ...o,
   };
 }
 

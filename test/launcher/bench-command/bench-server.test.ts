@@ -21,8 +21,8 @@ const dir = tempDir('bench-test-');
 function options(url: string, o: Partial<BenchOptions> = {}): BenchOptions {
   return {
     url, protocol: 'http', offline: false, model: fixtureDir('tiny-gpt2'), numRequests: 12, arrivals: 'exponential',
-    warmupRequests: 0, inputMean: 16, inputStdev: 4, outputMean: 8, outputStdev: 2, seed: 1, endId: -1, json: true,
-    perfTolerance: 0.1, progress: false, ...o,
+    warmupRequests: 0, inputMean: 16, inputStdev: 4, outputMean: 8, outputStdev: 2, numConversations: 8, numTurns: 4, systemPromptLen: 0,
+    seed: 1, endId: -1, json: true, perfTolerance: 0.1, progress: false, ...o,
   };
 }
 
