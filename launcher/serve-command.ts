@@ -11,6 +11,7 @@ import { loadAddon } from '../worker/binding/load-addon.js';
 import { TrtllmError } from '../worker/common/errors.js';
 import { rankFailureLine } from '../worker/common/status-lines.js';
 import { parseGpuDeviceIds } from '../worker/options/device-ids.js';
+import { kvCacheEventsProblem } from '../worker/options/serve-option-table.js';
 import { serveOptions } from '../worker/options/serve-options-from-cli.js';
 import { chooseLauncher } from './cluster/mpirun-command.js';
 import { resolveExperts, resolveParallel } from './cluster/parallel-plan.js';
@@ -43,6 +44,8 @@ export async function runServe(given: Readonly<ServeCliOptions>, build: BuildInf
   // Ranks need only ep (moe_tp = tp / ep): --moe-tp alone becomes the ep it implies.
   const experts = resolveExperts(parallel.tp, given);
   const options: Readonly<ServeCliOptions> = { ...given, ep: experts.ep > 1 ? experts.ep : undefined };
+  const events = kvCacheEventsProblem(options);
+  if (events) throw new InvalidArgumentError(events);
   if (options.device === 'cuda' && !build.backends.includes('cuda')) {
     throw new InvalidArgumentError(`--device cuda: the CUDA backend is not built into this addon (${build.cuda}); use --device cpu or auto`);
   }

@@ -23,6 +23,7 @@ import { buildServingContext, type ServingContext } from './frontend/serving-con
 import { testHooksEnabled } from './frontend/test-hooks.js';
 import { createLogger, type Logger } from './log.js';
 import { executorOptions } from './options/executor-options.js';
+import { kvCacheEventsProblem } from './options/serve-option-table.js';
 import type { ServeOptions } from './options/serve-options.js';
 import { loadTokenizer } from './tokenizer.js';
 import { TokenizerPool } from './tokenizer-pool.js';
@@ -56,6 +57,8 @@ export function listen(server: Server, port: number, host: string, option: strin
 
 export async function startServer(options: ServeOptions, log: Logger = createLogger(options.logLevel)): Promise<RunningServer> {
   const modelDir = resolve(options.model);
+  const events = kvCacheEventsProblem(options);
+  if (events) throw new TrtllmError(events, 'invalid_argument');
   const tokenizer = loadTokenizer(modelDir);
   const chatTemplate = loadChatTemplate(modelDir);
   const started = performance.now();

@@ -118,6 +118,7 @@ engine::ExecutorConfig to_executor_config(Napi::Env env, Napi::Object object) {
   c.kv_cache_memory_bytes = f.integer("kvCacheMemoryBytes", c.kv_cache_memory_bytes);
   c.enable_chunked_context = f.boolean("enableChunkedContext", c.enable_chunked_context);
   c.enable_kv_cache_reuse = f.boolean("enableKvCacheReuse", c.enable_kv_cache_reuse);
+  c.kv_cache_event_buffer_max_size = f.int32("kvCacheEventBufferMaxSize", c.kv_cache_event_buffer_max_size);
   c.max_attention_window = f.int32("maxAttentionWindow", c.max_attention_window);
   c.iter_stats_max_iterations = static_cast<int32_t>(f.integer("iterStatsMaxIterations", c.iter_stats_max_iterations));
   c.max_logits_elements = f.integer("maxLogitsElements", c.max_logits_elements);
@@ -207,6 +208,56 @@ Napi::Object from_kv_cache_stats(Napi::Env env, const engine::KvCacheStats& s) {
   o.Set("allocTotalBlocks", static_cast<double>(s.alloc_total_blocks));
   o.Set("allocNewBlocks", static_cast<double>(s.alloc_new_blocks));
   o.Set("reusedBlocks", static_cast<double>(s.reused_blocks));
+  return o;
+}
+
+namespace {
+
+// 64-bit block hashes as decimal strings: exact in JS (a Number keeps only 53 bits), so a client's index keyed by
+// block hash matches later parent hashes exactly.
+Napi::String hash_string(Napi::Env env, uint64_t hash) { return Napi::String::New(env, std::to_string(hash)); }
+
+const char* kv_event_type_name(engine::KvCacheEventType t) {
+  switch (t) {
+    case engine::KvCacheEventType::created: return "created";
+    case engine::KvCacheEventType::stored: return "stored";
+    case engine::KvCacheEventType::removed: return "removed";
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+Napi::Object from_kv_cache_event(Napi::Env env, const engine::KvCacheEvent& e) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("eventId", static_cast<double>(e.event_id));
+  o.Set("windowSize", e.window_size);
+  o.Set("type", kv_event_type_name(e.type));
+  switch (e.type) {
+    case engine::KvCacheEventType::created:
+      o.Set("numBlocks", e.num_blocks);
+      break;
+    case engine::KvCacheEventType::stored: {
+      o.Set("parentHash", e.has_parent ? Napi::Value(hash_string(env, e.parent_hash)) : env.Null());
+      Napi::Array blocks = Napi::Array::New(env, e.blocks.size());
+      for (size_t i = 0; i < e.blocks.size(); ++i) {
+        Napi::Object b = Napi::Object::New(env);
+        b.Set("blockHash", hash_string(env, e.blocks[i].block_hash));
+        Napi::Array tokens = Napi::Array::New(env, e.blocks[i].tokens.size());
+        for (size_t j = 0; j < e.blocks[i].tokens.size(); ++j) tokens.Set(static_cast<uint32_t>(j), e.blocks[i].tokens[j]);
+        b.Set("tokens", tokens);
+        blocks.Set(static_cast<uint32_t>(i), b);
+      }
+      o.Set("blocks", blocks);
+      break;
+    }
+    case engine::KvCacheEventType::removed: {
+      Napi::Array hashes = Napi::Array::New(env, e.removed_hashes.size());
+      for (size_t i = 0; i < e.removed_hashes.size(); ++i) hashes.Set(static_cast<uint32_t>(i), hash_string(env, e.removed_hashes[i]));
+      o.Set("blockHashes", hashes);
+      break;
+    }
+  }
   return o;
 }
 

@@ -41,6 +41,8 @@ DeviceFields to_device_fields(Napi::Env env, Napi::Object load_options, const en
 Napi::Object from_response(Napi::Env env, engine::Response& response);
 Napi::Object from_iteration_stats(Napi::Env env, const engine::IterationStats& stats);
 Napi::Object from_kv_cache_stats(Napi::Env env, const engine::KvCacheStats& stats);
+// addon-types.ts's KvCacheEvent; block hashes as decimal strings (exact, unlike a JS number past 2^53).
+Napi::Object from_kv_cache_event(Napi::Env env, const engine::KvCacheEvent& event);
 Napi::Object from_model_config(Napi::Env env, const engine::ModelConfig& config, const std::string& kv_cache_dtype);
 
 }  // namespace addon

@@ -199,6 +199,8 @@ Napi::Function AddonExecutor::define(Napi::Env env) {
                       InstanceMethod<&AddonExecutor::cancel>("cancel"),
                       InstanceMethod<&AddonExecutor::get_latest_iteration_stats>("getLatestIterationStats"),
                       InstanceMethod<&AddonExecutor::kv_cache_stats>("kvCacheStats"),
+                      InstanceMethod<&AddonExecutor::get_latest_kv_cache_events>("getLatestKvCacheEvents"),
+                      InstanceMethod<&AddonExecutor::kv_cache_events_dropped>("kvCacheEventsDropped"),
                       InstanceMethod<&AddonExecutor::num_active_requests>("numActiveRequests"),
                       InstanceMethod<&AddonExecutor::model_config>("modelConfig"),
                       InstanceMethod<&AddonExecutor::shutdown>("shutdown"),
@@ -274,6 +276,20 @@ Napi::Value AddonExecutor::kv_cache_stats(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (!executor_) throw make_error(env, "internal", "executor is not loaded");
   return from_kv_cache_stats(env, executor_->kv_cache_stats());
+}
+
+Napi::Value AddonExecutor::get_latest_kv_cache_events(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!executor_) return Napi::Array::New(env);
+  std::deque<engine::KvCacheEvent> events = executor_->get_latest_kv_cache_events();
+  Napi::Array out = Napi::Array::New(env, events.size());
+  for (size_t i = 0; i < events.size(); ++i) out.Set(static_cast<uint32_t>(i), from_kv_cache_event(env, events[i]));
+  return out;
+}
+
+Napi::Value AddonExecutor::kv_cache_events_dropped(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return Napi::Number::New(env, executor_ ? static_cast<double>(executor_->kv_cache_events_dropped()) : 0);
 }
 
 Napi::Value AddonExecutor::num_active_requests(const Napi::CallbackInfo& info) {

@@ -26,6 +26,10 @@ class AddonExecutor : public Napi::ObjectWrap<AddonExecutor> {
   Napi::Value cancel(const Napi::CallbackInfo& info);
   Napi::Value get_latest_iteration_stats(const Napi::CallbackInfo& info);
   Napi::Value kv_cache_stats(const Napi::CallbackInfo& info);
+  // getLatestKvCacheEvents() drains the executor's KV cache events; kvCacheEventsDropped() counts those a full
+  // buffer dropped.
+  Napi::Value get_latest_kv_cache_events(const Napi::CallbackInfo& info);
+  Napi::Value kv_cache_events_dropped(const Napi::CallbackInfo& info);
   Napi::Value num_active_requests(const Napi::CallbackInfo& info);
   Napi::Value model_config(const Napi::CallbackInfo& info);
   Napi::Value shutdown(const Napi::CallbackInfo& info);

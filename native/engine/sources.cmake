@@ -47,6 +47,7 @@ set(ENGINE_KV_CACHE_SOURCES
   ${ENGINE_DIR}/kv-cache/kv-cache.cpp
   ${ENGINE_DIR}/kv-cache/kv-cache-reuse.cpp
   ${ENGINE_DIR}/kv-cache/kv-cache-fork.cpp
+  ${ENGINE_DIR}/kv-cache/kv-cache-events.cpp
   ${ENGINE_DIR}/kv-cache/kv-block-hash.cpp
   ${ENGINE_DIR}/kv-cache/prefix-cache.cpp
 )

@@ -73,6 +73,9 @@ export interface NativeExecutorConfig {
   kvCacheMemoryBytes?: number;
   enableChunkedContext?: boolean;
   enableKvCacheReuse?: boolean;
+  /** KV cache events (TensorRT-LLM's KvCacheConfig.event_buffer_max_size): at most this many undrained events are
+   * kept, the oldest dropped past it; 0/absent: none. Recorded only with enableKvCacheReuse. */
+  kvCacheEventBufferMaxSize?: number;
   /** TensorRT-LLM's max_attention_window_size: every layer attends over at most the last this many positions (the
    * smaller of it and a layer's own sliding window); with every layer windowed, KV blocks leaving the window go back
    * to the pool. 0/absent: the model's own windows. */
@@ -160,6 +163,15 @@ export interface KvCacheStats {
   reusedBlocks: number;
 }
 
+/** One KV cache event (TensorRT-LLM's KVCacheEvent). Block hashes are 64-bit values as decimal strings, exact in
+ * JS; a stored event's parentHash equals the blockHash an earlier stored event gave (null: a sequence's first
+ * block). eventIds count up from 0; a gap means a full buffer dropped events. */
+export type KvCacheEvent = { eventId: number; windowSize: number } & (
+  | { type: 'created'; numBlocks: number }
+  | { type: 'stored'; parentHash: string | null; blocks: { blockHash: string; tokens: number[] }[] }
+  | { type: 'removed'; blockHashes: string[] }
+);
+
 export interface IterationStats {
   timestamp: number;
   iter: number;
@@ -215,6 +227,10 @@ export interface AddonExecutor {
   cancel(requestId: number): void;
   getLatestIterationStats(): IterationStats[];
   kvCacheStats(): KvCacheStats;
+  /** Drains the KV cache events recorded since the last call, oldest first ([] when events are off). */
+  getLatestKvCacheEvents(): KvCacheEvent[];
+  /** Events a full buffer dropped since the executor started. */
+  kvCacheEventsDropped(): number;
   numActiveRequests(): number;
   modelConfig(): ModelConfig;
   shutdown(): Promise<void>;
@@ -304,6 +320,6 @@ export const ADDON_EXPORTS = [
   'joinGroup', 'linkGroups', 'groupMembers', 'commFinalize', 'watchLiveness', 'livenessStalled', 'setParentDeathSignal',
 ] as const;
 export const ADDON_EXECUTOR_METHODS = [
-  'enqueue', 'cancel', 'getLatestIterationStats', 'kvCacheStats', 'numActiveRequests', 'modelConfig', 'shutdown',
-  'holdIterations', 'awaitHeld',
+  'enqueue', 'cancel', 'getLatestIterationStats', 'kvCacheStats', 'getLatestKvCacheEvents', 'kvCacheEventsDropped',
+  'numActiveRequests', 'modelConfig', 'shutdown', 'holdIterations', 'awaitHeld',
 ] as const;

@@ -1,7 +1,7 @@
 // The typed facade over the native executor: validates requests, routes each iteration's responses to the request
 // they belong to, and exposes them as async iterables (streaming) or one promise (whole result).
 import type {
-  AddonExecutor, IterationStats, KvCacheStats, ModelConfig, NativeExecutorConfig, NativeLoadOptions, NativeRequest,
+  AddonExecutor, IterationStats, KvCacheEvent, KvCacheStats, ModelConfig, NativeExecutorConfig, NativeLoadOptions, NativeRequest,
   NativeResponse,
 } from '../binding/addon-types.js';
 import { describeValue, TrtllmError } from '../common/errors.js';
@@ -128,6 +128,18 @@ export class Executor implements ServingExecutor {
 
   kvCacheStats(): KvCacheStats {
     return this.native.kvCacheStats();
+  }
+
+  /** TensorRT-LLM's getLatestKvCacheEvents: the events since the last call, oldest first (the native side drains on
+   * read, so one consumer should own them: the /kv_cache_events route). [] unless kvCacheEventBufferMaxSize > 0 with
+   * enableKvCacheReuse. */
+  getLatestKvCacheEvents(): KvCacheEvent[] {
+    return this.native.getLatestKvCacheEvents();
+  }
+
+  /** Events a full buffer dropped since the executor started (a gap in eventId says the same to a client). */
+  kvCacheEventsDropped(): number {
+    return this.native.kvCacheEventsDropped();
   }
 
   /** Leader mode: the gang this executor leads cannot answer now — one of its waits for another rank has lasted half

@@ -1,6 +1,6 @@
 // What the frontend needs from an executor: the in-process one (executor.ts) and, in orchestrator mode, the proxy
 // for a worker group's executor (orchestrator/remote-executor.ts) both provide it.
-import type { IterationStats, KvCacheStats, ModelConfig, NativeRequest, NativeResponse } from '../binding/addon-types.js';
+import type { IterationStats, KvCacheEvent, KvCacheStats, ModelConfig, NativeRequest, NativeResponse } from '../binding/addon-types.js';
 import type { RequestHandle } from './request-handle.js';
 import type { RequestLimits } from './validate-request.js';
 
@@ -14,6 +14,8 @@ export interface ServingExecutor {
   iterationStats(): IterationStats[];
   onIterationStats(listener: (batch: IterationStats[]) => void): () => void;
   kvCacheStats(): KvCacheStats;
+  /** Drains the KV cache events recorded since the last call (--kv-cache-event-buffer-max-size); [] when off. */
+  getLatestKvCacheEvents(): KvCacheEvent[];
   numActiveRequests(): number;
   shutdown(): Promise<void>;
 }

@@ -7,6 +7,7 @@ import { HttpError } from './http-errors.js';
 import { generateRoutes } from './kserve-generate.js';
 import { healthRoutes } from './kserve-health.js';
 import { inferRoutes } from './kserve-infer.js';
+import { kvCacheEventRoutes } from './kv-cache-events.js';
 import type { ModelCatalog } from './model-catalog.js';
 import { chatRoutes } from './openai-chat.js';
 import { completionsRoutes } from './openai-completions.js';
@@ -32,6 +33,7 @@ export function frontendRoutes(catalog: ModelCatalog, options: FrontendOptions):
     ...modelsRoutes(catalog),
     ...completionsRoutes(catalog),
     ...chatRoutes(catalog),
+    ...kvCacheEventRoutes(catalog),
     ...(options.testHooks ? testHookRoutes(options.testHooks) : []),
   ];
 }

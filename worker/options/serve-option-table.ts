@@ -62,6 +62,7 @@ export interface ServeCliOptions {
   schedulerPolicy?: SchedulerPolicy;
   enableChunkedContext?: boolean;
   enableKvCacheReuse?: boolean;
+  kvCacheEventBufferMaxSize?: number;
   maxAttentionWindowSize?: number;
   maxBeamWidth?: number;
   maxBodyBytes: number;
@@ -181,6 +182,12 @@ const TABLE = [
   { name: 'enableKvCacheReuse', flag: '--enable-kv-cache-reuse', env: 'TRTLLM_ENABLE_KV_CACHE_REUSE', kind: toggleKind,
     help: 'reuse cached KV blocks of shared prompt prefixes (default off)', file: { key: 'kv_cache.enable_reuse', unset: 'false' },
     rank: 'argv', executor: { field: 'enableKvCacheReuse' } },
+  // TensorRT-LLM's KvCacheConfig.event_buffer_max_size: what a KV-aware router drains from POST /kv_cache_events
+  // (worker/frontend/kv-cache-events.ts). Needs --enable-kv-cache-reuse (kvCacheEventsProblem below).
+  { name: 'kvCacheEventBufferMaxSize', flag: '--kv-cache-event-buffer-max-size', placeholder: '<n>', env: 'TRTLLM_KV_CACHE_EVENT_BUFFER_MAX_SIZE',
+    kind: intKind(0, INT32_MAX),
+    help: 'record KV cache events (blocks stored in and removed from the prefix cache) for POST /kv_cache_events, keeping at most n undrained (the oldest dropped past it); needs --enable-kv-cache-reuse (default 0: off)',
+    file: { key: 'kv_cache.event_buffer_max_size', unset: '0 = off' }, rank: 'argv', executor: { field: 'kvCacheEventBufferMaxSize' } },
   // TensorRT-LLM's max_attention_window_size (the seeds' config.pbtxt parameter); a request's own
   // max_attention_window_size may ask for less (worker/frontend/attention-window.ts), never more.
   { name: 'maxAttentionWindowSize', flag: '--max-attention-window-size', placeholder: '<n>', env: 'TRTLLM_MAX_ATTENTION_WINDOW_SIZE',
@@ -222,6 +229,15 @@ const TABLE = [
 ] as const satisfies readonly Serve[];
 
 export const SERVE_OPTIONS: readonly Serve[] = TABLE;
+
+/** KV cache events exist only with prefix reuse (as in TensorRT-LLM): what is wrong when they are asked for without
+ * it, naming both options; undefined when the two agree. Checked before any rank starts and by the rank itself. */
+export function kvCacheEventsProblem(o: { kvCacheEventBufferMaxSize?: number | undefined; enableKvCacheReuse?: boolean | undefined }): string | undefined {
+  if ((o.kvCacheEventBufferMaxSize ?? 0) > 0 && o.enableKvCacheReuse !== true) {
+    return `--kv-cache-event-buffer-max-size ${o.kvCacheEventBufferMaxSize} needs --enable-kv-cache-reuse: KV cache events report the prefix cache, which is off`;
+  }
+  return undefined;
+}
 
 /** A rank's GPU from the list it was given; a bad list or a short one is the user's mistake, named. */
 function gpuOf(text: string, localRank: number): number {

@@ -28,6 +28,7 @@ export interface ServeOptions {
   schedulerPolicy?: SchedulerPolicy | undefined;
   enableChunkedContext?: boolean | undefined;
   enableKvCacheReuse?: boolean | undefined;
+  kvCacheEventBufferMaxSize?: number | undefined;  // KV cache events kept undrained; 0/absent: off
   maxAttentionWindowSize?: number | undefined;   // TensorRT-LLM's max_attention_window_size; absent: the model's windows
   maxBeamWidth?: number | undefined;
   drainTimeoutMs: number;

@@ -2,7 +2,7 @@
 // limits as in the group, so bad input is answered without a round trip), sent to the group's leader over the
 // link, and its responses routed back to the request handles. When the group dies, every request in flight ends
 // with an error naming the model and the cause, and new ones are refused with 'shutdown' (503).
-import type { IterationStats, KvCacheStats, ModelConfig, NativeRequest, NativeResponse } from '../binding/addon-types.js';
+import type { IterationStats, KvCacheEvent, KvCacheStats, ModelConfig, NativeRequest, NativeResponse } from '../binding/addon-types.js';
 import { TrtllmError } from '../common/errors.js';
 import { RequestHandle } from '../executor/request-handle.js';
 import type { ServingExecutor } from '../executor/serving-executor.js';
@@ -91,6 +91,11 @@ export class RemoteExecutor implements ServingExecutor {
 
   kvCacheStats(): KvCacheStats {
     return this.kv;
+  }
+
+  /** KV cache events are not carried over the group link (wire.ts) yet: orchestrator mode serves none. */
+  getLatestKvCacheEvents(): KvCacheEvent[] {
+    return [];
   }
 
   numActiveRequests(): number {

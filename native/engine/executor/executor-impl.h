@@ -61,6 +61,9 @@ struct Executor::Impl {
   SchedulerConfig scheduler_config;
   std::chrono::steady_clock::time_point epoch;
   int64_t kv_pool_bytes = 0;   // num_blocks * tokens_per_block * kv_bytes_per_token
+  // KV cache events: recorded by kv on the loop thread, drained by any thread (the buffer has its own lock); null
+  // unless kv_cache_event_buffer_max_size > 0 and reuse is on.
+  std::unique_ptr<KvCacheEventBuffer> kv_events;
 
   // Guarded by mu.
   mutable std::mutex mu;

@@ -31,6 +31,8 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config) :
   require_config(c.max_queue_size >= 0, "max_queue_size must be >= 0, got " + std::to_string(c.max_queue_size));
   require_config(c.tokens_per_block > 0, "tokens_per_block must be > 0, got " + std::to_string(c.tokens_per_block));
   require_config(c.max_seq_len >= 0, "max_seq_len must be >= 0, got " + std::to_string(c.max_seq_len));
+  require_config(c.kv_cache_event_buffer_max_size >= 0, "kv_cache_event_buffer_max_size must be >= 0 (0: no events), got " +
+                                                            std::to_string(c.kv_cache_event_buffer_max_size));
   require_config(c.max_attention_window >= 0, "max_attention_window must be >= 0 (0: the model's own windows), got " +
                                                   std::to_string(c.max_attention_window));
   // Chunks end on block boundaries (scheduler.h): a budget under one block could never fit a chunk.
@@ -73,7 +75,13 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config) :
   }
   const int64_t blocks = (tokens + c.tokens_per_block - 1) / c.tokens_per_block;
   require_config(blocks <= INT32_MAX, "KV cache of " + std::to_string(blocks) + " blocks is too large");
-  m.kv = KvCacheManager(static_cast<int32_t>(blocks), c.tokens_per_block, c.enable_kv_cache_reuse);
+  if (c.enable_kv_cache_reuse && c.kv_cache_event_buffer_max_size > 0) {
+    // window_size as TensorRT-LLM reports it: the attention window the pool's blocks serve.
+    const int32_t window = kv_release_window(mc, c.max_attention_window);
+    m.kv_events = std::make_unique<KvCacheEventBuffer>(c.kv_cache_event_buffer_max_size,
+                                                       window > 0 ? std::min(window, c.max_seq_len) : c.max_seq_len);
+  }
+  m.kv = KvCacheManager(static_cast<int32_t>(blocks), c.tokens_per_block, c.enable_kv_cache_reuse, m.kv_events.get());
   m.model->allocate_kv(static_cast<int32_t>(blocks), c.tokens_per_block);
   m.kv_pool_bytes = blocks * c.tokens_per_block * static_cast<int64_t>(bytes_per_token);
   m.kv_snapshot = m.kv.stats();
@@ -184,6 +192,14 @@ std::deque<IterationStats> Executor::get_latest_iteration_stats() {
 KvCacheStats Executor::kv_cache_stats() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->kv_snapshot;
+}
+
+std::deque<KvCacheEvent> Executor::get_latest_kv_cache_events() {
+  return impl_->kv_events ? impl_->kv_events->drain() : std::deque<KvCacheEvent>{};
+}
+
+int64_t Executor::kv_cache_events_dropped() const {
+  return impl_->kv_events ? impl_->kv_events->num_dropped() : 0;
 }
 
 int32_t Executor::num_active_requests() const { return impl_->num_active.load(); }

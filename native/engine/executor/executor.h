@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "kv-cache/kv-cache-events.h"
 #include "model/model.h"
 #include "scheduling/request.h"
 
@@ -36,6 +37,9 @@ struct ExecutorConfig {
   // Prefix reuse: full KV blocks are cached by content (prefix-cache.h) and a prompt starting with a cached
   // prefix attaches those blocks instead of recomputing them.
   bool enable_kv_cache_reuse = false;
+  // KV cache events (kv-cache-events.h; TensorRT-LLM's KvCacheConfig.event_buffer_max_size): at most this many
+  // undrained events are kept, the oldest dropped past it; 0: none recorded. Only with enable_kv_cache_reuse.
+  int32_t kv_cache_event_buffer_max_size = 0;
   // TensorRT-LLM's max_attention_window_size: every layer attends over at most the last this many positions (the
   // smaller of it and a layer's own sliding window); 0: the model's own windows. When every layer of a sequence is
   // windowed, the KV blocks that leave the window go back to the pool, so a sequence holds about window / tokens
@@ -70,6 +74,10 @@ class Executor {
   // Stats of the iterations since the last call (at most iter_stats_max_iterations kept).
   std::deque<IterationStats> get_latest_iteration_stats();
   KvCacheStats kv_cache_stats() const;   // a snapshot, safe from any thread
+  // KV cache events recorded since the last call, oldest first (TensorRT-LLM's getLatestKvCacheEvents, without
+  // its wait); empty when events are off. Safe from any thread.
+  std::deque<KvCacheEvent> get_latest_kv_cache_events();
+  int64_t kv_cache_events_dropped() const;  // events lost to a full buffer since construction
   int32_t num_active_requests() const;   // running + queued, safe from any thread
 
   const ModelConfig& model_config() const;

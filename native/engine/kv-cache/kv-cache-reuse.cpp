@@ -56,10 +56,28 @@ void KvCacheManager::commit_full_blocks(const BlockTable& table, const TokenIds&
   // are full, before any release.)
   while (first > 0 && table[first - 1] >= 0 && !prefix_.is_hashed(table[first - 1])) --first;
   if (first > 0 && table[first - 1] < 0) return;
+  // Events: one `stored` per run of blocks this call registered; a duplicate of a block another sequence holds
+  // ends the run (the twin was reported when it was registered).
+  size_t run = first;
   for (size_t i = first; i < full; ++i) {
     const uint64_t parent = i == 0 ? kv_root_block_hash : prefix_.hash_of(table[i - 1]);
     prefix_.on_full(table[i], parent, tokens.data() + i * static_cast<size_t>(tokens_per_block_), tokens_per_block_);
+    if (!prefix_.is_registered(table[i])) {
+      if (events_ && i > run) record_stored(table.data() + run, i - run);
+      run = i + 1;
+    }
   }
+  if (events_ && full > run) record_stored(table.data() + run, full - run);
+}
+
+void KvCacheManager::record_stored(const int32_t* ids, size_t n) {
+  std::vector<KvStoredBlock> blocks(n);
+  for (size_t i = 0; i < n; ++i) {
+    blocks[i].block_hash = prefix_.hash_of(ids[i]);
+    blocks[i].tokens = prefix_.tokens_of(ids[i]);
+  }
+  const uint64_t parent = prefix_.parent_hash_of(ids[0]);
+  events_->record_stored(parent != kv_root_block_hash, parent, std::move(blocks));
 }
 
 }  // namespace engine

@@ -7,9 +7,10 @@
 
 namespace engine {
 
-KvCacheManager::KvCacheManager(int32_t num_blocks, int32_t tokens_per_block, bool enable_reuse)
+KvCacheManager::KvCacheManager(int32_t num_blocks, int32_t tokens_per_block, bool enable_reuse,
+                               KvCacheEventBuffer* events)
     : tokens_per_block_(tokens_per_block), blocks_(static_cast<size_t>(num_blocks > 0 ? num_blocks : 0)),
-      reuse_(enable_reuse) {
+      reuse_(enable_reuse), events_(enable_reuse ? events : nullptr) {
   if (num_blocks < 0 || tokens_per_block <= 0) {
     throw EngineError(ErrorCode::invalid_argument,
                       "KV cache needs num_blocks >= 0 and tokens_per_block > 0, got " + std::to_string(num_blocks) +
@@ -18,6 +19,7 @@ KvCacheManager::KvCacheManager(int32_t num_blocks, int32_t tokens_per_block, boo
   free_list_.reserve(blocks_.size());
   for (int32_t id = num_blocks - 1; id >= 0; --id) free_list_.push_back(id);
   if (reuse_) prefix_.resize(num_blocks);
+  if (events_) events_->record_created(num_blocks);
 }
 
 int32_t KvCacheManager::blocks_for_tokens(int64_t num_tokens) const {
@@ -32,8 +34,10 @@ int32_t KvCacheManager::allocate_block() {
     id = free_list_.back();
     free_list_.pop_back();
   } else {
-    id = prefix_.evict();
+    uint64_t hash = 0;
+    id = prefix_.evict(&hash);
     if (id < 0) throw EngineError(ErrorCode::internal, "KV cache: allocating with no free block (caller did not check)");
+    if (events_) events_->record_removed(hash);
   }
   blocks_[id].ref_count = 1;
   ++alloc_total_blocks_;
@@ -45,7 +49,18 @@ void KvCacheManager::unref_block(int32_t id) {
   if (id < 0 || id >= num_blocks() || blocks_[id].ref_count <= 0) {
     throw EngineError(ErrorCode::internal, "KV cache: releasing block " + std::to_string(id) + " that is not in use");
   }
-  if (--blocks_[id].ref_count == 0 && !(reuse_ && prefix_.keep_on_release(id))) free_list_.push_back(id);
+  if (--blocks_[id].ref_count != 0) return;
+  if (!reuse_) {
+    free_list_.push_back(id);
+    return;
+  }
+  const bool was_registered = prefix_.is_registered(id);
+  if (!prefix_.keep_on_release(id)) {
+    free_list_.push_back(id);
+    return;
+  }
+  // A duplicate that took the place of its evicted twin: the prefix is findable again, so it is stored again.
+  if (events_ && !was_registered) record_stored(&id, 1);
 }
 
 bool KvCacheManager::ensure_capacity(BlockTable& table, int64_t num_tokens) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kv-cache/kv-cache-events.h"
 #include "kv-cache/prefix-cache.h"
 #include "scheduling/request.h"
 
@@ -20,7 +21,10 @@ class KvCacheManager {
  public:
   KvCacheManager() = default;
   // enable_reuse: prefix reuse of full blocks (prefix-cache.h); off, blocks are freed as soon as unreferenced.
-  KvCacheManager(int32_t num_blocks, int32_t tokens_per_block, bool enable_reuse = false);
+  // events: where to record what the prefix cache stores and evicts (kv-cache-events.h), starting with `created`;
+  // null, or reuse off: nothing is recorded. Not owned; it must outlive this manager.
+  KvCacheManager(int32_t num_blocks, int32_t tokens_per_block, bool enable_reuse = false,
+                 KvCacheEventBuffer* events = nullptr);
 
   int32_t num_blocks() const { return static_cast<int32_t>(blocks_.size()); }
   int32_t tokens_per_block() const { return tokens_per_block_; }
@@ -74,6 +78,8 @@ class KvCacheManager {
   };
   int32_t allocate_block();
   void unref_block(int32_t id);
+  // One `stored` event for blocks ids[0, n): registered, each the child of the one before it.
+  void record_stored(const int32_t* ids, size_t n);
 
   int32_t tokens_per_block_ = 1;
   std::vector<Block> blocks_;
@@ -85,6 +91,7 @@ class KvCacheManager {
   int64_t reused_blocks_ = 0;       // cached blocks attached by a prompt instead of being recomputed
   bool reuse_ = false;
   PrefixCache prefix_;              // empty (nothing evictable) unless reuse_
+  KvCacheEventBuffer* events_ = nullptr;  // null unless reuse_ and events are asked for
 };
 
 }  // namespace engine

@@ -64,11 +64,12 @@ void PrefixCache::take(int32_t block) {
   e.in_lru = false;
 }
 
-int32_t PrefixCache::evict() {
+int32_t PrefixCache::evict(uint64_t* hash) {
   if (lru_.empty()) return -1;
   const int32_t block = lru_.front();
   lru_.pop_front();
   entries_[static_cast<size_t>(block)].in_lru = false;
+  if (hash) *hash = entries_[static_cast<size_t>(block)].hash;
   forget(block);
   return block;
 }

@@ -25,6 +25,10 @@ class PrefixCache {
   void match(const int32_t* tokens, int32_t max_blocks, int32_t tokens_per_block, std::vector<int32_t>& out) const;
 
   bool is_hashed(int32_t block) const { return entries_[static_cast<size_t>(block)].hashed; }
+  // The block is the one a prompt finds for its prefix (what KV cache events report as stored).
+  bool is_registered(int32_t block) const { return entries_[static_cast<size_t>(block)].registered; }
+  uint64_t parent_hash_of(int32_t block) const { return entries_[static_cast<size_t>(block)].parent_hash; }
+  const std::vector<int32_t>& tokens_of(int32_t block) const { return entries_[static_cast<size_t>(block)].tokens; }
   uint64_t hash_of(int32_t block) const { return entries_[static_cast<size_t>(block)].hash; }
 
   // `block` just became full and its K/V are written: record its hash, and register it unless another block
@@ -38,8 +42,8 @@ class PrefixCache {
   // A cached, unreferenced block is attached by a sequence: out of the LRU (no longer evictable).
   void take(int32_t block);
   int32_t num_evictable() const { return static_cast<int32_t>(lru_.size()); }
-  // Unregisters and returns the least recently released cached block; -1 when there is none.
-  int32_t evict();
+  // Unregisters and returns the least recently released cached block (its hash into *hash); -1 when there is none.
+  int32_t evict(uint64_t* hash = nullptr);
 
  private:
   struct Entry {
