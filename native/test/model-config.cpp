@@ -259,7 +259,7 @@ static void gemma2() {
   CHECK(c.attn_softcap == 0 && c.final_softcap == 0 && std::fabs(c.query_scale - 1.0f / std::sqrt(32.0f)) < 1e-7f);
   CHECK_THROWS(load_model_config(make_dir(cfg(""))), "lacks 'sliding_window' (Gemma 2's local layers need it)");
   CHECK_THROWS(load_model_config(make_dir(cfg(R"(,"sliding_window":16,"attn_logit_softcapping":-1)"))),
-               "field 'attn_logit_softcapping' must be > 0 or null");
+               "field 'attn_logit_softcapping' must be > 0 or null, got -1");
   CHECK_THROWS(load_model_config(make_dir(cfg(R"(,"sliding_window":16,"query_pre_attn_scalar":0)"))),
                "field 'query_pre_attn_scalar' must be > 0");
   c = load_model_config(make_dir(R"({"model_type":"gemma2","vocab_size":100,"hidden_size":64,"num_hidden_layers":2,)"

@@ -18,6 +18,13 @@ bool file_exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
+// A number as a config file would write it (%g: 0.75, -1, 1e+06).
+std::string shown(double x) {
+  char out[32];
+  std::snprintf(out, sizeof out, "%g", x);
+  return out;
+}
+
 // Reads fields of one config file with messages that name the file and the field.
 struct Fields {
   const json::Value& doc;
@@ -160,9 +167,7 @@ void read_longrope(const Fields& f, const json::Value& rs, const char* key, Mode
     for (const json::Value& x : v->as_array(w + "." + key)) {
       out.push_back(static_cast<float>(x.as_number(w + "." + key)));
       if (!(out.back() > 0)) {
-        char shown[32];
-        std::snprintf(shown, sizeof shown, "%g", static_cast<double>(out.back()));
-        throw EngineError(ErrorCode::bad_checkpoint, w + "." + key + " entries must be > 0, got " + shown);
+        throw EngineError(ErrorCode::bad_checkpoint, w + "." + key + " entries must be > 0, got " + shown(out.back()));
       }
     }
     if (out.size() != half)
@@ -198,9 +203,7 @@ void refuse_partial_rotary(const Fields& f) {
     if (!v || v->is_null()) return;
     const double x = v->as_number(f.file + ": " + name);
     if (x == 1.0) return;
-    char shown[32];
-    std::snprintf(shown, sizeof shown, "%g", x);
-    throw EngineError(ErrorCode::unsupported, f.file + ": " + name + " " + shown +
+    throw EngineError(ErrorCode::unsupported, f.file + ": " + name + " " + shown(x) +
                                                   " is not supported (rotary embeddings over the whole head only)");
   };
   check(f.get("partial_rotary_factor"), "partial_rotary_factor");
@@ -263,7 +266,7 @@ void read_gemma2(const Fields& f, ModelConfig& c) {
   for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"})
     if (f.get(key) && !(f.optional_float(key, 0.0f) > 0))
       throw EngineError(ErrorCode::bad_checkpoint, f.what(key) + " must be > 0 or null, got " +
-                                                       std::to_string(f.optional_float(key, 0.0f)));
+                                                       shown(f.optional_float(key, 0.0f)));
   c.sandwich_norms = true;
 }
 
