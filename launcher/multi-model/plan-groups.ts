@@ -1,7 +1,8 @@
 // `--multi-model`: the repository's model files → the plan every process of the orchestrator job reads (pure).
 // Checks what can be checked before anything starts: unique names, world size, device ids (Triton's "0,1;2,3"
 // spelling too) that do not overlap and cover every rank, participant ids (no-spawn) that form a partition of the
-// job, and — on the CPU — more ranks than cores only when --oversubscribe says so.
+// job, KV cache events only with prefix reuse, and — on the CPU — more ranks than cores only when --oversubscribe
+// says so.
 import { basename, extname } from 'node:path';
 
 import { InvalidArgumentError } from 'commander';
@@ -61,6 +62,10 @@ export function planMultiModel(input: MultiModelInput): MultiModelPlan {
     const other = names.get(name);
     if (other) fail(`model name "${name}" is used by both ${other} and ${file.path}: set a distinct "name" in one of them`);
     names.set(name, file.path);
+    const events = file.options.kvCacheEventBufferMaxSize ?? 0;
+    if (events > 0 && file.options.enableKvCacheReuse !== true) {
+      fail(`model "${name}" (${file.path}): kv_cache.event_buffer_max_size ${events} needs kv_cache.enable_reuse: true (--kv-cache-event-buffer-max-size needs --enable-kv-cache-reuse): KV cache events report the prefix cache, which is off`);
+    }
     const tp = file.options.tp ?? 1;
     const pp = file.options.pp ?? 1;
     const deviceIds = devices?.[i] ?? ((file.values.get('gpu_device_ids') as number[] | undefined) ?? []);

@@ -1,8 +1,8 @@
 // Orchestrator mode for real: `trtllm-launch --multi-model --model-repo <dir>` under mpirun, two models with
 // different tp (spawned with MPI_Comm_spawn, or started up front with --no-spawn), each answering what a one-rank
 // server answers; streaming and cancellation through the orchestrator; a killed worker that takes only its own
-// model down (or everything, with --fail-fast); the orchestrator's death that takes every group with it; and no
-// process left behind on any path.
+// model down (or everything, with --fail-fast); the orchestrator's death that takes every group with it; KV cache
+// events asked of every group and tagged with their model; and no process left behind on any path.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -14,14 +14,17 @@ import { startLauncher } from '../helpers/launched-cluster.js';
 import { freePort, processesWith } from '../helpers/processes.js';
 import { postJson, postSse, startTestServer, waitFor } from '../helpers/serving.js';
 import { tempDir } from '../helpers/temp-dir.js';
+import { KV_EVENTS_REPLY_MS } from '../../worker/orchestrator/wire.js';
 
 const PROMPTS = ['What is machine learning?', 'The jury said', 'hello world'];
 
-function repository(): string {
+function repository(files?: Record<string, string>): string {
   const dir = tempDir('trtllm-repo-');
   // alpha sorts first: it also answers Triton's names (tensorrt_llm's token interface is checked on it).
-  writeFileSync(join(dir, 'alpha.yaml'), `model: ${fixtureDir('tiny-llama')}\nparallel:\n  tp: 2\nkv_cache:\n  tokens_per_block: 16\n`);
-  writeFileSync(join(dir, 'beta.yaml'), `model: ${fixtureDir('tiny-gpt2')}\nkv_cache:\n  tokens_per_block: 16\n`);
+  for (const [name, text] of Object.entries(files ?? {
+    'alpha.yaml': `model: ${fixtureDir('tiny-llama')}\nparallel:\n  tp: 2\nkv_cache:\n  tokens_per_block: 16\n`,
+    'beta.yaml': `model: ${fixtureDir('tiny-gpt2')}\nkv_cache:\n  tokens_per_block: 16\n`,
+  })) writeFileSync(join(dir, name), text);
   return dir;
 }
 
@@ -35,11 +38,11 @@ interface Cluster {
   pids: (model: string) => number[];
 }
 
-async function startCluster(extra: string[] = []): Promise<Cluster> {
+async function startCluster(extra: string[] = [], repo = repository()): Promise<Cluster> {
   const port = await freePort();
   const metricsPort = await freePort();
   const grpcPort = await freePort();
-  const { child, output, ready } = startLauncher(['--multi-model', '--model-repo', repository(), '--oversubscribe', '--threads', '1',
+  const { child, output, ready } = startLauncher(['--multi-model', '--model-repo', repo, '--oversubscribe', '--threads', '1',
     '--http-port', String(port), '--metrics-port', String(metricsPort), '--grpc-port', String(grpcPort), '--drain-timeout', '5', ...extra]);
   const pids = (model: string) => {
     const m = new RegExp(`model ${model}: ready on \\d+ rank\\(s\\) \\(([^)]*)\\)`).exec(output());
@@ -227,5 +230,66 @@ t.test('the orchestrator killed: every worker group goes with it', async (t) => 
   process.kill(orchestrator, 'SIGKILL');
   const result = await cluster.child;
   t.not(result.exitCode, 0);
+  await noneLeft(t, cluster.marker);
+});
+
+async function drainKvEvents(base: string, method: 'GET' | 'POST' = 'POST'): Promise<any[]> {
+  const res = await fetch(`${base}/kv_cache_events`, { method });
+  if (res.status !== 200) throw new Error(`/kv_cache_events: ${res.status} ${await res.text()}`);
+  return await res.json() as any[];
+}
+
+t.test('KV cache events: every group asked over its link, each event tagged with its model; none from a model without them or a dead group', async (t) => {
+  const on = 'kv_cache:\n  tokens_per_block: 16\n  enable_reuse: true\n  event_buffer_max_size: 100\n';
+  const cluster = await startCluster([], repository({
+    'alpha.yaml': `model: ${fixtureDir('tiny-llama')}\n${on}`,
+    'beta.yaml': `model: ${fixtureDir('tiny-gpt2')}\n${on}`,
+    'gamma.yaml': `model: ${fixtureDir('tiny-llama')}\nkv_cache:\n  tokens_per_block: 16\n  enable_reuse: true\n`,
+  }));
+  t.teardown(() => { cluster.child.kill('SIGKILL'); });
+  t.ok(await cluster.ready, `ready (output: ${cluster.output().slice(-2000)})`);
+
+  // A request to each model, sharing nothing: alpha's by token ids (Triton's tensorrt_llm reaches it), so its stored
+  // blocks can be checked token by token.
+  const alphaIds = Array.from({ length: 40 }, (_, i) => 3 + ((i * 7) % 200));
+  const alpha = await postJson(`${cluster.base}/v2/models/tensorrt_llm/generate`, { input_ids: alphaIds, request_output_len: 2 });
+  t.equal(alpha.status, 200);
+  const long = 'The quick brown fox jumps over the lazy dog while the jury said that machine learning is a field of study in artificial intelligence';
+  for (const [model, text] of [['beta', long], ['gamma', `${long} again`]] as const) {
+    t.equal((await generate(cluster.base, model, text, 2)).status, 200, `${model} answered`);
+  }
+  const first = await drainKvEvents(cluster.base);
+  t.same([...new Set(first.map((e) => e.model))], ['alpha', 'beta'], 'events from the two models that record them, in model order');
+  const last: Record<string, number> = {};
+  for (const model of ['alpha', 'beta']) {
+    const events = first.filter((e) => e.model === model);
+    t.same(Object.keys(events[0]), ['event_id', 'model', 'data', 'window_size'], `${model}: "model" next to event_id`);
+    t.match(events[0], { event_id: 0, model, data: { type: 'created', num_blocks_per_cache_level: [Number] } }, `${model}: created first`);
+    events.forEach((e, i) => t.equal(e.event_id, i, `${model}: the group's own event ids count up from 0`));
+    const stored = events.filter((e) => e.data.type === 'stored');
+    t.ok(stored.length > 0, `${model}: stored events`);
+    t.equal(stored[0].data.parent_hash, null, `${model}: a prompt sharing nothing starts a chain`);
+    t.match(stored[0].data.blocks[0], { type: 'stored_block', block_hash: /^\d+$/, lora_id: null, cache_level: 0, priority: 35 });
+    t.equal(stored[0].data.blocks[0].tokens.length, 16, `${model}: full blocks`);
+    last[model] = events.at(-1).event_id;
+  }
+  const alphaBlocks = first.filter((e) => e.model === 'alpha' && e.data.type === 'stored').flatMap((e) => e.data.blocks);
+  t.same(alphaBlocks.map((b: any) => b.tokens.map((tok: any) => tok.token_id)), [alphaIds.slice(0, 16), alphaIds.slice(16, 32)], 'alpha: its prompt\'s two full blocks');
+  t.same(await drainKvEvents(cluster.base), [], 'drained: the second read is empty');
+  t.same(await drainKvEvents(cluster.base, 'GET'), [], 'GET too');
+
+  // beta's group dies: the endpoint answers at once with what the live groups have.
+  t.ok(await waitFor(() => cluster.pids('beta').length === 1), 'beta\'s rank is known');
+  process.kill(cluster.pids('beta')[0]!, 'SIGKILL');
+  t.equal((await unavailable(cluster.base, 'beta')).status, 503);
+  t.equal((await postJson(`${cluster.base}/v2/models/tensorrt_llm/generate`, { input_ids: alphaIds.map((id) => id + 1), request_output_len: 2 })).status, 200);
+  const started = Date.now();
+  const after = await drainKvEvents(cluster.base);
+  t.ok(Date.now() - started < KV_EVENTS_REPLY_MS, `answered in ${Date.now() - started} ms, not held by the dead group`);
+  t.ok(after.length > 0 && after.every((e) => e.model === 'alpha'), 'only alpha\'s events');
+  t.equal(after[0].event_id, last.alpha! + 1, 'alpha\'s ids continue');
+
+  cluster.child.kill('SIGTERM');
+  t.equal((await cluster.child).exitCode, 0, 'SIGTERM drains and exits 0');
   await noneLeft(t, cluster.marker);
 });

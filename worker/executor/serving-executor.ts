@@ -14,8 +14,9 @@ export interface ServingExecutor {
   iterationStats(): IterationStats[];
   onIterationStats(listener: (batch: IterationStats[]) => void): () => void;
   kvCacheStats(): KvCacheStats;
-  /** Drains the KV cache events recorded since the last call (--kv-cache-event-buffer-max-size); [] when off. */
-  getLatestKvCacheEvents(): KvCacheEvent[];
+  /** Drains the KV cache events recorded since the last call (--kv-cache-event-buffer-max-size); [] when off. A
+   * worker group's proxy answers once it has asked the group (a promise). */
+  getLatestKvCacheEvents(): KvCacheEvent[] | Promise<KvCacheEvent[]>;
   numActiveRequests(): number;
   shutdown(): Promise<void>;
 }

@@ -1,6 +1,8 @@
 // POST /kv_cache_events (GET too): the KV cache events drained from the executor, as the JSON list trtllm-serve
 // returns, so a KV-aware router written for trtllm-serve reads ours. [] when events are off (trtllm-serve's answer
 // too). Block hashes are decimal strings: exact 64-bit values, which a JS number is not past 2^53 (addon-types.ts).
+// In orchestrator mode every model's events, each asked of its worker group, in model order; each event carries
+// "model" (ours, not TensorRT-LLM's) since event ids and hashes are per model.
 import type { KvCacheEvent } from '../binding/addon-types.js';
 import { type Route, sendJson } from './http-server.js';
 import type { ModelCatalog } from './model-catalog.js';
@@ -38,10 +40,20 @@ export function kvCacheEventJson(e: KvCacheEvent): Record<string, unknown> {
 }
 
 export function kvCacheEventRoutes(catalog: ModelCatalog): Route[] {
-  // The served model's executor; in orchestrator mode the first model's (whose executor proxy has none yet).
-  const handle: Route['handle'] = (c) => {
-    const ctx = catalog.contexts()[0];
-    sendJson(c.res, 200, ctx ? ctx.executor.getLatestKvCacheEvents().map(kvCacheEventJson) : []);
+  const handle: Route['handle'] = async (c) => {
+    if (!catalog.multiModel) {
+      const ctx = catalog.contexts()[0];
+      sendJson(c.res, 200, ctx ? (await ctx.executor.getLatestKvCacheEvents()).map(kvCacheEventJson) : []);
+      return;
+    }
+    // Every group asked at once: the answer waits for the slowest live one (a bounded wait each, remote-executor.ts).
+    const perModel = await Promise.all(catalog.contexts().map(async (ctx) => ({
+      model: ctx.servedModelName, events: await ctx.executor.getLatestKvCacheEvents(),
+    })));
+    sendJson(c.res, 200, perModel.flatMap(({ model, events }) => events.map((e) => {
+      const { event_id: eventId, ...rest } = kvCacheEventJson(e);
+      return { event_id: eventId, model, ...rest };
+    })));
   };
   return [
     { method: 'POST', path: /^\/kv_cache_events$/, style: 'openai', handle },

@@ -23,6 +23,8 @@ export interface ModelCatalog {
   /** Every served model name with its state (KServe's repository index). */
   index(): ModelState[];
   contexts(): ServingContext[];
+  /** Orchestrator mode: answers that gather every model's (/kv_cache_events) say which model each part came from. */
+  readonly multiModel: boolean;
 }
 
 export function singleModelCatalog(ctx: ServingContext): ModelCatalog {
@@ -36,6 +38,7 @@ export function singleModelCatalog(ctx: ServingContext): ModelCatalog {
     serverReady: () => ctx.isReady(),
     index: () => MODEL_NAMES.map((name) => state(name, ctx)),
     contexts: () => [ctx],
+    multiModel: false,
   };
 }
 
@@ -94,6 +97,7 @@ export function multiModelCatalog(models: readonly CatalogModel[]): ModelCatalog
     serverReady: () => models.every(ready),
     index: () => [...[...byName].map(([name, m]) => stateOf(name, m)), ...MODEL_NAMES.map((name) => stateOf(name, first))],
     contexts: () => models.flatMap((m) => (m.ctx ? [m.ctx] : [])),
+    multiModel: true,
   };
 }
 

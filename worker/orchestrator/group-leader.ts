@@ -1,16 +1,18 @@
 // A worker group's rank 0 in orchestrator mode: loads the model (its followers load their shards alongside),
 // says hello to the orchestrator, then runs the requests that arrive over the link and sends every iteration's
-// responses back, with the executor's stats twice a second. On the orchestrator's shutdown message it drains,
-// says bye and stops; the followers are released by the executor's shutdown as in leader mode.
+// responses back, with the executor's stats twice a second and its KV cache events when asked. On the orchestrator's
+// shutdown message it drains, says bye and stops; the followers are released by the executor's shutdown as in leader
+// mode.
 import type { AddonLinks, NativeErrorCode, NativeResponse } from '../binding/addon-types.js';
 import { TrtllmError } from '../common/errors.js';
 import { Executor } from '../executor/executor.js';
 import type { Logger } from '../log.js';
 import { executorOptions } from '../options/executor-options.js';
+import { kvCacheEventsProblem } from '../options/serve-option-table.js';
 import { loadTokenizer } from '../tokenizer.js';
 import {
-  type Cancel, decode, encode, type Enqueue, type Hello, type LoadFailed, type RankIdentity, type Shutdown, STATS_INTERVAL_MS,
-  type Stats, TAG, withRequestId,
+  type Cancel, decode, encode, type Enqueue, type Hello, type KvEvents, type KvEventsAsk, type LoadFailed, type RankIdentity, type Shutdown,
+  STATS_INTERVAL_MS, type Stats, TAG, withRequestId,
 } from './wire.js';
 import type { GroupPlan } from './plan.js';
 
@@ -24,6 +26,9 @@ export async function runGroupLeader(group: GroupPlan, links: AddonLinks, ranks:
   let executor: Executor;
   const started = performance.now();
   try {
+    // The launcher refuses this before anything starts (plan-groups.ts); a plan built otherwise fails here, named.
+    const events = kvCacheEventsProblem(group.serve);
+    if (events) throw new TrtllmError(events, 'invalid_argument');
     executor = await Executor.load(group.serve.model, executorOptions(group.serve));
     const tokenizer = loadTokenizer(group.serve.model);
     const endId = tokenizer.eosTokenId ?? executor.modelConfig.eosTokenIds[0] ?? -1;
@@ -86,6 +91,9 @@ export async function runGroupLeader(group: GroupPlan, links: AddonLinks, ranks:
         } else if (tag === TAG.cancel) {
           const local = ours.get(decode<Cancel>(bytes).id);
           if (local !== undefined) executor.cancel(local);
+        } else if (tag === TAG.kvEventsAsk) {
+          const answer: KvEvents = { id: decode<KvEventsAsk>(bytes).id, events: executor.getLatestKvCacheEvents() };
+          send(TAG.kvEvents, answer);
         } else if (tag === TAG.shutdown) {
           resolveShutdown(decode<Shutdown>(bytes));
         }

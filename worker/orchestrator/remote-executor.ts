@@ -1,13 +1,14 @@
 // The orchestrator's stand-in for one worker group's executor: requests are validated here (the same rules and
 // limits as in the group, so bad input is answered without a round trip), sent to the group's leader over the
 // link, and its responses routed back to the request handles. When the group dies, every request in flight ends
-// with an error naming the model and the cause, and new ones are refused with 'shutdown' (503).
+// with an error naming the model and the cause, and new ones are refused with 'shutdown' (503). Its KV cache events
+// are asked for over the link when drained (TAG.kvEventsAsk), with a bounded wait.
 import type { IterationStats, KvCacheEvent, KvCacheStats, ModelConfig, NativeRequest, NativeResponse } from '../binding/addon-types.js';
 import { TrtllmError } from '../common/errors.js';
 import { RequestHandle } from '../executor/request-handle.js';
 import type { ServingExecutor } from '../executor/serving-executor.js';
 import { type RequestLimits, validateRequest } from '../executor/validate-request.js';
-import { type Hello, type Stats, TAG } from './wire.js';
+import { type Hello, KV_EVENTS_REPLY_MS, type KvEvents, type Stats, TAG } from './wire.js';
 
 export type SendToGroup = (tag: number, body: unknown) => void;
 
@@ -21,8 +22,13 @@ export class RemoteExecutor implements ServingExecutor {
   private nextId = 1;
   private unavailable: string | undefined;
   private closed = false;
+  private kvEvents: KvCacheEvent[] = [];  // answered but not yet drained (an answer later than its wait lands here)
+  private kvAsked = 0;
+  private readonly kvWaiters = new Map<number, () => void>();
 
-  constructor(private readonly model: string, hello: Hello, private readonly send: SendToGroup) {
+  /** `canAsk`: whether the group's link takes a question now (its group is ready: not loading, stopping or gone). */
+  constructor(private readonly model: string, hello: Hello, private readonly send: SendToGroup,
+    private readonly canAsk: () => boolean) {
     this.modelConfig = hello.modelConfig;
     this.limits = hello.limits;
     this.kv = hello.kv;
@@ -63,10 +69,19 @@ export class RemoteExecutor implements ServingExecutor {
     if (stats.iterations.length > 0) this.iterations.push(...stats.iterations);
   }
 
+  /** The group's answer to a kvEventsAsk: its events are kept (in the group's order) until a drain takes them. */
+  deliverKvEvents(answer: KvEvents): void {
+    if (this.unavailable !== undefined) return;
+    this.kvEvents.push(...answer.events);
+    this.kvWaiters.get(answer.id)?.();
+  }
+
   /** The group is gone: end what is in flight, refuse what comes. */
   fail(reason: string): void {
     if (this.unavailable !== undefined) return;
     this.unavailable = reason;
+    this.kvEvents = [];  // a dead group contributes no events, and nobody waits for its answer
+    for (const wake of this.kvWaiters.values()) wake();
     for (const [id, handle] of this.handles) {
       handle.push({ requestId: id, isFinal: true, error: { code: 'shutdown', message: reason } });
     }
@@ -93,9 +108,25 @@ export class RemoteExecutor implements ServingExecutor {
     return this.kv;
   }
 
-  /** KV cache events are not carried over the group link (wire.ts) yet: orchestrator mode serves none. */
-  getLatestKvCacheEvents(): KvCacheEvent[] {
-    return [];
+  /** Drains the group's KV cache events: asks its leader and waits at most KV_EVENTS_REPLY_MS for the answer. A group
+   * that is not ready (or gone) is not asked and contributes nothing. */
+  async getLatestKvCacheEvents(): Promise<KvCacheEvent[]> {
+    if (this.unavailable === undefined && !this.closed && this.canAsk()) {
+      const id = ++this.kvAsked;
+      let timer: NodeJS.Timeout | undefined;
+      const answered = new Promise<void>((resolve) => {
+        this.kvWaiters.set(id, resolve);
+        timer = setTimeout(resolve, KV_EVENTS_REPLY_MS);
+      });
+      this.send(TAG.kvEventsAsk, { id });
+      await answered;
+      clearTimeout(timer);
+      this.kvWaiters.delete(id);
+    }
+    if (this.unavailable !== undefined) return [];
+    const events = this.kvEvents;
+    this.kvEvents = [];
+    return events;
   }
 
   numActiveRequests(): number {

@@ -1,7 +1,7 @@
 // What the orchestrator and a worker group's leader say to each other over their link (comm-link.h): a tag per
 // kind of message and a JSON body, with Float32Arrays (logits) carried as base64 of their bytes rather than as
 // number lists. Pure.
-import type { IterationStats, KvCacheStats, ModelConfig, NativeErrorCode, NativeRequest, NativeResponse } from '../binding/addon-types.js';
+import type { IterationStats, KvCacheEvent, KvCacheStats, ModelConfig, NativeErrorCode, NativeRequest, NativeResponse } from '../binding/addon-types.js';
 import type { RequestLimits } from '../executor/validate-request.js';
 
 export const TAG = {
@@ -15,11 +15,16 @@ export const TAG = {
   bye: 8,          // group → orchestrator: stopped; the link may be disconnected
   heartbeat: 9,    // orchestrator → group: still here
   members: 10,     // group → orchestrator: its processes (host, pid), sent before loading so they are watched early
+  kvEventsAsk: 11, // orchestrator → group: drain your KV cache events (POST /kv_cache_events)
+  kvEvents: 12,    // group → orchestrator: the events drained, answering the ask with the same id
 } as const;
 export type Tag = (typeof TAG)[keyof typeof TAG];
 
 export const STATS_INTERVAL_MS = 500;
 export const HEARTBEAT_INTERVAL_MS = 1000;
+/** How long /kv_cache_events waits for a group's answer: a live leader answers within one turn of its event loop,
+ * and a stuck one must not hang the endpoint. A later answer is kept for the next drain (remote-executor.ts). */
+export const KV_EVENTS_REPLY_MS = 2000;
 
 export interface RankIdentity { host: string; pid: number }
 
@@ -33,6 +38,8 @@ export interface Hello {
 export interface LoadFailed { code: NativeErrorCode; message: string; ranks: RankIdentity[] }
 export interface Enqueue { id: number; request: NativeRequest }
 export interface Cancel { id: number }
+export interface KvEventsAsk { id: number }
+export interface KvEvents { id: number; events: KvCacheEvent[] }
 export interface Stats { iterations: IterationStats[]; kv: KvCacheStats; active: number }
 /** `cutMessage`: the error of a request still running at the drain deadline (the orchestrator's drain-state.ts). */
 export interface Shutdown { drainMs: number; cutMessage?: string }

@@ -9,7 +9,7 @@ import type { Logger } from '../log.js';
 import { processAlive } from './process-alive.js';
 import type { GroupPlan } from './plan.js';
 import { RemoteExecutor } from './remote-executor.js';
-import { decode, encode, type Hello, type LoadFailed, type RankIdentity, type Shutdown, type Stats, TAG } from './wire.js';
+import { decode, encode, type Hello, type KvEvents, type LoadFailed, type RankIdentity, type Shutdown, type Stats, TAG } from './wire.js';
 
 export type GroupStatus = 'loading' | 'ready' | 'stopping' | 'stopped' | 'failed';
 
@@ -54,7 +54,7 @@ export class WorkerGroup {
       case TAG.hello: {
         const hello = decode<Hello>(bytes);
         this.ranks = hello.ranks;
-        this.executor = new RemoteExecutor(this.name, hello, (t, body) => this.link.send(t, encode(body)));
+        this.executor = new RemoteExecutor(this.name, hello, (t, body) => this.link.send(t, encode(body)), () => this.status === 'ready');
         this.status = 'ready';
         this.log.info(`model ${this.name}: ready on ${hello.ranks.length} rank(s) (${hello.ranks.map((r) => `pid ${r.pid}@${r.host}`).join(', ')}), loaded in ${hello.loadSeconds.toFixed(2)} s`);
         this.wake();
@@ -74,6 +74,9 @@ export class WorkerGroup {
         break;
       case TAG.stats:
         this.executor?.updateStats(decode<Stats>(bytes));
+        break;
+      case TAG.kvEvents:
+        this.executor?.deliverKvEvents(decode<KvEvents>(bytes));
         break;
       case TAG.bye:
         this.status = 'stopped';

@@ -53,6 +53,11 @@ t.test('errors before anything starts', async (t) => {
   const triton = await run(['--model-repo', dir, '--oversubscribe', '--gpu-device-ids', '0;1']);
   t.equal(triton.exitCode, 2);
   t.match(triton.stderr, /model "a" .* needs 2 rank\(s\) \(tp 2 x pp 1\) but has 1 device id\(s\) \[0\]/);
+  const eventsRepo = repo({ 'a.yaml': `model: ${fixtureDir('tiny-llama')}\nkv_cache:\n  enable_reuse: true\n  event_buffer_max_size: 16\n`,
+    'b.yaml': `model: ${fixtureDir('tiny-gpt2')}\nkv_cache:\n  event_buffer_max_size: 16\n` });
+  const events = await run(['--model-repo', eventsRepo, '--oversubscribe']);
+  t.equal(events.exitCode, 2, events.all);
+  t.match(events.stderr, `model "b" (${join(eventsRepo, 'b.yaml')}): kv_cache.event_buffer_max_size 16 needs kv_cache.enable_reuse: true`);
   const srun = await execa('node', [bin, '--multi-model', '--model-repo', dir, '--oversubscribe', '--launcher', 'srun', '--dry-run'], { reject: false, all: true });
   t.equal(srun.exitCode, 2);
   t.match(srun.stderr, /add --no-spawn to start every rank with srun up front/);

@@ -35,6 +35,13 @@ t.test('bad repositories are refused with what to do', async (t) => {
   t.doesNotThrow(() => planMultiModel(input([file('/r/a.yaml', {})], { oversubscribe: false, cores: 2 })), '2 processes on 2 cores need nothing');
 });
 
+t.test('KV cache events without prefix reuse are refused naming the file and both keys', async (t) => {
+  t.throws(() => planMultiModel(input([file('/r/a.yaml', { enableKvCacheReuse: true, kvCacheEventBufferMaxSize: 8 }), file('/r/b.yaml', { kvCacheEventBufferMaxSize: 8 })])),
+    /model "b" \(\/r\/b.yaml\): kv_cache.event_buffer_max_size 8 needs kv_cache.enable_reuse: true/);
+  const plan = planMultiModel(input([file('/r/a.yaml', { enableKvCacheReuse: true, kvCacheEventBufferMaxSize: 8 }), file('/r/b.yaml', { kvCacheEventBufferMaxSize: 0 })]));
+  t.same(plan.groups.map((g) => [g.serve.enableKvCacheReuse, g.serve.kvCacheEventBufferMaxSize]), [[true, 8], [undefined, 0]], 'reuse on, or events off (0), pass');
+});
+
 t.test('device ids: per file or Triton\'s "0,1;2,3"; no overlap; one per rank', async (t) => {
   t.same(parseDeviceLists('0,1;2,3', 2), [[0, 1], [2, 3]]);
   t.throws(() => parseDeviceLists('0,1', 2), /has 1 list\(s\) separated by ';' but the repository has 2 model\(s\)/);
