@@ -107,6 +107,21 @@ function serveAction(command: Command) {
       for (const s of ignoredSettings(config)) {
         process.stderr.write(`trtllm-launch: ${s.key} = ${JSON.stringify(s.value)} (${s.origin}) ${s.ignored}\n`);
       }
+      if ((config.options.dp ?? 1) > 1) {
+        const { runDataParallel } = await import('./multi-model/data-parallel.js');
+        const flags = command.opts<{ spawn: boolean; failFast: boolean }>();
+        try {
+          process.exitCode = await runDataParallel(config.options, { spawn: flags.spawn !== false, failFast: flags.failFast === true }, build);
+        } catch (error) {
+          if (error instanceof InvalidArgumentError) throw error;
+          process.exitCode = reportError(error, 'serve');
+        }
+        return;
+      }
+      if (config.options.router !== 'least-load' || config.options.isolateFailures) {
+        const flag = config.options.router !== 'least-load' ? `--router ${config.options.router}` : '--isolate-failures';
+        throw new InvalidArgumentError(`${flag} applies to data-parallel replicas: add --dp <n> (n >= 2)`);
+      }
       process.exitCode = await runServe(config.options, build);
     } catch (error) {
       if (error instanceof InvalidArgumentError) command.error(`error: ${error.message}`, { exitCode: 2 });

@@ -27,6 +27,10 @@ export async function runMultiModel(command: Command): Promise<number> {
     const file = await readConfigFile(path, `--model-repo ${modelRepo}`);
     models.push({ path, options: effectiveConfig(cli, file).options, values: file.values });
   }
+  const replicated = models.find((m) => (m.options.dp ?? 1) > 1);
+  if (replicated) {
+    throw new InvalidArgumentError(`--multi-model with data parallelism is not supported yet: ${replicated.path} (or --dp) asks for ${replicated.options.dp} replicas; serve one model with --dp, or drop parallel.dp`);
+  }
   const spawnNp = 1;
   const launcher = chooseLauncher(flags.launcher, 2, process.env);
   if (launcher === 'none') throw new InvalidArgumentError('--multi-model runs the orchestrator and its worker groups under MPI: --launcher none cannot start them (use mpirun, srun or auto)');

@@ -166,7 +166,7 @@ export interface KvCacheStats {
 /** One KV cache event (TensorRT-LLM's KVCacheEvent). Block hashes are 64-bit values as decimal strings, exact in
  * JS; a stored event's parentHash equals the blockHash an earlier stored event gave (null: a sequence's first
  * block). eventIds count up from 0; a gap means a full buffer dropped events. */
-export type KvCacheEvent = { eventId: number; windowSize: number } & (
+export type KvCacheEvent = { eventId: number; windowSize: number; replica?: number /* --dp: the replica that sent it (set by the orchestrator) */ } & (
   | { type: 'created'; numBlocks: number }
   | { type: 'stored'; parentHash: string | null; blocks: { blockHash: string; tokens: number[] }[] }
   | { type: 'removed'; blockHashes: string[] }

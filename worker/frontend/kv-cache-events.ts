@@ -52,7 +52,7 @@ export function kvCacheEventRoutes(catalog: ModelCatalog): Route[] {
     })));
     sendJson(c.res, 200, perModel.flatMap(({ model, events }) => events.map((e) => {
       const { event_id: eventId, ...rest } = kvCacheEventJson(e);
-      return { event_id: eventId, model, ...rest };
+      return { event_id: eventId, model, ...(e.replica === undefined ? {} : { replica: e.replica }), ...rest };
     })));
   };
   return [

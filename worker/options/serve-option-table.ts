@@ -19,6 +19,7 @@ export const DEVICES = ['auto', 'cpu', 'cuda'] as const;
 export const LOAD_FORMATS = ['auto', 'dummy'] as const;
 export const QUANTIZATIONS = ['none', 'fp8'] as const;
 export const KV_CACHE_DTYPES = ['auto', 'fp8'] as const;
+export const ROUTERS = ['least-load', 'kv'] as const;
 export const SCHEDULER_POLICIES = ['max_utilization', 'guaranteed_no_evict'] as const satisfies readonly SchedulerPolicy[];
 
 /** The serve options as commander parses them (flags over env; a configuration file fills in the rest, config/). */
@@ -30,6 +31,9 @@ export interface ServeCliOptions {
   pp?: number;
   ep?: number;
   moeTp?: number;
+  dp?: number;
+  router: (typeof ROUTERS)[number];
+  isolateFailures: boolean;
   launcher: (typeof LAUNCHER_KINDS)[number];
   oversubscribe: boolean;
   hostfile?: string;
@@ -95,6 +99,15 @@ const TABLE = [
   { name: 'moeTp', flag: '--moe-tp', placeholder: '<n>', env: 'TRTLLM_MOE_TP', kind: intKind(1),
     help: 'mixture-of-experts models: ranks that split each expert\'s intermediate columns (TensorRT-LLM\'s moe_tp_size; default tp / ep)',
     file: { key: 'parallel.moe_tp', unset: 'tp / ep' } },
+  // Data parallelism: dp replicas of the model, each tp × pp ranks, behind one endpoint (orchestrator mode underneath:
+  // launcher/multi-model/data-parallel.ts, worker/orchestrator/replica-set.ts).
+  { name: 'dp', flag: '--dp', placeholder: '<n>', env: 'TRTLLM_DP', kind: intKind(1),
+    help: 'data-parallel replicas of the model, each tp × pp ranks, behind one endpoint (world size = dp × tp × pp; default 1)',
+    file: { key: 'parallel.dp', unset: '1' } },
+  { name: 'router', flag: '--router', placeholder: '<kind>', env: 'TRTLLM_ROUTER', kind: choiceKind(ROUTERS), default: 'least-load',
+    help: '--dp: least-load (fewest outstanding requests) | kv (longest cached prefix of the prompt, then load; needs --enable-kv-cache-reuse)' },
+  { name: 'isolateFailures', flag: '--isolate-failures', env: 'TRTLLM_ISOLATE_FAILURES', kind: switchKind, default: false,
+    help: '--dp: a replica that dies is dropped (its requests fail naming it) and the others keep serving, instead of stopping the cluster' },
   { name: 'launcher', flag: '--launcher', placeholder: '<kind>', env: 'TRTLLM_LAUNCHER', kind: choiceKind(LAUNCHER_KINDS), default: 'auto',
     help: 'auto | mpirun | srun | none (auto: srun inside a Slurm allocation, else mpirun when world size > 1)' },
   { name: 'oversubscribe', flag: '--oversubscribe', env: 'TRTLLM_OVERSUBSCRIBE', kind: switchKind, default: false,

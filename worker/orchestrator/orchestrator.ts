@@ -28,6 +28,7 @@ import { listen } from '../serve.js';
 import { loadTokenizer } from '../tokenizer.js';
 import type { MultiModelPlan } from './plan.js';
 import { HEARTBEAT_INTERVAL_MS } from './wire.js';
+import { ReplicaSet } from './replica-set.js';
 import { WorkerGroup } from './worker-group.js';
 
 const CHECK_MS = 250;
@@ -61,10 +62,12 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
     close: () => links.disconnect(i, !plan.spawn),
   }, log, (failed) => {
     if (plan.failFast && exitCode === 0) {
-      log.error(`--fail-fast: model ${failed.name} failed, stopping the whole cluster`);
+      // --dp: the replicas are a gang unless --isolate-failures (the launcher set failFast from it).
+      const rule = plan.dp ? '--dp without --isolate-failures' : '--fail-fast';
+      log.error(`${rule}: model ${failed.label} failed, stopping the whole cluster`);
       // The first cause, in the line the launcher puts first in its root cause: whatever goes wrong while the
       // cluster stops (an MPI abort, another group's death) is a consequence and must not stand in for it.
-      process.stderr.write(`${rankFailureLine('orchestrated', `--fail-fast: model ${failed.name} failed: ${failed.reason}`)}\n`);
+      process.stderr.write(`${rankFailureLine('orchestrated', `${rule}: model ${failed.label} failed: ${failed.reason}`)}\n`);
       exitCode = 1;
       stopRequested?.(1);
     }
@@ -92,13 +95,24 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
   const catalogModels: CatalogModel[] = [];
   const allMetrics: ServingMetrics[] = [];
   const logitsBudget = new LogitsBudget(logitsLimits(opts));  // one for the server: every model's logits share it
-  for (const [i, g] of groups.entries()) {
-    const reason = () => g.reason ?? (g.status === 'ready' ? undefined : `its worker group is ${g.status}`);
-    if (!g.executor) {
+  // A model is its group, or under --dp its replicas' groups (one catalog entry, a replica set as its executor).
+  const models = new Map<string, WorkerGroup[]>();
+  for (const g of groups) models.set(g.name, [...(models.get(g.name) ?? []), g]);
+  const sets: ReplicaSet[] = [];
+  for (const [i, members] of [...models.values()].entries()) {
+    const g = members[0]!;
+    const replicated = plan.dp !== undefined;
+    const anyLive = () => members.some((m) => m.status === 'ready');
+    const reason = replicated
+      ? () => (anyLive() ? undefined : `no replica is serving (${members.map((m) => `replica ${m.plan.replica}: ${m.reason ?? m.status}`).join('; ')})`)
+      : () => g.reason ?? (g.status === 'ready' ? undefined : `its worker group is ${g.status}`);
+    if (!members.some((m) => m.executor)) {
       catalogModels.push({ name: g.name, ctx: undefined, reason });
       continue;
     }
-    const executor = g.executor;
+    const set = replicated ? new ReplicaSet(g.name, members, plan.dp!.router, registry) : undefined;
+    if (set) sets.push(set);
+    const executor = set ?? g.executor!;
     const names = i === 0 ? [g.name, ...MODEL_NAMES] : [g.name];
     const metrics = new ServingMetrics(executor, names, { registry, engineModel: g.name, precision: modelPrecision(executor.modelConfig, g.plan.serve.quantization) });
     executor.onIterationStats(metrics.onIterationStats);
@@ -106,7 +120,8 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
     const ctx = buildServingContext({
       executor, tokenizer: loadTokenizer(g.plan.serve.model), modelDir: g.plan.serve.model, metrics,
       chatTemplate: loadChatTemplate(g.plan.serve.model), servedModelName: g.name, maxBatchSize: g.plan.serve.maxBatchSize ?? 64, logitsBudget,
-      isReady: () => open && !drain.draining && g.status === 'ready', unavailableReason: reason,
+      // --dp: ready once every replica came up (the orchestrator waited for all); after that while one serves.
+      isReady: () => open && !drain.draining && (set ? set.anyLive() : g.status === 'ready'), unavailableReason: reason,
       drainRefusal: () => drain.refusal(),
     });
     catalogModels.push({ name: g.name, ctx, reason });
@@ -141,14 +156,17 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
   // "ready", so a request that comes right after must not find the models still closed (503) while gRPC starts.
   const httpPort = await listen(http, opts.httpPort, opts.host, '--http-port');
   open = true;
-  const poll = setInterval(() => { for (const g of groups) g.executor?.iterationStats(); }, 500);
+  const poll = setInterval(() => {
+    for (const set of sets) set.iterationStats();
+    if (sets.length === 0) for (const g of groups) g.executor?.iterationStats();
+  }, 500);
   const shown = opts.host === '0.0.0.0' || opts.host === '::' ? 'localhost' : opts.host;
   process.stdout.write([
     `Started HTTPService at ${opts.host}:${httpPort}`,
     `Started Metrics Service at ${opts.host}:${metricsPort}`,
     ...(grpc === undefined ? [] : [`Started GRPCInferenceService at ${opts.host}:${grpc.port}`]),
-    `orchestrator ready: ${groups.filter((g) => g.status === 'ready').length} of ${groups.length} model(s) serving`,
-    ...groups.map((g) => `  ${g.name}: ${g.status === 'ready' ? `ready (tp ${g.plan.tp} x pp ${g.plan.pp})` : `NOT available: ${g.reason}`}`),
+    `orchestrator ready: ${groups.filter((g) => g.status === 'ready').length} of ${groups.length} ${plan.dp ? `replica(s) of ${groups[0]!.name}` : 'model(s)'} serving`,
+    ...groups.map((g) => `  ${g.label}: ${g.status === 'ready' ? `ready (tp ${g.plan.tp} x pp ${g.plan.pp})` : `NOT available: ${g.reason}`}`),
     `  curl -X POST ${shown}:${httpPort}/v2/models/${groups[0]!.name}/generate -d '{"text_input": "What is machine learning?", "max_tokens": 20}'`,
     '',
   ].join('\n'));

@@ -3,6 +3,7 @@
 // spawning — the job ranks that run it. Spawned groups inherit the variable through mpirun (-x), so the plan needs
 // no file on a shared disk.
 import type { ServeOptions } from '../options/serve-options.js';
+import type { RouterKind } from './replica-set.js';
 
 export const PLAN_ENV = 'TRTLLM_MULTI_MODEL_PLAN';
 
@@ -13,6 +14,7 @@ export interface GroupPlan {
   pp: number;
   ranks: number[];         // no-spawn: the job ranks of this group (participant ids), leader first; spawn: []
   deviceIds: number[];     // the model's devices (rank i uses the i-th), or empty (CPU backend)
+  replica?: number;        // --dp: this group is replica `replica` of the model `name` (groups of one model share it)
 }
 
 export interface MultiModelPlan {
@@ -20,6 +22,10 @@ export interface MultiModelPlan {
   failFast: boolean;       // one group's death stops the whole cluster
   frontend: ServeOptions;  // host, ports, auth, drain timeout, log level (model fields unused)
   groups: GroupPlan[];
+  dp?: {                   // --dp: every group is a replica of one model
+    router: RouterKind;     // least-load | kv (replica-set.ts)
+    isolateFailures: boolean;  // a dead replica is dropped; without it, it stops the cluster (failFast is set)
+  };
 }
 
 export function readPlan(env: NodeJS.ProcessEnv = process.env): MultiModelPlan {

@@ -35,14 +35,22 @@ export class RemoteExecutor implements ServingExecutor {
   }
 
   enqueue(request: NativeRequest): RequestHandle {
+    const id = this.nextId;
+    const handle = new RequestHandle(id, (rid) => this.cancel(rid));
+    this.enqueueInto(request, handle);
+    return handle;
+  }
+
+  /** Enqueues with responses pushed into `handle` (a replica set's own handle, whose id is not ours); returns the
+   * id the group knows the request by (for cancel). */
+  enqueueInto(request: NativeRequest, handle: RequestHandle): number {
     if (this.unavailable !== undefined) throw new TrtllmError(this.unavailable, 'shutdown');
     if (this.closed) throw new TrtllmError(`model '${this.model}' is shutting down`, 'shutdown');
     const valid = validateRequest(request, this.limits);
     const id = this.nextId++;
-    const handle = new RequestHandle(id, (rid) => this.cancel(rid));
     this.handles.set(id, handle);
     this.send(TAG.enqueue, { id, request: valid });
-    return handle;
+    return id;
   }
 
   async generate(request: NativeRequest): Promise<NativeResponse> {
@@ -59,7 +67,7 @@ export class RemoteExecutor implements ServingExecutor {
       const handle = this.handles.get(response.requestId);
       if (!handle) continue;
       if (response.isFinal) this.handles.delete(response.requestId);
-      handle.push(response);
+      handle.push(handle.id === response.requestId ? response : { ...response, requestId: handle.id });
     }
   }
 
@@ -82,8 +90,8 @@ export class RemoteExecutor implements ServingExecutor {
     this.unavailable = reason;
     this.kvEvents = [];  // a dead group contributes no events, and nobody waits for its answer
     for (const wake of this.kvWaiters.values()) wake();
-    for (const [id, handle] of this.handles) {
-      handle.push({ requestId: id, isFinal: true, error: { code: 'shutdown', message: reason } });
+    for (const handle of this.handles.values()) {
+      handle.push({ requestId: handle.id, isFinal: true, error: { code: 'shutdown', message: reason } });
     }
     this.handles.clear();
   }

@@ -37,6 +37,11 @@ export class WorkerGroup {
     return this.plan.name;
   }
 
+  /** How messages name the group: the model, and under --dp which replica of it. */
+  get label(): string {
+    return this.plan.replica === undefined ? this.name : `${this.name} replica ${this.plan.replica}`;
+  }
+
   /** Resolves once the group is no longer loading (ready, failed) or no longer stopping (stopped, failed). */
   settled(): Promise<void> {
     if (this.status !== 'loading' && this.status !== 'stopping') return Promise.resolve();
@@ -54,9 +59,9 @@ export class WorkerGroup {
       case TAG.hello: {
         const hello = decode<Hello>(bytes);
         this.ranks = hello.ranks;
-        this.executor = new RemoteExecutor(this.name, hello, (t, body) => this.link.send(t, encode(body)), () => this.status === 'ready');
+        this.executor = new RemoteExecutor(this.label, hello, (t, body) => this.link.send(t, encode(body)), () => this.status === 'ready');
         this.status = 'ready';
-        this.log.info(`model ${this.name}: ready on ${hello.ranks.length} rank(s) (${hello.ranks.map((r) => `pid ${r.pid}@${r.host}`).join(', ')}), loaded in ${hello.loadSeconds.toFixed(2)} s`);
+        this.log.info(`model ${this.label}: ready on ${hello.ranks.length} rank(s) (${hello.ranks.map((r) => `pid ${r.pid}@${r.host}`).join(', ')}), loaded in ${hello.loadSeconds.toFixed(2)} s`);
         this.wake();
         break;
       }
@@ -84,7 +89,7 @@ export class WorkerGroup {
         this.wake();
         break;
       default:
-        this.log.warn(`model ${this.name}: unknown message tag ${tag} ignored`);
+        this.log.warn(`model ${this.label}: unknown message tag ${tag} ignored`);
     }
   }
 
@@ -118,8 +123,8 @@ export class WorkerGroup {
     if (this.status === 'failed' || this.status === 'stopped') return;
     this.status = 'failed';
     this.reason = reason;
-    this.log.error(`model ${this.name} is not available: ${reason}`);
-    this.executor?.fail(`model '${this.name}' is not available: ${reason}`);
+    this.log.error(`model ${this.label} is not available: ${reason}`);
+    this.executor?.fail(`model '${this.name}'${this.plan.replica === undefined ? '' : ` replica ${this.plan.replica}`} is not available: ${reason}`);
     this.link.drop();
     this.killSurvivors();
     this.wake();

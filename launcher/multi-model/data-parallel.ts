@@ -1,0 +1,123 @@
+// `trtllm-launch --model <dir> --dp N`: N replicas of one model behind one endpoint. Built on orchestrator mode: one
+// orchestrator process owns the ports and spawns N worker groups of the same model (tp × pp ranks each); the model is
+// one catalog entry whose executor routes each request to one replica (worker/orchestrator/replica-set.ts). This
+// file checks what --dp cannot be combined with, plans the groups (pure: planDataParallel) and launches the job.
+import { availableParallelism } from 'node:os';
+import { basename, resolve } from 'node:path';
+
+import { InvalidArgumentError } from 'commander';
+
+import type { BuildInfo } from '../../worker/binding/addon-types.js';
+import { loadAddon } from '../../worker/binding/load-addon.js';
+import type { MultiModelPlan } from '../../worker/orchestrator/plan.js';
+import { PLAN_ENV } from '../../worker/orchestrator/plan.js';
+import { parseGpuDeviceIds } from '../../worker/options/device-ids.js';
+import { kvCacheEventsProblem } from '../../worker/options/serve-option-table.js';
+import { serveOptions } from '../../worker/options/serve-options-from-cli.js';
+import { chooseLauncher } from '../cluster/mpirun-command.js';
+import { resolveExperts, resolveParallel } from '../cluster/parallel-plan.js';
+import { checkModelBeforeLaunch } from '../model-preflight.js';
+import type { ServeCliOptions } from '../serve-options.js';
+
+/** The KV event buffer each replica keeps when --router kv is given without --kv-cache-event-buffer-max-size. */
+export const KV_ROUTER_EVENT_BUFFER = 16_384;
+
+export interface DataParallelInput {
+  options: Readonly<ServeCliOptions>;   // dp > 1
+  spawn: boolean;                        // false: --no-spawn
+  failFast: boolean;                     // --fail-fast (the default for --dp anyway)
+  cpu: boolean;
+  cores: number;
+}
+
+const fail = (message: string): never => { throw new InvalidArgumentError(message); };
+
+/** The plan of a --dp job (pure): one group per replica, the same serve options, each replica on its own devices. */
+export function planDataParallel(input: DataParallelInput): { plan: MultiModelPlan; notes: string[] } {
+  const o = input.options;
+  const dp = o.dp ?? 1;
+  const notes: string[] = [];
+  if (!input.spawn) fail(`--dp ${dp} with --no-spawn is not supported yet: the orchestrator spawns the replicas' worker groups (drop --no-spawn)`);
+  // --world-size, when given, counts the replicas' ranks (dp × tp × pp); the orchestrator is extra.
+  if (o.worldSize !== undefined && o.worldSize % dp !== 0) fail(`--world-size ${o.worldSize} is not a multiple of --dp ${dp} (world size = dp × tp × pp)`);
+  const parallel = resolveParallel({ worldSize: o.worldSize === undefined ? undefined : o.worldSize / dp, tp: o.tp, pp: o.pp });
+  const { tp, pp } = parallel;
+  const experts = resolveExperts(tp, o);
+  let options: ServeCliOptions = { ...o, ep: experts.ep > 1 ? experts.ep : undefined };
+  if (o.router === 'kv') {
+    if (o.enableKvCacheReuse !== true) fail('--router kv needs --enable-kv-cache-reuse: it routes by what each replica\'s prefix cache holds, which is off');
+    if ((o.kvCacheEventBufferMaxSize ?? 0) === 0) {
+      options = { ...options, kvCacheEventBufferMaxSize: KV_ROUTER_EVENT_BUFFER };
+      notes.push(`--router kv: each replica records KV cache events (--kv-cache-event-buffer-max-size ${KV_ROUTER_EVENT_BUFFER}, set for it)`);
+    }
+  }
+  const events = kvCacheEventsProblem(options);
+  if (events) fail(events);
+  const ranks = tp * pp;
+  // Devices: --gpu-device-ids lists every replica's in order (replica r takes the r-th run of tp × pp ids); without
+  // it, the CUDA backend gives replica r devices r·tp·pp .. (r+1)·tp·pp − 1 (one host).
+  let ids: number[] = [];
+  if (o.gpuDeviceIds !== undefined) {
+    const parsed = parseGpuDeviceIds(o.gpuDeviceIds);
+    if (!parsed.ok) return fail(parsed.message);
+    ids = parsed.value;
+    if (ids.length < dp * ranks) fail(`--gpu-device-ids "${o.gpuDeviceIds}" has ${ids.length} id(s); --dp ${dp} x --tp ${tp} x --pp ${pp} needs ${dp * ranks}, one per rank`);
+    if (new Set(ids).size !== ids.length) fail(`--gpu-device-ids "${o.gpuDeviceIds}" names a device twice: each replica needs its own devices`);
+  } else if (!input.cpu) {
+    ids = Array.from({ length: dp * ranks }, (_, i) => i);
+  }
+  const processes = 1 + dp * ranks;
+  if (input.cpu && processes > input.cores && !o.oversubscribe) {
+    fail(`--dp ${dp} needs ${processes} processes (the orchestrator + ${dp} replica(s) of tp ${tp} x pp ${pp}) but this machine has ${input.cores} core(s): pass --oversubscribe to run more ranks than cores`);
+  }
+  const serve = serveOptions({ ...options, gpuDeviceIds: undefined }, { tp, pp });
+  const name = o.servedModelName ?? basename(resolve(o.model));
+  const { apiKey: _secret, ...frontend } = serveOptions({ ...options, gpuDeviceIds: undefined }, { tp: 1, pp: 1 });
+  const groups = Array.from({ length: dp }, (_, r) => ({
+    name, serve, tp, pp, ranks: [], deviceIds: ids.slice(r * ranks, (r + 1) * ranks), replica: r,
+  }));
+  // One rule for a dead replica: the cluster is a gang (it stops) unless --isolate-failures.
+  const isolate = o.isolateFailures && !input.failFast;
+  return {
+    plan: { spawn: true, failFast: !isolate, frontend, groups, dp: { router: o.router, isolateFailures: isolate } },
+    notes,
+  };
+}
+
+export async function runDataParallel(options: Readonly<ServeCliOptions>, flags: { spawn: boolean; failFast: boolean }, build: BuildInfo): Promise<number> {
+  const dp = options.dp ?? 1;
+  const launcher = chooseLauncher(options.launcher, 2, process.env);
+  if (launcher === 'none') throw new InvalidArgumentError(`--dp ${dp} runs an orchestrator and ${dp} worker groups under MPI: --launcher none cannot start them (use mpirun or auto)`);
+  if (launcher === 'srun') {
+    fail(`--dp ${dp} under srun (Slurm) is not supported yet: the replicas are worker groups spawned with MPI_Comm_spawn, which Slurm's MPI plugins lack (--launcher srun${process.env.SLURM_JOB_ID ? ', chosen inside a Slurm allocation' : ''}); use --launcher mpirun`);
+  }
+  if (options.srunArgs !== undefined) fail(`--srun-args does not apply to --dp ${dp} (it runs under mpirun)`);
+  if (options.isolateFailures && flags.failFast) fail('--isolate-failures and --fail-fast contradict each other: give one');
+  const gpu = build.backends.includes('cuda') && options.device !== 'cpu';
+  if (options.device === 'cuda' && !gpu) fail(`--device cuda: the CUDA backend is not built into this addon (${build.cuda}); use --device cpu or auto`);
+  const { plan, notes } = planDataParallel({ options, spawn: flags.spawn, failFast: flags.failFast, cpu: !gpu, cores: availableParallelism() });
+  for (const note of notes) process.stderr.write(`trtllm-launch: ${note}\n`);
+  const g0 = plan.groups[0]!;
+  const note = checkModelBeforeLaunch({
+    model: options.model, tp: g0.tp, pp: g0.pp, ep: g0.serve.ep ?? 1, ranksElsewhere: options.hosts !== undefined || options.hostfile !== undefined,
+  }, loadAddon());
+  if (note !== undefined) process.stderr.write(`trtllm-launch: ${note}\n`);
+  if (options.apiKey) process.env.TRTLLM_API_KEY = options.apiKey;
+  const ranks = g0.tp * g0.pp;
+  const roles = [
+    `rank 0: orchestrator; HTTP ${options.host}:${options.httpPort}, metrics :${options.metricsPort}; spawns ${dp} replica(s) of ${g0.name}; router ${plan.dp!.router}; ${plan.dp!.isolateFailures ? '--isolate-failures: a dead replica is dropped' : 'a dead replica stops the cluster'}`,
+    ...plan.groups.map((g) => `${g.name} replica ${g.replica}: tp ${g.tp} x pp ${g.pp} (spawned), ${ranks === 1 ? `rank ${1 + g.replica!}` : `ranks ${1 + g.replica! * ranks}-${(g.replica! + 1) * ranks}`} of the job${g.deviceIds.length ? `, devices ${g.deviceIds.join(',')}` : ''}`),
+  ];
+  const banner = (host: string) => [
+    `serving ${g0.name} on http://${host}:${options.httpPort} with ${dp} replicas (router ${plan.dp!.router}), metrics on http://${host}:${options.metricsPort}/metrics`,
+    `  curl -X POST ${host}:${options.httpPort}/v2/models/ensemble/generate -d '{"text_input": "What is machine learning?", "max_tokens": 20}'`,
+    '  Ctrl-C drains and stops every replica',
+  ];
+  const { launchCluster } = await import('../cluster/launch.js');
+  return launchCluster({
+    parallel: { worldSize: 1, tp: 1, pp: 1 }, host: options.host, httpPort: options.httpPort, metricsPort: options.metricsPort, grpcPort: options.grpcPort,
+    oversubscribe: options.oversubscribe, hostfile: options.hostfile, hosts: options.hosts, startupTimeoutSeconds: options.startupTimeout,
+    drainTimeoutSeconds: options.drainTimeout, logDir: options.logDir, dryRun: options.dryRun, rankOptions: [], launcher,
+    orchestrated: { np: 1, env: { [PLAN_ENV]: JSON.stringify(plan) }, roles, banner, spawned: dp * ranks },
+  });
+}

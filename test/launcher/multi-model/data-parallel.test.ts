@@ -1,0 +1,51 @@
+// The --dp planner (pure): one group per replica with the same grid and options, each replica on its own devices,
+// the gang rule unless --isolate-failures, --router kv's need for prefix reuse and its default event buffer, and
+// what --dp cannot be combined with — each refusal naming the options and values.
+import t from 'tap';
+
+import { KV_ROUTER_EVENT_BUFFER, planDataParallel } from '../../../launcher/multi-model/data-parallel.js';
+import type { ServeCliOptions } from '../../../launcher/serve-options.js';
+
+function opts(extra: Partial<ServeCliOptions>): ServeCliOptions {
+  return {
+    model: '/models/llama', host: '0.0.0.0', httpPort: 8000, metricsPort: 8002, router: 'least-load', isolateFailures: false,
+    oversubscribe: false, dp: 2, ...extra,
+  } as ServeCliOptions;
+}
+const plan = (extra: Partial<ServeCliOptions>, more: { spawn?: boolean; cpu?: boolean; cores?: number; failFast?: boolean } = {}) =>
+  planDataParallel({ options: opts(extra), spawn: more.spawn ?? true, failFast: more.failFast ?? false, cpu: more.cpu ?? true, cores: more.cores ?? 64 });
+
+t.test('one group per replica, same model name and grid; the gang rule by default', async (t) => {
+  const { plan: p, notes } = plan({ tp: 2, dp: 3 });
+  t.same(p.groups.map((g) => [g.name, g.replica, g.tp, g.pp, g.deviceIds]), [['llama', 0, 2, 1, []], ['llama', 1, 2, 1, []], ['llama', 2, 2, 1, []]]);
+  t.equal(p.spawn, true);
+  t.equal(p.failFast, true, 'a dead replica stops the cluster');
+  t.same(p.dp, { router: 'least-load', isolateFailures: false });
+  t.same(notes, []);
+  const isolated = plan({ isolateFailures: true }).plan;
+  t.equal(isolated.failFast, false);
+  t.equal(isolated.dp!.isolateFailures, true);
+  t.equal(plan({ servedModelName: 'm' }).plan.groups[1]!.name, 'm');
+  t.equal(plan({ worldSize: 4 }).plan.groups[0]!.tp, 2, '--world-size counts the replicas\' ranks: 4 / dp 2 = tp 2');
+});
+
+t.test('devices: replica r takes the r-th run of tp x pp', async (t) => {
+  t.same(plan({ tp: 2 }, { cpu: false }).plan.groups.map((g) => g.deviceIds), [[0, 1], [2, 3]]);
+  t.same(plan({ gpuDeviceIds: '4,5,6,7', tp: 2 }, { cpu: false }).plan.groups.map((g) => g.deviceIds), [[4, 5], [6, 7]]);
+  t.throws(() => plan({ gpuDeviceIds: '0,1', tp: 2 }, { cpu: false }), /--gpu-device-ids "0,1" has 2 id\(s\); --dp 2 x --tp 2 x --pp 1 needs 4/);
+  t.throws(() => plan({ gpuDeviceIds: '0,0' }, { cpu: false }), /names a device twice/);
+});
+
+t.test('--router kv needs prefix reuse; it turns events on when they are off', async (t) => {
+  t.throws(() => plan({ router: 'kv' }), /--router kv needs --enable-kv-cache-reuse/);
+  const { plan: p, notes } = plan({ router: 'kv', enableKvCacheReuse: true });
+  t.equal(p.groups[0]!.serve.kvCacheEventBufferMaxSize, KV_ROUTER_EVENT_BUFFER);
+  t.match(notes[0], /--kv-cache-event-buffer-max-size 16384, set for it/);
+  t.equal(plan({ router: 'kv', enableKvCacheReuse: true, kvCacheEventBufferMaxSize: 10 }).plan.groups[1]!.serve.kvCacheEventBufferMaxSize, 10);
+});
+
+t.test('refusals name the options', async (t) => {
+  t.throws(() => plan({}, { spawn: false }), /--dp 2 with --no-spawn is not supported yet/);
+  t.throws(() => plan({ worldSize: 3 }), /--world-size 3 is not a multiple of --dp 2/);
+  t.throws(() => plan({ tp: 2 }, { cores: 4 }), /--dp 2 needs 5 processes .* 4 core\(s\): pass --oversubscribe/);
+});
