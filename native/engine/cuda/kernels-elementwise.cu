@@ -59,6 +59,29 @@ __global__ void add_pos_kernel(float* x, const int32_t* positions, const T* pos,
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) x[r * hidden + i] += to_float(pr[i]);
 }
 
+// One block's row of `dim` values normed (RMSNorm without b, LayerNorm with it) in two passes over the row, each
+// result handed to emit(i, value): norm_kernel stores it, add_norm_kernel adds it to the residual.
+template <typename Emit>
+__device__ __forceinline__ void norm_row(const float* __restrict__ xr, int64_t dim, const float* __restrict__ w,
+                                         const float* __restrict__ b, float eps, float* scratch, Emit emit) {
+  if (b == nullptr) {
+    float ss = 0;
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += xr[i] * xr[i];
+    ss = block_sum(ss, scratch);
+    const float inv = 1.0f / sqrtf(ss / static_cast<float>(dim) + eps);
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) emit(i, w[i] * (xr[i] * inv));
+    return;
+  }
+  float sum = 0;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) sum += xr[i];
+  const float mean = block_sum(sum, scratch) / static_cast<float>(dim);
+  float var = 0;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) var += (xr[i] - mean) * (xr[i] - mean);
+  var = block_sum(var, scratch);
+  const float inv = 1.0f / sqrtf(var / static_cast<float>(dim) + eps);
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) emit(i, (xr[i] - mean) * inv * w[i] + b[i]);
+}
+
 // One block per row. RMSNorm keeps the row in registers between the two passes when it fits (dim <= 4 * 4 *
 // blockDim, every realistic hidden size), so x is read from memory once.
 constexpr int kNormCached = 4;  // float4s per thread kept in registers
@@ -92,22 +115,8 @@ __global__ void norm_kernel(const float* __restrict__ x, T* __restrict__ out, in
     }
     return;
   }
-  if (b == nullptr) {  // RMSNorm of a row too wide for the registers
-    float ss = 0;
-    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += xr[i] * xr[i];
-    ss = block_sum(ss, scratch);
-    const float inv = 1.0f / sqrtf(ss / static_cast<float>(dim) + eps);
-    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) o[i] = from_float<T>(w[i] * (xr[i] * inv));
-    return;
-  }
-  float sum = 0;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) sum += xr[i];
-  const float mean = block_sum(sum, scratch) / static_cast<float>(dim);
-  float var = 0;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) var += (xr[i] - mean) * (xr[i] - mean);
-  var = block_sum(var, scratch);
-  const float inv = 1.0f / sqrtf(var / static_cast<float>(dim) + eps);
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) o[i] = from_float<T>((xr[i] - mean) * inv * w[i] + b[i]);
+  // RMSNorm of a row too wide for the registers, or LayerNorm.
+  norm_row(xr, dim, w, b, eps, scratch, [&](int64_t i, float v) { o[i] = from_float<T>(v); });
 }
 
 // One thread per job of a row, a row's jobs spread over several blocks (grid: (job blocks, rows)): a job is one
@@ -215,30 +224,14 @@ __global__ void add_bias_kernel(float* y, const float* b, int64_t rows, int64_t 
   for (int64_t idx = global_thread(); idx < total; idx += grid_threads()) y[idx] += b[idx % n];
 }
 
-// One block per row: x[r] += norm(y[r]), the norm kernel's formulas (one pass over y for the statistics, one for
-// the add; y was just written, so it comes from L2).
+// One block per row: x[r] += norm(y[r]), norm_row's two passes over y (just written, so it comes from L2).
 __global__ void add_norm_kernel(const float* __restrict__ y, float* __restrict__ x, int64_t dim,
                                 const float* __restrict__ w, const float* __restrict__ b, float eps) {
   pdl_enter();  // pdl.cuh
   __shared__ float scratch[32];
   const float* yr = y + static_cast<int64_t>(blockIdx.x) * dim;
   float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
-  if (b == nullptr) {
-    float ss = 0;
-    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += yr[i] * yr[i];
-    ss = block_sum(ss, scratch);
-    const float inv = 1.0f / sqrtf(ss / static_cast<float>(dim) + eps);
-    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) xr[i] += w[i] * (yr[i] * inv);
-    return;
-  }
-  float sum = 0;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) sum += yr[i];
-  const float mean = block_sum(sum, scratch) / static_cast<float>(dim);
-  float var = 0;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) var += (yr[i] - mean) * (yr[i] - mean);
-  var = block_sum(var, scratch);
-  const float inv = 1.0f / sqrtf(var / static_cast<float>(dim) + eps);
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) xr[i] += (yr[i] - mean) * inv * w[i] + b[i];
+  norm_row(yr, dim, w, b, eps, scratch, [&](int64_t i, float v) { xr[i] += v; });
 }
 
 __global__ void soft_cap_kernel(float* x, int64_t n, float cap) {
