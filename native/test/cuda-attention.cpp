@@ -11,6 +11,10 @@
 // Gemma 2's soft-capped scores run the same way: a windowed sequence's block-table entries wholly before the first
 // position any of its rows sees are -1 (released blocks) and the positions before it in its first block hold NaN,
 // so a read of either fails the case.
+// FP8 pools (--kv-cache-dtype fp8, AttnArgs::kv): the same cases with keys and values stored as e4m3 bytes of
+// x / scale (NaN bytes where nothing may be read), with scales of 1 and others; the reference reads the host's
+// decoded bytes times the scales, and this step's new keys / values must come out as the host's bytes (one e4m3
+// step apart at most, for a value the device rounds on the other side of a rounding boundary).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -25,6 +29,7 @@
 #include "cuda/kernels.h"
 #include "loading/safetensors.h"
 #include "model/model-config.h"
+#include "quant/fp8-matrix.h"
 
 using namespace engine;
 using cudatest::rel_err;
@@ -55,6 +60,38 @@ struct Case {
   float q_scale;        // > 1: peaked scores
   int32_t window = 0;   // the layer's sliding window (AttnArgs::window)
   float softcap = 0;    // AttnArgs::softcap
+  cuda::KvFormat kv{};  // e4m3 pools with these scales
+};
+
+// One pool as the device stores it: 16-bit elements of the case's dtype, or e4m3 bytes of x / scale. Starts as
+// NaN everywhere.
+struct HostPool {
+  cuda::DType dt;
+  bool fp8;
+  float scale;
+  std::vector<uint16_t> h;
+  std::vector<uint8_t> b;
+  HostPool(cuda::DType d, bool f8, float sc, size_t n) : dt(d), fp8(f8), scale(sc) {
+    if (fp8) b.assign(n, 0x7f);  // e4m3fn's NaN
+    else h.assign(n, 0x7fc0);    // a quiet NaN in bf16; in fp16 0x7fc0 is a NaN as well
+  }
+  size_t size() const { return fp8 ? b.size() : h.size(); }
+  size_t bytes() const { return fp8 ? b.size() : h.size() * 2; }
+  void* data() { return fp8 ? static_cast<void*>(b.data()) : static_cast<void*>(h.data()); }
+  void set(size_t at, float x) {  // as the device rounds it (cpu/attention.cpp's write_kv for e4m3)
+    if (fp8) b[at] = encode_e4m3(x * (1.0f / scale));
+    else h[at] = to_bits(x, dt);
+  }
+  float value(size_t at) const { return fp8 ? decode_e4m3(b[at]) * scale : from_bits(h[at], dt); }
+  void set_nan(size_t at) {
+    if (fp8) b[at] = 0x7f;
+    else h[at] = 0x7fc0;
+  }
+  bool same(size_t at, const HostPool& o) const { return fp8 ? b[at] == o.b[at] : h[at] == o.h[at]; }
+  void copy_from(size_t at, const HostPool& o) {
+    if (fp8) b[at] = o.b[at];
+    else h[at] = o.h[at];
+  }
 };
 
 // Where this step's keys and values are: already in the pools, or in the qkv rows with rotation and bias (with
@@ -88,10 +125,9 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
   if (n_blocks % 7 == 0)
     for (int32_t i = 0; i < n_blocks; ++i) order[static_cast<size_t>(i)] = n_blocks - 1 - i;
   const int64_t block_elems = kv_dim * c.tpb;
-  const uint16_t nan_bits = 0x7fc0u;  // a quiet NaN in bf16; in fp16 0x7fc0 is a NaN as well
-  std::vector<uint16_t> kpool(static_cast<size_t>(n_blocks * block_elems), nan_bits),
-      vpool(static_cast<size_t>(n_blocks * block_elems), nan_bits);
-  std::vector<float> kref(kpool.size(), NAN), vref(vpool.size(), NAN);
+  const size_t pool_elems = static_cast<size_t>(n_blocks * block_elems);
+  HostPool kpool(c.dt, c.kv.fp8, c.kv.k_scale, pool_elems), vpool(c.dt, c.kv.fp8, c.kv.v_scale, pool_elems);
+  std::vector<float> kref(pool_elems, NAN), vref(pool_elems, NAN);
 
   std::vector<int32_t> tables;
   std::vector<cuda::AttnRow> rows;
@@ -109,10 +145,10 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
           const int64_t at = static_cast<int64_t>(tables[static_cast<size_t>(table_at + p / c.tpb)]) * block_elems +
                              (static_cast<int64_t>(h) * c.tpb + p % c.tpb) * hd + d;
           const float kv = rng.grid(), vv = rng.grid();
-          kpool[static_cast<size_t>(at)] = to_bits(kv, c.dt);
-          vpool[static_cast<size_t>(at)] = to_bits(vv, c.dt);
-          kref[static_cast<size_t>(at)] = from_bits(kpool[static_cast<size_t>(at)], c.dt);
-          vref[static_cast<size_t>(at)] = from_bits(vpool[static_cast<size_t>(at)], c.dt);
+          kpool.set(static_cast<size_t>(at), kv);
+          vpool.set(static_cast<size_t>(at), vv);
+          kref[static_cast<size_t>(at)] = kpool.value(static_cast<size_t>(at));
+          vref[static_cast<size_t>(at)] = vpool.value(static_cast<size_t>(at));
         }
     for (int32_t i = 0; i < s.tokens; ++i) {
       const int32_t row = static_cast<int32_t>(rows.size());
@@ -130,7 +166,7 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
   std::vector<int32_t> positions;
   std::vector<int64_t> kv_dst;
   std::vector<size_t> new_slots;  // pool elements this launch must write
-  std::vector<uint16_t> want_k = kpool, want_v = vpool;  // the pools after the launch
+  HostPool want_k = kpool, want_v = vpool;  // the pools after the launch
   if (fresh != Fresh::none) {
     const int64_t q_dim = static_cast<int64_t>(c.n_heads) * hd, half = hd / 2;
     for (int64_t j = 0; j < q_stride; ++j) bias.push_back(rng.grid() / 4);
@@ -169,11 +205,12 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
       for (int32_t h = 0; h < c.n_kv; ++h)
         for (int64_t d = 0; d < hd; ++d) {
           const size_t at = static_cast<size_t>(kv_dst.back() + static_cast<int64_t>(h) * c.tpb * hd + d);
-          want_k[at] = to_bits(x[static_cast<size_t>(q_dim + h * hd + d)], c.dt);
-          want_v[at] = to_bits(x[static_cast<size_t>(q_dim + c.n_kv * hd + h * hd + d)], c.dt);
-          kref[at] = from_bits(want_k[at], c.dt);
-          vref[at] = from_bits(want_v[at], c.dt);
-          kpool[at] = vpool[at] = nan_bits;
+          want_k.set(at, x[static_cast<size_t>(q_dim + h * hd + d)]);
+          want_v.set(at, x[static_cast<size_t>(q_dim + c.n_kv * hd + h * hd + d)]);
+          kref[at] = want_k.value(at);
+          vref[at] = want_v.value(at);
+          kpool.set_nan(at);
+          vpool.set_nan(at);
           new_slots.push_back(at);
         }
     }
@@ -230,15 +267,15 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
   upload(&d_dst, kv_dst.data(), kv_dst.size() * 8);
   if (fresh == Fresh::longrope) upload(&d_long, use_long.data(), use_long.size());
   cudaMalloc(&d_q, q.size() * 4);
-  cudaMalloc(&d_k, kpool.size() * 2);
-  cudaMalloc(&d_v, vpool.size() * 2);
+  cudaMalloc(&d_k, kpool.bytes());
+  cudaMalloc(&d_v, vpool.bytes());
   cudaMalloc(&d_rows, rows.size() * sizeof(cuda::AttnRow));
   cudaMalloc(&d_groups, static_cast<size_t>(n_groups) * sizeof(cuda::AttnGroup));
   cudaMalloc(&d_tables, tables.size() * 4);
   cudaMalloc(&d_out, static_cast<size_t>(n_rows * out_stride) * 2);
   cudaMemcpy(d_q, q.data(), q.size() * 4, cudaMemcpyHostToDevice);
-  cudaMemcpy(d_k, kpool.data(), kpool.size() * 2, cudaMemcpyHostToDevice);
-  cudaMemcpy(d_v, vpool.data(), vpool.size() * 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(d_k, kpool.data(), kpool.bytes(), cudaMemcpyHostToDevice);
+  cudaMemcpy(d_v, vpool.data(), vpool.bytes(), cudaMemcpyHostToDevice);
   cudaMemcpy(d_rows, rows.data(), rows.size() * sizeof(cuda::AttnRow), cudaMemcpyHostToDevice);
   cudaMemcpy(d_groups, groups.data(), static_cast<size_t>(n_groups) * sizeof(cuda::AttnGroup), cudaMemcpyHostToDevice);
   cudaMemcpy(d_tables, tables.data(), tables.size() * 4, cudaMemcpyHostToDevice);
@@ -250,6 +287,7 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
   a.k_pool = d_k;
   a.v_pool = d_v;
   a.dt = c.dt;
+  a.kv = c.kv;
   a.rows = static_cast<const cuda::AttnRow*>(d_rows);
   a.groups = static_cast<const cuda::AttnGroup*>(d_groups);
   a.block_tables = static_cast<const int32_t*>(d_tables);
@@ -294,21 +332,22 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
             c.hd, split_label);
   // The pools afterwards: the new slots as the host rounded them (one unit in the last place apart at most: the
   // device may fuse a multiply-add the host rounds twice), every other slot as it was.
-  std::vector<uint16_t> kafter(kpool.size()), vafter(vpool.size());
-  cudaMemcpy(kafter.data(), d_k, kafter.size() * 2, cudaMemcpyDeviceToHost);
-  cudaMemcpy(vafter.data(), d_v, vafter.size() * 2, cudaMemcpyDeviceToHost);
+  HostPool kafter = kpool, vafter = vpool;
+  cudaMemcpy(kafter.data(), d_k, kafter.bytes(), cudaMemcpyDeviceToHost);
+  cudaMemcpy(vafter.data(), d_v, vafter.bytes(), cudaMemcpyDeviceToHost);
   size_t off_slots = 0, far_new = 0;
-  const float ulp = c.dt == cuda::DType::bf16 ? 1.0f / 128 : 1.0f / 1024;  // relative, with room for rounding
-  auto far = [&](uint16_t x, uint16_t y) {
-    const float fx = from_bits(x, c.dt), fy = from_bits(y, c.dt);
+  // relative, with room for rounding: e4m3 steps are 1/8 apart (its 3-bit mantissa) at most
+  const float ulp = c.kv.fp8 ? 1.0f / 8 : c.dt == cuda::DType::bf16 ? 1.0f / 128 : 1.0f / 1024;
+  auto far = [&](const HostPool& x, const HostPool& y, size_t at) {
+    const float fx = x.value(at), fy = y.value(at);
     return !(std::fabs(fx - fy) <= ulp * std::fmax(std::fabs(fx), std::fabs(fy)) + 1e-6f);
   };
   for (size_t at : new_slots) {
-    far_new += far(kafter[at], want_k[at]) || far(vafter[at], want_v[at]);
-    kafter[at] = want_k[at];
-    vafter[at] = want_v[at];
+    far_new += far(kafter, want_k, at) || far(vafter, want_v, at);
+    kafter.copy_from(at, want_k);
+    vafter.copy_from(at, want_v);
   }
-  for (size_t i = 0; i < kafter.size(); ++i) off_slots += kafter[i] != want_k[i] || vafter[i] != want_v[i];
+  for (size_t i = 0; i < kafter.size(); ++i) off_slots += !kafter.same(i, want_k) || !vafter.same(i, want_v);
   CHECK_MSG(far_new == 0, "attention heads %d/%d hd %d %s: %zu new key / value slots differ from the host's", c.n_heads,
             c.n_kv, c.hd, split_label, far_new);
   CHECK_MSG(off_slots == 0, "attention heads %d/%d hd %d %s: %zu pool slots changed that are not this step's",
@@ -325,9 +364,9 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
       spare_kept = spare_kept && out[static_cast<size_t>(r * out_stride + j)] == 0x5a5au;
   }
   const double err = error.empty() ? rel_err(got.data(), want.data(), got.size()) : INFINITY;
-  std::printf("attention %s heads %d/%d hd %d tpb %d rows %d groups %d q x%.0f window %d softcap %.0f %s: rel err "
+  std::printf("attention %s%s heads %d/%d hd %d tpb %d rows %d groups %d q x%.0f window %d softcap %.0f %s: rel err "
               "%.2e%s%s\n",
-              c.dt == cuda::DType::bf16 ? "bf16" : "fp16", c.n_heads, c.n_kv, c.hd, c.tpb, n_rows, n_groups,
+              c.dt == cuda::DType::bf16 ? "bf16" : "fp16", c.kv.fp8 ? " fp8-kv" : "", c.n_heads, c.n_kv, c.hd, c.tpb, n_rows, n_groups,
               c.q_scale, c.window, c.softcap, split_label, err, error.empty() ? "" : " error: ", error.c_str());
   CHECK_MSG(error.empty(), "attention heads %d/%d hd %d: %s", c.n_heads, c.n_kv, c.hd, error.c_str());
   CHECK_MSG(err < 1e-2, "attention heads %d/%d hd %d %s: rel err %.3e", c.n_heads, c.n_kv, c.hd, split_label, err);
@@ -393,6 +432,24 @@ TEST_MAIN({
       windowed.push_back(Case{8, 2, 256, 16, dt, mixed, 4, 0, 5});
     }
     for (const Case& c : windowed) cases.push_back(c);
+    // FP8 pools: the tensor-core kernel (4 and 8 warps, head sizes 16 to 128, one partition and split), the SIMT
+    // kernel (head size 256), windows and the soft cap, with scales of 1 and with others.
+    const cuda::KvFormat f8_one{true, 1.0f, 1.0f}, f8_scaled{true, 0.02f, 0.05f};
+    for (cuda::DType dt : {cuda::DType::bf16, cuda::DType::f16}) {
+      cases.push_back(Case{32, 8, 128, 32, dt, mixed, 1, 0, 0, f8_one});
+      cases.push_back(Case{32, 8, 128, 16, dt, decode, 4, 0, 0, f8_scaled});
+      cases.push_back(Case{32, 8, 128, 16, dt, decode_short, 2, 0, 0, f8_scaled});
+      cases.push_back(Case{32, 8, 128, 64, dt, decode_long, 1, 0, 0, f8_one});
+      cases.push_back(Case{8, 8, 64, 32, dt, decode_short, 1, 0, 0, f8_scaled});
+      cases.push_back(Case{12, 4, 32, 32, dt, mixed, 2, 0, 0, f8_scaled});
+      cases.push_back(Case{16, 2, 16, 16, dt, mixed, 1, 0, 0, f8_scaled});
+      cases.push_back(Case{16, 2, 16, 16, dt, decode_short, 1, 0, 0, f8_one});
+      cases.push_back(Case{8, 2, 256, 16, dt, mixed, 1, 0, 0, f8_scaled});
+      cases.push_back(Case{8, 2, 256, 16, dt, decode, 1, 0, 0, f8_one});
+      cases.push_back(Case{32, 8, 128, 16, dt, win_decode, 1, 256, 0, f8_scaled});
+      cases.push_back(Case{32, 8, 128, 32, dt, win_prefill, 4, 48, 5, f8_scaled});
+      cases.push_back(Case{8, 2, 256, 16, dt, win_decode, 1, 256, 30, f8_scaled});
+    }
     for (const Case& c : cases) {
       const bool window = c.window > 0 || c.softcap > 0 || std::any_of(c.seqs.begin(), c.seqs.end(),
                                                                        [](const Seq& q) { return q.cap > 0; });

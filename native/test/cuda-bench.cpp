@@ -7,9 +7,11 @@
 //          all enqueued at once, output tokens per second.
 // usage: cuda-bench <checkpoint dir> [--dummy] [--batches 1,8,64,256] [--ctx 128] [--steps 30] [--requests 1000]
 //        [--input 128] [--output 128] [--max-batch 256] [--dtype bfloat16] [--json out.json]
-//        [--profile prefill|decode] [--sampled] [--quantization fp8]
+//        [--profile prefill|decode] [--sampled] [--quantization fp8] [--kv-cache-dtype fp8]
 // --quantization fp8: the projections quantized to e4m3 per output channel at load (LoadOptions::quantization);
 // the step table then also gives the bytes a decode step reads (all weights but an untied embedding table).
+// --kv-cache-dtype fp8: K/V stored as e4m3 (LoadOptions::kv_cache_dtype); the offline run prints the tokens the pool
+// holds either way (the executor sizes it from free memory, kv_cache_free_gpu_mem_fraction 0.9).
 // --sampled: the offline requests sample (temperature 0.8, top-p 0.95, a seed each) instead of greedy.
 // --profile brackets the first prefill chunk (32 sequences of --ctx tokens at most) or the last decode step of each
 // batch with cudaProfilerStart/Stop, for `ncu --profile-from-start off` (per-kernel times, no load or warm-up).
@@ -136,7 +138,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: cuda-bench <checkpoint dir> [--dummy] [--batches 1,8,64,256] [--ctx 128] ...\n");
     return 2;
   }
-  std::string dir = argv[1], dtype = "auto", json_path, quantization;
+  std::string dir = argv[1], dtype = "auto", json_path, quantization, kv_cache_dtype = "auto";
   bool dummy = false, sampled = false;
   std::vector<int> batches = {1, 8, 64, 256};
   int ctx = 128, steps = 30, requests = 1000, input = 128, output = 128, max_batch = 256;
@@ -168,6 +170,13 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
+    else if (a == "--kv-cache-dtype") {
+      kv_cache_dtype = next();
+      if (kv_cache_dtype != "fp8" && kv_cache_dtype != "auto") {
+        std::fprintf(stderr, "cuda-bench: --kv-cache-dtype must be auto or fp8, got \"%s\"\n", kv_cache_dtype.c_str());
+        return 2;
+      }
+    }
     else {
       std::fprintf(stderr, "cuda-bench: unknown option %s\n", a.c_str());
       return 2;
@@ -187,6 +196,7 @@ int main(int argc, char** argv) {
   LoadOptions lo = cudatest::options(Device::cuda, dummy ? "dummy" : "auto");
   lo.dtype = dtype;
   lo.quantization = quantization;
+  lo.kv_cache_dtype = kv_cache_dtype;
   lo.max_num_tokens = 8192;
   lo.max_batch_size = max_batch;
   double t0 = now();
@@ -196,10 +206,10 @@ int main(int argc, char** argv) {
   auto* cuda_model = dynamic_cast<cuda::CudaDecoder*>(model.get());
   // What a decode step reads: every weight but an embedding table the LM head does not share.
   const double rbytes = cuda_model != nullptr ? static_cast<double>(cuda_model->decode_read_bytes()) : wbytes;
-  std::printf("loaded %s (%s, %s) in %.1f s: %.2f GB of weights, %.2f GB read per decode step\n", dir.c_str(),
-              dummy ? "dummy weights" : "checkpoint",
-              cuda_model != nullptr && cuda_model->fp8() ? "fp8 projections, bf16 LM head" : "16-bit", load_s,
-              wbytes / 1e9, rbytes / 1e9);
+  std::printf("loaded %s (%s, %s, KV %s) in %.1f s: %.2f GB of weights, %.2f GB read per decode step\n",
+              dir.c_str(), dummy ? "dummy weights" : "checkpoint",
+              cuda_model != nullptr && cuda_model->fp8() ? "fp8 projections, bf16 LM head" : "16-bit",
+              model->kv_cache_dtype().c_str(), load_s, wbytes / 1e9, rbytes / 1e9);
 
   // Decode steps.
   const int tpb = 64;
@@ -243,7 +253,7 @@ int main(int argc, char** argv) {
 
   // Offline throughput through the executor.
   double tok_s = 0, offline_s = 0;
-  int64_t out_tokens = 0;
+  int64_t out_tokens = 0, pool_tokens = 0;
   if (requests > 0) {
     model.reset();
     std::unique_ptr<Model> m2 = load_model(dir, lo);
@@ -252,6 +262,10 @@ int main(int argc, char** argv) {
     cfg.max_num_tokens = 8192;
     cfg.tokens_per_block = tpb;
     Executor ex(std::move(m2), cfg);
+    const KvCacheStats kv = ex.kv_cache_stats();
+    pool_tokens = static_cast<int64_t>(kv.max_num_blocks) * kv.tokens_per_block;
+    std::printf("\nKV pool (%s): %d blocks of %d tokens = %lld tokens\n", ex.kv_cache_dtype().c_str(),
+                kv.max_num_blocks, kv.tokens_per_block, static_cast<long long>(pool_tokens));
     const cudatest::OfflineResult res = cudatest::run_offline(ex, requests, input, output, std::min(max_batch, 32),
                                                              sampled);
     offline_s = res.seconds;
@@ -264,10 +278,12 @@ int main(int argc, char** argv) {
   }
   if (!json_path.empty()) {
     FILE* f = std::fopen(json_path.c_str(), "w");
-    std::fprintf(f, "{\"device\": \"%s\", \"quantization\": \"%s\", \"copy_bandwidth\": %.0f, \"weight_bytes\": %.0f, "
+    std::fprintf(f, "{\"device\": \"%s\", \"quantization\": \"%s\", \"kv_cache_dtype\": \"%s\", \"kv_pool_tokens\": %lld, "
+                    "\"copy_bandwidth\": %.0f, \"weight_bytes\": %.0f, "
                     "\"decode_read_bytes\": %.0f, \"load_s\": %.2f, \"roofline_ms\": %.4f, "
                     "\"cublas_only_batch1_ms\": %.4f, \"steps\": [",
-                 prop.name, quantization.empty() ? "none" : quantization.c_str(), bw, wbytes, rbytes, load_s,
+                 prop.name, quantization.empty() ? "none" : quantization.c_str(), kv_cache_dtype.c_str(),
+                 static_cast<long long>(pool_tokens), bw, wbytes, rbytes, load_s,
                  roofline_ms, cublas_ms);
     for (size_t i = 0; i < results.size(); ++i)
       std::fprintf(f, "%s{\"batch\": %d, \"ms\": %.4f}", i ? ", " : "", results[i].batch, results[i].step_ms);

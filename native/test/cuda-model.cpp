@@ -132,11 +132,20 @@ void fixture_vs_reference(const std::string& dir, const std::string& label, doub
 }
 
 // One shape, CPU vs GPU with identical dummy weights, over batches that mix every kind of chunk.
-// tol: bf16 against the fp32 CPU model (a decode batch gets twice it; see compare below).
-void dummy_vs_cpu(const std::string& label, const std::string& config_json, double tol = kTol) {
+// tol: bf16 against the fp32 CPU model (a decode batch gets twice it; see compare below). kv_cache_dtype "fp8":
+// both store K/V as e4m3 (LoadOptions::kv_cache_dtype).
+void dummy_vs_cpu(const std::string& label, const std::string& config_json, double tol = kTol,
+                  const std::string& kv_cache_dtype = "auto") {
   const std::string dir = cudatest::write_config(label, config_json);
-  auto gpu = load_model(dir, cudatest::options(Device::cuda, "dummy"));
-  auto cpu = load_model(dir, cudatest::options(Device::cpu, "dummy"));
+  LoadOptions go = cudatest::options(Device::cuda, "dummy"), co = cudatest::options(Device::cpu, "dummy");
+  go.kv_cache_dtype = co.kv_cache_dtype = kv_cache_dtype;
+  auto gpu = load_model(dir, go);
+  auto cpu = load_model(dir, co);
+  if (kv_cache_dtype == "fp8") {
+    CHECK_MSG(gpu->kv_cache_dtype() == "fp8 (e4m3, per-layer k/v scales 1 (dummy weights))", "%s",
+              gpu->kv_cache_dtype().c_str());
+    CHECK(gpu->kv_bytes_per_token() == cpu->kv_bytes_per_token());  // one byte a value on both
+  }
   const int32_t V = gpu->config().vocab_size, tpb = 16, nb = 256;
   gpu->allocate_kv(nb, tpb);
   cpu->allocate_kv(nb, tpb);
@@ -526,6 +535,18 @@ TEST_MAIN({
                             {"phi3-longrope", kPhi3Longrope}}) {
     try {
       dummy_vs_cpu(label, cfg);
+    } catch (const std::exception& e) {
+      CHECK_MSG(false, "%s: %s", label, e.what());
+    }
+  }
+  // --kv-cache-dtype fp8 on both backends: the GPU's e4m3 pools against the CPU's. 3x kTol: a key or value the
+  // GPU computes a bf16 rounding away from the CPU's lands on the other side of an e4m3 rounding boundary now and
+  // then, and moves by a whole e4m3 step (up to 1/8 of itself), not by bf16's 1/256.
+  for (auto [label, cfg] : {std::pair{"fp8-kv-llama-gqa-hd128", kLlamaGqa}, {"fp8-kv-gpt2-hd64", kGpt2},
+                            {"fp8-kv-qwen2-bias", kQwen2}, {"fp8-kv-mistral-window-hd128", kMistralWindow},
+                            {"fp8-kv-gemma2-hd128", kGemma2}}) {
+    try {
+      dummy_vs_cpu(label, cfg, 3 * kTol, "fp8");
     } catch (const std::exception& e) {
       CHECK_MSG(false, "%s: %s", label, e.what());
     }

@@ -13,6 +13,11 @@
 #   scripts/gpu/check.sh fp8      one GPU: the cuda-fp8 test (FP8 GEMV / cuBLASLt GEMM against references, tiny-llama
 #                                 quantized per channel against the CPU model), then the 8B-shape bench in bf16 and
 #                                 with --quantization fp8 (decode steps vs the copy bandwidth, offline 128/128)
+#   scripts/gpu/check.sh kvfp8    one GPU: --kv-cache-dtype fp8: cuda-attention (e4m3 pools among its cases), cuda-model
+#                                 (dummy shapes with fp8 KV against the CPU model's fp8 KV), the bundled model's
+#                                 perplexity / top-1 agreement with fp8 KV against bf16 KV, then the 8B shape with bf16
+#                                 and fp8 KV: the pool's tokens, offline 128/128, and a KV-bound load (LONG_REQUESTS x
+#                                 1024/1024, max batch 512; SKIP_LONG=1: not) — SKIP_TESTS=1 / SKIP_BENCH=1 skip halves
 #   scripts/gpu/check.sh moe      one GPU: cuda-model (the MoE fixtures against transformers, dummy MoE shapes against the
 #                                 CPU model), then the Qwen3-30B-A3B shape (dummy bf16): decode steps against the bytes a
 #                                 step reads (the chosen experts only) and offline 128/128 (HF=1: transformers' generate()
@@ -40,6 +45,7 @@ gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
 targets=(); [[ $mode == fp8 ]] && targets=(--target cuda-fp8 cuda-bench)  # what the mode runs, nothing else
 [[ $mode == moe ]] && targets=(--target cuda-moe cuda-model cuda-bench)
 [[ $mode == window ]] && targets=(--target cuda-attention cuda-model)
+[[ $mode == kvfp8 ]] && targets=(--target cuda-attention cuda-model cuda-bench quantization-quality)
 if [[ $mode == window ]]; then
   python3 scripts/fixtures/make_window_fixtures.py --models test/fixtures/models >"$out/fixtures.log" 2>&1 &
   fixtures_pid=$!
@@ -201,6 +207,35 @@ if [[ $mode == fp8 ]]; then
       tee "$out/bench-$q.log" | grep -vE "^\|---" | tail -12
     note "bench $q: $(grep -E '^loaded' "$out/bench-$q.log" | grep -oE '[0-9.]+ GB read per decode step') $(grep -E '^\| 1 \|' "$out/bench-$q.log" | head -1) $(grep -oE '= [0-9]+ output tokens/s' "$out/bench-$q.log")"
   done
+fi
+if [[ $mode == kvfp8 ]]; then
+  if [[ ${SKIP_TESTS:-0} != 1 ]]; then
+    for t in cuda-attention cuda-model; do
+      if timeout 240 build-gpu/$t "$PWD" >"$out/$t.log" 2>&1; then note "$t: $(tail -1 "$out/$t.log")"
+      else note "$t FAILED: $(tail -1 "$out/$t.log")"; grep -i "fail\|error" "$out/$t.log" | head -20; fi
+    done
+    grep -E "fp8-kv" "$out/cuda-attention.log" | awk '{print $NF}' | sort -g | tail -1 | sed 's/^/largest fp8-kv attention rel err: /'
+    grep -E "^fp8-kv" "$out/cuda-model.log" | head -40
+    timeout 200 build-gpu/quantization-quality examples/models/brown-llama-17m test/fixtures/quality/brown-heldout-ids.json \
+      --device cuda --base-device cuda --quantization "" --kv-cache-dtype fp8 --windows 170 >"$out/quality-kv.log" 2>&1
+    note "fp8 KV vs bf16 KV (bundled model, GPU): $(tail -1 "$out/quality-kv.log")"
+  fi
+  if [[ ${SKIP_BENCH:-0} != 1 ]]; then
+    for kv in auto fp8; do
+      timeout 240 build-gpu/cuda-bench bench/configs/llama-3-8b --dummy --batches ${BATCHES:-1,64,256} --ctx ${CTX:-1024} \
+        --requests ${REQUESTS:-1000} --max-batch 256 --kv-cache-dtype $kv --json "$out/bench-kv-$kv.json" 2>&1 |
+        tee "$out/bench-kv-$kv.log" | grep -vE "^\|---" | tail -14
+      note "bench kv $kv: $(grep -E '^KV pool' "$out/bench-kv-$kv.log") $(grep -E '^\| (1|64|256) \|' "$out/bench-kv-$kv.log" | cut -d'|' -f2,3 | tr '\n' ' ') $(grep -oE '= [0-9]+ output tokens/s' "$out/bench-kv-$kv.log")"
+    done
+  fi
+  if [[ ${SKIP_LONG:-0} != 1 ]]; then
+    for kv in auto fp8; do
+      timeout 280 build-gpu/cuda-bench bench/configs/llama-3-8b --dummy --batches 1 --steps 5 --requests ${LONG_REQUESTS:-1000} \
+        --input 1024 --output 1024 --max-batch 512 --kv-cache-dtype $kv --json "$out/bench-long-$kv.json" 2>&1 |
+        tee "$out/bench-long-$kv.log" | grep -E "^KV pool|^offline"
+      note "KV-bound ${LONG_REQUESTS:-1000} x 1024/1024, kv $kv: $(grep -E '^KV pool' "$out/bench-long-$kv.log") $(grep -oE '= [0-9]+ output tokens/s' "$out/bench-long-$kv.log")"
+    done
+  fi
 fi
 if [[ $mode == moe ]]; then
   timeout 60 build-gpu/cuda-moe "$PWD" >"$out/cuda-moe.log" 2>&1

@@ -42,15 +42,19 @@ int32_t cuda_device_count() {
 }
 
 std::unique_ptr<Model> make_cuda_model(const ModelConfig& config, const DecoderSpec& spec, DecoderWeights weights,
-                                       const ParallelLayout& layout, const LoadOptions& options) {
+                                       const ParallelLayout& layout, const LoadOptions& options,
+                                       const KvScales* fp8_kv) {
   auto m = std::make_unique<cuda::CudaDecoder>(config, spec, layout, options);
+  if (fp8_kv != nullptr) m->use_fp8_kv(fp8_kv->k, fp8_kv->v, fp8_kv->from);
   m->upload(std::move(weights));
   return m;
 }
 
 std::unique_ptr<Model> make_cuda_dummy_model(const ModelConfig& config, const DecoderSpec& spec, const DummyPlan& plan,
-                                             uint64_t seed, const ParallelLayout& layout, const LoadOptions& options) {
+                                             uint64_t seed, const ParallelLayout& layout, const LoadOptions& options,
+                                             const KvScales* fp8_kv) {
   auto m = std::make_unique<cuda::CudaDecoder>(config, spec, layout, options);
+  if (fp8_kv != nullptr) m->use_fp8_kv(fp8_kv->k, fp8_kv->v, fp8_kv->from);
   m->generate(plan, seed);
   return m;
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "loading/kv-scales.h"
 #include "model/decoder.h"
 #include "model/dummy-weights.h"
 #include "model/model.h"
@@ -21,11 +22,14 @@ int32_t cuda_device_count();
 
 // The decoder on this rank's GPU: `weights` (fp32, host) are converted to options.dtype and uploaded layer by
 // layer. Tensor parallel all-reduces and pipeline sends go through NCCL communicators made from options.tp_comm /
-// options.pp_comm on the first allocate_kv (a collective every rank reaches in the same order).
+// options.pp_comm on the first allocate_kv (a collective every rank reaches in the same order). fp8_kv set: K/V
+// stored as e4m3 with those per-layer scales (--kv-cache-dtype fp8).
 std::unique_ptr<Model> make_cuda_model(const ModelConfig& config, const DecoderSpec& spec, DecoderWeights weights,
-                                       const ParallelLayout& layout, const LoadOptions& options);
+                                       const ParallelLayout& layout, const LoadOptions& options,
+                                       const KvScales* fp8_kv = nullptr);
 // Same model with the plan's random weights generated on the GPU (load_format "dummy").
 std::unique_ptr<Model> make_cuda_dummy_model(const ModelConfig& config, const DecoderSpec& spec, const DummyPlan& plan,
-                                             uint64_t seed, const ParallelLayout& layout, const LoadOptions& options);
+                                             uint64_t seed, const ParallelLayout& layout, const LoadOptions& options,
+                                             const KvScales* fp8_kv = nullptr);
 
 }  // namespace engine

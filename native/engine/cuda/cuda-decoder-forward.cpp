@@ -107,7 +107,8 @@ void CudaDecoder::attention_layer(int32_t l, const BatchMeta& m, float* x, int64
                                   bool last) {
   const DLayer& lw = layers_[l];
   const int32_t hd = config_.head_dim;
-  const size_t es = dtype_size(dt_);
+  const size_t es = kv_element_bytes();
+  const KvFormat kv = kv_format(l);
   const size_t layer_elems = static_cast<size_t>(num_blocks_) * static_cast<size_t>(block_elems_);
   char* k_pool = kv_.as<char>() + static_cast<size_t>(2 * l) * layer_elems * es;
   char* v_pool = k_pool + layer_elems * es;
@@ -126,7 +127,7 @@ void CudaDecoder::attention_layer(int32_t l, const BatchMeta& m, float* x, int64
   const NewKv fresh{T, qk_normed ? nullptr : lw.qkv.bias(), m.positions, inv_freq, m.kv_dst, m.use_long};
   if (!fuse_kv_)
     rope_and_write_kv(qkv, T, qkv_w, fresh.bias, num_heads_, num_kv_heads_, hd, m.positions, fresh.inv_freq,
-                      fresh.use_long, k_pool, v_pool, dt_, m.kv_dst, tokens_per_block_, stream_);
+                      fresh.use_long, k_pool, v_pool, dt_, kv, m.kv_dst, tokens_per_block_, stream_);
   AttnArgs a{};
   if (fuse_kv_) a.fresh = fresh;
   a.q = qkv;
@@ -134,6 +135,7 @@ void CudaDecoder::attention_layer(int32_t l, const BatchMeta& m, float* x, int64
   a.k_pool = k_pool;
   a.v_pool = v_pool;
   a.dt = dt_;
+  a.kv = kv;
   a.block_tables = m.tables;
   a.n_heads = num_heads_;
   a.n_kv = num_kv_heads_;

@@ -182,7 +182,26 @@ size_t CudaDecoder::device_free_bytes() const {
 }
 
 size_t CudaDecoder::kv_bytes_per_token() const {
-  return static_cast<size_t>(num_layers_) * 2 * static_cast<size_t>(kv_dim_) * dtype_size(dt_);
+  return static_cast<size_t>(num_layers_) * 2 * static_cast<size_t>(kv_dim_) * kv_element_bytes();
+}
+
+std::string CudaDecoder::kv_cache_dtype() const {
+  if (kv_fp8_) return "fp8 (e4m3, per-layer k/v scales " + kv_scales_from_ + ")";
+  return dt_ == DType::bf16 ? "bfloat16" : "float16";
+}
+
+void CudaDecoder::use_fp8_kv(std::vector<float> k_scales, std::vector<float> v_scales, std::string from) {
+  if (k_scales.empty()) k_scales.assign(static_cast<size_t>(num_layers_), 1.0f);
+  if (v_scales.empty()) v_scales.assign(static_cast<size_t>(num_layers_), 1.0f);
+  if (static_cast<int32_t>(k_scales.size()) != num_layers_ || static_cast<int32_t>(v_scales.size()) != num_layers_)
+    throw EngineError(ErrorCode::internal, "use_fp8_kv got " + std::to_string(k_scales.size()) + " / " +
+                                               std::to_string(v_scales.size()) + " scales for " +
+                                               std::to_string(num_layers_) + " layers");
+  if (!kv_.empty()) throw EngineError(ErrorCode::internal, "use_fp8_kv after the KV pool was allocated");
+  kv_fp8_ = true;
+  k_scales_ = std::move(k_scales);
+  v_scales_ = std::move(v_scales);
+  kv_scales_from_ = std::move(from);
 }
 
 void CudaDecoder::make_device_comms() {
@@ -203,7 +222,7 @@ void CudaDecoder::allocate_kv(int32_t num_blocks, int32_t tokens_per_block) {
   make_device_comms();
   block_elems_ = static_cast<int64_t>(num_kv_heads_) * tokens_per_block * config_.head_dim;
   const size_t bytes = static_cast<size_t>(num_layers_) * 2 * static_cast<size_t>(num_blocks) *
-                       static_cast<size_t>(block_elems_) * dtype_size(dt_);
+                       static_cast<size_t>(block_elems_) * kv_element_bytes();
   drop_graphs();  // captured graphs point into the old pool
   kv_.reset(0);
   try {
@@ -224,7 +243,7 @@ void CudaDecoder::copy_kv_block(int32_t src, int32_t dst) {
   if (src == dst) return;
   use_device();
   // Every layer's K and V array holds the block at the same offset, num_blocks blocks apart.
-  const size_t es = dtype_size(dt_), block = static_cast<size_t>(block_elems_) * es;
+  const size_t es = kv_element_bytes(), block = static_cast<size_t>(block_elems_) * es;
   const size_t stride = static_cast<size_t>(num_blocks_) * block;
   char* base = kv_.as<char>();
   for (int32_t a = 0; a < 2 * num_layers_; ++a)

@@ -85,7 +85,10 @@ class CudaDecoder : public Model {
   size_t activation_bytes() const override;
   // The leader holds the logits (the last stage sends them to it), so it is the rank that can sample.
   bool samples_on_device() const override { return layout_.leader(); }
-  std::string kv_cache_dtype() const override { return dt_ == DType::bf16 ? "bfloat16" : "float16"; }
+  std::string kv_cache_dtype() const override;
+  // --kv-cache-dtype fp8: K/V stored as e4m3 with these per-layer scales (empty: 1 everywhere; `from` says where
+  // they came from, for kv_cache_dtype()). Before allocate_kv.
+  void use_fp8_kv(std::vector<float> k_scales, std::vector<float> v_scales, std::string from);
 
   int device() const { return device_; }
   Gemm& gemm() { return *gemm_; }
@@ -179,8 +182,16 @@ class CudaDecoder : public Model {
   int64_t q_dim_, kv_dim_, inter_;
   int32_t num_heads_, num_kv_heads_, num_layers_;
 
-  // KV pool: [layer][k, v][num_blocks][n_kv][tokens_per_block][head_dim], one allocation.
+  // KV pool: [layer][k, v][num_blocks][n_kv][tokens_per_block][head_dim], one allocation, of the model dtype or
+  // (fp8) e4m3 bytes with per-layer scales.
   DeviceBuffer kv_;
+  bool kv_fp8_ = false;
+  std::vector<float> k_scales_, v_scales_;  // [local layers] (fp8)
+  std::string kv_scales_from_;
+  KvFormat kv_format(int32_t layer) const {
+    return kv_fp8_ ? KvFormat{true, k_scales_[layer], v_scales_[layer]} : KvFormat{};
+  }
+  size_t kv_element_bytes() const { return kv_fp8_ ? 1 : dtype_size(dt_); }
   int32_t num_blocks_ = 0, tokens_per_block_ = 0;
   int64_t block_elems_ = 0;  // n_kv * tokens_per_block * head_dim
 

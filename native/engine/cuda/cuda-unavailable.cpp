@@ -13,12 +13,12 @@ const char* cuda_backend_status() { return ENGINE_CUDA_SKIP_REASON; }
 int32_t cuda_device_count() { return 0; }
 
 std::unique_ptr<Model> make_cuda_model(const ModelConfig&, const DecoderSpec&, DecoderWeights, const ParallelLayout&,
-                                       const LoadOptions&) {
+                                       const LoadOptions&, const KvScales*) {
   throw EngineError(ErrorCode::unsupported, std::string("device cuda: ") + ENGINE_CUDA_SKIP_REASON);
 }
 
 std::unique_ptr<Model> make_cuda_dummy_model(const ModelConfig&, const DecoderSpec&, const DummyPlan&, uint64_t,
-                                             const ParallelLayout&, const LoadOptions&) {
+                                             const ParallelLayout&, const LoadOptions&, const KvScales*) {
   throw EngineError(ErrorCode::unsupported, std::string("device cuda: ") + ENGINE_CUDA_SKIP_REASON);
 }
 

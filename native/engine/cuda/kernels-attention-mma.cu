@@ -23,6 +23,7 @@
 #include "cuda/cp-async.cuh"
 #include "cuda/cuda-check.h"
 #include "cuda/dtype.cuh"
+#include "cuda/kv-element.cuh"
 #include "cuda/pdl.cuh"
 #include "cuda/rope.cuh"
 
@@ -85,10 +86,19 @@ template <int HD>
 __host__ __device__ constexpr int row_stride() {
   return HD + 8;  // elements: the 8 rows of an ldmatrix land on distinct banks
 }
-template <int HD, int W>
+// Row stride (elements) of the staged tiles: the 16-bit tiles themselves, or (F8) the e4m3 bytes as loaded, 16
+// bytes of padding a row.
+template <int HD, bool F8>
+__host__ __device__ constexpr int stage_stride() {
+  return F8 ? HD + 16 : row_stride<HD>();
+}
+// Shared memory: two stages of (K, V) tiles as loaded (2-byte elements, or F8 bytes, which then convert into one
+// 16-bit (K, V) tile pair behind the stages), or the warps' combine area, whichever is larger.
+template <int HD, int W, bool F8>
 constexpr size_t smem_bytes() {
   constexpr int kWarps = Shape<W>::kWarps, kTile = Shape<W>::kTile;
-  const size_t stages = size_t{2} * 2 * kTile * row_stride<HD>() * 2;  // 2 stages x (K, V), 2-byte elements
+  const size_t stages = size_t{2} * 2 * kTile * stage_stride<HD, F8>() * (F8 ? 1 : 2) +
+                        (F8 ? size_t{2} * kTile * row_stride<HD>() * 2 : 0);
   const size_t combine = (size_t{kWarps} * kRows * HD + kWarps * kRows * 2) * sizeof(float);
   return stages > combine ? stages : combine;
 }
@@ -177,17 +187,18 @@ __device__ __forceinline__ void load_q_fragments(const AttnArgs& a, const AttnGr
         qf[ks][h + 2 * hi] = Mma<T>::pack(qx[2 * ks + hi][h][0], qx[2 * ks + hi][h][1]);
 }
 
-// The row's new key (rotated when `rotate`) and value, from load_new_kv, into the tile that holds position newp
-// (0 or 1, loaded before the loop) and, from the first block of the kv head (to_pool), into the pools. (The loop's
-// barrier comes before any warp reads the tile.)
-template <typename T, int HD, int N, int THREADS, int TILE>
-__device__ __forceinline__ void store_new_kv(const AttnArgs& a, T* stage_mem, int start, int newp, int64_t dst,
+// The row's new key (rotated when `rotate`) and value, from load_new_kv, as the pool stores them (kv-element.cuh)
+// into the staged tile that holds position newp (0 or 1, loaded before the loop) and, from the first block of the
+// kv head (to_pool), into the pools. (The loop's barrier comes before any warp reads the tile.)
+template <typename T, bool F8, int HD, int N, int THREADS, int TILE, typename S = KvStore<T, F8>>
+__device__ __forceinline__ void store_new_kv(const AttnArgs& a, S* stage_mem, int start, int newp, int64_t dst,
                                              bool to_pool, int tid, bool rotate, const float2* rope_cs,
                                              const float (&nx)[N], const float (&ny)[N]) {
-  constexpr int RS = row_stride<HD>(), half = HD / 2, kJobs = half + HD;
+  constexpr int RS = stage_stride<HD, F8>(), half = HD / 2, kJobs = half + HD;
   const int it = (newp - start) / TILE, p = (newp - start) % TILE;
-  T* ks = stage_mem + (it & 1) * 2 * TILE * RS + p * RS;
-  T* vs = ks + TILE * RS;
+  S* ks = stage_mem + (it & 1) * 2 * TILE * RS + p * RS;
+  S* vs = ks + TILE * RS;
+  const float k_inv = F8 ? 1.0f / a.kv.k_scale : 1.0f, v_inv = F8 ? 1.0f / a.kv.v_scale : 1.0f;
 #pragma unroll
   for (int j = 0; j < N; ++j) {
     const int e = tid + j * THREADS;
@@ -197,15 +208,15 @@ __device__ __forceinline__ void store_new_kv(const AttnArgs& a, T* stage_mem, in
         x = rope_pair(nx[j], ny[j], rope_cs[e], true);
         y = rope_pair(ny[j], nx[j], rope_cs[e], false);
       }
-      ks[e] = from_float<T>(x);
-      ks[e + half] = from_float<T>(y);
+      ks[e] = kv_encode<T, F8>(x, k_inv);
+      ks[e + half] = kv_encode<T, F8>(y, k_inv);
       if (to_pool) {
-        static_cast<T*>(a.k_pool)[dst + e] = ks[e];
-        static_cast<T*>(a.k_pool)[dst + e + half] = ks[e + half];
+        static_cast<S*>(a.k_pool)[dst + e] = ks[e];
+        static_cast<S*>(a.k_pool)[dst + e + half] = ks[e + half];
       }
     } else if (e < kJobs) {
-      vs[e - half] = from_float<T>(nx[j]);
-      if (to_pool) static_cast<T*>(a.v_pool)[dst + e - half] = vs[e - half];
+      vs[e - half] = kv_encode<T, F8>(nx[j], v_inv);
+      if (to_pool) static_cast<S*>(a.v_pool)[dst + e - half] = vs[e - half];
     }
   }
 }
@@ -289,12 +300,12 @@ __device__ __forceinline__ void attend_tile(const T* ks, const T* vs, int t0, in
 
 // Combines the warps: each writes its rows' (max, sum) and unnormalised outputs to shared memory (`smem`, free
 // once the loop is done), then every thread merges some; the rows' outputs, or (split context) this partition's
-// unnormalised outputs with their max and sum for the merge kernel.
+// unnormalised outputs with their max and sum for the merge kernel, times vmul (an FP8 pool's v scale).
 // `part0`: the partition blockIdx.z counts from (attention-window.cuh); a row's cell is its partition less the
 // row's own first.
 template <typename T, int HD, int G, int W>
 __device__ __forceinline__ void combine_warps(const AttnArgs& a, const AttnGroup& grp, int h0, int part_size, int part0,
-                                              unsigned char* smem, int tid, int warp, int qr, int qc,
+                                              float vmul, unsigned char* smem, int tid, int warp, int qr, int qc,
                                               const float (&o)[HD / 8][4], const float (&m)[2], float (&l)[2],
                                               float* ws_out, float* ws_ms) {
   constexpr int kWarps = Shape<W>::kWarps, kThreads = Shape<W>::kThreads, NT = HD / 8;
@@ -332,6 +343,7 @@ __device__ __forceinline__ void combine_warps(const AttnArgs& a, const AttnGroup
       acc += red[(w * kRows + i) * HD + d] * f;
       total += ml[(w * kRows + i) * 2 + 1] * f;
     }
+    acc *= vmul;
     const int row = grp.first + t, head = h0 + g;
     if (!split) {
       static_cast<T*>(a.out)[static_cast<int64_t>(row) * a.out_stride + static_cast<int64_t>(head) * HD + d] =
@@ -348,14 +360,15 @@ __device__ __forceinline__ void combine_warps(const AttnArgs& a, const AttnGroup
   }
 }
 
-// Loads positions [from, to) of the tile at t0 into stage `stage` of the shared K / V tiles (zeros past the
-// context: their values must not be NaN garbage, weight 0 x NaN), as one cp.async group. Positions come from the
-// block table of the group's sequence; `skip` (EARLY) is one position not to load.
-template <typename T, int HD, int W, bool EARLY>
+// Loads positions [from, to) of the tile at t0 into stage `stage` of the shared K / V tiles as the pool stores
+// them (zeros past the context: their values must not be NaN garbage, weight 0 x NaN), as one cp.async group.
+// Positions come from the block table of the group's sequence; `skip` (EARLY) is one position not to load.
+template <typename T, int HD, int W, bool EARLY, bool F8>
 struct TileLoader {
-  T* stage_mem;  // [2 stages][K, V][kTile * row_stride]
-  const T* k_pool;
-  const T* v_pool;
+  using S = KvStore<T, F8>;
+  S* stage_mem;  // [2 stages][K, V][kTile * stage_stride]
+  const S* k_pool;
+  const S* v_pool;
   const int32_t* table;
   int tpb;
   int64_t block_stride;
@@ -363,34 +376,52 @@ struct TileLoader {
 
   __device__ __forceinline__ void operator()(int t0, int stage, int from, int to, int skip = -1) const {
     constexpr int kThreads = Shape<W>::kThreads, kTile = Shape<W>::kTile;
-    constexpr int RS = row_stride<HD>(), VPR = HD / 8, LOADS = kTile * VPR / kThreads;
-    T* ks = stage_mem + stage * 2 * kTile * RS;
-    T* vs = ks + kTile * RS;
+    constexpr int EPV = 16 / static_cast<int>(sizeof(S));  // elements per 16-byte copy
+    constexpr int RS = stage_stride<HD, F8>(), VPR = HD / EPV;
+    constexpr int LOADS = (kTile * VPR + kThreads - 1) / kThreads;
+    S* ks = stage_mem + stage * 2 * kTile * RS;
+    S* vs = ks + kTile * RS;
 #pragma unroll(EARLY ? 4 : LOADS)  // (fully unrolled, the EARLY kernels of head size 128 spill registers)
     for (int j = 0; j < LOADS; ++j) {
       const int v = tid + j * kThreads, p = v / VPR, c = v % VPR, pos = t0 + p;
+      if (kTile * VPR % kThreads != 0 && v >= kTile * VPR) break;  // (F8 with head size 16: half the threads)
       if constexpr (EARLY) {  // (the whole tile otherwise)
         if (pos < from || pos >= to || pos == skip) continue;
       }
       const bool ok = pos < end;
       int64_t off = 0;
       if (ok) off = static_cast<int64_t>(__ldg(table + pos / tpb)) * block_stride +
-                    (static_cast<int64_t>(kvh) * tpb + pos % tpb) * HD + c * 8;
-      copy16_async(&ks[p * RS + c * 8], k_pool + off, ok);
-      copy16_async(&vs[p * RS + c * 8], v_pool + off, ok);
+                    (static_cast<int64_t>(kvh) * tpb + pos % tpb) * HD + c * EPV;
+      copy16_async(&ks[p * RS + c * EPV], k_pool + off, ok);
+      copy16_async(&vs[p * RS + c * EPV], v_pool + off, ok);
     }
     cp_async_commit();
   }
 };
 
+// F8: stage `stage`'s e4m3 K / V tiles into the 16-bit tiles attend_tile reads (`tiles`: K then V, kTile rows of
+// row_stride each), as their exact values; the scales stay out (ScoreMap, combine_warps).
+template <typename T, int HD, int W>
+__device__ __forceinline__ void widen_tiles(const uint8_t* stage_mem, int stage, T* tiles, int tid) {
+  constexpr int kThreads = Shape<W>::kThreads, kTile = Shape<W>::kTile;
+  constexpr int RB = stage_stride<HD, true>(), RS = row_stride<HD>(), VPR = HD / 16;
+  const uint8_t* src = stage_mem + stage * 2 * kTile * RB;
+  for (int v = tid; v < 2 * kTile * VPR; v += kThreads) {
+    const int p = v / VPR, c = v % VPR;  // p: rows of K, then of V
+    e4m3x16_to<T>(*reinterpret_cast<const uint4*>(src + p * RB + c * 16), tiles + p * RS + c * 16);
+  }
+}
+
 // Every tile of the partition [start, end) through attend_tile, double-buffered: each tile is loaded one
 // iteration ahead (EARLY: tiles 0 and 1 are on their way already), so the newest cp.async group is always the next
 // tile's (or part of it) and waiting for all but one completes this one.
-template <typename T, int HD, int W, bool EARLY>
-__device__ __forceinline__ void attend_tiles(const TileLoader<T, HD, W, EARLY>& load_tile, int start, int end,
-                                             int n_tiles, int warp, int lane, int qc, const int (&lo)[2],
-                                             const int (&lim)[2], ScoreMap sm, const uint32_t (&qf)[HD / 16][4],
-                                             float (&o)[HD / 8][4], float (&m)[2], float (&l)[2]) {
+// F8: each tile widens from its stage into `tiles` (widen_tiles) between two barriers before the warps read it.
+template <typename T, int HD, int W, bool EARLY, bool F8>
+__device__ __forceinline__ void attend_tiles(const TileLoader<T, HD, W, EARLY, F8>& load_tile, T* tiles, int start,
+                                             int end, int n_tiles, int tid, int warp, int lane, int qc,
+                                             const int (&lo)[2], const int (&lim)[2], ScoreMap sm,
+                                             const uint32_t (&qf)[HD / 16][4], float (&o)[HD / 8][4], float (&m)[2],
+                                             float (&l)[2]) {
   constexpr int kTile = Shape<W>::kTile, RS = row_stride<HD>();
   const int pw = 16 * warp;  // this warp's positions within a tile
   for (int it = 0; it < n_tiles; ++it) {
@@ -402,7 +433,14 @@ __device__ __forceinline__ void attend_tiles(const TileLoader<T, HD, W, EARLY>& 
       cp_async_wait<0>();
     }
     __syncthreads();  // tile `it` is in shared memory for every warp
-    const T* ks = load_tile.stage_mem + (it & 1) * 2 * kTile * RS;
+    const T* ks;
+    if constexpr (F8) {
+      widen_tiles<T, HD, W>(load_tile.stage_mem, it & 1, tiles, tid);
+      __syncthreads();
+      ks = tiles;
+    } else {
+      ks = load_tile.stage_mem + (it & 1) * 2 * kTile * RS;
+    }
     const T* vs = ks + kTile * RS;
     // (warp-uniform) some of this warp's 16 positions are in the context
     if (t0 + pw < end) attend_tile<T, HD>(ks, vs, t0, pw, lane, qc, lo, lim, sm, qf, o, m, l);
@@ -414,7 +452,9 @@ __device__ __forceinline__ void attend_tiles(const TileLoader<T, HD, W, EARLY>& 
 // EARLY (decode launches of small batches, a.new_last_only): the first two tiles' older positions are requested
 // before the programmatic-launch wait. (Built separately: the same code with EARLY a runtime choice made the
 // batch-256 decode step 5 % slower.)
-template <typename T, int HD, int G, int W, bool EARLY>
+// F8: the pools hold e4m3 bytes (a.kv): staged as bytes, widened per tile, the k scale in the score multiplier and
+// the v scale in the output.
+template <typename T, int HD, int G, int W, bool EARLY, bool F8>
 __global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
     attention_mma_kernel(AttnArgs a, int part_size, float* ws_out, float* ws_ms) {
   static_assert(kRows % G == 0, "tile rows are tokens x heads");
@@ -423,8 +463,11 @@ __global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
   constexpr int KSTEPS = HD / 16;
   constexpr int NT = HD / 8;                        // output n-tiles of 8 dims
   static_assert(kTile * VPR / kThreads * kThreads == kTile * VPR, "tile loads must divide evenly");
+  using S = KvStore<T, F8>;
   extern __shared__ __align__(16) unsigned char smem[];
-  T* stage_mem = reinterpret_cast<T*>(smem);  // [2 stages][K, V][kTile * RS]
+  S* stage_mem = reinterpret_cast<S*>(smem);  // [2 stages][K, V][kTile * stage_stride]
+  // F8: the widened (K, V) tiles, behind the stages.
+  T* tiles = reinterpret_cast<T*>(smem + size_t{2} * 2 * kTile * stage_stride<HD, F8>() * sizeof(S));
 
   // EARLY: everything up to the wait reads only what was in memory before this step's first kernel: the row
   // metadata, and the keys / values of positions before each row's last, written by earlier steps. Their loads
@@ -469,15 +512,15 @@ __global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
     }
   }
   const int tpb = a.tokens_per_block;
-  const TileLoader<T, HD, W, EARLY> load_tile{stage_mem,
-                                              static_cast<const T*>(a.k_pool),
-                                              static_cast<const T*>(a.v_pool),
-                                              a.block_tables + a.rows[grp.first].table,
-                                              tpb,
-                                              static_cast<int64_t>(a.n_kv) * tpb * HD,
-                                              kvh,
-                                              end,
-                                              tid};
+  const TileLoader<T, HD, W, EARLY, F8> load_tile{stage_mem,
+                                                  static_cast<const S*>(a.k_pool),
+                                                  static_cast<const S*>(a.v_pool),
+                                                  a.block_tables + a.rows[grp.first].table,
+                                                  tpb,
+                                                  static_cast<int64_t>(a.n_kv) * tpb * HD,
+                                                  kvh,
+                                                  end,
+                                                  tid};
   const int n_tiles = (end - begin + kTile - 1) / kTile;
   const int t1 = begin + kTile;  // the second tile (if n_tiles > 1)
   // a.fresh (EARLY only; attention_mma_fuses_new_kv: one row per block, its partition within the first two
@@ -518,8 +561,8 @@ __global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
   load_q_fragments<T, HD, G>(a, grp, h0, qr, qc, own_kv, rotate, rope_cs, qf);
   if (new_here) {
     const int64_t dst = a.fresh.kv_dst[row0.q_row] + static_cast<int64_t>(kvh) * tpb * HD;
-    store_new_kv<T, HD, kNewPerThread, kThreads, kTile>(a, stage_mem, begin, newp, dst, blockIdx.y % per_kv == 0, tid,
-                                                        rotate, rope_cs, nx, ny);
+    store_new_kv<T, F8, HD, kNewPerThread, kThreads, kTile>(a, stage_mem, begin, newp, dst, blockIdx.y % per_kv == 0,
+                                                            tid, rotate, rope_cs, nx, ny);
   }
 
   float o[NT][4];
@@ -528,16 +571,18 @@ __global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[n][e] = 0;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};  // running max (log2 units) and lane-partial sum per row
-  const ScoreMap sm =
-      a.softcap > 0 ? ScoreMap{a.scale / a.softcap, a.softcap * kLog2e} : ScoreMap{a.scale * kLog2e, 0.0f};
-  attend_tiles<T, HD, W, EARLY>(load_tile, begin, end, n_tiles, warp, lane, qc, lo, lim, sm, qf, o, m, l);
-  combine_warps<T, HD, G, W>(a, grp, h0, part_size, part0, smem, tid, warp, qr, qc, o, m, l, ws_out, ws_ms);
+  const float scale = F8 ? a.scale * a.kv.k_scale : a.scale;  // (q . k) of the widened keys times k_scale
+  const ScoreMap sm = a.softcap > 0 ? ScoreMap{scale / a.softcap, a.softcap * kLog2e} : ScoreMap{scale * kLog2e, 0.0f};
+  attend_tiles<T, HD, W, EARLY, F8>(load_tile, tiles, begin, end, n_tiles, tid, warp, lane, qc, lo, lim, sm, qf, o, m,
+                                    l);
+  combine_warps<T, HD, G, W>(a, grp, h0, part_size, part0, F8 ? a.kv.v_scale : 1.0f, smem, tid, warp, qr, qc, o, m, l,
+                             ws_out, ws_ms);
 }
 
-template <typename T, int HD, int G, int W, bool EARLY>
-void launch(const AttnArgs& a, int part_size, int parts, float* ws_out, float* ws_ms, cudaStream_t s) {
-  auto* kernel = attention_mma_kernel<T, HD, G, W, EARLY>;
-  constexpr size_t smem = smem_bytes<HD, W>();
+template <typename T, int HD, int G, int W, bool EARLY, bool F8>
+void launch_kernel(const AttnArgs& a, int part_size, int parts, float* ws_out, float* ws_ms, cudaStream_t s) {
+  auto* kernel = attention_mma_kernel<T, HD, G, W, EARLY, F8>;
+  constexpr size_t smem = smem_bytes<HD, W, F8>();
   if constexpr (smem > 48 * 1024) {
     static const cudaError_t opted = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                           static_cast<int>(smem));
@@ -547,6 +592,14 @@ void launch(const AttnArgs& a, int part_size, int parts, float* ws_out, float* w
   const dim3 grid(static_cast<unsigned>(a.n_groups), static_cast<unsigned>(a.n_kv * per_kv),
                   static_cast<unsigned>(parts));
   launch_pdl_smem(kernel, grid, dim3(Shape<W>::kThreads), smem, s, a, part_size, ws_out, ws_ms);
+}
+
+template <typename T, int HD, int G, int W, bool EARLY>
+void launch(const AttnArgs& a, int part_size, int parts, float* ws_out, float* ws_ms, cudaStream_t s) {
+  if (a.kv.fp8)
+    launch_kernel<T, HD, G, W, EARLY, true>(a, part_size, parts, ws_out, ws_ms, s);
+  else
+    launch_kernel<T, HD, G, W, EARLY, false>(a, part_size, parts, ws_out, ws_ms, s);
 }
 
 template <typename T, int HD, int W, bool EARLY>

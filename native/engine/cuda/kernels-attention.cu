@@ -18,6 +18,7 @@
 #include "cuda/cuda-check.h"
 #include "cuda/dtype.cuh"
 #include "cuda/kernels.h"
+#include "cuda/kv-element.cuh"
 #include "cuda/pdl.cuh"
 
 namespace engine::cuda {
@@ -36,19 +37,13 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-template <typename T>
-__device__ __forceinline__ void unpack8(const uint4& raw, float (&out)[8]) {
-  const T* v = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) out[i] = to_float(v[i]);
-}
-
-// Scores of one tile: G x TK dot products of the (pre-scaled) queries with the tile's keys, soft-capped when
-// softcap > 0, -inf past the n positions in the context (lanes of a warp take consecutive positions of one head).
-template <typename T, int HD, int G, int TK, int RS>
-__device__ __forceinline__ void tile_scores(const T* ks, const float (&qs)[G][HD], float (&sc)[G][TK], int n,
+// Scores of one tile: G x TK dot products of the (pre-scaled) queries with the tile's keys (S: the pool's
+// elements, kv-element.cuh), soft-capped when softcap > 0, -inf past the n positions in the context (lanes of a
+// warp take consecutive positions of one head).
+template <typename S, int HD, int G, int TK, int RS>
+__device__ __forceinline__ void tile_scores(const S* ks, const float (&qs)[G][HD], float (&sc)[G][TK], int n,
                                             float softcap, int tid) {
-  constexpr int VPR = HD / 8;                                     // 16-byte vectors per key row
+  constexpr int VPR = HD / 8;                                     // 8-element loads per key row
   constexpr int SCORES = (G * TK + kThreads - 1) / kThreads;     // scores per thread
 #pragma unroll
   for (int j = 0; j < SCORES; ++j) {
@@ -61,7 +56,7 @@ __device__ __forceinline__ void tile_scores(const T* ks, const float (&qs)[G][HD
 #pragma unroll
       for (int c = 0; c < VPR; ++c) {
         float kf[8];
-        unpack8<T>(*reinterpret_cast<const uint4*>(&ks[p * RS + c * 8]), kf);
+        kv_load<S, 8>(&ks[p * RS + c * 8], kf);
         const float4 qa = *reinterpret_cast<const float4*>(&qs[g][c * 8]);
         const float4 qb = *reinterpret_cast<const float4*>(&qs[g][c * 8 + 4]);
         dot += qa.x * kf[0] + qa.y * kf[1] + qa.z * kf[2] + qa.w * kf[3] + qb.x * kf[4] + qb.y * kf[5] +
@@ -99,12 +94,13 @@ __device__ __forceinline__ void tile_softmax(float (&sc)[G][TK], float (&m_s)[G]
   }
 }
 
-// This thread's QUADS groups of 4 output dims (of row r, heads h0 ..): normalised into a.out, or (split context)
-// unnormalised into this partition's cell of the workspace with the row's running max and sum.
+// This thread's QUADS groups of 4 output dims (of row r, heads h0 ..), times vmul (an FP8 pool's v scale):
+// normalised into a.out, or (split context) unnormalised into this partition's cell of the workspace with the
+// row's running max and sum.
 template <typename T, int HD, int G, int QUADS>
 __device__ __forceinline__ void write_partition(const AttnArgs& a, int r, int h0, const float (&acc)[QUADS][4],
-                                                const float (&m_s)[G], const float (&l_s)[G], int tid, float* ws_out,
-                                                float* ws_ms) {
+                                                const float (&m_s)[G], const float (&l_s)[G], float vmul, int tid,
+                                                float* ws_out, float* ws_ms) {
   const bool split = gridDim.z > 1;
 #pragma unroll
   for (int j = 0; j < QUADS; ++j) {
@@ -114,11 +110,11 @@ __device__ __forceinline__ void write_partition(const AttnArgs& a, int r, int h0
     if (!split) {
       T* o = static_cast<T*>(a.out) + static_cast<int64_t>(r) * a.out_stride + static_cast<int64_t>(h0 + g) * HD + d;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) o[e] = from_float<T>(acc[j][e] / l_s[g]);
+      for (int e = 0; e < 4; ++e) o[e] = from_float<T>(acc[j][e] * vmul / l_s[g]);
     } else {
       const int64_t cell = (static_cast<int64_t>(r) * a.n_heads + h0 + g) * gridDim.z + blockIdx.z;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) ws_out[cell * HD + d + e] = acc[j][e];
+      for (int e = 0; e < 4; ++e) ws_out[cell * HD + d + e] = acc[j][e] * vmul;
       if (d == 0) {
         ws_ms[cell * 2] = m_s[g];
         ws_ms[cell * 2 + 1] = l_s[g];
@@ -128,16 +124,19 @@ __device__ __forceinline__ void write_partition(const AttnArgs& a, int r, int h0
 }
 
 // grid: (n_rows, n_kv * head groups, partitions); ws_out: [n_rows, n_heads, parts, HD]; ws_ms: [.., 2] (max, sum).
-template <typename T, int HD, int G>
+// F8: the pools hold e4m3 bytes (a.kv); the k scale goes into the queries' scale, the v scale into the output.
+template <typename T, int HD, int G, bool F8>
 __global__ void __launch_bounds__(kThreads, 5) attention_kernel(AttnArgs a, int part_size, float* ws_out, float* ws_ms) {
   pdl_enter();  // pdl.cuh
+  using S = KvStore<T, F8>;                    // the pools' element (kv-element.cuh)
+  constexpr int EPV = 16 / static_cast<int>(sizeof(S));  // elements per 16-byte vector
   constexpr int TK = HD >= 256 ? 32 : 64;      // positions per tile
-  constexpr int RS = HD + 8;                   // shared row stride (elements): 16-byte reads conflict-free
-  constexpr int VPR = HD / 8;                  // 16-byte vectors per key / value row
+  constexpr int RS = HD + EPV;                 // shared row stride (elements): 16-byte reads conflict-free
+  constexpr int VPR = HD / EPV;                // 16-byte vectors per key / value row
   constexpr int LOADS = (TK * VPR + kThreads - 1) / kThreads;  // per thread, per tile, for K and for V
   constexpr int QUADS = (G * HD / 4 + kThreads - 1) / kThreads;  // groups of 4 output dims per thread
-  __shared__ __align__(16) T ks[TK * RS];
-  __shared__ __align__(16) T vs[TK * RS];
+  __shared__ __align__(16) S ks[TK * RS];
+  __shared__ __align__(16) S vs[TK * RS];
   __shared__ __align__(16) float qs[G][HD];
   __shared__ float sc[G][TK];
   __shared__ float m_s[G], l_s[G], alpha_s[G];
@@ -157,16 +156,17 @@ __global__ void __launch_bounds__(kThreads, 5) attention_kernel(AttnArgs a, int 
   const int begin = max(start, lo), end = min(row.ctx, start + part_size);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
+  const float q_mul = F8 ? a.scale * a.kv.k_scale : a.scale;
   for (int i = tid; i < G * HD; i += kThreads) {
     const int g = i / HD, d = i % HD;
-    qs[g][d] = a.q[static_cast<int64_t>(row.q_row) * a.q_stride + static_cast<int64_t>(h0 + g) * HD + d] * a.scale;
+    qs[g][d] = a.q[static_cast<int64_t>(row.q_row) * a.q_stride + static_cast<int64_t>(h0 + g) * HD + d] * q_mul;
   }
   if (tid < G) {
     m_s[tid] = -INFINITY;
     l_s[tid] = 0;
   }
-  const T* k_pool = static_cast<const T*>(a.k_pool);
-  const T* v_pool = static_cast<const T*>(a.v_pool);
+  const S* k_pool = static_cast<const S*>(a.k_pool);
+  const S* v_pool = static_cast<const S*>(a.v_pool);
   const int32_t* table = a.block_tables + row.table;
   const int tpb = a.tokens_per_block;
   const int64_t block_stride = static_cast<int64_t>(a.n_kv) * tpb * HD;
@@ -190,14 +190,14 @@ __global__ void __launch_bounds__(kThreads, 5) attention_kernel(AttnArgs a, int 
     for (int j = 0; j < LOADS; ++j) {
       const int v = tid + j * kThreads, p = v / VPR, c = v % VPR;
       if (v < TK * VPR && p < n) {
-        copy16_async(&ks[p * RS + c * 8], k_pool + slot_s[p] + c * 8);
-        copy16_async(&vs[p * RS + c * 8], v_pool + slot_s[p] + c * 8);
+        copy16_async(&ks[p * RS + c * EPV], k_pool + slot_s[p] + c * EPV);
+        copy16_async(&vs[p * RS + c * EPV], v_pool + slot_s[p] + c * EPV);
       }
     }
     cp_async_wait_all();
     __syncthreads();
     // 2. Scores.
-    tile_scores<T, HD, G, TK, RS>(ks, qs, sc, n, a.softcap, tid);
+    tile_scores<S, HD, G, TK, RS>(ks, qs, sc, n, a.softcap, tid);
     __syncthreads();
     // 3. Online softmax.
     tile_softmax<G, TK>(sc, m_s, l_s, alpha_s, n, warp, lane);
@@ -211,10 +211,10 @@ __global__ void __launch_bounds__(kThreads, 5) attention_kernel(AttnArgs a, int 
       float s4[4] = {0, 0, 0, 0};
       for (int p = 0; p < n; ++p) {
         const float w = sc[g][p];
-        const uint2 raw = *reinterpret_cast<const uint2*>(&vs[p * RS + d]);
-        const T* v = reinterpret_cast<const T*>(&raw);
+        float v[4];
+        kv_load<S, 4>(&vs[p * RS + d], v);
 #pragma unroll
-        for (int e = 0; e < 4; ++e) s4[e] += w * to_float(v[e]);
+        for (int e = 0; e < 4; ++e) s4[e] += w * v[e];
       }
       const float alpha = alpha_s[g];
 #pragma unroll
@@ -223,7 +223,7 @@ __global__ void __launch_bounds__(kThreads, 5) attention_kernel(AttnArgs a, int 
     __syncthreads();  // (also at the next tile's top) ks / vs / sc are reused
   }
 
-  write_partition<T, HD, G, QUADS>(a, r, h0, acc, m_s, l_s, tid, ws_out, ws_ms);
+  write_partition<T, HD, G, QUADS>(a, r, h0, acc, m_s, l_s, F8 ? a.kv.v_scale : 1.0f, tid, ws_out, ws_ms);
 }
 
 // grid: (n_rows, n_heads). Merges the partitions a row's visible positions span: its cells 0 .. used - 1
@@ -316,7 +316,10 @@ void launch(const AttnArgs& a, const Split& sp, float* ws_out, float* ws_ms, cud
   const int per_kv = (a.n_heads / a.n_kv) / G;
   const dim3 grid(static_cast<unsigned>(a.n_rows), static_cast<unsigned>(a.n_kv * per_kv),
                   static_cast<unsigned>(sp.parts));
-  launch_pdl(attention_kernel<T, HD, G>, grid, dim3(kThreads), s, a, sp.part_size, ws_out, ws_ms);
+  if (a.kv.fp8)
+    launch_pdl(attention_kernel<T, HD, G, true>, grid, dim3(kThreads), s, a, sp.part_size, ws_out, ws_ms);
+  else
+    launch_pdl(attention_kernel<T, HD, G, false>, grid, dim3(kThreads), s, a, sp.part_size, ws_out, ws_ms);
   check_launch("attention");
 }
 
@@ -334,8 +337,8 @@ void launch_hd(const AttnArgs& a, const Split& sp, float* ws_out, float* ws_ms, 
 // a.fresh through the separate kernel (every token's keys / values, also of tokens no row attends from).
 void write_fresh(const AttnArgs& a, cudaStream_t s) {
   rope_and_write_kv(a.q, a.fresh.tokens, a.q_stride, a.fresh.bias, a.n_heads, a.n_kv, a.head_dim, a.fresh.positions,
-                    a.fresh.inv_freq, a.fresh.use_long, a.k_pool, a.v_pool, a.dt, a.fresh.kv_dst, a.tokens_per_block,
-                    s);
+                    a.fresh.inv_freq, a.fresh.use_long, a.k_pool, a.v_pool, a.dt, a.kv, a.fresh.kv_dst,
+                    a.tokens_per_block, s);
 }
 
 }  // namespace

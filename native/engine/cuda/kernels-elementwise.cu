@@ -7,6 +7,7 @@
 #include "cuda/cuda-check.h"
 #include "cuda/dtype.cuh"
 #include "cuda/kernels.h"
+#include "cuda/kv-element.cuh"
 #include "cuda/pdl.cuh"
 #include "cuda/rope.cuh"
 #include "model/dummy-value.h"
@@ -124,12 +125,13 @@ __global__ void norm_kernel(const float* __restrict__ x, T* __restrict__ out, in
 // decode step has a single row, so the jobs must run side by side, not in a loop of one block: each read of the
 // row would wait for the previous iteration's writes (the compiler cannot tell they do not alias).
 constexpr int kRopeThreads = 256;
-template <typename T>
+// S: the pool's element (kv-element.cuh); k_inv / v_inv: 1 / the layer's scales (fp8).
+template <typename T, bool F8, typename S = KvStore<T, F8>>
 __global__ void __launch_bounds__(kRopeThreads)
     rope_kv_kernel(float* __restrict__ qkv, int64_t stride, const float* __restrict__ bias, int32_t n_heads,
                    int32_t n_kv, int32_t hd, const int32_t* __restrict__ positions, const float* __restrict__ inv_freq,
-                   const uint8_t* __restrict__ use_long, T* __restrict__ k_pool, T* __restrict__ v_pool,
-                   const int64_t* __restrict__ kv_dst, int32_t tpb) {
+                   const uint8_t* __restrict__ use_long, S* __restrict__ k_pool, S* __restrict__ v_pool, float k_inv,
+                   float v_inv, const int64_t* __restrict__ kv_dst, int32_t tpb) {
   pdl_enter();  // pdl.cuh
   const int64_t t = blockIdx.y;
   float* row = qkv + t * stride;
@@ -155,20 +157,20 @@ __global__ void __launch_bounds__(kRopeThreads)
       row[at] = ra;
       row[at + half] = rb;
     } else {
-      k_pool[pool_at(at - q_dim)] = from_float<T>(ra);
-      k_pool[pool_at(at - q_dim + half)] = from_float<T>(rb);
+      k_pool[pool_at(at - q_dim)] = kv_encode<T, F8>(ra, k_inv);
+      k_pool[pool_at(at - q_dim + half)] = kv_encode<T, F8>(rb, k_inv);
     }
   } else if (j < rotations + plain) {
     float v = row[j - rotations];
     const int32_t i = j - rotations;
     if (bias != nullptr) v += bias[i];
-    if (i >= q_dim) k_pool[pool_at(i - q_dim)] = from_float<T>(v);
+    if (i >= q_dim) k_pool[pool_at(i - q_dim)] = kv_encode<T, F8>(v, k_inv);
     if (bias != nullptr) row[i] = v;
   } else if (j < rotations + plain + kv_dim) {
     const int32_t i = j - rotations - plain;
     float v = row[q_dim + kv_dim + i];
     if (bias != nullptr) v += bias[q_dim + kv_dim + i];
-    v_pool[pool_at(i)] = from_float<T>(v);
+    v_pool[pool_at(i)] = kv_encode<T, F8>(v, v_inv);
   }
 }
 
@@ -350,16 +352,24 @@ void qk_norm(float* qkv, int64_t rows, int64_t stride, const float* bias, int32_
 
 void rope_and_write_kv(float* qkv, int64_t rows, int64_t stride, const float* bias, int32_t n_heads, int32_t n_kv,
                        int32_t head_dim, const int32_t* positions, const float* inv_freq, const uint8_t* use_long,
-                       void* k_pool, void* v_pool, DType dt, const int64_t* kv_dst, int32_t tokens_per_block,
-                       cudaStream_t s) {
+                       void* k_pool, void* v_pool, DType dt, const KvFormat& kv, const int64_t* kv_dst,
+                       int32_t tokens_per_block, cudaStream_t s) {
   if (rows == 0) return;
   if (rows > 65535) throw EngineError(ErrorCode::internal, "rope_and_write_kv over more than 65535 rows");
   const int64_t q_dim = static_cast<int64_t>(n_heads) * head_dim, kv_dim = static_cast<int64_t>(n_kv) * head_dim;
   const int64_t jobs = (inv_freq != nullptr ? (n_heads + n_kv) * (head_dim / 2) : q_dim + kv_dim) + kv_dim;
   const dim3 grid(static_cast<unsigned>((jobs + kRopeThreads - 1) / kRopeThreads), static_cast<unsigned>(rows));
-  ENGINE_DISPATCH_DTYPE(dt, launch_pdl(rope_kv_kernel<T>, grid, dim3(kRopeThreads), s, qkv, stride, bias, n_heads,
-                                       n_kv, head_dim, positions, inv_freq, use_long, static_cast<T*>(k_pool),
-                                       static_cast<T*>(v_pool), kv_dst, tokens_per_block));
+  if (kv.fp8) {
+    ENGINE_DISPATCH_DTYPE(dt, launch_pdl(rope_kv_kernel<T, true>, grid, dim3(kRopeThreads), s, qkv, stride, bias,
+                                         n_heads, n_kv, head_dim, positions, inv_freq, use_long,
+                                         static_cast<uint8_t*>(k_pool), static_cast<uint8_t*>(v_pool),
+                                         1.0f / kv.k_scale, 1.0f / kv.v_scale, kv_dst, tokens_per_block));
+  } else {
+    ENGINE_DISPATCH_DTYPE(dt, launch_pdl(rope_kv_kernel<T, false>, grid, dim3(kRopeThreads), s, qkv, stride, bias,
+                                         n_heads, n_kv, head_dim, positions, inv_freq, use_long,
+                                         static_cast<T*>(k_pool), static_cast<T*>(v_pool), 1.0f, 1.0f, kv_dst,
+                                         tokens_per_block));
+  }
   check_launch("rope_and_write_kv");
 }
 

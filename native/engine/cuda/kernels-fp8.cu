@@ -16,6 +16,7 @@
 #include "cuda/dtype.cuh"
 #include "cuda/gemv-common.cuh"
 #include "cuda/kernels.h"
+#include "cuda/kv-element.cuh"
 #include "cuda/pdl.cuh"
 
 namespace engine::cuda {
@@ -24,10 +25,6 @@ using namespace gemv_common;
 
 constexpr float kE4m3Max = 448.0f;
 constexpr int kF8Chunk = 16;  // e4m3 weights per 16-byte load
-
-__device__ __forceinline__ uint8_t to_e4m3(float v) {
-  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
-}
 
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
@@ -82,11 +79,6 @@ __global__ void add_to_f32_kernel(const T* __restrict__ src, int64_t rows, int64
     float* dst = y + (i / cols) * ldy + i % cols;
     *dst = (accumulate ? *dst : 0.0f) + to_float(src[i]);
   }
-}
-
-__device__ __forceinline__ float e4m3_to_float(uint8_t v) {
-  const __half_raw h = __nv_cvt_fp8_to_halfraw(v, __NV_E4M3);
-  return __half2float(__half(h));
 }
 
 __device__ __forceinline__ float weight_scale(const Fp8Weight& w, int64_t r, int64_t c) {

@@ -16,6 +16,14 @@ inline size_t dtype_size(DType) { return 2; }
 
 enum class Act { silu, gelu, gelu_tanh, relu };  // same set and formulas as cpu/activation.h
 
+// How the paged pools store keys and values: in the model dtype, or (--kv-cache-dtype fp8) as e4m3fn bytes of
+// x / scale, read back as byte x scale with the layer's k / v scales (cpu/attention.h's KvStorage::e4m3).
+struct KvFormat {
+  bool fp8 = false;
+  float k_scale = 1.0f, v_scale = 1.0f;
+};
+inline size_t kv_element_size(DType dt, const KvFormat& f) { return f.fp8 ? 1 : dtype_size(dt); }
+
 // --- elementwise (kernels-elementwise.cu) ---
 // x[r] = table[tokens[r] - v0] * scale (T -> fp32), zeros when the id is outside [v0, v0 + nv) (vocab parallel).
 void embed(const int32_t* tokens, int64_t rows, const void* table, DType dt, int64_t v0, int64_t nv, int64_t hidden,
@@ -28,13 +36,13 @@ void norm(const float* x, void* out, DType dt, int64_t rows, int64_t dim, const 
           cudaStream_t s);
 // For each row t: adds `bias` (nullable, [q_dim + 2 kv_dim]) to the fp32 qkv row, rotates q and k heads by
 // positions[t] * inv_freq (nullable: no rotation; HF rotate_half pairing), and writes the row's k and v (T) into
-// the paged pools at element offset kv_dst[t] + h * tokens_per_block * head_dim for kv head h. longrope:
+// the paged pools (as `kv` says) at element offset kv_dst[t] + h * tokens_per_block * head_dim for kv head h. longrope:
 // inv_freq is [2, head_dim / 2] (short, then long frequencies) and row t rotates by the long ones where
 // use_long[t] is set (nullable: inv_freq is [head_dim / 2], or only its short half is used).
 void rope_and_write_kv(float* qkv, int64_t rows, int64_t stride, const float* bias, int32_t n_heads, int32_t n_kv,
                        int32_t head_dim, const int32_t* positions, const float* inv_freq, const uint8_t* use_long,
-                       void* k_pool, void* v_pool, DType dt, const int64_t* kv_dst, int32_t tokens_per_block,
-                       cudaStream_t s);
+                       void* k_pool, void* v_pool, DType dt, const KvFormat& kv, const int64_t* kv_dst,
+                       int32_t tokens_per_block, cudaStream_t s);
 // Qwen3's per-head norms, in place on the fp32 qkv rows [rows, stride]: adds `bias` (nullable, [q_dim + 2 kv_dim])
 // to the whole row, then rms-normalises each query head with q_w and each key head with k_w ([head_dim] each).
 // Callers then pass no bias to rope_and_write_kv / attention (it is in already).
@@ -85,9 +93,10 @@ struct NewKv {
 struct AttnArgs {
   float* q;  // [*, q_stride], query head h at h * head_dim (rotated in place when `fresh` is set and not fused)
   int64_t q_stride;
-  void* k_pool;  // [num_blocks, n_kv, tokens_per_block, head_dim] (T)
+  void* k_pool;  // [num_blocks, n_kv, tokens_per_block, head_dim] (T, or e4m3 bytes: kv)
   void* v_pool;
   DType dt;
+  KvFormat kv;
   const AttnRow* rows;         // [n_rows] (device)
   const AttnGroup* groups;     // [n_groups] (device): rows grouped by group_attention_rows(.., attention_rows_per_group())
   const int32_t* block_tables; // (device)

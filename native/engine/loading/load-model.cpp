@@ -118,17 +118,17 @@ std::unique_ptr<Model> load_model(const std::string& checkpoint_dir, const LoadO
                                                   ": FP8 experts are not on the CUDA backend yet; serve the 16-bit "
                                                   "checkpoint without --quantization fp8, or use device cpu");
   if (device == Device::cuda) {
-    // The CUDA backend keeps K/V in the model dtype; "auto" on an FP8-KV checkpoint does so too.
-    if (options.kv_cache_dtype == "fp8")
-      throw EngineError(ErrorCode::unsupported,
-                        "kv_cache_dtype fp8 is not available on the CUDA backend yet (the CPU backend has it); "
-                        "use kv_cache_dtype auto");
-    if (dummy) return make_cuda_dummy_model(config, spec, dummy_plan(config, spec, layout), kDummySeed, layout, options);
+    if (dummy) {
+      const KvScales ones{{}, {}, "1 (dummy weights)"};
+      return make_cuda_dummy_model(config, spec, dummy_plan(config, spec, layout), kDummySeed, layout, options,
+                                   fp8_kv ? &ones : nullptr);
+    }
     Checkpoint checkpoint(checkpoint_dir);
     WeightReader reader(checkpoint, options, config.quant);
     DecoderWeights weights = read_weights(config, reader, layout);
     if (quantize) quantize_projections(weights);
-    return make_cuda_model(config, spec, std::move(weights), layout, options);
+    const KvScales kv_scales = fp8_kv ? read_kv_scales(checkpoint, layout) : KvScales{};
+    return make_cuda_model(config, spec, std::move(weights), layout, options, fp8_kv ? &kv_scales : nullptr);
   }
   // Conversion loops and transposes at load time use the same thread setting as inference.
   cpu::set_num_threads(options.num_threads);
