@@ -117,7 +117,7 @@ void CudaDecoder::moe_experts(const DMoe& m, int64_t entries) {
   const int32_t n_local = layout_.local_experts();
   const int32_t* offsets = moe_offsets_.as<int32_t>();
   const int32_t* row_token = moe_row_token_.as<int32_t>();
-  if (entries <= kMoeGemvEntries) {
+  if (moe_gemv_fits(entries)) {
     // The gather rides along in the first GEMV. (The gated activation stays a kernel of its own: in the second GEMV
     // every output row would recompute it; bench/RESULTS.md has the measurement.)
     const auto max_active = static_cast<int32_t>(std::min<int64_t>(n_local, entries));
