@@ -6,7 +6,8 @@
 //    activations), shapes whose n and k are not multiples of 128, decode rows (the FP8 GEMV, W8A16: exact
 //    weights, so ~1e-6) and larger m (activations quantized, cuBLASLt: judged against the same product of the
 //    activations quantized on the host, and the activation quantization's own error reported), fp32 / bf16
-//    output, accumulation, and the fused-RMSNorm GEMV;
+//    output, accumulation, and the fused-RMSNorm GEMV; the decode rows take the tensor-core GEMV where k is a
+//    multiple of 64 (kernels-fp8-mma.cu), the SIMT one elsewhere, and fp16 activations too;
 //  - tiny-llama quantized per channel at load: context logits and greedy tokens of the CUDA model against the CPU
 //    model running the same dequantized weights, with activation quantization off (W8A16) and on;
 //  - bad inputs: an unknown quantization, scales that do not fit the matrix.
@@ -23,10 +24,12 @@
 #include "cuda-test-util.h"
 #include "cuda/cuda-backend.h"
 #include "cuda/cuda-decoder.h"
+#include "cuda/fp8-gemv-mma.h"
 #include "cuda/fp8-weights.h"
 #include "cuda/gemm.h"
 #include "cuda/kernels.h"
 #include "loading/checkpoint.h"
+#include "loading/safetensors.h"
 #include "loading/weight-reader.h"
 #include "model/llama.h"
 #include "model/model-config.h"
@@ -275,9 +278,22 @@ void gemv_rms_case(cuda::Gemm& gemm, int64_t n, int64_t k, int64_t m) {
     for (int64_t c = 0; c < k; ++c)
       xn[static_cast<size_t>(r * k + c)] = static_cast<float>(x[static_cast<size_t>(r * k + c)] * inv * g[static_cast<size_t>(c)]);
   }
-  const std::vector<float> want = reference(xn, wd, m, n, k);
+  // The tensor-core GEMV feeds x * g to its MMAs rounded to bf16 (then the row's 1 / rms), as the norm kernel's
+  // bf16 output would be; the SIMT one never rounds it.
   cuda::DFp8 d;
   cuda::upload_fp8(q, d, g_stream);
+  const bool mma = cuda::gemv_fp8_mma_applicable(m, k, d.view());
+  if (mma)
+    for (int64_t r = 0; r < m; ++r) {
+      double ss = 0;
+      for (int64_t c = 0; c < k; ++c) ss += static_cast<double>(x[static_cast<size_t>(r * k + c)]) * x[static_cast<size_t>(r * k + c)];
+      const double inv = 1.0 / std::sqrt(ss / static_cast<double>(k) + eps);
+      for (int64_t c = 0; c < k; ++c) {
+        const size_t i = static_cast<size_t>(r * k + c);
+        xn[i] = static_cast<float>(from_bf16(to_bf16(x[i] * g[static_cast<size_t>(c)])) * inv);
+      }
+    }
+  const std::vector<float> want = reference(xn, wd, m, n, k);
   cuda::DeviceBuffer dx = upload(x), dg = upload(g), dy(static_cast<size_t>(m * n) * 4);
   const bool ran = gemm.xwt_fp8_rms(m, n, k, dx.as<float>(), dg.as<float>(), eps, d.view(), cuda::DType::bf16,
                                     dy.get(), true, n);
@@ -286,8 +302,43 @@ void gemv_rms_case(cuda::Gemm& gemm, int64_t n, int64_t k, int64_t m) {
   const double e = rel_err(got.data(), want.data(), got.size());
   CHECK_MSG(e < 1e-5, "gemv_fp8_rms n %lld k %lld m %lld: rel err %g", static_cast<long long>(n),
             static_cast<long long>(k), static_cast<long long>(m), e);
-  std::printf("fused rms-norm FP8 GEMV n %lld k %lld m %lld: rel err %.2e\n", static_cast<long long>(n),
-              static_cast<long long>(k), static_cast<long long>(m), e);
+  std::printf("fused rms-norm FP8 GEMV (%s) n %lld k %lld m %lld: rel err %.2e\n", mma ? "tensor cores" : "SIMT",
+              static_cast<long long>(n), static_cast<long long>(k), static_cast<long long>(m), e);
+}
+
+// The decode GEMV with fp16 activations (the tensor-core kernel's other widening) against the float64 product:
+// x on a 1/64 grid, exact in fp16.
+void gemv_f16_case(int64_t n, int64_t k, int64_t m, int32_t block) {
+  const std::vector<float> w = random_weight(n, k, 7);
+  Fp8Matrix q = quantize_per_channel(w.data(), n, k);
+  if (block > 0) {  // the same bytes under block scales of 2^-3 .. 2^3 (exact), to check the block indexing
+    const int64_t rb = (n + block - 1) / block, cb = (k + block - 1) / block;
+    q.scale_kind = Fp8ScaleKind::block;
+    q.block = block;
+    q.scales.assign(static_cast<size_t>(rb * cb), 1.0f);
+    for (int64_t i = 0; i < rb * cb; ++i) q.scales[static_cast<size_t>(i)] = std::ldexp(1.0f, static_cast<int>(i % 7) - 3);
+  }
+  const std::vector<float> wd = dequantize(q);
+  std::vector<float> x(static_cast<size_t>(m * k));
+  std::vector<uint16_t> xh(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<float>(static_cast<int>((i * 2654435761u) % 129) - 64) / 64.0f;
+    xh[i] = f32_to_f16(x[i]);
+  }
+  const std::vector<float> want = reference(x, wd, m, n, k);
+  cuda::DFp8 d;
+  cuda::upload_fp8(q, d, g_stream);
+  cuda::DeviceBuffer dx = upload(xh), dy(static_cast<size_t>(m * n) * 4);
+  cuda::gemv_fp8(m, n, k, dx.get(), d.view(), cuda::DType::f16, dy.get(), true, n, false, g_stream);
+  cuda::check_cuda(cudaStreamSynchronize(g_stream), "gemv_fp8 f16");
+  const std::vector<float> got = download<float>(dy, static_cast<size_t>(m * n));
+  const double e = rel_err(got.data(), want.data(), got.size());
+  const bool mma = cuda::gemv_fp8_mma_applicable(m, k, d.view());
+  CHECK_MSG(e < 1e-5, "gemv_fp8 fp16 n %lld k %lld m %lld block %d: rel err %g", static_cast<long long>(n),
+            static_cast<long long>(k), static_cast<long long>(m), block, e);
+  std::printf("FP8 GEMV fp16 activations (%s) n %lld k %lld m %lld block %d: rel err %.2e\n",
+              mma ? "tensor cores" : "SIMT", static_cast<long long>(n), static_cast<long long>(k),
+              static_cast<long long>(m), block, e);
 }
 
 void gemm_against_reference() {
@@ -302,8 +353,15 @@ void gemm_against_reference() {
     gemm_case(gemm, kd, 640, 2304, {1, 4, 8, 40});     // k long enough for two warps per row pair
     gemm_case(gemm, kd, 1536, 1024, {2, 7, 130, 160});  // m not a multiple of 4 (block scales' layout)
   }
+  for (const Kind& kd : kinds) gemm_case(gemm, kd, 200, 512, {1, 3, 8});  // n not a multiple of 16, k of 64
   gemv_rms_case(gemm, 272, 2048, 1);
   gemv_rms_case(gemm, 200, 1024, 3);
+  gemv_rms_case(gemm, 200, 1040, 2);  // k not a multiple of 64: the SIMT kernel
+  for (int64_t m : {1, 5, 8}) {
+    gemv_f16_case(200, 1024, m, 0);
+    gemv_f16_case(130, 768, m, 128);
+    gemv_f16_case(96, 1040, m, 0);
+  }
 }
 
 // tiny-llama's projections quantized per channel on the host; the CPU model runs the dequantized weights.

@@ -2,7 +2,8 @@
 # Per-kernel GPU time of one prefill chunk and one decode step of the Llama-3-8B shape (dummy weights), through
 # Nsight Compute (`ncu`, GPU time of each kernel, clocks left alone), summed by kernel. Expects build-gpu/ (check.sh
 # builds it) and writes the tables to $OUT (or ./gpu-out).   usage: scripts/gpu/profile.sh [batches, default 1,256]
-# CONFIG=bench/configs/qwen3-30b-a3b profiles another shape; WHAT=decode skips the prefill chunks.
+# CONFIG=bench/configs/qwen3-30b-a3b profiles another shape; WHAT=decode skips the prefill chunks; BENCH_ARGS adds
+# cuda-bench options (e.g. "--quantization fp8").
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-$PWD/gpu-out}
@@ -15,7 +16,7 @@ for b in "${batches[@]}"; do
     log="$out/ncu-$what-b$b.csv"
     timeout 240 ncu --clock-control none --cache-control none --profile-from-start off --graph-profiling node \
       --metrics gpu__time_duration.sum --csv --page raw --print-units base \
-      build-gpu/cuda-bench "${CONFIG:-bench/configs/llama-3-8b}" --dummy --batches "$b" --steps 4 --requests 0 --profile "$what" \
+      build-gpu/cuda-bench "${CONFIG:-bench/configs/llama-3-8b}" --dummy --batches "$b" --steps 4 --requests 0 --profile "$what" ${BENCH_ARGS:-} \
       >"$log" 2>"$out/ncu-$what-b$b.err" || { echo "ncu $what b$b failed:"; tail -5 "$out/ncu-$what-b$b.err"; continue; }
     python3 scripts/gpu/ncu_table.py "$log" "$what, batch $b"
   done

@@ -13,6 +13,7 @@ set(ENGINE_CUDA_KERNELS
   ${ENGINE_CUDA_DIR}/kernels-attention-mma.cu
   ${ENGINE_CUDA_DIR}/kernels-gemv.cu
   ${ENGINE_CUDA_DIR}/kernels-fp8.cu
+  ${ENGINE_CUDA_DIR}/kernels-fp8-mma.cu
   ${ENGINE_CUDA_DIR}/kernels-sampling.cu
   ${ENGINE_CUDA_DIR}/kernels-moe.cu
 )

@@ -14,6 +14,7 @@
 
 #include "cuda/cuda-check.h"
 #include "cuda/dtype.cuh"
+#include "cuda/fp8-gemv-mma.h"
 #include "cuda/gemv-common.cuh"
 #include "cuda/kernels.h"
 #include "cuda/kv-element.cuh"
@@ -338,6 +339,8 @@ void gemv_fp8(int64_t m, int64_t n, int64_t k, const void* x, const Fp8Weight& w
               int64_t ldy, bool accumulate, cudaStream_t s) {
   check_gemv(m, k, w, "gemv_fp8");
   if (n == 0) return;
+  if (gemv_fp8_mma_applicable(m, k, w))
+    return gemv_fp8_mma(m, n, k, x, nullptr, 0.0f, w, dt, y, y_is_f32, ldy, accumulate, s);  // kernels-fp8-mma.cu
   dispatch(m, n, k, Fp8GemvArgs{x, w, y, ldy, accumulate, nullptr, 0.0f}, dt, y_is_f32, s);
   check_launch("gemv_fp8");
 }
@@ -347,6 +350,7 @@ void gemv_fp8_rms(int64_t m, int64_t n, int64_t k, const float* x, const float* 
   check_gemv(m, k, w, "gemv_fp8_rms");
   if (norm_w == nullptr) throw EngineError(ErrorCode::internal, "gemv_fp8_rms called without a norm weight");
   if (n == 0) return;
+  if (gemv_fp8_mma_applicable(m, k, w)) return gemv_fp8_mma(m, n, k, x, norm_w, eps, w, dt, y, y_is_f32, ldy, false, s);
   dispatch(m, n, k, Fp8GemvArgs{x, w, y, ldy, false, norm_w, eps}, dt, y_is_f32, s);
   check_launch("gemv_fp8_rms");
 }
