@@ -171,6 +171,13 @@ void CudaDecoder::mlp_layer(int32_t l, float* x, int64_t rows) {
   void* mlp = mlp_.get();
   void* mlp_act = spec_.gated_mlp ? mlp_act_.get() : mlp;
   norm_linear(lw.mlp_norm, x, rows, lw.up, mlp, false);
+  Fp8ActOut plan;
+  if (spec_.gated_mlp && lw.down.fp8.on() && fuse_quant_ &&
+      gemm_->fp8_activation_plan(rows, lw.down.out, lw.down.in, lw.down.fp8.view(), plan)) {
+    gated_activation_e4m3(mlp, mlp_act, dt_, rows, inter_, act_, lw.up.bias(), plan, stream_);
+    add_projection(lw.down, lw.post_mlp_norm, mlp_act, rows, x, true);
+    return;
+  }
   if (spec_.gated_mlp)
     gated_activation(mlp, mlp_act, dt_, rows, inter_, act_, lw.up.bias(), stream_);
   else
@@ -178,9 +185,10 @@ void CudaDecoder::mlp_layer(int32_t l, float* x, int64_t rows) {
   add_projection(lw.down, lw.post_mlp_norm, mlp_act, rows, x);
 }
 
-void CudaDecoder::linear(const DLinear& l, const void* x, int64_t rows, void* y, bool y_f32, bool accumulate) {
+void CudaDecoder::linear(const DLinear& l, const void* x, int64_t rows, void* y, bool y_f32, bool accumulate,
+                         bool x_quantized) {
   if (l.fp8.on())
-    gemm_->xwt_fp8(rows, l.out, l.in, x, l.fp8.view(), dt_, y, y_f32, l.out, accumulate);
+    gemm_->xwt_fp8(rows, l.out, l.in, x, l.fp8.view(), dt_, y, y_f32, l.out, accumulate, x_quantized);
   else
     gemm_->xwt(rows, l.out, l.in, x, l.w.get(), dt_, y, y_f32, l.out, accumulate);
 }
@@ -193,6 +201,13 @@ void CudaDecoder::norm_linear(const DNorm& n, const float* x, int64_t rows, cons
                    : gemm_->xwt_rms(rows, l.out, l.in, x, g, eps, l.w.get(), dt_, y, y_f32, l.out))
       return;
   }
+  Fp8ActOut plan;
+  if (l.fp8.on() && fuse_quant_ && gemm_->fp8_activation_plan(rows, l.out, l.in, l.fp8.view(), plan)) {
+    norm_e4m3(x, xn_.get(), dt_, rows, config_.hidden_size, n.w.as<float>(), n.bias(), config_.norm_eps, plan,
+              stream_);
+    linear(l, xn_.get(), rows, y, y_f32, false, true);
+    return;
+  }
   norm(x, xn_.get(), dt_, rows, config_.hidden_size, n.w.as<float>(), n.bias(), config_.norm_eps, stream_);
   linear(l, xn_.get(), rows, y, y_f32, false);
 }
@@ -204,24 +219,25 @@ void CudaDecoder::all_reduce(float* x, size_t n) {
   ++comm_stats_.calls;
 }
 
-void CudaDecoder::row_parallel(const DLinear& l, const void* x, int64_t rows, float* y) {
+void CudaDecoder::row_parallel(const DLinear& l, const void* x, int64_t rows, float* y, bool x_quantized) {
   // The residual stream y is the same on every tp rank: rank 0 adds its partial product (and the bias) onto it,
   // the others overwrite it with theirs, so one all-reduce yields y + Σ partials + bias.
   const bool rank0 = tp_.rank() == 0;
-  linear(l, x, rows, y, true, rank0);
+  linear(l, x, rows, y, true, rank0, x_quantized);
   if (l.bias() != nullptr) add_bias(y, l.bias(), rows, l.out, stream_);
   all_reduce(y, static_cast<size_t>(rows * l.out));
 }
 
-void CudaDecoder::add_projection(const DLinear& l, const DNorm& post_norm, const void* x, int64_t rows, float* y) {
+void CudaDecoder::add_projection(const DLinear& l, const DNorm& post_norm, const void* x, int64_t rows, float* y,
+                                 bool x_quantized) {
   if (post_norm.w.empty()) {
-    row_parallel(l, x, rows, y);
+    row_parallel(l, x, rows, y, x_quantized);
     return;
   }
   // The norm is of the whole product, so the tp ranks' partial products are summed in a buffer of their own
   // before it, not on the residual.
   float* p = proj_.as<float>();
-  linear(l, x, rows, p, true, false);
+  linear(l, x, rows, p, true, false, x_quantized);
   if (l.bias() != nullptr) add_bias(p, l.bias(), rows, l.out, stream_);
   all_reduce(p, static_cast<size_t>(rows * l.out));
   add_norm(p, y, rows, l.out, post_norm.w.as<float>(), post_norm.bias(), config_.norm_eps, stream_);

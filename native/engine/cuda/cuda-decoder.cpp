@@ -70,6 +70,7 @@ CudaDecoder::CudaDecoder(const ModelConfig& config, const DecoderSpec& spec, con
   if (const char* g = std::getenv("TRTLLM_CUDA_GRAPHS")) graphs_enabled_ = std::string(g) != "0";
   if (const char* f = std::getenv("TRTLLM_CUDA_FUSE_NORM")) fuse_norm_ = std::string(f) != "0";
   if (const char* f = std::getenv("TRTLLM_CUDA_FUSE_KV")) fuse_kv_ = std::string(f) != "0";
+  if (const char* f = std::getenv("TRTLLM_FP8_FUSE_QUANT")) fuse_quant_ = std::string(f) != "0";
   // TRTLLM_FP8_ACTIVATIONS=0: FP8 weights widened to 16 bits for every multi-row product (W8A16), to measure how
   // much the activations' quantization costs in quality (quantization-quality).
   if (const char* f = std::getenv("TRTLLM_FP8_ACTIVATIONS")) gemm_->set_fp8_activations(std::string(f) != "0");

@@ -139,14 +139,17 @@ class CudaDecoder : public Model {
   bool moe_gemv_fits(int64_t entries) const {
     return entries <= kMoeGemvEntries && entries <= kMoeGemvRowsPerExpert * config_.moe.num_experts;
   }
-  void linear(const DLinear& l, const void* x, int64_t rows, void* y, bool y_f32, bool accumulate);
+  // x_quantized: the kernel that made x also quantized it for l's FP8 GEMM (Gemm::fp8_activation_plan).
+  void linear(const DLinear& l, const void* x, int64_t rows, void* y, bool y_f32, bool accumulate,
+              bool x_quantized = false);
   // y = norm(x) · lᵀ: one fused GEMV on decode shapes with an RMSNorm (Gemm::xwt_rms), else the norm kernel into
   // xn_ and linear().
   void norm_linear(const DNorm& n, const float* x, int64_t rows, const DLinear& l, void* y, bool y_f32);
-  void row_parallel(const DLinear& l, const void* x, int64_t rows, float* y);
+  void row_parallel(const DLinear& l, const void* x, int64_t rows, float* y, bool x_quantized = false);
   // The o / down projection onto the residual y: row_parallel, or with a post norm (Gemma 2) the whole product
   // (summed over tp) in proj_, normed, then added.
-  void add_projection(const DLinear& l, const DNorm& post_norm, const void* x, int64_t rows, float* y);
+  void add_projection(const DLinear& l, const DNorm& post_norm, const void* x, int64_t rows, float* y,
+                      bool x_quantized = false);
   void all_reduce(float* x, size_t n);
 
   // cuda-decoder-logits.cpp
@@ -222,6 +225,9 @@ class CudaDecoder : public Model {
   bool graphs_enabled_ = true;
   bool fuse_norm_ = true;  // norm_linear may fuse (TRTLLM_CUDA_FUSE_NORM=0: never, for comparison)
   bool fuse_kv_ = true;    // attention() may take the new keys / values itself (TRTLLM_CUDA_FUSE_KV=0: never)
+  // The norm / gated activation before an FP8 GEMM quantize its activations themselves (TRTLLM_FP8_FUSE_QUANT=0:
+  // a separate pass, for comparison; the same bytes either way).
+  bool fuse_quant_ = true;
   bool quantize_fp8_ = false;  // LoadOptions::quantization "fp8"
   std::map<uint64_t, cudaGraphExec_t> graphs_;  // by (batch size, context bucket)
 

@@ -186,20 +186,19 @@ void Gemm::reserve_fp8(int64_t rows, int64_t max_k, int64_t max_n, int64_t max_w
   fp8_scales_.ensure(sizeof(float) * static_cast<size_t>(std::max(fp8_rows_, groups * round_up4(fp8_rows_))));
 }
 
-void Gemm::xwt_fp8(int64_t m, int64_t n, int64_t k, const void* x, const Fp8Weight& w, DType dt, void* y, bool y_f32,
-                   int64_t ldy, bool accumulate) {
-  if (m == 0 || n == 0) return;
-  if (gemv_fp8_applicable(m, k, w)) {
-    last_fp8_path_ = "gemv";
-    gemv_fp8(m, n, k, x, w, dt, y, y_f32, ldy, accumulate, stream_);
-    return;
+bool Gemm::fp8_route(int64_t m, int64_t n, int64_t k, const Fp8Weight& w, std::string& why, int64_t& tail,
+                     Fp8ActOut& plan) {
+  why.clear();
+  tail = 0;
+  if (!fp8_activations_) return false;
+  if (k % 16 != 0) {
+    why = "k " + std::to_string(k) + " is not a multiple of 16";
+    return false;
   }
-  if (!fp8_activations_) return widened(m, n, k, x, w, dt, y, y_f32, ldy, accumulate, "");
-  if (k % 16 != 0)
-    return widened(m, n, k, x, w, dt, y, y_f32, ldy, accumulate, "k " + std::to_string(k) + " is not a multiple of 16");
-  if (w.block != 0 && w.block != kLtBlock)
-    return widened(m, n, k, x, w, dt, y, y_f32, ldy, accumulate,
-                   "block size " + std::to_string(w.block) + " (cuBLASLt scales 128 x 128 blocks only)");
+  if (w.block != 0 && w.block != kLtBlock) {
+    why = "block size " + std::to_string(w.block) + " (cuBLASLt scales 128 x 128 blocks only)";
+    return false;
+  }
   if (m > fp8_rows_ || k > fp8_k_) {
     if (capturing(stream_))
       throw EngineError(ErrorCode::internal, "FP8 scratch reserved for " + std::to_string(fp8_rows_) + " x " +
@@ -207,12 +206,50 @@ void Gemm::xwt_fp8(int64_t m, int64_t n, int64_t k, const void* x, const Fp8Weig
                                                  " x " + std::to_string(k) + " inside a graph capture");
     reserve_fp8(m, k, n, fp8_weight_elems_);
   }
-  uint8_t* xq = fp8_x_.as<uint8_t>();
-  float* xs = fp8_scales_.as<float>();
   // cuBLASLt's block scaling wants the token count a multiple of 4: the last m % 4 rows go through the GEMV
   // (W8A16), the rest through cuBLASLt.
-  const int64_t tail = w.block != 0 && m > 4 ? m % 4 : 0;
-  if (tail != 0 && gemv_fp8_applicable(tail, k, w)) {
+  tail = w.block != 0 && m > 4 ? m % 4 : 0;
+  if (tail != 0 && !gemv_fp8_applicable(tail, k, w)) tail = 0;
+  const int64_t lt_rows = m - tail;
+  plan = Fp8ActOut{};
+  plan.q = fp8_x_.as<uint8_t>();
+  plan.scales = fp8_scales_.as<float>();
+  plan.rows = lt_rows;
+  if (w.block != 0) {
+    plan.mode = Fp8Quant::group;
+    plan.group = static_cast<int32_t>(kLtBlock);
+    plan.scale_ld = round_up4(lt_rows);
+  } else if (w.act == Fp8Activation::static_tensor) {
+    plan.mode = Fp8Quant::fixed;
+    plan.fixed = w.input_scale;
+  } else {
+    plan.mode = Fp8Quant::row;
+  }
+  return true;
+}
+
+bool Gemm::fp8_activation_plan(int64_t m, int64_t n, int64_t k, const Fp8Weight& w, Fp8ActOut& plan) {
+  if (m == 0 || n == 0 || gemv_fp8_applicable(m, k, w)) return false;
+  std::string why;
+  int64_t tail = 0;
+  return fp8_route(m, n, k, w, why, tail, plan);
+}
+
+void Gemm::xwt_fp8(int64_t m, int64_t n, int64_t k, const void* x, const Fp8Weight& w, DType dt, void* y, bool y_f32,
+                   int64_t ldy, bool accumulate, bool x_quantized) {
+  if (m == 0 || n == 0) return;
+  if (gemv_fp8_applicable(m, k, w)) {
+    last_fp8_path_ = "gemv";
+    gemv_fp8(m, n, k, x, w, dt, y, y_f32, ldy, accumulate, stream_);
+    return;
+  }
+  std::string why;
+  int64_t tail = 0;
+  Fp8ActOut plan;
+  if (!fp8_route(m, n, k, w, why, tail, plan)) return widened(m, n, k, x, w, dt, y, y_f32, ldy, accumulate, why);
+  uint8_t* xq = plan.q;
+  float* xs = plan.scales;
+  if (tail != 0) {
     const size_t es = dtype_size(dt);
     gemv_fp8(tail, n, k, static_cast<const char*>(x) + static_cast<size_t>((m - tail) * k) * es, w, dt,
              static_cast<char*>(y) + static_cast<size_t>((m - tail) * ldy) * (y_f32 ? 4 : es), y_f32, ldy, accumulate,
@@ -220,12 +257,7 @@ void Gemm::xwt_fp8(int64_t m, int64_t n, int64_t k, const void* x, const Fp8Weig
     m -= tail;
   }
   const char* done = m != 0 && tail != 0 ? "cublaslt+gemv" : "cublaslt";
-  if (w.block != 0)
-    quantize_e4m3(x, dt, m, k, Fp8Quant::group, kLtBlock, 1.0f, xq, xs, round_up4(m), stream_);
-  else if (w.act == Fp8Activation::static_tensor)
-    quantize_e4m3(x, dt, m, k, Fp8Quant::fixed, 0, w.input_scale, xq, xs, 0, stream_);
-  else
-    quantize_e4m3(x, dt, m, k, Fp8Quant::row, 0, 1.0f, xq, xs, 0, stream_);
+  if (!x_quantized) quantize_e4m3(x, dt, m, k, plan.mode, plan.group, plan.fixed, xq, xs, plan.scale_ld, stream_);
   if (lt_fp8(m, n, k, xq, xs, w, dt, y, y_f32, ldy, accumulate)) {
     last_fp8_path_ = done;
     return;

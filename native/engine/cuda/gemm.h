@@ -49,8 +49,14 @@ class Gemm {
   // block: 128 x 128 weight tiles and 1 x 128 activation groups). Where cuBLASLt has no kernel for that (block
   // sizes other than 128, k % 16 != 0, a heuristic that returns nothing) or fp8 activations are off, the weight
   // is widened to the model dtype in scratch and xwt runs (said once on stderr per reason).
+  // x_quantized: the kernel that made x also quantized it as fp8_activation_plan(m, k, w) said (the quantize
+  // pass is skipped; x is still read where the product takes another path for some rows).
   void xwt_fp8(int64_t m, int64_t n, int64_t k, const void* x, const Fp8Weight& w, DType dt, void* y, bool y_f32,
-               int64_t ldy, bool accumulate);
+               int64_t ldy, bool accumulate, bool x_quantized = false);
+  // Where and how xwt_fp8(m, n, k, .., w) will want x quantized (into this Gemm's scratch, reserved here if it
+  // must grow), so that the kernel producing x can do it (kernels.h's Fp8ActOut); false when that product does not
+  // quantize x (the GEMV, a widened weight, fp8 activations off).
+  bool fp8_activation_plan(int64_t m, int64_t n, int64_t k, const Fp8Weight& w, Fp8ActOut& plan);
   // xwt_rms with an FP8 weight: gemv_fp8_rms when gemv_fp8 serves this shape, else false (nothing enqueued).
   bool xwt_fp8_rms(int64_t m, int64_t n, int64_t k, const float* x, const float* norm_w, float eps,
                    const Fp8Weight& w, DType dt, void* y, bool y_f32, int64_t ldy);
@@ -84,6 +90,10 @@ class Gemm {
               void* y, bool y_f32, int64_t ldy, bool accumulate);
   void widened(int64_t m, int64_t n, int64_t k, const void* x, const Fp8Weight& w, DType dt, void* y, bool y_f32,
                int64_t ldy, bool accumulate, const std::string& why);
+  // xwt_fp8's choice for an m x k product: why the weight must be widened ("" when it need not), else (true) the
+  // rows cuBLASLt takes (`plan`: its quantized x; the last tail rows of a block-scaled product go to the GEMV).
+  bool fp8_route(int64_t m, int64_t n, int64_t k, const Fp8Weight& w, std::string& why, int64_t& tail,
+                 Fp8ActOut& plan);
   DeviceBuffer fp8_x_, fp8_scales_, fp8_wide_;  // quantized x, its scales, a widened weight
   DeviceBuffer fp8_out_;  // a 16-bit product bound for an fp32 y, where cuBLASLt has no fp32 output
   int64_t fp8_rows_ = 0, fp8_k_ = 0, fp8_n_ = 0, fp8_weight_elems_ = 0;

@@ -6,6 +6,7 @@
 #include "cuda/activation.cuh"
 #include "cuda/cuda-check.h"
 #include "cuda/dtype.cuh"
+#include "cuda/fp8-quant-row.cuh"
 #include "cuda/kernels.h"
 #include "cuda/kv-element.cuh"
 #include "cuda/pdl.cuh"
@@ -87,9 +88,8 @@ __device__ __forceinline__ void norm_row(const float* __restrict__ xr, int64_t d
 // blockDim, every realistic hidden size), so x is read from memory once.
 constexpr int kNormCached = 4;  // float4s per thread kept in registers
 template <typename T>
-__global__ void norm_kernel(const float* __restrict__ x, T* __restrict__ out, int64_t dim, const float* __restrict__ w,
-                            const float* __restrict__ b, float eps) {
-  pdl_enter();  // pdl.cuh
+__device__ __forceinline__ void norm_block_row(const float* __restrict__ x, T* __restrict__ out, int64_t dim,
+                                               const float* __restrict__ w, const float* __restrict__ b, float eps) {
   __shared__ float scratch[32];
   const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
   T* o = out + static_cast<int64_t>(blockIdx.x) * dim;
@@ -118,6 +118,26 @@ __global__ void norm_kernel(const float* __restrict__ x, T* __restrict__ out, in
   }
   // RMSNorm of a row too wide for the registers, or LayerNorm.
   norm_row(xr, dim, w, b, eps, scratch, [&](int64_t i, float v) { o[i] = from_float<T>(v); });
+}
+
+template <typename T>
+__global__ void norm_kernel(const float* __restrict__ x, T* __restrict__ out, int64_t dim, const float* __restrict__ w,
+                            const float* __restrict__ b, float eps) {
+  pdl_enter();  // pdl.cuh
+  norm_block_row(x, out, dim, w, b, eps);
+}
+
+// norm_kernel, then the block quantizes the row it just wrote (fp8-quant-row.cuh; the barrier makes the row's
+// writes visible to every thread of the block).
+template <typename T>
+__global__ void norm_e4m3_kernel(const float* __restrict__ x, T* __restrict__ out, int64_t dim,
+                                 const float* __restrict__ w, const float* __restrict__ b, float eps, Fp8ActOut qa) {
+  pdl_enter();  // pdl.cuh
+  norm_block_row(x, out, dim, w, b, eps);
+  const int64_t r = blockIdx.x;
+  if (r >= qa.rows) return;
+  __syncthreads();
+  quantize_row(out + r * dim, dim, qa.mode, qa.group, qa.fixed, qa.q + r * dim, qa.scales, qa.scale_ld, r);
 }
 
 // One thread per job of a row, a row's jobs spread over several blocks (grid: (job blocks, rows)): a job is one
@@ -209,6 +229,28 @@ __global__ void gated_kernel(const T* __restrict__ gu, T* __restrict__ out, int6
     }
     o[0] = from_float<T>(apply_act(gf, act) * uf);
   }
+}
+
+// One block per row: gated_kernel's values for the whole row, then the row quantized (as norm_e4m3_kernel).
+template <typename T>
+__global__ void gated_e4m3_kernel(const T* __restrict__ gu, T* __restrict__ out, int64_t inter, Act act,
+                                  const float* __restrict__ b, Fp8ActOut qa) {
+  pdl_enter();  // pdl.cuh
+  const int64_t r = blockIdx.x;
+  const T* g = gu + r * 2 * inter;
+  const T* u = g + inter;
+  T* o = out + r * inter;
+  for (int64_t i = threadIdx.x; i < inter; i += blockDim.x) {
+    float gf = to_float(g[i]), uf = to_float(u[i]);
+    if (b != nullptr) {
+      gf += b[i];
+      uf += b[inter + i];
+    }
+    o[i] = from_float<T>(apply_act(gf, act) * uf);
+  }
+  if (r >= qa.rows) return;
+  __syncthreads();
+  quantize_row(o, inter, qa.mode, qa.group, qa.fixed, qa.q + r * inter, qa.scales, qa.scale_ld, r);
 }
 
 template <typename T>
@@ -371,6 +413,25 @@ void rope_and_write_kv(float* qkv, int64_t rows, int64_t stride, const float* bi
                                          tokens_per_block));
   }
   check_launch("rope_and_write_kv");
+}
+
+void norm_e4m3(const float* x, void* out, DType dt, int64_t rows, int64_t dim, const float* w, const float* b,
+               float eps, const Fp8ActOut& qa, cudaStream_t s) {
+  if (rows == 0) return;
+  if (rows > 2147483647) throw EngineError(ErrorCode::internal, "norm_e4m3 over too many rows");
+  const int threads = dim <= 4096 ? 256 : dim <= 8192 ? 512 : 1024;  // (norm()'s choice)
+  ENGINE_DISPATCH_DTYPE(dt, launch_pdl(norm_e4m3_kernel<T>, dim3(static_cast<unsigned>(rows)), dim3(threads), s, x,
+                                       static_cast<T*>(out), dim, w, b, eps, qa));
+  check_launch("norm_e4m3");
+}
+
+void gated_activation_e4m3(const void* gu, void* out, DType dt, int64_t rows, int64_t inter, Act act, const float* b,
+                           const Fp8ActOut& qa, cudaStream_t s) {
+  if (rows == 0) return;
+  if (rows > 2147483647) throw EngineError(ErrorCode::internal, "gated_activation_e4m3 over too many rows");
+  ENGINE_DISPATCH_DTYPE(dt, launch_pdl(gated_e4m3_kernel<T>, dim3(static_cast<unsigned>(rows)), dim3(512), s,
+                                       static_cast<const T*>(gu), static_cast<T*>(out), inter, act, b, qa));
+  check_launch("gated_activation_e4m3");
 }
 
 void gated_activation(const void* gu, void* out, DType dt, int64_t rows, int64_t inter, Act act, const float* b,

@@ -15,6 +15,7 @@
 #include "cuda/cuda-check.h"
 #include "cuda/dtype.cuh"
 #include "cuda/fp8-gemv-mma.h"
+#include "cuda/fp8-quant-row.cuh"
 #include "cuda/gemv-common.cuh"
 #include "cuda/kernels.h"
 #include "cuda/kv-element.cuh"
@@ -24,51 +25,14 @@ namespace engine::cuda {
 namespace {
 using namespace gemv_common;
 
-constexpr float kE4m3Max = 448.0f;
 constexpr int kF8Chunk = 16;  // e4m3 weights per 16-byte load
 
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-__device__ __forceinline__ float scale_for(float amax) { return amax > 0.0f ? amax / kE4m3Max : 1.0f; }
-
-// One block per row. row / fixed: the block's threads stride over the row (a block-wide max for `row`); group:
-// each warp takes whole groups, one max per group.
+// One block per row (fp8-quant-row.cuh).
 template <typename T>
 __global__ void quantize_kernel(const T* __restrict__ x, int64_t cols, Fp8Quant mode, int32_t group, float fixed,
                                 uint8_t* __restrict__ q, float* __restrict__ scales, int64_t scale_ld) {
   const int64_t r = blockIdx.x;
-  const T* xr = x + r * cols;
-  uint8_t* qr = q + r * cols;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-  if (mode == Fp8Quant::group) {
-    const int64_t groups = (cols + group - 1) / group;
-    for (int64_t g = warp; g < groups; g += warps) {
-      const int64_t c0 = g * group, c1 = min(cols, c0 + group);
-      float amax = 0.0f;
-      for (int64_t c = c0 + lane; c < c1; c += 32) amax = fmaxf(amax, fabsf(to_float(xr[c])));
-      const float s = scale_for(warp_max(amax));
-      if (lane == 0) scales[g * scale_ld + r] = s;
-      for (int64_t c = c0 + lane; c < c1; c += 32) qr[c] = to_e4m3(to_float(xr[c]) / s);
-    }
-    return;
-  }
-  float s = fixed;
-  if (mode == Fp8Quant::row) {
-    __shared__ float part[32];
-    float amax = 0.0f;
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) amax = fmaxf(amax, fabsf(to_float(xr[c])));
-    amax = warp_max(amax);
-    if (lane == 0) part[warp] = amax;
-    __syncthreads();
-    amax = lane < warps ? part[lane] : 0.0f;
-    s = scale_for(warp_max(amax));
-  }
-  if (threadIdx.x == 0) scales[r] = s;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) qr[c] = to_e4m3(to_float(xr[c]) / s);
+  quantize_row(x + r * cols, cols, mode, group, fixed, q + r * cols, scales, scale_ld, r);
 }
 
 template <typename T>

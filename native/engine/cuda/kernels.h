@@ -218,6 +218,23 @@ enum class Fp8Quant {
 // x: [rows, cols] of dtype `dt`, row stride cols.
 void quantize_e4m3(const void* x, DType dt, int64_t rows, int64_t cols, Fp8Quant mode, int32_t group,
                    float fixed_scale, uint8_t* q, float* scales, int64_t scale_ld, cudaStream_t s);
+// An FP8 GEMM's quantized activations, made by the kernel that produces them (Gemm::fp8_activation_plan): rows
+// [0, rows) quantized as quantize_e4m3(.., mode, group, fixed, q, scales, scale_ld) would quantize them.
+struct Fp8ActOut {
+  uint8_t* q = nullptr;
+  float* scales = nullptr;
+  int64_t scale_ld = 0, rows = 0;
+  Fp8Quant mode = Fp8Quant::row;
+  int32_t group = 0;
+  float fixed = 1.0f;
+};
+// norm() and gated_activation() that, in the same kernel, also quantize their first qa.rows output rows (as
+// rounded to T) for an FP8 GEMM: the very bytes and scales quantize_e4m3 would give, one launch and one read of
+// the activations fewer.
+void norm_e4m3(const float* x, void* out, DType dt, int64_t rows, int64_t dim, const float* w, const float* b,
+               float eps, const Fp8ActOut& qa, cudaStream_t s);
+void gated_activation_e4m3(const void* gu, void* out, DType dt, int64_t rows, int64_t inter, Act act, const float* b,
+                           const Fp8ActOut& qa, cudaStream_t s);
 // y[r, c] (fp32, row stride ldy) = src[r, c] (dtype dt, [rows, cols]) or y += that: a 16-bit GEMM output
 // into an fp32 destination.
 void add_to_f32(const void* src, DType dt, int64_t rows, int64_t cols, float* y, int64_t ldy, bool accumulate,
