@@ -1,7 +1,8 @@
 // The decoder of decoder.h on one GPU: the same forward pass (embedding, per layer norm -> fused qkv -> rope ->
 // paged attention -> out proj + residual -> norm -> MLP + residual, final norm, LM head) with weights, KV pool and
-// activations in device memory. Weights and KV in bf16 or fp16; the residual stream, norms, rope, softmax and all
-// accumulation in fp32. Tensor parallel: the same row/column split as the CPU model, all-reduces and the logits
+// activations in device memory. Weights in bf16 or fp16 (or e4m3 with scales: FP8 checkpoints, --quantization fp8), KV
+// in the model dtype or e4m3 (--kv-cache-dtype fp8); the residual stream, norms, rope, softmax and all accumulation
+// in fp32. Tensor parallel: the same row/column split as the CPU model, all-reduces and the logits
 // all-gather through NCCL; pipeline parallel: activations and logits through NCCL send/recv.
 //
 // One class over several files, by concept: cuda-decoder.cpp (construction, memory, KV pool), -weights (upload or

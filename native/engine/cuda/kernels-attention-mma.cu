@@ -11,6 +11,8 @@
 // was tried: slower, 4.83 against 4.57 ms per batch-1 step of the 8B shape with the separate merge kernel and PDL.)
 // Small decode batches also do rope_and_write_kv's work for their row (AttnArgs::fresh): measured on an H200 against
 // the separate kernel in the same build, batch-1 steps of the 8B shape 4.33-4.36 against 4.45-4.47 ms, batch 8 equal.
+// FP8 pools (--kv-cache-dtype fp8) stage their e4m3 bytes the same way and widen each tile into 16-bit tiles in
+// shared memory before the warps read it (kv-element.cuh: exact, the scales folded into scores and outputs).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
