@@ -7,7 +7,8 @@
 // The SIMT kernel: one thread block handles one row, one kv head and G of the query heads that read it (GQA: the kv
 // head's keys and values are loaded once for all G). Positions go in tiles of TK: the whole block loads the tile's
 // keys and values into shared memory with coalesced 16-byte loads, then the G x TK scores, an online softmax per
-// head, and the weighted values come out of shared memory.
+// head, and the weighted values come out of shared memory. FP8 pools (--kv-cache-dtype fp8): the tiles stay e4m3
+// bytes in shared memory and widen as they are read (kv-element.cuh).
 #include <algorithm>
 #include <cfloat>
 #include <string>
