@@ -1,7 +1,9 @@
 // `trtllm-launch --model <dir> --dp N`: N replicas of one model behind one endpoint. Built on orchestrator mode: one
 // orchestrator process owns the ports and spawns N worker groups of the same model (tp × pp ranks each); the model is
-// one catalog entry whose executor routes each request to one replica (worker/orchestrator/replica-set.ts). This
-// file checks what --dp cannot be combined with, plans the groups (pure: planDataParallel) and launches the job.
+// one catalog entry whose executor routes each request to one replica (worker/orchestrator/replica-set.ts). With
+// --no-spawn every replica's ranks are started up front by mpirun or srun instead (replica r: job ranks
+// 1 + r·tp·pp ..), which is how --dp runs inside a Slurm allocation. This file checks what --dp cannot be combined
+// with, plans the groups (pure: planDataParallel) and launches the job.
 import { availableParallelism } from 'node:os';
 import { basename, resolve } from 'node:path';
 
@@ -37,7 +39,6 @@ export function planDataParallel(input: DataParallelInput): { plan: MultiModelPl
   const o = input.options;
   const dp = o.dp ?? 1;
   const notes: string[] = [];
-  if (!input.spawn) fail(`--dp ${dp} with --no-spawn is not supported yet: the orchestrator spawns the replicas' worker groups (drop --no-spawn)`);
   // --world-size, when given, counts the replicas' ranks (dp × tp × pp); the orchestrator is extra.
   if (o.worldSize !== undefined && o.worldSize % dp !== 0) fail(`--world-size ${o.worldSize} is not a multiple of --dp ${dp} (world size = dp × tp × pp)`);
   const parallel = resolveParallel({ worldSize: o.worldSize === undefined ? undefined : o.worldSize / dp, tp: o.tp, pp: o.pp });
@@ -73,13 +74,15 @@ export function planDataParallel(input: DataParallelInput): { plan: MultiModelPl
   const serve = serveOptions({ ...options, gpuDeviceIds: undefined }, { tp, pp });
   const name = o.servedModelName ?? basename(resolve(o.model));
   const { apiKey: _secret, ...frontend } = serveOptions({ ...options, gpuDeviceIds: undefined }, { tp: 1, pp: 1 });
+  // No-spawn: replica r is job ranks 1 + r·tp·pp .. (r + 1)·tp·pp, its leader first (rank 0: the orchestrator).
   const groups = Array.from({ length: dp }, (_, r) => ({
-    name, serve, tp, pp, ranks: [], deviceIds: ids.slice(r * ranks, (r + 1) * ranks), replica: r,
+    name, serve, tp, pp, deviceIds: ids.slice(r * ranks, (r + 1) * ranks), replica: r,
+    ranks: input.spawn ? [] : Array.from({ length: ranks }, (_, i) => 1 + r * ranks + i),
   }));
   // One rule for a dead replica: the cluster is a gang (it stops) unless --isolate-failures.
   const isolate = o.isolateFailures && !input.failFast;
   return {
-    plan: { spawn: true, failFast: !isolate, frontend, groups, dp: { router: o.router, isolateFailures: isolate } },
+    plan: { spawn: input.spawn, failFast: !isolate, frontend, groups, dp: { router: o.router, isolateFailures: isolate } },
     notes,
   };
 }
@@ -88,14 +91,16 @@ export async function runDataParallel(options: Readonly<ServeCliOptions>, flags:
   const dp = options.dp ?? 1;
   const launcher = chooseLauncher(options.launcher, 2, process.env);
   if (launcher === 'none') throw new InvalidArgumentError(`--dp ${dp} runs an orchestrator and ${dp} worker groups under MPI: --launcher none cannot start them (use mpirun or auto)`);
-  if (launcher === 'srun') {
-    fail(`--dp ${dp} under srun (Slurm) is not supported yet: the replicas are worker groups spawned with MPI_Comm_spawn, which Slurm's MPI plugins lack (--launcher srun${process.env.SLURM_JOB_ID ? ', chosen inside a Slurm allocation' : ''}); use --launcher mpirun`);
+  if (launcher === 'srun' && flags.spawn) {
+    fail(`--dp ${dp} under srun (Slurm${process.env.SLURM_JOB_ID ? ': --launcher srun, chosen inside a Slurm allocation' : ''}): Slurm's MPI plugins cannot spawn the replicas' worker groups; add --no-spawn to start every replica's ranks with srun up front`);
   }
-  if (options.srunArgs !== undefined) fail(`--srun-args does not apply to --dp ${dp} (it runs under mpirun)`);
+  if (options.srunArgs !== undefined && launcher !== 'srun') fail(`--srun-args applies to --dp ${dp} only under srun (--launcher srun); this job runs under ${launcher}`);
   if (options.isolateFailures && flags.failFast) fail('--isolate-failures and --fail-fast contradict each other: give one');
   const gpu = build.backends.includes('cuda') && options.device !== 'cpu';
   if (options.device === 'cuda' && !gpu) fail(`--device cuda: the CUDA backend is not built into this addon (${build.cuda}); use --device cpu or auto`);
-  const { plan, notes } = planDataParallel({ options, spawn: flags.spawn, failFast: flags.failFast, cpu: !gpu, cores: availableParallelism() });
+  // Under srun the allocation places the ranks (on its nodes, with its CPUs), not this machine's cores.
+  const cores = launcher === 'srun' ? Number.POSITIVE_INFINITY : availableParallelism();
+  const { plan, notes } = planDataParallel({ options, spawn: flags.spawn, failFast: flags.failFast, cpu: !gpu, cores });
   for (const note of notes) process.stderr.write(`trtllm-launch: ${note}\n`);
   const g0 = plan.groups[0]!;
   const note = checkModelBeforeLaunch({
@@ -105,8 +110,8 @@ export async function runDataParallel(options: Readonly<ServeCliOptions>, flags:
   if (options.apiKey) process.env.TRTLLM_API_KEY = options.apiKey;
   const ranks = g0.tp * g0.pp;
   const roles = [
-    `rank 0: orchestrator; HTTP ${options.host}:${options.httpPort}, metrics :${options.metricsPort}; spawns ${dp} replica(s) of ${g0.name}; router ${plan.dp!.router}; ${plan.dp!.isolateFailures ? '--isolate-failures: a dead replica is dropped' : 'a dead replica stops the cluster'}`,
-    ...plan.groups.map((g) => `${g.name} replica ${g.replica}: tp ${g.tp} x pp ${g.pp} (spawned), ${ranks === 1 ? `rank ${1 + g.replica!}` : `ranks ${1 + g.replica! * ranks}-${(g.replica! + 1) * ranks}`} of the job${g.deviceIds.length ? `, devices ${g.deviceIds.join(',')}` : ''}`),
+    `rank 0: orchestrator; HTTP ${options.host}:${options.httpPort}, metrics :${options.metricsPort}; ${plan.spawn ? 'spawns' : 'links to'} ${dp} replica(s) of ${g0.name}; router ${plan.dp!.router}; ${plan.dp!.isolateFailures ? '--isolate-failures: a dead replica is dropped' : 'a dead replica stops the cluster'}`,
+    ...plan.groups.map((g) => `${g.name} replica ${g.replica}: tp ${g.tp} x pp ${g.pp} (${plan.spawn ? 'spawned' : `started by ${launcher}`}), ${ranks === 1 ? `rank ${1 + g.replica!}` : `ranks ${1 + g.replica! * ranks}-${(g.replica! + 1) * ranks}`} of the job${g.deviceIds.length ? `, devices ${g.deviceIds.join(',')}` : ''}`),
   ];
   const banner = (host: string) => [
     `serving ${g0.name} on http://${host}:${options.httpPort} with ${dp} replicas (router ${plan.dp!.router}), metrics on http://${host}:${options.metricsPort}/metrics`,
@@ -114,10 +119,11 @@ export async function runDataParallel(options: Readonly<ServeCliOptions>, flags:
     '  Ctrl-C drains and stops every replica',
   ];
   const { launchCluster } = await import('../cluster/launch.js');
+  const np = plan.spawn ? 1 : 1 + dp * ranks;
   return launchCluster({
-    parallel: { worldSize: 1, tp: 1, pp: 1 }, host: options.host, httpPort: options.httpPort, metricsPort: options.metricsPort, grpcPort: options.grpcPort,
+    parallel: { worldSize: np, tp: 1, pp: 1 }, host: options.host, httpPort: options.httpPort, metricsPort: options.metricsPort, grpcPort: options.grpcPort,
     oversubscribe: options.oversubscribe, hostfile: options.hostfile, hosts: options.hosts, startupTimeoutSeconds: options.startupTimeout,
-    drainTimeoutSeconds: options.drainTimeout, logDir: options.logDir, dryRun: options.dryRun, rankOptions: [], launcher,
-    orchestrated: { np: 1, env: { [PLAN_ENV]: JSON.stringify(plan) }, roles, banner, spawned: dp * ranks },
+    drainTimeoutSeconds: options.drainTimeout, logDir: options.logDir, dryRun: options.dryRun, rankOptions: [], launcher, srunArgs: options.srunArgs,
+    orchestrated: { np, env: { [PLAN_ENV]: JSON.stringify(plan) }, roles, banner, spawned: plan.spawn ? dp * ranks : 0 },
   });
 }

@@ -31,8 +31,8 @@ async function renderJob(command: Command, verb: string): Promise<RenderedJob> {
   const config = await resolveServeConfig(command);
   const o = config.options as ServeCliOptions & SlurmCliOptions;
   if ((o.dp ?? 1) > 1) {
-    // (Its replicas are worker groups spawned with MPI_Comm_spawn, which Slurm's MPI plugins lack: see --dp.)
-    throw new InvalidArgumentError(`slurm ${verb}: --dp ${o.dp} (data-parallel replicas) is not supported under Slurm yet; serve one replica per job, or run --dp under mpirun`);
+    // (The job script runs one model's ranks; --dp's orchestrator job is started by the launcher itself.)
+    throw new InvalidArgumentError(`slurm ${verb}: --dp ${o.dp} (data-parallel replicas) has no job script yet; inside an allocation (salloc / sbatch) run \`trtllm-launch --dp ${o.dp} --no-spawn\`, which starts every replica's ranks with srun`);
   }
   const parallel = resolveParallel(o);
   resolveExperts(parallel.tp, o);  // a bad --ep / --moe-tp fails here, not in the job (which resolves them again)

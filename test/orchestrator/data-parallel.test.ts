@@ -78,8 +78,8 @@ t.test('--dry-run shows the orchestrator and both replicas; bad values are refus
     [['--dp', '2', '--router', 'foo'], /--router must be one of least-load, kv, got "foo"/],
     [['--dp', '2', '--router', 'kv'], /--router kv needs --enable-kv-cache-reuse/],
     [['--router', 'kv', '--enable-kv-cache-reuse'], /--router kv applies to data-parallel replicas: add --dp/],
-    [['--dp', '2', '--no-spawn'], /--dp 2 with --no-spawn is not supported yet/],
-    [['--dp', '2', '--launcher', 'srun'], /--dp 2 under srun \(Slurm\) is not supported yet/],
+    [['--dp', '2', '--launcher', 'srun'], /--dp 2 under srun \(Slurm.*add --no-spawn to start every replica's ranks with srun up front/],
+    [['--dp', '2', '--srun-args=--exclusive'], /--srun-args applies to --dp 2 only under srun/],
     [['--dp', '2', '--world-size', '3'], /--world-size 3 is not a multiple of --dp 2/],
   ];
   for (const [args, message] of cases) {
@@ -87,12 +87,21 @@ t.test('--dry-run shows the orchestrator and both replicas; bad values are refus
     t.not(r.exitCode, 0, `${args.join(' ')}: refused`);
     t.match(r.stderr, message, args.join(' '));
   }
+  const render = await execa('node', [bin, 'slurm', 'render', '--model', MODEL, '--dp', '2'], { reject: false });
+  t.not(render.exitCode, 0, 'slurm render --dp: refused');
+  t.match(render.stderr, /slurm render: --dp 2 \(data-parallel replicas\) has no job script yet; inside an allocation .*--no-spawn/);
   // YAML parallel.dp, the same plan.
   const dir = tempDir('trtllm-dp-');
   writeFileSync(join(dir, 'm.yaml'), `model: ${MODEL}\nparallel: { dp: 2, tp: 1 }\n`);
   const yaml = await execa('node', [bin, '--config', join(dir, 'm.yaml'), '--device', 'cpu', '--oversubscribe', '--dry-run'], { reject: false });
   t.equal(yaml.exitCode, 0, yaml.stderr);
   t.match(yaml.stdout, /tiny-llama replica 1: tp 1 x pp 1 \(spawned\)/, 'parallel.dp in a --config file');
+  // --no-spawn: mpirun starts the orchestrator and both replicas' ranks.
+  const noSpawn = await execa('node', [bin, '--model', MODEL, '--dp', '2', '--tp', '1', '--device', 'cpu', '--oversubscribe', '--no-spawn', '--dry-run'], { reject: false });
+  t.equal(noSpawn.exitCode, 0, noSpawn.stderr);
+  t.match(noSpawn.stdout, /mpirun -np 3 .*--enable-recovery/);
+  t.match(noSpawn.stdout, /rank 0: orchestrator; .*links to 2 replica\(s\) of tiny-llama/);
+  t.match(noSpawn.stdout, /tiny-llama replica 1: tp 1 x pp 1 \(started by mpirun\), rank 2 of the job/);
   const kv = await execa('node', [bin, '--model', MODEL, '--dp', '2', '--router', 'kv', '--enable-kv-cache-reuse', '--oversubscribe', '--dry-run'], { reject: false });
   t.equal(kv.exitCode, 0, kv.stderr);
   t.match(kv.stderr, /--router kv: each replica records KV cache events \(--kv-cache-event-buffer-max-size 16384, set for it\)/);
@@ -209,5 +218,30 @@ t.test('--isolate-failures: a dead replica\'s request fails naming it, the other
   t.equal((await fetch(`${cluster.base}/v2/health/ready`)).status, 200, 'the model stays ready while a replica serves');
   cluster.child.kill('SIGTERM');
   t.equal((await cluster.child).exitCode, 0);
+  await noneLeft(t, cluster.marker);
+});
+
+t.test('--no-spawn: mpirun starts both replicas\' ranks up front; the same answers through both; a clean stop', async (t) => {
+  const cluster = await startDp(['--no-spawn']);
+  t.teardown(() => { cluster.child.kill('SIGKILL'); });
+  t.ok(await cluster.ready, `ready (output: ${cluster.output().slice(-2000)})`);
+  t.match(cluster.output(), /ready after [\d.]+ s: 3 rank\(s\)/, 'mpirun started the orchestrator and both replicas\' ranks');
+  t.same(await perReplica(cluster.metrics, 'trtllm_replica_ready'), [1, 1], 'both replicas ready');
+  t.ok(await waitFor(() => cluster.pid(0) !== undefined && cluster.pid(1) !== undefined), 'the replicas\' pids are known');
+  const [c0, c1] = referenceCases('tiny-llama');
+  const answers = await frozen(cluster.pid(0)!, async () => {
+    // Replica 0 holds the first; least-load sends the second to replica 1.
+    const first = tokens(cluster.base, c0!.input_ids, c0!.max_new_tokens);
+    t.ok(await outstanding(cluster.metrics, [1, 0]), 'the first request waits on replica 0');
+    const second = await tokens(cluster.base, c1!.input_ids, c1!.max_new_tokens);
+    return { first, second };
+  });
+  t.same((answers.second.json.output_ids as number[]).slice(c1!.input_ids.length), c1!.greedy_output_ids, `${c1!.name} through replica 1 = HF greedy`);
+  const first = await answers.first;
+  t.same((first.json.output_ids as number[]).slice(c0!.input_ids.length), c0!.greedy_output_ids, `${c0!.name} through replica 0 = HF greedy`);
+  t.same(await perReplica(cluster.metrics, 'trtllm_replica_requests_routed_total'), [1, 1], 'one request each');
+  cluster.child.kill('SIGTERM');
+  t.equal((await cluster.child).exitCode, 0, 'SIGTERM drains and exits 0');
+  t.match(cluster.output(), /all ranks stopped cleanly/);
   await noneLeft(t, cluster.marker);
 });

@@ -283,7 +283,7 @@ export const MULTI_MODEL_OPTIONS: readonly OptionDefinition<keyof MultiModelOpti
   { name: 'multiModel', flag: '--multi-model', env: 'TRTLLM_MULTI_MODEL', kind: switchKind, default: false,
     help: 'serve every model file of --model-repo, each on its own worker group (orchestrator mode)' },
   { name: 'spawn', flag: '--no-spawn', kind: switchKind,
-    help: 'orchestrator mode without MPI_Comm_spawn: start every rank up front (Slurm); ranks from participant_ids' },
+    help: 'orchestrator mode (--multi-model, --dp) without MPI_Comm_spawn: start every rank up front (Slurm); ranks from participant_ids' },
   { name: 'failFast', flag: '--fail-fast', env: 'TRTLLM_FAIL_FAST', kind: switchKind, default: false,
     help: 'orchestrator mode: one model\'s failure stops the whole cluster' },
 ];

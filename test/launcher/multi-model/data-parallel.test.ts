@@ -44,8 +44,15 @@ t.test('--router kv needs prefix reuse; it turns events on when they are off', a
   t.equal(plan({ router: 'kv', enableKvCacheReuse: true, kvCacheEventBufferMaxSize: 10 }).plan.groups[1]!.serve.kvCacheEventBufferMaxSize, 10);
 });
 
+t.test('--no-spawn: replica r is job ranks 1 + r x tp x pp .., leader first; the orchestrator is rank 0', async (t) => {
+  const p = plan({ tp: 2, dp: 3 }, { spawn: false }).plan;
+  t.equal(p.spawn, false);
+  t.same(p.groups.map((g) => [g.replica, g.ranks]), [[0, [1, 2]], [1, [3, 4]], [2, [5, 6]]]);
+  t.same(plan({}).plan.groups.map((g) => g.ranks), [[], []], 'spawned groups have no job ranks');
+  t.throws(() => plan({ tp: 2 }, { spawn: false, cores: 4 }), /--dp 2 needs 5 processes/);
+});
+
 t.test('refusals name the options', async (t) => {
-  t.throws(() => plan({}, { spawn: false }), /--dp 2 with --no-spawn is not supported yet/);
   t.throws(() => plan({ worldSize: 3 }), /--world-size 3 is not a multiple of --dp 2/);
   t.throws(() => plan({ tp: 2 }, { cores: 4 }), /--dp 2 needs 5 processes .* 4 core\(s\): pass --oversubscribe/);
 });
