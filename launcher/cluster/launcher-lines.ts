@@ -32,7 +32,8 @@ export function servingLine(host: string, port: number, tp: number, pp: number, 
 }
 
 export function parseServingLine(line: string): ServingEndpoint | undefined {
-  const m = /^serving on http:\/\/(\S+):(\d+) .*metrics on http:\/\/(\S+):(\d+)\/metrics/.exec(line);
+  // (`serving on ...` for one model's ranks, `serving <model> on ...` for --dp, `serving N model(s) on ...`.)
+  const m = /^serving (?:.* )?on http:\/\/(\S+):(\d+) .*metrics on http:\/\/(\S+):(\d+)\/metrics/.exec(line);
   return m ? { host: m[1]!, port: Number(m[2]), metricsHost: m[3]!, metricsPort: Number(m[4]) } : undefined;
 }
 

@@ -22,7 +22,9 @@ export interface SlurmJobOptions {
 
 /** The serve settings the job plan depends on. */
 export interface ServeFacts {
-  parallel: ParallelPlan;
+  parallel: ParallelPlan;  // one replica's grid
+  /** --dp: replicas of the model, each `parallel`, behind an orchestrator task (rank 0); undefined or 1: none. */
+  dp?: number | undefined;
   device: 'auto' | 'cpu' | 'cuda';
   threads?: number | undefined;
   drainTimeout: number;
@@ -60,15 +62,21 @@ function singleWord(option: string, value: string): string {
 
 export function planJob(o: SlurmJobOptions, serve: ServeFacts): JobPlan {
   const { worldSize, tp, pp } = serve.parallel;
+  const dp = serve.dp ?? 1;
   if (!Number.isInteger(o.nodes) || o.nodes < 1) throw new InvalidArgumentError(`--nodes must be an integer >= 1, got "${o.nodes}"`);
+  // --dp: the orchestrator is one more task, on the first node; its replicas' devices are numbered on that node.
+  if (dp > 1 && o.nodes !== 1) {
+    throw new InvalidArgumentError(`--nodes ${o.nodes} with --dp ${dp}: a --dp job script runs on one node for now (the orchestrator and every replica's ranks); use --nodes 1`);
+  }
   if (worldSize % o.nodes !== 0) {
     throw new InvalidArgumentError(`--nodes ${o.nodes} does not divide tp ${tp} x pp ${pp} = ${worldSize} ranks: every node runs the same number of ranks`);
   }
-  const tasksPerNode = worldSize / o.nodes;
+  const ranksPerNode = (dp * worldSize) / o.nodes;  // the model's ranks (one GPU each)
+  const tasksPerNode = ranksPerNode + (dp > 1 ? 1 : 0);
   let gpusPerNode = o.gpusPerNode;
-  if (gpusPerNode === undefined && serve.device === 'cuda') gpusPerNode = tasksPerNode;
-  if (gpusPerNode !== undefined && gpusPerNode !== 0 && gpusPerNode < tasksPerNode) {
-    throw new InvalidArgumentError(`--gpus-per-node ${gpusPerNode} is fewer than the ${tasksPerNode} ranks per node (one GPU per rank); use --gpus-per-node ${tasksPerNode} or more nodes`);
+  if (gpusPerNode === undefined && serve.device === 'cuda') gpusPerNode = ranksPerNode;
+  if (gpusPerNode !== undefined && gpusPerNode !== 0 && gpusPerNode < ranksPerNode) {
+    throw new InvalidArgumentError(`--gpus-per-node ${gpusPerNode} is fewer than the ${ranksPerNode} ranks per node (one GPU per rank); use --gpus-per-node ${ranksPerNode}${dp > 1 ? '' : ' or more nodes'}`);
   }
   const limit = parseTimeLimit(o.time);
   let signalSeconds: number | undefined;

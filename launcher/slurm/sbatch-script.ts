@@ -24,12 +24,16 @@ function directive(on: boolean, text: string): string {
 export function renderSbatchScript(input: ScriptInput): string {
   const { plan } = input;
   const { tp, pp, worldSize } = plan.serve.parallel;
+  const dp = plan.serve.dp ?? 1;
   const perNode = plan.nodes === 1 ? `on 1 node` : `on ${plan.nodes} nodes, ${plan.tasksPerNode} per node`;
+  const grid = dp > 1
+    ? `${dp} replicas of tp ${tp} x pp ${pp} behind an orchestrator = ${1 + dp * worldSize} tasks`
+    : `tp ${tp} x pp ${pp} = ${worldSize} rank${worldSize === 1 ? '' : 's'}`;
   const port = plan.serve.httpPort;
   const out = plan.outputDir;
   const lines: string[] = [
     '#!/bin/bash',
-    `# trtllm-launch serving job: tp ${tp} x pp ${pp} = ${worldSize} rank${worldSize === 1 ? '' : 's'} ${perNode}.`,
+    `# trtllm-launch serving job: ${grid} ${perNode}.`,
     `# Rendered by: trtllm-launch ${shellQuote(input.renderedBy)}`,
     '#',
     `#   submit:  mkdir -p ${out} && sbatch <this file>`,
@@ -51,6 +55,7 @@ export function renderSbatchScript(input: ScriptInput): string {
     '# One Slurm task per rank, the same number on every node. The launcher starts them itself with srun',
     '# (so no --ntasks here, and no srun below).',
     directive(true, `--nodes=${plan.nodes}`),
+    ...(dp > 1 ? [`# --dp ${dp}: one task more than the replicas' ${dp * worldSize} ranks: the orchestrator (task 0), which serves HTTP and routes.`] : []),
     directive(true, `--ntasks-per-node=${plan.tasksPerNode}`),
   ];
   if (plan.nodes > 1) {
@@ -92,12 +97,20 @@ export function renderSbatchScript(input: ScriptInput): string {
     else options[options.length - 1] += ` ${shellQuote([word])}`;
   }
   if (plan.srunArgs !== undefined) options.push(`--srun-args ${shellQuote([plan.srunArgs])}`);
+  // --dp inside the allocation: srun starts every replica's ranks up front (Slurm's MPI plugins cannot spawn).
+  if (dp > 1 && !input.serveArgs.includes('--no-spawn')) options.push('--no-spawn');
   lines.push(
     '',
     '# ---- The job: this part runs on the first node. ----',
     '# The launcher starts one rank per task with `srun --mpi=pmix` (pmi2 where this Slurm has no pmix plugin): Slurm\'s',
-    '# task number (SLURM_PROCID) is the MPI rank, rank 0 is the leader and serves HTTP on this node, the others only',
-    '# compute. It prints the endpoint once the leader answers /v2/health/ready, and stops every rank if one fails.',
+    ...(dp > 1 ? [
+      '# task number (SLURM_PROCID) is the MPI rank, rank 0 is the orchestrator and serves HTTP on this node, replica r',
+      `# is ranks 1 + r x ${worldSize} on. It prints the endpoint once the orchestrator answers, and stops every rank if the`,
+      '# job fails (with --isolate-failures a dead replica is dropped instead).',
+    ] : [
+      '# task number (SLURM_PROCID) is the MPI rank, rank 0 is the leader and serves HTTP on this node, the others only',
+      '# compute. It prints the endpoint once the leader answers /v2/health/ready, and stops every rank if one fails.',
+    ]),
     '# `exec` makes it the job\'s main process, so the signals above reach it. Each rank\'s lines also go to',
     '# --log-dir/rank-N.log.',
   );

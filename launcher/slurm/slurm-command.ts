@@ -9,6 +9,7 @@ import { type Command, InvalidArgumentError } from 'commander';
 import { TrtllmError } from '../../worker/common/errors.js';
 import { resolveExperts, resolveParallel } from '../cluster/parallel-plan.js';
 import { resolveServeConfig } from '../config/resolve-serve-config.js';
+import { planDataParallel } from '../multi-model/data-parallel.js';
 import { addConfigSourceOptions, addServeOptions, type ServeCliOptions } from '../serve-options.js';
 import { followJob, type FollowResult, nodeAddress, showJob, slurmCommand } from './follow-job.js';
 import { isFinal } from './job-status.js';
@@ -30,14 +31,17 @@ interface RenderedJob {
 async function renderJob(command: Command, verb: string): Promise<RenderedJob> {
   const config = await resolveServeConfig(command);
   const o = config.options as ServeCliOptions & SlurmCliOptions;
-  if ((o.dp ?? 1) > 1) {
-    // (The job script runs one model's ranks; --dp's orchestrator job is started by the launcher itself.)
-    throw new InvalidArgumentError(`slurm ${verb}: --dp ${o.dp} (data-parallel replicas) has no job script yet; inside an allocation (salloc / sbatch) run \`trtllm-launch --dp ${o.dp} --no-spawn\`, which starts every replica's ranks with srun`);
+  const dp = o.dp ?? 1;
+  let parallel = resolveParallel(o);
+  if (dp > 1) {
+    // The replicas' plan, checked here as the job will check it (--router kv, devices, --world-size = dp x tp x pp).
+    const { plan: replicas } = planDataParallel({ options: o, spawn: false, failFast: false, cpu: o.device === 'cpu', cores: Number.POSITIVE_INFINITY });
+    const g0 = replicas.groups[0]!;
+    parallel = { worldSize: g0.tp * g0.pp, tp: g0.tp, pp: g0.pp };
   }
-  const parallel = resolveParallel(o);
   resolveExperts(parallel.tp, o);  // a bad --ep / --moe-tp fails here, not in the job (which resolves them again)
   const plan = planJob(o, {
-    parallel, device: o.device, threads: o.threads, drainTimeout: o.drainTimeout,
+    parallel, dp, device: o.device, threads: o.threads, drainTimeout: o.drainTimeout,
     httpPort: o.httpPort, metricsPort: o.metricsPort, srunArgs: o.srunArgs,
   });
   let model: string | undefined;
@@ -90,7 +94,8 @@ async function submit(command: Command): Promise<number> {
   const saved = join(plan.outputDir, `${plan.jobName}-${jobId}.sbatch`);
   writeFileSync(saved, script);
   const { tp, pp, worldSize } = plan.serve.parallel;
-  out(`submitted batch job ${jobId}: tp ${tp} x pp ${pp} = ${worldSize} rank(s) on ${plan.nodes} node(s); script ${saved}`);
+  const dp = plan.serve.dp ?? 1;
+  out(`submitted batch job ${jobId}: ${dp > 1 ? `${dp} replicas of tp ${tp} x pp ${pp} + the orchestrator = ${1 + dp * worldSize} tasks` : `tp ${tp} x pp ${pp} = ${worldSize} rank(s)`} on ${plan.nodes} node(s); script ${saved}`);
   if (!follow.follow) {
     out(`  follow it: tail -f ${join(plan.outputDir, `${plan.jobName}-${jobId}.out`)}; stop it: trtllm-launch slurm stop ${jobId}`);
     return 0;

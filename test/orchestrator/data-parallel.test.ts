@@ -88,8 +88,10 @@ t.test('--dry-run shows the orchestrator and both replicas; bad values are refus
     t.match(r.stderr, message, args.join(' '));
   }
   const render = await execa('node', [bin, 'slurm', 'render', '--model', MODEL, '--dp', '2'], { reject: false });
-  t.not(render.exitCode, 0, 'slurm render --dp: refused');
-  t.match(render.stderr, /slurm render: --dp 2 \(data-parallel replicas\) has no job script yet; inside an allocation .*--no-spawn/);
+  t.equal(render.exitCode, 0, render.stderr);
+  t.match(render.stdout, /#SBATCH --ntasks-per-node=3\n[^]*--dp 2 \\\n  --no-spawn$/, 'slurm render --dp: the orchestrator task and --no-spawn');
+  const twoNodes = await execa('node', [bin, 'slurm', 'render', '--model', MODEL, '--dp', '2', '--nodes', '2'], { reject: false });
+  t.match(twoNodes.stderr, /--nodes 2 with --dp 2: a --dp job script runs on one node for now/);
   // YAML parallel.dp, the same plan.
   const dir = tempDir('trtllm-dp-');
   writeFileSync(join(dir, 'm.yaml'), `model: ${MODEL}\nparallel: { dp: 2, tp: 1 }\n`);

@@ -1,6 +1,8 @@
-// `--dp 2 --no-spawn` inside a Slurm allocation, on a real one-node cluster (munged, slurmctld and slurmd started
-// here): srun starts the orchestrator and both replicas' ranks as one step, each replica answers HF greedy, and
-// Ctrl-C drains the whole job with nothing left running. Without --no-spawn the launcher refuses, naming the option.
+// `--dp 2` under Slurm, on a real one-node cluster (munged, slurmctld and slurmd started here): `--no-spawn` inside
+// a salloc allocation — srun starts the orchestrator and both replicas' ranks as one step, every answer is HF
+// greedy, Ctrl-C drains the whole job with nothing left running (without --no-spawn the launcher refuses, naming the
+// option) — and `slurm submit --dp 2`, whose job script does the same, followed to its endpoint and stopped with a
+// drain.
 // Skipped, with the reason, where the daemons cannot run (not root, Slurm not installed, daemons refusing to start).
 import { hostname } from 'node:os';
 
@@ -10,7 +12,11 @@ import t from 'tap';
 import { fixtureDir, referenceCases } from '../helpers/fixtures.js';
 import { startSlurm } from '../helpers/slurm-cluster.js';
 import { processesWith } from '../helpers/processes.js';
-import { BIN, freePort, waitNoProcesses } from '../helpers/slurm-jobs.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { BIN, freePort, parseSubmit, showJob, trtllm, waitNoProcesses } from '../helpers/slurm-jobs.js';
 import { waitFor } from '../helpers/wait.js';
 
 const node = hostname().split('.')[0]!;
@@ -77,6 +83,36 @@ t.test('inside salloc: --dp 2 --no-spawn runs under srun, both replicas answer H
   t.match(all, /\[launcher\] all ranks stopped cleanly\n/);
   t.same((await waitNoProcesses(`--http-port ${port}`)).map((p) => p.cmd.slice(0, 80)), [], 'no launcher or srun left');
   // The ranks carry the plan (with this port) in their environment.
+  const marker = `"httpPort":${port},`;
+  await waitFor(() => processesWith(marker, true).length === 0);
+  t.same(processesWith(marker, true), [], 'no orchestrator or replica rank left');
+});
+
+t.test('slurm submit --dp 2: the job script runs the orchestrator and both replicas; stop drains it', { skip }, async (t) => {
+  const work = mkdtempSync(join(tmpdir(), 'trtl-slurm-dp-'));
+  t.teardown(() => rmSync(work, { recursive: true, force: true }));
+  const port = await freePort();
+  const metricsPort = await freePort();
+  const r = await trtllm(['slurm', 'submit', '--model', MODEL, '--dp', '2', '--threads', '1', '--tokens-per-block', '16', '--output-dir', 'logs',
+    '--http-port', String(port), '--metrics-port', String(metricsPort), '--grpc-port', String(await freePort()), '--job-name', 'dp', '--drain-timeout', '20'], work, env);
+  t.equal(r.exitCode, 0, `submit exit 0${r.exitCode === 0 ? '' : ` (${r.all?.slice(-3000)})`}`);
+  t.match(r.all, /submitted batch job \d+: 2 replicas of tp 1 x pp 1 \+ the orchestrator = 3 tasks on 1 node\(s\)/);
+  const job = parseSubmit(r.all ?? '');
+  t.ok(job.jobId, 'printed the job id');
+  t.equal(job.port, port, 'the endpoint it followed to');
+  if (!job.jobId) return;
+  t.teardown(() => execa('scancel', [job.jobId!], { env, reject: false }));
+  for (const c of referenceCases('tiny-llama').slice(0, 2)) {
+    const out = await generate(port, c.input_ids, c.max_new_tokens);
+    t.same(out.slice(c.input_ids.length), c.greedy_output_ids, `${c.name}: = HF greedy`);
+  }
+  const counts = await routed(metricsPort);
+  t.equal(counts[0]! + counts[1]!, 2, `routed through the replicas (${counts})`);
+  const stop = await trtllm(['slurm', 'stop', job.jobId], work, env);
+  t.equal(stop.exitCode, 0, `stop exit 0${stop.exitCode === 0 ? '' : ` (${stop.all})`}`);
+  t.match(stop.all, new RegExp(`job ${job.jobId} stopped cleanly: COMPLETED, exit code 0:0`));
+  const info = await showJob(env, job.jobId);
+  t.equal(info?.state, 'COMPLETED');
   const marker = `"httpPort":${port},`;
   await waitFor(() => processesWith(marker, true).length === 0);
   t.same(processesWith(marker, true), [], 'no orchestrator or replica rank left');

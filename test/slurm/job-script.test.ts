@@ -83,6 +83,21 @@ t.test('the rendered script', async (t) => {
   t.equal(syntax.exitCode, 0, `bash -n accepts it${syntax.exitCode === 0 ? '' : `: ${syntax.all}`}`);
 });
 
+t.test('--dp: the orchestrator is one more task on one node; its replicas take one GPU per rank; --no-spawn added', async (t) => {
+  const dp = planJob(job(), serve({ parallel: { worldSize: 2, tp: 2, pp: 1 }, dp: 3, device: 'cuda' }));
+  t.equal(dp.tasksPerNode, 7, '1 + 3 replicas x 2 ranks');
+  t.equal(dp.gpusPerNode, 6, 'no GPU for the orchestrator');
+  t.throws(() => planJob(job({ nodes: 2 }), serve({ dp: 2 })), /--nodes 2 with --dp 2: a --dp job script runs on one node for now .*use --nodes 1/);
+  t.throws(() => planJob(job({ gpusPerNode: 4 }), serve({ dp: 3, device: 'cuda' })), /--gpus-per-node 4 is fewer than the 6 ranks per node/);
+  const s = render(dp, { serveArgs: ['--dp', '3'] });
+  t.match(s, /^#!\/bin\/bash\n# trtllm-launch serving job: 3 replicas of tp 2 x pp 1 behind an orchestrator = 7 tasks on 1 node\.\n/);
+  t.match(s, /\n#SBATCH --nodes=1\n# --dp 3: one task more than the replicas' 6 ranks: the orchestrator \(task 0\), which serves HTTP and routes\.\n#SBATCH --ntasks-per-node=7\n/);
+  t.match(s, /\n  --dp 3 \\\n  --no-spawn\n$/, '--no-spawn: srun starts every rank up front');
+  t.notMatch(render(dp, { serveArgs: ['--dp', '3', '--no-spawn'] }), /--no-spawn[^]*--no-spawn/, 'once');
+  const syntax = await execa('bash', ['-n'], { input: s, reject: false, all: true });
+  t.equal(syntax.exitCode, 0, `bash -n accepts it${syntax.exitCode === 0 ? '' : `: ${syntax.all}`}`);
+});
+
 t.test('serve options passed on: set ones only, paths absolute, never the key', async (t) => {
   const command = addSlurmJobOptions(addServeOptions(new Command('render')).exitOverride());
   command.parse(['--tp', '2', '--model', 'm', '--api-key', 'secret', '--max-batch-size', '8', '--hostfile', 'hosts', '--srun-args', '--overlap', '--sbatch-arg=--exclusive', '--enable-chunked-context'], { from: 'user' });
