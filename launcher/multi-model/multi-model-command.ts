@@ -27,10 +27,6 @@ export async function runMultiModel(command: Command): Promise<number> {
     const file = await readConfigFile(path, `--model-repo ${modelRepo}`);
     models.push({ path, options: effectiveConfig(cli, file).options, values: file.values });
   }
-  const replicated = models.find((m) => (m.options.dp ?? 1) > 1);
-  if (replicated) {
-    throw new InvalidArgumentError(`--multi-model with data parallelism is not supported yet: ${replicated.path} (or --dp) asks for ${replicated.options.dp} replicas; serve one model with --dp, or drop parallel.dp`);
-  }
   const spawnNp = 1;
   const launcher = chooseLauncher(flags.launcher, 2, process.env);
   if (launcher === 'none') throw new InvalidArgumentError('--multi-model runs the orchestrator and its worker groups under MPI: --launcher none cannot start them (use mpirun, srun or auto)');
@@ -55,7 +51,7 @@ export async function runMultiModel(command: Command): Promise<number> {
   const total = plan.groups.reduce((n, g) => n + g.tp * g.pp, 0);
   const roles = [
     `rank 0: orchestrator; HTTP ${flags.host}:${flags.httpPort}, metrics :${flags.metricsPort}; ${plan.spawn ? 'spawns' : 'links to'} ${plan.groups.length} worker group(s)${plan.failFast ? '; --fail-fast' : ''}`,
-    ...plan.groups.map((g) => `${g.name}: tp ${g.tp} x pp ${g.pp} from ${g.serve.model}${plan.spawn ? ' (spawned)' : `, job ranks ${g.ranks.join(',')}`}${g.deviceIds.length ? `, devices ${g.deviceIds.join(',')}` : ''}`),
+    ...plan.groups.map((g) => `${g.name}${g.replica === undefined ? '' : ` replica ${g.replica} (router ${g.router})`}: tp ${g.tp} x pp ${g.pp} from ${g.serve.model}${plan.spawn ? ' (spawned)' : `, job ranks ${g.ranks.join(',')}`}${g.deviceIds.length ? `, devices ${g.deviceIds.join(',')}` : ''}`),
   ];
   const banner = (host: string) => [
     `serving ${plan.groups.length} model(s) on http://${host}:${flags.httpPort} (orchestrator mode), metrics on http://${host}:${flags.metricsPort}/metrics`,

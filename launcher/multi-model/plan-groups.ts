@@ -2,7 +2,9 @@
 // Checks what can be checked before anything starts: unique names, world size, device ids (Triton's "0,1;2,3"
 // spelling too) that do not overlap and cover every rank, participant ids (no-spawn) that form a partition of the
 // job, KV cache events only with prefix reuse, and — on the CPU — more ranks than cores only when --oversubscribe
-// says so.
+// says so. A file with parallel.dp N is N groups of one name (replicas behind a router, as `--dp`; Triton's
+// instance_group count): its device ids and participant ids cover every replica's ranks, replica r taking the r-th
+// run of tp × pp.
 import { basename, extname } from 'node:path';
 
 import { InvalidArgumentError } from 'commander';
@@ -10,6 +12,7 @@ import { InvalidArgumentError } from 'commander';
 import type { GroupPlan, MultiModelPlan } from '../../worker/orchestrator/plan.js';
 import type { ServeOptions } from '../../worker/options/serve-options.js';
 import type { ServeCliOptions } from '../serve-options.js';
+import { KV_ROUTER_EVENT_BUFFER } from './data-parallel.js';
 
 export interface ModelFile {
   path: string;
@@ -57,23 +60,40 @@ export function planMultiModel(input: MultiModelInput): MultiModelPlan {
   }
   const names = new Map<string, string>();
   const devices = input.gpuDeviceIds === undefined ? undefined : parseDeviceLists(input.gpuDeviceIds, models.length);
-  const groups: GroupPlan[] = models.map((file, i) => {
+  const groups: GroupPlan[] = models.flatMap((file, i) => {
     const name = modelName(file);
     const other = names.get(name);
     if (other) fail(`model name "${name}" is used by both ${other} and ${file.path}: set a distinct "name" in one of them`);
     names.set(name, file.path);
-    const events = file.options.kvCacheEventBufferMaxSize ?? 0;
-    if (events > 0 && file.options.enableKvCacheReuse !== true) {
+    const dp = file.options.dp ?? 1;
+    let options = file.options;
+    if (dp > 1 && options.router === 'kv') {
+      if (options.enableKvCacheReuse !== true) fail(`model "${name}" (${file.path}): router kv needs kv_cache.enable_reuse: true: it routes by what each replica's prefix cache holds, which is off`);
+      if ((options.kvCacheEventBufferMaxSize ?? 0) === 0) options = { ...options, kvCacheEventBufferMaxSize: KV_ROUTER_EVENT_BUFFER };
+    }
+    const events = options.kvCacheEventBufferMaxSize ?? 0;
+    if (events > 0 && options.enableKvCacheReuse !== true) {
       fail(`model "${name}" (${file.path}): kv_cache.event_buffer_max_size ${events} needs kv_cache.enable_reuse: true (--kv-cache-event-buffer-max-size needs --enable-kv-cache-reuse): KV cache events report the prefix cache, which is off`);
     }
-    const tp = file.options.tp ?? 1;
-    const pp = file.options.pp ?? 1;
+    const tp = options.tp ?? 1;
+    const pp = options.pp ?? 1;
+    const per = tp * pp;
+    const grid = dp > 1 ? `${dp} replicas x tp ${tp} x pp ${pp}` : `tp ${tp} x pp ${pp}`;
     const deviceIds = devices?.[i] ?? ((file.values.get('gpu_device_ids') as number[] | undefined) ?? []);
-    if (deviceIds.length > 0 && deviceIds.length < tp * pp) {
-      fail(`model "${name}" (${file.path}) needs ${tp * pp} rank(s) (tp ${tp} x pp ${pp}) but has ${deviceIds.length} device id(s) [${deviceIds.join(', ')}]: give one device per rank`);
+    if (deviceIds.length > 0 && deviceIds.length < dp * per) {
+      fail(`model "${name}" (${file.path}) needs ${dp * per} rank(s) (${grid}) but has ${deviceIds.length} device id(s) [${deviceIds.join(', ')}]: give one device per rank`);
     }
     const ranks = [...((file.values.get('participant_ids') as number[] | undefined) ?? [])].sort((a, b) => a - b);
-    return { name, serve: input.serveOptions(file.options, { tp, pp }), tp, pp, ranks, deviceIds: [...deviceIds] };
+    if (dp > 1 && ranks.length > 0 && ranks.length !== dp * per) {
+      fail(`model "${name}": participant_ids [${ranks.join(', ')}] has ${ranks.length} rank(s), ${grid} needs ${dp * per}`);
+    }
+    const serve = input.serveOptions(options, { tp, pp });
+    return Array.from({ length: dp }, (_, r) => ({
+      name, serve, tp, pp,
+      ranks: dp > 1 ? ranks.slice(r * per, (r + 1) * per) : ranks,
+      deviceIds: dp > 1 ? deviceIds.slice(r * per, (r + 1) * per) : [...deviceIds],
+      ...(dp > 1 ? { replica: r, router: options.router ?? 'least-load' } : {}),
+    }));
   });
 
   const owner = new Map<number, string>();
@@ -89,7 +109,7 @@ export function planMultiModel(input: MultiModelInput): MultiModelPlan {
   if (!input.spawn) assignParticipants(groups, input.worldSize);
   const processes = 1 + total;
   if (input.cpu && processes > input.cores && !input.oversubscribe) {
-    fail(`--multi-model needs ${processes} processes (the orchestrator + ${groups.map((g) => `${g.tp * g.pp} for ${g.name}`).join(', ')}) but this machine has ${input.cores} core(s): pass --oversubscribe to run more ranks than cores`);
+    fail(`--multi-model needs ${processes} processes (the orchestrator + ${groups.map((g) => `${g.tp * g.pp} for ${g.name}${g.replica === undefined ? '' : ` replica ${g.replica}`}`).join(', ')}) but this machine has ${input.cores} core(s): pass --oversubscribe to run more ranks than cores`);
   }
   return { spawn: input.spawn, failFast: input.failFast, frontend: input.frontend, groups };
 }

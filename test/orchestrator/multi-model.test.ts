@@ -302,3 +302,45 @@ t.test('KV cache events: every group asked over its link, each event tagged with
   t.equal((await cluster.child).exitCode, 0, 'SIGTERM drains and exits 0');
   await noneLeft(t, cluster.marker);
 });
+
+t.test('a model file with parallel.dp 2: two replicas of it behind its name next to another model; a dead replica is dropped alone', async (t) => {
+  const expected = await oneRankOutputs(t);
+  const repo = repository({
+    'alpha.yaml': `model: ${fixtureDir('tiny-llama')}\nparallel:\n  dp: 2\nkv_cache:\n  tokens_per_block: 16\n`,
+    'beta.yaml': `model: ${fixtureDir('tiny-gpt2')}\nkv_cache:\n  tokens_per_block: 16\n`,
+  });
+  const cluster = await startCluster([], repo);
+  t.teardown(() => { cluster.child.kill('SIGKILL'); });
+  t.ok(await cluster.ready, `ready (output: ${cluster.output().slice(-2000)})`);
+  const replicaPid = (r: number) => {
+    const m = new RegExp(`model alpha replica ${r}: ready on 1 rank\\(s\\) \\(pid (\\d+)@`).exec(cluster.output());
+    return m ? Number(m[1]) : undefined;
+  };
+  t.ok(await waitFor(() => replicaPid(0) !== undefined && replicaPid(1) !== undefined), 'both replicas of alpha came up');
+  t.match(cluster.output(), /orchestrator ready: 2 of 2 model\(s\) serving/);
+  for (const r of ['0', '1']) t.equal(await metric(cluster.metrics, 'trtllm_replica_ready', `model="alpha",replica="${r}"`), 1, `alpha replica ${r} ready`);
+  // Replica 0 frozen holds the first request; least-load then sends the second to replica 1.
+  process.kill(replicaPid(0)!, 'SIGSTOP');
+  let first: Promise<{ status: number; json: any }>;
+  let second: { status: number; json: any };
+  try {
+    first = generate(cluster.base, 'alpha', PROMPTS[0]!);
+    t.ok(await waitFor(async () => (await metric(cluster.metrics, 'trtllm_replica_outstanding_requests', 'model="alpha",replica="0"')) === 1), 'replica 0 holds the first');
+    second = await generate(cluster.base, 'alpha', PROMPTS[1]!);
+  } finally {
+    process.kill(replicaPid(0)!, 'SIGCONT');
+  }
+  t.equal((await first).json.text_output, expected.alpha![0], 'through replica 0 = one rank');
+  t.equal(second.json.text_output, expected.alpha![1], 'through replica 1 = one rank');
+  t.equal(await metric(cluster.metrics, 'trtllm_replica_requests_routed_total', 'model="alpha",replica="1"'), 1, 'replica 1 served one');
+  t.equal((await generate(cluster.base, 'beta', PROMPTS[0]!)).json.text_output, expected.beta![0], 'beta = one rank');
+
+  process.kill(replicaPid(1)!, 'SIGKILL');
+  t.ok(await waitFor(async () => (await metric(cluster.metrics, 'trtllm_replica_ready', 'model="alpha",replica="1"')) === 0), 'replica 1 is dropped');
+  t.equal((await generate(cluster.base, 'alpha', PROMPTS[2]!)).json.text_output, expected.alpha![2], 'alpha keeps serving on replica 0');
+  t.equal((await generate(cluster.base, 'beta', PROMPTS[1]!)).json.text_output, expected.beta![1], 'beta is untouched');
+  t.equal((await fetch(`${cluster.base}/v2/models/alpha/ready`)).status, 200, 'alpha stays ready while a replica serves');
+  cluster.child.kill('SIGTERM');
+  t.equal((await cluster.child).exitCode, 0, 'SIGTERM drains and exits 0');
+  await noneLeft(t, cluster.marker);
+});

@@ -98,10 +98,11 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
   // A model is its group, or under --dp its replicas' groups (one catalog entry, a replica set as its executor).
   const models = new Map<string, WorkerGroup[]>();
   for (const g of groups) models.set(g.name, [...(models.get(g.name) ?? []), g]);
-  const sets: ReplicaSet[] = [];
+  const polled: (() => void)[] = [];  // each model's executor (its replica set, or its one group's) asked for stats
   for (const [i, members] of [...models.values()].entries()) {
     const g = members[0]!;
-    const replicated = plan.dp !== undefined;
+    // --dp, or a --multi-model file with parallel.dp: several groups under one name.
+    const replicated = plan.dp !== undefined || members.length > 1;
     const anyLive = () => members.some((m) => m.status === 'ready');
     const reason = replicated
       ? () => (anyLive() ? undefined : `no replica is serving (${members.map((m) => `replica ${m.plan.replica}: ${m.reason ?? m.status}`).join('; ')})`)
@@ -110,9 +111,9 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
       catalogModels.push({ name: g.name, ctx: undefined, reason });
       continue;
     }
-    const set = replicated ? new ReplicaSet(g.name, members, plan.dp!.router, registry) : undefined;
-    if (set) sets.push(set);
+    const set = replicated ? new ReplicaSet(g.name, members, g.plan.router ?? plan.dp?.router ?? 'least-load', registry) : undefined;
     const executor = set ?? g.executor!;
+    polled.push(() => { executor.iterationStats(); });
     const names = i === 0 ? [g.name, ...MODEL_NAMES] : [g.name];
     const metrics = new ServingMetrics(executor, names, { registry, engineModel: g.name, precision: modelPrecision(executor.modelConfig, g.plan.serve.quantization) });
     executor.onIterationStats(metrics.onIterationStats);
@@ -156,16 +157,15 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
   // "ready", so a request that comes right after must not find the models still closed (503) while gRPC starts.
   const httpPort = await listen(http, opts.httpPort, opts.host, '--http-port');
   open = true;
-  const poll = setInterval(() => {
-    for (const set of sets) set.iterationStats();
-    if (sets.length === 0) for (const g of groups) g.executor?.iterationStats();
-  }, 500);
+  const poll = setInterval(() => { for (const ask of polled) ask(); }, 500);
   const shown = opts.host === '0.0.0.0' || opts.host === '::' ? 'localhost' : opts.host;
   process.stdout.write([
     `Started HTTPService at ${opts.host}:${httpPort}`,
     `Started Metrics Service at ${opts.host}:${metricsPort}`,
     ...(grpc === undefined ? [] : [`Started GRPCInferenceService at ${opts.host}:${grpc.port}`]),
-    `orchestrator ready: ${groups.filter((g) => g.status === 'ready').length} of ${groups.length} ${plan.dp ? `replica(s) of ${groups[0]!.name}` : 'model(s)'} serving`,
+    plan.dp
+      ? `orchestrator ready: ${groups.filter((g) => g.status === 'ready').length} of ${groups.length} replica(s) of ${groups[0]!.name} serving`
+      : `orchestrator ready: ${[...models.values()].filter((ms) => ms.some((m) => m.status === 'ready')).length} of ${models.size} model(s) serving`,
     ...groups.map((g) => `  ${g.label}: ${g.status === 'ready' ? `ready (tp ${g.plan.tp} x pp ${g.plan.pp})` : `NOT available: ${g.reason}`}`),
     `  curl -X POST ${shown}:${httpPort}/v2/models/${groups[0]!.name}/generate -d '{"text_input": "What is machine learning?", "max_tokens": 20}'`,
     '',

@@ -15,6 +15,7 @@ export interface GroupPlan {
   ranks: number[];         // no-spawn: the job ranks of this group (participant ids), leader first; spawn: []
   deviceIds: number[];     // the model's devices (rank i uses the i-th), or empty (CPU backend)
   replica?: number;        // --dp: this group is replica `replica` of the model `name` (groups of one model share it)
+  router?: RouterKind;     // --multi-model with a model file's parallel.dp: its replicas' router (else plan.dp's)
 }
 
 export interface MultiModelPlan {

@@ -57,12 +57,15 @@ export class ReplicaSet implements ServingExecutor {
     this.limits = first.limits;
     this.index = new KvPrefixIndex(replicas.length);
     this.routed = replicas.map(() => 0);
+    // (Several replicated models of one --multi-model repository share the families: one per name in a registry.)
+    const family = <T>(name: string, make: () => T): T => (registry?.getSingleMetric(name) as T | undefined) ?? make();
+    const labelNames = ['model', 'replica'];
     this.gauges = registry === undefined ? undefined : {
-      outstanding: new Gauge({ name: 'trtllm_replica_outstanding_requests', help: 'requests routed to the replica and not yet finished', labelNames: ['model', 'replica'], registers: [registry] }),
-      routed: new Counter({ name: 'trtllm_replica_requests_routed_total', help: 'requests the router sent to the replica', labelNames: ['model', 'replica'], registers: [registry] }),
-      reused: new Gauge({ name: 'trtllm_replica_kv_cache_reused_blocks', help: 'KV cache blocks the replica reused from its prefix cache (cumulative)', labelNames: ['model', 'replica'], registers: [registry] }),
-      used: new Gauge({ name: 'trtllm_replica_kv_cache_used_blocks', help: 'KV cache blocks in use on the replica', labelNames: ['model', 'replica'], registers: [registry] }),
-      ready: new Gauge({ name: 'trtllm_replica_ready', help: '1 while the replica serves, 0 once it failed or stopped', labelNames: ['model', 'replica'], registers: [registry] }),
+      outstanding: family('trtllm_replica_outstanding_requests', () => new Gauge({ name: 'trtllm_replica_outstanding_requests', help: 'requests routed to the replica and not yet finished', labelNames, registers: [registry] })),
+      routed: family('trtllm_replica_requests_routed_total', () => new Counter({ name: 'trtllm_replica_requests_routed_total', help: 'requests the router sent to the replica', labelNames, registers: [registry] })),
+      reused: family('trtllm_replica_kv_cache_reused_blocks', () => new Gauge({ name: 'trtllm_replica_kv_cache_reused_blocks', help: 'KV cache blocks the replica reused from its prefix cache (cumulative)', labelNames, registers: [registry] })),
+      used: family('trtllm_replica_kv_cache_used_blocks', () => new Gauge({ name: 'trtllm_replica_kv_cache_used_blocks', help: 'KV cache blocks in use on the replica', labelNames, registers: [registry] })),
+      ready: family('trtllm_replica_ready', () => new Gauge({ name: 'trtllm_replica_ready', help: '1 while the replica serves, 0 once it failed or stopped', labelNames, registers: [registry] })),
     };
     for (let r = 0; r < replicas.length; r += 1) this.gauges?.routed.inc(this.labels(r), 0);
   }

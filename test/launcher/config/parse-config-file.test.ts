@@ -16,7 +16,7 @@ t.test('a full file: typed values, the model relative to the file', async (t) =>
   const file = parse(`
 model: ckpt/llama
 name: llama
-parallel: { tp: 2, pp: 1, ep: 2, moe_tp: 1, dp: 2 }
+parallel: { tp: 2, pp: 1, ep: 2, moe_tp: 1, dp: 2, router: kv }
 gpu_device_ids: [0, 1]
 quantization: fp8
 participant_ids: [1, 2]
@@ -38,6 +38,7 @@ serving: { max_queue_size: 0, exclude_input_in_output: true, decoupled: true, ht
   t.equal(file.values.get('parallel.ep'), 2);
   t.equal(file.values.get('parallel.moe_tp'), 1);
   t.equal(file.values.get('parallel.dp'), 2);
+  t.equal(file.values.get('parallel.router'), 'kv');
   t.equal(file.values.size, CONFIG_KEYS.length, 'every key of the schema was set');
   t.equal(parse('').values.size, 0, 'an empty file sets nothing');
   t.equal(parse('model: /abs/ckpt').values.get('model'), '/abs/ckpt');

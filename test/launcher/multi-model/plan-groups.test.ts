@@ -67,3 +67,19 @@ t.test('no-spawn: participant ids partition the job after the orchestrator; the 
   t.throws(() => planMultiModel(input([file('/r/a.yaml', {}, { participant_ids: [1] }), file('/r/b.yaml', {}, { participant_ids: [1] })], { spawn: false })),
     /participant id 1 is given to both model "a" and model "b"/);
 });
+
+t.test('parallel.dp in a file: that many groups of one name, replica r on the r-th run of devices and participant ids', async (t) => {
+  const plan = planMultiModel(input([file('/r/a.yaml', { dp: 2, tp: 2 }, { gpu_device_ids: [0, 1, 2, 3] }), file('/r/b.yaml', {})], { cpu: false }));
+  t.same(plan.groups.map((g) => [g.name, g.replica, g.router, g.deviceIds]), [['a', 0, 'least-load', [0, 1]], ['a', 1, 'least-load', [2, 3]], ['b', undefined, undefined, []]]);
+  const pinned = planMultiModel(input([file('/r/a.yaml', { dp: 2 }, { participant_ids: [3, 1] }), file('/r/b.yaml', {})], { spawn: false }));
+  t.same(pinned.groups.map((g) => g.ranks), [[1], [3], [2]], 'replica 0 takes the lower ids; b the rank left');
+  const kv = planMultiModel(input([file('/r/a.yaml', { dp: 2, router: 'kv', enableKvCacheReuse: true })]));
+  t.equal(kv.groups[1]!.router, 'kv');
+  t.equal(kv.groups[0]!.serve.kvCacheEventBufferMaxSize, 16_384, 'router kv turns the replicas\' events on');
+  t.throws(() => planMultiModel(input([file('/r/a.yaml', { dp: 2, router: 'kv' })])), /model "a" \(\/r\/a\.yaml\): router kv needs kv_cache\.enable_reuse: true/);
+  t.throws(() => planMultiModel(input([file('/r/a.yaml', { dp: 2, tp: 2 }, { gpu_device_ids: [0, 1] })], { cpu: false })),
+    /model "a" \(\/r\/a\.yaml\) needs 4 rank\(s\) \(2 replicas x tp 2 x pp 1\) but has 2 device id\(s\)/);
+  t.throws(() => planMultiModel(input([file('/r/a.yaml', { dp: 2 }, { participant_ids: [1] })], { spawn: false })),
+    /model "a": participant_ids \[1\] has 1 rank\(s\), 2 replicas x tp 1 x pp 1 needs 2/);
+  t.throws(() => planMultiModel(input([file('/r/a.yaml', { dp: 3, tp: 2 })], { oversubscribe: false, cores: 4 })), /needs 7 processes .*2 for a replica 2/);
+});
