@@ -113,7 +113,7 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
     }
     const set = replicated ? new ReplicaSet(g.name, members, g.plan.router ?? plan.dp?.router ?? 'least-load', registry) : undefined;
     const executor = set ?? g.executor!;
-    polled.push(() => { executor.iterationStats(); });
+    polled.push(set ? () => { set.iterationStats(); } : () => { g.executor?.iterationStats(); });
     const names = i === 0 ? [g.name, ...MODEL_NAMES] : [g.name];
     const metrics = new ServingMetrics(executor, names, { registry, engineModel: g.name, precision: modelPrecision(executor.modelConfig, g.plan.serve.quantization) });
     executor.onIterationStats(metrics.onIterationStats);
