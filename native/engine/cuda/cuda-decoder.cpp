@@ -187,17 +187,12 @@ size_t CudaDecoder::kv_bytes_per_token() const {
 }
 
 std::string CudaDecoder::kv_cache_dtype() const {
-  if (kv_fp8_) return "fp8 (e4m3, per-layer k/v scales " + kv_scales_from_ + ")";
+  if (kv_fp8_) return fp8_kv_dtype_name(kv_scales_from_);
   return dt_ == DType::bf16 ? "bfloat16" : "float16";
 }
 
 void CudaDecoder::use_fp8_kv(std::vector<float> k_scales, std::vector<float> v_scales, std::string from) {
-  if (k_scales.empty()) k_scales.assign(static_cast<size_t>(num_layers_), 1.0f);
-  if (v_scales.empty()) v_scales.assign(static_cast<size_t>(num_layers_), 1.0f);
-  if (static_cast<int32_t>(k_scales.size()) != num_layers_ || static_cast<int32_t>(v_scales.size()) != num_layers_)
-    throw EngineError(ErrorCode::internal, "use_fp8_kv got " + std::to_string(k_scales.size()) + " / " +
-                                               std::to_string(v_scales.size()) + " scales for " +
-                                               std::to_string(num_layers_) + " layers");
+  complete_kv_scales(k_scales, v_scales, num_layers_);
   if (!kv_.empty()) throw EngineError(ErrorCode::internal, "use_fp8_kv after the KV pool was allocated");
   kv_fp8_ = true;
   k_scales_ = std::move(k_scales);

@@ -25,6 +25,7 @@
 #include "cuda/dtype.cuh"
 #include "cuda/fp8-gemv-mma.h"
 #include "cuda/gemv-common.cuh"
+#include "cuda/mma.cuh"
 #include "cuda/pdl.cuh"
 
 namespace engine::cuda {
@@ -35,6 +36,8 @@ constexpr int kStepK = 64;       // columns a warp covers per step: four MMAs of
 constexpr int kParts = 8;        // warps a block, splitting k
 constexpr int kUnrollSteps = 4;  // steps whose weight loads are in flight together
 
+// How e4m3 words widen into the MMA's operand pairs of T (mma.cuh), and the power-of-two scales that keep the
+// products exact.
 template <typename T>
 struct Tc;
 template <>
@@ -48,16 +51,6 @@ struct Tc<__nv_bfloat16> {
   }
   static constexpr float kXScale = 0x1p64f;  // products of x 2^64 and w x 2^-120 stay normal in fp32
   static constexpr float kUnbias = 0x1p56f;  // 2^120 / 2^64
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  }
-  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
 };
 template <>
 struct Tc<__half> {
@@ -69,16 +62,6 @@ struct Tc<__half> {
   }
   static constexpr float kXScale = 1.0f;
   static constexpr float kUnbias = 0x1p8f;
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    const __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  }
-  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
 };
 
 // 16 activations of row g at p (T, or with kNorm the fp32 residual stream times the norm weights gw, adding their
@@ -104,8 +87,8 @@ __device__ __forceinline__ void load_b(const void* p, const float* gw, float& ss
   }
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    b[2 * j] = Tc<T>::pack(xf[4 * j] * Tc<T>::kXScale, xf[4 * j + 2] * Tc<T>::kXScale);
-    b[2 * j + 1] = Tc<T>::pack(xf[4 * j + 1] * Tc<T>::kXScale, xf[4 * j + 3] * Tc<T>::kXScale);
+    b[2 * j] = Mma<T>::pack(xf[4 * j] * Tc<T>::kXScale, xf[4 * j + 2] * Tc<T>::kXScale);
+    b[2 * j + 1] = Mma<T>::pack(xf[4 * j + 1] * Tc<T>::kXScale, xf[4 * j + 3] * Tc<T>::kXScale);
   }
 }
 
@@ -162,9 +145,9 @@ __global__ void __launch_bounds__(32 * kParts)
         Tc<T>::widen(ra[j], a[0], a[2]);  // row g: k pairs (2 tig, +1) and (2 tig + 8, +9) of MMA j
         Tc<T>::widen(rb[j], a[1], a[3]);  // row g + 8
         if constexpr (kBlock) {
-          Tc<T>::mma(c, a, b[2 * j], b[2 * j + 1]);
+          Mma<T>::run(c, a, b[2 * j], b[2 * j + 1]);
         } else {
-          Tc<T>::mma(acc, a, b[2 * j], b[2 * j + 1]);
+          Mma<T>::run(acc, a, b[2 * j], b[2 * j + 1]);
         }
       }
       if constexpr (kBlock) {

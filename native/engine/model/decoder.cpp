@@ -60,16 +60,11 @@ size_t DecoderModel::kv_bytes_per_token() const {
 }
 
 std::string DecoderModel::kv_cache_dtype() const {
-  return kv_storage_ == cpu::KvStorage::e4m3 ? "fp8 (e4m3, per-layer k/v scales " + kv_scales_from_ + ")" : "float32";
+  return kv_storage_ == cpu::KvStorage::e4m3 ? fp8_kv_dtype_name(kv_scales_from_) : "float32";
 }
 
 void DecoderModel::use_fp8_kv(std::vector<float> k_scales, std::vector<float> v_scales, std::string scales_from) {
-  if (k_scales.empty()) k_scales.assign(static_cast<size_t>(num_layers_), 1.0f);
-  if (v_scales.empty()) v_scales.assign(static_cast<size_t>(num_layers_), 1.0f);
-  if (static_cast<int32_t>(k_scales.size()) != num_layers_ || static_cast<int32_t>(v_scales.size()) != num_layers_)
-    throw EngineError(ErrorCode::internal, "use_fp8_kv got " + std::to_string(k_scales.size()) + " / " +
-                                               std::to_string(v_scales.size()) + " scales for " +
-                                               std::to_string(num_layers_) + " layers");
+  complete_kv_scales(k_scales, v_scales, num_layers_);
   kv_storage_ = cpu::KvStorage::e4m3;
   k_scales_ = std::move(k_scales);
   v_scales_ = std::move(v_scales);

@@ -20,6 +20,17 @@ void check_kv_block_copy(int32_t src, int32_t dst, int32_t num_blocks) {
                                                ") outside the pool of " + std::to_string(num_blocks) + " blocks");
 }
 
+void complete_kv_scales(std::vector<float>& k_scales, std::vector<float>& v_scales, int32_t num_layers) {
+  if (k_scales.empty()) k_scales.assign(static_cast<size_t>(num_layers), 1.0f);
+  if (v_scales.empty()) v_scales.assign(static_cast<size_t>(num_layers), 1.0f);
+  if (static_cast<int32_t>(k_scales.size()) != num_layers || static_cast<int32_t>(v_scales.size()) != num_layers)
+    throw EngineError(ErrorCode::internal, "use_fp8_kv got " + std::to_string(k_scales.size()) + " / " +
+                                               std::to_string(v_scales.size()) + " scales for " +
+                                               std::to_string(num_layers) + " layers");
+}
+
+std::string fp8_kv_dtype_name(const std::string& from) { return "fp8 (e4m3, per-layer k/v scales " + from + ")"; }
+
 int32_t first_read_position(const SequenceChunk& ch, const ModelConfig& config) {
   const int32_t w = kv_release_window(config, ch.window);
   return w > 0 ? std::max(0, ch.past_len - (w - 1)) : 0;

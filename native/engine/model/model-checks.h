@@ -4,6 +4,7 @@
 // inputs with the same messages.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "model/model-config.h"
@@ -15,6 +16,11 @@ namespace engine {
 void check_kv_allocation(int32_t num_blocks, int32_t tokens_per_block);
 // copy_kv_block's block ids, inside a pool of num_blocks blocks, else EngineError(internal) (an executor bug).
 void check_kv_block_copy(int32_t src, int32_t dst, int32_t num_blocks);
+// use_fp8_kv's per-layer scales: empty lists become 1 for each of num_layers layers; any other length is
+// EngineError(internal) (the loader reads one per layer of the layout).
+void complete_kv_scales(std::vector<float>& k_scales, std::vector<float>& v_scales, int32_t num_layers);
+// kv_cache_dtype() of a model storing K/V as e4m3: `from` says where the scales came from.
+std::string fp8_kv_dtype_name(const std::string& from);
 
 // The first position any layer reads for any token of `ch`: past_len minus the widest window less one when every
 // layer is windowed for it (model-config.h's kv_release_window), else 0. Block-table entries wholly before it may
