@@ -15,6 +15,7 @@ export interface ModelPreflight {
   tp: number;
   pp: number;
   ep?: number;                   // experts split over ep groups of the tp ranks (default 1)
+  ppLayers?: string | undefined; // --pp-layers: layers per pipeline stage (default an even split)
   // The ranks may run on other hosts (--hosts, --hostfile): a directory missing here is theirs to look for.
   ranksElsewhere: boolean;
 }
@@ -45,9 +46,9 @@ export function checkModelBeforeLaunch(p: ModelPreflight, addon: Pick<Addon, 're
     throw new InvalidArgumentError(`--model ${p.model}: ${tokenizer} is missing; the server needs the checkpoint's tokenizer.json (its text interface and default end/pad ids come from it)`);
   }
   const ep = p.ep ?? 1;
-  const grid = engine(() => addon.checkParallelLayout(dir, p.tp, p.pp, ep));
+  const grid = engine(() => addon.checkParallelLayout(dir, p.tp, p.pp, ep, p.ppLayers));
   if (grid !== undefined) {
-    throw new InvalidArgumentError(`--tp ${p.tp} x --pp ${p.pp}${ep > 1 ? ` with --ep ${ep}` : ''} cannot split --model ${p.model}: ${grid}`);
+    throw new InvalidArgumentError(`--tp ${p.tp} x --pp ${p.pp}${ep > 1 ? ` with --ep ${ep}` : ''}${p.ppLayers ? ` and --pp-layers ${p.ppLayers}` : ''} cannot split --model ${p.model}: ${grid}`);
   }
   return undefined;
 }

@@ -61,7 +61,7 @@ export async function runServe(given: Readonly<ServeCliOptions>, build: BuildInf
   // (slurm/README.md), and a job's ranks report such a failure as the job's root cause.
   if (launcher !== 'srun') {
     const note = checkModelBeforeLaunch({
-      model: options.model, tp: parallel.tp, pp: parallel.pp, ep: experts.ep, ranksElsewhere: options.hosts !== undefined || options.hostfile !== undefined,
+      model: options.model, tp: parallel.tp, pp: parallel.pp, ep: experts.ep, ppLayers: options.ppLayers, ranksElsewhere: options.hosts !== undefined || options.hostfile !== undefined,
     }, loadAddon());
     if (note !== undefined) process.stderr.write(`trtllm-launch: ${note}\n`);
   }

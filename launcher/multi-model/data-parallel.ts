@@ -104,7 +104,7 @@ export async function runDataParallel(options: Readonly<ServeCliOptions>, flags:
   for (const note of notes) process.stderr.write(`trtllm-launch: ${note}\n`);
   const g0 = plan.groups[0]!;
   const note = checkModelBeforeLaunch({
-    model: options.model, tp: g0.tp, pp: g0.pp, ep: g0.serve.ep ?? 1, ranksElsewhere: options.hosts !== undefined || options.hostfile !== undefined,
+    model: options.model, tp: g0.tp, pp: g0.pp, ep: g0.serve.ep ?? 1, ppLayers: g0.serve.ppLayers, ranksElsewhere: options.hosts !== undefined || options.hostfile !== undefined,
   }, loadAddon());
   if (note !== undefined) process.stderr.write(`trtllm-launch: ${note}\n`);
   if (options.apiKey) process.env.TRTLLM_API_KEY = options.apiKey;

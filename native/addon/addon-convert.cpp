@@ -122,6 +122,7 @@ engine::ExecutorConfig to_executor_config(Napi::Env env, Napi::Object object) {
   c.max_attention_window = f.int32("maxAttentionWindow", c.max_attention_window);
   c.iter_stats_max_iterations = static_cast<int32_t>(f.integer("iterStatsMaxIterations", c.iter_stats_max_iterations));
   c.max_logits_elements = f.integer("maxLogitsElements", c.max_logits_elements);
+  c.pp_micro_batches = f.int32("ppMicroBatches", c.pp_micro_batches);
   c.kv_cache_free_gpu_mem_fraction =
       static_cast<float>(f.number("kvCacheFreeGpuMemFraction", c.kv_cache_free_gpu_mem_fraction));
   return c;
@@ -146,6 +147,7 @@ DeviceFields to_device_fields(Napi::Env env, Napi::Object load_options, const en
   if (d.kv_cache_dtype != "auto" && d.kv_cache_dtype != "fp8")
     throw make_error(env, "invalid_argument", "field 'kvCacheDtype' must be 'auto' or 'fp8', got '" + d.kv_cache_dtype + "'");
   d.dtype = f.string("dtype", d.dtype);
+  d.pp_layers = f.string("ppLayers", d.pp_layers);
   d.gpu_device = static_cast<int32_t>(f.integer("gpuDeviceId", d.gpu_device));
   if (config != nullptr) {
     d.max_num_tokens = config->max_num_tokens;

@@ -24,7 +24,9 @@ struct DeviceFields {
   std::string load_format = "auto", dtype = "auto", quantization, kv_cache_dtype = "auto";
   int32_t gpu_device = -1;
   int32_t max_num_tokens = 8192, max_batch_size = 64;
+  std::string pp_layers;  // ShardInfo::pp_layers (the grid itself comes from parallel_load_options)
   void apply(engine::LoadOptions& o) const {
+    o.shard.pp_layers = pp_layers;
     o.device = device;
     o.load_format = load_format;
     o.quantization = quantization;

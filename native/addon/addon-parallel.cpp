@@ -81,6 +81,7 @@ Napi::Value check_parallel_layout(const Napi::CallbackInfo& info) {
   const std::string dir = require_string(info, 0, "modelDir");
   const int64_t tp = require_integer(info, 1, "tp"), pp = require_integer(info, 2, "pp");
   const int64_t ep = info.Length() > 3 && !info[3].IsUndefined() ? require_integer(info, 3, "ep") : 1;
+  const std::string pp_layers = info.Length() > 4 && !info[4].IsUndefined() ? require_string(info, 4, "ppLayers") : "";
   const int64_t most = std::numeric_limits<int32_t>::max();
   if (ep > most || ep < 1)
     throw make_error(env, "invalid_argument", "ep must be between 1 and " + std::to_string(most) + ", got " + std::to_string(ep));
@@ -93,6 +94,7 @@ Napi::Value check_parallel_layout(const Napi::CallbackInfo& info) {
     grid.tp_size = static_cast<int32_t>(tp);
     grid.pp_size = static_cast<int32_t>(pp);
     grid.ep_size = static_cast<int32_t>(ep);
+    grid.pp_layers = pp_layers;
     // The split's rules do not depend on which rank asks (every rank reaches the same verdict): rank 0's is all.
     engine::make_parallel_layout(engine::load_model_config(dir), grid);
   } catch (const engine::EngineError& e) {

@@ -69,6 +69,7 @@ set(ENGINE_SAMPLING_SOURCES
 set(ENGINE_EXECUTOR_SOURCES
   ${ENGINE_DIR}/executor/executor.cpp
   ${ENGINE_DIR}/executor/executor-loop.cpp
+  ${ENGINE_DIR}/executor/executor-pipeline.cpp
   ${ENGINE_DIR}/executor/executor-iteration.cpp
   ${ENGINE_DIR}/executor/executor-sample.cpp
   ${ENGINE_DIR}/executor/executor-beams.cpp
@@ -91,6 +92,7 @@ set(ENGINE_COMM_SOURCES
 # Leader mode over tp x pp: who holds what, the grid's groups, the plan the leader broadcasts, leader/follower.
 set(ENGINE_PARALLEL_SOURCES
   ${ENGINE_DIR}/parallel/parallel-layout.cpp
+  ${ENGINE_DIR}/parallel/pp-partition.cpp
   ${ENGINE_DIR}/parallel/parallel-grid.cpp
   ${ENGINE_DIR}/parallel/iteration-plan.cpp
   ${ENGINE_DIR}/parallel/leader-model.cpp

@@ -28,8 +28,10 @@ struct Harness {
   FakeModel* model = nullptr;  // owned by the executor
   std::unique_ptr<engine::Executor> executor;
 
-  explicit Harness(engine::ExecutorConfig config, int32_t vocab = 64, int32_t max_positions = 512) {
-    auto m = std::make_unique<FakeModel>(vocab, max_positions);
+  explicit Harness(engine::ExecutorConfig config, int32_t vocab = 64, int32_t max_positions = 512)
+      : Harness(std::make_unique<FakeModel>(vocab, max_positions), config) {}
+  // Over a FakeModel subclass (executor-pipeline.cpp's pipelined one).
+  Harness(std::unique_ptr<FakeModel> m, engine::ExecutorConfig config) {
     model = m.get();
     executor = std::make_unique<engine::Executor>(std::move(m), config);
   }

@@ -4,6 +4,7 @@
 #include "check.h"
 #include "errors.h"
 #include "parallel/parallel-layout.h"
+#include "parallel/pp-partition.h"
 
 using namespace engine;
 
@@ -82,6 +83,38 @@ void pipeline_parallel() {
 
 // Experts (TensorRT-LLM's mapping): tp rank r is ep rank r % ep and moe-tp rank r / ep; a shared expert and the
 // dense layers split over all of tp.
+// --pp-layers: explicit counts, the balanced split (the LM head weighs on the last stage), and the errors.
+void stage_layers() {
+  // 12 layers of 64 * 16 * 12 (attention) + 3 * 64 * 128 (MLP) = 36,864 multiply-adds; a head of 64 * 2304 =
+  // 147,456 = 4 layers, counted for half the tokens = 2: an even 6 + 6 puts 6 + 2 on the last stage, the balanced
+  // split 7 + (5 + 2).
+  ModelConfig c = config(4, 2, 12, 2304, 128);
+  CHECK(layer_work(c, 0) == 64 * 16 * 12 + 3 * 64 * 128);
+  CHECK(head_work(c) == 4 * layer_work(c, 0));
+  CHECK((pp_stage_layers(c, 2, "") == std::vector<int32_t>{6, 6}));
+  CHECK((pp_stage_layers(c, 2, "balanced") == std::vector<int32_t>{7, 5}));
+  CHECK((pp_stage_layers(c, 3, "balanced") == std::vector<int32_t>{5, 5, 2}));  // 5 | 5 | 2 + 2: heaviest 5
+  CHECK((pp_stage_layers(c, 1, "balanced") == std::vector<int32_t>{12}));
+  CHECK((pp_stage_layers(c, 2, "9,3") == std::vector<int32_t>{9, 3}));
+  ShardInfo s = at(0, 1, 1, 2);
+  s.pp_layers = "balanced";
+  ParallelLayout l = make_parallel_layout(c, s);
+  CHECK(l.layer_begin == 7 && l.layer_end == 12 && l.last_stage());
+  s.pp_rank = 0;
+  l = make_parallel_layout(c, s);
+  CHECK(l.layer_begin == 0 && l.layer_end == 7);
+  // A tiny head: the balanced split is the even one, earlier stages taking the extra layer.
+  ModelConfig five = config(4, 4, 5, 2, 64);
+  CHECK((pp_stage_layers(five, 2, "balanced") == std::vector<int32_t>{3, 2}));
+  CHECK_THROWS(pp_stage_layers(c, 2, "6,5"), "--pp-layers '6,5': adds up to 11 layers, but the model has 12");
+  CHECK_THROWS(pp_stage_layers(c, 2, "12"), "--pp-layers '12': has 1 stage(s), but pp is 2");
+  CHECK_THROWS(pp_stage_layers(c, 2, "12,0"), "--pp-layers '12,0': every stage needs at least one layer");
+  CHECK_THROWS(pp_stage_layers(c, 2, "even"), "--pp-layers 'even': expected 'balanced' or a comma-separated list");
+  CHECK_THROWS(pp_stage_layers(c, 2, "6,,6"), "expected 'balanced' or a comma-separated list");
+  s.pp_layers = "7,4";
+  CHECK_THROWS(make_parallel_layout(c, s), "adds up to 11 layers");
+}
+
 void experts() {
   ModelConfig c = config(4, 2, 2, 64, 64);
   c.moe.num_experts = 8;
@@ -149,6 +182,7 @@ void errors() {
 }  // namespace
 
 TEST_MAIN({
+  stage_layers();
   tensor_parallel();
   pipeline_parallel();
   experts();

@@ -117,6 +117,35 @@ static void test_max_utilization_pauses_lifo() {
   CHECK(plan.work.size() == 1 && plan.work[0].id == 1);
 }
 
+// Pipelined pp: a sequence whose micro-batch is in flight gets no work and no slot, is never paused, still holds
+// its reservation (guaranteed_no_evict), and an older one that would need its blocks waits instead of pausing itself.
+static void test_in_flight_entries() {
+  auto mu = cfg(CapacitySchedulerPolicy::max_utilization, 2, 1000, 4);
+  std::vector<SchedulerEntry> r = {gen_entry(1, 13, 3, 40), gen_entry(2, 13, 3, 40), gen_entry(3, 13, 3, 40)};
+  r[1].in_flight = true;
+  // Room for everyone: 1 and 3 run (2 is in flight and takes no slot of the 2).
+  auto plan = schedule_iteration(mu, r, {}, 4);
+  CHECK(plan.work.size() == 2 && plan.work[0].id == 1 && plan.work[1].id == 3);
+  CHECK(plan.paused.empty());
+  // Nothing free: 1 needs a block; 3 (not in flight) is paused for it, 2 never is.
+  plan = schedule_iteration(mu, r, {}, 0);
+  CHECK(plan.paused.size() == 1 && plan.paused[0] == 3);
+  CHECK(plan.work.size() == 1 && plan.work[0].id == 1);
+  // Only in-flight ones behind 1: it waits (neither runs nor pauses itself).
+  r[2].in_flight = true;
+  plan = schedule_iteration(mu, r, {}, 0);
+  CHECK(plan.paused.empty() && plan.work.empty());
+
+  // guaranteed_no_evict: the in-flight one's lifetime is still reserved, so the newcomer does not fit.
+  auto ne = cfg(CapacitySchedulerPolicy::guaranteed_no_evict, 8, 1000, 4);
+  std::vector<SchedulerEntry> r2 = {gen_entry(1, 12, 3, 40)};  // 40 tokens = 10 blocks: 7 more to take
+  r2[0].in_flight = true;
+  plan = schedule_iteration(ne, r2, {queued_entry(2, 8, 12)}, 10);  // 5 blocks more than the 3 left
+  CHECK(plan.work.empty());
+  plan = schedule_iteration(ne, r2, {queued_entry(2, 4, 8)}, 10);  // 3 blocks: fits next to the reservation
+  CHECK(plan.work.size() == 1 && plan.work[0].id == 2);
+}
+
 static void test_resume_recomputes_and_chunks() {
   auto c = cfg(CapacitySchedulerPolicy::max_utilization, 8, 16, 4);
   // A paused request: prompt 10 + 8 generated = 18 tokens, none computed. Longer than max_num_tokens (16), so it
@@ -200,6 +229,7 @@ TEST_MAIN({
   test_no_evict_reserves_lifetimes();
   test_max_utilization_admits_for_current_step();
   test_max_utilization_pauses_lifo();
+  test_in_flight_entries();
   test_resume_recomputes_and_chunks();
   test_chunks_leave_room_for_decodes();
   test_shared_prefix_blocks_are_free();

@@ -4,7 +4,7 @@ import type { ServeCliOptions } from '../../worker/options/serve-option-table.js
 
 /** Every option set to something other than its default. */
 export const FULL: ServeCliOptions = {
-  model: '/m/llama', servedModelName: 'llama', worldSize: 4, tp: 2, pp: 2, ep: 2, moeTp: 1, dp: 2, router: 'kv', isolateFailures: true, launcher: 'mpirun', oversubscribe: true,
+  model: '/m/llama', servedModelName: 'llama', worldSize: 4, tp: 2, pp: 2, ep: 2, ppMicroBatches: 1, ppLayers: '3,1', moeTp: 1, dp: 2, router: 'kv', isolateFailures: true, launcher: 'mpirun', oversubscribe: true,
   hostfile: '/etc/hosts.mpi', hosts: 'a:2,b:2', srunArgs: '--exclusive', startupTimeout: 60, logDir: '/tmp/logs', dryRun: true,
   device: 'cuda', gpuDeviceIds: '3,5', loadFormat: 'dummy', quantization: 'fp8', kvCacheDtype: 'fp8', host: '127.0.0.1', httpPort: 9000, grpcPort: 9001, metricsPort: 9002,
   apiKey: 'sekret', authHealth: true, authMetrics: true, logLevel: 'debug', threads: 3, maxBatchSize: 7, maxQueueSize: 5,

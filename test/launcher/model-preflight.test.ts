@@ -1,6 +1,6 @@
 // The launcher's checks of --model before anything starts, through the real command line: a missing directory, a
-// directory without config.json / tokenizer.json, an unsupported architecture, a --tp the heads cannot split and a
-// --pp beyond the layers all exit 2 with the option and value named — and no mpirun was ever started. The mpirun on
+// directory without config.json / tokenizer.json, an unsupported architecture, a --tp the heads cannot split, a
+// --pp beyond the layers and a --pp-layers that does not add up all exit 2 with the option and value named — and no mpirun was ever started. The mpirun on
 // PATH is a stand-in that records each start, so "not started" is a fact the test reads, not a timing.
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
@@ -52,6 +52,13 @@ t.test('a model that cannot be served fails before mpirun: exit 2, the option an
   const pp3 = await launch(['--model', MODEL, '--pp', '3', '--oversubscribe']);
   t.equal(pp3.exitCode, 2, pp3.exitCode === 2 ? 'exit 2' : pp3.all);
   t.match(pp3.all, `--tp 1 x --pp 3 cannot split --model ${MODEL}: pp 3 > num_hidden_layers 2`);
+
+  const layers = await launch(['--model', MODEL, '--pp', '2', '--pp-layers', '2,1', '--oversubscribe']);
+  t.equal(layers.exitCode, 2, layers.exitCode === 2 ? 'exit 2' : layers.all);
+  t.match(layers.all, `--tp 1 x --pp 2 and --pp-layers 2,1 cannot split --model ${MODEL}: --pp-layers '2,1': adds up to 3 layers, but the model has 2`);
+  const badLayers = await launch(['--model', MODEL, '--pp', '2', '--pp-layers', 'half', '--oversubscribe']);
+  t.equal(badLayers.exitCode, 1, 'a malformed value is an option error (exit 1, as commander reports every one)');
+  t.match(badLayers.all, "--pp-layers must be 'balanced' or a comma-separated list of layer counts >= 1, one per pipeline stage");
 
   const noConfig = partialModel('no-config', ['tokenizer.json']);
   const c = await launch(['--model', noConfig, '--world-size', '2', '--oversubscribe']);

@@ -29,24 +29,28 @@ interface CheckResult {
   pressure: number[][];
   paused: number;
   kvAllFree: boolean;
+  microBatchIds: number[];
 }
 
-async function run(model: string, np: number, tp: number, pp: number): Promise<{ result?: CheckResult; exitCode?: number; output: string }> {
+async function run(model: string, np: number, tp: number, pp: number, ppMicroBatches?: number): Promise<{ result?: CheckResult; exitCode?: number; output: string }> {
   const args = [fixtureDir(model), String(tp), String(pp), model];
   const resultFile = join(tempDir('trtl-leader-'), 'result.txt');
+  const env = { RESULT_FILE: resultFile, PP_MICRO_BATCHES: ppMicroBatches === undefined ? '' : String(ppMicroBatches) };
   const child = np === 1
-    ? await execa('node', [program, ...args], { reject: false, all: true, timeout: 120_000, env: { RESULT_FILE: resultFile } })
-    : await execa('mpirun', ['-np', String(np), '--oversubscribe', '-x', 'RESULT_FILE', 'node', program, ...args],
-      { reject: false, all: true, timeout: 120_000, env: { ...MPI_ENV, RESULT_FILE: resultFile } });
+    ? await execa('node', [program, ...args], { reject: false, all: true, timeout: 120_000, env })
+    : await execa('mpirun', ['-np', String(np), '--oversubscribe', '-x', 'RESULT_FILE', '-x', 'PP_MICRO_BATCHES', 'node', program, ...args],
+      { reject: false, all: true, timeout: 120_000, env: { ...MPI_ENV, ...env } });
   const line = existsSync(resultFile) ? readFileSync(resultFile, 'utf8').trim() : undefined;
   return { result: line ? JSON.parse(line.slice(7)) as CheckResult : undefined, exitCode: child.exitCode, output: child.all };
 }
 
+// microBatches: the micro-batch ids the 4-request batch ran under — pipelined pp splits it over one per stage.
 const LAYOUTS = [
-  { name: 'tp=2', np: 2, tp: 2, pp: 1 },
-  { name: 'pp=2', np: 2, tp: 1, pp: 2 },
-  { name: 'tp=2 x pp=2', np: 4, tp: 2, pp: 2 },
-  { name: 'tp=4 (kv heads replicated)', np: 4, tp: 4, pp: 1 },
+  { name: 'tp=2', np: 2, tp: 2, pp: 1, microBatches: [0] },
+  { name: 'pp=2', np: 2, tp: 1, pp: 2, microBatches: [0, 1] },
+  { name: 'pp=2, --pp-micro-batches 1 (not pipelined)', np: 2, tp: 1, pp: 2, ppMicroBatches: 1, microBatches: [0] },
+  { name: 'tp=2 x pp=2', np: 4, tp: 2, pp: 2, microBatches: [0, 1] },
+  { name: 'tp=4 (kv heads replicated)', np: 4, tp: 4, pp: 1, microBatches: [0] },
 ];
 
 for (const model of ['tiny-llama', 'tiny-gpt2']) {
@@ -58,7 +62,7 @@ for (const model of ['tiny-llama', 'tiny-gpt2']) {
     t.ok(base.paused > 0, `the small KV pool made max_utilization pause (${base.paused})`);
     t.equal(base.cancelled, 'cancelled after 1 token(s)', 'one rank: cancellation');
     for (const layout of LAYOUTS) {
-      const { result, exitCode, output } = await run(model, layout.np, layout.tp, layout.pp);
+      const { result, exitCode, output } = await run(model, layout.np, layout.tp, layout.pp, layout.ppMicroBatches);
       if (!result) {
         t.fail(`${layout.name}: no result (exit ${exitCode}): ${output.slice(-2000)}`);
         continue;
@@ -66,6 +70,7 @@ for (const model of ['tiny-llama', 'tiny-gpt2']) {
       t.equal(exitCode, 0, `${layout.name}: every rank exits 0`);
       t.equal(result.worldSize, layout.np, `${layout.name}: ${layout.np} ranks`);
       t.same(result.greedyMatchesReference, [true, true, true, true], `${layout.name}: greedy = HF transformers`);
+      t.same(result.microBatchIds, layout.microBatches, `${layout.name}: micro-batches ${JSON.stringify(layout.microBatches)}`);
       t.ok(result.contextLogitsError.every((e) => e < 1e-4), `${layout.name}: context logits within 1e-4 (${Math.max(...result.contextLogitsError).toExponential(2)})`);
       t.same(result.streamed, base.streamed, `${layout.name}: streaming`);
       t.equal(result.streamedResponses, base.streamedResponses, `${layout.name}: one response per token`);

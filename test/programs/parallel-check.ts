@@ -14,6 +14,8 @@ const [modelDir = '', tpText = '1', ppText = '1', modelName = '', mode = 'scenar
 const tp = Number(tpText);
 const pp = Number(ppText);
 const load = { tp, pp, numThreads: 1 };
+// Pipelined pp's micro-batches (the executor's ppMicroBatches; absent: one per stage).
+const ppMicroBatches = process.env.PP_MICRO_BATCHES ? Number(process.env.PP_MICRO_BATCHES) : undefined;
 
 async function scenarios(executor: Executor): Promise<Record<string, unknown>> {
   const cases = referenceCases(modelName);
@@ -22,8 +24,10 @@ async function scenarios(executor: Executor): Promise<Record<string, unknown>> {
     inputTokenIds: c.input_ids, maxTokens: c.max_new_tokens,
     output: { returnContextLogits: true, excludeInputFromOutput: true },
   }));
-  // One batch, so every layout batches them the same way.
+  // One batch, so every layout batches them the same way (pipelined pp splits it into micro-batches).
+  executor.iterationStats();
   const results = await generateTogether(executor, reqs);
+  out.microBatchIds = [...new Set(executor.iterationStats().map((s) => s.inflightBatchingStats.microBatchId))].sort();
   out.greedy = results.map((r) => r.outputTokenIds?.[0]);
   out.greedyMatchesReference = results.map((r, i) => JSON.stringify(r.outputTokenIds?.[0]) === JSON.stringify(cases[i]!.greedy_output_ids));
   out.contextLogitsError = results.map((r, i) => maxRelativeError(r.contextLogits ?? [], contextLogitsReference(modelName, i)));
@@ -76,7 +80,7 @@ async function main(): Promise<void> {
   }
   // A small KV pool (10 blocks of 16 tokens) under max_utilization: the 4-prompt batch must pause and resume.
   const executor = await Executor.load(modelDir, {
-    ...load, tokensPerBlock: 16, maxBeamWidth: 2, maxTokensInPagedKvCache: 160, schedulerPolicy: 'max_utilization',
+    ...load, tokensPerBlock: 16, maxBeamWidth: 2, maxTokensInPagedKvCache: 160, schedulerPolicy: 'max_utilization', ppMicroBatches,
   });
   let result: Record<string, unknown>;
   try {

@@ -81,7 +81,10 @@ export interface NativeExecutorConfig {
    * to the pool. 0/absent: the model's own windows. */
   maxAttentionWindow?: number;
   iterStatsMaxIterations?: number;
-  maxLogitsElements?: number;   // cap on context/generation logits values per request; 0: none (default 2^28)
+  maxLogitsElements?: number;
+  /** Pipeline parallelism: micro-batches kept in flight (stages overlap); 1: stages one after the other. 0/absent:
+   * one per stage. */
+  ppMicroBatches?: number;   // cap on context/generation logits values per request; 0: none (default 2^28)
   /** Device backends: the KV pool takes this fraction of the GPU memory free after loading (default 0.9). */
   kvCacheFreeGpuMemFraction?: number;
 }
@@ -94,6 +97,9 @@ export interface NativeLoadOptions {
   /** Expert-parallel groups within tp for mixture-of-experts models (TensorRT-LLM's moe_ep_size; each expert's
    * columns split over moe_tp = tp / ep). Default 1. */
   ep?: number;
+  /** Decoder layers per pipeline stage: 'balanced' (the heaviest stage's work per token made smallest) or
+   * 'a,b,...' (one count per stage). Absent: an even split, earlier stages taking the extra layer. */
+  ppLayers?: string;
   /** Backend: 'cuda' needs an addon built with the CUDA backend and a GPU; 'auto' picks it when both are there. Default 'cpu'. */
   device?: 'auto' | 'cpu' | 'cuda';
   /** 'dummy': random weights of config.json's shapes (benchmarks without a checkpoint). Default 'auto'. */
@@ -286,7 +292,7 @@ export interface Addon {
   readModelConfig(modelDir: string): ModelConfig;
   /** Throws (invalid_argument, the engine's words: "num_attention_heads 4 is not divisible by tp 3") when a tp x pp
    * grid cannot split the model in `modelDir`: the check every rank makes when it loads, made before any starts. */
-  checkParallelLayout(modelDir: string, tp: number, pp: number, ep?: number): void;
+  checkParallelLayout(modelDir: string, tp: number, pp: number, ep?: number, ppLayers?: string): void;
   /** Starts MPI when `useMpi` (once per process; later calls return the same info); orchestrator mode asks for
    * MPI_THREAD_MULTIPLE. */
   commInit(useMpi: boolean, threadMultiple?: boolean): CommInfo;

@@ -11,7 +11,7 @@ import { LOG_LEVELS, type LogLevel } from '../log.js';
 import { gpuOfLocalRank } from './device-ids.js';
 import type { OptionDefinition } from './option-definition.js';
 import {
-  choiceKind, deviceIdsKind, fractionKind, INT32_MAX, intKind, portKind, switchKind, textKind, toggleKind,
+  choiceKind, deviceIdsKind, fractionKind, INT32_MAX, intKind, portKind, switchKind, textKind, toggleKind, ppLayersKind,
 } from './value-kinds.js';
 
 export const LAUNCHER_KINDS = ['auto', 'mpirun', 'srun', 'none'] as const;
@@ -30,6 +30,8 @@ export interface ServeCliOptions {
   tp?: number;
   pp?: number;
   ep?: number;
+  ppMicroBatches?: number;
+  ppLayers?: string;
   moeTp?: number;
   dp?: number;
   router: (typeof ROUTERS)[number];
@@ -93,6 +95,14 @@ const TABLE = [
     file: { key: 'parallel.tp', unset: 'world size / pp' }, rank: 'grid', job: 'rendered', executor: { field: 'tp', follower: true } },
   { name: 'pp', flag: '--pp', placeholder: '<n>', env: 'TRTLLM_PP', kind: intKind(1), help: 'pipeline-parallel stages',
     file: { key: 'parallel.pp', unset: 'world size / tp, else 1' }, rank: 'grid', job: 'rendered', executor: { field: 'pp', follower: true } },
+  // Pipelined pp (native/engine/executor/executor-pipeline.cpp): 1 turns it off, for the same-run baseline of
+  // bench/parallel-throughput.ts and for anyone who wants every request in one batch per iteration.
+  { name: 'ppMicroBatches', flag: '--pp-micro-batches', placeholder: '<n>', env: 'TRTLLM_PP_MICRO_BATCHES', kind: intKind(1),
+    help: 'with --pp > 1: micro-batches kept in flight, so each stage computes one while the next stage computes the one before (each up to --max-batch-size requests); 1: the stages run one after the other (default: one per stage)',
+    file: { key: 'parallel.pp_micro_batches', unset: 'one per pipeline stage' }, rank: 'argv', executor: { field: 'ppMicroBatches' } },
+  { name: 'ppLayers', flag: '--pp-layers', placeholder: '<balanced|a,b,...>', env: 'TRTLLM_PP_LAYERS', kind: ppLayersKind,
+    help: 'with --pp > 1: decoder layers per pipeline stage — balanced (the slowest stage made fastest, counting the LM head on the last one) or one count per stage, e.g. 20,12 (default: an even split, earlier stages taking the extra layer)',
+    file: { key: 'parallel.pp_layers', unset: 'an even split' }, rank: 'argv', executor: { field: 'ppLayers', follower: true } },
   { name: 'ep', flag: '--ep', placeholder: '<n>', env: 'TRTLLM_EP', kind: intKind(1),
     help: 'mixture-of-experts models: split the experts over n groups of the tp ranks (TensorRT-LLM\'s moe_ep_size; tp = moe_tp × ep)',
     file: { key: 'parallel.ep', unset: 'tp / moe_tp, else 1' }, rank: 'argv', executor: { field: 'ep', follower: true } },

@@ -116,6 +116,16 @@ export const deviceIdsKind: ValueKind<string> = {
   fileToOption: (v) => (v as readonly number[]).join(','),
 };
 
+/** --pp-layers: 'balanced' or one layer count per stage ("4,2"; a file may give the list [4, 2]). Whether the counts
+ * fit the model and --pp is the engine's check (parallel/pp-partition.h), made before launch (model-preflight.ts). */
+const PP_LAYERS_RULE = "must be 'balanced' or a comma-separated list of layer counts >= 1, one per pipeline stage";
+export const ppLayersKind: ValueKind<string> = {
+  form: 'value',
+  fromText: (t) => (t === 'balanced' || /^\d+(,\d+)*$/.test(t) ? pass(t) : fail(PP_LAYERS_RULE)),
+  fromFile: (v) => (v === 'balanced' || isIdList(v, 1) ? pass(v) : fail(PP_LAYERS_RULE)),
+  fileToOption: (v) => (Array.isArray(v) ? v.join(',') : String(v)),
+};
+
 /** --multi-model --no-spawn: the job ranks that run a model (a file key only). */
 export const participantIdsKind: ValueKind<readonly number[]> = {
   form: 'value',

@@ -153,6 +153,72 @@ void Comm::recv(void* data, size_t bytes, int32_t source, int32_t tag) const {
   });
 }
 
+struct PendingTransfer::Impl {
+  std::vector<MPI_Request> requests;
+  MPI_Comm comm = MPI_COMM_NULL;
+  const char* op = "recv from";
+  int32_t peer = -1;
+  ~Impl() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;
+    for (MPI_Request& r : requests) {
+      if (r == MPI_REQUEST_NULL) continue;
+      MPI_Cancel(&r);
+      MPI_Request_free(&r);
+    }
+  }
+};
+
+PendingTransfer::PendingTransfer() = default;
+PendingTransfer::~PendingTransfer() = default;
+PendingTransfer::PendingTransfer(PendingTransfer&&) noexcept = default;
+PendingTransfer& PendingTransfer::operator=(PendingTransfer&&) noexcept = default;
+
+bool PendingTransfer::pending() const { return impl_ && !impl_->requests.empty(); }
+
+void PendingTransfer::wait() {
+  if (!pending()) return;
+  wait_all(impl_->requests, {impl_->op, impl_->comm, impl_->peer});
+  impl_->requests.clear();
+}
+
+bool PendingTransfer::test() {
+  if (!pending()) return true;
+  int done = 0;
+  check(MPI_Testall(static_cast<int>(impl_->requests.size()), impl_->requests.data(), &done, MPI_STATUSES_IGNORE),
+        "MPI_Testall");
+  if (done) impl_->requests.clear();
+  return done != 0;
+}
+
+PendingTransfer Comm::post_recv(void* data, size_t bytes, int32_t source, int32_t tag) const {
+  PendingTransfer p;
+  p.impl_ = std::make_unique<PendingTransfer::Impl>();
+  p.impl_->comm = impl_->comm;
+  p.impl_->peer = source;
+  chunked(bytes, [&](size_t off, int n) {
+    MPI_Request request;
+    check(MPI_Irecv(static_cast<char*>(data) + off, n, MPI_BYTE, source, tag, impl_->comm, &request), "MPI_Irecv");
+    p.impl_->requests.push_back(request);
+  });
+  return p;
+}
+
+PendingTransfer Comm::post_send(const void* data, size_t bytes, int32_t dest, int32_t tag) const {
+  PendingTransfer p;
+  p.impl_ = std::make_unique<PendingTransfer::Impl>();
+  p.impl_->comm = impl_->comm;
+  p.impl_->op = "send to";
+  p.impl_->peer = dest;
+  chunked(bytes, [&](size_t off, int n) {
+    MPI_Request request;
+    check(MPI_Isend(static_cast<const char*>(data) + off, n, MPI_BYTE, dest, tag, impl_->comm, &request), "MPI_Isend");
+    p.impl_->requests.push_back(request);
+  });
+  return p;
+}
+
 void Comm::barrier() const {
   if (impl_->size == 1) return;
   MPI_Request request;

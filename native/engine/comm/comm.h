@@ -27,6 +27,8 @@ struct CommInfo {
   bool spawned = false;      // started by MPI_Comm_spawn (an orchestrator's worker group)
 };
 
+class PendingTransfer;
+
 class Comm {
  public:
   Comm();  // a size-1 group (no MPI)
@@ -48,6 +50,12 @@ class Comm {
   void gather(const float* send, size_t count, float* recv, int32_t root) const;  // recv on root: [size, count]
   void send(const void* data, size_t bytes, int32_t dest, int32_t tag) const;
   void recv(void* data, size_t bytes, int32_t source, int32_t tag) const;
+  // A receive or send that stays posted while this rank goes on (pipelined pp: the leader accepts one micro-batch's
+  // logits before it blocks sending the next one's activations, and the last stage hands logits back without
+  // waiting for the leader to be in MPI, so neither stage waits on the other's compute). The buffer must stay
+  // untouched until the transfer is done.
+  PendingTransfer post_recv(void* data, size_t bytes, int32_t source, int32_t tag) const;
+  PendingTransfer post_send(const void* data, size_t bytes, int32_t dest, int32_t tag) const;
   void barrier() const;
 
   struct Impl;
@@ -57,6 +65,26 @@ class Comm {
   std::shared_ptr<Impl> impl_;
   friend Comm comm_world();
   friend struct CommAccess;  // the comm unit's own files reach the MPI communicator (comm-mpi.h)
+};
+
+// A transfer posted by Comm::post_recv / post_send; wait() returns once it is done (the data in the buffer, or
+// the buffer free again). Move-only. Destroyed before that, it cancels the transfer if it can (a failed pass: the
+// job is ending) and otherwise lets MPI finish it.
+class PendingTransfer {
+ public:
+  PendingTransfer();
+  ~PendingTransfer();
+  PendingTransfer(PendingTransfer&&) noexcept;
+  PendingTransfer& operator=(PendingTransfer&&) noexcept;
+  void wait();
+  bool test();            // done now? (never waits)
+  bool pending() const;   // posted and not yet seen done
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+  friend class Comm;
 };
 
 // Initialises MPI once per process when `use_mpi` (idempotent; later calls ignore the arguments); with

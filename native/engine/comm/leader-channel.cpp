@@ -5,6 +5,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <string>
 
 #include "comm/comm-wait.h"
@@ -21,6 +22,12 @@ struct LeaderChannel::Impl {
   std::unique_ptr<WakeListener> listener;  // leader
   WakeSleeper sleeper;                     // follower
   bool closed = false;
+  // Leader: plans sent and not yet known complete, oldest first, with their bytes (MPI reads them until then).
+  struct PlanSend {
+    std::vector<uint8_t> bytes;
+    std::vector<MPI_Request> requests;
+  };
+  std::deque<PlanSend> sends;
 };
 
 namespace {
@@ -87,6 +94,10 @@ void LeaderChannel::close() {
   Impl& c = *impl_;
   if (c.closed) return;
   c.closed = true;
+  // The last plan (the shutdown) reaches every follower after all earlier ones; wait for them while the liveness
+  // watch still bounds the wait.
+  for (Impl::PlanSend& send : c.sends) wait_all(send.requests, WaitSite{"plan send", c.comm, -1});
+  c.sends.clear();
   liveness_attach(nullptr);
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -94,18 +105,31 @@ void LeaderChannel::close() {
   c.listener.reset();
 }
 
-void LeaderChannel::send_plan(const std::vector<uint8_t>& bytes) {
+void LeaderChannel::send_plan(std::vector<uint8_t> bytes) {
   Impl& c = *impl_;
   if (bytes.size() > static_cast<size_t>(INT_MAX)) comm_abort(3, "an iteration plan of more than INT_MAX bytes");
-  const int n = static_cast<int>(bytes.size());
-  std::vector<MPI_Request> requests(static_cast<size_t>(c.watched.size - 1), MPI_REQUEST_NULL);
+  // Earlier plans whose sends are done are let go. A send may stay open until its follower next enters MPI (Open
+  // MPI completes even a small one only then), so none is waited for here unless too many are open: waiting
+  // would keep the leader from computing its stage of the next micro-batch while a later stage computes this one.
+  constexpr size_t kMaxOpen = 16;
+  while (!c.sends.empty()) {
+    int done = 0;
+    std::vector<MPI_Request>& front = c.sends.front().requests;
+    comm_check(MPI_Testall(static_cast<int>(front.size()), front.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall (plan)");
+    if (!done && c.sends.size() < kMaxOpen) break;
+    if (!done) wait_all(front, WaitSite{"plan send", c.comm, -1});
+    c.sends.pop_front();
+  }
+  Impl::PlanSend& send = c.sends.emplace_back();
+  send.bytes = std::move(bytes);
+  send.requests.assign(static_cast<size_t>(c.watched.size - 1), MPI_REQUEST_NULL);
+  const int n = static_cast<int>(send.bytes.size());
   for (int32_t r = 1; r < c.watched.size; ++r) {
-    comm_check(MPI_Isend(bytes.data(), n, MPI_BYTE, r, kTagPlan, c.comm, &requests[static_cast<size_t>(r - 1)]),
+    comm_check(MPI_Isend(send.bytes.data(), n, MPI_BYTE, r, kTagPlan, c.comm, &send.requests[static_cast<size_t>(r - 1)]),
                "MPI_Isend (plan)");
   }
   // After the sends: a follower woken now finds its plan at its first look.
   if (c.listener) c.listener->wake_sleepers();
-  wait_all(requests, WaitSite{"plan send", c.comm, -1});
 }
 
 std::vector<uint8_t> LeaderChannel::receive_plan() {

@@ -21,8 +21,9 @@ class LeaderChannel {
   LeaderChannel(const LeaderChannel&) = delete;
   LeaderChannel& operator=(const LeaderChannel&) = delete;
 
-  // Leader: `bytes` to every follower; returns once MPI has them all (a small plan is buffered at once).
-  void send_plan(const std::vector<uint8_t>& bytes);
+  // Leader: `bytes` to every follower, in order. Returns once the sends are posted: the channel keeps the bytes
+  // until MPI is done with them (close() waits for the last).
+  void send_plan(std::vector<uint8_t> bytes);
   // Follower: the leader's next plan, answering the liveness watch's questions while it waits.
   std::vector<uint8_t> receive_plan();
   // Detaches the watch and frees the communicator; idempotent. Each rank calls it once the shutdown plan went out

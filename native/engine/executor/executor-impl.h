@@ -52,6 +52,21 @@ struct IterationBatch {
   bool empty() const { return seqs.empty(); }
 };
 
+double unix_now();                                      // seconds since the Unix epoch
+int64_t final_responses(const std::vector<Response>& out);  // how many of `out` are final
+
+// Which Model call run_forward makes: forward() whole, or a pipelined micro-batch's begin or end (model.h).
+enum class ForwardCall { whole, begin, end };
+
+// Pipelined pp: a micro-batch begun on the model and not yet ended (executor-pipeline.cpp).
+struct MicroBatch {
+  SchedulePlan plan;
+  IterationBatch batch;
+  int32_t id = 0;  // TensorRT-LLM's microBatchId: launches modulo the micro-batches in flight
+  std::chrono::steady_clock::time_point t0;
+  double timestamp = 0;
+};
+
 struct Executor::Impl {
   // Immutable after construction.
   std::unique_ptr<Model> model;
@@ -61,6 +76,7 @@ struct Executor::Impl {
   SchedulerConfig scheduler_config;
   std::chrono::steady_clock::time_point epoch;
   int64_t kv_pool_bytes = 0;   // num_blocks * tokens_per_block * kv_bytes_per_token
+  int32_t micro_batches = 1;   // pipelined pp: micro-batches kept in flight (config.pp_micro_batches resolved)
   // KV cache events: recorded by kv on the loop thread, drained by any thread (the buffer has its own lock); null
   // unless kv_cache_event_buffer_max_size > 0 and reuse is on.
   std::unique_ptr<KvCacheEventBuffer> kv_events;
@@ -95,6 +111,8 @@ struct Executor::Impl {
   std::vector<Sequence*> running;   // in start order (oldest first)
   uint64_t next_start_order = 0;
   int64_t iter = 0;  // iterations recorded in the stats so far
+  std::deque<MicroBatch> in_flight;  // pipelined pp: begun, not yet ended, oldest first
+  int64_t micro_batches_begun = 0;
   std::thread thread;
   std::mutex join_mu;  // serialises shutdown() callers around the join
 
@@ -119,16 +137,27 @@ struct Executor::Impl {
   // executor-iteration.cpp: one iteration, appending its responses to `out` (which may already hold the final
   // responses of this pass's cancels), in these steps:
   void run_iteration(std::vector<Response>& out);
-  SchedulePlan plan_iteration();                         // the scheduler's plan, from a snapshot of every sequence
+  // The scheduler's plan, from a snapshot of every sequence; a limit < 0: the configured one.
+  SchedulePlan plan_iteration(int32_t max_batch_size = -1, int32_t max_num_tokens = -1);
   void apply_pauses(const SchedulePlan& plan);           // paused ones freed, back to the front of the queue
   void start_admitted(const SchedulePlan& plan);         // admitted ones leave the queue, with their cached prefix
   IterationBatch build_chunks(const SchedulePlan& plan, std::vector<Response>& out);  // blocks + one chunk each
-  // The forward pass over the batch and the check of its output's shape. False: the batch failed (each of its
-  // sequences got an error response), nothing to sample.
-  bool run_forward(const IterationBatch& batch, ForwardOutput& fo, std::vector<Response>& out);
+  // The forward pass over the batch and the check of its output's shape (at the end of a pipelined one). False:
+  // the batch failed (each of its sequences got an error response), nothing to sample.
+  bool run_forward(const IterationBatch& batch, ForwardOutput& fo, std::vector<Response>& out,
+                   ForwardCall call = ForwardCall::whole);
   IterationStats collect_stats(const SchedulePlan& plan, int32_t num_scheduled, bool forward_ran,
                                std::chrono::steady_clock::time_point t0, double timestamp,
                                const std::vector<Response>& out);
+
+  // executor-pipeline.cpp: with micro_batches > 1 the loop calls run_pipeline_step instead of run_iteration. It
+  // begins a micro-batch while one is free (the same plan -> chunks steps, over the sequences not in flight) and
+  // ends the oldest once all are in flight or nothing more can begin; the end samples and records the iteration.
+  void run_pipeline_step(std::vector<Response>& out);
+  bool may_begin_micro_batch();
+  bool begin_micro_batch(std::vector<Response>& out);  // false: nothing began
+  void end_micro_batch(std::vector<Response>& out);
+  void drain_pipeline();  // shutdown: every micro-batch in flight ended (its tokens delivered)
 
   // executor-sample.cpp: each sequence of the batch takes its forward output's rows (context logits, the token
   // after a finished chunk, a beam step), and finishes or streams.

@@ -10,11 +10,16 @@
 #include "sampling/device-sampling-choice.h"
 
 namespace engine {
-namespace {
 
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
+
+int64_t final_responses(const std::vector<Response>& out) {
+  return std::count_if(out.begin(), out.end(), [](const Response& r) { return r.result.is_final; });
+}
+
+namespace {
 
 // Leading tokens a (re)starting sequence may take from the prefix cache instead of computing. Never its last
 // token: its logits row drives the next sample. With return_context_logits, never a prompt token whose logits row
@@ -40,6 +45,7 @@ SchedulerEntry scheduler_entry(const Sequence& s) {
   e.holds_window_only = s.state == SequenceState::context || s.state == SequenceState::generation;
   e.in_generation = s.state == SequenceState::generation;
   e.is_resume = s.num_generated() > 0;
+  e.in_flight = s.in_flight;
   if (s.is_beam_search()) {
     e.num_blocks_held = beam_blocks_held(s);
     e.beam_width = s.request.sampling.beam_width;
@@ -66,10 +72,6 @@ std::string forward_shape_error(const std::vector<SequenceChunk>& chunks, const 
     return {};
   return "model returned logits of an unexpected shape (vocab " + std::to_string(fo.vocab_size) + ", " +
          std::to_string(fo.logits.size()) + " values for " + std::to_string(rows) + " rows)";
-}
-
-int64_t final_responses(const std::vector<Response>& out) {
-  return std::count_if(out.begin(), out.end(), [](const Response& r) { return r.result.is_final; });
 }
 
 }  // namespace
@@ -99,7 +101,7 @@ void Executor::Impl::run_iteration(std::vector<Response>& out) {
   out.clear();
 }
 
-SchedulePlan Executor::Impl::plan_iteration() {
+SchedulePlan Executor::Impl::plan_iteration(int32_t max_batch_size, int32_t max_num_tokens) {
   std::vector<SchedulerEntry> running_entries, queued_entries;
   for (const Sequence* s : running) running_entries.push_back(scheduler_entry(*s));
   for (const Sequence* s : queue) queued_entries.push_back(scheduler_entry(*s));
@@ -112,7 +114,10 @@ SchedulePlan Executor::Impl::plan_iteration() {
       e.num_computed = kv.probe_prefix(queue[i]->tokens, reusable_tokens(*queue[i], vocab_size), &e.num_shared_blocks);
     }
   }
-  return schedule_iteration(scheduler_config, running_entries, queued_entries, kv.num_free_blocks());
+  SchedulerConfig config = scheduler_config;
+  if (max_batch_size >= 0) config.max_batch_size = max_batch_size;
+  if (max_num_tokens >= 0) config.max_num_tokens = max_num_tokens;
+  return schedule_iteration(config, running_entries, queued_entries, kv.num_free_blocks());
 }
 
 void Executor::Impl::apply_pauses(const SchedulePlan& plan) {
@@ -195,11 +200,17 @@ IterationBatch Executor::Impl::build_chunks(const SchedulePlan& plan, std::vecto
   return b;
 }
 
-bool Executor::Impl::run_forward(const IterationBatch& batch, ForwardOutput& fo, std::vector<Response>& out) {
+bool Executor::Impl::run_forward(const IterationBatch& batch, ForwardOutput& fo, std::vector<Response>& out,
+                                 ForwardCall call) {
   std::string error;
   ErrorCode error_code = ErrorCode::internal;
   try {
-    model->forward(batch.chunks, fo);
+    if (call == ForwardCall::begin) {
+      model->forward_begin(batch.chunks);
+      return true;
+    }
+    if (call == ForwardCall::end) model->forward_end(fo);
+    else model->forward(batch.chunks, fo);
     error = forward_shape_error(batch.chunks, fo, vocab_size);
   } catch (const EngineError& e) {
     error = e.what();

@@ -27,7 +27,8 @@ void Executor::Impl::run_loop() {
     for (RequestId id : to_cancel) cancel_sequence(id, out);
     if (step == LoopStep::iterate) {
       try {
-        run_iteration(out);
+        if (micro_batches > 1) run_pipeline_step(out);
+        else run_iteration(out);
       } catch (const std::exception& e) {
         // A bug outside forward(): fail what was running rather than letting the thread die (which would hang
         // every waiter), and keep serving the queue.
@@ -36,7 +37,7 @@ void Executor::Impl::run_loop() {
       }
     }
     for (auto it = live.begin(); it != live.end();) {
-      if (it->second->is_finished()) it = live.erase(it);
+      if (it->second->is_finished() && !it->second->in_flight) it = live.erase(it);  // in flight: its batch points at it
       else ++it;
     }
     if (!out.empty()) deliver(std::move(out), nullptr);
@@ -52,7 +53,8 @@ LoopStep Executor::Impl::wait_for_work(std::vector<std::unique_ptr<Sequence>>& a
       break;
     }
     const bool has_work = !incoming.empty() || !cancels.empty() || !queue.empty() || !running.empty();
-    if (has_work && hold_allowance != 0) break;
+    // A micro-batch in flight always ends (it was begun within the allowance, so it counts against it).
+    if (!in_flight.empty() || (has_work && hold_allowance != 0)) break;
     // Held: a cancel still ends its request at once (final response, blocks freed) — what a test holding the loop
     // wants to see land — while arrivals wait in the queue for the release.
     if (!cancels.empty()) {
@@ -70,6 +72,7 @@ LoopStep Executor::Impl::wait_for_work(std::vector<std::unique_ptr<Sequence>>& a
 }
 
 void Executor::Impl::stop_loop() {
+  drain_pipeline();
   // Cancel running ones first (oldest first), then the queue, so responses come out in a stable order.
   std::vector<Response> out;
   std::vector<RequestId> all;

@@ -33,6 +33,8 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config) :
   require_config(c.max_seq_len >= 0, "max_seq_len must be >= 0, got " + std::to_string(c.max_seq_len));
   require_config(c.kv_cache_event_buffer_max_size >= 0, "kv_cache_event_buffer_max_size must be >= 0 (0: no events), got " +
                                                             std::to_string(c.kv_cache_event_buffer_max_size));
+  require_config(c.pp_micro_batches >= 0, "pp_micro_batches must be >= 0 (0: one per pipeline stage), got " +
+                                              std::to_string(c.pp_micro_batches));
   require_config(c.max_attention_window >= 0, "max_attention_window must be >= 0 (0: the model's own windows), got " +
                                                   std::to_string(c.max_attention_window));
   // Chunks end on block boundaries (scheduler.h): a budget under one block could never fit a chunk.
@@ -97,6 +99,9 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config) :
   m.limits.layer_window = mc.layer_window;
   m.limits.num_layers = mc.num_layers;
   m.limits.max_attention_window = c.max_attention_window;
+
+  const int32_t depth = std::max(1, m.model->pipeline_depth());
+  m.micro_batches = c.pp_micro_batches == 0 ? depth : std::min(c.pp_micro_batches, depth);
 
   m.scheduler_config.policy = c.policy;
   m.scheduler_config.max_batch_size = c.max_batch_size;

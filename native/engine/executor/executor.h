@@ -49,6 +49,10 @@ struct ExecutorConfig {
   // Cap on the logits values one request may ask for: prompt_len x vocab (return_context_logits) and beam_width x
   // max_tokens x vocab (return_generation_logits). They are held in memory until the response; 0: no cap.
   int64_t max_logits_elements = int64_t{1} << 28;  // 1 GiB of floats
+  // Pipeline parallelism: micro-batches kept in flight, so stage k computes one while stage k - 1 computes the
+  // next (each micro-batch up to max_batch_size sequences). 0: one per pipeline stage (Model::pipeline_depth);
+  // 1: the stages run one after the other every iteration. Capped at the model's depth; 1 without pp.
+  int32_t pp_micro_batches = 0;
 };
 
 class Executor {

@@ -218,6 +218,39 @@ void DecoderModel::lm_head(const float* xn, int64_t rows, ForwardOutput& out) {
 }
 
 void DecoderModel::forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) {
+  if (!pending_.empty()) throw EngineError(ErrorCode::internal, "forward() while pipelined passes are in flight");
+  PendingTransfer logits;
+  run_stage(chunks, out, logits);
+  if (logits.pending()) timed_comm(out.logits.size() * sizeof(float), [&] { logits.wait(); });
+}
+
+int32_t DecoderModel::pipeline_depth() const { return layout_.leader() ? pp_.size() : 1; }
+
+void DecoderModel::forward_begin(const std::vector<SequenceChunk>& chunks) {
+  if (static_cast<int32_t>(pending_.size()) >= pipeline_depth())
+    throw EngineError(ErrorCode::internal, "forward_begin with " + std::to_string(pending_.size()) +
+                                               " passes in flight (pipeline depth " + std::to_string(pipeline_depth()) + ")");
+  PendingPass& pass = pending_.emplace_back();
+  try {
+    run_stage(chunks, pass.out, pass.logits);
+  } catch (...) {
+    pending_.pop_back();
+    throw;
+  }
+  pass.comm = comm_stats_;
+}
+
+void DecoderModel::forward_end(ForwardOutput& out) {
+  if (pending_.empty()) throw EngineError(ErrorCode::internal, "forward_end with no pass in flight");
+  PendingPass pass = std::move(pending_.front());
+  pending_.pop_front();
+  comm_stats_ = pass.comm;
+  // Time spent here is the later stages still computing this micro-batch (what pipelining overlaps).
+  if (pass.logits.pending()) timed_comm(pass.out.logits.size() * sizeof(float), [&] { pass.logits.wait(); });
+  out = std::move(pass.out);
+}
+
+void DecoderModel::run_stage(const std::vector<SequenceChunk>& chunks, ForwardOutput& out, PendingTransfer& logits) {
   validate(chunks);
   if (std::this_thread::get_id() != threads_set_for_) {
     cpu::set_num_threads(num_threads_);
@@ -249,7 +282,7 @@ void DecoderModel::forward(const std::vector<SequenceChunk>& chunks, ForwardOutp
   }
   run_layers(x, T, R);
   if (!layout_.last_stage()) {
-    pass_to_next_stage(x, T, R, tag_act, tag_logits, out);
+    pass_to_next_stage(x, T, R, tag_act, tag_logits, out, logits);
     return;
   }
   float* xn = grow(xn_, T * H);
@@ -257,10 +290,18 @@ void DecoderModel::forward(const std::vector<SequenceChunk>& chunks, ForwardOutp
   lm_head(xn, R, out);
   soft_cap(out.logits.data(), out.logits.size(), config_.final_softcap);
   // The leader (stage 0, tp rank 0) schedules and samples: the last stage's tp rank 0 (same pp group) sends it
-  // the logits.
+  // the logits — without waiting for the send to finish, since the leader may be computing the next micro-batch
+  // and only takes them when it next enters MPI. A copy goes out, so `out` stays this rank's to read.
   if (pp_.size() > 1 && tp_.rank() == 0) {
-    const size_t lbytes = out.logits.size() * sizeof(float);
-    timed_comm(lbytes, [&] { pp_.send(out.logits.data(), lbytes, 0, tag_logits); });
+    constexpr size_t kMaxOpenSends = 4;
+    while (!logits_sends_.empty() && (logits_sends_.front().send.test() || logits_sends_.size() >= kMaxOpenSends)) {
+      timed_comm(0, [&] { logits_sends_.front().send.wait(); });
+      logits_sends_.pop_front();
+    }
+    LogitsSend& s = logits_sends_.emplace_back();
+    s.data = out.logits;
+    const size_t lbytes = s.data.size() * sizeof(float);
+    timed_comm(lbytes, [&] { s.send = pp_.post_send(s.data.data(), lbytes, 0, tag_logits); });
   }
 }
 
@@ -370,18 +411,17 @@ void DecoderModel::mlp_block(const DecoderLayerWeights& lw, float* x, int64_t ro
 }
 
 void DecoderModel::pass_to_next_stage(const float* x, int64_t T, int64_t R, int32_t tag_act, int32_t tag_logits,
-                                      ForwardOutput& out) {
+                                      ForwardOutput& out, PendingTransfer& logits) {
   const int64_t H = config_.hidden_size, V = config_.vocab_size;
-  // Every tp rank hands its (identical) activations to the same tp rank of the next stage.
-  const size_t bytes = static_cast<size_t>(T * H) * sizeof(float);
-  timed_comm(bytes, [&] { pp_.send(x, bytes, pp_.rank() + 1, tag_act); });
   if (layout_.leader()) {
     out.logits.resize(static_cast<size_t>(R * V));
-    const size_t lbytes = out.logits.size() * sizeof(float);
-    timed_comm(lbytes, [&] { pp_.recv(out.logits.data(), lbytes, pp_.size() - 1, tag_logits); });
+    logits = pp_.post_recv(out.logits.data(), out.logits.size() * sizeof(float), pp_.size() - 1, tag_logits);
   } else {
     out.logits.clear();
   }
+  // Every tp rank hands its (identical) activations to the same tp rank of the next stage.
+  const size_t bytes = static_cast<size_t>(T * H) * sizeof(float);
+  timed_comm(bytes, [&] { pp_.send(x, bytes, pp_.rank() + 1, tag_act); });
 }
 
 }  // namespace engine

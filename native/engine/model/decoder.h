@@ -9,6 +9,7 @@
 // tp = pp = 1 they are the whole model.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -104,6 +105,10 @@ class DecoderModel : public Model {
   size_t weight_bytes() const override;
   void forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) override;
   ForwardCommStats last_comm_stats() const override { return comm_stats_; }
+  // The leader of a pipeline (pp > 1) keeps one micro-batch in flight per stage (model.h).
+  int32_t pipeline_depth() const override;
+  void forward_begin(const std::vector<SequenceChunk>& chunks) override;
+  void forward_end(ForwardOutput& out) override;
   std::string kv_cache_dtype() const override;
   // FP8 (e4m3) K/V from now on, with one K and one V scale per local layer (empty: 1 for every layer; scales_from
   // says where they came from, for kv_cache_dtype()). Before allocate_kv.
@@ -134,9 +139,13 @@ class DecoderModel : public Model {
   // each scaled by its weight.
   void expert_mlp(const ExpertWeights& e, const float* xn, const std::vector<int32_t>& rows_of,
                   const std::vector<float>& weights, float* out);
-  // A stage before the last: activations to the next stage; on the leader, the logits back from the last one.
+  // forward() but for the leader's wait for the last stage's logits: `logits` is left posted (forward() waits for
+  // it at once; forward_begin keeps it until forward_end).
+  void run_stage(const std::vector<SequenceChunk>& chunks, ForwardOutput& out, PendingTransfer& logits);
+  // A stage before the last: activations to the next stage. The leader first posts the receive of the logits the
+  // last stage will send back, so that stage's send never waits on the leader's next send of activations.
   void pass_to_next_stage(const float* x, int64_t T, int64_t R, int32_t tag_act, int32_t tag_logits,
-                          ForwardOutput& out);
+                          ForwardOutput& out, PendingTransfer& logits);
   // Sums x[n] over the tp group in place (timed).
   void all_reduce_tp(float* x, size_t n);
   // Runs `fn` (one comm call moving `bytes`) and adds its time to comm_stats_.
@@ -159,6 +168,19 @@ class DecoderModel : public Model {
   Comm tp_, pp_;
   ForwardCommStats comm_stats_;
   uint32_t iteration_ = 0;  // forward() calls so far: pipeline messages are tagged with it
+  // Passes begun by forward_begin and not yet ended, oldest first (a deque: a posted receive's buffer never moves).
+  struct PendingPass {
+    ForwardOutput out;
+    PendingTransfer logits;
+    ForwardCommStats comm;
+  };
+  std::deque<PendingPass> pending_;
+  // Last stage: logits on their way to the leader, oldest first, each with its own copy (a deque: none moves).
+  struct LogitsSend {
+    std::vector<float> data;
+    PendingTransfer send;
+  };
+  std::deque<LogitsSend> logits_sends_;
 
   // KV pool: one K and one V array per layer, [num_blocks, num_kv_heads, tokens_per_block, head_dim] each.
   // Elements are floats, or e4m3 bytes after use_fp8_kv.

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,6 +22,8 @@ struct ShardInfo {
   // Expert parallelism inside the tp group (TensorRT-LLM's moe_ep_size): the experts of a mixture-of-experts layer
   // are split over ep_size groups of tp ranks and each expert's intermediate columns over moe_tp = tp / ep_size.
   int32_t ep_size = 1;
+  // Decoder layers per pipeline stage (--pp-layers; parallel/pp-partition.h): "" even, "balanced", or "a,b,...".
+  std::string pp_layers;
 };
 
 // A request's sampling, for a model that samples on its device (Model::samples_on_device): the sampling config plus
@@ -109,6 +112,22 @@ class Model {
   // allocation calls before), on the thread that called comm_init; all communication happens inside.
   virtual void forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) = 0;
   virtual ForwardCommStats last_comm_stats() const { return {}; }
+
+  // Pipelined pipeline parallelism (TensorRT-LLM's in-flight batching over pp stages), on the rank that drives the
+  // model: up to pipeline_depth() passes may be begun and not yet ended, each over its own micro-batch (a sequence
+  // in at most one). forward_begin returns once this rank's stage has done its part and passed the activations on,
+  // so it can start the next micro-batch while later stages still compute this one; forward_end returns the output
+  // of the oldest begun pass, as forward() would have. Followers see only forward(), in the same order. Depth 1
+  // (the default): forward() alone, and the two below are never called.
+  virtual int32_t pipeline_depth() const { return 1; }
+  virtual void forward_begin(const std::vector<SequenceChunk>& chunks) {
+    (void)chunks;
+    throw std::logic_error("forward_begin on a model without pipelining");
+  }
+  virtual void forward_end(ForwardOutput& out) {
+    (void)out;
+    throw std::logic_error("forward_end on a model without pipelining");
+  }
 
   // Device (GPU) models. on_device: weights, KV and activations live in device memory (memory stats go to
   // gpu_mem_usage). device_free_bytes: free device memory now, after weights and activation buffers (the KV pool

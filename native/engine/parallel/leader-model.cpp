@@ -3,6 +3,7 @@
 #include <chrono>
 #include <exception>
 #include <string>
+#include <utility>
 
 #include "parallel/iteration-plan.h"
 
@@ -37,7 +38,7 @@ void LeaderModel::broadcast(const IterationPlan& plan) {
   std::vector<uint8_t> bytes = serialize_plan(plan);
   last_plan_bytes_.store(bytes.size());
   const auto t0 = std::chrono::steady_clock::now();
-  channel_->send_plan(bytes);
+  channel_->send_plan(std::move(bytes));
   last_plan_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -84,6 +85,18 @@ void LeaderModel::forward(const std::vector<SequenceChunk>& chunks, ForwardOutpu
   plan.chunks = chunks;
   broadcast(plan);
   in_lock_step(world_, "forward", [&] { inner_->forward(chunks, out); });
+}
+
+void LeaderModel::forward_begin(const std::vector<SequenceChunk>& chunks) {
+  IterationPlan plan;
+  plan.op = PlanOp::forward;
+  plan.chunks = chunks;
+  broadcast(plan);
+  in_lock_step(world_, "forward", [&] { inner_->forward_begin(chunks); });
+}
+
+void LeaderModel::forward_end(ForwardOutput& out) {
+  in_lock_step(world_, "forward", [&] { inner_->forward_end(out); });
 }
 
 ForwardCommStats LeaderModel::last_comm_stats() const {

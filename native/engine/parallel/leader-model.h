@@ -26,6 +26,10 @@ class LeaderModel : public Model {
   void allocate_kv(int32_t num_blocks, int32_t tokens_per_block) override;
   void copy_kv_block(int32_t src, int32_t dst) override;
   void forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) override;
+  // The plan goes out as for forward(); the inner model keeps the micro-batches in flight.
+  int32_t pipeline_depth() const override { return inner_->pipeline_depth(); }
+  void forward_begin(const std::vector<SequenceChunk>& chunks) override;
+  void forward_end(ForwardOutput& out) override;
   bool on_device() const override { return inner_->on_device(); }
   size_t device_free_bytes() const override { return inner_->device_free_bytes(); }
   size_t activation_bytes() const override { return inner_->activation_bytes(); }

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "errors.h"
+#include "parallel/pp-partition.h"
 
 namespace engine {
 
@@ -90,10 +91,12 @@ ParallelLayout make_parallel_layout(const ModelConfig& c, const ShardInfo& shard
   l.vocab_begin = r * vocab;
   l.vocab_end = l.vocab_begin + vocab;
 
-  // Earlier stages take the extra layer (as TensorRT-LLM splits), which also makes stage 0 the heaviest KV holder.
-  const int32_t base = c.num_layers / pp, extra = c.num_layers % pp, st = shard.pp_rank;
-  l.layer_begin = st * base + std::min(st, extra);
-  l.layer_end = l.layer_begin + base + (st < extra ? 1 : 0);
+  // Evenly by default, earlier stages taking the extra layer (as TensorRT-LLM splits); balanced and explicit splits
+  // also never give the last stage (which runs the LM head) more than the others, so stage 0 holds the most KV.
+  const std::vector<int32_t> layers = pp_stage_layers(c, pp, shard.pp_layers);
+  l.layer_begin = 0;
+  for (int32_t st = 0; st < shard.pp_rank; ++st) l.layer_begin += layers[static_cast<size_t>(st)];
+  l.layer_end = l.layer_begin + layers[static_cast<size_t>(shard.pp_rank)];
   return l;
 }
 

@@ -48,12 +48,12 @@ int32_t chunk_length(const SchedulerConfig& config, const SchedulerEntry& e, int
   return config.enable_chunked_context ? 0 : static_cast<int32_t>(tokens_left);
 }
 
-// decodes_from[i]: decode tokens of the running generation entries at index >= i, so the ones after a context
+// decodes_from[i]: decode tokens of the running generation entries at index >= i (not in flight), so the ones after a context
 // entry can be set aside before its chunk is sized (in O(1) per entry).
 std::vector<int64_t> decode_suffix_sums(const std::vector<SchedulerEntry>& running) {
   std::vector<int64_t> sums(running.size() + 1, 0);
   for (size_t i = running.size(); i-- > 0;)
-    sums[i] = sums[i + 1] + (running[i].in_generation ? std::max(1, running[i].num_live_beams) : 0);
+    sums[i] = sums[i + 1] + (running[i].in_generation && !running[i].in_flight ? std::max(1, running[i].num_live_beams) : 0);
   return sums;
 }
 
@@ -132,6 +132,7 @@ SchedulePlan PlanBuilder::guaranteed_no_evict(const std::vector<SchedulerEntry>&
   for (const SchedulerEntry& e : running_) reserved += lifetime_to_take(e);
   for (size_t i = 0; i < running_.size(); ++i) {
     const SchedulerEntry& e = running_[i];
+    if (e.in_flight) continue;
     if (slots_left_ <= 0) break;
     const int32_t n = chunk_length(config_, e, running_budget(i, running_.size()));
     if (n == 0) {  // over the token budget: stays running, holds its blocks, runs next iteration
@@ -159,14 +160,21 @@ SchedulePlan PlanBuilder::guaranteed_no_evict(const std::vector<SchedulerEntry>&
 
 bool PlanBuilder::make_room(size_t i, int64_t need, size_t& end) {
   const SchedulerEntry& e = running_[i];
+  bool behind_in_flight = false;
   while (need > free_ && end > i + 1) {
     --end;
-    if (running_[end].beam_width > 1) continue;  // never paused: it just does not run this iteration
+    // Never paused: it just does not run this iteration (a beam request), or it is still in the pipeline.
+    if (running_[end].beam_width > 1) continue;
+    if (running_[end].in_flight) {
+      behind_in_flight = true;
+      continue;
+    }
     plan_.paused.push_back(running_[end].id);
     free_ += running_[end].num_blocks_held;
   }
-  // A beam request is never paused: it waits, holding its blocks, for older sequences to free some.
-  if (need > free_ && e.beam_width > 1) return false;
+  // A beam request is never paused: it waits, holding its blocks, for older sequences to free some. Nor does one
+  // pause itself while a younger one in flight holds blocks it could take once that one is back.
+  if (need > free_ && (e.beam_width > 1 || behind_in_flight)) return false;
   if (need > free_) {  // it is itself the most recent one left: pause it
     plan_.paused.push_back(e.id);
     free_ += e.num_blocks_held;
@@ -181,6 +189,7 @@ SchedulePlan PlanBuilder::max_utilization(const std::vector<SchedulerEntry>& que
   size_t end = running_.size();
   for (size_t i = 0; i < end; ++i) {
     const SchedulerEntry& e = running_[i];
+    if (e.in_flight) continue;
     if (slots_left_ <= 0) break;
     const int32_t n = chunk_length(config_, e, running_budget(i, end));
     if (n == 0) {

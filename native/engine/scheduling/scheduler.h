@@ -62,6 +62,10 @@ struct SchedulerEntry {
   // still attaches a whole cached prefix before its first forward).
   int32_t window = 0;
   bool holds_window_only = false;
+  // Pipelined pp (executor-pipeline.cpp): its last micro-batch has not come back. It keeps its blocks and its
+  // lifetime reservation, but gets no work, takes no slot, and is never paused; an older sequence that needs its
+  // blocks waits for it instead.
+  bool in_flight = false;
 };
 
 struct ScheduledWork {

@@ -40,6 +40,9 @@ struct Sequence {
   // Order in which sequences (re)entered the running set; max_utilization pauses the highest first (LIFO).
   uint64_t start_order = 0;
   bool ever_scheduled = false;
+  // Pipelined pp: in a micro-batch that has begun and not yet come back (executor-pipeline.cpp). Such a sequence
+  // gets no new work, and outlives its own cancel until its micro-batch ends.
+  bool in_flight = false;
 
   // Outputs, per generated token (beam 0 only until beam search lands).
   std::vector<float> log_probs;

@@ -16,7 +16,7 @@ t.test('a full file: typed values, the model relative to the file', async (t) =>
   const file = parse(`
 model: ckpt/llama
 name: llama
-parallel: { tp: 2, pp: 1, ep: 2, moe_tp: 1, dp: 2, router: kv }
+parallel: { tp: 2, pp: 2, ep: 2, moe_tp: 1, dp: 2, router: kv, pp_micro_batches: 1, pp_layers: [3, 1] }
 gpu_device_ids: [0, 1]
 quantization: fp8
 participant_ids: [1, 2]
@@ -39,6 +39,8 @@ serving: { max_queue_size: 0, exclude_input_in_output: true, decoupled: true, ht
   t.equal(file.values.get('parallel.moe_tp'), 1);
   t.equal(file.values.get('parallel.dp'), 2);
   t.equal(file.values.get('parallel.router'), 'kv');
+  t.equal(file.values.get('parallel.pp_micro_batches'), 1);
+  t.same(file.values.get('parallel.pp_layers'), [3, 1], 'a YAML list (the flag\'s "3,1")');
   t.equal(file.values.size, CONFIG_KEYS.length, 'every key of the schema was set');
   t.equal(parse('').values.size, 0, 'an empty file sets nothing');
   t.equal(parse('model: /abs/ckpt').values.get('model'), '/abs/ckpt');
@@ -62,6 +64,9 @@ t.test('every bad value names the key, the file and the value', async (t) => {
     ['kv_cache: { max_attention_window_size: -1 }', 'kv_cache.max_attention_window_size in /x/y.yaml must be an integer in [1, 2147483647], got -1'],
     ['kv_cache: { max_attention_window_size: 1.5 }', 'kv_cache.max_attention_window_size in /x/y.yaml must be an integer in [1, 2147483647], got 1.5'],
     ['kv_cache: { max_attention_window_size: abc }', 'kv_cache.max_attention_window_size in /x/y.yaml must be an integer in [1, 2147483647], got "abc"'],
+    ['parallel: { pp_micro_batches: 0 }', 'parallel.pp_micro_batches in /x/y.yaml must be an integer >= 1, got 0'],
+    ['parallel: { pp_layers: [3, 0] }', "parallel.pp_layers in /x/y.yaml must be 'balanced' or a comma-separated list of layer counts >= 1, one per pipeline stage, got [3,0]"],
+    ['parallel: { pp_layers: even }', "parallel.pp_layers in /x/y.yaml must be 'balanced' or a comma-separated list of layer counts >= 1, one per pipeline stage, got \"even\""],
     ['decoding: { max_beam_width: 0 }', 'decoding.max_beam_width in /x/y.yaml must be an integer >= 1, got 0'],
     ['serving: { max_queue_size: -1 }', 'serving.max_queue_size in /x/y.yaml must be an integer >= 0, got -1'],
     ['serving: { http_port: 70000 }', 'serving.http_port in /x/y.yaml must be a port number in [0, 65535], got 70000'],

@@ -14,7 +14,7 @@ t.test('a rank\'s ServeOptions: what ranks get, the grid from the plan, its GPU 
   t.match(leader, {
     model: '/m/llama', servedModelName: 'llama', host: '127.0.0.1', httpPort: 9000, grpcPort: 9001, metricsPort: 9002,
     apiKey: 'sekret', authHealth: true, authMetrics: true, maxBodyBytes: 1000, drainTimeoutMs: 7000, hangTimeoutMs: 11_000,
-    logLevel: 'debug', tp: 2, pp: 2, ep: 2, device: 'cuda', loadFormat: 'dummy', quantization: 'fp8', gpuDeviceId: 3, kvCacheFreeGpuMemFraction: 0.5, enableKvCacheReuse: false,
+    logLevel: 'debug', tp: 2, pp: 2, ep: 2, ppMicroBatches: 1, ppLayers: '3,1', device: 'cuda', loadFormat: 'dummy', quantization: 'fp8', gpuDeviceId: 3, kvCacheFreeGpuMemFraction: 0.5, enableKvCacheReuse: false,
     maxAttentionWindowSize: 512,
   });
   for (const launcherOnly of ['worldSize', 'moeTp', 'launcher', 'oversubscribe', 'hostfile', 'hosts', 'srunArgs', 'startupTimeout', 'logDir', 'dryRun', 'gpuDeviceIds', 'drainTimeout', 'hangTimeout']) {
@@ -45,15 +45,15 @@ t.test('the executor\'s settings and a follower\'s come from the table\'s bindin
   const serve = serveOptions(FULL, { tp: 2, pp: 2 });
   const executor = executorOptions(serve);
   t.same(executor, {
-    tp: 2, pp: 2, ep: 2, device: 'cuda', gpuDeviceId: 3, loadFormat: 'dummy', quantization: 'fp8', kvCacheDtype: 'fp8', numThreads: 3, maxBatchSize: 7, maxQueueSize: 5,
+    tp: 2, pp: 2, ep: 2, ppMicroBatches: 1, ppLayers: '3,1', device: 'cuda', gpuDeviceId: 3, loadFormat: 'dummy', quantization: 'fp8', kvCacheDtype: 'fp8', numThreads: 3, maxBatchSize: 7, maxQueueSize: 5,
     maxNumTokens: 333, maxSeqLen: 444, tokensPerBlock: 16, maxTokensInPagedKvCache: 4096, kvCacheFreeGpuMemFraction: 0.5,
     schedulerPolicy: 'max_utilization', enableChunkedContext: true, enableKvCacheReuse: false, kvCacheEventBufferMaxSize: 8, maxAttentionWindow: 512, maxBeamWidth: 2,
     hangTimeoutMs: 11_000, iterStatsMaxIterations: 10_000,
   });
   const bound = SERVE_OPTIONS.filter((d) => d.executor).map((d) => d.executor!.field).sort();
   t.same(Object.keys(executor).filter((k) => k !== 'iterStatsMaxIterations').sort(), bound, 'every binding reaches the executor');
-  t.same(followerOptions(serve), { tp: 2, pp: 2, ep: 2, device: 'cuda', gpuDeviceId: 3, loadFormat: 'dummy', quantization: 'fp8', kvCacheDtype: 'fp8', numThreads: 3, maxBatchSize: 7, maxNumTokens: 333, hangTimeoutMs: 11_000 },
-    'followers: grid, device, threads, what sizes their buffers, and the hang timeout of their waits');
+  t.same(followerOptions(serve), { tp: 2, pp: 2, ep: 2, ppLayers: '3,1', device: 'cuda', gpuDeviceId: 3, loadFormat: 'dummy', quantization: 'fp8', kvCacheDtype: 'fp8', numThreads: 3, maxBatchSize: 7, maxNumTokens: 333, hangTimeoutMs: 11_000 },
+    'followers: grid (with its stages\' layers), device, threads, what sizes their buffers, and the hang timeout of their waits');
   t.same(executorOptions({ model: '/m', host: 'h', httpPort: 0, metricsPort: 0, authHealth: false, authMetrics: false, maxBodyBytes: 1, drainTimeoutMs: 0, logLevel: 'info' }),
     { iterStatsMaxIterations: 10_000 }, 'nothing set: the engine\'s defaults');
 });
