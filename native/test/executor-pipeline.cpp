@@ -205,6 +205,38 @@ void test_kv_pressure(CapacitySchedulerPolicy policy) {
   CHECK(all_blocks_free(*p.h.executor));
 }
 
+// Beam search in a pipeline: a lone beam request (its step feeds one token per live beam) and one next to greedy
+// ones give the beams an unpipelined executor gives (the copy-on-write block copies ordered with the passes).
+void test_beam_search() {
+  ExecutorConfig c = pipeline_config();
+  c.max_beam_width = 2;
+  Request beam = request_of(prompt_of(6, 9), 7, false);
+  beam.sampling.beam_width = 2;
+  beam.num_return_sequences = 2;
+  Harness plain(c);
+  const RequestId ref_id = plain.executor->enqueue(beam);
+  const auto ref = plain.collect({ref_id})[ref_id].last.result.output_token_ids;
+  CHECK(ref.size() == 2);
+  for (int others : {0, 3}) {
+    Pipelined p(2, c);
+    std::map<RequestId, std::vector<int32_t>> refs;
+    p.h.executor->hold_iterations(0);
+    const RequestId id = p.h.executor->enqueue(beam);
+    for (int i = 0; i < others; ++i) {
+      const auto prompt = prompt_of(5 + i, 60 + i);
+      refs[p.h.executor->enqueue(request_of(prompt, 8, false))] = reference_greedy(*p.model, prompt, 8);
+    }
+    p.h.executor->hold_iterations(-1);
+    std::set<RequestId> ids = ids_of(refs);
+    ids.insert(id);
+    auto out = p.h.collect(ids);
+    CHECK_MSG(out[id].is_final && !out[id].has_error && out[id].last.result.output_token_ids == ref,
+              "beam request next to %d greedy ones: %s", others, out[id].error_message.c_str());
+    for (const auto& [rid, want] : refs) CHECK(out[rid].is_final && out[rid].tokens == want);
+    CHECK(all_blocks_free(*p.h.executor));
+  }
+}
+
 void test_shutdown_with_micro_batches_in_flight() {
   Pipelined p(2, pipeline_config());
   const auto pa = prompt_of(6, 5), pb = prompt_of(7, 6);
@@ -247,5 +279,6 @@ TEST_MAIN({
   test_cancel_in_flight();
   test_kv_pressure(CapacitySchedulerPolicy::max_utilization);
   test_kv_pressure(CapacitySchedulerPolicy::guaranteed_no_evict);
+  test_beam_search();
   test_shutdown_with_micro_batches_in_flight();
 })

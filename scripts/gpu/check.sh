@@ -4,9 +4,7 @@
 #   scripts/gpu/check.sh single   one GPU: cuda-attention, cuda-model and cuda-sampling tests, transformers comparison, decode / offline bench vs the
 #                                 copy bandwidth and transformers' generate() on the Llama-3-8B shape
 #   scripts/gpu/check.sh tp2      two GPUs: tp=2 and pp=2 against one GPU (dense, MoE (also with ep=2) and Gemma 2
-#                                 shapes; the executor pipelined and not against transformers' greedy tokens), the 8B
-#                                 shape's decode steps and offline 128/128 at each grid, pp=2 also unpipelined, and one
-#                                 GPU (SKIP_PBENCH=1: not; PP_ONLY=1: pp=2 and one GPU only); MOE_BENCH=<config>:
+#                                 shapes), tp=2 decode steps on the 8B shape (SKIP_PBENCH=1: not); MOE_BENCH=<config>:
 #                                 that MoE shape at tp=2 with ep=1 and ep=2 (decode steps, offline 128/128)
 #   scripts/gpu/check.sh tp4      four GPUs: tp=4 and tp=2 x pp=2 against one GPU, tp=4 decode steps
 #   scripts/gpu/check.sh x2       both of the above on a two-GPU machine (single-GPU parts on GPU 0), then the
@@ -186,23 +184,13 @@ if [[ $mode == tp2 || $mode == x2 || $mode == tp4 ]]; then
   fi
   # The 8B shape on each grid: decode steps with their NCCL all-reduce time, then offline 128/128 in leader mode
   # (SKIP_PBENCH=1: the correctness grids only).
-  # At pp > 1 also with the stages one after the other (--micro-batches 1), and one GPU alone: the same run's
-  # baselines of pipelined pp (PP_ONLY=1: only the pp grid and those two).
   [[ ${SKIP_PBENCH:-0} == 1 ]] && grids=()
-  [[ ${PP_ONLY:-0} == 1 ]] && grids=("1 $np")
   for grid in "${grids[@]}"; do
     set -- $grid
-    for micro in 0 $([[ $2 -gt 1 ]] && echo 1); do
-      timeout 420 "${mpi[@]}" build-gpu/cuda-parallel "$PWD" $1 $2 --bench bench/configs/llama-3-8b \
-        --offline ${REQUESTS:-1000} --micro-batches $micro >"$out/bench-tp$1-pp$2-mb$micro.log" 2>&1
-      note "tp=$1 pp=$2 8B: $(grep -E '^bench|^offline' "$out/bench-tp$1-pp$2-mb$micro.log" | tr '\n' ' ')"
-    done
+    timeout 420 "${mpi[@]}" build-gpu/cuda-parallel "$PWD" $1 $2 --bench bench/configs/llama-3-8b \
+      --offline ${REQUESTS:-1000} >"$out/bench-tp$1-pp$2.log" 2>&1
+    note "tp=$1 pp=$2 8B: $(grep -E '^bench|^offline' "$out/bench-tp$1-pp$2.log" | tr '\n' ' ')"
   done
-  if [[ ${#grids[@]} -gt 0 ]]; then
-    timeout 420 mpirun -np 1 --allow-run-as-root -x LD_LIBRARY_PATH build-gpu/cuda-parallel "$PWD" 1 1 --bench \
-      bench/configs/llama-3-8b --offline ${REQUESTS:-1000} >"$out/bench-one-gpu.log" 2>&1
-    note "one GPU 8B: $(grep -E '^bench|^offline' "$out/bench-one-gpu.log" | tr '\n' ' ')"
-  fi
 fi
 if [[ $mode == fp8 ]]; then
   if timeout 200 build-gpu/cuda-fp8 "$PWD" >"$out/cuda-fp8.log" 2>&1; then

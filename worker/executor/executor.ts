@@ -38,13 +38,13 @@ export class Executor implements ServingExecutor {
   /** Loads the checkpoint in `modelDir` on a worker thread and starts the executor loop. */
   static async load(modelDir: string, options: ExecutorOptions = {}): Promise<Executor> {
     const addon = loadAddon();
-    const { onProgress, numThreads, tp, pp, ep, device, loadFormat, quantization, kvCacheDtype, dtype, gpuDeviceId, hangTimeoutMs, ...config } = options;
+    const { onProgress, numThreads, tp, pp, ep, ppLayers, device, loadFormat, quantization, kvCacheDtype, dtype, gpuDeviceId, hangTimeoutMs, ...config } = options;
     const modelConfig = addon.readModelConfig(modelDir);
     const router: { deliver?: (batch: NativeResponse[]) => void } = {};
     const native = await addon.loadExecutor(
       modelDir, config, {
         ...(numThreads === undefined ? {} : { numThreads }), ...(tp === undefined ? {} : { tp }), ...(pp === undefined ? {} : { pp }),
-        ...(ep === undefined ? {} : { ep }),
+        ...(ep === undefined ? {} : { ep }), ...(ppLayers === undefined ? {} : { ppLayers }),
         ...(device === undefined ? {} : { device }), ...(loadFormat === undefined ? {} : { loadFormat }),
         ...(quantization === undefined ? {} : { quantization }), ...(kvCacheDtype === undefined ? {} : { kvCacheDtype }),
         ...(dtype === undefined ? {} : { dtype }), ...(gpuDeviceId === undefined ? {} : { gpuDeviceId }),

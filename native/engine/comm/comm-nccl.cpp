@@ -61,17 +61,6 @@ void DeviceComm::recv(void* data, size_t bytes, int32_t peer, void* stream) {
   check_nccl(ncclRecv(data, bytes, ncclUint8, peer, impl_->comm, as_stream(stream)), "ncclRecv");
 }
 
-void DeviceComm::send_and_recv(const void* send_data, size_t send_bytes, int32_t send_peer, void* recv_data,
-                               size_t recv_bytes, int32_t recv_peer, void* stream) {
-  check_nccl(ncclGroupStart(), "ncclGroupStart");
-  ncclResult_t r = ncclSend(send_data, send_bytes, ncclUint8, send_peer, impl_->comm, as_stream(stream));
-  if (r == ncclSuccess && recv_bytes > 0)
-    r = ncclRecv(recv_data, recv_bytes, ncclUint8, recv_peer, impl_->comm, as_stream(stream));
-  const ncclResult_t end = ncclGroupEnd();  // always closes the group, even after a failed call inside it
-  check_nccl(r, "ncclSend / ncclRecv (grouped)");
-  check_nccl(end, "ncclGroupEnd");
-}
-
 const char* nccl_version() {
   static std::string v = [] {
     int code = 0;

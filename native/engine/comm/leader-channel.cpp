@@ -90,14 +90,19 @@ LeaderChannel::LeaderChannel(const Comm& world, const LivenessSettings& settings
 
 LeaderChannel::~LeaderChannel() { close(); }
 
+void LeaderChannel::finish_sends() {
+  Impl& c = *impl_;
+  for (Impl::PlanSend& send : c.sends) wait_all(send.requests, WaitSite{"plan send", c.comm, -1});
+  c.sends.clear();
+}
+
 void LeaderChannel::close() {
   Impl& c = *impl_;
   if (c.closed) return;
   c.closed = true;
   // The last plan (the shutdown) reaches every follower after all earlier ones; wait for them while the liveness
   // watch still bounds the wait.
-  for (Impl::PlanSend& send : c.sends) wait_all(send.requests, WaitSite{"plan send", c.comm, -1});
-  c.sends.clear();
+  finish_sends();
   liveness_attach(nullptr);
   int finalized = 0;
   MPI_Finalized(&finalized);

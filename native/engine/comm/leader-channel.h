@@ -22,8 +22,11 @@ class LeaderChannel {
   LeaderChannel& operator=(const LeaderChannel&) = delete;
 
   // Leader: `bytes` to every follower, in order. Returns once the sends are posted: the channel keeps the bytes
-  // until MPI is done with them (close() waits for the last).
+  // until MPI is done with them (close() waits for the last). Open MPI moves a large plan (a prefill's) only while
+  // the leader is inside MPI: a leader about to wait outside MPI for something a follower does with the plan (its
+  // GPU, a NCCL call) first waits for the sends (finish_sends).
   void send_plan(std::vector<uint8_t> bytes);
+  void finish_sends();
   // Follower: the leader's next plan, answering the liveness watch's questions while it waits.
   std::vector<uint8_t> receive_plan();
   // Detaches the watch and frees the communicator; idempotent. Each rank calls it once the shutdown plan went out

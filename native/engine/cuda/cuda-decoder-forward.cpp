@@ -11,24 +11,18 @@
 namespace engine::cuda {
 
 void CudaDecoder::forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) {
-  if (!passes_.empty()) throw EngineError(ErrorCode::internal, "forward() while pipelined passes are in flight");
   validate_chunks(chunks, config_, !spec_.rope, num_blocks_, tokens_per_block_);
   use_device();
   comm_stats_ = {};
   sampler_.clear();
   layout_batch(chunks, samples_on_device(), config_.vocab_size, batch_, out);
-  const int64_t T = batch_.num_tokens;
+  const int64_t T = batch_.num_tokens, R = batch_.num_out_rows();
   // Only the leader samples, so only it gets host rows; a device-sampled chunk has none.
   if (layout_.leader())
     out.logits.resize(static_cast<size_t>(batch_.num_host_rows) * static_cast<size_t>(config_.vocab_size));
   else
     out.logits.clear();
   if (T == 0) return;
-  run_whole(chunks, out);
-}
-
-void CudaDecoder::run_whole(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) {
-  const int64_t T = batch_.num_tokens, R = batch_.num_out_rows();
   if (T > cap_tokens_) reserve(T, cap_logit_rows_);
 
   const bool graph = use_graph(chunks);
@@ -77,7 +71,7 @@ BatchMeta CudaDecoder::upload_meta(const std::vector<SequenceChunk>& chunks, boo
   return m;
 }
 
-void CudaDecoder::enqueue_layers(const BatchMeta& m, int64_t T, int64_t R, int32_t max_ctx, bool hand_on) {
+void CudaDecoder::enqueue_layers(const BatchMeta& m, int64_t T, int64_t R, int32_t max_ctx) {
   const int64_t H = config_.hidden_size, V = config_.vocab_size;
   float* x = x_.as<float>();
   if (layout_.first_stage()) {
@@ -100,7 +94,6 @@ void CudaDecoder::enqueue_layers(const BatchMeta& m, int64_t T, int64_t R, int32
     mlp_layer(l, x, last ? R : T);
   }
   if (!layout_.last_stage()) {
-    if (!hand_on) return;
     // Every tp rank hands its (identical) activations to the same tp rank of the next stage.
     pp_dev_->send(x, static_cast<size_t>(T * H) * 4, pp_.rank() + 1, stream_);
     comm_stats_.bytes += static_cast<uint64_t>(T * H) * 4;

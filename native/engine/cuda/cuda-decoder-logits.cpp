@@ -41,12 +41,7 @@ void CudaDecoder::lm_head_rows(const void* xn, int64_t r0, int64_t n, const std:
     ++comm_stats_.calls;
   }
   if (!layout_.leader()) return;
-  take_rows(logits, r0, n, chunks, out);
-}
 
-void CudaDecoder::take_rows(float* logits, int64_t r0, int64_t n, const std::vector<SequenceChunk>& chunks,
-                            ForwardOutput& out) {
-  const int64_t V = config_.vocab_size;
   // Argmax rows on the GPU; the others: copied to the host, runs of consecutive host rows at once.
   // greedy buffers: [0, cap) tokens, [cap, 2 cap) log-probs, [2 cap, 3 cap) the rows' indices in this slice.
   const int64_t cap = cap_logit_rows_;

@@ -105,7 +105,6 @@ CudaDecoder::~CudaDecoder() {
     cudaStreamSynchronize(stream_);
     drop_graphs();
     gemm_.reset();
-    if (meta_uploaded_ != nullptr) cudaEventDestroy(meta_uploaded_);
     cudaStreamDestroy(stream_);
   }
 }

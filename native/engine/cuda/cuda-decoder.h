@@ -11,7 +11,6 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#include <deque>
 #include <map>
 #include <memory>
 #include <vector>
@@ -82,11 +81,6 @@ class CudaDecoder : public Model {
   bool fp8() const { return !layers_.empty() && layers_[0].qkv.fp8.on(); }
   void forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) override;
   ForwardCommStats last_comm_stats() const override { return comm_stats_; }
-  // Pipelined pp on the leader (cuda-decoder-pipeline.cpp): two micro-batches in flight, the second's activations
-  // going out in one NCCL group with the first's logits coming back.
-  int32_t pipeline_depth() const override;
-  void forward_begin(const std::vector<SequenceChunk>& chunks) override;
-  void forward_end(ForwardOutput& out) override;
   bool on_device() const override { return true; }
   size_t device_free_bytes() const override;
   size_t activation_bytes() const override;
@@ -128,11 +122,8 @@ class CudaDecoder : public Model {
   bool use_graph(const std::vector<SequenceChunk>& chunks) const;
   // Fills and uploads the iteration's metadata (batch-meta.h), sized for a graph when `graph`.
   BatchMeta upload_meta(const std::vector<SequenceChunk>& chunks, bool graph);
-  // Everything from the embedding to the final norm (into xn_), enqueued on the stream. A stage before the last
-  // ends by sending its activations on, unless !hand_on (the pipelined leader sends them itself).
-  void enqueue_layers(const BatchMeta& m, int64_t T, int64_t R, int32_t max_ctx, bool hand_on = true);
-  // forward() after the batch layout: the layers and the LM head of every logit row, synchronously.
-  void run_whole(const std::vector<SequenceChunk>& chunks, ForwardOutput& out);
+  // Everything from the embedding to the final norm (into xn_), enqueued on the stream.
+  void enqueue_layers(const BatchMeta& m, int64_t T, int64_t R, int32_t max_ctx);
   void attention_layer(int32_t l, const BatchMeta& m, float* x, int64_t T, int64_t R, int32_t max_ctx, bool last);
   void mlp_layer(int32_t l, float* x, int64_t rows);
   // cuda-decoder-moe.cpp: route -> permute -> gather -> the active experts' gate|up, activation, down -> the
@@ -167,9 +158,6 @@ class CudaDecoder : public Model {
   // to out.logits, as each chunk's SampleOn says (batch_ tells which chunk and host row each logit row has).
   void lm_head_rows(const void* xn, int64_t r0, int64_t n, const std::vector<SequenceChunk>& chunks,
                     ForwardOutput& out);
-  // The leader's part of it: the logit rows (on the device) argmaxed, sampled, or copied to out.logits; waits for
-  // the stream.
-  void take_rows(float* logits, int64_t r0, int64_t n, const std::vector<SequenceChunk>& chunks, ForwardOutput& out);
   // Rows [r0, r0 + n) of the logit rows whose chunks ask for SampleOn::device (logits row i = row r0 + i): sampled
   // on the GPU by sampler_ (finished by sampler_.finish after the stream synchronised).
   void enqueue_sampling(float* logits, int64_t r0, int64_t n, const std::vector<SequenceChunk>& chunks);
@@ -245,23 +233,6 @@ class CudaDecoder : public Model {
   std::map<uint64_t, cudaGraphExec_t> graphs_;  // by (batch size, context bucket)
 
   ForwardCommStats comm_stats_;
-
-  // cuda-decoder-pipeline.cpp: micro-batches begun and not yet ended, oldest first.
-  struct PipelinedPass {
-    ForwardOutput out;
-    BatchLayout batch;                  // its rows (batch_ is the next pass's by the time it ends)
-    std::vector<SequenceChunk> chunks;  // how its rows are sampled
-    int64_t rows = 0;                   // logit rows the last stage sends back
-    bool logits_posted = false;         // their receive is on the stream (into logits_full_)
-    bool done = false;                  // `out` is final
-    ForwardCommStats comm;
-  };
-  std::deque<PipelinedPass> passes_;
-  // Recorded after a pipelined pass's metadata upload: the next begin rewrites the pinned metadata only after it
-  // (two begins can follow each other with no end, hence no stream synchronisation, in between).
-  cudaEvent_t meta_uploaded_ = nullptr;
-  // The leader takes a pass's logits: its receive posted if it is not yet, then take_rows.
-  void take_pass(PipelinedPass& p);
 };
 
 }  // namespace engine::cuda

@@ -39,23 +39,25 @@ bool Executor::Impl::begin_micro_batch(std::vector<Response>& out) {
   // sequences not in flight, a share of the micro-batches still free (a steady decode of n sequences settles into
   // groups of n / micro_batches), and of the tokens, an equal part of what is in flight and waiting (so a wave of
   // new prompts is spread over the micro-batches instead of stalling the decodes behind one big one).
-  int64_t ready = 0, tokens = 0;
+  // Each sequence's smallest step (a decode: one token per live beam; a context: what is left of it) counts in the
+  // tokens, and the budget is never below the largest one, so every sequence can still run.
+  int64_t ready = 0, tokens = 0, largest_step = 1;
   for (const MicroBatch& mb : in_flight)
     for (const SequenceChunk& c : mb.batch.chunks) tokens += static_cast<int64_t>(c.tokens.size());
-  for (const Sequence* s : running) {
-    if (s->in_flight) continue;
+  auto count = [&](const Sequence& s) {
     ++ready;
-    tokens += std::max<int64_t>(1, s->num_tokens() - s->num_computed) * std::max<int64_t>(1, static_cast<int64_t>(s->beams.size()));
-  }
-  for (const Sequence* s : queue) {
-    ++ready;
-    tokens += s->num_tokens();
-  }
+    const int64_t step = s.state == SequenceState::generation
+                             ? std::max<int64_t>(1, static_cast<int64_t>(s.beams.size()))
+                             : std::max<int64_t>(1, s.num_tokens() - s.num_computed);
+    tokens += step;
+    largest_step = std::max(largest_step, step);
+  };
+  for (const Sequence* s : running)
+    if (!s->in_flight) count(*s);
+  for (const Sequence* s : queue) count(*s);
   const int64_t free_slots = micro_batches - static_cast<int64_t>(in_flight.size());
   const int64_t share = std::max<int64_t>(1, (ready + free_slots - 1) / free_slots);
-  // Never below the next prompt (which cannot be split without chunked context) nor the decodes of the share.
-  int64_t budget = std::max<int64_t>((tokens + micro_batches - 1) / micro_batches, share);
-  if (!queue.empty()) budget = std::max<int64_t>(budget, queue.front()->num_tokens());
+  const int64_t budget = std::max({(tokens + micro_batches - 1) / micro_batches, share, largest_step});
   const SchedulePlan plan = plan_iteration(static_cast<int32_t>(std::min<int64_t>(share, scheduler_config.max_batch_size)),
                                            static_cast<int32_t>(std::min<int64_t>(budget, scheduler_config.max_num_tokens)));
   apply_pauses(plan);

@@ -39,6 +39,9 @@ void LeaderModel::broadcast(const IterationPlan& plan) {
   last_plan_bytes_.store(bytes.size());
   const auto t0 = std::chrono::steady_clock::now();
   channel_->send_plan(std::move(bytes));
+  // A device model waits for its GPU (and NCCL for its peers) outside MPI, so the plan must be delivered first; a
+  // host model's own waits are MPI calls, which deliver it, so it goes on computing its stage meanwhile.
+  if (inner_->on_device()) channel_->finish_sends();
   last_plan_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
