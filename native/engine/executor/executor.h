@@ -97,7 +97,8 @@ class Executor {
   // loop runs at most n more iterations (as get_latest_iteration_stats counts them) and then holds: no iteration
   // starts, enqueued requests wait in the queue, a cancel still ends its request at once (final `cancelled`
   // response, blocks freed), shutdown still works. n < 0: no limit (the default). In leader mode this holds the
-  // leader's loop; followers wait for its next plan.
+  // leader's loop; followers wait for its next plan. With pipelined pp each micro-batch is an iteration: no more
+  // begin than the allowance has left, and those in flight end before the loop holds.
   void hold_iterations(int64_t n);
   // True once the loop has run its allowed iterations and holds; false on timeout or once the loop has stopped.
   // Every response of the iterations run before is delivered by then.
