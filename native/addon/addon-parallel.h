@@ -19,9 +19,9 @@ Napi::Value comm_init(const Napi::CallbackInfo& info);
 // commFinalize(): ends MPI for a process that never ran an executor (the orchestrator); no-op without MPI.
 Napi::Value comm_finalize(const Napi::CallbackInfo& info);
 Napi::Object comm_info_object(Napi::Env env, const engine::CommInfo& info);
-// checkParallelLayout(modelDir, tp, pp, ep?, ppLayers?): throws (the engine's own invalid_argument message) when a tp x pp grid
-// cannot split the model in modelDir — the check every rank makes when it loads, for the launcher to make before
-// any rank starts.
+// checkParallelLayout(modelDir, tp, pp, ep?, ppLayers?): throws (the engine's own invalid_argument message) when a
+// tp x pp grid (with its stages' layers) cannot split the model in modelDir — the check every rank makes when it
+// loads, for the launcher to make before any rank starts.
 Napi::Value check_parallel_layout(const Napi::CallbackInfo& info);
 // runFollower(modelDir, loadOptions, onProgress?) -> Promise<void>, resolved when the leader shuts down.
 Napi::Value run_follower(const Napi::CallbackInfo& info);

@@ -81,10 +81,10 @@ export interface NativeExecutorConfig {
    * to the pool. 0/absent: the model's own windows. */
   maxAttentionWindow?: number;
   iterStatsMaxIterations?: number;
-  maxLogitsElements?: number;
+  maxLogitsElements?: number;   // cap on context/generation logits values per request; 0: none (default 2^28)
   /** Pipeline parallelism: micro-batches kept in flight (stages overlap); 1: stages one after the other. 0/absent:
    * one per stage. */
-  ppMicroBatches?: number;   // cap on context/generation logits values per request; 0: none (default 2^28)
+  ppMicroBatches?: number;
   /** Device backends: the KV pool takes this fraction of the GPU memory free after loading (default 0.9). */
   kvCacheFreeGpuMemFraction?: number;
 }

@@ -11,7 +11,7 @@ import { LOG_LEVELS, type LogLevel } from '../log.js';
 import { gpuOfLocalRank } from './device-ids.js';
 import type { OptionDefinition } from './option-definition.js';
 import {
-  choiceKind, deviceIdsKind, fractionKind, INT32_MAX, intKind, portKind, switchKind, textKind, toggleKind, ppLayersKind,
+  choiceKind, deviceIdsKind, fractionKind, INT32_MAX, intKind, portKind, ppLayersKind, switchKind, textKind, toggleKind,
 } from './value-kinds.js';
 
 export const LAUNCHER_KINDS = ['auto', 'mpirun', 'srun', 'none'] as const;

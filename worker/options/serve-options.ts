@@ -37,8 +37,8 @@ export interface ServeOptions {
   tp?: number | undefined;       // leader mode: the grid started by mpirun (default 1 x 1)
   pp?: number | undefined;
   ep?: number | undefined;       // expert-parallel groups within tp (mixture-of-experts models)
-  ppMicroBatches?: number | undefined;
-  ppLayers?: string | undefined;        // layers per pipeline stage: 'balanced' or 'a,b,...' (absent: even)  // pipelined pp: micro-batches in flight (1: off; absent: one per stage)
+  ppMicroBatches?: number | undefined;  // pipelined pp: micro-batches in flight (1: off; absent: one per stage)
+  ppLayers?: string | undefined;        // layers per pipeline stage: 'balanced' or 'a,b,...' (absent: even)
   device?: 'auto' | 'cpu' | 'cuda' | undefined;   // default cpu
   loadFormat?: 'auto' | 'dummy' | undefined;
   quantization?: 'none' | 'fp8' | undefined;

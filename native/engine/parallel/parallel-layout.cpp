@@ -91,8 +91,8 @@ ParallelLayout make_parallel_layout(const ModelConfig& c, const ShardInfo& shard
   l.vocab_begin = r * vocab;
   l.vocab_end = l.vocab_begin + vocab;
 
-  // Evenly by default, earlier stages taking the extra layer (as TensorRT-LLM splits); balanced and explicit splits
-  // also never give the last stage (which runs the LM head) more than the others, so stage 0 holds the most KV.
+  // Evenly by default, earlier stages taking the extra layer (as TensorRT-LLM splits), or as --pp-layers says
+  // (pp-partition.h; an explicit split may make a later stage the heaviest KV holder).
   const std::vector<int32_t> layers = pp_stage_layers(c, pp, shard.pp_layers);
   l.layer_begin = 0;
   for (int32_t st = 0; st < shard.pp_rank; ++st) l.layer_begin += layers[static_cast<size_t>(st)];

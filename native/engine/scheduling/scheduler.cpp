@@ -48,8 +48,8 @@ int32_t chunk_length(const SchedulerConfig& config, const SchedulerEntry& e, int
   return config.enable_chunked_context ? 0 : static_cast<int32_t>(tokens_left);
 }
 
-// decodes_from[i]: decode tokens of the running generation entries at index >= i (not in flight), so the ones after a context
-// entry can be set aside before its chunk is sized (in O(1) per entry).
+// decodes_from[i]: decode tokens of the running generation entries (not in flight) at index >= i, so the ones after a
+// context entry can be set aside before its chunk is sized (in O(1) per entry).
 std::vector<int64_t> decode_suffix_sums(const std::vector<SchedulerEntry>& running) {
   std::vector<int64_t> sums(running.size() + 1, 0);
   for (size_t i = running.size(); i-- > 0;)
