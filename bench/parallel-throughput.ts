@@ -6,7 +6,9 @@
 // --vary-output gives requests gen/2 .. 3gen/2 output tokens; --repeats n runs every layout n times, round-robin,
 // and keeps each batch's median (the VM's noise between single runs is ~10%).
 //   node dist/bench/parallel-throughput.js [--model 100m|22m] [--prompt 128] [--gen 64] [--batches 1,8] [--max-batch 64]
-//                                          [--vary-output] [--repeats 1]
+//                                          [--vary-output] [--repeats 1] [--chunked <max num tokens>]
+// --chunked n: every layout with chunked context and an iteration budget of n tokens (prompts then share iterations
+// with the decodes, so a wave of new prompts no longer fills one micro-batch alone).
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 
@@ -51,12 +53,13 @@ async function main(): Promise<void> {
   ];
   const repeats = Number(arg('--repeats', '1'));
   const vary = process.argv.includes('--vary-output') ? 'vary' : '';
+  if (arg('--chunked', '')) console.log(`chunked context, max num tokens ${arg('--chunked', '')}`);
   if (vary) console.log(`outputs of ${Math.round(Number(arg('--gen', '64')) / 2)}..${Math.round(Number(arg('--gen', '64')) * 1.5)} tokens`);
   const runs = new Map<string, { rows: Row[]; mem: number[] }[]>();
   for (let round = 0; round < repeats; ++round) {
     for (const l of layouts) {
       process.stderr.write(`running ${l.name} (round ${round + 1} of ${repeats}) ...\n`);
-      const args = [program, dir, String(l.tp), String(l.pp), String(l.threads), ...common, String(l.microBatches ?? 0), arg('--max-batch', '64'), l.ppLayers ?? '', vary];
+      const args = [program, dir, String(l.tp), String(l.pp), String(l.threads), ...common, String(l.microBatches ?? 0), arg('--max-batch', '64'), l.ppLayers ?? '', vary, arg('--chunked', '')];
       const child = l.np === 1
         ? await execa('node', args, { all: true, reject: false })
         : await execa('mpirun', ['-np', String(l.np), '--oversubscribe', '--bind-to', 'none', 'node', ...args],

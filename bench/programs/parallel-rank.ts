@@ -1,5 +1,5 @@
 // One rank of the leader-mode benchmark (bench/parallel-throughput.ts): `node parallel-rank.js <model> <tp> <pp>
-// <threads> <prompt> <gen> <batches> [<pp micro-batches> <max batch size> <pp layers> <vary>]`. World rank 0 times decode and prefill through the executor and prints one
+// <threads> <prompt> <gen> <batches> [<pp micro-batches> <max batch size> <pp layers> <vary> <chunked max tokens>]`. World rank 0 times decode and prefill through the executor and prints one
 // `RESULT <json>` line; every rank prints its peak memory as `MEM <rank> <bytes>` when it is done.
 import { resourceUsage } from 'node:process';
 
@@ -7,11 +7,15 @@ import { loadAddon } from '../../worker/binding/load-addon.js';
 import { Executor } from '../../worker/executor/executor.js';
 import { initRank } from '../../worker/rank.js';
 
-const [model = '', tp = '1', pp = '1', threads = '1', prompt = '128', gen = '64', batches = '1,8', microBatches = '0', maxBatch = '64', ppLayers = '', vary = ''] = process.argv.slice(2);
+const [model = '', tp = '1', pp = '1', threads = '1', prompt = '128', gen = '64', batches = '1,8', microBatches = '0', maxBatch = '64', ppLayers = '', vary = '', chunked = ''] = process.argv.slice(2);
 const load = { tp: Number(tp), pp: Number(pp), numThreads: Number(threads), ...(ppLayers ? { ppLayers } : {}) };
 
 async function leader(): Promise<Record<string, unknown>> {
-  const executor = await Executor.load(model, { ...load, maxBatchSize: Number(maxBatch), tokensPerBlock: 64, ppMicroBatches: Number(microBatches) });
+  const executor = await Executor.load(model, {
+    ...load, maxBatchSize: Number(maxBatch), tokensPerBlock: 64, ppMicroBatches: Number(microBatches),
+    // 'chunked' n: prompts in chunks of an iteration budget of n tokens, next to the decodes
+    ...(chunked ? { enableChunkedContext: true, maxNumTokens: Number(chunked) } : {}),
+  });
   const rows: Record<string, unknown>[] = [];
   try {
     await executor.generate({ inputTokenIds: [5, 6, 7, 8], maxTokens: 4 });
