@@ -192,31 +192,29 @@ bool PendingTransfer::test() {
   return done != 0;
 }
 
-PendingTransfer Comm::post_recv(void* data, size_t bytes, int32_t source, int32_t tag) const {
+PendingTransfer Comm::post(void* data, size_t bytes, int32_t peer, int32_t tag, bool send) const {
   PendingTransfer p;
   p.impl_ = std::make_unique<PendingTransfer::Impl>();
   p.impl_->comm = impl_->comm;
-  p.impl_->peer = source;
+  p.impl_->op = send ? "send to" : "recv from";
+  p.impl_->peer = peer;
   chunked(bytes, [&](size_t off, int n) {
     MPI_Request request;
-    check(MPI_Irecv(static_cast<char*>(data) + off, n, MPI_BYTE, source, tag, impl_->comm, &request), "MPI_Irecv");
+    char* at = static_cast<char*>(data) + off;
+    if (send) check(MPI_Isend(at, n, MPI_BYTE, peer, tag, impl_->comm, &request), "MPI_Isend");
+    else check(MPI_Irecv(at, n, MPI_BYTE, peer, tag, impl_->comm, &request), "MPI_Irecv");
     p.impl_->requests.push_back(request);
   });
   return p;
 }
 
+PendingTransfer Comm::post_recv(void* data, size_t bytes, int32_t source, int32_t tag) const {
+  return post(data, bytes, source, tag, false);
+}
+
 PendingTransfer Comm::post_send(const void* data, size_t bytes, int32_t dest, int32_t tag) const {
-  PendingTransfer p;
-  p.impl_ = std::make_unique<PendingTransfer::Impl>();
-  p.impl_->comm = impl_->comm;
-  p.impl_->op = "send to";
-  p.impl_->peer = dest;
-  chunked(bytes, [&](size_t off, int n) {
-    MPI_Request request;
-    check(MPI_Isend(static_cast<const char*>(data) + off, n, MPI_BYTE, dest, tag, impl_->comm, &request), "MPI_Isend");
-    p.impl_->requests.push_back(request);
-  });
-  return p;
+  // MPI_Isend only reads the buffer.
+  return post(const_cast<void*>(data), bytes, dest, tag, true);
 }
 
 void Comm::barrier() const {

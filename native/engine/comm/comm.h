@@ -62,6 +62,7 @@ class Comm {
 
  private:
   explicit Comm(std::shared_ptr<Impl> impl);
+  PendingTransfer post(void* data, size_t bytes, int32_t peer, int32_t tag, bool send) const;
   std::shared_ptr<Impl> impl_;
   friend Comm comm_world();
   friend struct CommAccess;  // the comm unit's own files reach the MPI communicator (comm-mpi.h)
