@@ -1,10 +1,12 @@
 // What `--dp 2` buys over one rank, in one run with one client and one model (every rank `--threads 1`):
 // throughput of offline-style HTTP load (`trtllm-launch bench token-norm-dist`, a fixed concurrency) on one rank
-// against two replicas, whose goal (>= 1.8x) assumes each replica has cores of its own; and what KV-aware routing
-// buys on a seeded multi-turn trace (`bench multi-turn`, system prompts shared by pairs of conversations):
-// `--router kv` against `--router least-load` with `--enable-kv-cache-reuse`, one rank with reuse for context —
-// later-turn TTFT and each replica's reused KV blocks read from the metrics port before and after.
-//   node dist/bench/data-parallel.js [--model <dir>] [--requests 96] [--conversations 8] [--turns 4] [--system-prompt 256]
+// against two replicas, whose goal (>= 1.8x) assumes each replica has cores of its own, with two independent
+// one-rank servers as the same-run ceiling; and what KV-aware routing buys on a seeded multi-turn trace (`bench
+// multi-turn`, below): `--router kv` against `--router round-robin` (the issue's baseline) and `least-load` with
+// `--enable-kv-cache-reuse`, one rank with reuse for context — later-turn TTFT and each replica's reused KV blocks
+// read from the metrics port before and after.
+//   node dist/bench/data-parallel.js [--model <dir>] [--requests 192] [--concurrency 64] [--conversations 16] [--turns 4]
+//     [--system-prompt 512] [--per-system-prompt 1] [--user-len 96] [--answer-len 16] [--turn-concurrency 4] [--kv-tokens 12288]
 import { availableParallelism, cpus } from 'node:os';
 import { join } from 'node:path';
 
@@ -18,10 +20,20 @@ const arg = (name: string, fallback: string) => {
   return i >= 0 && process.argv[i + 1] !== undefined ? process.argv[i + 1]! : fallback;
 };
 const MODEL = arg('--model', join(packageRoot(), 'examples', 'models', 'brown-llama-17m'));
-const REQUESTS = Number(arg('--requests', '96'));
-const CONVERSATIONS = Number(arg('--conversations', '8'));
+const REQUESTS = Number(arg('--requests', '192'));
+// Enough requests in flight that each replica, not the client, sets the pace (one rank runs them all at once).
+const CONCURRENCY = Number(arg('--concurrency', '64'));
+// The routing trace: conversations with a long context of their own (a 512-token document as the system prompt,
+// one per conversation) and a KV pool per rank smaller than all conversations' context together but not than half
+// of it — where routing decides whether two replicas hold every conversation once or each holds half of them twice.
+const CONVERSATIONS = Number(arg('--conversations', '16'));
 const TURNS = Number(arg('--turns', '4'));
-const SYSTEM_PROMPT = Number(arg('--system-prompt', '256'));
+const SYSTEM_PROMPT = Number(arg('--system-prompt', '512'));
+const PER_SYSTEM_PROMPT = Number(arg('--per-system-prompt', '1'));  // conversations sharing one system prompt
+const USER_LEN = Number(arg('--user-len', '96'));                   // tokens of each user message
+const ANSWER_LEN = Number(arg('--answer-len', '16'));
+const TURN_CONCURRENCY = Number(arg('--turn-concurrency', '4'));
+const KV_TOKENS = Number(arg('--kv-tokens', '12288'));               // --max-tokens-in-paged-kv-cache of every rank
 const BIN = join(packageRoot(), 'bin', 'trtllm-launch.js');
 const READY_TIMEOUT_MS = 120_000;
 
@@ -87,11 +99,31 @@ async function throughput(label: string, args: string[]) {
   process.stderr.write(`${label}: starting\n`);
   const server = await start(args);
   try {
-    process.stderr.write(`${label}: token-norm-dist, ${REQUESTS} requests of 128 -> 64 tokens, concurrency 16\n`);
+    process.stderr.write(`${label}: token-norm-dist, ${REQUESTS} requests of 128 -> 64 tokens, concurrency ${CONCURRENCY}\n`);
     return await bench(server, 'token-norm-dist', ['--num-requests', String(REQUESTS), '--input-mean', '128', '--output-mean', '64',
-      '--concurrency', '16', '--warmup-requests', '4']);
+      '--concurrency', String(CONCURRENCY), '--warmup-requests', '4']);
   } finally {
     await stop(server);
+  }
+}
+
+/** Two one-rank servers side by side, each given half the load at once: what two replicas could do with no
+ * router in front (the machine's shared caches and memory bandwidth included) — dp 2's same-run ceiling. */
+async function throughputPair(label: string) {
+  process.stderr.write(`${label}: starting two servers\n`);
+  const servers = await Promise.all([start([]), start([])]);
+  try {
+    process.stderr.write(`${label}: token-norm-dist, ${REQUESTS / 2} requests each, concurrency ${CONCURRENCY / 2} each\n`);
+    const t0 = Date.now();
+    const runs = await Promise.all(servers.map((server) => bench(server, 'token-norm-dist', ['--num-requests', String(REQUESTS / 2),
+      '--input-mean', '128', '--output-mean', '64', '--concurrency', String(CONCURRENCY / 2), '--warmup-requests', '2'])));
+    // Both runs' tokens over the longer run's measured time (a sum of the two rates would overstate it when one
+    // finishes first).
+    const longest = Math.max(...runs.map((r) => r.total_latency_ms as number)) / 1000;
+    const tokens = runs.reduce((a, r) => a + (r.output_tokens as number), 0);
+    return { output_tokens_per_sec: tokens / longest, seconds: (Date.now() - t0) / 1000, runs };
+  } finally {
+    await Promise.all(servers.map(stop));
   }
 }
 
@@ -102,8 +134,8 @@ async function routing(label: string, args: string[], replicas: number) {
     const before = await counters(server, replicas);
     process.stderr.write(`${label}: multi-turn, ${CONVERSATIONS} conversations x ${TURNS} turns\n`);
     const summary = await bench(server, 'multi-turn', ['--num-conversations', String(CONVERSATIONS), '--num-turns', String(TURNS),
-      '--system-prompt-len', String(SYSTEM_PROMPT), '--conversations-per-system-prompt', '2', '--input-mean', '64', '--output-mean', '32',
-      '--concurrency', '4', '--seed', '0']);
+      '--system-prompt-len', String(SYSTEM_PROMPT), '--conversations-per-system-prompt', String(PER_SYSTEM_PROMPT),
+      '--input-mean', String(USER_LEN), '--output-mean', String(ANSWER_LEN), '--concurrency', String(TURN_CONCURRENCY), '--seed', '0']);
     await new Promise((r) => setTimeout(r, STATS_SETTLE_MS));
     const after = await counters(server, replicas);
     const minus = (a: number[], b: number[]) => a.map((x, i) => x - b[i]!);
@@ -115,10 +147,12 @@ async function routing(label: string, args: string[], replicas: number) {
 
 const cores = availableParallelism();
 const dp = ['--dp', '2', '--tp', '1', '--oversubscribe'];
-const reuse = ['--enable-kv-cache-reuse'];
+const reuse = ['--enable-kv-cache-reuse', '--max-tokens-in-paged-kv-cache', String(KV_TOKENS)];
 const dp1 = await throughput('dp 1 (one rank)', []);
 const dp2 = await throughput('dp 2', dp);
+const pair = await throughputPair('two one-rank servers');
 const single = await routing('one rank, reuse', reuse, 1);
+const roundRobin = await routing('dp 2, reuse, --router round-robin', [...dp, ...reuse, '--router', 'round-robin'], 2);
 const leastLoad = await routing('dp 2, reuse, --router least-load', [...dp, ...reuse, '--router', 'least-load'], 2);
 const kv = await routing('dp 2, reuse, --router kv', [...dp, ...reuse, '--router', 'kv'], 2);
 
@@ -131,28 +165,34 @@ const lines = [
     + ' server and client on this machine',
   `dp 2 runs 3 processes (orchestrator + 2 replicas) and the bench client on ${cores} cores: the >= 1.8x goal assumes each replica has cores of its own${cores < 4 ? ' (not so here)' : ''}`,
   '',
-  `throughput: token-norm-dist, ${REQUESTS} requests, 128 -> 64 tokens, concurrency 16, over HTTP`,
+  `throughput: token-norm-dist, ${REQUESTS} requests, 128 -> 64 tokens, concurrency ${CONCURRENCY}, over HTTP`,
   '| server | output tok/s | requests/s | TTFT p50 (ms) | e2e p50 (ms) |',
   '|---|---|---|---|---|',
   ...[['one rank', dp1], ['--dp 2 (least-load)', dp2]].map(([name, s]: any) =>
     `| ${name} | ${f(s.output_tokens_per_sec)}${failed(s)} | ${f(s.requests_per_sec, 2)} | ${f(s.median_ttft_ms)} | ${f(s.median_e2e_latency_ms)} |`),
-  `dp2 / dp1 output tok/s: ${(dp2.output_tokens_per_sec / dp1.output_tokens_per_sec).toFixed(2)}x (goal >= 1.8x with a core per replica)`,
+  `| two one-rank servers side by side, half the load each (no router) | ${f(pair.output_tokens_per_sec)} (both runs' tokens / the longer run's time) | | | |`,
+  `dp2 / dp1 output tok/s: ${(dp2.output_tokens_per_sec / dp1.output_tokens_per_sec).toFixed(2)}x (goal >= 1.8x with a core per replica);`
+    + ` two servers / dp1: ${(pair.output_tokens_per_sec / dp1.output_tokens_per_sec).toFixed(2)}x; dp2 / two servers: ${(dp2.output_tokens_per_sec / pair.output_tokens_per_sec).toFixed(2)}x`,
   '',
-  `routing: multi-turn, ${CONVERSATIONS} conversations x ${TURNS} turns, ${SYSTEM_PROMPT}-token system prompt per pair of conversations,`
-    + ` 64-token user messages, 32-token answers, concurrency 4, seed 0, --enable-kv-cache-reuse;`
+  `routing: multi-turn, ${CONVERSATIONS} conversations x ${TURNS} turns, ${SYSTEM_PROMPT}-token system prompt per ${PER_SYSTEM_PROMPT} conversations,`
+    + ` ${USER_LEN}-token user messages, ${ANSWER_LEN}-token answers, concurrency ${TURN_CONCURRENCY}, seed 0, --enable-kv-cache-reuse,`
+    + ` a KV pool of ${KV_TOKENS} tokens a rank;`
     + ` ${(100 * single.summary.reusable_input_fraction).toFixed(1)}% of prompt tokens reusable by a perfect prefix cache`,
   '| server | first-turn TTFT p50 (ms) | later-turn TTFT p50 (ms) | later-turn TTFT p90 (ms) | reused KV blocks (per replica) | requests routed (per replica, incl. warm-up) | output tok/s |',
   '|---|---|---|---|---|---|---|',
-  ...[['one rank', single], ['--dp 2 --router least-load', leastLoad], ['--dp 2 --router kv', kv]].map(([name, r]: any) =>
+  ...[['one rank', single], ['--dp 2 --router round-robin', roundRobin], ['--dp 2 --router least-load', leastLoad], ['--dp 2 --router kv', kv]].map(([name, r]: any) =>
     `| ${name} | ${f(r.summary.first_turn_p50_ttft_ms)} | ${later(r.summary)}${failed(r.summary)} | ${r.reused.join(' / ')} (sum ${sum(r.reused)}) | ${r.routed.length === 0 ? '' : r.routed.join(' / ')} | ${f(r.summary.output_tokens_per_sec)} |`),
-  `later-turn TTFT p50, least-load / kv: ${(leastLoad.summary.later_turns_p50_ttft_ms / kv.summary.later_turns_p50_ttft_ms).toFixed(2)}x`,
+  `later-turn TTFT p50, round-robin / kv: ${(roundRobin.summary.later_turns_p50_ttft_ms / kv.summary.later_turns_p50_ttft_ms).toFixed(2)}x (goal >= 2x);`
+    + ` least-load / kv: ${(leastLoad.summary.later_turns_p50_ttft_ms / kv.summary.later_turns_p50_ttft_ms).toFixed(2)}x`,
   '',
   'summary',
-  '| measure | one rank | --dp 2 least-load | --dp 2 kv | ratio |',
-  '|---|---|---|---|---|',
-  `| output tok/s, token-norm-dist | ${f(dp1.output_tokens_per_sec)} | ${f(dp2.output_tokens_per_sec)} | | dp2 / dp1 ${(dp2.output_tokens_per_sec / dp1.output_tokens_per_sec).toFixed(2)}x |`,
-  `| later-turn TTFT p50 (ms), multi-turn | ${f(single.summary.later_turns_p50_ttft_ms)} | ${f(leastLoad.summary.later_turns_p50_ttft_ms)} | ${f(kv.summary.later_turns_p50_ttft_ms)} | least-load / kv ${(leastLoad.summary.later_turns_p50_ttft_ms / kv.summary.later_turns_p50_ttft_ms).toFixed(2)}x |`,
-  `| later-turn TTFT p90 (ms), multi-turn | ${f(single.summary.later_turns_p90_ttft_ms)} | ${f(leastLoad.summary.later_turns_p90_ttft_ms)} | ${f(kv.summary.later_turns_p90_ttft_ms)} | least-load / kv ${(leastLoad.summary.later_turns_p90_ttft_ms / kv.summary.later_turns_p90_ttft_ms).toFixed(2)}x |`,
-  `| reused KV blocks, multi-turn | ${sum(single.reused)} | ${sum(leastLoad.reused)} | ${sum(kv.reused)} | |`,
+  '| measure | one rank | --dp 2 round-robin | --dp 2 least-load | --dp 2 kv | ratio |',
+  '|---|---|---|---|---|---|',
+  `| output tok/s, token-norm-dist | ${f(dp1.output_tokens_per_sec)} | | ${f(dp2.output_tokens_per_sec)} | | dp2 / dp1 ${(dp2.output_tokens_per_sec / dp1.output_tokens_per_sec).toFixed(2)}x |`,
+  ...(['p50', 'p90'] as const).map((q) => {
+    const v = (r: any) => r.summary[`later_turns_${q}_ttft_ms`] as number;
+    return `| later-turn TTFT ${q} (ms), multi-turn | ${f(v(single))} | ${f(v(roundRobin))} | ${f(v(leastLoad))} | ${f(v(kv))} | round-robin / kv ${(v(roundRobin) / v(kv)).toFixed(2)}x |`;
+  }),
+  `| reused KV blocks, multi-turn | ${sum(single.reused)} | ${sum(roundRobin.reused)} | ${sum(leastLoad.reused)} | ${sum(kv.reused)} | |`,
 ];
 process.stdout.write(`${lines.join('\n')}\n`);

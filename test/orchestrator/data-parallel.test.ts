@@ -1,9 +1,9 @@
 // `--dp 2` for real: two replicas of tiny-llama spawned by one orchestrator under mpirun, behind one model name.
-// Outputs equal HF greedy (as one rank's do); least-load spreads requests over both replicas; --router kv sends a
-// prompt sharing a cached prefix to the replica that holds it (seen in the per-replica routed and reused-block
-// gauges, never in timings); a dead replica stops the cluster, or with --isolate-failures only itself; --dry-run
-// shows both replicas; bad values are refused naming the option and value.
-import { writeFileSync } from 'node:fs';
+// Outputs equal HF greedy (as one rank's do); least-load spreads requests over both replicas, round-robin takes
+// them in turn; --router kv sends a prompt sharing a cached prefix to the replica that holds it (seen in the
+// per-replica routed and reused-block gauges, never in timings); a dead replica stops the cluster, or with
+// --isolate-failures only itself; --dry-run shows both replicas; bad values are refused naming the option and value.
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { execa } from 'execa';
@@ -75,7 +75,7 @@ t.test('--dry-run shows the orchestrator and both replicas; bad values are refus
   t.match(dry.stdout, /tiny-llama replica 1: tp 1 x pp 1 \(spawned\), rank 2 of the job/);
   const cases: [string[], RegExp][] = [
     [['--dp', '0'], /--dp must be an integer >= 1, got "0"/],
-    [['--dp', '2', '--router', 'foo'], /--router must be one of least-load, kv, got "foo"/],
+    [['--dp', '2', '--router', 'foo'], /--router must be one of least-load, kv, round-robin, got "foo"/],
     [['--dp', '2', '--router', 'kv'], /--router kv needs --enable-kv-cache-reuse/],
     [['--router', 'kv', '--enable-kv-cache-reuse'], /--router kv applies to data-parallel replicas: add --dp/],
     [['--dp', '2', '--launcher', 'srun'], /--dp 2 under srun \(Slurm.*add --no-spawn to start every replica's ranks with srun up front/],
@@ -116,6 +116,10 @@ t.test('least-load: HF greedy outputs through both replicas, requests spread ove
   t.ok(await cluster.ready, `ready (output: ${cluster.output().slice(-2000)})`);
   t.same(await perReplica(cluster.metrics, 'trtllm_replica_ready'), [1, 1], 'both replicas ready');
   t.ok(await waitFor(() => cluster.pid(0) !== undefined && cluster.pid(1) !== undefined), 'the replicas\' pids are known');
+  // Spawned replicas are not pinned (Open MPI binds a small spawned job to one core each otherwise): each may run
+  // on every CPU this test may.
+  const cpus = (pid: number | 'self') => /Cpus_allowed_list:\s*(\S+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+  for (const r of [0, 1]) t.equal(cpus(cluster.pid(r)!), cpus('self'), `replica ${r} runs unbound`);
   const [c0, ...rest] = referenceCases('tiny-llama');
   const answers = await frozen(cluster.pid(0)!, async () => {
     // Both idle: the first goes to replica 0 (the lowest index), which holds it; the next one to replica 1.
@@ -223,8 +227,8 @@ t.test('--isolate-failures: a dead replica\'s request fails naming it, the other
   await noneLeft(t, cluster.marker);
 });
 
-t.test('--no-spawn: mpirun starts both replicas\' ranks up front; the same answers through both; a clean stop', async (t) => {
-  const cluster = await startDp(['--no-spawn']);
+t.test('--no-spawn: mpirun starts both replicas\' ranks up front; the same answers through both; round-robin; a clean stop', async (t) => {
+  const cluster = await startDp(['--no-spawn', '--router', 'round-robin']);
   t.teardown(() => { cluster.child.kill('SIGKILL'); });
   t.ok(await cluster.ready, `ready (output: ${cluster.output().slice(-2000)})`);
   t.match(cluster.output(), /ready after [\d.]+ s: 3 rank\(s\)/, 'mpirun started the orchestrator and both replicas\' ranks');
@@ -232,7 +236,7 @@ t.test('--no-spawn: mpirun starts both replicas\' ranks up front; the same answe
   t.ok(await waitFor(() => cluster.pid(0) !== undefined && cluster.pid(1) !== undefined), 'the replicas\' pids are known');
   const [c0, c1] = referenceCases('tiny-llama');
   const answers = await frozen(cluster.pid(0)!, async () => {
-    // Replica 0 holds the first; least-load sends the second to replica 1.
+    // Replica 0 holds the first; round-robin sends the second to replica 1.
     const first = tokens(cluster.base, c0!.input_ids, c0!.max_new_tokens);
     t.ok(await outstanding(cluster.metrics, [1, 0]), 'the first request waits on replica 0');
     const second = await tokens(cluster.base, c1!.input_ids, c1!.max_new_tokens);
@@ -242,6 +246,13 @@ t.test('--no-spawn: mpirun starts both replicas\' ranks up front; the same answe
   const first = await answers.first;
   t.same((first.json.output_ids as number[]).slice(c0!.input_ids.length), c0!.greedy_output_ids, `${c0!.name} through replica 0 = HF greedy`);
   t.same(await perReplica(cluster.metrics, 'trtllm_replica_requests_routed_total'), [1, 1], 'one request each');
+  // One at a time to idle replicas (where least-load would always pick replica 0): each in turn.
+  t.ok(await outstanding(cluster.metrics, [0, 0]), 'both idle');
+  for (const expected of [[2, 1], [2, 2], [3, 2]]) {
+    const r = await tokens(cluster.base, c0!.input_ids, c0!.max_new_tokens);
+    t.same((r.json.output_ids as number[]).slice(c0!.input_ids.length), c0!.greedy_output_ids, `${c0!.name} = HF greedy`);
+    t.same(await perReplica(cluster.metrics, 'trtllm_replica_requests_routed_total'), expected, `round-robin: routed ${expected}`);
+  }
   cluster.child.kill('SIGTERM');
   t.equal((await cluster.child).exitCode, 0, 'SIGTERM drains and exits 0');
   t.match(cluster.output(), /all ranks stopped cleanly/);

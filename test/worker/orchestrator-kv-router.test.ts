@@ -1,11 +1,12 @@
 // The KV-aware router's pieces: the TypeScript block hash equals the engine's (the block_hash values a real server
-// reports in its stored events for a prompt), the prefix index follows stored/removed/created events, and the
-// choice is longest prefix, then fewest outstanding requests, then the lowest index.
+// reports in its stored events for a prompt), the prefix index follows stored/removed/created events and the
+// router's own notes, the choice is longest prefix, then fewest outstanding requests, then the lowest index, and
+// round-robin takes the live replicas in turn.
 import t from 'tap';
 
 import type { KvCacheEvent } from '../../worker/binding/addon-types.js';
 import { kvBlockHash, KV_ROOT_BLOCK_HASH, promptBlockHashes } from '../../worker/orchestrator/kv-block-hash.js';
-import { chooseReplica, KvPrefixIndex } from '../../worker/orchestrator/kv-router.js';
+import { chooseByCost, chooseReplica, KvPrefixIndex, nextReplica } from '../../worker/orchestrator/kv-router.js';
 import { fixtureDir } from '../helpers/fixtures.js';
 import { postJson, startTestServer } from '../helpers/serving.js';
 
@@ -50,6 +51,18 @@ t.test('the prefix index follows stored, removed and created events', async (t) 
   t.same(index.matches(prompt, TOKENS_PER_BLOCK), [0, 0]);
 });
 
+t.test('the router\'s own note of a routed prompt counts at once; a later removed event corrects it', async (t) => {
+  const index = new KvPrefixIndex(2);
+  const hashes = promptBlockHashes(ids(40, 2), TOKENS_PER_BLOCK);  // two full blocks
+  t.same(index.matchHashes(hashes), [0, 0]);
+  index.add(1, hashes);
+  t.same(index.matchHashes(hashes), [0, 2], 'replica 1 holds both as soon as the prompt is routed there');
+  t.same(index.matches(ids(40, 2), TOKENS_PER_BLOCK), [0, 2], 'matches() hashes the same way');
+  t.same(index.matchHashes([...hashes, 'x']), [0, 2], 'a longer prompt: its leading blocks');
+  index.apply(1, [{ eventId: 3, windowSize: 64, type: 'removed', blockHashes: [hashes[0]!] }]);
+  t.same(index.matchHashes(hashes), [0, 0], 'evicted: the prefix is gone');
+});
+
 t.test('choice: longest prefix, then fewest outstanding, then lowest index; dead replicas skipped', async (t) => {
   t.equal(chooseReplica([true, true], [0, 0], [0, 0]), 0);
   t.equal(chooseReplica([true, true], [1, 0], [0, 0]), 1);
@@ -57,4 +70,25 @@ t.test('choice: longest prefix, then fewest outstanding, then lowest index; dead
   t.equal(chooseReplica([true, true], [3, 5], [2, 2]), 0);
   t.equal(chooseReplica([false, true], [0, 5], [4, 0]), 1);
   t.equal(chooseReplica([false, false], [0, 0], [0, 0]), -1);
+});
+
+t.test('round-robin: each live replica in turn, dead ones skipped', async (t) => {
+  t.equal(nextReplica([true, true, true], -1), 0);
+  t.equal(nextReplica([true, true, true], 0), 1);
+  t.equal(nextReplica([true, true, true], 2), 0);
+  t.equal(nextReplica([true, false, true], 0), 2);
+  t.equal(nextReplica([false, true, false], 1), 1, 'the only live replica again');
+  t.equal(nextReplica([false, false], 0), -1);
+});
+
+t.test('kv cost: uncached prompt blocks plus the new work in flight; a busy holder loses only past what its prefix saves', async (t) => {
+  // A 10-block prompt, 8 of its blocks on replica 0.
+  t.equal(chooseByCost([true, true], 10, [8, 0], [0, 0], [0, 0]), 0, 'idle replicas: the cached prefix wins');
+  t.equal(chooseByCost([true, true], 10, [8, 0], [7, 0], [3, 0]), 0, 'busier by 7 blocks: still cheaper (2 + 7 < 10)');
+  t.equal(chooseByCost([true, true], 10, [8, 0], [9, 0], [3, 0]), 1, 'busier by 9 blocks: the idle one (2 + 9 > 10)');
+  t.equal(chooseByCost([true, true], 10, [8, 0], [8, 0], [1, 0]), 0, 'equal cost: the longer prefix');
+  t.equal(chooseByCost([true, true], 10, [0, 0], [4, 4], [2, 1]), 1, 'equal cost and prefix: fewer in flight');
+  t.equal(chooseByCost([true, true], 10, [0, 0], [4, 4], [1, 1]), 0, 'then the lowest index');
+  t.equal(chooseByCost([false, true], 10, [8, 0], [0, 50], [0, 9]), 1, 'a dead replica is never chosen');
+  t.equal(chooseByCost([false, false], 10, [0, 0], [0, 0], [0, 0]), -1);
 });

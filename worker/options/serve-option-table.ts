@@ -19,7 +19,7 @@ export const DEVICES = ['auto', 'cpu', 'cuda'] as const;
 export const LOAD_FORMATS = ['auto', 'dummy'] as const;
 export const QUANTIZATIONS = ['none', 'fp8'] as const;
 export const KV_CACHE_DTYPES = ['auto', 'fp8'] as const;
-export const ROUTERS = ['least-load', 'kv'] as const;
+export const ROUTERS = ['least-load', 'kv', 'round-robin'] as const;
 export const SCHEDULER_POLICIES = ['max_utilization', 'guaranteed_no_evict'] as const satisfies readonly SchedulerPolicy[];
 
 /** The serve options as commander parses them (flags over env; a configuration file fills in the rest, config/). */
@@ -115,7 +115,7 @@ const TABLE = [
     help: 'data-parallel replicas of the model, each tp × pp ranks, behind one endpoint (world size = dp × tp × pp; default 1)',
     file: { key: 'parallel.dp', unset: '1' } },
   { name: 'router', flag: '--router', placeholder: '<kind>', env: 'TRTLLM_ROUTER', kind: choiceKind(ROUTERS), default: 'least-load',
-    help: '--dp: least-load (fewest outstanding requests) | kv (longest cached prefix of the prompt, then load; needs --enable-kv-cache-reuse)',
+    help: '--dp: least-load (fewest outstanding requests) | kv (longest cached prefix of the prompt, then load; needs --enable-kv-cache-reuse) | round-robin (each live replica in turn)',
     file: { key: 'parallel.router', unset: 'least-load' } },
   { name: 'isolateFailures', flag: '--isolate-failures', env: 'TRTLLM_ISOLATE_FAILURES', kind: switchKind, default: false,
     help: '--dp: a replica that dies is dropped (its requests fail naming it) and the others keep serving, instead of stopping the cluster' },

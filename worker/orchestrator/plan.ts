@@ -24,7 +24,7 @@ export interface MultiModelPlan {
   frontend: ServeOptions;  // host, ports, auth, drain timeout, log level (model fields unused)
   groups: GroupPlan[];
   dp?: {                   // --dp: every group is a replica of one model
-    router: RouterKind;     // least-load | kv (replica-set.ts)
+    router: RouterKind;     // least-load | kv | round-robin (replica-set.ts)
     isolateFailures: boolean;  // a dead replica is dropped; without it, it stops the cluster (failFast is set)
   };
 }

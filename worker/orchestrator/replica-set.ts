@@ -1,7 +1,8 @@
 // `--dp N`: one model served by N worker groups (replicas) behind one name. The replica set is the model's executor
 // in the catalog: each request goes to one replica's RemoteExecutor, chosen by the router — the fewest outstanding
-// requests (least-load), or the longest cached prefix of the prompt in the replica's KV cache (kv), load breaking
-// ties, then the lowest index. Stats are sums over the live replicas; per-replica gauges carry a `replica` label.
+// requests (least-load); the fewest KV blocks of work, counting what the replica's prefix cache already holds of the
+// prompt and the new work its requests in flight brought (kv); or each live replica in turn (round-robin, the baseline
+// routing is measured against). Stats are sums over the live replicas; per-replica gauges carry a `replica` label.
 // A replica that fails is dropped (only with --isolate-failures does the cluster go on; the orchestrator decides):
 // its requests end with an error naming it (remote-executor.ts), the others keep serving.
 import { Counter, Gauge, type Registry } from 'prom-client';
@@ -12,7 +13,8 @@ import { RequestHandle } from '../executor/request-handle.js';
 import type { ServingExecutor } from '../executor/serving-executor.js';
 import { type RequestLimits, validateRequest } from '../executor/validate-request.js';
 import type { ROUTERS } from '../options/serve-option-table.js';
-import { chooseReplica, KvPrefixIndex } from './kv-router.js';
+import { promptBlockHashes } from './kv-block-hash.js';
+import { chooseByCost, chooseReplica, KvPrefixIndex, nextReplica } from './kv-router.js';
 import type { RemoteExecutor } from './remote-executor.js';
 
 export type RouterKind = (typeof ROUTERS)[number];
@@ -24,15 +26,17 @@ export interface ReplicaGroup {
   readonly reason: string | undefined;
 }
 
-// The kv router asks the replicas for their events before a decision when its index may be stale: a request ended
-// since the last poll (its blocks were just stored) or the last poll is older than this.
+// The kv router never waits for events before a decision (waiting for a busy replica's answer cost every later
+// turn up to that wait in time to first token): it notes a routed prompt's blocks itself, and asks the replicas for
+// their events in the background — answers' blocks, evictions, restarts — when a request has ended since the last
+// poll or the last poll is older than this.
 const KV_POLL_MS = 250;
-// ...and waits at most this long for the answers: a slow replica's events are used at the next decision instead.
+// How long a poll waits for a replica's answer before the poll ends (the late answer is still taken when it comes).
 const KV_ROUTE_WAIT_MS = 100;
 // Events kept for POST /kv_cache_events between two reads of it (the router reads them too); the oldest go first.
 const KV_EVENTS_KEPT = 65_536;
 
-interface InFlight { replica: number; remoteId: number | undefined; cancelled: boolean }
+interface InFlight { replica: number; remoteId: number | undefined; cancelled: boolean; blocks: number }
 
 export class ReplicaSet implements ServingExecutor {
   readonly modelConfig: ModelConfig;
@@ -42,6 +46,8 @@ export class ReplicaSet implements ServingExecutor {
   private readonly index: KvPrefixIndex;
   private readonly routed: number[];
   private nextId = 1;
+  private lastRouted = -1;  // round-robin: the replica the previous request went to
+  private readonly loadBlocks: number[];  // kv: blocks of new work in flight per replica (uncached prompt + output)
   private closed = false;
   private stale = true;
   private lastPoll = 0;
@@ -57,6 +63,7 @@ export class ReplicaSet implements ServingExecutor {
     this.limits = first.limits;
     this.index = new KvPrefixIndex(replicas.length);
     this.routed = replicas.map(() => 0);
+    this.loadBlocks = replicas.map(() => 0);
     // (Several replicated models of one --multi-model repository share the families: one per name in a registry.)
     const family = <T>(name: string, make: () => T): T => (registry?.getSingleMetric(name) as T | undefined) ?? make();
     const labelNames = ['model', 'replica'];
@@ -100,17 +107,15 @@ export class ReplicaSet implements ServingExecutor {
     if (!this.anyLive()) throw new TrtllmError(this.noReplica(), 'shutdown');
     const id = this.nextId++;
     const handle = new RequestHandle(id, (rid) => this.cancel(rid));
-    const entry: InFlight = { replica: -1, remoteId: undefined, cancelled: false };
+    const entry: InFlight = { replica: -1, remoteId: undefined, cancelled: false, blocks: 0 };
     this.inflight.set(id, entry);
     void handle.responses().then(() => {
       this.inflight.delete(id);
+      if (entry.replica >= 0) this.loadBlocks[entry.replica]! -= entry.blocks;
       this.stale = true;
     });
-    if (this.router === 'kv' && (this.stale || Date.now() - this.lastPoll > KV_POLL_MS)) {
-      void this.poll(KV_ROUTE_WAIT_MS).then(() => this.dispatch(valid, handle, entry));
-    } else {
-      this.dispatch(valid, handle, entry);
-    }
+    if (this.router === 'kv' && (this.stale || Date.now() - this.lastPoll > KV_POLL_MS)) void this.poll(KV_ROUTE_WAIT_MS);
+    this.dispatch(valid, handle, entry);
     return handle;
   }
 
@@ -122,9 +127,19 @@ export class ReplicaSet implements ServingExecutor {
   private dispatch(request: NativeRequest, handle: RequestHandle, entry: InFlight): void {
     const live = this.replicas.map((_, r) => this.live(r) !== undefined);
     const tokensPerBlock = this.replicas.find((g) => g.executor)?.executor?.kvCacheStats().tokensPerBlock ?? 0;
-    const prefix = this.router === 'kv' && tokensPerBlock > 0
-      ? this.index.matches(request.inputTokenIds, tokensPerBlock) : live.map(() => 0);
-    const r = chooseReplica(live, this.outstanding(), prefix);
+    const kv = this.router === 'kv' && tokensPerBlock > 0;
+    const hashes = kv ? promptBlockHashes(request.inputTokenIds, tokensPerBlock) : [];
+    const prefix = kv ? this.index.matchHashes(hashes) : [];
+    const r = this.router === 'round-robin' ? nextReplica(live, this.lastRouted)
+      : kv ? chooseByCost(live, hashes.length, prefix, this.loadBlocks, this.outstanding())
+        : chooseReplica(live, this.outstanding(), live.map(() => 0));
+    if (r >= 0) {
+      this.lastRouted = r;
+      this.index.add(r, hashes);
+      // The work it brings there: the prompt blocks not cached and the blocks its output will fill.
+      entry.blocks = kv ? Math.ceil((request.inputTokenIds.length - prefix[r]! * tokensPerBlock + request.maxTokens) / tokensPerBlock) : 0;
+      this.loadBlocks[r]! += entry.blocks;
+    }
     const executor = r < 0 ? undefined : this.live(r);
     if (!executor) {
       handle.push({ requestId: handle.id, isFinal: true, error: { code: 'shutdown', message: this.noReplica() } });
