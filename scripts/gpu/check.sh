@@ -27,6 +27,8 @@
 #                                 (scripts/fixtures/make_window_fixtures.py, into test/fixtures/models, tarred to
 #                                 $OUT/window-fixtures.tgz) while it builds, then cuda-attention and cuda-model
 #   scripts/gpu/check.sh kill4    four GPUs: `trtllm-launch --world-size 4 --tp 4` under load, kill -9 of one rank
+#   scripts/gpu/check.sh dpcpu    the machine's CPUs (any kind): the CPU addon and bench/data-parallel.js (--dp 2 against
+#                                 one rank and two independent servers; the routers on a multi-turn trace); DP_ARGS: its flags
 # Prints a short summary last. Expects CUDA_HOME / NCCL_ROOT (the device prelude exports them).
 set -uo pipefail
 mode=${1:-single}
@@ -42,6 +44,30 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 (cat COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null) | tee "$out/commit.txt"
 
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+if [[ $mode == dpcpu ]]; then
+  # The machine's CPUs, not its GPU: the addon without CUDA, then bench/data-parallel.js (needs node on PATH,
+  # node_modules and dist/ with dist/bench and dist/test/helpers). The bundled model's weights may have been left
+  # behind to fit the device tool's tree limit: then its shape with random weights (speed does not depend on them).
+  m=examples/models/brown-llama-17m
+  [[ -f $m/model.safetensors ]] || python3 -c "
+import torch, transformers
+c = transformers.AutoConfig.from_pretrained('$m')
+torch.manual_seed(0)
+transformers.AutoModelForCausalLM.from_config(c, dtype=torch.float32).save_pretrained('/tmp/random-brown')
+" >"$out/random-weights.log" 2>&1 && cp /tmp/random-brown/model.safetensors $m/ && note "random weights for $m"
+  if cmake -S native -B build-cpu "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DENGINE_CUDA=OFF -DENGINE_TESTS=OFF -DCMAKE_JS_VERSION=8 \
+       -DCMAKE_JS_INC="$PWD/node_modules/node-api-headers/include" >"$out/configure.log" 2>&1 &&
+     cmake --build build-cpu -j "$jobs" --target trtllm_native >"$out/build.log" 2>&1; then
+    mkdir -p build/native/Release && cp build-cpu/trtllm_native.node build/native/Release/
+  else
+    note "ADDON BUILD FAILED"; tail -20 "$out/build.log"; exit 1
+  fi
+  note "$(nproc) cores: $(lscpu | grep 'Model name' | sed 's/ \+/ /g')"
+  node dist/bench/data-parallel.js ${DP_ARGS:-} 2>"$out/data-parallel.err" | tee "$out/data-parallel.log"
+  note "data-parallel: $(grep -E '^dp2 / dp1' "$out/data-parallel.log") $(grep -E '^later-turn TTFT p50' "$out/data-parallel.log")"
+  printf '\n%s\n' "--- summary ($mode)"; printf '%s\n' "${summary[@]}"
+  exit 0
+fi
 targets=(); [[ $mode == fp8 ]] && targets=(--target cuda-fp8 cuda-bench)  # what the mode runs, nothing else
 [[ $mode == moe ]] && targets=(--target cuda-moe cuda-model cuda-bench)
 [[ $mode == window ]] && targets=(--target cuda-attention cuda-model)

@@ -13,6 +13,6 @@ git ls-files -co --exclude-standard | grep -v '^test/fixtures/\|^examples/models
 npm ls --omit=dev --all --parseable 2>/dev/null | sed "s|^$PWD/||" | grep '^node_modules/' | sort -u |
   tar -cf - -T - | xz -6 -T2 >"$dest/nm.tar.xz"
 npx --no-install tsc -p tsconfig.json
-tar -cf - dist/launcher dist/worker | xz -6 -T2 >"$dest/dist.tar.xz"
+tar -cf - dist/launcher dist/worker dist/bench dist/test/helpers | xz -6 -T2 >"$dest/dist.tar.xz"
 git rev-parse --short HEAD >"$dest/COMMIT"
 ls -la "$dest"
