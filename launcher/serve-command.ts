@@ -8,6 +8,7 @@ import { type Command, InvalidArgumentError } from 'commander';
 
 import type { BuildInfo } from '../worker/binding/addon-types.js';
 import { loadAddon } from '../worker/binding/load-addon.js';
+import { surviveDrainSignal } from '../worker/common/drain-signal.js';
 import { TrtllmError } from '../worker/common/errors.js';
 import { rankFailureLine } from '../worker/common/status-lines.js';
 import { parseGpuDeviceIds } from '../worker/options/device-ids.js';
@@ -141,6 +142,7 @@ function endRank(error: unknown, role: string): never {
 /** `rank`: one rank of a leader-mode cluster; the role itself is the worker's (worker/roles/leader-mode.ts). */
 function rankAction(command: Command) {
   return async () => {
+    surviveDrainSignal();
     const { runRank } = await import('../worker/roles/leader-mode.js');
     try {
       process.exitCode = await runRank(command.opts<ServeCliOptions>());
@@ -158,6 +160,7 @@ export function registerServe(program: Command): void {
     .option('--group <index>', 'the worker group a spawned process belongs to', (v) => Number(v))
     .option('--orchestrator <host:pid>', 'the orchestrator that spawned this group');
   orchestrated.action(async () => {
+    surviveDrainSignal();
     const { runOrchestrated } = await import('../worker/roles/orchestrated.js');
     try {
       process.exitCode = await runOrchestrated(orchestrated.opts());

@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { basename, resolve } from 'node:path';
 
+import { DRAIN_SIGNAL } from './common/drain-signal.js';
 import { TrtllmError } from './common/errors.js';
 import { readyLine } from './common/status-lines.js';
 import { Executor } from './executor/executor.js';
@@ -178,6 +179,7 @@ export async function serveUntilSignal(options: ServeOptions): Promise<number> {
     };
     process.once('SIGINT', () => stop('SIGINT'));
     process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once(DRAIN_SIGNAL, () => stop(`${DRAIN_SIGNAL} (the launcher's drain request)`));
   });
   log.info('stopped');
   return 0;

@@ -140,7 +140,7 @@ export async function launchCluster(options: ClusterOptions): Promise<number> {
     startupTimeoutMs: options.startupTimeoutSeconds * 1000,
     drainTimeoutMs: options.drainTimeoutSeconds * 1000,
     logDir: options.logDir,
-    signalLeaderStep: signalStep,
+    signalLeaderStep: signalStep, forwardDrain: starter.kind === 'mpirun' && starter.flavor === 'openmpi',
     launcherIdentity, openMpiFiles: starter.kind === 'mpirun' && starter.flavor === 'openmpi',
   });
 }

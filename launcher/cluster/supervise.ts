@@ -8,6 +8,7 @@ import { createInterface } from 'node:readline';
 
 import { execa, type ResultPromise } from 'execa';
 
+import { DRAIN_SIGNAL } from '../../worker/common/drain-signal.js';
 import { killJob, type SweepResult, sweepJob } from './job-sweep.js';
 import { ROOT_CAUSE_HEADER } from './launcher-lines.js';
 import { hangLineEvent, leaderLineEvent } from './leader-lines.js';
@@ -35,6 +36,7 @@ export interface SuperviseOptions {
   // Under srun the leader may run on another node, where its pid means nothing: the drain request goes to its
   // step instead (followers ignore SIGTERM, so signalling the step reaches the leader alone).
   signalLeaderStep?: (step: string) => void;
+  forwardDrain?: boolean;  // mpirun forwards DRAIN_SIGNAL to the ranks (Open MPI's does)
   // This launcher's identity as its ranks carry it (TRTLLM_LAUNCHED_BY): how what is left of the job on this host is
   // found once mpirun/srun has exited, and killed with it on a forced stop (job-sweep.ts).
   launcherIdentity?: string;
@@ -149,6 +151,7 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
     startupTimeoutMs: options.startupTimeoutMs, drainTimeoutMs: options.drainTimeoutMs, launcher,
     ranksShown: options.ranksShown ?? `${options.worldSize} rank(s)`, localHost: hostname(),
     leaderReportsExit: options.leaderReportsExit ?? false, canSignalStep: options.signalLeaderStep !== undefined,
+    canForwardDrain: options.forwardDrain ?? false,
   });
   let state = initial.state;
   const started = performance.now();
@@ -186,6 +189,7 @@ export async function superviseCluster(options: SuperviseOptions): Promise<numbe
         }
         break;
       case 'signal-step': options.signalLeaderStep?.(effect.step); break;
+      case 'forward-drain': child.kill(DRAIN_SIGNAL); break;
       case 'arm-drain-deadline': setTimeout(() => dispatch({ type: 'drain-deadline' }), effect.afterMs).unref(); break;
       case 'root-cause':
         for (const line of rootCause(everything, tail, options.worldSize, { exitCode: effect.exitCode, signal: effect.signal }, launcher, effect.hang)) out(line);

@@ -28,6 +28,7 @@ export interface SupervisorSettings {
   // died: the job is clean only when the leader itself printed "leader exit code 0".
   leaderReportsExit: boolean;
   canSignalStep: boolean;      // under srun: the drain request can go to the leader's step (supervise.ts)
+  canForwardDrain: boolean;    // under Open MPI's mpirun: it forwards SIGUSR2, a leader's drain request, to the job
 }
 
 /** A rank's hang report (the liveness watch's verdict): the root cause once the gang is down. */
@@ -74,6 +75,7 @@ export type Effect =
   | { type: 'kill-ranks' }                               // SIGKILL to its whole process group
   | { type: 'signal-leader'; pid: number }               // SIGTERM to the leader (stop-ranks if it is gone)
   | { type: 'signal-step'; step: string }                // the drain request to the leader's Slurm step
+  | { type: 'forward-drain' }                            // the drain request through mpirun (worker/common/drain-signal.ts)
   | { type: 'arm-drain-deadline'; afterMs: number }
   | { type: 'root-cause'; exitCode?: number | undefined; signal?: string | undefined; hang?: HangFact | undefined };
 
@@ -143,9 +145,10 @@ function onSignal(state: SupervisorState, signal: string): Step {
     case 'ready': {
       // The leader stops admitting (503), finishes or cancels what is in flight, then releases its followers.
       // srun answers a SIGTERM of its own by killing its tasks at once: under srun the leader's step is signalled.
+      // A leader on another host under mpirun: mpirun forwards the drain request to it.
       const request: Effect = leader.pid !== undefined ? { type: 'signal-leader', pid: leader.pid }
         : leader.step !== undefined && settings.canSignalStep ? { type: 'signal-step', step: leader.step }
-          : { type: 'stop-ranks' };
+          : settings.canForwardDrain ? { type: 'forward-drain' } : { type: 'stop-ranks' };
       return {
         state: { ...state, phase: 'draining' },
         effects: [

@@ -30,6 +30,9 @@ export interface DataParallelInput {
   failFast: boolean;                     // --fail-fast (the default for --dp anyway)
   cpu: boolean;
   cores: number;
+  /** The ranks may run on several hosts (--hostfile / --hosts, srun): without --gpu-device-ids each rank takes the
+   * GPU of its local rank on its host (one fewer on the orchestrator's host) rather than a job-wide number. */
+  acrossHosts?: boolean;
 }
 
 const fail = (message: string): never => { throw new InvalidArgumentError(message); };
@@ -56,7 +59,9 @@ export function planDataParallel(input: DataParallelInput): { plan: MultiModelPl
   if (events) fail(events);
   const ranks = tp * pp;
   // Devices: --gpu-device-ids lists every replica's in order (replica r takes the r-th run of tp × pp ids); without
-  // it, the CUDA backend gives replica r devices r·tp·pp .. (r+1)·tp·pp − 1 (one host).
+  // it, the CUDA backend gives replica r devices r·tp·pp .. (r+1)·tp·pp − 1 (one host), or with the ranks started
+  // up front across hosts, each rank the GPU of its local rank there (worker/orchestrator/group-rank.ts).
+  const byHost = !input.cpu && o.gpuDeviceIds === undefined && !input.spawn && input.acrossHosts === true;
   let ids: number[] = [];
   if (o.gpuDeviceIds !== undefined) {
     const parsed = parseGpuDeviceIds(o.gpuDeviceIds);
@@ -64,7 +69,7 @@ export function planDataParallel(input: DataParallelInput): { plan: MultiModelPl
     ids = parsed.value;
     if (ids.length < dp * ranks) fail(`--gpu-device-ids "${o.gpuDeviceIds}" has ${ids.length} id(s); --dp ${dp} x --tp ${tp} x --pp ${pp} needs ${dp * ranks}, one per rank`);
     if (new Set(ids).size !== ids.length) fail(`--gpu-device-ids "${o.gpuDeviceIds}" names a device twice: each replica needs its own devices`);
-  } else if (!input.cpu) {
+  } else if (!input.cpu && !byHost) {
     ids = Array.from({ length: dp * ranks }, (_, i) => i);
   }
   const processes = 1 + dp * ranks;
@@ -76,7 +81,7 @@ export function planDataParallel(input: DataParallelInput): { plan: MultiModelPl
   const { apiKey: _secret, ...frontend } = serveOptions({ ...options, gpuDeviceIds: undefined }, { tp: 1, pp: 1 });
   // No-spawn: replica r is job ranks 1 + r·tp·pp .. (r + 1)·tp·pp, its leader first (rank 0: the orchestrator).
   const groups = Array.from({ length: dp }, (_, r) => ({
-    name, serve, tp, pp, deviceIds: ids.slice(r * ranks, (r + 1) * ranks), replica: r,
+    name, serve, tp, pp, deviceIds: ids.slice(r * ranks, (r + 1) * ranks), replica: r, ...(byHost ? { devicesByHost: true } : {}),
     ranks: input.spawn ? [] : Array.from({ length: ranks }, (_, i) => 1 + r * ranks + i),
   }));
   // One rule for a dead replica: the cluster is a gang (it stops) unless --isolate-failures.
@@ -98,9 +103,11 @@ export async function runDataParallel(options: Readonly<ServeCliOptions>, flags:
   if (options.isolateFailures && flags.failFast) fail('--isolate-failures and --fail-fast contradict each other: give one');
   const gpu = build.backends.includes('cuda') && options.device !== 'cpu';
   if (options.device === 'cuda' && !gpu) fail(`--device cuda: the CUDA backend is not built into this addon (${build.cuda}); use --device cpu or auto`);
-  // Under srun the allocation places the ranks (on its nodes, with its CPUs), not this machine's cores.
-  const cores = launcher === 'srun' ? Number.POSITIVE_INFINITY : availableParallelism();
-  const { plan, notes } = planDataParallel({ options, spawn: flags.spawn, failFast: flags.failFast, cpu: !gpu, cores });
+  // Under srun the allocation places the ranks (on its nodes, with its CPUs), and with --hostfile / --hosts mpirun
+  // places them on those hosts' slots: not this machine's cores.
+  const elsewhere = launcher === 'srun' || options.hostfile !== undefined || options.hosts !== undefined;
+  const cores = elsewhere ? Number.POSITIVE_INFINITY : availableParallelism();
+  const { plan, notes } = planDataParallel({ options, spawn: flags.spawn, failFast: flags.failFast, cpu: !gpu, cores, acrossHosts: elsewhere });
   for (const note of notes) process.stderr.write(`trtllm-launch: ${note}\n`);
   const g0 = plan.groups[0]!;
   const note = checkModelBeforeLaunch({
@@ -111,7 +118,7 @@ export async function runDataParallel(options: Readonly<ServeCliOptions>, flags:
   const ranks = g0.tp * g0.pp;
   const roles = [
     `rank 0: orchestrator; HTTP ${options.host}:${options.httpPort}, metrics :${options.metricsPort}; ${plan.spawn ? 'spawns' : 'links to'} ${dp} replica(s) of ${g0.name}; router ${plan.dp!.router}; ${plan.dp!.isolateFailures ? '--isolate-failures: a dead replica is dropped' : 'a dead replica stops the cluster'}`,
-    ...plan.groups.map((g) => `${g.name} replica ${g.replica}: tp ${g.tp} x pp ${g.pp} (${plan.spawn ? 'spawned' : `started by ${launcher}`}), ${ranks === 1 ? `rank ${1 + g.replica!}` : `ranks ${1 + g.replica! * ranks}-${(g.replica! + 1) * ranks}`} of the job${g.deviceIds.length ? `, devices ${g.deviceIds.join(',')}` : ''}`),
+    ...plan.groups.map((g) => `${g.name} replica ${g.replica}: tp ${g.tp} x pp ${g.pp} (${plan.spawn ? 'spawned' : `started by ${launcher}`}), ${ranks === 1 ? `rank ${1 + g.replica!}` : `ranks ${1 + g.replica! * ranks}-${(g.replica! + 1) * ranks}`} of the job${g.deviceIds.length ? `, devices ${g.deviceIds.join(',')}` : g.devicesByHost ? ', each rank the GPU of its local rank on its host' : ''}`),
   ];
   const banner = (host: string) => [
     `serving ${g0.name} on http://${host}:${options.httpPort} with ${dp} replicas (router ${plan.dp!.router}), metrics on http://${host}:${options.metricsPort}/metrics`,

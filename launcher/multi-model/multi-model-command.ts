@@ -45,7 +45,9 @@ export async function runMultiModel(command: Command): Promise<number> {
   const { apiKey: _secret, ...frontend } = perModel(flags, { tp: 1, pp: 1 });
   const plan = planMultiModel({
     models, spawn: flags.spawn, failFast: flags.failFast, worldSize: flags.worldSize, oversubscribe: flags.oversubscribe,
-    cpu: !gpu, gpuDeviceIds: flags.gpuDeviceIds, cores: availableParallelism(), frontend, serveOptions: perModel,
+    cpu: !gpu, gpuDeviceIds: flags.gpuDeviceIds, frontend, serveOptions: perModel,
+    // With --hostfile / --hosts mpirun places the ranks on those hosts' slots, not on this machine's cores.
+    cores: flags.hostfile !== undefined || flags.hosts !== undefined ? Number.POSITIVE_INFINITY : availableParallelism(),
   });
   if (flags.apiKey) process.env.TRTLLM_API_KEY = flags.apiKey;
   const total = plan.groups.reduce((n, g) => n + g.tp * g.pp, 0);

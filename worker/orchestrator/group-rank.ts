@@ -28,12 +28,19 @@ export function watchOrchestrator(orchestrator: RankIdentity, log: Logger): void
   timer.unref();
 }
 
-export async function runGroupRank(group: GroupPlan, rank: number, links: AddonLinks | undefined, orchestrator: RankIdentity, log: Logger): Promise<number> {
+/** devicesByHost: a rank's GPU among its host's, counted by its local rank there; the orchestrator (job rank 0,
+ * so local rank 0 on its host) holds none (pure). */
+export function gpuOnHost(localRank: number, orchestratorHere: boolean): number {
+  return orchestratorHere ? localRank - 1 : localRank;
+}
+
+export async function runGroupRank(group: GroupPlan, rank: number, links: AddonLinks | undefined, orchestrator: RankIdentity, log: Logger,
+  localRank?: number): Promise<number> {
   const addon = loadAddon();
   const ranks = addon.groupMembers();  // collective over the group: the orchestrator watches these processes
   watchOrchestrator(orchestrator, log);
   // The model's devices are its own (plan-groups.ts): rank i of the group runs on the i-th.
-  const gpu = group.deviceIds[rank];
+  const gpu = group.devicesByHost && localRank !== undefined ? gpuOnHost(localRank, orchestrator.host === hostname()) : group.deviceIds[rank];
   const serve = gpu === undefined ? group.serve : { ...group.serve, gpuDeviceId: gpu };
   if (rank !== 0) {
     // Followers stop when the leader releases them after its drain; a signal must not cut that short.

@@ -10,6 +10,7 @@ import { Registry, collectDefaultMetrics } from 'prom-client';
 
 import type { AddonLinks } from '../binding/addon-types.js';
 import { loadAddon } from '../binding/load-addon.js';
+import { DRAIN_SIGNAL } from '../common/drain-signal.js';
 import { packageRoot } from '../common/package-root.js';
 import { rankFailureLine } from '../common/status-lines.js';
 import { modelPrecision } from '../executor/precision.js';
@@ -179,6 +180,7 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
   };
   process.once('SIGINT', () => onSignal('SIGINT'));
   process.once('SIGTERM', () => onSignal('SIGTERM'));
+  process.once(DRAIN_SIGNAL, () => onSignal(`${DRAIN_SIGNAL} (the launcher's drain request)`));
   const code = await stopped;
 
   // New requests get a 503 naming the drain from here on; the ports stay open until the groups have drained and

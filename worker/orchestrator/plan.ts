@@ -13,7 +13,8 @@ export interface GroupPlan {
   tp: number;
   pp: number;
   ranks: number[];         // no-spawn: the job ranks of this group (participant ids), leader first; spawn: []
-  deviceIds: number[];     // the model's devices (rank i uses the i-th), or empty (CPU backend)
+  deviceIds: number[];     // the model's devices (rank i uses the i-th), or empty (CPU backend; devicesByHost)
+  devicesByHost?: boolean; // --dp across hosts, ranks started up front: each rank's GPU is its local rank on its host
   replica?: number;        // --dp: this group is replica `replica` of the model `name` (groups of one model share it)
   router?: RouterKind;     // --multi-model with a model file's parallel.dp: its replicas' router (else plan.dp's)
 }

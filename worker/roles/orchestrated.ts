@@ -61,5 +61,5 @@ export async function runOrchestrated(args: OrchestratedArgs): Promise<number> {
     announce();
     return reportExit(await runOrchestrator(plan, links, log));
   }
-  return runGroupRank(plan.groups[color - 1]!, groupInfo.worldRank, links, job[0]!, log);
+  return runGroupRank(plan.groups[color - 1]!, groupInfo.worldRank, links, job[0]!, log, info.localRank);
 }

@@ -9,7 +9,7 @@ import {
 
 const SETTINGS: SupervisorSettings = {
   startupTimeoutMs: 60_000, drainTimeoutMs: 30_000, launcher: 'mpirun', ranksShown: '2 rank(s)', localHost: 'here',
-  leaderReportsExit: false, canSignalStep: false,
+  leaderReportsExit: false, canSignalStep: false, canForwardDrain: false,
 };
 
 /** Runs events from the start; returns the last state and every effect in order. */
@@ -63,7 +63,7 @@ t.test('a signal before ready stops every rank; the launcher exits 0, nothing wa
   t.same(run([{ type: 'signal', signal: 'SIGTERM' }, READY]).state.phase, 'stopping-early', 'a late health answer is ignored');
 });
 
-t.test('Ctrl-C once ready drains the leader: by pid here, by step under srun, else through mpirun', async (t) => {
+t.test('Ctrl-C once ready drains the leader: by pid here, by step under srun, forwarded by Open MPI\'s mpirun, else stopped through mpirun', async (t) => {
   const here = run([{ type: 'leader-pid', pid: 42, host: 'here' }, READY, { type: 'signal', signal: 'SIGINT' }]);
   t.equal(here.state.phase, 'draining');
   t.same(here.effects.slice(-3), [
@@ -74,6 +74,9 @@ t.test('Ctrl-C once ready drains the leader: by pid here, by step under srun, el
   t.same(run(remote).state.leader, { host: 'node2', step: '17.0' }, 'a pid on another host is not kept');
   t.same(run(remote, { canSignalStep: true }).effects.at(-2), { type: 'signal-step', step: '17.0' });
   t.same(run(remote).effects.at(-2), { type: 'stop-ranks' }, 'no way to reach the step: mpirun/srun is asked');
+  const elsewhere = [{ type: 'leader-pid', pid: 42, host: 'node2' }, READY, { type: 'signal', signal: 'SIGTERM' }] as SupervisorEvent[];
+  t.same(run(elsewhere, { canForwardDrain: true }).effects.at(-2), { type: 'forward-drain' }, 'a leader on another host under Open MPI: through mpirun');
+  t.same(run(elsewhere).effects.at(-2), { type: 'stop-ranks' }, 'a launcher that forwards nothing: mpirun is asked to stop');
   const clean = run([READY, { type: 'signal', signal: 'SIGINT' }, CLEAN]);
   t.same({ phase: clean.state.phase, exitCode: clean.state.exitCode }, { phase: 'stopped', exitCode: 0 });
   t.same(clean.effects.slice(-2), [{ type: 'kill-ranks' }, { type: 'say', line: '[launcher] all ranks stopped cleanly' }]);

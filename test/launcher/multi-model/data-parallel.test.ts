@@ -1,10 +1,12 @@
-// The --dp planner (pure): one group per replica with the same grid and options, each replica on its own devices,
-// the gang rule unless --isolate-failures, --router kv's need for prefix reuse and its default event buffer, and
-// what --dp cannot be combined with — each refusal naming the options and values.
+// The --dp planner (pure): one group per replica with the same grid and options, each replica on its own devices
+// (by local rank on each host when the ranks run across hosts), the gang rule unless --isolate-failures, --router
+// kv's need for prefix reuse and its default event buffer, and what --dp cannot be combined with — each refusal
+// naming the options and values.
 import t from 'tap';
 
 import { KV_ROUTER_EVENT_BUFFER, planDataParallel } from '../../../launcher/multi-model/data-parallel.js';
 import type { ServeCliOptions } from '../../../launcher/serve-options.js';
+import { gpuOnHost } from '../../../worker/orchestrator/group-rank.js';
 
 function opts(extra: Partial<ServeCliOptions>): ServeCliOptions {
   return {
@@ -12,8 +14,9 @@ function opts(extra: Partial<ServeCliOptions>): ServeCliOptions {
     oversubscribe: false, dp: 2, ...extra,
   } as ServeCliOptions;
 }
-const plan = (extra: Partial<ServeCliOptions>, more: { spawn?: boolean; cpu?: boolean; cores?: number; failFast?: boolean } = {}) =>
-  planDataParallel({ options: opts(extra), spawn: more.spawn ?? true, failFast: more.failFast ?? false, cpu: more.cpu ?? true, cores: more.cores ?? 64 });
+const plan = (extra: Partial<ServeCliOptions>, more: { spawn?: boolean; cpu?: boolean; cores?: number; failFast?: boolean; acrossHosts?: boolean } = {}) =>
+  planDataParallel({ options: opts(extra), spawn: more.spawn ?? true, failFast: more.failFast ?? false, cpu: more.cpu ?? true, cores: more.cores ?? 64,
+    acrossHosts: more.acrossHosts ?? false });
 
 t.test('one group per replica, same model name and grid; the gang rule by default', async (t) => {
   const { plan: p, notes } = plan({ tp: 2, dp: 3 });
@@ -34,6 +37,20 @@ t.test('devices: replica r takes the r-th run of tp x pp', async (t) => {
   t.same(plan({ gpuDeviceIds: '4,5,6,7', tp: 2 }, { cpu: false }).plan.groups.map((g) => g.deviceIds), [[4, 5], [6, 7]]);
   t.throws(() => plan({ gpuDeviceIds: '0,1', tp: 2 }, { cpu: false }), /--gpu-device-ids "0,1" has 2 id\(s\); --dp 2 x --tp 2 x --pp 1 needs 4/);
   t.throws(() => plan({ gpuDeviceIds: '0,0' }, { cpu: false }), /names a device twice/);
+});
+
+t.test('devices across hosts (ranks started up front): each rank the GPU of its local rank on its host', async (t) => {
+  const across = plan({ tp: 2 }, { cpu: false, spawn: false, acrossHosts: true }).plan.groups;
+  t.same(across.map((g) => [g.deviceIds, g.devicesByHost]), [[[], true], [[], true]]);
+  t.same(plan({ tp: 2, gpuDeviceIds: '4,5,6,7' }, { cpu: false, spawn: false, acrossHosts: true }).plan.groups.map((g) => [g.deviceIds, g.devicesByHost]),
+    [[[4, 5], undefined], [[6, 7], undefined]], '--gpu-device-ids still names them');
+  t.same(plan({ tp: 2 }, { cpu: false, spawn: true, acrossHosts: true }).plan.groups.map((g) => g.devicesByHost), [undefined, undefined], 'spawned groups: one host');
+  t.same(plan({ tp: 2 }, { cpu: true, spawn: false, acrossHosts: true }).plan.groups.map((g) => g.devicesByHost), [undefined, undefined], 'the CPU backend: none');
+  // The orchestrator is job rank 0, so local rank 0 on its host and holding no GPU: one fewer there.
+  t.equal(gpuOnHost(1, true), 0);
+  t.equal(gpuOnHost(2, true), 1);
+  t.equal(gpuOnHost(0, false), 0, 'another host: its first rank takes GPU 0');
+  t.equal(gpuOnHost(3, false), 3);
 });
 
 t.test('--router kv needs prefix reuse; it turns events on when they are off', async (t) => {
