@@ -4,8 +4,9 @@
 // --no-spawn every replica's ranks are started up front by mpirun or srun instead (replica r: job ranks
 // 1 + r·tp·pp ..), which is how --dp runs inside a Slurm allocation. This file checks what --dp cannot be combined
 // with, plans the groups (pure: planDataParallel) and launches the job.
-import { availableParallelism } from 'node:os';
-import { basename, resolve } from 'node:path';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
+import { basename, join, resolve } from 'node:path';
 
 import { InvalidArgumentError } from 'commander';
 
@@ -19,6 +20,7 @@ import { serveOptions } from '../../worker/options/serve-options-from-cli.js';
 import { chooseLauncher } from '../cluster/mpirun-command.js';
 import { resolveExperts, resolveParallel } from '../cluster/parallel-plan.js';
 import { checkModelBeforeLaunch } from '../model-preflight.js';
+import { dpNodeLayout } from './dp-node-layout.js';
 import type { ServeCliOptions } from '../serve-options.js';
 
 /** The KV event buffer each replica keeps when --router kv is given without --kv-cache-event-buffer-max-size. */
@@ -127,10 +129,27 @@ export async function runDataParallel(options: Readonly<ServeCliOptions>, flags:
   ];
   const { launchCluster } = await import('../cluster/launch.js');
   const np = plan.spawn ? 1 : 1 + dp * ranks;
+  const srunArgs = launcher === 'srun' ? await spreadOverNodes(dp, ranks, options.srunArgs) : options.srunArgs;
   return launchCluster({
     parallel: { worldSize: np, tp: 1, pp: 1 }, host: options.host, httpPort: options.httpPort, metricsPort: options.metricsPort, grpcPort: options.grpcPort,
     oversubscribe: options.oversubscribe, hostfile: options.hostfile, hosts: options.hosts, startupTimeoutSeconds: options.startupTimeout,
-    drainTimeoutSeconds: options.drainTimeout, logDir: options.logDir, dryRun: options.dryRun, rankOptions: [], launcher, srunArgs: options.srunArgs,
+    drainTimeoutSeconds: options.drainTimeout, logDir: options.logDir, dryRun: options.dryRun, rankOptions: [], launcher, srunArgs,
     orchestrated: { np, env: { [PLAN_ENV]: JSON.stringify(plan) }, roles, banner, spawned: plan.spawn ? dp * ranks : 0 },
   });
+}
+
+/** Under srun in an allocation of several nodes: the orchestrator and the replicas laid out by dpNodeLayout (through
+ * SLURM_HOSTFILE, which srun reads from this process's environment); one node: srun's own layout. */
+async function spreadOverNodes(dp: number, ranks: number, srunArgs: string | undefined): Promise<string | undefined> {
+  const list = process.env.SLURM_JOB_NODELIST ?? process.env.SLURM_NODELIST;
+  if (Number(process.env.SLURM_JOB_NUM_NODES ?? process.env.SLURM_NNODES ?? '1') <= 1 || list === undefined) return srunArgs;
+  const { execa } = await import('execa');
+  const shown = await execa('scontrol', ['show', 'hostnames', list], { reject: false });
+  if (shown.exitCode !== 0) fail(`--dp ${dp} over the nodes ${list}: scontrol show hostnames failed (${shown.stderr.trim()})`);
+  const layout = dpNodeLayout(shown.stdout.split('\n').filter((n) => n !== ''), dp, ranks);
+  if ('error' in layout) return fail(layout.error);
+  const file = join(mkdtempSync(join(tmpdir(), 'trtllm-dp-')), 'hostfile');
+  writeFileSync(file, `${layout.hosts.join('\n')}\n`);
+  process.env.SLURM_HOSTFILE = file;
+  return [srunArgs, '--distribution=arbitrary'].filter((a) => a !== undefined && a !== '').join(' ');
 }

@@ -64,11 +64,12 @@ export function planJob(o: SlurmJobOptions, serve: ServeFacts): JobPlan {
   const { worldSize, tp, pp } = serve.parallel;
   const dp = serve.dp ?? 1;
   if (!Number.isInteger(o.nodes) || o.nodes < 1) throw new InvalidArgumentError(`--nodes must be an integer >= 1, got "${o.nodes}"`);
-  // --dp: the orchestrator is one more task, on the first node; its replicas' devices are numbered on that node.
-  if (dp > 1 && o.nodes !== 1) {
-    throw new InvalidArgumentError(`--nodes ${o.nodes} with --dp ${dp}: a --dp job script runs on one node for now (the orchestrator and every replica's ranks); use --nodes 1`);
+  // --dp: the orchestrator is one more task, on the first node; every node gets a task slot more than its ranks (the
+  // launcher lays the tasks out so that only the first node's is used: dp-node-layout.ts).
+  if (dp > 1 && (dp * worldSize) % o.nodes !== 0) {
+    throw new InvalidArgumentError(`--nodes ${o.nodes} does not divide --dp ${dp} x tp ${tp} x pp ${pp} = ${dp * worldSize} ranks: every node runs the same number of ranks`);
   }
-  if (worldSize % o.nodes !== 0) {
+  if (dp === 1 && worldSize % o.nodes !== 0) {
     throw new InvalidArgumentError(`--nodes ${o.nodes} does not divide tp ${tp} x pp ${pp} = ${worldSize} ranks: every node runs the same number of ranks`);
   }
   const ranksPerNode = (dp * worldSize) / o.nodes;  // the model's ranks (one GPU each)

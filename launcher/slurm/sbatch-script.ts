@@ -55,7 +55,10 @@ export function renderSbatchScript(input: ScriptInput): string {
     '# One Slurm task per rank, the same number on every node. The launcher starts them itself with srun',
     '# (so no --ntasks here, and no srun below).',
     directive(true, `--nodes=${plan.nodes}`),
-    ...(dp > 1 ? [`# --dp ${dp}: one task more than the replicas' ${dp * worldSize} ranks: the orchestrator (task 0), which serves HTTP and routes.`] : []),
+    ...(dp > 1 ? [plan.nodes === 1
+      ? `# --dp ${dp}: one task more than the replicas' ${dp * worldSize} ranks: the orchestrator (task 0), which serves HTTP and routes.`
+      : `# --dp ${dp}: one task slot a node more than its ${plan.tasksPerNode - 1} rank(s); the first node's runs the orchestrator (task 0), which\n`
+        + '# serves HTTP and routes (the launcher lays the tasks out with srun --distribution=arbitrary; the others stay free).'] : []),
     directive(true, `--ntasks-per-node=${plan.tasksPerNode}`),
   ];
   if (plan.nodes > 1) {

@@ -91,7 +91,10 @@ t.test('--dry-run shows the orchestrator and both replicas; bad values are refus
   t.equal(render.exitCode, 0, render.stderr);
   t.match(render.stdout, /#SBATCH --ntasks-per-node=3\n[^]*--dp 2 \\\n  --no-spawn$/, 'slurm render --dp: the orchestrator task and --no-spawn');
   const twoNodes = await execa('node', [bin, 'slurm', 'render', '--model', MODEL, '--dp', '2', '--nodes', '2'], { reject: false });
-  t.match(twoNodes.stderr, /--nodes 2 with --dp 2: a --dp job script runs on one node for now/);
+  t.equal(twoNodes.exitCode, 0, twoNodes.stderr);
+  t.match(twoNodes.stdout, /#SBATCH --nodes=2\n[^]*#SBATCH --ntasks-per-node=2\n/, 'slurm render --dp 2 --nodes 2: a replica and a slot a node');
+  const threeNodes = await execa('node', [bin, 'slurm', 'render', '--model', MODEL, '--dp', '2', '--nodes', '3'], { reject: false });
+  t.match(threeNodes.stderr, /--nodes 3 does not divide --dp 2 x tp 1 x pp 1 = 2 ranks/);
   // YAML parallel.dp, the same plan.
   const dir = tempDir('trtllm-dp-');
   writeFileSync(join(dir, 'm.yaml'), `model: ${MODEL}\nparallel: { dp: 2, tp: 1 }\n`);

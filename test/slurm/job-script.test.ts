@@ -10,6 +10,7 @@ import t from 'tap';
 
 import { shellQuote, splitArgs, srunCommand } from '../../launcher/cluster/mpirun-command.js';
 import { parseSrunFailure } from '../../launcher/cluster/rank-output.js';
+import { dpNodeLayout } from '../../launcher/multi-model/dp-node-layout.js';
 import { addServeOptions } from '../../launcher/serve-options.js';
 import { isFinal, jobInfo, JobOutput, parseScontrolRecord } from '../../launcher/slurm/job-status.js';
 import { type JobPlan, planJob, type ServeFacts, type SlurmJobOptions } from '../../launcher/slurm/job-plan.js';
@@ -83,11 +84,15 @@ t.test('the rendered script', async (t) => {
   t.equal(syntax.exitCode, 0, `bash -n accepts it${syntax.exitCode === 0 ? '' : `: ${syntax.all}`}`);
 });
 
-t.test('--dp: the orchestrator is one more task on one node; its replicas take one GPU per rank; --no-spawn added', async (t) => {
+t.test('--dp: the orchestrator is one more task on the first node; its replicas take one GPU per rank; --no-spawn added', async (t) => {
   const dp = planJob(job(), serve({ parallel: { worldSize: 2, tp: 2, pp: 1 }, dp: 3, device: 'cuda' }));
   t.equal(dp.tasksPerNode, 7, '1 + 3 replicas x 2 ranks');
   t.equal(dp.gpusPerNode, 6, 'no GPU for the orchestrator');
-  t.throws(() => planJob(job({ nodes: 2 }), serve({ dp: 2 })), /--nodes 2 with --dp 2: a --dp job script runs on one node for now .*use --nodes 1/);
+  // Several nodes: each node a task slot more than its ranks (the first node's runs the orchestrator), GPUs per rank.
+  const two = planJob(job({ nodes: 2 }), serve({ parallel: { worldSize: 2, tp: 2, pp: 1 }, dp: 2, device: 'cuda' }));
+  t.same([two.tasksPerNode, two.gpusPerNode], [3, 2], '2 replicas x 2 ranks over 2 nodes: 2 ranks a node + a slot');
+  t.match(render(two, { serveArgs: ['--dp', '2'] }), /\n#SBATCH --nodes=2\n# --dp 2: one task slot a node more than its 2 rank\(s\); the first node's runs the orchestrator \(task 0\), which\n# serves HTTP and routes \(the launcher lays the tasks out with srun --distribution=arbitrary; the others stay free\)\.\n#SBATCH --ntasks-per-node=3\n/);
+  t.throws(() => planJob(job({ nodes: 4 }), serve({ dp: 3, parallel: { worldSize: 1, tp: 1, pp: 1 } })), /--nodes 4 does not divide --dp 3 x tp 1 x pp 1 = 3 ranks: every node runs the same number of ranks/);
   t.throws(() => planJob(job({ gpusPerNode: 4 }), serve({ dp: 3, device: 'cuda' })), /--gpus-per-node 4 is fewer than the 6 ranks per node/);
   const s = render(dp, { serveArgs: ['--dp', '3'] });
   t.match(s, /^#!\/bin\/bash\n# trtllm-launch serving job: 3 replicas of tp 2 x pp 1 behind an orchestrator = 7 tasks on 1 node\.\n/);
@@ -176,4 +181,12 @@ t.test('Slurm task numbering → MPI rank and device', async (t) => {
   t.throws(() => checkSlurmTask({ ...info, worldRank: 0, worldSize: 1, mpi: false }, slurmTask(env)!, 'none'),
     /srun started 4 tasks but MPI sees a world of 1 \(srun --mpi=none\).*PMIx troubleshooting/);
   t.throws(() => checkSlurmTask({ ...info, worldRank: 2 }, slurmTask(env)!, 'pmi2'), /srun task 3 became MPI rank 2/);
+});
+
+t.test('--dp over several nodes: the orchestrator and the first node\'s ranks there, then each node\'s in turn', async (t) => {
+  t.same(dpNodeLayout(['h1', 'h2'], 2, 1), { hosts: ['h1', 'h1', 'h2'] }, 'replica 0 beside the orchestrator, replica 1 on h2');
+  t.same(dpNodeLayout(['a', 'b'], 2, 2), { hosts: ['a', 'a', 'a', 'b', 'b'] });
+  t.same(dpNodeLayout(['a', 'b', 'c'], 3, 2), { hosts: ['a', 'a', 'a', 'b', 'b', 'c', 'c'] }, 'srun\'s block layout would have put replica 1 across a and b');
+  t.same(dpNodeLayout(['a', 'b'], 1, 4), { hosts: ['a', 'a', 'a', 'b', 'b'] }, 'a replica may span nodes');
+  t.match(dpNodeLayout(['a', 'b'], 3, 1), { error: /--dp 3 x 1 rank\(s\) a replica = 3 ranks do not spread evenly over the allocation's 2 nodes \(a, b\)/ });
 });

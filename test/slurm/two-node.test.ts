@@ -3,7 +3,8 @@
 // talking over TCP between the namespaces' addresses, must answer what one rank answers. Then a plain scancel ends
 // the job (at once, as Slurm's srun does) with nothing left in either namespace. And the interactive way: inside
 // a salloc allocation, the launcher on the login side (this machine's own namespace) runs the ranks on the nodes
-// with srun, and Ctrl-C drains the leader that runs on another host.
+// with srun, and Ctrl-C drains the leader that runs on another host. And `--dp 2 --nodes 2`: the orchestrator and
+// replica 0 on h1, replica 1 on h2, both answering HF greedy, stopped with a drain.
 // Skipped, with the reason, where this machine cannot create namespaces or run the Slurm daemons.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,9 +15,10 @@ import t from 'tap';
 
 import { fixtureDir, referenceCases } from '../helpers/fixtures.js';
 import { createNetnsHosts, netnsPids } from '../helpers/netns-hosts.js';
+import { processesWith as processesCarrying } from '../helpers/processes.js';
 import { pidsNamed, slurmUnavailable, startSlurm } from '../helpers/slurm-cluster.js';
 import { waitFor } from '../helpers/wait.js';
-import { BIN, freePort, oneRankAnswer, parseSubmit, processesWith, SEEDS_BODY, seedsCurl, trtllm, waitFinal, waitNoProcesses } from '../helpers/slurm-jobs.js';
+import { BIN, freePort, oneRankAnswer, parseSubmit, processesWith, SEEDS_BODY, seedsCurl, showJob, trtllm, waitFinal, waitNoProcesses } from '../helpers/slurm-jobs.js';
 
 const tag = `s${process.pid % 10000}`;
 const subnet = `10.214.${(process.pid % 200) + 20}`;
@@ -131,4 +133,41 @@ t.test('inside salloc from the login side: srun runs the ranks on the nodes, Ctr
   t.match(all, /\[rank 0\] .*SIGTERM: draining/, 'the leader on h1 drained');
   t.match(all, /\[launcher\] all ranks stopped cleanly\n/);
   t.same((await waitNoProcesses(`--http-port ${port}`)).map((p) => p.cmd.slice(0, 80)), [], 'no srun or rank left');
+});
+
+t.test('--dp 2 --nodes 2: the orchestrator and replica 0 on h1, replica 1 on h2; HF greedy through both; a drain stops it', { skip }, async (t) => {
+  if (!cluster || !('stop' in cluster) || !hostsReady || !('remove' in hostsReady)) return;
+  const env = { ...cluster.env };
+  const work = mkdtempSync(join(tmpdir(), 'trtl-slurm-2n-dp-'));
+  t.teardown(() => rmSync(work, { recursive: true, force: true }));
+  const port = await freePort();
+  const metricsPort = await freePort();
+  const r = await trtllm(['slurm', 'submit', '--model', fixtureDir('tiny-llama'), '--nodes', '2', '--dp', '2', '--tp', '1', '--threads', '1',
+    '--tokens-per-block', '16', '--router', 'round-robin', '--http-port', String(port), '--metrics-port', String(metricsPort),
+    '--grpc-port', String(await freePort()), '--output-dir', 'logs', '--job-name', 'dp2n', '--drain-timeout', '20'], work, env);
+  t.equal(r.exitCode, 0, `submit exit 0${r.exitCode === 0 ? '' : ` (${r.all?.slice(-2500)})\n${cluster.daemonLogs()}`}`);
+  const job = parseSubmit(r.all ?? '');
+  t.equal(job.host, 'h1', 'the orchestrator runs on the first node');
+  if (!job.jobId || !job.addr) return;
+  t.teardown(() => execa('scancel', [job.jobId!], { env, reject: false }));
+  // Where each replica's rank runs, as the orchestrator reports it (pid@host; each node has its own hostname).
+  const out = readFileSync(join(work, 'logs', `dp2n-${job.jobId}.out`), 'utf8');
+  t.match(out, /replica 0: ready on 1 rank\(s\) \(pid \d+@h1\)/, 'replica 0 on h1, beside the orchestrator');
+  t.match(out, /replica 1: ready on 1 rank\(s\) \(pid \d+@h2\)/, 'replica 1 on h2');
+  for (const c of referenceCases('tiny-llama')) {
+    const g = await fetch(`http://${job.addr}:${port}/v2/models/tensorrt_llm/generate`, { method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ input_ids: c.input_ids, request_output_len: c.greedy_output_ids.length }) });
+    t.same(((await g.json()) as { output_ids: number[] }).output_ids.slice(c.input_ids.length), c.greedy_output_ids, `${c.name}: greedy = HF transformers`);
+  }
+  const text = await (await fetch(`http://${job.addr}:${metricsPort}/metrics`)).text();
+  const routed = [0, 1].map((i) => Number(/ (\d+)$/.exec(text.split('\n').find((l) => l.startsWith('trtllm_replica_requests_routed_total{') && l.includes(`replica="${i}"`)) ?? '')?.[1]));
+  t.ok(routed[0]! >= 1 && routed[1]! >= 1, `round-robin: both nodes' replicas served (${routed})`);
+  const stop = await trtllm(['slurm', 'stop', job.jobId], work, env);
+  t.equal(stop.exitCode, 0, `stop exit 0${stop.exitCode === 0 ? '' : ` (${stop.all})`}`);
+  t.match(stop.all, new RegExp(`job ${job.jobId} stopped cleanly: COMPLETED, exit code 0:0`));
+  t.equal((await showJob(env, job.jobId))?.state, 'COMPLETED');
+  t.same((await waitNoProcesses(`--http-port ${port}`)).map((p) => p.cmd.slice(0, 80)), [], 'no launcher or srun left');
+  const marker = `"httpPort":${port},`;  // in every rank's plan (its environment)
+  await waitFor(() => processesCarrying(marker, true).length === 0);
+  t.same(processesCarrying(marker, true).map((p) => p.cmd.slice(0, 80)), [], 'no orchestrator or replica rank left');
 });
