@@ -1,8 +1,5 @@
 #include "addon-links.h"
 
-#include <pthread.h>
-
-#include <algorithm>
 #include <chrono>
 #include <string>
 #include <tuple>
@@ -140,17 +137,10 @@ Napi::Value AddonLinks::listen(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
-// Polls every link. Right after a message or a send an answer is likely soon, so the poll is tight (20 us); each
-// empty poll then doubles the wait, up to 1 ms: a message is in JS within a millisecond however quiet the link has
-// been, and a link between two iterations' responses costs a few wake-ups, not one every 20 us (which cost the
-// orchestrator and each replica a seventh of a core on a CPU replica's load).
+// Polls every link; a message is in JS within ~20 us while traffic flows, ~200 us after a quiet spell.
 void AddonLinks::poll_loop() {
-  pthread_setname_np(pthread_self(), "trtllm-links");  // (top -H, /proc/<pid>/task/*/comm)
   using clock = std::chrono::steady_clock;
-  constexpr int64_t kMinWaitUs = 20, kMaxWaitUs = 1000;
   auto now_ns = [] { return std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now().time_since_epoch()).count(); };
-  int64_t wait_us = kMinWaitUs;
-  int64_t seen_activity = last_activity_ns_.load();
   while (!stopping_.load()) {
     auto* batch = new std::vector<Message>();
     {
@@ -163,24 +153,15 @@ void AddonLinks::poll_loop() {
       }
     }
     if (!batch->empty()) {
-      seen_activity = now_ns();
-      last_activity_ns_.store(seen_activity);
-      wait_us = kMinWaitUs;
+      last_activity_ns_.store(now_ns());
       if (on_messages_.NonBlockingCall(batch, deliver) != napi_ok) delete batch;
       continue;
     }
     delete batch;
-    const int64_t activity = last_activity_ns_.load();
-    if (activity != seen_activity) {  // a send since the last poll
-      seen_activity = activity;
-      wait_us = kMinWaitUs;
-    } else {
-      wait_us = std::min(kMaxWaitUs, wait_us * 2);
-    }
-    // A send (send() notifies) cuts the wait short: its answer is what the next polls are for.
+    // A send or a receipt in the last 50 ms means an answer is likely soon: poll tightly.
+    const bool busy = now_ns() - last_activity_ns_.load() < 50'000'000;
     std::unique_lock<std::mutex> lock(wake_mu_);
-    wake_.wait_for(lock, std::chrono::microseconds(wait_us),
-                   [this, seen_activity] { return stopping_.load() || last_activity_ns_.load() != seen_activity; });
+    wake_.wait_for(lock, std::chrono::microseconds(busy ? 20 : 200), [this] { return stopping_.load(); });
   }
 }
 
