@@ -95,13 +95,16 @@ async function counters(server: Server, replicas: number): Promise<{ reused: num
 // Ranks report their KV cache stats twice a second: a reading taken this long after the last request has them all.
 const STATS_SETTLE_MS = 1500;
 
+/** The throughput runs' token-norm-dist traffic: 128 -> 64 tokens. */
+const load = (requests: number, concurrency: number, warmup: number) => ['--num-requests', String(requests), '--input-mean', '128',
+  '--output-mean', '64', '--concurrency', String(concurrency), '--warmup-requests', String(warmup)];
+
 async function throughput(label: string, args: string[]) {
   process.stderr.write(`${label}: starting\n`);
   const server = await start(args);
   try {
     process.stderr.write(`${label}: token-norm-dist, ${REQUESTS} requests of 128 -> 64 tokens, concurrency ${CONCURRENCY}\n`);
-    return await bench(server, 'token-norm-dist', ['--num-requests', String(REQUESTS), '--input-mean', '128', '--output-mean', '64',
-      '--concurrency', String(CONCURRENCY), '--warmup-requests', '4']);
+    return await bench(server, 'token-norm-dist', load(REQUESTS, CONCURRENCY, 4));
   } finally {
     await stop(server);
   }
@@ -115,8 +118,7 @@ async function throughputPair(label: string) {
   try {
     process.stderr.write(`${label}: token-norm-dist, ${REQUESTS / 2} requests each, concurrency ${CONCURRENCY / 2} each\n`);
     const t0 = Date.now();
-    const runs = await Promise.all(servers.map((server) => bench(server, 'token-norm-dist', ['--num-requests', String(REQUESTS / 2),
-      '--input-mean', '128', '--output-mean', '64', '--concurrency', String(CONCURRENCY / 2), '--warmup-requests', '2'])));
+    const runs = await Promise.all(servers.map((server) => bench(server, 'token-norm-dist', load(REQUESTS / 2, CONCURRENCY / 2, 2))));
     // Both runs' tokens over the longer run's measured time (a sum of the two rates would overstate it when one
     // finishes first).
     const longest = Math.max(...runs.map((r) => r.total_latency_ms as number)) / 1000;

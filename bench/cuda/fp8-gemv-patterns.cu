@@ -57,6 +57,22 @@ __device__ __forceinline__ uint32_t pack(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
+// 16 bf16 activations at xp as the bf16 MMA's B registers in the widened weights' k order, scaled by 2^64 (the
+// widening leaves the weights x 2^-120; the products then stay normal in fp32).
+__device__ __forceinline__ void load_b(const __nv_bfloat16* xp, uint32_t (&b)[8]) {
+  const uint4 r0 = __ldg(reinterpret_cast<const uint4*>(xp)), r1 = __ldg(reinterpret_cast<const uint4*>(xp) + 1);
+  const __nv_bfloat16* h0 = reinterpret_cast<const __nv_bfloat16*>(&r0);
+  const __nv_bfloat16* h1 = reinterpret_cast<const __nv_bfloat16*>(&r1);
+  float xf[16];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) xf[i] = __bfloat162float(h0[i]), xf[8 + i] = __bfloat162float(h1[i]);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    b[2 * j] = pack(xf[4 * j] * 0x1p64f, xf[4 * j + 2] * 0x1p64f);
+    b[2 * j + 1] = pack(xf[4 * j + 1] * 0x1p64f, xf[4 * j + 3] * 0x1p64f);
+  }
+}
+
 // V: 0 W8A16 current (x bf16, converted in the kernel), 1 W8A16 with x pre-packed, 2 W8A8 native e4m3 MMA,
 // 3 loads only.
 template <int V, int M, int PARTS, int U, int L = 0, bool PDL = false>
@@ -112,19 +128,7 @@ __global__ void __launch_bounds__(32 * PARTS)
             const uint4 p0 = __ldg(p), p1 = __ldg(p + 1);
             b[0] = p0.x, b[1] = p0.y, b[2] = p0.z, b[3] = p0.w, b[4] = p1.x, b[5] = p1.y, b[6] = p1.z, b[7] = p1.w;
           } else {
-            const __nv_bfloat16* xp =
-                static_cast<const __nv_bfloat16*>(x) + int64_t(g) * k + int64_t(s) * 64 + 16 * tig;
-            const uint4 r0 = __ldg(reinterpret_cast<const uint4*>(xp)), r1 = __ldg(reinterpret_cast<const uint4*>(xp) + 1);
-            const __nv_bfloat16* h0 = reinterpret_cast<const __nv_bfloat16*>(&r0);
-            const __nv_bfloat16* h1 = reinterpret_cast<const __nv_bfloat16*>(&r1);
-            float xf[16];
-#pragma unroll
-            for (int i = 0; i < 8; ++i) xf[i] = __bfloat162float(h0[i]), xf[8 + i] = __bfloat162float(h1[i]);
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-              b[2 * j] = pack(xf[4 * j] * 0x1p64f, xf[4 * j + 2] * 0x1p64f);
-              b[2 * j + 1] = pack(xf[4 * j + 1] * 0x1p64f, xf[4 * j + 3] * 0x1p64f);
-            }
+            load_b(static_cast<const __nv_bfloat16*>(x) + int64_t(g) * k + int64_t(s) * 64 + 16 * tig, b);
           }
         }
         const uint32_t ra4[4] = {va[u].x, va[u].y, va[u].z, va[u].w}, rb4[4] = {vb[u].x, vb[u].y, vb[u].z, vb[u].w};
@@ -242,18 +246,7 @@ __global__ void __launch_bounds__(128)
         } else {
           uint32_t b[8] = {0, 0, 0, 0, 0, 0, 0, 0};
           if (ok) {
-            const __nv_bfloat16* xp = static_cast<const __nv_bfloat16*>(xin) + int64_t(m) * k + kk;
-            const uint4 r0 = __ldg(reinterpret_cast<const uint4*>(xp)), r1 = __ldg(reinterpret_cast<const uint4*>(xp) + 1);
-            const __nv_bfloat16* h0 = reinterpret_cast<const __nv_bfloat16*>(&r0);
-            const __nv_bfloat16* h1 = reinterpret_cast<const __nv_bfloat16*>(&r1);
-            float xf[16];
-#pragma unroll
-            for (int i = 0; i < 8; ++i) xf[i] = __bfloat162float(h0[i]), xf[8 + i] = __bfloat162float(h1[i]);
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-              b[2 * j] = pack(xf[4 * j] * 0x1p64f, xf[4 * j + 2] * 0x1p64f);
-              b[2 * j + 1] = pack(xf[4 * j + 1] * 0x1p64f, xf[4 * j + 3] * 0x1p64f);
-            }
+            load_b(static_cast<const __nv_bfloat16*>(xin) + int64_t(m) * k + kk, b);
           }
 #pragma unroll
           for (int q = 0; q < R / 2; ++q) {
