@@ -109,6 +109,13 @@ class Fields {
     for (uint32_t i = 0; i < a.Length(); ++i) out.push_back(to_int_array(a.Get(i), prefix_ + key + "[" + std::to_string(i) + "]"));
     return out;
   }
+  // A typed array of exactly this type (a vocabulary's bytes and offsets are passed whole, not element by element).
+  template <typename TypedArray>
+  TypedArray typed_array(const char* key, napi_typedarray_type type, const char* expected) const {
+    Napi::Value v = object_.Get(key);
+    if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != type) fail(key, expected);
+    return v.As<TypedArray>();
+  }
   Fields child(const char* key) const {
     if (!has(key)) return Fields(env_, Napi::Object::New(env_), prefix_ + key + ".");
     Napi::Value v = object_.Get(key);

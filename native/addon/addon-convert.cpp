@@ -88,6 +88,19 @@ engine::Request to_request(Napi::Env env, Napi::Object object) {
   c.early_stopping = static_cast<int32_t>(s.integer("earlyStopping", c.early_stopping));
   c.beam_search_diversity_rate = static_cast<float>(s.number("beamSearchDiversityRate", c.beam_search_diversity_rate));
 
+  if (f.has("guidedDecoding")) {
+    Fields g = f.child("guidedDecoding");
+    const std::string type = g.string("guideType", "");
+    engine::GuidedDecodingParams p;
+    if (type == "json") p.guide_type = engine::GuideType::json;
+    else if (type == "json_schema") p.guide_type = engine::GuideType::json_schema;
+    else if (type == "regex") p.guide_type = engine::GuideType::regex;
+    else if (type == "ebnf_grammar") p.guide_type = engine::GuideType::ebnf_grammar;
+    else throw make_error(env, "invalid_argument", "field 'guidedDecoding.guideType' must be 'json', 'json_schema', 'regex' or 'ebnf_grammar', got '" + type + "'");
+    p.guide = g.string("guide", "");
+    r.guided_decoding = std::move(p);
+  }
+
   Fields o = f.child("output");
   r.output.return_log_probs = o.boolean("returnLogProbs", false);
   r.output.return_context_logits = o.boolean("returnContextLogits", false);
@@ -125,6 +138,27 @@ engine::ExecutorConfig to_executor_config(Napi::Env env, Napi::Object object) {
   c.pp_micro_batches = f.int32("ppMicroBatches", c.pp_micro_batches);
   c.kv_cache_free_gpu_mem_fraction =
       static_cast<float>(f.number("kvCacheFreeGpuMemFraction", c.kv_cache_free_gpu_mem_fraction));
+  if (f.has("guidedDecoding")) {
+    Fields g = f.child("guidedDecoding");
+    auto bytes = g.typed_array<Napi::Uint8Array>("tokenBytes", napi_uint8_array, "a Uint8Array");
+    auto offsets = g.typed_array<Napi::Int32Array>("tokenOffsets", napi_int32_array, "an Int32Array");
+    const size_t n = offsets.ElementLength();
+    if (n == 0 || offsets[0] != 0 || static_cast<size_t>(offsets[n - 1]) != bytes.ElementLength()) {
+      throw make_error(env, "invalid_argument",
+                       "field 'guidedDecoding.tokenOffsets' must start at 0 and end at tokenBytes.length (" +
+                           std::to_string(bytes.ElementLength()) + ")");
+    }
+    engine::ExecutorConfig::GuidedDecodingConfig gd;
+    gd.encoded_vocab.reserve(n - 1);
+    for (size_t i = 0; i + 1 < n; ++i) {
+      if (offsets[i + 1] < offsets[i]) {
+        throw make_error(env, "invalid_argument", "field 'guidedDecoding.tokenOffsets' decreases at index " + std::to_string(i + 1));
+      }
+      gd.encoded_vocab.emplace_back(reinterpret_cast<const char*>(bytes.Data()) + offsets[i],
+                                    static_cast<size_t>(offsets[i + 1] - offsets[i]));
+    }
+    c.guided_decoding = std::move(gd);
+  }
   return c;
 }
 

@@ -65,6 +65,25 @@ set(ENGINE_SAMPLING_SOURCES
   ${ENGINE_DIR}/sampling/beam-search.cpp
   ${ENGINE_DIR}/sampling/device-sampling-choice.cpp
 )
+# Structured output: guides (JSON Schema, regex, GBNF) compiled to byte-level grammars, and per-request token masks.
+set(ENGINE_GRAMMAR_SOURCES
+  ${ENGINE_DIR}/grammar/grammar.cpp
+  ${ENGINE_DIR}/grammar/rule-cloning.cpp
+  ${ENGINE_DIR}/grammar/utf8-ranges.cpp
+  ${ENGINE_DIR}/grammar/gbnf-parser.cpp
+  ${ENGINE_DIR}/grammar/grammar-stacks.cpp
+  ${ENGINE_DIR}/grammar/token-vocab.cpp
+  ${ENGINE_DIR}/grammar/token-walk.cpp
+  ${ENGINE_DIR}/grammar/compiled-grammar.cpp
+  ${ENGINE_DIR}/grammar/grammar-matcher.cpp
+  ${ENGINE_DIR}/grammar/grammar-cache.cpp
+  ${ENGINE_DIR}/grammar/gbnf-writer.cpp
+  ${ENGINE_DIR}/grammar/regex-to-gbnf.cpp
+  ${ENGINE_DIR}/grammar/numeric-range-gbnf.cpp
+  ${ENGINE_DIR}/grammar/json-layout.cpp
+  ${ENGINE_DIR}/grammar/json-schema-merge.cpp
+  ${ENGINE_DIR}/grammar/json-schema-to-gbnf.cpp
+)
 # The executor: public API, the loop thread and its iteration steps, responses.
 set(ENGINE_EXECUTOR_SOURCES
   ${ENGINE_DIR}/executor/executor.cpp
@@ -98,5 +117,5 @@ set(ENGINE_PARALLEL_SOURCES
   ${ENGINE_DIR}/parallel/leader-model.cpp
 )
 set(ENGINE_SOURCES ${ENGINE_COMMON_SOURCES} ${ENGINE_MODEL_SOURCES} ${ENGINE_LOADING_SOURCES} ${ENGINE_QUANT_SOURCES} ${ENGINE_CPU_SOURCES}
-    ${ENGINE_KV_CACHE_SOURCES} ${ENGINE_SCHEDULING_SOURCES} ${ENGINE_SAMPLING_SOURCES} ${ENGINE_EXECUTOR_SOURCES}
+    ${ENGINE_KV_CACHE_SOURCES} ${ENGINE_SCHEDULING_SOURCES} ${ENGINE_SAMPLING_SOURCES} ${ENGINE_GRAMMAR_SOURCES} ${ENGINE_EXECUTOR_SOURCES}
     ${ENGINE_COMM_SOURCES} ${ENGINE_PARALLEL_SOURCES})

@@ -14,6 +14,8 @@ include(${CMAKE_CURRENT_LIST_DIR}/executor-tests.cmake)
 engine_test(iteration-plan-test)
 engine_test(attention-groups-test)
 engine_test(liveness-verdict-test)
+engine_test(grammar-test)
+engine_test(grammar-front-ends-test)
 
 # comm runs alone (size 1, no MPI) and under the MPI launcher with 2 and 3 ranks.
 add_executable(comm-test ${CMAKE_CURRENT_LIST_DIR}/comm-test.cpp)
@@ -31,6 +33,10 @@ add_test(NAME comm-liveness COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG
          $<TARGET_FILE:comm-liveness-test> ${ENGINE_REPO_ROOT})
 set_tests_properties(comm-liveness PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE ${ENGINE_TEST_SKIP_CODE}
                      ENVIRONMENT "${ENGINE_MPI_TEST_ENV}")
+
+# Token-mask time per step of guided decoding against walking the whole vocabulary (a tool; bench/grammar-mask.ts).
+add_executable(grammar-bench ${CMAKE_CURRENT_LIST_DIR}/grammar-bench.cpp)
+target_link_libraries(grammar-bench PRIVATE engine)
 
 # A quantized model against the same checkpoint unquantized, teacher-forced on held-out text (a tool; scripts/gpu
 # runs it on CUDA).

@@ -28,6 +28,15 @@ export interface OutputParams {
   excludeInputFromOutput?: boolean;
 }
 
+/** TensorRT-LLM's GuidedDecodingParams: the output is constrained to a grammar (native/engine/grammar). 'json': any
+ * JSON value (guide absent); 'json_schema': a JSON Schema (guide: its text); 'regex': a regular expression matched
+ * by the whole output; 'ebnf_grammar': a GBNF grammar whose start rule is `root`. */
+export type GuideType = 'json' | 'json_schema' | 'regex' | 'ebnf_grammar';
+export interface GuidedDecodingParams {
+  guideType: GuideType;
+  guide?: string;
+}
+
 export interface NativeRequest {
   inputTokenIds: number[];
   maxTokens: number;
@@ -44,6 +53,8 @@ export interface NativeRequest {
   maxAttentionWindow?: number;
   sampling?: SamplingParams;
   output?: OutputParams;
+  /** Constrained decoding; needs the executor's guidedDecoding vocabulary. */
+  guidedDecoding?: GuidedDecodingParams;
 }
 
 export interface NativeResponse {
@@ -87,6 +98,10 @@ export interface NativeExecutorConfig {
   ppMicroBatches?: number;
   /** Device backends: the KV pool takes this fraction of the GPU memory free after loading (default 0.9). */
   kvCacheFreeGpuMemFraction?: number;
+  /** TensorRT-LLM's GuidedDecodingConfig: what each token id stands for as bytes (token i is
+   * tokenBytes[tokenOffsets[i] .. tokenOffsets[i + 1]); an empty token — a special or unknown one — is never
+   * allowed inside a grammar). A request's endId is allowed only where its grammar accepts. */
+  guidedDecoding?: { tokenBytes: Uint8Array; tokenOffsets: Int32Array };
 }
 
 export interface NativeLoadOptions {

@@ -8,6 +8,7 @@ import { describeValue, TrtllmError } from '../common/errors.js';
 import { loadAddon } from '../binding/load-addon.js';
 import { ActiveRequests } from './active-requests.js';
 import { RequestHandle } from './request-handle.js';
+import { guidedVocabulary } from '../token-bytes.js';
 import type { ServingExecutor } from './serving-executor.js';
 import { type RequestLimits, validateRequest } from './validate-request.js';
 
@@ -40,6 +41,11 @@ export class Executor implements ServingExecutor {
     const addon = loadAddon();
     const { onProgress, numThreads, tp, pp, ep, ppLayers, device, loadFormat, quantization, kvCacheDtype, dtype, gpuDeviceId, hangTimeoutMs, ...config } = options;
     const modelConfig = addon.readModelConfig(modelDir);
+    // Guided decoding needs the tokenizer's bytes; a checkpoint without a known tokenizer serves unconstrained only.
+    if (!config.guidedDecoding) {
+      const vocabulary = guidedVocabulary(modelDir, modelConfig.vocabSize);
+      if (vocabulary) config.guidedDecoding = vocabulary;
+    }
     const router: { deliver?: (batch: NativeResponse[]) => void } = {};
     const native = await addon.loadExecutor(
       modelDir, config, {

@@ -15,8 +15,9 @@ export interface RequestLimits {
 
 const REQUEST_KEYS = new Set([
   'inputTokenIds', 'maxTokens', 'streaming', 'endId', 'padId', 'stopWords', 'badWords', 'clientId', 'sampling',
-  'output', 'embeddingBias', 'numReturnSequences', 'maxAttentionWindow',
+  'output', 'embeddingBias', 'numReturnSequences', 'maxAttentionWindow', 'guidedDecoding',
 ]);
+const GUIDE_TYPES = new Set(['json', 'json_schema', 'regex', 'ebnf_grammar']);
 const SAMPLING_KEYS = new Set<keyof SamplingParams>([
   'beamWidth', 'temperature', 'topK', 'topP', 'seed', 'repetitionPenalty', 'presencePenalty', 'frequencyPenalty',
   'minTokens', 'lengthPenalty', 'earlyStopping', 'beamSearchDiversityRate',
@@ -139,6 +140,20 @@ function validateOutput(output: unknown): void {
   for (const key of OUTPUT_KEYS) optionalBool(output as Record<string, unknown>, key, 'output.');
 }
 
+// The guide itself is checked where it is compiled (the engine names the construct and where it is); here its shape.
+function guidedDecoding(value: unknown, beams: number): void {
+  if (value === undefined) return;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) fail(`guidedDecoding must be an object, got ${describeValue(value)}`);
+  checkKeys(value, new Set(['guideType', 'guide']), 'guidedDecoding.');
+  const { guideType, guide } = value as { guideType?: unknown; guide?: unknown };
+  if (typeof guideType !== 'string' || !GUIDE_TYPES.has(guideType)) {
+    fail(`guidedDecoding.guideType must be one of ${[...GUIDE_TYPES].join(', ')}, got ${describeValue(guideType)}`);
+  }
+  if (guide !== undefined && typeof guide !== 'string') fail(`guidedDecoding.guide must be a string, got ${describeValue(guide)}`);
+  if (guideType !== 'json' && (guide === undefined || guide === '')) fail(`guidedDecoding.guide is required for guideType ${guideType}`);
+  if (beams > 1) fail(`guidedDecoding cannot be combined with beam search (sampling.beamWidth ${beams}); use beamWidth 1`);
+}
+
 /** Throws TrtllmError('invalid_argument') on the first problem; returns the request typed. */
 export function validateRequest(request: unknown, limits: RequestLimits): NativeRequest {
   if (typeof request !== 'object' || request === null || Array.isArray(request)) {
@@ -171,6 +186,7 @@ export function validateRequest(request: unknown, limits: RequestLimits): Native
     intIn(r.maxAttentionWindow, 'maxAttentionWindow', 0, INT32_MAX, `in [0, ${INT32_MAX}] (0: the executor's)`);
   }
   embeddingBias(r.embeddingBias, limits.vocabSize);
+  guidedDecoding(r.guidedDecoding, beams);
   logitsCap(r, ids.length, maxTokens, beams, limits);
   validateOutput(r.output);
   return r as unknown as NativeRequest;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "executor/executor.h"
+#include "grammar/grammar-cache.h"
 #include "kv-cache/kv-cache.h"
 #include "sampling/beam-search.h"
 #include "sampling/sampler.h"
@@ -105,6 +106,10 @@ struct Executor::Impl {
   // Loop thread only.
   KvCacheManager kv;
   Sampler sampler;
+  // Guided decoding: compiled guides by content (null: no vocabulary configured, guided requests refused), and the
+  // loop thread's mask of the sequence being sampled.
+  std::unique_ptr<grammar::GrammarCache> grammars;
+  std::vector<uint64_t> allowed_scratch;
   BeamSearch beam_search;
   std::unordered_map<RequestId, std::unique_ptr<Sequence>> live;
   std::deque<Sequence*> queue;      // waiting to (re)start; paused ones at the front

@@ -69,6 +69,22 @@ void Executor::Impl::advance_sequence(Sequence& s, const IterationBatch& batch, 
     sc.end_id = s.request.end_id;
     sc.bad_words = &s.request.bad_words;
     sc.embedding_bias = &s.request.embedding_bias;
+    if (s.matcher) {
+      s.matcher->fill_mask(allowed_scratch);
+      // The tokens that may follow this one: the output must be complete by then, with room left for end_id, so it
+      // ends as complete (end_id) rather than cut (length) — clients refuse to parse a cut answer.
+      const int64_t left = static_cast<int64_t>(s.request.max_tokens) - s.num_generated() - 1 - (s.request.end_id >= 0 ? 1 : 0);
+      s.matcher->restrict_to_budget(allowed_scratch, left);
+      bool any = false;
+      for (uint64_t w : allowed_scratch) any = any || w != 0;
+      if (!any) {  // the vocabulary cannot spell any continuation the guide allows (or end it)
+        fail_sequence(s, ErrorCode::invalid_argument, "guided decoding: no token of the vocabulary can continue the output here (after " +
+                           std::to_string(s.num_generated()) + " tokens); the guide needs characters this "
+                           "tokenizer cannot produce", out);
+        return;
+      }
+      sc.allowed = &allowed_scratch;
+    }
     tok = sampler.sample(logits, vocab_size, sc);
   }
   emit_token(s, tok, logits, t_tok, out);
@@ -83,6 +99,10 @@ void Executor::Impl::emit_token(Sequence& s, const SampledToken& tok, const floa
     finish_sequence(s, FinishReason::end_id, out);
     return;
   }
+  if (s.matcher && !s.matcher->accept_token(tok.token)) {  // the mask allowed it, so this is a bug
+    fail_sequence(s, ErrorCode::internal, "guided decoding: token " + std::to_string(tok.token) + " was sampled but the guide does not allow it", out);
+    return;
+  }
   s.tokens.push_back(tok.token);
   if (s.request.output.return_log_probs) {
     s.log_probs.push_back(tok.log_prob);
@@ -93,6 +113,8 @@ void Executor::Impl::emit_token(Sequence& s, const SampledToken& tok, const floa
     s.generation_logits.insert(s.generation_logits.end(), logits, logits + static_cast<size_t>(vocab_size));
   if (!s.request.stop_words.empty() && ends_with_stop_word(s.tokens, s.prompt_len, s.request.stop_words)) {
     finish_sequence(s, FinishReason::stop_words, out);  // a stop word completed at max_tokens still counts
+  } else if (s.matcher && s.matcher->must_end()) {  // complete, and nothing may follow: done without end_id
+    finish_sequence(s, FinishReason::end_id, out);
   } else if (s.num_generated() >= s.request.max_tokens) {
     finish_sequence(s, FinishReason::length, out);
   } else if (s.request.streaming) {

@@ -12,6 +12,31 @@ void require_config(bool ok, const std::string& message) {
   if (!ok) throw EngineError(ErrorCode::invalid_argument, message);
 }
 
+// Distinct guides kept compiled (with their token masks); a service's schemas are usually a handful.
+constexpr size_t kGrammarCacheEntries = 256;
+
+// The request's grammar, compiled (or found in the cache) on the caller's thread, so a bad guide is an error of
+// enqueue and the loop only ever computes masks.
+std::unique_ptr<grammar::GrammarMatcher> guide_matcher(const Request& r, grammar::GrammarCache* grammars) {
+  if (!r.guided_decoding) return nullptr;
+  if (grammars == nullptr) {
+    throw EngineError(ErrorCode::invalid_argument,
+                      "guidedDecoding needs the executor's guided-decoding vocabulary (the tokenizer's token bytes), "
+                      "which this executor was started without");
+  }
+  if (r.sampling.beam_width > 1) {
+    throw EngineError(ErrorCode::invalid_argument, "guidedDecoding cannot be combined with beam search (beamWidth " +
+                                                       std::to_string(r.sampling.beam_width) + "); use beamWidth 1");
+  }
+  if (r.guided_decoding->guide_type != GuideType::json && r.guided_decoding->guide.empty()) {
+    throw EngineError(ErrorCode::invalid_argument, std::string("guidedDecoding.guide is empty; guideType ") +
+                                                       guide_type_name(r.guided_decoding->guide_type) + " needs one");
+  }
+  std::vector<int32_t> stops;
+  if (r.end_id >= 0) stops.push_back(r.end_id);
+  return std::make_unique<grammar::GrammarMatcher>(grammars->get(*r.guided_decoding), std::move(stops));
+}
+
 }  // namespace
 
 Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config) : impl_(std::make_unique<Impl>()) {
@@ -100,6 +125,13 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config) :
   m.limits.num_layers = mc.num_layers;
   m.limits.max_attention_window = c.max_attention_window;
 
+  if (c.guided_decoding) {
+    auto vocab = std::make_shared<const grammar::TokenVocab>(c.guided_decoding->encoded_vocab, m.vocab_size);
+    m.grammars = std::make_unique<grammar::GrammarCache>(std::move(vocab), kGrammarCacheEntries);
+    c.guided_decoding->encoded_vocab.clear();  // the vocabulary holds its own copy
+    c.guided_decoding->encoded_vocab.shrink_to_fit();
+  }
+
   const int32_t depth = std::max(1, m.model->pipeline_depth());
   m.micro_batches = c.pp_micro_batches == 0 ? depth : std::min(c.pp_micro_batches, depth);
 
@@ -135,6 +167,7 @@ RequestId Executor::enqueue(const Request& request) {
   seq->window_cap = sequence_window_cap(m.config.max_attention_window, request.max_attention_window);
   seq->release_window = seq->is_beam_search() ? 0 : kv_release_window(m.model->config(), seq->window_cap);
   seq->arrival_time = m.now();
+  seq->matcher = guide_matcher(request, m.grammars.get());
 
   RequestId id;
   {

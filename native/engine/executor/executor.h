@@ -7,6 +7,8 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "kv-cache/kv-cache-events.h"
@@ -53,6 +55,12 @@ struct ExecutorConfig {
   // next (each micro-batch up to max_batch_size sequences). 0: one per pipeline stage (Model::pipeline_depth);
   // 1: the stages run one after the other every iteration. Capped at the model's depth; 1 without pp.
   int32_t pp_micro_batches = 0;
+  // TensorRT-LLM's GuidedDecodingConfig: the bytes each token id stands for (empty: a special token, never allowed
+  // inside a guide). Absent: requests with guided_decoding are refused.
+  struct GuidedDecodingConfig {
+    std::vector<std::string> encoded_vocab;
+  };
+  std::optional<GuidedDecodingConfig> guided_decoding;
 };
 
 class Executor {

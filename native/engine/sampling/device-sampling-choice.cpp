@@ -10,7 +10,7 @@ bool device_can_sample(const Sequence& s) {
   const Request& r = s.request;
   const bool min_tokens_active = r.end_id >= 0 && s.num_generated() < r.sampling.min_tokens;
   return !s.is_beam_search() && !r.output.return_generation_logits && r.embedding_bias.empty() &&
-         r.bad_words.empty() && !min_tokens_active;
+         r.bad_words.empty() && !min_tokens_active && s.matcher == nullptr;
 }
 
 bool has_penalty(const SamplingConfig& c) {

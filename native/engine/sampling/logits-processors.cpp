@@ -77,6 +77,11 @@ void LogitsProcessors::apply(float* row, int32_t vocab, const SamplingContext& c
       if (word.size() == 1 || tail_matches(*ctx.tokens, word, word.size() - 1)) row[last] = kBanned;
     }
   }
+  if (ctx.allowed != nullptr) {
+    const std::vector<uint64_t>& allowed = *ctx.allowed;
+    for (int32_t t = 0; t < vocab; ++t)
+      if (!((allowed[static_cast<size_t>(t) >> 6] >> (t & 63)) & 1u)) row[t] = kBanned;
+  }
 }
 
 }  // namespace engine

@@ -8,6 +8,7 @@
 //   6. bad_words           single-token words -> -inf always; a word w of length L > 1 bans w[L-1] when the last
 //                          L-1 tokens of prompt + output equal w[0 .. L-1) (the prompt counts, as in TRT-LLM and
 //                          HF's NoBadWordsLogitsProcessor: a banned phrase is banned wherever it starts)
+//   7. guided decoding     every token the request's grammar does not allow next -> -inf
 // Temperature is not a processor here: the sampler scales after these, so penalties act on raw logits (HF order;
 // it keeps repetition_penalty's sign test meaningful).
 #pragma once

@@ -17,6 +17,7 @@ struct SamplingContext {
   int32_t end_id = -1;                 // -1: none (min_tokens then has nothing to mask)
   const std::vector<TokenIds>* bad_words = nullptr;   // null or empty: none
   const std::vector<float>* embedding_bias = nullptr; // null or empty: none; else [vocab]
+  const std::vector<uint64_t>* allowed = nullptr;     // guided decoding: bit t of word t / 64 set = t may come next
 };
 
 }  // namespace engine

@@ -14,4 +14,14 @@ const char* finish_reason_name(FinishReason r) {
   return "not_finished";
 }
 
+const char* guide_type_name(GuideType t) {
+  switch (t) {
+    case GuideType::json: return "json";
+    case GuideType::json_schema: return "json_schema";
+    case GuideType::regex: return "regex";
+    case GuideType::ebnf_grammar: return "ebnf_grammar";
+  }
+  return "json";
+}
+
 }  // namespace engine

@@ -36,6 +36,17 @@ inline bool is_greedy(const SamplingConfig& c) {
   return c.temperature == 0.0f || c.top_k == 1 || (c.top_k == 0 && !c.top_p);
 }
 
+// TensorRT-LLM's GuidedDecodingParams: the output is constrained to a guide (native/engine/grammar). json: any JSON
+// value (no guide text); json_schema: a JSON Schema; regex: a regular expression the whole output matches;
+// ebnf_grammar: a GBNF grammar whose start rule is `root`.
+enum class GuideType { json, json_schema, regex, ebnf_grammar };
+const char* guide_type_name(GuideType t);  // "json", "json_schema", "regex", "ebnf_grammar"
+
+struct GuidedDecodingParams {
+  GuideType guide_type = GuideType::json;
+  std::string guide;
+};
+
 struct OutputConfig {
   bool return_log_probs = false;
   bool return_context_logits = false;
@@ -59,6 +70,10 @@ struct Request {
   // server's (ExecutorConfig::max_attention_window) when that is set.
   int32_t max_attention_window = 0;
   std::optional<uint64_t> client_id;
+  // Constrained decoding: only tokens the guide allows are sampled, and end_id only where the output is complete;
+  // a complete output that nothing can extend ends the request (finish reason end_id). Needs the executor's
+  // guided-decoding vocabulary; not with beam search.
+  std::optional<GuidedDecodingParams> guided_decoding;
 };
 
 enum class FinishReason { not_finished = 0, end_id = 1, stop_words = 2, length = 3, timed_out = 4, cancelled = 5 };

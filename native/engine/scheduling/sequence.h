@@ -2,8 +2,10 @@
 // cycle, its KV block table and everything the responses need (log probs, logits, timings, streaming cursor).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "grammar/grammar-matcher.h"
 #include "kv-cache/kv-cache.h"
 #include "sampling/beam.h"
 #include "scheduling/request.h"
@@ -43,6 +45,9 @@ struct Sequence {
   // Pipelined pp: in a micro-batch that has begun and not yet come back (executor-pipeline.cpp). Such a sequence
   // gets no new work, and outlives its own cancel until its micro-batch ends.
   bool in_flight = false;
+
+  // Guided decoding: where the output stands in the request's grammar (null: unconstrained).
+  std::unique_ptr<grammar::GrammarMatcher> matcher;
 
   // Outputs, per generated token (beam 0 only until beam search lands).
   std::vector<float> log_probs;

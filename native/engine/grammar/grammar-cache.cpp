@@ -1,0 +1,56 @@
+#include "grammar/grammar-cache.h"
+
+#include "grammar/gbnf-parser.h"
+#include "grammar/json-schema-to-gbnf.h"
+#include "grammar/regex-to-gbnf.h"
+
+namespace engine::grammar {
+
+std::string guide_to_gbnf(const GuidedDecodingParams& guide) {
+  switch (guide.guide_type) {
+    case GuideType::json:
+      return json_any_gbnf(/*object_only=*/false);
+    case GuideType::json_schema:
+      return json_schema_to_gbnf(guide.guide);
+    case GuideType::regex: {
+      std::string rules;
+      const std::string top = regex_to_gbnf(guide.guide, "re", rules);
+      return "root ::= " + top + "\n" + rules;
+    }
+    case GuideType::ebnf_grammar:
+      return guide.guide;
+  }
+  return guide.guide;
+}
+
+std::shared_ptr<const CompiledGrammar> GrammarCache::get(const GuidedDecodingParams& guide) {
+  std::string key = std::string(guide_type_name(guide.guide_type)) + '\n' + guide.guide;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = entries_.find(key);
+    if (it != entries_.end()) {
+      order_.splice(order_.begin(), order_, it->second.second);
+      return it->second.first;
+    }
+  }
+  // Compiled outside the lock: a large schema must not hold up requests whose grammar is cached.
+  const std::string gbnf = guide_to_gbnf(guide);
+  auto compiled = std::make_shared<const CompiledGrammar>(parse_gbnf(gbnf, guide_type_name(guide.guide_type)), vocab_);
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = entries_.find(key);
+  if (it != entries_.end()) return it->second.first;  // compiled meanwhile by another caller
+  order_.push_front(key);
+  entries_.emplace(std::move(key), std::make_pair(compiled, order_.begin()));
+  while (entries_.size() > capacity_) {
+    entries_.erase(order_.back());
+    order_.pop_back();
+  }
+  return compiled;
+}
+
+size_t GrammarCache::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return entries_.size();
+}
+
+}  // namespace engine::grammar

@@ -1,0 +1,35 @@
+// Guides compiled once: a request's guide (type + text) becomes a CompiledGrammar through the front-end for its type
+// (JSON Schema, regex, GBNF), kept by content so the next request with the same schema reuses the grammar and every
+// token mask already computed for it. Least recently used entries leave first.
+#pragma once
+#include <cstddef>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "grammar/compiled-grammar.h"
+#include "scheduling/request.h"
+
+namespace engine::grammar {
+
+// The GBNF text a guide stands for. Throws EngineError(invalid_argument) naming the construct and where it is.
+std::string guide_to_gbnf(const GuidedDecodingParams& guide);
+
+class GrammarCache {
+ public:
+  GrammarCache(std::shared_ptr<const TokenVocab> vocab, size_t capacity) : vocab_(std::move(vocab)), capacity_(capacity) {}
+  // Thread-safe. Throws what guide_to_gbnf / parse_gbnf throw.
+  std::shared_ptr<const CompiledGrammar> get(const GuidedDecodingParams& guide);
+  size_t size() const;
+
+ private:
+  std::shared_ptr<const TokenVocab> vocab_;
+  size_t capacity_;
+  mutable std::mutex mutex_;
+  std::list<std::string> order_;  // most recent first
+  std::unordered_map<std::string, std::pair<std::shared_ptr<const CompiledGrammar>, std::list<std::string>::iterator>> entries_;
+};
+
+}  // namespace engine::grammar

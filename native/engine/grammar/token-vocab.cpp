@@ -1,0 +1,26 @@
+#include "grammar/token-vocab.h"
+
+#include <algorithm>
+
+#include "errors.h"
+
+namespace engine::grammar {
+
+TokenVocab::TokenVocab(std::vector<std::string> token_bytes, int32_t vocab_size)
+    : bytes_(std::move(token_bytes)), vocab_size_(vocab_size) {
+  if (static_cast<int32_t>(bytes_.size()) > vocab_size_) {
+    throw EngineError(ErrorCode::invalid_argument,
+                      "guidedDecoding describes " + std::to_string(bytes_.size()) +
+                          " tokens but the model's vocabulary has " + std::to_string(vocab_size_));
+  }
+  bytes_.resize(static_cast<size_t>(vocab_size_));
+  rank_.assign(static_cast<size_t>(vocab_size_), -1);
+  for (int32_t id = 0; id < vocab_size_; ++id)
+    if (!bytes_[static_cast<size_t>(id)].empty()) sorted_.push_back(id);
+  std::sort(sorted_.begin(), sorted_.end(), [this](int32_t a, int32_t b) {
+    return bytes_[static_cast<size_t>(a)] < bytes_[static_cast<size_t>(b)];
+  });
+  for (size_t k = 0; k < sorted_.size(); ++k) rank_[static_cast<size_t>(sorted_[k])] = static_cast<int32_t>(k);
+}
+
+}  // namespace engine::grammar

@@ -1,0 +1,32 @@
+// The tokenizer's vocabulary as the grammar sees it (TensorRT-LLM's GuidedDecodingConfig encoded_vocab): the bytes
+// each token id stands for, sorted so that tokens sharing a prefix are neighbours and a walk over them can reuse the
+// matcher's states along the common prefix (a trie without building one).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace engine::grammar {
+
+class TokenVocab {
+ public:
+  // token_bytes[i]: token i's bytes; empty: a special or unknown token, never allowed inside a grammar. Ids from
+  // token_bytes.size() to vocab_size (a model's padded vocabulary) are never allowed either. Throws
+  // EngineError(invalid_argument) when there are more tokens than vocab_size.
+  TokenVocab(std::vector<std::string> token_bytes, int32_t vocab_size);
+
+  int32_t vocab_size() const { return vocab_size_; }
+  size_t mask_words() const { return (static_cast<size_t>(vocab_size_) + 63) / 64; }
+  const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
+  // Ids of the non-empty tokens in byte order; rank_of(id) is an id's index there (-1: empty token).
+  const std::vector<int32_t>& sorted() const { return sorted_; }
+  int32_t rank_of(int32_t id) const { return rank_[static_cast<size_t>(id)]; }
+
+ private:
+  std::vector<std::string> bytes_;
+  int32_t vocab_size_ = 0;
+  std::vector<int32_t> sorted_;
+  std::vector<int32_t> rank_;
+};
+
+}  // namespace engine::grammar

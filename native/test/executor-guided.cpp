@@ -1,0 +1,166 @@
+// Guided decoding through the executor over the FakeModel (whose greedy choice ignores any grammar): outputs follow
+// the guide, end where it is complete, mix with free requests in one batch without changing them, stream the same
+// tokens, and bad guides or combinations are refused at enqueue naming what is wrong.
+#include <algorithm>
+#include <map>
+#include <regex>
+#include <string>
+
+#include "check.h"
+#include "executor-test-util.h"
+
+using namespace engine;
+using namespace test;
+
+namespace {
+
+constexpr int32_t kVocab = 64;
+constexpr int32_t kEnd = 0;
+
+// Token 0 ends sequences (no text); 1-10 are digits, 11-36 letters, then punctuation and a few multi-byte pieces;
+// the last two are special (no text).
+std::vector<std::string> vocabulary() {
+  std::vector<std::string> v{""};
+  for (char c = '0'; c <= '9'; ++c) v.push_back(std::string(1, c));
+  for (char c = 'a'; c <= 'z'; ++c) v.push_back(std::string(1, c));
+  for (const char* s : {"{", "}", "\"", ":", ",", " ", "[", "]", "-", ".", "ab", "12", "\": ", "\", \"", "true",
+                        "false", "null", "az", "9z", "{\"", "\"}", "x\"", "é"})
+    v.push_back(s);
+  while (v.size() < static_cast<size_t>(kVocab)) v.push_back("");
+  return v;
+}
+
+ExecutorConfig config(bool with_vocab = true) {
+  ExecutorConfig c = small_config();
+  c.max_beam_width = 2;
+  if (with_vocab) c.guided_decoding = ExecutorConfig::GuidedDecodingConfig{vocabulary()};
+  return c;
+}
+
+std::string text_of(const std::vector<int32_t>& ids) {
+  const auto v = vocabulary();
+  std::string s;
+  for (int32_t id : ids) s += v[static_cast<size_t>(id)];
+  return s;
+}
+
+Request guided(std::vector<int32_t> prompt, int32_t max_tokens, GuideType type, std::string guide, bool streaming = false) {
+  Request r = make_request(std::move(prompt), max_tokens, streaming);
+  r.end_id = kEnd;
+  r.output.exclude_input_from_output = true;
+  r.guided_decoding = GuidedDecodingParams{type, std::move(guide)};
+  return r;
+}
+
+}  // namespace
+
+TEST_MAIN({
+  // A closed grammar: the output matches it exactly and ends as soon as nothing can follow (no end token needed).
+  {
+    Harness h(config());
+    const RequestId a = h.executor->enqueue(guided(prompt_of(5, 1), 30, GuideType::ebnf_grammar, R"(root ::= "a" [0-9]{2,4} "z")"));
+    const RequestId b = h.executor->enqueue(guided(prompt_of(7, 2), 30, GuideType::ebnf_grammar,
+                                                   R"(root ::= "[" item (", " item)* "]"  item ::= "true" | "false" | [0-9]+)"));
+    // A free request in the same batch keeps exactly its unconstrained output.
+    Request free = make_request(prompt_of(6, 3), 12);
+    free.output.exclude_input_from_output = true;
+    const auto reference = reference_greedy(*h.model, prompt_of(6, 3), 12);
+    const RequestId c = h.executor->enqueue(free);
+    auto out = h.collect({a, b, c});
+    const std::string ta = text_of(out[a].tokens);
+    CHECK_MSG(std::regex_match(ta, std::regex("a[0-9]{2,4}z")), "got '%s'", ta.c_str());
+    CHECK(out[a].reason == FinishReason::end_id && !out[a].has_error);
+    const std::string tb = text_of(out[b].tokens);
+    CHECK_MSG(std::regex_match(tb, std::regex(R"(\[(true|false|[0-9]+)(, (true|false|[0-9]+))*\]?)")), "got '%s'", tb.c_str());
+    CHECK(out[b].reason == FinishReason::end_id || out[b].reason == FinishReason::length);
+    CHECK(out[c].tokens == reference);
+    CHECK(all_blocks_free(*h.executor));
+  }
+  // Streaming gives the same tokens as the whole response; an open grammar ends with the end token, which only
+  // comes where the output is complete.
+  {
+    Harness h(config());
+    const std::string g = R"(root ::= [a-c]+ "." | "x" [0-9]*)";
+    const RequestId s = h.executor->enqueue(guided(prompt_of(5, 4), 16, GuideType::ebnf_grammar, g, /*streaming=*/true));
+    const RequestId w = h.executor->enqueue(guided(prompt_of(5, 4), 16, GuideType::ebnf_grammar, g));
+    auto out = h.collect({s, w});
+    CHECK(out[s].tokens == out[w].tokens && !out[s].tokens.empty());
+    const std::string t = text_of(out[w].tokens);
+    CHECK_MSG(std::regex_match(t, std::regex(R"([a-c]+\.|x[0-9]*)")) || out[w].reason == FinishReason::length, "got '%s'", t.c_str());
+    CHECK(all_blocks_free(*h.executor));
+  }
+  // Sampled (not greedy) requests follow the grammar too, whatever the draw.
+  {
+    Harness h(config());
+    std::set<RequestId> ids;
+    for (uint64_t seed = 1; seed <= 6; ++seed) {
+      Request r = guided(prompt_of(4, static_cast<int32_t>(seed)), 20, GuideType::ebnf_grammar, R"(root ::= ("ab" | "az" | [0-9])+ "z")");
+      r.sampling.temperature = 1.0f;
+      r.sampling.top_k = 0;
+      r.sampling.top_p = 1.0f;
+      r.sampling.seed = seed;
+      ids.insert(h.executor->enqueue(r));
+    }
+    auto out = h.collect(ids);
+    for (RequestId id : ids) {
+      const std::string t = text_of(out[id].tokens);
+      const bool complete = std::regex_match(t, std::regex(R"((ab|az|[0-9])+z)"));
+      const bool prefix = out[id].reason == FinishReason::length && std::regex_match(t, std::regex(R"((ab|az|[0-9])*(a)?)"));
+      CHECK_MSG(!out[id].has_error && (complete || prefix), "seed output '%s'", t.c_str());
+    }
+  }
+  // Outputs are complete by max_tokens whatever the model prefers: near the budget only tokens after which the
+  // guide can still be finished in time are allowed (the fake model would otherwise run on inside the loops). The
+  // guarantee counts bytes (any text can be spelled a byte a token): max_tokens covers the shortest text in bytes.
+  {
+    Harness h(config());
+    std::set<RequestId> ids;
+    std::map<RequestId, std::pair<std::string, int32_t>> asked;
+    const std::vector<std::string> guides = {R"(root ::= "a" [b-z]* ".")", R"(root ::= "[" ([a-z0-9]+ (", " [a-z0-9]+)*)? "]")",
+                                             R"(root ::= "{\"k\": " ("\"" [a-z]* "\"" | [0-9]+ ("." [0-9]+)?) "}")"};
+    for (size_t k = 0; k < guides.size(); ++k)
+      for (int32_t max_tokens : {9, 12, 17, 33}) {  // 9: the third guide's shortest text in bytes (8), and its end token
+        const RequestId id = h.executor->enqueue(guided(prompt_of(4, static_cast<int32_t>(k) + max_tokens), max_tokens, GuideType::ebnf_grammar, guides[k]));
+        ids.insert(id);
+        asked[id] = {guides[k], max_tokens};
+      }
+    auto out = h.collect(ids);
+    const std::vector<std::regex> complete = {std::regex(R"(a[b-z]*\.)"), std::regex(R"(\[([a-z0-9]+(, [a-z0-9]+)*)?\])"),
+                                              std::regex(R"(\{"k": ("[a-z]*"|[0-9]+(\.[0-9]+)?)\})")};
+    for (RequestId id : ids) {
+      const size_t k = static_cast<size_t>(std::find(guides.begin(), guides.end(), asked[id].first) - guides.begin());
+      const std::string t = text_of(out[id].tokens);
+      CHECK_MSG(std::regex_match(t, complete[k]) && static_cast<int32_t>(out[id].tokens.size()) <= asked[id].second,
+                "guide %zu, max_tokens %d: '%s'", k, asked[id].second, t.c_str());
+    }
+    CHECK(all_blocks_free(*h.executor));
+  }
+  // Refused at enqueue, naming the problem.
+  {
+    Harness none(config(/*with_vocab=*/false));
+    CHECK_THROWS(none.executor->enqueue(guided(prompt_of(3, 1), 4, GuideType::ebnf_grammar, "root ::= \"a\"")),
+                 "guidedDecoding needs the executor's guided-decoding vocabulary");
+    Harness h(config());
+    Request beams = guided(prompt_of(3, 1), 4, GuideType::ebnf_grammar, "root ::= \"a\"");
+    beams.sampling.beam_width = 2;
+    CHECK_THROWS(h.executor->enqueue(beams), "cannot be combined with beam search (beamWidth 2)");
+    CHECK_THROWS(h.executor->enqueue(guided(prompt_of(3, 1), 4, GuideType::ebnf_grammar, "")), "guidedDecoding.guide is empty");
+    CHECK_THROWS(h.executor->enqueue(guided(prompt_of(3, 1), 4, GuideType::ebnf_grammar, "root ::= (\"a\"")),
+                 "ebnf_grammar: expected ')' to close the group opened at line 1, column 10");
+    CHECK_THROWS(h.executor->enqueue(guided(prompt_of(3, 1), 4, GuideType::ebnf_grammar, "root ::= x")),
+                 "ebnf_grammar: rule 'x' is used but never defined");
+    // After the refusals the executor serves normally and holds no blocks.
+    const RequestId ok = h.executor->enqueue(guided(prompt_of(3, 1), 8, GuideType::ebnf_grammar, "root ::= \"ab\" \"12\"?"));
+    auto out = h.collect({ok});
+    CHECK(text_of(out[ok].tokens) == "ab" || text_of(out[ok].tokens) == "ab12");
+    CHECK(all_blocks_free(*h.executor));
+  }
+  // A guide the vocabulary cannot spell ends the request with an error naming why, and frees its blocks.
+  {
+    Harness h(config());
+    const RequestId r = h.executor->enqueue(guided(prompt_of(3, 1), 8, GuideType::ebnf_grammar, "root ::= \"a\" \"\\u00e8\""));
+    auto out = h.collect({r});
+    CHECK(out[r].has_error && out[r].error_message.find("no token of the vocabulary can continue") != std::string::npos);
+    CHECK(all_blocks_free(*h.executor));
+  }
+})

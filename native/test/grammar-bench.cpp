@@ -1,0 +1,181 @@
+// Token-mask time per request step (a tool; bench/grammar-mask.ts builds the vocabulary and runs it). For every guide
+// given: the time to compile it, then walks outputs through it choosing among the allowed tokens with a seeded
+// generator, timing each step's mask — cold (positions met for the first time compute their context-independent
+// masks) and warm (the same walks again) — against the same run's baseline, a mask made by walking every token of
+// the vocabulary from the real stacks (no precomputation).
+//   grammar-bench <vocab.bin> <steps> <walks> <kind>:<file> ...     kind: json_schema | regex | ebnf_grammar | json
+// vocab.bin: int32 count, int32 offsets[count + 1], then the bytes (little-endian).
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "errors.h"
+#include "grammar/grammar-cache.h"
+#include "grammar/grammar-matcher.h"
+#include "grammar/token-walk.h"
+
+using namespace engine;
+using namespace engine::grammar;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double micros(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::micro>(b - a).count(); }
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t k = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5));
+  return v[k];
+}
+
+std::vector<std::string> read_vocab(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  int32_t count = 0;
+  in.read(reinterpret_cast<char*>(&count), 4);
+  std::vector<int32_t> offsets(static_cast<size_t>(count) + 1);
+  in.read(reinterpret_cast<char*>(offsets.data()), static_cast<std::streamsize>(offsets.size() * 4));
+  std::string bytes(static_cast<size_t>(offsets.back()), '\0');
+  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::vector<std::string> out;
+  for (int32_t i = 0; i < count; ++i) out.push_back(bytes.substr(static_cast<size_t>(offsets[i]), static_cast<size_t>(offsets[i + 1] - offsets[i])));
+  return out;
+}
+
+// The baseline: every token of the vocabulary walked from the matcher's real state (what a matcher without
+// precomputed masks does), through a matcher replaying the same tokens.
+class NaiveMask {
+ public:
+  NaiveMask(const CompiledGrammar& g) : g_(g), stacks_(g.grammar(), pool_) {
+    for (int32_t start : g.grammar().starts(g.grammar().root)) {
+      StackSet s;
+      stacks_.expand(start, kBottom, s);
+      state_.nodes.insert(state_.nodes.end(), s.nodes.begin(), s.nodes.end());
+      state_.accepting = state_.accepting || s.accepting;
+    }
+    std::sort(state_.nodes.begin(), state_.nodes.end());
+    state_.nodes.erase(std::unique(state_.nodes.begin(), state_.nodes.end()), state_.nodes.end());
+  }
+  size_t fill(std::vector<uint64_t>& mask) {
+    mask.assign(g_.vocab().mask_words(), 0);
+    TokenWalk walk(stacks_, g_.vocab(), state_);
+    size_t n = 0;
+    for (size_t r = 0; r < g_.vocab().sorted().size(); ++r) {
+      if (walk.step(static_cast<int32_t>(r)).alive) {
+        const int32_t id = g_.vocab().sorted()[r];
+        mask[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+        ++n;
+      }
+    }
+    return n;
+  }
+  void accept(int32_t id) {
+    StackSet cur = state_, next;
+    for (char c : g_.vocab().bytes(id)) {
+      stacks_.advance(cur, static_cast<uint8_t>(c), next);
+      std::swap(cur, next);
+    }
+    state_ = std::move(cur);
+  }
+
+ private:
+  const CompiledGrammar& g_;
+  StackPool pool_;
+  Stacks stacks_;
+  StackSet state_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: grammar-bench <vocab.bin> <steps> <walks> <kind>:<file> ...\n");
+    return 2;
+  }
+  const auto vocab_bytes = read_vocab(argv[1]);
+  const int steps = std::stoi(argv[2]);
+  const int walks = std::stoi(argv[3]);
+  const int32_t stop = static_cast<int32_t>(vocab_bytes.size());  // one more id: the end token
+  auto vocab = std::make_shared<const TokenVocab>(vocab_bytes, stop + 1);
+  GrammarCache cache(vocab, 1024);
+  std::vector<double> compile_ms, cold, warm, naive;
+  int guides = 0, failed = 0;
+  for (int a = 4; a < argc; ++a) {
+    const std::string arg = argv[a];
+    const size_t colon = arg.find(':');
+    GuidedDecodingParams p;
+    const std::string kind = arg.substr(0, colon);
+    p.guide_type = kind == "regex" ? GuideType::regex : kind == "ebnf_grammar" ? GuideType::ebnf_grammar
+                 : kind == "json" ? GuideType::json : GuideType::json_schema;
+    std::ifstream in(arg.substr(colon + 1));
+    std::stringstream text;
+    text << in.rdbuf();
+    p.guide = text.str();
+    std::shared_ptr<const CompiledGrammar> g;
+    const auto t0 = Clock::now();
+    try {
+      g = cache.get(p);
+    } catch (const EngineError& e) {
+      std::fprintf(stderr, "%s: %s\n", arg.c_str(), e.what());
+      ++failed;
+      continue;
+    }
+    compile_ms.push_back(micros(t0, Clock::now()) / 1000);
+    ++guides;
+    std::vector<uint64_t> mask;
+    const size_t warm_before = warm.size();
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int w = 0; w < walks; ++w) {
+        GrammarMatcher m(g, {stop});
+        NaiveMask baseline(*g);
+        std::mt19937 rng(static_cast<uint32_t>(1000 * a + w));
+        for (int s = 0; s < steps; ++s) {
+          const auto t1 = Clock::now();
+          m.fill_mask(mask);
+          const double us = micros(t1, Clock::now());
+          (pass == 0 ? cold : warm).push_back(us);
+          std::vector<int32_t> allowed;
+          for (int32_t id = 0; id <= stop; ++id)
+            if ((mask[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1u) allowed.push_back(id);
+          if (pass == 1 && w == 0 && s % 4 == 0) {  // the baseline is slow: every fourth step of one walk
+            std::vector<uint64_t> other;
+            const auto t2 = Clock::now();
+            baseline.fill(other);
+            naive.push_back(micros(t2, Clock::now()));
+          }
+          if (allowed.empty()) break;
+          // Ending where allowed after a while, as a model would, so walks cover whole outputs.
+          const bool can_stop = std::find(allowed.begin(), allowed.end(), stop) != allowed.end();
+          if (can_stop && (s > steps / 2 || rng() % 8 == 0)) break;
+          int32_t pick = allowed[rng() % allowed.size()];
+          if (pick == stop) pick = allowed[0] == stop && allowed.size() > 1 ? allowed[1] : allowed[0];
+          if (pick == stop) break;
+          m.accept_token(pick);
+          baseline.accept(pick);
+        }
+      }
+    }
+    if (std::getenv("GRAMMAR_BENCH_EACH") != nullptr) {
+      const std::vector<double> mine(warm.begin() + static_cast<long>(warm_before), warm.end());
+      std::printf("  %s: warm p50 %.1f us, max %.1f us\n", arg.c_str(), percentile(mine, 0.5), percentile(mine, 1.0));
+    }
+  }
+  std::printf("vocabulary %d tokens, %d guides compiled (%d refused), %d walks x up to %d steps each\n",
+              stop, guides, failed, walks, steps);
+  std::printf("compile ms: p50 %.2f, max %.2f\n", percentile(compile_ms, 0.5), percentile(compile_ms, 1.0));
+  std::printf("mask us, cold (first use of positions): p50 %.1f, p99 %.1f, max %.1f (%zu steps)\n", percentile(cold, 0.5),
+              percentile(cold, 0.99), percentile(cold, 1.0), cold.size());
+  std::printf("mask us, warm: p50 %.1f, p99 %.1f, max %.1f (%zu steps)\n", percentile(warm, 0.5), percentile(warm, 0.99),
+              percentile(warm, 1.0), warm.size());
+  std::printf("baseline (every token walked from the stacks) us: p50 %.1f, p99 %.1f (%zu steps); warm p50 ratio %.1fx\n",
+              percentile(naive, 0.5), percentile(naive, 0.99), naive.size(),
+              percentile(naive, 0.5) / std::max(1e-9, percentile(warm, 0.5)));
+  return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,217 @@
+// The grammar core: GBNF parsing and its errors, the byte-level matcher on whole strings, and the token mask against
+// a brute force (every token tried by replaying the output and accepting it) along generated outputs, so the
+// precomputed context-independent parts can never drift from what the matcher allows.
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "check.h"
+#include "errors.h"
+#include "grammar/compiled-grammar.h"
+#include "grammar/gbnf-parser.h"
+#include "grammar/grammar-matcher.h"
+#include "grammar/json-schema-to-gbnf.h"
+#include "grammar/regex-to-gbnf.h"
+#include "json-schema-suite.h"
+
+using namespace engine;
+using namespace engine::grammar;
+
+namespace {
+
+// A vocabulary of single bytes (so any string can be spelled) and the multi-byte pieces real tokenizers have,
+// plus two special (empty) tokens and a stop token.
+std::shared_ptr<TokenVocab> test_vocab(int32_t& stop) {
+  std::vector<std::string> t;
+  for (int b = 32; b < 127; ++b) t.push_back(std::string(1, static_cast<char>(b)));
+  t.push_back("\n");
+  for (const char* s : {"{\"", "\":", "\": ", "\", \"", "\"}", "\",", "true", "false", "null", "ing", " the", "the",
+                        "ab", "abc", "bc", "12", "123", "0.", "e+", "-1", "}}", "]}", "[{", "\"\"", "\\\"", "\\n",
+                        "\"a", "a\"", "\u00e9", "\xc3", "\xa9", "caf\u00e9", "\u65e5\u672c", "x\"y", ", ", "::"})
+    t.push_back(s);
+  t.push_back("");  // special
+  t.push_back("");  // special
+  stop = static_cast<int32_t>(t.size());
+  t.push_back("");  // the stop token (its text never counts)
+  const auto vocab_size = static_cast<int32_t>(t.size() + 3);  // padded past the tokenizer
+  return std::make_shared<TokenVocab>(std::move(t), vocab_size);
+}
+
+std::shared_ptr<const CompiledGrammar> compile(const std::string& gbnf, const std::shared_ptr<TokenVocab>& vocab) {
+  return std::make_shared<CompiledGrammar>(parse_gbnf(gbnf, "test"), vocab);
+}
+
+// Whether the grammar matches `text` exactly, fed one byte-token at a time.
+bool matches(const std::string& gbnf, const std::string& text) {
+  std::vector<std::string> bytes;
+  for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, static_cast<char>(b)));
+  auto byte_vocab = std::make_shared<TokenVocab>(bytes, 257);
+  GrammarMatcher m(compile(gbnf, byte_vocab), {256});
+  for (unsigned char c : text)
+    if (!m.accept_token(c)) return false;
+  return m.can_end();
+}
+
+bool bit(const std::vector<uint64_t>& mask, int32_t id) { return (mask[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1u; }
+
+// Walks `steps` tokens chosen by `rng` among the allowed ones, comparing every step's mask to the brute force.
+int compare_masks(const std::string& gbnf, uint32_t seed, int steps) {
+  int32_t stop = 0;
+  auto vocab = test_vocab(stop);
+  auto g = compile(gbnf, vocab);
+  GrammarMatcher m(g, {stop});
+  std::vector<int32_t> history;
+  std::mt19937 rng(seed);
+  std::vector<uint64_t> mask;
+  int mismatches = 0;
+  for (int step = 0; step < steps; ++step) {
+    m.fill_mask(mask);
+    std::vector<int32_t> allowed;
+    for (int32_t id = 0; id < vocab->vocab_size(); ++id) {
+      GrammarMatcher fresh(g, {stop});
+      for (int32_t h : history) fresh.accept_token(h);
+      const bool ok = fresh.accept_token(id);
+      if (ok != bit(mask, id)) {
+        ++mismatches;
+        std::fprintf(stderr, "  mask mismatch at step %d, token %d '%s': brute %d mask %d\n", step, id,
+                     vocab->bytes(id).c_str(), ok, !ok);
+      }
+      if (ok) allowed.push_back(id);
+    }
+    if (allowed.empty()) break;
+    // Prefer continuing over stopping, so outputs get long.
+    int32_t pick = allowed[rng() % allowed.size()];
+    if (pick == stop && allowed.size() > 1 && rng() % 4 != 0) pick = allowed[(rng() % (allowed.size() - 1))];
+    if (pick == stop) break;
+    CHECK(m.accept_token(pick));
+    history.push_back(pick);
+  }
+  return mismatches;
+}
+
+const char* kJsonish = R"(
+root   ::= object
+value  ::= object | array | string | number | ("true" | "false" | "null")
+object ::= "{" ( pair ( ", " pair )* )? "}"
+pair   ::= string ": " value
+array  ::= "[" ( value ( ", " value )* )? "]"
+string ::= "\"" ( [^"\\\x00-\x1f] | "\\" ["\\/bfnrt] )* "\""
+number ::= "-"? ([0-9] | [1-9] [0-9]*) ("." [0-9]+)? ([eE] [-+]? [0-9]+)?
+)";
+
+}  // namespace
+
+TEST_MAIN({
+  // Whole strings.
+  CHECK(matches(R"(root ::= "ab" | "cd")", "ab"));
+  CHECK(!matches(R"(root ::= "ab" | "cd")", "ac"));
+  CHECK(!matches(R"(root ::= "ab")", "a"));
+  CHECK(matches(R"(root ::= [a-c]+ "!")", "abcab!"));
+  CHECK(!matches(R"(root ::= [a-c]+ "!")", "!"));
+  CHECK(matches(R"(root ::= x{2,3}  x ::= "ab")", "ababab"));
+  CHECK(!matches(R"(root ::= x{2,3}  x ::= "ab")", "ab"));
+  CHECK(!matches(R"(root ::= x{2,3}  x ::= "ab")", "abababab"));
+  CHECK(matches(R"(root ::= "a"{3,})", "aaaaa"));
+  CHECK(!matches(R"(root ::= "a"{3,})", "aa"));
+  CHECK(matches(R"(root ::= [^a]*)", "bcd\xc3\xa9 \xe6\x97\xa5"));
+  CHECK(!matches(R"(root ::= [^a]*)", "bab"));
+  CHECK(!matches(R"(root ::= .*)", "\xc3"));          // half a character is not a character
+  CHECK(!matches(R"(root ::= .*)", "\xed\xa0\x80"));  // a surrogate is not UTF-8
+  CHECK(matches(R"(root ::= [\u00e0-\u00ff]"\n")", "\xc3\xa9\n"));
+  CHECK(matches(R"(root ::= "\u65e5" [\U0001F600-\U0001F64F])", "\xe6\x97\xa5\xf0\x9f\x98\x80"));
+  CHECK(matches(kJsonish, R"({"a": [1, -2.5e+3, "x\"y"], "b": {"c": null}})"));
+  CHECK(!matches(kJsonish, R"({"a": [1, 2,]})"));
+  CHECK(matches("# comment\nroot ::= a b # trailing\na ::= \"x\"\nb ::= (\"y\" | \"z\")?", "xz"));
+  CHECK(matches("root ::= item (\",\" item)*\nitem ::= [0-9]+", "1,22,333"));
+
+  // Errors name the problem and where it is.
+  int32_t stop = 0;
+  auto vocab = test_vocab(stop);
+  CHECK_THROWS(parse_gbnf("item ::= \"x\"", "ebnf_grammar"), "ebnf_grammar: no `root ::= ...` rule");
+  CHECK_THROWS(parse_gbnf("root ::= item", "ebnf_grammar"), "rule 'item' is used but never defined at line 1, column 10");
+  CHECK_THROWS(parse_gbnf("root ::= list\nlist ::= list \",\" x | x\nx ::= \"a\"", "g"), "rule 'list' is left-recursive");
+  CHECK_THROWS(parse_gbnf("root ::= (\"a\"?)*", "g"), "can match the empty string");
+  CHECK_THROWS(parse_gbnf("root ::= \"a\"{3,1}", "g"), "upper bound below its lower bound");
+  CHECK_THROWS(parse_gbnf("root ::= \"a\"{1,5000}", "g"), "repetition bound above 1000");
+  CHECK_THROWS(parse_gbnf("root ::= \"abc", "g"), "unterminated string literal at line 1, column 10");
+  CHECK_THROWS(parse_gbnf("root ::= [z-a]", "g"), "end below its start");
+  CHECK_THROWS(parse_gbnf("root ::= (\"a\"", "g"), "expected ')'");
+  CHECK_THROWS(parse_gbnf("root ::= \"a\"\nroot ::= \"b\"", "g"), "rule 'root' is defined twice at line 2");
+  CHECK_THROWS(parse_gbnf("root ::= a\na ::= a \"x\" | \"y\"", "g"), "rule 'a' is left-recursive");
+  CHECK_THROWS(parse_gbnf("root ::= \"b\" | a\na ::= \"x\" a", "g"), "rule 'a' can never finish");
+  CHECK_THROWS(parse_gbnf("root ::= \"\\q\"", "g"), "unknown escape '\\q'");
+  CHECK_THROWS(parse_gbnf("root ::= @", "g"), "unexpected '@' at line 1, column 10");
+  CHECK_THROWS(TokenVocab({"a", "b", "c"}, 2), "describes 3 tokens but the model's vocabulary has 2");
+
+  // Masks equal the brute force along generated outputs, for grammars with loops, nesting, optional parts,
+  // multi-byte characters and tokens that cross rule boundaries.
+  for (uint32_t seed = 1; seed <= 6; ++seed) {
+    CHECK_MSG(compare_masks(kJsonish, seed, 40) == 0, "json-like grammar, seed %u", seed);
+  }
+  CHECK(compare_masks(R"(root ::= "a" [bc]* "d" | "ab" "c"? "x")", 3, 12) == 0);
+  CHECK(compare_masks(R"(root ::= ("the" | "ing" | [a-z]{1,3} " ")+ "." )", 4, 20) == 0);
+  CHECK(compare_masks(R"(root ::= "\"" [^"]* "\"" (", " "\"" [^"]* "\"")*)", 5, 30) == 0);
+  CHECK(compare_masks("root ::= t\nt ::= \"[\" (t (\",\" t)*)? \"]\" | [0-9]", 6, 30) == 0);
+
+  // The stop token: allowed exactly where the output may end; after a complete, closed output nothing else is.
+  {
+    auto g = compile(R"(root ::= "ab" "c"?)", vocab);
+    GrammarMatcher m(g, {stop});
+    std::vector<uint64_t> mask;
+    m.fill_mask(mask);
+    CHECK(!bit(mask, stop));
+    CHECK(m.accept_token('a' - 32));  // token b - 32 is the byte b
+    CHECK(!m.accept_token(stop));
+    CHECK(m.accept_token('b' - 32));
+    m.fill_mask(mask);
+    CHECK(bit(mask, stop) && bit(mask, 'c' - 32) && !bit(mask, 'a' - 32));
+    CHECK(m.can_end() && !m.must_end());
+    CHECK(m.accept_token('c' - 32));
+    CHECK(m.must_end());
+    m.fill_mask(mask);
+    int allowed = 0;
+    for (int32_t id = 0; id < vocab->vocab_size(); ++id) allowed += bit(mask, id);
+    CHECK(allowed == 1 && bit(mask, stop));
+    CHECK(m.accept_token(stop));
+    m.fill_mask(mask);
+    allowed = 0;
+    for (int32_t id = 0; id < vocab->vocab_size(); ++id) allowed += bit(mask, id);
+    CHECK(allowed == 0);
+  }
+
+  // The JSON Schema suite through the matcher: every valid instance accepted, every invalid one refused; and the
+  // generic JSON guides.
+  {
+    const auto suite = json_schema_suite::load(check::repo_root);
+    CHECK(suite.size() >= 50);
+    for (const auto& schema : suite) {
+      const std::string gbnf = json_schema_to_gbnf(schema.schema_text);
+      for (const std::string& v : schema.valid) CHECK_MSG(matches(gbnf, v), "%s: valid %s refused", schema.name.c_str(), v.c_str());
+      for (const std::string& v : schema.invalid) CHECK_MSG(!matches(gbnf, v), "%s: invalid %s accepted", schema.name.c_str(), v.c_str());
+    }
+    // Masks equal the brute force on schema grammars too (their rules, loops and escapes as generated).
+    for (size_t k = 0; k < suite.size(); k += 10)
+      CHECK_MSG(compare_masks(json_schema_to_gbnf(suite[k].schema_text), static_cast<uint32_t>(k), 30) == 0, "%s", suite[k].name.c_str());
+    CHECK(matches(json_any_gbnf(false), R"([1, {"a": "bé"}, null])"));
+    CHECK(matches(json_any_gbnf(true), R"({"a": [true, false]})"));
+    CHECK(!matches(json_any_gbnf(true), R"([1])"));
+    std::string rules;
+    const std::string top = regex_to_gbnf(R"(\(\d{3}\) \d{3}-\d{4})", "re", rules);
+    CHECK(matches("root ::= " + top + "\n" + rules, "(555) 123-4567"));
+    CHECK(!matches("root ::= " + top + "\n" + rules, "555-123-4567"));
+  }
+
+  // A long output keeps the stack pool small (compaction) and the matcher right.
+  {
+    auto g = compile(R"(root ::= "[" [0-9]+ ("," [0-9]+)* "]")", vocab);
+    GrammarMatcher m(g, {stop});
+    bool ok = m.accept_token('[' - 32);
+    for (int k = 0; k < 20000; ++k) {
+      ok = ok && m.accept_token('1' - 32 + (k % 9));
+      if (k % 7 == 6) ok = ok && m.accept_token(',' - 32);
+    }
+    CHECK(ok && m.accept_token(']' - 32));
+    CHECK(m.must_end());
+  }
+})
