@@ -58,6 +58,10 @@ export function registerClient(program: Command): void {
     .option('--beam-width <n>', 'beam search width (the server\'s max_beam_width bounds it)', int('--beam-width', 1))
     .option('--end-id <id>', 'end-of-sequence token id (-1: none)', int('--end-id', -1))
     .option('--pad-id <id>', 'padding token id', int('--pad-id', -1))
+    .option('--json', 'constrain the output to JSON (guided_decoding_guide_type "json")')
+    .option('--json-schema <file>', 'constrain the output to JSON valid against this JSON Schema file')
+    .option('--regex <pattern>', 'constrain the output to match this regular expression')
+    .option('--grammar <file>', 'constrain the output to this GBNF grammar file (start rule `root`)')
     .addOption(new Option('--verbose', 'accepted for Triton\'s clients; no effect').hideHelp())
     .action(async (options: ClientOptions) => {
       await reportToolErrors('client', async () => {

@@ -1,10 +1,11 @@
 // What `trtllm-launch client` was asked to do, after commander parsed the flags; and the checks commander
 // cannot make alone (flags that exclude or need each other), each naming the flags and values involved.
+import type { ClientGuide, GuideFlags } from './client-guide.js';
 import { ToolError } from './tool-error.js';
 
 export type ModelKind = 'tokens' | 'text';
 
-export interface ClientOptions {
+export interface ClientOptions extends GuideFlags {
   url?: string | undefined;         // default: localhost:8000 for http, localhost:8001 for grpc
   protocol: string;
   modelName: string;
@@ -32,6 +33,7 @@ export interface ClientOptions {
   beamWidth?: number;
   endId?: number;
   padId?: number;
+  guide?: ClientGuide | undefined;   // what --json / --json-schema / --regex / --grammar resolve to (runClient sets it)
 }
 
 const TEXT_MODELS = new Set(['ensemble', 'tensorrt_llm_bls']);

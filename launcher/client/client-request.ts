@@ -31,6 +31,14 @@ export function parameterFields(o: ClientOptions, kind: ModelKind): Field[] {
   return all.filter(([, value]) => value !== undefined).map(([name, value, datatype]) => ({ name, value: value!, datatype }));
 }
 
+/** The output constraint as the TensorRT-LLM backend's inputs (strings: BYTES tensors in /infer). */
+export function guideFields(o: ClientOptions): { name: string; value: string }[] {
+  if (!o.guide) return [];
+  const fields: { name: string; value: string }[] = [{ name: 'guided_decoding_guide_type', value: o.guide.type }];
+  if (o.guide.guide !== undefined) fields.push({ name: 'guided_decoding_guide', value: o.guide.guide });
+  return fields;
+}
+
 /** Rows padded to the longest with pad, and each row's real length (Triton's input_ids + input_lengths). */
 export function padRows(rows: number[][], pad: number): { ids: number[][]; lengths: number[] } {
   const width = Math.max(...rows.map((r) => r.length));
@@ -55,6 +63,7 @@ export function generateBody(o: ClientOptions, kind: ModelKind, input: { prompts
     body.stream = stream;
   }
   for (const f of parameterFields(o, kind)) body[f.name] = f.value;
+  for (const f of guideFields(o)) body[f.name] = f.value;
   return body;
 }
 
@@ -74,6 +83,7 @@ export function inferBody(o: ClientOptions, kind: ModelKind, input: { prompts?: 
   for (const f of parameterFields(o, kind)) {
     inputs.push({ name: f.name, datatype: f.datatype, shape: [batch, 1], data: new Array(batch).fill(f.value) });
   }
+  for (const f of guideFields(o)) inputs.push({ name: f.name, datatype: 'BYTES', shape: [batch, 1], data: new Array(batch).fill(f.value) });
   return { ...(id === undefined ? {} : { id }), inputs };
 }
 

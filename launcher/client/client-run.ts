@@ -3,6 +3,7 @@
 // shapes); --streaming reads generate_stream or ModelStreamInfer. --stop-after-ms sends Triton's stop request for
 // the request's id, and hangs up if the stream still has not ended shortly after (the server cancels a request whose
 // client went away).
+import { clientGuide } from './client-guide.js';
 import { type ClientOptions, checkCombination, checkProtocol, defaultUrl, type ModelKind, modelKind, prompts } from './client-options.js';
 import { type ElementResult, finishOf, formatElement, formatIds, type Tensor } from './client-output.js';
 import { GrpcClient, grpcAddress } from './grpc.js';
@@ -157,10 +158,11 @@ export function openTransport(protocol: string, url: string | undefined): Client
   return protocol === 'grpc' ? grpcTransport(new GrpcClient(grpcAddress(where))) : httpTransport(normalizeUrl(where));
 }
 
-export async function runClient(o: ClientOptions, print: (line: string) => void): Promise<ClientRun> {
-  checkProtocol(o.protocol);
-  const kind = modelKind(o.modelName);
-  checkCombination(o, kind);
+export async function runClient(options: ClientOptions, print: (line: string) => void): Promise<ClientRun> {
+  checkProtocol(options.protocol);
+  const kind = modelKind(options.modelName);
+  checkCombination(options, kind);
+  const o: ClientOptions = { ...options, guide: clientGuide(options) };
   const transport = openTransport(o.protocol, o.url);
   try {
     return await runWith(transport, o, kind, print);

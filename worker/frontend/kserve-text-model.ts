@@ -4,6 +4,8 @@ import type { FinishReason, NativeResponse } from '../binding/addon-types.js';
 import type { RequestHandle } from '../executor/request-handle.js';
 import { AbortFanOut } from './abort-fan-out.js';
 import { ATTENTION_WINDOW_NAMES } from './attention-window.js';
+import { guideErrorsIn, withGuideErrors } from './guided/guide-errors.js';
+import { KSERVE_GUIDE_SOURCE } from './guided/kserve-guide.js';
 import { inClientTerms } from './http-errors.js';
 import { logitsOutputs } from './kserve-encode.js';
 import { holdLease, logitsCost } from './logits-budget.js';
@@ -57,17 +59,18 @@ export async function runTextModel(ctx: ServingContext, model: ServedModel, valu
   let runs: AsyncIterable<ElementEvent>[];
   try {
     runs = prepared.map(({ p, streaming, promptIds, request }, i) => {
-      const run = inClientTerms(() => startText(ctx, {
+      const guide = p.guidedDecoding ? KSERVE_GUIDE_SOURCE : undefined;
+      const run = withGuideErrors(() => inClientTerms(() => startText(ctx, {
         promptIds,
         request,
         stopStrings: p.stopWords,
         includeStop: true,
         tracker: ctx.metrics.trackRequest(model.name),
         signal: elements.child(),
-      }), TEXT_NAMES);
+      }), TEXT_NAMES), guide);
       started.push(run.handle);
       options.onEnqueued?.(run.handle);
-      return elementEvents(p, i, batch, run.deltas, streaming);
+      return elementEvents(p, i, batch, guide ? guideErrorsIn(run.deltas, guide) : run.deltas, streaming);
     });
   } catch (error) {
     // A later prompt was rejected: the earlier ones must not keep running for nobody.

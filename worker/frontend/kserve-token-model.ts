@@ -5,6 +5,8 @@ import { AbortFanOut } from './abort-fan-out.js';
 import { ATTENTION_WINDOW, ATTENTION_WINDOW_NAMES, readAttentionWindow } from './attention-window.js';
 import { describeValue } from '../common/errors.js';
 import { checkBatch } from './fan-out.js';
+import { guideErrorsIn, withGuideErrors } from './guided/guide-errors.js';
+import { KSERVE_GUIDE_SOURCE, readKserveGuide } from './guided/kserve-guide.js';
 import { badRequest, inClientTerms } from './http-errors.js';
 import { logitsOutputs } from './kserve-encode.js';
 import { holdLease, logitsCost } from './logits-budget.js';
@@ -90,6 +92,7 @@ export function runTokenModel(ctx: ServingContext, model: ServedModel, values: N
       badWords: wordsAt(values, 'bad_words_list', i, batch),
       sampling: samplingFrom(get, { topK: 'runtime_top_k', topP: 'runtime_top_p' }),
       maxAttentionWindow: readAttentionWindow(get(ATTENTION_WINDOW)),
+      guidedDecoding: readKserveGuide(get),
       output: {
         returnLogProbs: optBool(get('return_log_probs'), 'return_log_probs') ?? false,
         returnContextLogits: optBool(get('return_context_logits'), 'return_context_logits') ?? false,
@@ -107,12 +110,14 @@ export function runTokenModel(ctx: ServingContext, model: ServedModel, values: N
   let streams: AsyncIterable<ElementEvent>[];
   try {
     streams = requests.map((request, i) => {
-      const handle = inClientTerms(() => ctx.executor.enqueue(request), TOKEN_NAMES);
+      const guide = request.guidedDecoding ? KSERVE_GUIDE_SOURCE : undefined;
+      const handle = withGuideErrors(() => inClientTerms(() => ctx.executor.enqueue(request), TOKEN_NAMES), guide);
       handles.push(handle);
       options.onEnqueued?.(handle);
       const tracker = ctx.metrics.trackRequest(model.name);
       tracker.inputDone(request.inputTokenIds.length);
-      return rowEvents(handle, request, i, batch, { ...options, signal: cancels.child() }, tracker);
+      const events = rowEvents(handle, request, i, batch, { ...options, signal: cancels.child() }, tracker);
+      return guide ? guideErrorsIn(events, guide) : events;
     });
   } catch (error) {
     // A later row could not be enqueued (a full queue): the earlier ones must not run for nobody.

@@ -1,6 +1,7 @@
 // The models a Triton TensorRT-LLM repository serves, as the seeds describe them, with their input and output
 // tensors: the leader answers for all five from one executor and one tokenizer. Pure data plus lookups.
 import { quoteName } from '../common/quote-value.js';
+import { GUIDE_INPUT, GUIDE_TYPE_INPUT } from './guided/kserve-guide.js';
 import { notFound } from './http-errors.js';
 import { MODEL_VERSION } from './metrics.js';
 
@@ -16,6 +17,9 @@ export interface ServedModel {
 
 const t = (name: string, datatype: string, shape: number[], optional = true): TensorSpec => ({ name, datatype, shape, optional });
 
+// TensorRT-LLM's guided decoding (guided/kserve-guide.ts), on the text models and tensorrt_llm alike.
+const GUIDE_INPUTS: TensorSpec[] = [t(GUIDE_TYPE_INPUT, 'BYTES', [1]), t(GUIDE_INPUT, 'BYTES', [1])];
+
 // The text interface of ensemble and tensorrt_llm_bls (the seeds' BLS tables).
 const TEXT_INPUTS: TensorSpec[] = [
   t('text_input', 'BYTES', [-1], false), t('max_tokens', 'INT32', [-1], false), t('bad_words', 'BYTES', [-1]),
@@ -25,7 +29,7 @@ const TEXT_INPUTS: TensorSpec[] = [
   t('frequency_penalty', 'FP32', [1]), t('random_seed', 'UINT64', [1]), t('return_log_probs', 'BOOL', [1]),
   t('return_context_logits', 'BOOL', [1]), t('return_generation_logits', 'BOOL', [1]), t('beam_width', 'INT32', [1]),
   t('stream', 'BOOL', [1]), t('exclude_input_in_output', 'BOOL', [1]), t('stop', 'BOOL', [1]),
-  t('max_attention_window_size', 'INT32', [1]),
+  t('max_attention_window_size', 'INT32', [1]), ...GUIDE_INPUTS,
 ];
 const TEXT_OUTPUTS: TensorSpec[] = [
   t('text_output', 'BYTES', [-1]), t('cum_log_probs', 'FP32', [-1]), t('output_log_probs', 'FP32', [-1, -1]),
@@ -41,7 +45,7 @@ const TOKEN_INPUTS: TensorSpec[] = [
   t('frequency_penalty', 'FP32', [1]), t('random_seed', 'UINT64', [1]), t('return_log_probs', 'BOOL', [1]),
   t('return_context_logits', 'BOOL', [1]), t('return_generation_logits', 'BOOL', [1]), t('stop_words_list', 'INT32', [2, -1]),
   t('bad_words_list', 'INT32', [2, -1]), t('streaming', 'BOOL', [1]), t('stop', 'BOOL', [1]),
-  t('exclude_input_in_output', 'BOOL', [1]), t('max_attention_window_size', 'INT32', [1]),
+  t('exclude_input_in_output', 'BOOL', [1]), t('max_attention_window_size', 'INT32', [1]), ...GUIDE_INPUTS,
 ];
 const TOKEN_OUTPUTS: TensorSpec[] = [
   t('output_ids', 'INT32', [-1, -1]), t('sequence_length', 'INT32', [-1]), t('cum_log_probs', 'FP32', [-1]),

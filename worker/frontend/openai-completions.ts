@@ -1,9 +1,11 @@
 // POST /v1/completions: prompt (text, texts, token ids or lists of them) × n choices, whole or streamed as
-// `data:` chunks ending with `data: [DONE]`, with usage and logprobs.
+// `data:` chunks ending with `data: [DONE]`, with usage and logprobs; response_format and vLLM's guided_* constrain
+// the text (guided/).
 import { randomUUID } from 'node:crypto';
 
 import { describeValue } from '../common/errors.js';
 import { checkChoices } from './fan-out.js';
+import { readOpenAiGuide } from './guided/openai-guide.js';
 import { badRequest } from './http-errors.js';
 import { type Route, sendJson } from './http-server.js';
 import { type ModelCatalog, requireReady } from './model-catalog.js';
@@ -65,11 +67,12 @@ export function completionsRoutes(catalog: ModelCatalog): Route[] {
       }
       const echo = body.echo === undefined || body.echo === null ? false : body.echo;
       if (typeof echo !== 'boolean') throw badRequest(`echo must be a boolean, got ${describeValue(echo)}`, 'echo');
+      const guide = readOpenAiGuide(body);
       // Admitted here: a drain that begins while the prompts are tokenized lets this request finish.
       requireReady(ctx, ctx.servedModelName);
       const prompts = await readPrompts(ctx, body.prompt, { n: p.n, echo, signal: c.signal });
       const events = startChoices(ctx, prompts, p, {
-        signal: c.signal, returnLogProbs: logprobs !== undefined, defaultMaxTokens: () => 16, metricsModel: p.model,
+        signal: c.signal, returnLogProbs: logprobs !== undefined, defaultMaxTokens: () => 16, metricsModel: p.model, guide,
       });
       const id = `cmpl-${randomUUID()}`;
       const created = Math.floor(Date.now() / 1000);

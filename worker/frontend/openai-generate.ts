@@ -3,6 +3,8 @@
 import type { NativeRequest } from '../binding/addon-types.js';
 import { AbortFanOut } from './abort-fan-out.js';
 import { ATTENTION_WINDOW_NAMES } from './attention-window.js';
+import { guideErrorsIn, withGuideErrors } from './guided/guide-errors.js';
+import type { RequestGuide } from './guided/openai-guide.js';
 import { inClientTerms } from './http-errors.js';
 import { mergeStreams } from './merge-streams.js';
 import { choiceSeed, type OpenAiParams } from './openai-params.js';
@@ -26,6 +28,7 @@ export interface ChoicesOptions {
   returnLogProbs: boolean;
   defaultMaxTokens: (prompt: PromptInput) => number;
   metricsModel: string;
+  guide?: RequestGuide | undefined;   // the output constraint, and the field that asked for it
 }
 
 /** Enqueues every choice at once. The route has checked readiness before it tokenized (requireReady): a request
@@ -34,6 +37,7 @@ export function startChoices(ctx: ServingContext, prompts: PromptInput[], p: Ope
   // The client leaving, or a later choice failing to enqueue, cancels all.
   const choices = new AbortFanOut(o.signal);
   const streams: AsyncIterable<ChoiceDelta>[] = [];
+  const source = o.guide ? { field: o.guide.field, param: o.guide.field, paths: o.guide.paths } : undefined;
   try {
     prompts.forEach((prompt, pi) => {
       for (let j = 0; j < p.n; j += 1) {
@@ -48,12 +52,13 @@ export function startChoices(ctx: ServingContext, prompts: PromptInput[], p: Ope
           sampling,
           maxAttentionWindow: p.maxAttentionWindow,
           output: { returnLogProbs: o.returnLogProbs, excludeInputFromOutput: true },
+          guidedDecoding: o.guide?.guided,
         });
-        const run = inClientTerms(() => startText(ctx, {
+        const run = withGuideErrors(() => inClientTerms(() => startText(ctx, {
           promptIds: prompt.ids, request, stopStrings: p.stop, includeStop: false,
           tracker: ctx.metrics.trackRequest(o.metricsModel), signal: choices.child(),
-        }), OPENAI_NAMES);
-        streams.push(tag(index, run.deltas));
+        }), OPENAI_NAMES), source);
+        streams.push(tag(index, source ? guideErrorsIn(run.deltas, source) : run.deltas));
       }
     });
   } catch (error) {

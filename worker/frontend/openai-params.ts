@@ -4,6 +4,7 @@ import type { SamplingParams } from '../binding/addon-types.js';
 import { describeValue } from '../common/errors.js';
 import { quoteName } from '../common/quote-value.js';
 import { ATTENTION_WINDOW, readAttentionWindow } from './attention-window.js';
+import { GUIDE_KEYS } from './guided/openai-guide.js';
 import { badRequest } from './http-errors.js';
 import { optBool, optInt, optNumber } from './named-values.js';
 import { compact } from './text-params.js';
@@ -20,15 +21,17 @@ export interface OpenAiParams {
   ignoreEos: boolean;
   maxAttentionWindow: number | undefined;   // max_attention_window_size; undefined: the server's
 }
+// The output constraint (response_format, guided_*) is read by each route (guided/openai-guide.ts): chat adds the
+// one a forced tool call brings.
 
 const COMMON_KEYS = [
   'model', 'max_tokens', 'temperature', 'top_p', 'n', 'stream', 'stream_options', 'stop', 'seed', 'presence_penalty',
   'frequency_penalty', 'logit_bias', 'user', 'top_k', 'min_tokens', 'repetition_penalty', 'ignore_eos', 'best_of',
   'length_penalty', ATTENTION_WINDOW,
 ];
-export const COMPLETION_KEYS = new Set([...COMMON_KEYS, 'prompt', 'echo', 'logprobs', 'suffix']);
+export const COMPLETION_KEYS = new Set([...COMMON_KEYS, ...GUIDE_KEYS, 'prompt', 'echo', 'logprobs', 'suffix']);
 export const CHAT_KEYS = new Set([
-  ...COMMON_KEYS, 'messages', 'logprobs', 'top_logprobs', 'max_completion_tokens', 'response_format', 'tools',
+  ...COMMON_KEYS, ...GUIDE_KEYS, 'messages', 'logprobs', 'top_logprobs', 'max_completion_tokens', 'tools',
   'tool_choice', 'parallel_tool_calls',
 ]);
 export const MAX_N = 16;
@@ -104,7 +107,8 @@ export function choiceSeed(seed: number | undefined, i: number): number {
 }
 
 /** OpenAI's finish_reason for the engine's. OpenAI has no word for a request that was cancelled (or timed out):
- * "abort", as vLLM's OpenAI server says, rather than presenting it as "stop" or "length". */
+ * "abort", as vLLM's OpenAI server says, rather than presenting it as "stop" or "length". A chat choice that made
+ * tool calls says "tool_calls" instead (openai-chat.ts). */
 export function finishReason(reason: string | undefined): 'stop' | 'length' | 'abort' {
   if (reason === 'length') return 'length';
   if (reason === 'end_id' || reason === 'stop_words') return 'stop';

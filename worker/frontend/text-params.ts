@@ -1,10 +1,11 @@
 // The text interface of ensemble / tensorrt_llm_bls (text_input, max_tokens, ..., the seeds' BLS table) read from
 // named values into one TextParams per batch element, then mapped onto the executor's NativeRequest once the texts
 // are tokenized (prompt-bounds.ts). Pure; every rejection names the field and the value.
-import type { NativeRequest, SamplingParams } from '../binding/addon-types.js';
+import type { GuidedDecodingParams, NativeRequest, SamplingParams } from '../binding/addon-types.js';
 import { describeValue } from '../common/errors.js';
 import { ATTENTION_WINDOW, readAttentionWindow } from './attention-window.js';
 import { checkBatch } from './fan-out.js';
+import { readKserveGuide } from './guided/kserve-guide.js';
 import { badRequest } from './http-errors.js';
 import { elementAt, type NamedValues, optBool, optInt, optNumber } from './named-values.js';
 import { parseWordList } from './word-lists.js';
@@ -23,6 +24,7 @@ export interface TextParams {
   excludeInput: boolean;
   maxAttentionWindow: number | undefined;   // max_attention_window_size; undefined: the server's
   stream: boolean | undefined;   // unset: generate_stream streams, generate does not
+  guidedDecoding: GuidedDecodingParams | undefined;   // guided_decoding_guide_type + guided_decoding_guide
 }
 
 /** Drops undefined entries: the facade rejects nothing for them, but the native side should not see them at all. */
@@ -99,6 +101,7 @@ export function readTextParams(values: NamedValues, maxBatchSize: number): TextP
       excludeInput: optBool(get('exclude_input_in_output'), 'exclude_input_in_output') ?? false,
       stream: optBool(get('stream'), 'stream'),
       maxAttentionWindow: readAttentionWindow(get(ATTENTION_WINDOW)),
+      guidedDecoding: readKserveGuide(get),
     };
   });
 }
@@ -126,6 +129,7 @@ export function textNativeRequest(
     badWords: badWords.length > 0 ? badWords : undefined,
     sampling: p.sampling,
     maxAttentionWindow: p.maxAttentionWindow,
+    guidedDecoding: p.guidedDecoding,
     // The prompt text is prepended from the request itself, which is exact where decode(encode(prompt)) is not.
     output: {
       returnLogProbs: p.returnLogProbs,

@@ -38,13 +38,15 @@ const OPENAI_FIELDS: Record<string, readonly unknown[]> = {
   model: [1, '', 'nope', {}], max_tokens: [...BAD_INT, 0, 100000], temperature: [...BAD_POSITIVE_FLOAT, 3], top_p: [0, 2, 'x'],
   n: [0, 17, 'x', 1.5], stream: BAD_BOOL, stop: [1, [1], {}], seed: BAD_INT, presence_penalty: [3, 'x'],
   frequency_penalty: [-3, {}], logit_bias: [{ 1: 5 }], best_of: [5, 'x'], stream_options: ['x', 1, { include_usage: 'x' }],
-  unknown_param: [1],
+  unknown_param: [1], response_format: [{ type: 'xml' }, 'json', { type: 'json_schema' }, { type: 'json_schema', json_schema: { name: 'x', schema: 1 } }],
+  guided_json: ['not json', 5, []], guided_regex: ['', 1], guided_grammar: [{}], guided_choice: [[], [1], 'a'],
 };
 const COMPLETION_FIELDS = { ...OPENAI_FIELDS, prompt: [1, {}, [], [{}], [-1], [99999], '', [[]]], logprobs: [-1, 6, 'x', true], echo: BAD_BOOL, suffix: ['x'] };
 const CHAT_FIELDS = {
   ...OPENAI_FIELDS,
   messages: [[], 'x', [{}], [{ role: 'robot', content: 'x' }], [{ role: 'user', content: 1 }], [{ role: 'user', content: [{ type: 'image_url' }] }], [null]],
-  logprobs: [1, 'x'], top_logprobs: [-1, 21, 'x'], response_format: [{ type: 'json_object' }], tools: [[{ type: 'function' }]],
+  logprobs: [1, 'x'], top_logprobs: [-1, 21, 'x'], tools: [[{ type: 'function' }], [{ type: 'function', function: { name: 'a b' } }], 'x'],
+  tool_choice: ['sometimes', 'required', { type: 'function', function: { name: 'nope' } }], parallel_tool_calls: ['x'],
 };
 
 function mutate(valid: Record<string, unknown>, fields: Record<string, readonly unknown[]>): Record<string, unknown> {
