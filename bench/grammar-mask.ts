@@ -4,7 +4,8 @@
 // tokenizer cannot be fetched here; what matters to the mask is the count and the spread of lengths and prefixes).
 // The guides are the JSON Schema suite (test/fixtures/json-schemas) plus a regex and a generic JSON guide. The
 // baseline, in the same run, walks every token from the real stacks for each mask.
-//   node dist/bench/grammar-mask.js [--steps 64] [--walks 2] [--vocab 128256]
+//   node dist/bench/grammar-mask.js [--steps 64] [--walks 2] [--vocab 128256] [--write-vocab <file>]
+// --write-vocab only writes the vocabulary (for `bench --offline --guided-vocab` on a dummy checkpoint) and stops.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -67,8 +68,13 @@ const program = new Command()
   .option('--steps <n>', 'steps per walk', '64')
   .option('--walks <n>', 'walks per guide', '2')
   .option('--vocab <n>', 'vocabulary size', '128256')
+  .option('--write-vocab <file>', 'only write the vocabulary to this file')
   .parse();
-const o = program.opts<{ steps: string; walks: string; vocab: string }>();
+const o = program.opts<{ steps: string; walks: string; vocab: string; writeVocab?: string }>();
+if (o.writeVocab !== undefined) {
+  writeVocab(synthesize(Number(o.vocab) - 256), o.writeVocab);
+  process.exit(0);
+}
 const dir = mkdtempSync(join(tmpdir(), 'grammar-mask-'));
 const vocabPath = join(dir, 'vocab.bin');
 // Llama-3's 128,256 ids include 256 special tokens, which stand for no text.

@@ -27,6 +27,8 @@ export interface BenchOptions {
   maxBatchSize?: number;
   device?: 'auto' | 'cpu' | 'cuda';
   loadFormat?: 'auto' | 'dummy';
+  guidedJsonSchema?: string;   // --offline: a file
+  guidedVocab?: string;        // --offline: a file
   numRequests: number;
   requestRate?: number;
   arrivals: ArrivalKind;
@@ -136,6 +138,8 @@ export async function runBench(source: BenchSource, o: BenchOptions, io: BenchOu
       model: o.model, endId: o.endId, ...(o.threads === undefined ? {} : { threads: o.threads }),
       ...(o.maxBatchSize === undefined ? {} : { maxBatchSize: o.maxBatchSize }),
       ...(o.device === undefined ? {} : { device: o.device }), ...(o.loadFormat === undefined ? {} : { loadFormat: o.loadFormat }),
+      ...(o.guidedJsonSchema === undefined ? {} : { guidedJsonSchema: readFileSync(o.guidedJsonSchema, 'utf8') }),
+      ...(o.guidedVocab === undefined ? {} : { guidedVocab: o.guidedVocab }),
     })
     : o.protocol === 'grpc'
       ? await grpcTarget(o.url ?? defaultUrl('grpc'), o.endId, o.tokenizerDir)

@@ -2,6 +2,8 @@
 // as benchmark_core_model drives the core model) or gRPC (-i grpc: one ModelStreamInfer call per request, as
 // benchmark_core_model -i grpc does), or --offline an executor in this process (no HTTP, no JSON: the figure
 // comparable to trtllm-bench). All stream, so time to first token and inter-token gaps are measured the same way.
+import { readFileSync } from 'node:fs';
+
 import { Executor } from '../../worker/executor/executor.js';
 import { GrpcClient, grpcAddress } from '../client/grpc.js';
 import { checkReady, getJson, liveness, normalizeUrl, postStream } from '../client/http.js';
@@ -92,6 +94,18 @@ export interface OfflineOptions {
   maxBatchSize?: number;
   device?: 'auto' | 'cpu' | 'cuda';
   loadFormat?: 'auto' | 'dummy';
+  guidedJsonSchema?: string;   // every request constrained to this schema (its text)
+  guidedVocab?: string;        // token bytes for guided decoding (int32 count, int32 offsets[count + 1], bytes)
+}
+
+/** The vocabulary file bench/grammar-mask.ts --write-vocab writes, as the executor's guided-decoding config. */
+function readGuidedVocab(path: string): { tokenBytes: Uint8Array; tokenOffsets: Int32Array } {
+  const b = readFileSync(path);
+  const count = b.readInt32LE(0);
+  const tokenOffsets = new Int32Array(count + 1);
+  for (let i = 0; i <= count; i += 1) tokenOffsets[i] = b.readInt32LE(4 + 4 * i);
+  const start = 4 + 4 * (count + 1);
+  return { tokenBytes: new Uint8Array(b.subarray(start, start + tokenOffsets[count]!)), tokenOffsets };
 }
 
 export async function offlineTarget(o: OfflineOptions): Promise<BenchTarget> {
@@ -99,7 +113,9 @@ export async function offlineTarget(o: OfflineOptions): Promise<BenchTarget> {
     ...(o.threads === undefined ? {} : { numThreads: o.threads }),
     ...(o.maxBatchSize === undefined ? {} : { maxBatchSize: o.maxBatchSize }),
     ...(o.device === undefined ? {} : { device: o.device }), ...(o.loadFormat === undefined ? {} : { loadFormat: o.loadFormat }),
+    ...(o.guidedVocab === undefined ? {} : { guidedDecoding: readGuidedVocab(o.guidedVocab) }),
   });
+  const guided = o.guidedJsonSchema === undefined ? {} : { guidedDecoding: { guideType: 'json_schema' as const, guide: o.guidedJsonSchema } };
   return {
     where: 'the in-process executor',
     liveness: async () => undefined,   // it lives as long as this process
@@ -109,7 +125,7 @@ export async function offlineTarget(o: OfflineOptions): Promise<BenchTarget> {
       const output: number[] = [];
       const handle = executor.enqueue({
         inputTokenIds: request.inputIds, maxTokens: request.outputLen, streaming: true, endId: o.endId,
-        output: { excludeInputFromOutput: true },
+        output: { excludeInputFromOutput: true }, ...guided,
       });
       for await (const response of handle) {
         const ids = response.outputTokenIds?.[0] ?? [];

@@ -29,6 +29,9 @@
 #   scripts/gpu/check.sh kill4    four GPUs: `trtllm-launch --world-size 4 --tp 4` under load, kill -9 of one rank
 #   scripts/gpu/check.sh dpcpu    the machine's CPUs (any kind): the CPU addon and bench/data-parallel.js (--dp 2 against
 #                                 one rank and two independent servers; the routers on a multi-turn trace); DP_ARGS: its flags
+#   scripts/gpu/check.sh guided     one GPU: the addon; offline 128/128 on the 8B shape (dummy weights), max batch 64,
+#                                 unconstrained against every request constrained to a JSON Schema (GUIDED_SCHEMA,
+#                                 default the todo-list fixture) over a synthesized 128,256-id vocabulary
 # Prints a short summary last. Expects CUDA_HOME / NCCL_ROOT (the device prelude exports them).
 set -uo pipefail
 mode=${1:-single}
@@ -77,6 +80,7 @@ if [[ $mode == window ]]; then
   fixtures_pid=$!
 fi
 [[ $mode == tp2 || $mode == tp4 ]] && targets=(--target cuda-parallel)
+[[ $mode == guided ]] && targets=(--target engine)  # the addon is built below
 t0=$(date +%s)
 if cmake -S native -B build-gpu "${gen[@]}" -DCMAKE_BUILD_TYPE=Release >"$out/configure.log" 2>&1 &&
    cmake --build build-gpu -j "$jobs" "${targets[@]}" >"$out/build.log" 2>&1; then
@@ -94,7 +98,7 @@ if [[ $mode == window ]]; then
   done
   grep -E "rel err|greedy" "$out/cuda-model.log" | head -40
 fi
-if [[ $mode == x2 || $mode == serve || $mode == offline512 || $mode == kill4 ]]; then
+if [[ $mode == x2 || $mode == serve || $mode == offline512 || $mode == kill4 || $mode == guided ]]; then
   # The addon, built by plain CMake with the node-api headers cmake-js would pass.
   if cmake -S native -B build-gpu -DCMAKE_JS_VERSION=8 -DCMAKE_JS_INC="$PWD/node_modules/node-api-headers/include" \
        >>"$out/configure.log" 2>&1 && cmake --build build-gpu -j "$jobs" --target trtllm_native >>"$out/build.log" 2>&1; then
@@ -156,6 +160,18 @@ if [[ $mode == offline512 ]]; then
     --model bench/configs/llama-3-8b --num-requests ${REQUESTS:-1000} --input-mean 128 --output-mean 128 \
     --max-batch-size 512 --warmup-requests 8 --no-progress >"$out/bench-offline-512.log" 2>&1
   note "bench --offline, max batch 512: $(grep -E 'OP tokens/sec|failed requests' "$out/bench-offline-512.log" | tr '\n' ' ')"
+fi
+if [[ $mode == guided ]]; then
+  node dist/bench/grammar-mask.js --write-vocab "$out/vocab.bin"
+  schema=${GUIDED_SCHEMA:-test/fixtures/json-schemas/09-todo-list.json}
+  for run in plain guided plain guided; do
+    extra=(); [[ $run == guided ]] && extra=(--guided-json-schema "$schema")
+    timeout 240 node bin/trtllm-launch.js bench token-norm-dist --offline --device cuda --load-format dummy \
+      --model bench/configs/llama-3-8b --num-requests ${REQUESTS:-640} --input-mean 128 --output-mean 128 \
+      --max-batch-size 64 --warmup-requests 8 --no-progress --guided-vocab "$out/vocab.bin" "${extra[@]}" \
+      >>"$out/bench-$run.log" 2>&1
+    note "offline 128/128, max batch 64, $run: $(grep -E 'OP tokens/sec|OP tokens per request|TPOT|failed requests' "$out/bench-$run.log" | tail -4 | tr -s ' ' | tr '\n' ' ')"
+  done
 fi
 if [[ $mode == serve ]]; then
   # Served through the HTTP frontend on the GPU: the bundled checkpoint (a real model with a tokenizer) at a fixed

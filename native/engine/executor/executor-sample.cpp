@@ -11,6 +11,23 @@
 #include "sampling/stop-words.h"
 
 namespace engine {
+namespace {
+
+// The tokens a guided sequence may draw next; false when there are none.
+bool guided_mask(Sequence& s, std::vector<uint64_t>& mask) {
+  s.matcher->fill_mask(mask);
+  for (uint64_t w : mask)
+    if (w != 0) return true;
+  return false;
+}
+
+// The tokens that may follow this one: the output must be complete by then, with room left for end_id, so it ends
+// complete (end_id) rather than cut (length) — clients refuse to parse a cut answer.
+int64_t guided_budget(const Sequence& s) {
+  return static_cast<int64_t>(s.request.max_tokens) - s.num_generated() - 1 - (s.request.end_id >= 0 ? 1 : 0);
+}
+
+}  // namespace
 
 void Executor::Impl::sample_and_update(const IterationBatch& batch, const ForwardOutput& fo,
                                        std::vector<Response>& out) {
@@ -70,22 +87,24 @@ void Executor::Impl::advance_sequence(Sequence& s, const IterationBatch& batch, 
     sc.bad_words = &s.request.bad_words;
     sc.embedding_bias = &s.request.embedding_bias;
     if (s.matcher) {
-      s.matcher->fill_mask(allowed_scratch);
-      // The tokens that may follow this one: the output must be complete by then, with room left for end_id, so it
-      // ends as complete (end_id) rather than cut (length) — clients refuse to parse a cut answer.
-      const int64_t left = static_cast<int64_t>(s.request.max_tokens) - s.num_generated() - 1 - (s.request.end_id >= 0 ? 1 : 0);
-      s.matcher->restrict_to_budget(allowed_scratch, left);
-      bool any = false;
-      for (uint64_t w : allowed_scratch) any = any || w != 0;
-      if (!any) {  // the vocabulary cannot spell any continuation the guide allows (or end it)
-        fail_sequence(s, ErrorCode::invalid_argument, "guided decoding: no token of the vocabulary can continue the output here (after " +
-                           std::to_string(s.num_generated()) + " tokens); the guide needs characters this "
-                           "tokenizer cannot produce", out);
+      if (!guided_mask(s, allowed_scratch)) {
+        fail_sequence(s, ErrorCode::invalid_argument,
+                      "guided decoding: no token of the vocabulary can continue the output here (after " +
+                          std::to_string(s.num_generated()) +
+                          " tokens); the guide needs characters this tokenizer cannot produce",
+                      out);
         return;
       }
       sc.allowed = &allowed_scratch;
     }
     tok = sampler.sample(logits, vocab_size, sc);
+    // Near max_tokens the drawn token must leave the guide completable; checking the one drawn costs one token's
+    // walk, narrowing the mask to all that fit costs a walk of every allowed token, so that happens only when the
+    // drawn one does not fit (then it is drawn again from the narrowed mask).
+    if (s.matcher && !s.matcher->fits_budget(tok.token, guided_budget(s))) {
+      s.matcher->restrict_to_budget(allowed_scratch, guided_budget(s));
+      tok = sampler.sample(logits, vocab_size, sc);
+    }
   }
   emit_token(s, tok, logits, t_tok, out);
 }
@@ -100,7 +119,9 @@ void Executor::Impl::emit_token(Sequence& s, const SampledToken& tok, const floa
     return;
   }
   if (s.matcher && !s.matcher->accept_token(tok.token)) {  // the mask allowed it, so this is a bug
-    fail_sequence(s, ErrorCode::internal, "guided decoding: token " + std::to_string(tok.token) + " was sampled but the guide does not allow it", out);
+    fail_sequence(s, ErrorCode::internal,
+                  "guided decoding: token " + std::to_string(tok.token) + " was sampled but the guide does not allow it",
+                  out);
     return;
   }
   s.tokens.push_back(tok.token);

@@ -39,7 +39,8 @@ class Parser {
     if (root == ids_.end() || !defined_[static_cast<size_t>(root->second)])
       throw EngineError(ErrorCode::invalid_argument, what_ + ": no `root ::= ...` rule (the start rule must be named root)");
     for (const auto& [name, id] : ids_)
-      if (!defined_[static_cast<size_t>(id)]) fail("rule '" + name + "' is used but never defined", first_use_[static_cast<size_t>(id)]);
+      if (!defined_[static_cast<size_t>(id)])
+        fail("rule '" + name + "' is used but never defined", first_use_[static_cast<size_t>(id)]);
     g_.root = root->second;
     check_repeats();
     try {
@@ -175,7 +176,10 @@ class Parser {
       int64_t v = 0;
       while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') {
         v = v * 10 + (s_[i_] - '0');
-        if (v > kMaxRepetition) fail("a repetition bound above " + std::to_string(kMaxRepetition) + " (bounded repetition is expanded; use `*` or `+`)", start);
+        if (v > kMaxRepetition)
+          fail("a repetition bound above " + std::to_string(kMaxRepetition) +
+                   " (bounded repetition is expanded; use `*` or `+`)",
+               start);
         ++i_;
       }
       if (i_ == start) fail("expected a number in the repetition {m,n}", start);
@@ -193,7 +197,9 @@ class Parser {
     skip_space();
     if (i_ >= s_.size() || s_[i_] != '}') fail("expected '}' to close the repetition {m,n}", at);
     ++i_;
-    if (hi >= 0 && hi < lo) fail("repetition {" + std::to_string(lo) + "," + std::to_string(hi) + "} has its upper bound below its lower bound", at);
+    if (hi >= 0 && hi < lo)
+      fail("repetition {" + std::to_string(lo) + "," + std::to_string(hi) + "} has its upper bound below its lower bound",
+           at);
   }
 
   // first: the expression itself (one copy); make(): another fresh copy of it.

@@ -104,6 +104,16 @@ void GrammarMatcher::restrict_to_budget(std::vector<uint64_t>& mask, int64_t rem
   if (any) mask = std::move(kept);
 }
 
+bool GrammarMatcher::fits_budget(int32_t id, int64_t remaining_tokens) {
+  const int64_t need = min_bytes(state_);
+  if (stopped_ || need + kBudgetWindow < remaining_tokens || need > remaining_tokens + 1) return true;
+  const TokenVocab& vocab = grammar_->vocab();
+  if (id < 0 || id >= vocab.vocab_size() || vocab.rank_of(id) < 0) return true;  // a stop token: nothing follows
+  TokenWalk walk(stacks_, vocab, state_);
+  const TokenOutcome o = walk.step(vocab.rank_of(id));
+  return o.alive && min_bytes(walk.state_after()) <= remaining_tokens;
+}
+
 bool GrammarMatcher::accept_token(int32_t id) {
   const TokenVocab& vocab = grammar_->vocab();
   if (stopped_ || id < 0 || id >= vocab.vocab_size()) return false;

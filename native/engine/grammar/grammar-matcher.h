@@ -24,6 +24,9 @@ class GrammarMatcher {
   // a number still ends with a complete output at its max_tokens. Checked only when the budget is within reach of
   // the shortest completion (kBudgetWindow bytes); leaves the mask as it was when nothing would remain.
   void restrict_to_budget(std::vector<uint64_t>& mask, int64_t remaining_tokens);
+  // Whether token `id` (allowed by the mask) keeps the output completable in `remaining_tokens` (the rule above, for
+  // one token: the executor checks the token it drew, and narrows the mask only when that one does not fit).
+  bool fits_budget(int32_t id, int64_t remaining_tokens);
   // The fewest bytes that complete the output from here (0: complete now).
   int64_t min_bytes_to_end() const { return min_bytes(state_); }
   static constexpr int64_t kBudgetWindow = 256;
