@@ -83,3 +83,16 @@ t.test('decoding parameters: penalties, words, embedding bias, beams, logits cap
   reject({ inputTokenIds: new Array(9).fill(1), maxTokens: 1, output: { returnContextLogits: true } },
     /returnContextLogits: prompt length 9 x vocab_size 512 = 4608 values exceeds max_logits_elements 4096/, 'context logits cap');
 });
+
+t.test('guidedDecoding: its shape is checked here, naming the field (the guide itself where it is compiled)', async (t) => {
+  t.ok(validateRequest({ ...ok, guidedDecoding: { guideType: 'json' } }, limits), 'json needs no guide');
+  t.ok(validateRequest({ ...ok, guidedDecoding: { guideType: 'regex', guide: 'a+' } }, limits), 'a regex guide passes');
+  rejects(t, { ...ok, guidedDecoding: 'json' }, /guidedDecoding must be an object, got "json" \(string\)/, 'not an object');
+  rejects(t, { ...ok, guidedDecoding: { guideType: 'xml', guide: '<a/>' } }, /guidedDecoding\.guideType must be one of json, json_schema, regex, ebnf_grammar, got "xml"/, 'unknown type');
+  rejects(t, { ...ok, guidedDecoding: { guideType: 'json_schema' } }, /guidedDecoding\.guide is required for guideType json_schema/, 'missing guide');
+  rejects(t, { ...ok, guidedDecoding: { guideType: 'regex', guide: 5 } }, /guidedDecoding\.guide must be a string, got 5/, 'guide not a string');
+  rejects(t, { ...ok, guidedDecoding: { guideType: 'json', schema: '{}' } }, /unknown parameter 'guidedDecoding\.schema'/, 'unknown key');
+  const beams: RequestLimits = { ...limits, maxBeamWidth: 2 };
+  expectError(t, () => validateRequest({ ...ok, sampling: { beamWidth: 2 }, guidedDecoding: { guideType: 'json' } }, beams), 'invalid_argument',
+    /guidedDecoding cannot be combined with beam search \(sampling\.beamWidth 2\)/, 'with beams');
+});
