@@ -5,6 +5,7 @@
 
 #include "errors.h"
 #include "grammar/utf8-ranges.h"
+#include "utf8.h"
 
 namespace engine::grammar {
 namespace {
@@ -318,13 +319,14 @@ class Parser {
   Seq literal() {
     const size_t at = i_++;
     Seq out;
-    std::vector<uint8_t> bytes;
+    std::string bytes;
     for (;;) {
       if (i_ >= s_.size()) fail("unterminated string literal", at);
       if (s_[i_] == '"') { ++i_; break; }
-      append_utf8(code_point(), bytes);
+      append_utf8(bytes, code_point());
     }
-    for (uint8_t b : bytes) {
+    for (const char c : bytes) {
+      const auto b = static_cast<uint8_t>(c);
       ByteSet set;
       set.add(b, b);
       out.push_back(Element{Element::bytes, g_.add_set(set)});

@@ -11,13 +11,15 @@
 #include <utility>
 #include <vector>
 
+#include "utf8.h"
+
 namespace engine::gbnf_writer {
 
 constexpr uint32_t kMaxCodePoint = 0x10FFFF;
 
 // UTF-8 text as code points. Invalid UTF-8 throws EngineError(invalid_argument) "<what>: invalid UTF-8 at byte N".
 std::vector<uint32_t> decode_utf8(std::string_view text, const std::string& what);
-void append_utf8(std::string& out, uint32_t cp);
+using engine::append_utf8;  // utf8.h
 
 // A set of code points: sorted, disjoint, non-adjacent closed ranges.
 class CodePointSet {

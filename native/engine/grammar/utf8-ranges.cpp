@@ -1,6 +1,9 @@
 #include "grammar/utf8-ranges.h"
 
 #include <algorithm>
+#include <string>
+
+#include "utf8.h"
 
 namespace engine::grammar {
 
@@ -32,23 +35,6 @@ std::vector<CodeRange> normalize_ranges(std::vector<CodeRange> ranges, bool nega
   return out;
 }
 
-void append_utf8(uint32_t cp, std::vector<uint8_t>& out) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<uint8_t>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<uint8_t>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<uint8_t>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<uint8_t>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<uint8_t>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<uint8_t>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<uint8_t>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<uint8_t>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<uint8_t>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<uint8_t>(0x80 | (cp & 0x3F)));
-  }
-}
 
 namespace {
 
@@ -82,11 +68,11 @@ void split(uint32_t lo, uint32_t hi, std::vector<ByteRangeSeq>& out) {
       }
     }
   }
-  std::vector<uint8_t> a, b;
-  append_utf8(lo, a);
-  append_utf8(hi, b);
+  std::string a, b;
+  append_utf8(a, lo);
+  append_utf8(b, hi);
   ByteRangeSeq seq;
-  for (size_t k = 0; k < a.size(); ++k) seq.emplace_back(a[k], b[k]);
+  for (size_t k = 0; k < a.size(); ++k) seq.emplace_back(static_cast<uint8_t>(a[k]), static_cast<uint8_t>(b[k]));
   out.push_back(std::move(seq));
 }
 

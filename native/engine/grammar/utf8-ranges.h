@@ -24,7 +24,5 @@ std::vector<CodeRange> normalize_ranges(std::vector<CodeRange> ranges, bool nega
 // The byte-range sequences whose union is exactly the UTF-8 encodings of `ranges` (normalized first).
 std::vector<ByteRangeSeq> utf8_sequences(const std::vector<CodeRange>& ranges);
 
-// Appends the UTF-8 encoding of one code point.
-void append_utf8(uint32_t cp, std::vector<uint8_t>& out);
 
 }  // namespace engine::grammar
