@@ -153,6 +153,7 @@ export async function runBench(source: BenchSource, o: BenchOptions, io: BenchOu
     if (o.json) io.out(JSON.stringify({ source, offline: o.offline, ...summary, ...turns, ...(checks.length > 0 ? { perf_checks: checks } : {}) }, null, 2));
     else io.out(report(summary, turns));
     for (const line of formatChecks(checks)) io.info(line);
+    for (const line of target.notes?.() ?? []) io.info(line);
     const regressed = checks.filter((c) => !c.ok);
     if (regressed.length > 0) io.info(`[ERROR] performance regressed: ${regressed.map((c) => c.metric).join(', ')}`);
     // Nothing measured is no result: a run in which every request failed must not pass as one (exit 0) in a script.

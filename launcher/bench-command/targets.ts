@@ -5,9 +5,11 @@
 import { readFileSync } from 'node:fs';
 
 import { Executor } from '../../worker/executor/executor.js';
+import { guidedVocabulary, type GuidedVocabulary } from '../../worker/token-bytes.js';
 import { GrpcClient, grpcAddress } from '../client/grpc.js';
 import { checkReady, getJson, liveness, normalizeUrl, postStream } from '../client/http.js';
 import { localCodec, serverCodec, serverCodecVia, type TextCodec } from '../client/text-codec.js';
+import { guidedOutputCheck } from './guided-outputs.js';
 import type { BenchRequest } from './sources.js';
 
 export interface BenchTarget {
@@ -23,6 +25,8 @@ export interface BenchTarget {
   vocabSize: number | undefined;
   codec: TextCodec;
   close(): Promise<void>;
+  /** Lines to report after the run (the guided outputs' check). */
+  notes?(): string[];
 }
 
 function tokenIds(v: unknown): number[] {
@@ -99,7 +103,7 @@ export interface OfflineOptions {
 }
 
 /** The vocabulary file bench/grammar-mask.ts --write-vocab writes, as the executor's guided-decoding config. */
-function readGuidedVocab(path: string): { tokenBytes: Uint8Array; tokenOffsets: Int32Array } {
+function readGuidedVocab(path: string): GuidedVocabulary {
   const b = readFileSync(path);
   const count = b.readInt32LE(0);
   const tokenOffsets = new Int32Array(count + 1);
@@ -109,13 +113,17 @@ function readGuidedVocab(path: string): { tokenBytes: Uint8Array; tokenOffsets: 
 }
 
 export async function offlineTarget(o: OfflineOptions): Promise<BenchTarget> {
+  const vocab = o.guidedVocab === undefined ? undefined : readGuidedVocab(o.guidedVocab);
   const executor = await Executor.load(o.model, {
     ...(o.threads === undefined ? {} : { numThreads: o.threads }),
     ...(o.maxBatchSize === undefined ? {} : { maxBatchSize: o.maxBatchSize }),
     ...(o.device === undefined ? {} : { device: o.device }), ...(o.loadFormat === undefined ? {} : { loadFormat: o.loadFormat }),
-    ...(o.guidedVocab === undefined ? {} : { guidedDecoding: readGuidedVocab(o.guidedVocab) }),
+    ...(vocab === undefined ? {} : { guidedDecoding: vocab }),
   });
   const guided = o.guidedJsonSchema === undefined ? {} : { guidedDecoding: { guideType: 'json_schema' as const, guide: o.guidedJsonSchema } };
+  // The outputs are decoded with the bytes the guide was matched against: the file's, else the model's tokenizer's.
+  const bytes = vocab ?? (o.guidedJsonSchema === undefined ? undefined : guidedVocabulary(o.model, executor.modelConfig.vocabSize));
+  const check = o.guidedJsonSchema === undefined || bytes === undefined ? undefined : await guidedOutputCheck(o.guidedJsonSchema, bytes);
   return {
     where: 'the in-process executor',
     liveness: async () => undefined,   // it lives as long as this process
@@ -132,8 +140,10 @@ export async function offlineTarget(o: OfflineOptions): Promise<BenchTarget> {
         if (ids.length > 0) onTokens(ids.length);
         output.push(...ids);
       }
+      check?.add(output);
       return output;
     },
     close: () => executor.shutdown(),
+    notes: () => (check === undefined ? [] : [check.summary()]),
   };
 }

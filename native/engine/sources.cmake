@@ -64,6 +64,7 @@ set(ENGINE_SAMPLING_SOURCES
   ${ENGINE_DIR}/sampling/stop-words.cpp
   ${ENGINE_DIR}/sampling/beam-search.cpp
   ${ENGINE_DIR}/sampling/device-sampling-choice.cpp
+  ${ENGINE_DIR}/sampling/guided-masks.cpp
 )
 # Structured output: guides (JSON Schema, regex, GBNF) compiled to byte-level grammars, and per-request token masks.
 set(ENGINE_GRAMMAR_SOURCES

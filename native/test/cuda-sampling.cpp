@@ -1,7 +1,7 @@
 // Sampling on the GPU (DeviceSampler -> kernels.h's sample_rows) against the host sampler (sampler.h) on the very
 // same logits rows: peaked, flat, tied (values on a coarse grid), and with -inf / NaN entries; vocabularies of 1,000
 // and 128,256; temperature alone, top-k, top-p, both, penalties (repetition, presence, frequency) and greedy with
-// penalties; 40 draws (steps) per row and configuration. Both sides draw counter_uniform(seed, step), so the tokens
+// penalties, and under a guided-decoding token mask; 40 draws (steps) per row and configuration. Both sides draw counter_uniform(seed, step), so the tokens
 // must agree except where the two sides' different summation orders put the draw on a boundary (allowed: 0.5%).
 #include <cuda_runtime.h>
 
@@ -29,7 +29,17 @@ struct Config {
   int32_t top_k;
   std::optional<float> top_p;
   float repetition = 1.0f, presence = 0.0f, frequency = 0.0f;
+  bool masked = false;  // guided decoding: only the tokens of guide_mask() may be drawn
 };
+
+// A guide's token mask: about one token in 40, spread over the vocabulary, and the last id.
+std::vector<uint64_t> guide_mask(int32_t vocab) {
+  std::vector<uint64_t> mask(static_cast<size_t>(vocab + 63) / 64, 0);
+  for (int32_t i = 0; i < vocab; ++i)
+    if ((static_cast<uint32_t>(i) * 2654435761u >> 9) % 40 == 0 || i == vocab - 1)
+      mask[static_cast<size_t>(i) >> 6] |= uint64_t{1} << (i & 63);
+  return mask;
+}
 
 std::vector<float> make_row(int kind, int32_t vocab, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -58,7 +68,11 @@ void compare(int32_t vocab) {
       {"t 1 + repetition (top-k vocab)", 1.0f, vocab, std::nullopt, 1.5f},
       {"greedy + penalties", 0.0f, 0, std::nullopt, 1.2f, 0.5f, 0.5f},
       {"top-k 1000 + top-p 0.99", 1.2f, 1000, 0.99f},
+      {"guided: top-p 0.9 + penalties", 0.9f, 0, 0.9f, 1.3f, 0.2f, 0.1f, true},
+      {"guided: temperature 1 (top-k vocab)", 1.0f, vocab, std::nullopt, 1.0f, 0.0f, 0.0f, true},
+      {"guided: greedy", 0.0f, 0, std::nullopt, 1.0f, 0.0f, 0.0f, true},
   };
+  const std::vector<uint64_t> mask = guide_mask(vocab);
   constexpr int kKinds = 4, kSteps = 40;
   std::mt19937 rng(42 + vocab);
   std::uniform_int_distribution<int32_t> any_token(0, vocab - 1);
@@ -97,6 +111,7 @@ void compare(int32_t vocab) {
         ctx.step = static_cast<uint64_t>(s);
         ctx.tokens = &tokens;
         ctx.prompt_len = prompt_len;
+        if (configs[c].masked) ctx.allowed = &mask;
         host[at] = hs.sample(rows[r].data(), vocab, ctx);
         DeviceSampling d;
         const SamplingConfig& sc = cfgs[c];
@@ -112,6 +127,7 @@ void compare(int32_t vocab) {
         std::map<int32_t, int32_t> counts;
         for (size_t i = 0; i < tokens.size(); ++i) counts[tokens[i]] += static_cast<int32_t>(i) >= prompt_len ? 1 : 0;
         d.penalty_tokens.assign(counts.begin(), counts.end());
+        if (configs[c].masked) d.allowed = mask;
         sampler.add(static_cast<int32_t>(at), static_cast<int32_t>(at), d);
       }
   float* dev = nullptr;
@@ -143,6 +159,9 @@ void compare(int32_t vocab) {
       for (int s = 0; s < kSteps; ++s, ++at) {
         const DeviceSample& g = out.sampled[at];
         distinct.insert(g.token);
+        if (configs[c].masked)
+          CHECK_MSG((mask[static_cast<size_t>(g.token) >> 6] >> (g.token & 63)) & 1u,
+                    "vocab %d row %zu %s: token %d is outside the guide's mask", vocab, r, configs[c].label, g.token);
         if (g.token != host[at].token) continue;
         ++equal;
         const double a = g.log_prob, b = host[at].log_prob;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "check.h"
+#include "device-sampling-fake-model.h"
 #include "executor-test-util.h"
 
 using namespace engine;
@@ -134,6 +135,64 @@ TEST_MAIN({
                 "guide %zu, max_tokens %d: '%s'", k, asked[id].second, t.c_str());
     }
     CHECK(all_blocks_free(*h.executor));
+  }
+  // A model that samples on its device gets each guided row's mask with the chunk (filled for the batch before the
+  // forward) and draws under it; a drawn token that leaves the guide unfinishable in the tokens left is drawn again
+  // on the host after its step is recomputed. Every output equals the host-sampling executor's, greedy and sampled.
+  {
+    const std::vector<std::string> guides = {R"(root ::= "a" [b-z]* ".")", R"(root ::= "[" ([a-z0-9]+ (", " [a-z0-9]+)*)? "]")",
+                                             R"(root ::= "{\"k\": " ("\"" [a-z]* "\"" | [0-9]+ ("." [0-9]+)?) "}")",
+                                             R"(root ::= "a" [0-9]{2,4} "z")"};
+    auto run = [&](Harness& h) {
+      std::vector<RequestId> ids;
+      for (size_t k = 0; k < guides.size(); ++k)
+        for (int32_t max_tokens : {9, 12, 17, 33})
+          for (uint64_t seed : {0, 3}) {  // 0: greedy; 3: sampled at temperature 1
+            Request r = guided(prompt_of(4, static_cast<int32_t>(k) + max_tokens), max_tokens, GuideType::ebnf_grammar,
+                               guides[k], /*streaming=*/seed == 3);
+            if (seed != 0) {
+              r.sampling.top_p = 1.0f;
+              r.sampling.seed = seed;
+            }
+            ids.push_back(h.executor->enqueue(r));
+          }
+      Request free = make_request(prompt_of(6, 3), 12);
+      free.output.exclude_input_from_output = true;
+      ids.push_back(h.executor->enqueue(free));
+      auto out = h.collect(std::set<RequestId>(ids.begin(), ids.end()));
+      std::vector<std::vector<int32_t>> tokens;
+      for (RequestId id : ids) {
+        CHECK_MSG(!out[id].has_error, "%s", out[id].error_message.c_str());
+        tokens.push_back(out[id].tokens);
+      }
+      CHECK(all_blocks_free(*h.executor));
+      return tokens;
+    };
+    Harness host(config());
+    const auto expected = run(host);
+    const std::vector<std::regex> complete = {std::regex(R"(a[b-z]*\.)"), std::regex(R"(\[([a-z0-9]+(, [a-z0-9]+)*)?\])"),
+                                              std::regex(R"(\{"k": ("[a-z]*"|[0-9]+(\.[0-9]+)?)\})"), std::regex("a[0-9]{2,4}z")};
+    // The redraw from the row the device drew from (the CUDA decoder), and by recomputing the step (a model that
+    // cannot give the row back).
+    for (bool gives_rows : {true, false}) {
+      auto device_model = std::make_unique<DeviceSamplingFakeModel>(kVocab, 512);
+      DeviceSamplingFakeModel* dm = device_model.get();
+      dm->gives_rows = gives_rows;
+      Harness device(std::move(device_model), config());
+      const auto got = run(device);
+      CHECK_MSG(got == expected, "gives_rows %d", gives_rows);
+      CHECK_MSG(dm->masked_rows.load() > 100, "masked device rows: %d", dm->masked_rows.load());
+      // Host rows of a batch of guided and greedy requests come only from recomputed budget redraws.
+      if (gives_rows) {
+        CHECK_MSG(dm->rows_given.load() > 0 && dm->host_rows.load() == 0, "rows given %d, host rows %d", dm->rows_given.load(), dm->host_rows.load());
+      } else {
+        CHECK_MSG(dm->host_rows.load() > 0, "host rows: %d", dm->host_rows.load());
+      }
+      for (size_t i = 0; i + 1 < got.size(); ++i) {
+        const std::string t = text_of(got[i]);
+        CHECK_MSG(std::regex_match(t, complete[i / 8]), "guide %zu: '%s'", i / 8, t.c_str());
+      }
+    }
   }
   // Refused at enqueue, naming the problem.
   {

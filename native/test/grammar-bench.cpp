@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
   const int32_t stop = static_cast<int32_t>(vocab_bytes.size());  // one more id: the end token
   auto vocab = std::make_shared<const TokenVocab>(vocab_bytes, stop + 1);
   GrammarCache cache(vocab, 1024);
-  std::vector<double> compile_ms, cold, warm, naive;
+  std::vector<double> compile_ms, cold, warm, naive, advance;
   int guides = 0, failed = 0;
   for (int a = 4; a < argc; ++a) {
     const std::string arg = argv[a];
@@ -157,7 +157,10 @@ int main(int argc, char** argv) {
           int32_t pick = allowed[rng() % allowed.size()];
           if (pick == stop) pick = allowed[0] == stop && allowed.size() > 1 ? allowed[1] : allowed[0];
           if (pick == stop) break;
+          const auto t3 = Clock::now();
+          m.fits_budget(pick, 64);  // as the executor checks each drawn token against the tokens left
           m.accept_token(pick);
+          if (pass == 1) advance.push_back(micros(t3, Clock::now()));
           baseline.accept(pick);
         }
       }
@@ -174,6 +177,8 @@ int main(int argc, char** argv) {
               percentile(cold, 0.99), percentile(cold, 1.0), cold.size());
   std::printf("mask us, warm: p50 %.1f, p99 %.1f, max %.1f (%zu steps)\n", percentile(warm, 0.5), percentile(warm, 0.99),
               percentile(warm, 1.0), warm.size());
+  std::printf("budget check + accept us, warm: p50 %.1f, p99 %.1f, max %.1f\n", percentile(advance, 0.5),
+              percentile(advance, 0.99), percentile(advance, 1.0));
   std::printf("baseline (every token walked from the stacks) us: p50 %.1f, p99 %.1f (%zu steps); warm p50 ratio %.1fx\n",
               percentile(naive, 0.5), percentile(naive, 0.99), naive.size(),
               percentile(naive, 0.5) / std::max(1e-9, percentile(warm, 0.5)));

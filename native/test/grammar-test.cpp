@@ -202,6 +202,51 @@ TEST_MAIN({
     CHECK(!matches("root ::= " + top + "\n" + rules, "555-123-4567"));
   }
 
+  // Precomputed in rank ranges on several threads, a position's mask is exactly the one walk's (the same accepted
+  // tokens and uncertain ranks, in order), for every position of a schema grammar and a loop-heavy one.
+  for (const std::string& gbnf : {json_schema_to_gbnf(R"({"type": "object", "properties": {"a": {"type": "string", "maxLength": 4},
+      "b": {"type": "array", "items": {"type": "number"}}}, "required": ["a"]})"), std::string(kJsonish)}) {
+    auto serial = compile(gbnf, vocab), split = compile(gbnf, vocab);
+    const auto n = static_cast<int32_t>(serial->grammar().positions().size());
+    std::vector<int32_t> all;
+    for (int32_t p = 0; p < n; ++p)
+      if (serial->grammar().positions()[static_cast<size_t>(p)].kind == Position::bytes) all.push_back(p);
+    split->precompute(all, 16);
+    int differ = 0;
+    for (int32_t p : all) {
+      CHECK(split->has_mask(p));
+      const PositionMask &a = serial->position_mask(p), &b = split->position_mask(p);
+      differ += a.accepted_bits != b.accepted_bits || a.accepted_ids != b.accepted_ids || a.uncertain != b.uncertain;
+    }
+    CHECK_MSG(differ == 0 && !all.empty(), "%d of %zu positions differ", differ, all.size());
+  }
+
+  // Near max_tokens the mask narrows to tokens after which the guide still fits: among the caller's candidates
+  // those that fit, plus the tokens spelling a prefix of the shortest completion (here `"}`), which always fit.
+  {
+    const auto words = std::make_shared<TokenVocab>(std::vector<std::string>{"", "a", "b", "abc", "\"", "}", "\"}", "\"x", "{\"k\": \""}, 9);
+    auto g = compile(R"(root ::= "{\"k\": \"" [a-z]* "\"}")", words);
+    GrammarMatcher m(g, {0});
+    CHECK(m.accept_token(8) && m.accept_token(3));  // {"k": "abc
+    CHECK(m.min_bytes_to_end() == 2);
+    std::vector<uint64_t> mask;
+    m.fill_mask(mask);
+    CHECK(bit(mask, 1) && bit(mask, 3) && bit(mask, 4) && bit(mask, 6) && !bit(mask, 5) && !bit(mask, 0));
+    CHECK(m.fits_budget(1, 5) && !m.fits_budget(1, 1) && m.fits_budget(4, 1) && m.fits_budget(6, 0));
+    std::vector<uint64_t> narrow = mask;
+    m.restrict_to_budget(narrow, 1, {1, 3, 2});  // one token may follow: "a", "abc", "b" would not fit
+    CHECK(!bit(narrow, 1) && !bit(narrow, 3) && !bit(narrow, 2) && bit(narrow, 4) && bit(narrow, 6));
+    narrow = mask;
+    m.restrict_to_budget(narrow, 1, {});  // no candidates: the completion's own tokens
+    CHECK(!bit(narrow, 1) && !bit(narrow, 3) && bit(narrow, 4) && bit(narrow, 6));
+    narrow = mask;
+    m.restrict_to_budget(narrow, 0, {1, 6});  // past saving (2 bytes needed, 1 token left): left as it was
+    CHECK(narrow == mask);
+    narrow = mask;
+    m.restrict_to_budget(narrow, 5, {1, 3});  // room enough for "a" and "abc" (candidates); "b" was not asked about
+    CHECK(bit(narrow, 1) && bit(narrow, 3) && !bit(narrow, 2) && bit(narrow, 4) && bit(narrow, 6));
+  }
+
   // A long output keeps the stack pool small (compaction) and the matcher right.
   {
     auto g = compile(R"(root ::= "[" [0-9]+ ("," [0-9]+)* "]")", vocab);

@@ -29,9 +29,12 @@
 #   scripts/gpu/check.sh kill4    four GPUs: `trtllm-launch --world-size 4 --tp 4` under load, kill -9 of one rank
 #   scripts/gpu/check.sh dpcpu    the machine's CPUs (any kind): the CPU addon and bench/data-parallel.js (--dp 2 against
 #                                 one rank and two independent servers; the routers on a multi-turn trace); DP_ARGS: its flags
-#   scripts/gpu/check.sh guided     one GPU: the addon; offline 128/128 on the 8B shape (dummy weights), max batch 64,
-#                                 unconstrained against every request constrained to a JSON Schema (GUIDED_SCHEMA,
-#                                 default the todo-list fixture) over a synthesized 128,256-id vocabulary
+#   scripts/gpu/check.sh guided     one GPU: cuda-sampling (guide masks among its cases) and the addon; offline 128/128
+#                                 on the 8B shape (dummy weights), max batch 64, unconstrained against every request
+#                                 constrained to a JSON Schema (GUIDED_SCHEMAS, default the todo-list and weather
+#                                 fixtures; each output checked against it) over a synthesized 128,256-id vocabulary,
+#                                 against unconstrained runs of the same output lengths (bench/guided-throughput.ts);
+#                                 BENCH_OFFLINE=1: also `bench --offline` against full-length unconstrained requests
 # Prints a short summary last. Expects CUDA_HOME / NCCL_ROOT (the device prelude exports them).
 set -uo pipefail
 mode=${1:-single}
@@ -80,7 +83,7 @@ if [[ $mode == window ]]; then
   fixtures_pid=$!
 fi
 [[ $mode == tp2 || $mode == tp4 ]] && targets=(--target cuda-parallel)
-[[ $mode == guided ]] && targets=(--target engine)  # the addon is built below
+[[ $mode == guided ]] && targets=(--target engine cuda-sampling)  # the addon is built below
 t0=$(date +%s)
 if cmake -S native -B build-gpu "${gen[@]}" -DCMAKE_BUILD_TYPE=Release >"$out/configure.log" 2>&1 &&
    cmake --build build-gpu -j "$jobs" "${targets[@]}" >"$out/build.log" 2>&1; then
@@ -162,15 +165,31 @@ if [[ $mode == offline512 ]]; then
   note "bench --offline, max batch 512: $(grep -E 'OP tokens/sec|failed requests' "$out/bench-offline-512.log" | tr '\n' ' ')"
 fi
 if [[ $mode == guided ]]; then
+  # The device sampler under guide masks against the host sampler, then the throughput: each guided run's outputs
+  # are decoded and checked against the schema by the bench itself ("Guided outputs valid ...").
+  if timeout 200 build-gpu/cuda-sampling "$PWD" >"$out/cuda-sampling.log" 2>&1; then note "cuda-sampling: $(tail -1 "$out/cuda-sampling.log")"
+  else note "cuda-sampling FAILED: $(tail -1 "$out/cuda-sampling.log")"; grep -i "fail\|error" "$out/cuda-sampling.log" | head -20; fi
+  grep "guided" "$out/cuda-sampling.log" | head -6
   node dist/bench/grammar-mask.js --write-vocab "$out/vocab.bin"
-  schema=${GUIDED_SCHEMA:-test/fixtures/json-schemas/09-todo-list.json}
-  for run in plain guided plain guided; do
-    extra=(); [[ $run == guided ]] && extra=(--guided-json-schema "$schema")
-    timeout 240 node bin/trtllm-launch.js bench token-norm-dist --offline --device cuda --load-format dummy \
-      --model bench/configs/llama-3-8b --num-requests ${REQUESTS:-640} --input-mean 128 --output-mean 128 \
-      --max-batch-size 64 --warmup-requests 8 --no-progress --guided-vocab "$out/vocab.bin" "${extra[@]}" \
-      >>"$out/bench-$run.log" 2>&1
-    note "offline 128/128, max batch 64, $run: $(grep -E 'OP tokens/sec|OP tokens per request|TPOT|failed requests' "$out/bench-$run.log" | tail -4 | tr -s ' ' | tr '\n' ' ')"
+  schemas=${GUIDED_SCHEMAS:-test/fixtures/json-schemas/09-todo-list.json test/fixtures/json-schemas/07-weather-tool-args.json}
+  for schema in $schemas; do  # guided against unconstrained runs of the same output lengths (bench/guided-throughput.ts)
+    name=$(basename "$schema" .json)
+    timeout ${RUN_TIMEOUT:-240} node dist/bench/guided-throughput.js --model bench/configs/llama-3-8b --load-format dummy \
+      --device cuda --vocab "$out/vocab.bin" --schema "$schema" --requests ${REQUESTS:-640} >"$out/guided-throughput-$name.log" 2>&1
+    note "guided-throughput ($name): $(grep -E '^round|^\| [0-9]' "$out/guided-throughput-$name.log" | tr '\n' ' ')"
+  done
+  [[ ${BENCH_OFFLINE:-0} == 1 ]] || schemas=""  # bench --offline: guided against unconstrained full-length requests
+  for schema in $schemas; do
+    name=$(basename "$schema" .json)
+    for run in plain guided plain guided; do
+      extra=(); [[ $run == guided ]] && extra=(--guided-json-schema "$schema")
+      log="$out/bench-$name-$run.log"; [[ $run == plain ]] && log="$out/bench-plain.log"
+      timeout ${RUN_TIMEOUT:-240} node bin/trtllm-launch.js bench token-norm-dist --offline --device cuda --load-format dummy \
+        --model bench/configs/llama-3-8b --num-requests ${REQUESTS:-640} --input-mean 128 --output-mean 128 \
+        --max-batch-size 64 --warmup-requests 8 --no-progress --guided-vocab "$out/vocab.bin" "${extra[@]}" \
+        >>"$log" 2>&1
+      note "offline 128/128, max batch 64, $run ($name): $(grep -E 'OP tokens/sec|OP tokens per request|TPOT|failed requests|Guided outputs' "$log" | tail -5 | tr -s ' ' | tr '\n' ' ')"
+    done
   done
 fi
 if [[ $mode == serve ]]; then

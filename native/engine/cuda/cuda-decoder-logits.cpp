@@ -95,6 +95,11 @@ void CudaDecoder::enqueue_sampling(float* logits, int64_t r0, int64_t n, const s
   sampler_.enqueue(logits, config_.vocab_size, stream_);
 }
 
+bool CudaDecoder::sampled_row(int32_t chunk, std::vector<float>& row) {
+  use_device();
+  return sampler_.copy_row(chunk, config_.vocab_size, row, stream_);
+}
+
 void CudaDecoder::enqueue_logits_and_greedy(int64_t rows) {
   const int64_t V = config_.vocab_size, H = config_.hidden_size;
   const void* head = lm_head_.empty() ? embed_.get() : lm_head_.get();

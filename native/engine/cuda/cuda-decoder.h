@@ -86,6 +86,7 @@ class CudaDecoder : public Model {
   size_t activation_bytes() const override;
   // The leader holds the logits (the last stage sends them to it), so it is the rank that can sample.
   bool samples_on_device() const override { return layout_.leader(); }
+  bool sampled_row(int32_t chunk, std::vector<float>& row) override;
   std::string kv_cache_dtype() const override;
   // --kv-cache-dtype fp8: K/V stored as e4m3 with these per-layer scales (empty: 1 everywhere; `from` says where
   // they came from, for kv_cache_dtype()). Before allocate_kv.

@@ -1,6 +1,8 @@
 #include "cuda/device-sampler.h"
 
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 #include "cuda/cuda-check.h"
 
@@ -21,6 +23,15 @@ void DeviceSampler::add(int32_t row, int32_t chunk, const DeviceSampling& d) {
   s.frequency = d.frequency_penalty;
   s.pen_begin = static_cast<int32_t>(pen_tokens_.size());
   s.pen_count = static_cast<int32_t>(d.penalty_tokens.size());
+  s.mask = -1;
+  if (!d.allowed.empty()) {
+    if (mask_words_ == 0) mask_words_ = d.allowed.size();
+    if (d.allowed.size() != mask_words_)
+      throw std::invalid_argument("device sampling: a guided row's token mask has " + std::to_string(d.allowed.size()) +
+                                  " words, another's " + std::to_string(mask_words_));
+    s.mask = static_cast<int32_t>(masks_.size() / mask_words_);
+    masks_.insert(masks_.end(), d.allowed.begin(), d.allowed.end());
+  }
   s.seed = d.seed;
   s.step = d.step;
   for (const auto& [token, count] : d.penalty_tokens) {
@@ -36,7 +47,8 @@ void DeviceSampler::enqueue(float* logits, int64_t vocab, cudaStream_t s) {
   const size_t n = specs_.size(), p = pen_tokens_.size();
   const size_t spec_bytes = n * sizeof(SampleSpec), pen_bytes = p * sizeof(int32_t);
   const size_t tokens_at = spec_bytes, counts_at = tokens_at + pen_bytes;
-  results_at_ = align8(counts_at + pen_bytes);
+  const size_t masks_at = align8(counts_at + pen_bytes), mask_bytes = masks_.size() * sizeof(uint64_t);
+  results_at_ = align8(masks_at + mask_bytes);
   const size_t total = results_at_ + n * (sizeof(int32_t) + sizeof(float));
   host_.ensure(total);
   dev_.ensure(total);
@@ -46,11 +58,16 @@ void DeviceSampler::enqueue(float* logits, int64_t vocab, cudaStream_t s) {
     std::memcpy(h + tokens_at, pen_tokens_.data(), pen_bytes);
     std::memcpy(h + counts_at, pen_counts_.data(), pen_bytes);
   }
+  if (mask_bytes > 0) std::memcpy(h + masks_at, masks_.data(), mask_bytes);
+  kept_logits_ = logits;
+  kept_rows_.clear();
+  for (size_t i = 0; i < n; ++i) kept_rows_.emplace_back(chunks_[i], specs_[i].row);
   char* d = dev_.as<char>();
   check_cuda(cudaMemcpyAsync(d, h, results_at_, cudaMemcpyHostToDevice, s), "upload sampling parameters");
   auto* tok = reinterpret_cast<int32_t*>(d + results_at_);
   sample_rows(logits, vocab, reinterpret_cast<const SampleSpec*>(d), static_cast<int32_t>(n),
-              reinterpret_cast<const int32_t*>(d + tokens_at), reinterpret_cast<const int32_t*>(d + counts_at), tok,
+              reinterpret_cast<const int32_t*>(d + tokens_at), reinterpret_cast<const int32_t*>(d + counts_at),
+              reinterpret_cast<const uint64_t*>(d + masks_at), static_cast<int64_t>(mask_words_), tok,
               reinterpret_cast<float*>(tok + n), s);
   check_cuda(cudaMemcpyAsync(h + results_at_, d + results_at_, n * (sizeof(int32_t) + sizeof(float)),
                              cudaMemcpyDeviceToHost, s),
@@ -63,14 +80,35 @@ void DeviceSampler::finish(ForwardOutput& out) {
   const auto* tok = reinterpret_cast<const int32_t*>(host_.as<char>() + results_at_);
   const auto* lp = reinterpret_cast<const float*>(tok + n);
   for (size_t i = 0; i < n; ++i) out.sampled[static_cast<size_t>(chunks_[i])] = DeviceSample{tok[i], lp[i]};
-  clear();
+  reset_rows();
+}
+
+bool DeviceSampler::copy_row(int32_t chunk, int64_t vocab, std::vector<float>& row, cudaStream_t s) const {
+  for (const auto& [c, r] : kept_rows_) {
+    if (c != chunk || kept_logits_ == nullptr) continue;
+    row.resize(static_cast<size_t>(vocab));
+    check_cuda(cudaMemcpyAsync(row.data(), kept_logits_ + static_cast<int64_t>(r) * vocab, sizeof(float) * vocab,
+                               cudaMemcpyDeviceToHost, s),
+               "copy a sampled row");
+    check_cuda(cudaStreamSynchronize(s), "copy a sampled row");
+    return true;
+  }
+  return false;
 }
 
 void DeviceSampler::clear() {
+  kept_logits_ = nullptr;
+  kept_rows_.clear();
+  reset_rows();
+}
+
+void DeviceSampler::reset_rows() {
   specs_.clear();
   chunks_.clear();
   pen_tokens_.clear();
   pen_counts_.clear();
+  masks_.clear();
+  mask_words_ = 0;
 }
 
 }  // namespace engine::cuda

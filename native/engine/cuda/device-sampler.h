@@ -1,8 +1,10 @@
 // Samples rows of a device logits buffer, for chunks whose SampleOn is device, with their DeviceSampling
-// (kernels.h's sample_rows): the parameters and penalty tokens go to the GPU in one copy, the tokens come back in one.
+// (kernels.h's sample_rows): the parameters, penalty tokens and guided rows' token masks go to the GPU in one copy,
+// the tokens come back in one.
 #pragma once
 #include <cuda_runtime.h>
 
+#include <utility>
 #include <vector>
 
 #include "cuda/device-buffer.h"
@@ -20,15 +22,25 @@ class DeviceSampler {
   void enqueue(float* logits, int64_t vocab, cudaStream_t s);
   // After `s` synchronised: each row's token and log-probability into out.sampled; then ready for the next batch.
   void finish(ForwardOutput& out);
-  // Forgets rows added but not finished (a forward pass that failed half way).
+  // Forgets rows added but not finished (a forward pass that failed half way), and the last buffer's rows.
   void clear();
+  // The row chunk `chunk` was last sampled from, as the kernel left it (NaN, the guide's mask and the penalties
+  // applied, divided by the temperature when it sampled), copied to `row` on `s`; false when that row is not in
+  // the last enqueued buffer (a later slice of the forward reused it).
+  bool copy_row(int32_t chunk, int64_t vocab, std::vector<float>& row, cudaStream_t s) const;
 
  private:
   std::vector<SampleSpec> specs_;
   std::vector<int32_t> chunks_, pen_tokens_, pen_counts_;
+  std::vector<uint64_t> masks_;  // the guided rows' allowed-token bitsets, mask_words_ each
+  size_t mask_words_ = 0;
   DeviceBuffer dev_;
   PinnedBuffer host_;
   size_t results_at_ = 0;  // byte offset of the tokens, then the log-probs, in both buffers
+  // The last enqueued buffer and its (chunk, row) pairs, for copy_row.
+  const float* kept_logits_ = nullptr;
+  std::vector<std::pair<int32_t, int32_t>> kept_rows_;
+  void reset_rows();
 };
 
 }  // namespace engine::cuda

@@ -256,13 +256,16 @@ __device__ __forceinline__ int64_t draw_in_token_order(const float* row, int64_t
 
 __global__ void __launch_bounds__(kThreads)
     sample_kernel(float* logits, int64_t vocab, const SampleSpec* specs, const int32_t* pen_tokens,
-                  const int32_t* pen_counts, int32_t* token, float* log_prob) {
+                  const int32_t* pen_counts, const uint64_t* masks, int64_t mask_words, int32_t* token,
+                  float* log_prob) {
   __shared__ Shared sh;
   const SampleSpec sp = specs[blockIdx.x];
   float* row = logits + static_cast<int64_t>(sp.row) * vocab;
-  // 1. NaN -> -inf, then the penalties on the distinct tokens of the sequence (logits-processors.cpp's rules).
+  // 1. NaN -> -inf and the guide's mask (banning before the penalties ends the same as after: they keep -inf),
+  // then the penalties on the distinct tokens of the sequence (logits-processors.cpp's rules).
+  const uint64_t* mask = sp.mask >= 0 ? masks + static_cast<int64_t>(sp.mask) * mask_words : nullptr;
   for (int64_t i = threadIdx.x; i < vocab; i += kThreads)
-    if (row[i] != row[i]) row[i] = -INFINITY;
+    if (row[i] != row[i] || (mask != nullptr && !((mask[i >> 6] >> (i & 63)) & 1u))) row[i] = -INFINITY;
   __syncthreads();
   for (int j = threadIdx.x; j < sp.pen_count; j += kThreads) {
     const int32_t t = pen_tokens[sp.pen_begin + j];
@@ -354,10 +357,11 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 void sample_rows(float* logits, int64_t vocab, const SampleSpec* specs, int32_t n, const int32_t* pen_tokens,
-                 const int32_t* pen_counts, int32_t* token, float* log_prob, cudaStream_t s) {
+                 const int32_t* pen_counts, const uint64_t* masks, int64_t mask_words, int32_t* token,
+                 float* log_prob, cudaStream_t s) {
   if (n == 0) return;
-  sample_kernel<<<static_cast<unsigned>(n), kThreads, 0, s>>>(logits, vocab, specs, pen_tokens, pen_counts, token,
-                                                              log_prob);
+  sample_kernel<<<static_cast<unsigned>(n), kThreads, 0, s>>>(logits, vocab, specs, pen_tokens, pen_counts, masks,
+                                                              mask_words, token, log_prob);
   check_launch("sample_rows");
 }
 

@@ -266,10 +266,14 @@ struct SampleSpec {
   float top_p;         // 1: no nucleus
   float repetition, presence, frequency;
   int32_t pen_begin, pen_count;  // this row's (token, output count) pairs in the penalty arrays
+  int32_t mask;                  // guided decoding: this row's allowed-token bitset in `masks` (-1: none)
+  int32_t pad_;
   uint64_t seed, step;
 };
 // Samples specs[i] for i < n into token[i] / log_prob[i]. Rewrites the rows it samples (penalties, temperature).
+// masks: [k][mask_words] bitsets (bit id & 63 of word id >> 6: id allowed); a token outside its row's is banned.
 void sample_rows(float* logits, int64_t vocab, const SampleSpec* specs, int32_t n, const int32_t* pen_tokens,
-                 const int32_t* pen_counts, int32_t* token, float* log_prob, cudaStream_t s);
+                 const int32_t* pen_counts, const uint64_t* masks, int64_t mask_words, int32_t* token,
+                 float* log_prob, cudaStream_t s);
 
 }  // namespace engine::cuda

@@ -110,6 +110,8 @@ struct Executor::Impl {
   // loop thread's mask of the sequence being sampled.
   std::unique_ptr<grammar::GrammarCache> grammars;
   std::vector<uint64_t> allowed_scratch;
+  std::vector<float> row_scratch;  // a device-sampled row fetched back for a guided redraw
+  std::vector<int8_t> guided_fits, guided_accepted;  // check_device_guided's answers for this iteration's chunks
   BeamSearch beam_search;
   std::unordered_map<RequestId, std::unique_ptr<Sequence>> live;
   std::deque<Sequence*> queue;      // waiting to (re)start; paused ones at the front
@@ -169,8 +171,16 @@ struct Executor::Impl {
   void sample_and_update(const IterationBatch& batch, const ForwardOutput& fo, std::vector<Response>& out);
   void advance_sequence(Sequence& s, const IterationBatch& batch, size_t i, const ForwardOutput& fo, double t_tok,
                         std::vector<Response>& out);
+  // A guided token drawn again from the row the device drew it from (Model::sampled_row), within the budget.
+  SampledToken redraw_in_budget(Sequence& s, const float* row);
+  // The guide's host work on the tokens the device drew (the budget check, and the advance past a token that fits),
+  // for the batch's guided rows on several threads: a few microseconds a row, 64 rows a step. Per chunk into
+  // guided_fits / guided_accepted (-1: not done here, 0: no, 1: yes), which advance_sequence and emit_token read.
+  void check_device_guided(const IterationBatch& batch, const ForwardOutput& fo);
   // Appends a drawn token (TensorRT-LLM semantics: end_id stops and is not output), then finishes or streams.
-  void emit_token(Sequence& s, const SampledToken& tok, const float* logits, double t_tok, std::vector<Response>& out);
+  // accepted: the guide already advanced past it (1), refused it (0), or not asked yet (-1).
+  void emit_token(Sequence& s, const SampledToken& tok, const float* logits, double t_tok, std::vector<Response>& out,
+                  int8_t accepted = -1);
 
   // executor-beams.cpp: a beam-search sequence in generation feeds one single-token chunk per live beam (false:
   // no block for a copy-on-write, a scheduler bug), and samples all its beams' rows in one step.

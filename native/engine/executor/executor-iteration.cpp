@@ -8,6 +8,7 @@
 
 #include "executor/executor-impl.h"
 #include "sampling/device-sampling-choice.h"
+#include "sampling/guided-masks.h"
 
 namespace engine {
 
@@ -197,6 +198,7 @@ IterationBatch Executor::Impl::build_chunks(const SchedulePlan& plan, std::vecto
     b.ctx_rows_from.push_back(from);
     b.ctx_rows_to.push_back(to);
   }
+  fill_guided_masks(b.seqs, b.chunks);
   return b;
 }
 

@@ -2,7 +2,14 @@
 // logits rows it keeps, the token drawn after a chunk that completed its tokens (by the sampler from the row, or
 // by the model on its device, as the chunk's SampleOn says), or a beam step over its beams' rows — and then
 // finishes (end_id, stop words, length) or streams.
+#include <algorithm>
+#include <cmath>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include <omp.h>
 
 #include "executor/executor-impl.h"
 #include "executor/response-builder.h"
@@ -27,12 +34,43 @@ int64_t guided_budget(const Sequence& s) {
   return static_cast<int64_t>(s.request.max_tokens) - s.num_generated() - 1 - (s.request.end_id >= 0 ? 1 : 0);
 }
 
+// The guide's narrowing near max_tokens checks these: the allowed tokens the row scores highest (the budget
+// check's candidates; grammar-matcher.h's restrict_to_budget adds the shortest completion's own tokens).
+constexpr size_t kBudgetCandidates = 256;
+
+std::vector<int32_t> likeliest_allowed(const float* logits, int32_t vocab, const std::vector<uint64_t>& allowed) {
+  // One pass keeping the best kBudgetCandidates in a min-heap (worst on top): inside a string nearly every one of
+  // 128k tokens is allowed, and most fail the comparison with the heap's worst.
+  using Scored = std::pair<float, int32_t>;
+  const auto better = [](const Scored& a, const Scored& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  std::vector<Scored> heap;
+  heap.reserve(kBudgetCandidates);
+  for (size_t w = 0; w < allowed.size(); ++w)
+    for (uint64_t bits = allowed[w]; bits != 0; bits &= bits - 1) {
+      const int32_t t = static_cast<int32_t>(w * 64) + __builtin_ctzll(bits);
+      if (t >= vocab) break;
+      const Scored x{std::isnan(logits[t]) ? -INFINITY : logits[t], t};
+      if (heap.size() < kBudgetCandidates) {
+        heap.push_back(x);
+        std::push_heap(heap.begin(), heap.end(), better);
+      } else if (better(x, heap.front())) {
+        std::pop_heap(heap.begin(), heap.end(), better);
+        heap.back() = x;
+        std::push_heap(heap.begin(), heap.end(), better);
+      }
+    }
+  std::vector<int32_t> ids;
+  for (const auto& [score, id] : heap) ids.push_back(id);
+  return ids;
+}
+
 }  // namespace
 
 void Executor::Impl::sample_and_update(const IterationBatch& batch, const ForwardOutput& fo,
                                        std::vector<Response>& out) {
   const double t_tok = now();
   const size_t V = static_cast<size_t>(vocab_size);
+  check_device_guided(batch, fo);
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     Sequence& s = *batch.seqs[i];
     if (s.is_finished()) continue;
@@ -49,12 +87,53 @@ void Executor::Impl::sample_and_update(const IterationBatch& batch, const Forwar
   }
 }
 
+void Executor::Impl::check_device_guided(const IterationBatch& batch, const ForwardOutput& fo) {
+  const size_t n = batch.seqs.size();
+  guided_fits.assign(n, -1);
+  guided_accepted.assign(n, -1);
+  std::vector<size_t> rows;
+  for (size_t i = 0; i < n && i < fo.first_row.size(); ++i) {
+    const Sequence& s = *batch.seqs[i];
+    if (!s.is_finished() && s.matcher && s.beams.empty() && fo.first_row[i] < 0) rows.push_back(i);
+  }
+  if (rows.size() < 2) return;  // one row: advance_sequence does it
+  const int count = static_cast<int>(rows.size());
+#pragma omp parallel for schedule(dynamic, 4) num_threads(std::max(1, std::min(count / 4, omp_get_max_threads())))
+  for (int k = 0; k < count; ++k) {
+    const size_t i = rows[static_cast<size_t>(k)];
+    Sequence& s = *batch.seqs[i];
+    const int32_t token = fo.sampled[i].token;
+    try {
+      const bool fits = s.matcher->fits_budget(token, guided_budget(s));
+      guided_fits[i] = fits ? 1 : 0;
+      if (fits && token != s.request.end_id) guided_accepted[i] = s.matcher->accept_token(token) ? 1 : 0;
+    } catch (...) {  // (out of memory) left to advance_sequence, which does it again and reports what fails
+    }
+  }
+}
+
 void Executor::Impl::advance_sequence(Sequence& s, const IterationBatch& batch, size_t i, const ForwardOutput& fo,
                                       double t_tok, std::vector<Response>& out) {
   const size_t V = static_cast<size_t>(vocab_size);
   const SequenceChunk& c = batch.chunks[i];
   const bool on_device = fo.first_row[i] < 0;
   const size_t first = on_device ? 0 : static_cast<size_t>(fo.first_row[i]);
+  // The device draws from the guide's mask alone; near max_tokens its token may leave the guide unfinishable in
+  // the tokens left. Then the token is drawn again on the host from the row the device drew it from, with the mask
+  // narrowed to what fits; where the model cannot give that row, this chunk's last token is computed again next
+  // iteration (its K/V slot is simply rewritten; nothing was committed or sent) and drawn on the host.
+  std::optional<SampledToken> redrawn;
+  const bool guided_on_device = on_device && s.matcher;
+  if (guided_on_device && !(guided_fits[i] >= 0 ? guided_fits[i] == 1 : s.matcher->fits_budget(fo.sampled[i].token, guided_budget(s)))) {
+    if (model->sampled_row(static_cast<int32_t>(i), row_scratch)) {
+      redrawn = redraw_in_budget(s, row_scratch.data());
+    } else {
+      s.num_computed += static_cast<int32_t>(c.tokens.size()) - 1;
+      kv.commit_full_blocks(s.block_table, s.tokens, s.num_computed);
+      s.budget_redraw = true;
+      return;
+    }
+  }
   if (batch.ctx_rows_from[i] < batch.ctx_rows_to[i]) {
     const size_t a = first + static_cast<size_t>(batch.ctx_rows_from[i] - c.past_len);
     const size_t b = first + static_cast<size_t>(batch.ctx_rows_to[i] - c.past_len);
@@ -75,7 +154,9 @@ void Executor::Impl::advance_sequence(Sequence& s, const IterationBatch& batch, 
     return;
   }
   SampledToken tok;
-  if (on_device) {
+  if (redrawn) {
+    tok = *redrawn;
+  } else if (on_device) {
     tok = SampledToken{fo.sampled[i].token, fo.sampled[i].log_prob};
   } else {
     SamplingContext sc;
@@ -97,20 +178,48 @@ void Executor::Impl::advance_sequence(Sequence& s, const IterationBatch& batch, 
       }
       sc.allowed = &allowed_scratch;
     }
+    s.budget_redraw = false;
     tok = sampler.sample(logits, vocab_size, sc);
     // Near max_tokens the drawn token must leave the guide completable; checking the one drawn costs one token's
-    // walk, narrowing the mask to all that fit costs a walk of every allowed token, so that happens only when the
-    // drawn one does not fit (then it is drawn again from the narrowed mask).
+    // walk, narrowing the mask a few hundred, so that happens only when the drawn one does not fit (then it is
+    // drawn again from the narrowed mask).
     if (s.matcher && !s.matcher->fits_budget(tok.token, guided_budget(s))) {
-      s.matcher->restrict_to_budget(allowed_scratch, guided_budget(s));
+      s.matcher->restrict_to_budget(allowed_scratch, guided_budget(s), likeliest_allowed(logits, vocab_size, allowed_scratch));
       tok = sampler.sample(logits, vocab_size, sc);
     }
   }
-  emit_token(s, tok, logits, t_tok, out);
+  emit_token(s, tok, logits, t_tok, out, on_device && !redrawn ? guided_accepted[i] : -1);
+}
+
+SampledToken Executor::Impl::redraw_in_budget(Sequence& s, const float* row) {
+  // The row already has the penalties and (when sampling) the temperature: drawn again without them.
+  SamplingConfig config = s.request.sampling;
+  config.repetition_penalty = 1.0f;
+  config.presence_penalty = config.frequency_penalty = 0.0f;
+  if (!is_greedy(config)) config.temperature = 1.0f;
+  SamplingContext sc;
+  sc.config = &config;
+  sc.step = static_cast<uint64_t>(s.num_generated());
+  s.matcher->fill_mask(allowed_scratch);
+  s.matcher->restrict_to_budget(allowed_scratch, guided_budget(s), likeliest_allowed(row, vocab_size, allowed_scratch));
+  // Drawn among the narrowed tokens alone (a few hundred, in id order): the same draw as over the whole row with
+  // only them allowed, whose other entries are -inf and add nothing to any sum.
+  std::vector<int32_t> ids;
+  std::vector<float> compact;
+  for (size_t w = 0; w < allowed_scratch.size(); ++w)
+    for (uint64_t bits = allowed_scratch[w]; bits != 0; bits &= bits - 1) {
+      const int32_t id = static_cast<int32_t>(w * 64) + __builtin_ctzll(bits);
+      if (id >= vocab_size) break;
+      ids.push_back(id);
+      compact.push_back(row[id]);
+    }
+  SampledToken tok = sampler.sample(compact.data(), static_cast<int32_t>(compact.size()), sc);
+  tok.token = ids[static_cast<size_t>(tok.token)];
+  return tok;
 }
 
 void Executor::Impl::emit_token(Sequence& s, const SampledToken& tok, const float* logits, double t_tok,
-                                std::vector<Response>& out) {
+                                std::vector<Response>& out, int8_t accepted) {
   if (s.first_token_time == 0) s.first_token_time = t_tok;
   s.last_token_time = t_tok;
   // TensorRT-LLM semantics: generation stops at end_id, which is not part of the output.
@@ -118,7 +227,7 @@ void Executor::Impl::emit_token(Sequence& s, const SampledToken& tok, const floa
     finish_sequence(s, FinishReason::end_id, out);
     return;
   }
-  if (s.matcher && !s.matcher->accept_token(tok.token)) {  // the mask allowed it, so this is a bug
+  if (s.matcher && (accepted >= 0 ? accepted == 0 : !s.matcher->accept_token(tok.token))) {  // the mask allowed it: a bug
     fail_sequence(s, ErrorCode::internal,
                   "guided decoding: token " + std::to_string(tok.token) + " was sampled but the guide does not allow it",
                   out);

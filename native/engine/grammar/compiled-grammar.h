@@ -26,10 +26,20 @@ class CompiledGrammar {
   CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocab> vocab);
   const Grammar& grammar() const { return grammar_; }
   const TokenVocab& vocab() const { return *vocab_; }
-  // Thread-safe; computed on first use.
+  // Thread-safe; computed on first use (outside the lock: threads compute different positions at once).
   const PositionMask& position_mask(int32_t pos) const;
+  bool has_mask(int32_t pos) const;
+  // Computes the masks of `positions` not computed yet, each position's vocabulary split into rank ranges walked on
+  // OpenMP threads: a position met for the first time costs a walk of the whole vocabulary (~100 ms at 128k
+  // tokens on one core), which a batch would otherwise wait for on one thread.
+  // ranks_per_part: the fewest tokens a range holds (small vocabularies are not worth splitting).
+  void precompute(std::vector<int32_t> positions, int32_t ranks_per_part = 1024) const;
 
  private:
+  // The walk of ranks [first, end) of the sorted vocabulary from pos (accepted ids, uncertain ranks, in rank order).
+  PositionMask walk_ranks(int32_t pos, int32_t first, int32_t end) const;
+  void store(int32_t pos, std::unique_ptr<PositionMask> mask) const;
+
   Grammar grammar_;
   std::shared_ptr<const TokenVocab> vocab_;
   mutable std::mutex mutex_;

@@ -68,6 +68,11 @@ void GrammarMatcher::fill_mask(std::vector<uint64_t>& mask) {
   memo_valid_ = true;
 }
 
+void GrammarMatcher::next_positions(std::vector<int32_t>& out) const {
+  if (stopped_) return;
+  for (int32_t n : state_.nodes) out.push_back(pool_.at(n).pos);
+}
+
 int64_t GrammarMatcher::min_bytes(const StackSet& s) const {
   if (s.accepting) return 0;
   const Grammar& g = grammar_->grammar();
@@ -80,27 +85,68 @@ int64_t GrammarMatcher::min_bytes(const StackSet& s) const {
   return best;
 }
 
-void GrammarMatcher::restrict_to_budget(std::vector<uint64_t>& mask, int64_t remaining_tokens) {
+std::string GrammarMatcher::shortest_completion(size_t max_bytes) {
+  const Grammar& g = grammar_->grammar();
+  std::string out;
+  StackSet cur = state_;
+  StackSet next;
+  while (!cur.accepting && out.size() < max_bytes) {
+    const int64_t need = min_bytes(cur);
+    int chosen = -1;
+    for (int32_t id : cur.nodes) {
+      int64_t n = 0;
+      for (int32_t k = id; k >= 0; k = pool_.at(k).parent) n += g.min_suffix_bytes(pool_.at(k).pos);
+      const Position& p = g.positions()[static_cast<size_t>(pool_.at(id).pos)];
+      if (n != need || p.kind != Position::bytes) continue;
+      const ByteSet& set = g.sets[static_cast<size_t>(p.index)];
+      for (int b = 0; b < 256 && chosen < 0; ++b)
+        if (set.has(static_cast<uint8_t>(b))) chosen = b;
+      if (chosen >= 0) break;
+    }
+    if (chosen < 0) break;
+    stacks_.advance(cur, static_cast<uint8_t>(chosen), next);
+    std::swap(cur, next);
+    out.push_back(static_cast<char>(chosen));
+  }
+  return out;
+}
+
+void GrammarMatcher::restrict_to_budget(std::vector<uint64_t>& mask, int64_t remaining_tokens,
+                                        const std::vector<int32_t>& candidates) {
   if (stopped_) return;
   const int64_t need = min_bytes(state_);
   // Far from the budget, or already past saving: nothing to do.
   if (need + kBudgetWindow < remaining_tokens || need > remaining_tokens + 1) return;
   const TokenVocab& vocab = grammar_->vocab();
+  auto allowed = [&](int32_t id) {
+    return id >= 0 && id < vocab.vocab_size() && ((mask[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1u);
+  };
   std::vector<int32_t> ranks;
-  for (int32_t id = 0; id < vocab.vocab_size(); ++id)
-    if ((mask[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1u && vocab.rank_of(id) >= 0) ranks.push_back(vocab.rank_of(id));
+  for (int32_t id : candidates)
+    if (allowed(id) && vocab.rank_of(id) >= 0) ranks.push_back(vocab.rank_of(id));
+  std::string prefix;
+  for (char c : shortest_completion(static_cast<size_t>(std::max<int64_t>(need, 0)))) {
+    prefix.push_back(c);
+    const int32_t id = vocab.find(prefix);
+    if (allowed(id)) ranks.push_back(vocab.rank_of(id));
+  }
   std::sort(ranks.begin(), ranks.end());
-  std::vector<uint64_t> kept = mask;
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  std::vector<uint64_t> kept(mask.size(), 0);
   bool any = false;
   TokenWalk walk(stacks_, vocab, state_);
   for (int32_t rank : ranks) {
     const int32_t id = vocab.sorted()[static_cast<size_t>(rank)];
     const TokenOutcome o = walk.step(rank);
-    if (o.alive && min_bytes(walk.state_after()) <= remaining_tokens) any = true;
-    else kept[static_cast<size_t>(id) >> 6] &= ~(uint64_t{1} << (id & 63));
+    if (!o.alive || min_bytes(walk.state_after()) > remaining_tokens) continue;
+    kept[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+    any = true;
   }
-  for (int32_t id : stop_ids_)  // a stop token ends a complete output: nothing more is needed
-    if (id >= 0 && id < vocab.vocab_size() && ((kept[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1u)) any = true;
+  for (int32_t id : stop_ids_)  // a stop token (allowed only where the output is complete) ends it: nothing more is needed
+    if (allowed(id)) {
+      kept[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+      any = true;
+    }
   if (any) mask = std::move(kept);
 }
 

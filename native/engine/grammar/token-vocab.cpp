@@ -23,4 +23,10 @@ TokenVocab::TokenVocab(std::vector<std::string> token_bytes, int32_t vocab_size)
   for (size_t k = 0; k < sorted_.size(); ++k) rank_[static_cast<size_t>(sorted_[k])] = static_cast<int32_t>(k);
 }
 
+int32_t TokenVocab::find(const std::string& bytes) const {
+  const auto it = std::lower_bound(sorted_.begin(), sorted_.end(), bytes,
+                                   [this](int32_t id, const std::string& b) { return bytes_[static_cast<size_t>(id)] < b; });
+  return it != sorted_.end() && bytes_[static_cast<size_t>(*it)] == bytes ? *it : -1;
+}
+
 }  // namespace engine::grammar

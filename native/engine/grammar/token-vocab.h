@@ -21,6 +21,8 @@ class TokenVocab {
   // Ids of the non-empty tokens in byte order; rank_of(id) is an id's index there (-1: empty token).
   const std::vector<int32_t>& sorted() const { return sorted_; }
   int32_t rank_of(int32_t id) const { return rank_[static_cast<size_t>(id)]; }
+  // A token whose bytes are exactly `bytes` (-1: none), by binary search over the sorted order.
+  int32_t find(const std::string& bytes) const;
 
  private:
   std::vector<std::string> bytes_;

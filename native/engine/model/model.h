@@ -38,6 +38,9 @@ struct DeviceSampling {
   float repetition_penalty = 1.0f, presence_penalty = 0.0f, frequency_penalty = 0.0f;
   // Each distinct token of prompt + output with its count in the output; empty when no penalty is set.
   std::vector<std::pair<int32_t, int32_t>> penalty_tokens;
+  // Guided decoding: the tokens that may come next (bit id & 63 of word id >> 6), applied after the penalties as
+  // the host's last logits processor is; empty: every token.
+  std::vector<uint64_t> allowed;
 };
 
 // Where the token after a chunk is drawn. sampling/device-sampling-choice.h decides (the one place that does);
@@ -138,6 +141,15 @@ class Model {
   // True when forward() honours SequenceChunk::sample_on on this rank: it can take a row's argmax or sample it on its
   // device (the rank that holds the logits of a device model).
   virtual bool samples_on_device() const { return false; }
+  // The logits row the device drew chunk `chunk`'s token from in the last forward(), as its sampler left it (NaN,
+  // the guide's mask and the penalties applied, divided by the temperature when it sampled), copied to `row`;
+  // false when it cannot be had (no device sampling, or its buffer was reused since). The executor redraws from it
+  // when a guided token leaves the output unfinishable in the tokens left.
+  virtual bool sampled_row(int32_t chunk, std::vector<float>& row) {
+    (void)chunk;
+    (void)row;
+    return false;
+  }
   // How the KV pool stores K and V, for the startup log and the model config: "float32", "bfloat16", "fp8 (e4m3, ...)".
   virtual std::string kv_cache_dtype() const { return ""; }
 };

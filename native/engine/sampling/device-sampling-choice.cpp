@@ -10,7 +10,7 @@ bool device_can_sample(const Sequence& s) {
   const Request& r = s.request;
   const bool min_tokens_active = r.end_id >= 0 && s.num_generated() < r.sampling.min_tokens;
   return !s.is_beam_search() && !r.output.return_generation_logits && r.embedding_bias.empty() &&
-         r.bad_words.empty() && !min_tokens_active && s.matcher == nullptr;
+         r.bad_words.empty() && !min_tokens_active && !s.budget_redraw;
 }
 
 bool has_penalty(const SamplingConfig& c) {
@@ -47,7 +47,7 @@ void choose_device_sampling(const Sequence& seq, bool model_samples_on_device, S
   chunk.sample_on = SampleOn::host;
   const bool draws_token = chunk.past_len + static_cast<int32_t>(chunk.tokens.size()) == seq.num_tokens();
   if (!model_samples_on_device || !draws_token || chunk.all_logits || !device_can_sample(seq)) return;
-  if (is_greedy(seq.request.sampling) && !has_penalty(seq.request.sampling)) {
+  if (is_greedy(seq.request.sampling) && !has_penalty(seq.request.sampling) && seq.matcher == nullptr) {
     chunk.sample_on = SampleOn::device_argmax;
     return;
   }

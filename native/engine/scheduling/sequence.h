@@ -46,8 +46,12 @@ struct Sequence {
   // gets no new work, and outlives its own cancel until its micro-batch ends.
   bool in_flight = false;
 
-  // Guided decoding: where the output stands in the request's grammar (null: unconstrained).
+  // Guided decoding: where the output stands in the request's grammar (null: unconstrained). budget_redraw: the
+  // device drew a token after which the guide cannot be completed within max_tokens, and the model could not give
+  // its row back (Model::sampled_row); that step is computed again and its token drawn on the host, where the mask
+  // is narrowed to the tokens that fit (executor-sample.cpp).
   std::unique_ptr<grammar::GrammarMatcher> matcher;
+  bool budget_redraw = false;
 
   // Outputs, per generated token (beam 0 only until beam search lands).
   std::vector<float> log_probs;

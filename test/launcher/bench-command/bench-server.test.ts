@@ -103,6 +103,17 @@ t.test('bench --offline: the same traffic in-process, exact token counts', async
   t.match(summary, { total_requests: 12, successful_requests: 12, failed_requests: 0, output_tokens: 96 });
 });
 
+t.test('bench --offline --guided-json-schema: every output is checked against the schema', async (t) => {
+  const info: string[] = [];
+  const schema = join(packageRoot(), 'test', 'fixtures', 'json-schemas', '09-todo-list.json');
+  const { summary } = await runBench('token-norm-dist', options('', {
+    offline: true, model: join(packageRoot(), 'examples', 'models', 'brown-llama-17m'), threads: 1, outputMean: 40, outputStdev: 0,
+    warmupRequests: 1, guidedJsonSchema: schema,
+  }), { out: () => {}, info: (line) => info.push(line) });
+  t.match(summary, { total_requests: 12, successful_requests: 12, failed_requests: 0 });
+  t.ok(info.includes('[INFO] Guided outputs valid under the schema (ajv): 13 of 13'), info.join('\n'));
+});
+
 t.test('bad flags and an unreachable URL', async (t) => {
   const server = createServer();
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));

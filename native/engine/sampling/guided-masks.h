@@ -1,0 +1,16 @@
+// The token masks of an iteration's guided chunks that the device samples: each sequence's matcher fills its
+// chunk's DeviceSampling::allowed, the batch's sequences on several threads at once (each matcher is its own
+// state; the compiled grammars they share compute a position's mask on first use, safely under concurrency).
+#pragma once
+#include <vector>
+
+#include "model/model.h"
+#include "scheduling/sequence.h"
+
+namespace engine {
+
+// For every i with chunks[i].sample_on == SampleOn::device and seqs[i]->matcher set. A sequence whose guide allows
+// no token at all goes back to host sampling, whose step reports that error for it.
+void fill_guided_masks(const std::vector<Sequence*>& seqs, std::vector<SequenceChunk>& chunks);
+
+}  // namespace engine
