@@ -2,9 +2,12 @@
 // given: the time to compile it, then walks outputs through it choosing among the allowed tokens with a seeded
 // generator, timing each step's mask — cold (positions met for the first time compute their context-independent
 // masks) and warm (the same walks again) — against the same run's baseline, a mask made by walking every token of
-// the vocabulary from the real stacks (no precomputation).
+// the vocabulary from the real stacks (no precomputation); and each guide's every position computed at once (eager,
+// what XGrammar's compile step does) on one thread.
 //   grammar-bench <vocab.bin> <steps> <walks> <kind>:<file> ...     kind: json_schema | regex | ebnf_grammar | json
 // vocab.bin: int32 count, int32 offsets[count + 1], then the bytes (little-endian).
+#include <omp.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -99,13 +102,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: grammar-bench <vocab.bin> <steps> <walks> <kind>:<file> ...\n");
     return 2;
   }
+  omp_set_num_threads(1);  // one core: the figures are per core
   const auto vocab_bytes = read_vocab(argv[1]);
   const int steps = std::stoi(argv[2]);
   const int walks = std::stoi(argv[3]);
   const int32_t stop = static_cast<int32_t>(vocab_bytes.size());  // one more id: the end token
   auto vocab = std::make_shared<const TokenVocab>(vocab_bytes, stop + 1);
   GrammarCache cache(vocab, 1024);
-  std::vector<double> compile_ms, cold, warm, naive, advance;
+  std::vector<double> compile_ms, cold, warm, naive, advance, eager_ms, eager_positions;
   int guides = 0, failed = 0;
   for (int a = 4; a < argc; ++a) {
     const std::string arg = argv[a];
@@ -129,6 +133,16 @@ int main(int argc, char** argv) {
     }
     compile_ms.push_back(micros(t0, Clock::now()) / 1000);
     ++guides;
+    {  // Every position's mask computed at once on one thread, as XGrammar's compile step does (a separate copy).
+      CompiledGrammar eager(g->grammar(), vocab);
+      std::vector<int32_t> all;
+      for (size_t p = 0; p < eager.grammar().positions().size(); ++p)
+        if (eager.grammar().positions()[p].kind == Position::bytes) all.push_back(static_cast<int32_t>(p));
+      const auto te = Clock::now();
+      eager.precompute(all);
+      eager_ms.push_back(micros(te, Clock::now()) / 1000);
+      eager_positions.push_back(static_cast<double>(all.size()));
+    }
     std::vector<uint64_t> mask;
     const size_t warm_before = warm.size();
     for (int pass = 0; pass < 2; ++pass) {
@@ -173,6 +187,9 @@ int main(int argc, char** argv) {
   std::printf("vocabulary %d tokens, %d guides compiled (%d refused), %d walks x up to %d steps each\n",
               stop, guides, failed, walks, steps);
   std::printf("compile ms: p50 %.2f, max %.2f\n", percentile(compile_ms, 0.5), percentile(compile_ms, 1.0));
+  std::printf("every position's mask at once (eager, one thread) ms: p50 %.1f, max %.1f; positions p50 %.0f, max %.0f\n",
+              percentile(eager_ms, 0.5), percentile(eager_ms, 1.0), percentile(eager_positions, 0.5),
+              percentile(eager_positions, 1.0));
   std::printf("mask us, cold (first use of positions): p50 %.1f, p99 %.1f, max %.1f (%zu steps)\n", percentile(cold, 0.5),
               percentile(cold, 0.99), percentile(cold, 1.0), cold.size());
   std::printf("mask us, warm: p50 %.1f, p99 %.1f, max %.1f (%zu steps)\n", percentile(warm, 0.5), percentile(warm, 0.99),

@@ -13,6 +13,7 @@
 
 #include "executor/executor-impl.h"
 #include "executor/response-builder.h"
+#include "sampling/guided-masks.h"
 #include "kv-cache/kv-window.h"
 #include "sampling/sampling-context.h"
 #include "sampling/stop-words.h"
@@ -71,6 +72,11 @@ void Executor::Impl::sample_and_update(const IterationBatch& batch, const Forwar
   const double t_tok = now();
   const size_t V = static_cast<size_t>(vocab_size);
   check_device_guided(batch, fo);
+  // Rows the host samples under a guide (the CPU backend): their masks' new positions first, on all threads.
+  std::vector<Sequence*> host_guided;
+  for (size_t i = 0; i < batch.seqs.size() && i < fo.first_row.size(); ++i)
+    if (batch.seqs[i]->matcher && fo.first_row[i] >= 0 && !batch.seqs[i]->is_finished()) host_guided.push_back(batch.seqs[i]);
+  if (host_guided.size() > 1) precompute_guided_positions(host_guided);
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     Sequence& s = *batch.seqs[i];
     if (s.is_finished()) continue;

@@ -21,6 +21,20 @@ TokenVocab::TokenVocab(std::vector<std::string> token_bytes, int32_t vocab_size)
     return bytes_[static_cast<size_t>(a)] < bytes_[static_cast<size_t>(b)];
   });
   for (size_t k = 0; k < sorted_.size(); ++k) rank_[static_cast<size_t>(sorted_[k])] = static_cast<int32_t>(k);
+  sorted_at_.reserve(sorted_.size() + 1);
+  lcp_.reserve(sorted_.size());
+  sorted_at_.push_back(0);
+  for (size_t k = 0; k < sorted_.size(); ++k) {
+    const std::string& t = bytes_[static_cast<size_t>(sorted_[k])];
+    size_t common = 0;
+    if (k > 0) {
+      const std::string& p = bytes_[static_cast<size_t>(sorted_[k - 1])];
+      while (common < p.size() && common < t.size() && p[common] == t[common]) ++common;
+    }
+    lcp_.push_back(static_cast<int32_t>(common));
+    sorted_text_ += t;
+    sorted_at_.push_back(static_cast<int64_t>(sorted_text_.size()));
+  }
 }
 
 int32_t TokenVocab::find(const std::string& bytes) const {

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace engine::grammar {
@@ -23,12 +24,22 @@ class TokenVocab {
   int32_t rank_of(int32_t id) const { return rank_[static_cast<size_t>(id)]; }
   // A token whose bytes are exactly `bytes` (-1: none), by binary search over the sorted order.
   int32_t find(const std::string& bytes) const;
+  // The bytes of the token at `rank`, from one buffer in sorted order (a whole-vocabulary walk reads it front to
+  // back), and how many leading bytes it shares with the token at rank - 1 (0 for rank 0).
+  std::string_view sorted_bytes(int32_t rank) const {
+    const auto r = static_cast<size_t>(rank);
+    return std::string_view(sorted_text_).substr(static_cast<size_t>(sorted_at_[r]), static_cast<size_t>(sorted_at_[r + 1] - sorted_at_[r]));
+  }
+  int32_t common_with_previous(int32_t rank) const { return lcp_[static_cast<size_t>(rank)]; }
 
  private:
   std::vector<std::string> bytes_;
   int32_t vocab_size_ = 0;
   std::vector<int32_t> sorted_;
   std::vector<int32_t> rank_;
+  std::string sorted_text_;          // the sorted tokens' bytes, back to back
+  std::vector<int64_t> sorted_at_;   // rank -> offset in sorted_text_ (one more entry: the end)
+  std::vector<int32_t> lcp_;         // rank -> bytes shared with rank - 1
 };
 
 }  // namespace engine::grammar

@@ -1,8 +1,12 @@
 // Runs the matcher over tokens taken in byte order (TokenVocab::sorted ranks, ascending), reusing the states along
 // each token's common prefix with the one before and skipping every token under a prefix no stack survives: the
-// work of a trie walk without a trie.
+// work of a trie walk without a trie. States are interned and the transitions taken kept (a lazy DFA over the
+// walk): in a loop — a string's characters, a number's digits — the state after a byte is one met before, so most
+// bytes of a whole-vocabulary walk are a table lookup instead of an advance of the stacks.
 #pragma once
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "grammar/grammar-stacks.h"
@@ -28,16 +32,25 @@ class TokenWalk {
   // vocabulary, which then skip a dead subtree in one binary search.
   int32_t next_live_rank(int32_t rank) const;
   // The stacks after the last step's token (when it was consumed).
-  const StackSet& state_after() const { return states_[computed_]; }
+  const StackSet& state_after() const { return interned_[static_cast<size_t>(states_[computed_])]; }
   // Whether the tokens skipped that way popped before their prefix died (their outcome's popped_before).
   bool dead_prefix_popped() const { return dead_ > 0 && popped_any_[dead_] != 0; }
 
  private:
+  int32_t intern(StackSet&& s);
+  int32_t next_state(int32_t from, uint8_t b);
+
   Stacks& stacks_;
   const TokenVocab& vocab_;
-  std::vector<StackSet> states_;     // states_[d]: after the first d bytes of the previous token
+  std::vector<StackSet> interned_;                       // distinct states met, by id
+  std::unordered_map<uint64_t, std::vector<int32_t>> by_hash_;  // content hash -> ids with that hash
+  std::vector<int32_t> dense_;                          // [state id * 256 + byte] -> state id (-1: not yet)
+  std::unordered_map<uint64_t, int32_t> transitions_;   // past the dense states: (state id << 8 | byte) -> state id
+  StackSet scratch_;
+  std::vector<int32_t> states_;      // states_[d]: the state id after the first d bytes of the previous token
   std::vector<uint8_t> popped_any_;  // popped_any_[d]: some state in 1..d popped
-  const std::string* prev_ = nullptr;
+  std::string_view prev_;            // the previous step's token
+  int32_t prev_rank_ = -2;           // its rank (-2: none yet)
   size_t computed_ = 0;              // states_[0 .. computed_] are valid for prev_
   size_t dead_ = 0;                  // > 0: states_[dead_] is empty (prev_'s prefix of that length dies)
 };

@@ -7,21 +7,28 @@
 
 namespace engine {
 
-void fill_guided_masks(const std::vector<Sequence*>& seqs, std::vector<SequenceChunk>& chunks) {
-  std::vector<size_t> guided;
-  for (size_t i = 0; i < chunks.size() && i < seqs.size(); ++i)
-    if (chunks[i].sample_on == SampleOn::device && seqs[i]->matcher) guided.push_back(i);
-  if (guided.empty()) return;
-  // Positions met for the first time are computed first, for every grammar of the batch, each over all threads:
-  // left to the fills below, one new position would hold the whole batch on one thread.
+void precompute_guided_positions(const std::vector<Sequence*>& seqs) {
   std::map<const grammar::CompiledGrammar*, std::vector<int32_t>> tops;
-  for (size_t i : guided) seqs[i]->matcher->next_positions(tops[&seqs[i]->matcher->grammar()]);
+  for (Sequence* s : seqs)
+    if (s->matcher) s->matcher->next_positions(tops[&s->matcher->grammar()]);
   for (auto& [g, positions] : tops) {
     try {
       g->precompute(std::move(positions));
     } catch (...) {  // (out of memory) the fills compute what is missing, or report it
     }
   }
+}
+
+void fill_guided_masks(const std::vector<Sequence*>& seqs, std::vector<SequenceChunk>& chunks) {
+  std::vector<size_t> guided;
+  std::vector<Sequence*> guided_seqs;
+  for (size_t i = 0; i < chunks.size() && i < seqs.size(); ++i)
+    if (chunks[i].sample_on == SampleOn::device && seqs[i]->matcher) {
+      guided.push_back(i);
+      guided_seqs.push_back(seqs[i]);
+    }
+  if (guided.empty()) return;
+  precompute_guided_positions(guided_seqs);
   const int n = static_cast<int>(guided.size());
   // A warm mask takes about a microsecond and a cold position milliseconds: threads only pay when there are many.
   const int threads = std::max(1, std::min(n, omp_get_max_threads()));  // (each fill is now a microsecond or so)

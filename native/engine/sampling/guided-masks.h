@@ -9,7 +9,12 @@
 
 namespace engine {
 
-// For every i with chunks[i].sample_on == SampleOn::device and seqs[i]->matcher set. A sequence whose guide allows
+// The grammar positions the guided sequences' next masks read that are new, computed first, for every grammar of
+// the batch, each over all threads (CompiledGrammar::precompute): left to the fills, one new position would hold
+// the whole batch on one thread. Unguided sequences are skipped.
+void precompute_guided_positions(const std::vector<Sequence*>& seqs);
+
+// For every i with chunks[i].sample_on == SampleOn::device and seqs[i]->matcher set (their new positions first). A sequence whose guide allows
 // no token at all goes back to host sampling, whose step reports that error for it.
 void fill_guided_masks(const std::vector<Sequence*>& seqs, std::vector<SequenceChunk>& chunks);
 
