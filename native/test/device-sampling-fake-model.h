@@ -1,8 +1,8 @@
 // The FakeModel as a model that samples on its device (Model::samples_on_device), as the CUDA decoder does: rows
 // of chunks whose SampleOn is not host are drawn inside forward() — with the host sampler over the chunk's
 // DeviceSampling (its guide mask included), standing in for kernels.h's sample_rows — and returned as tokens
-// without a logits row. It lets CPU tests drive the executor's device-sampling paths (guided masks filled before
-// the forward, the budget redraw) that otherwise run only on a GPU.
+// without a logits row. It lets CPU tests drive the executor's device-sampling paths (guided masks filled by the
+// sampling prep during the pass, the budget redraw) that otherwise run only on a GPU.
 #pragma once
 #include <algorithm>
 #include <atomic>
@@ -32,6 +32,7 @@ class DeviceSamplingFakeModel : public FakeModel {
   void forward(const std::vector<engine::SequenceChunk>& chunks, engine::ForwardOutput& out) override {
     engine::ForwardOutput all;
     FakeModel::forward(chunks, all);
+    run_sampling_prep();  // as the CUDA decoder does once the layers are enqueued: the guided rows' masks
     const size_t V = static_cast<size_t>(all.vocab_size);
     out.vocab_size = all.vocab_size;
     out.logits.clear();
@@ -50,6 +51,7 @@ class DeviceSamplingFakeModel : public FakeModel {
       }
       const engine::DeviceSampling& d = c.device_sampling;
       if (!d.penalty_tokens.empty()) throw std::runtime_error("DeviceSamplingFakeModel: penalties are not emulated");
+      if (d.guided && d.allowed.empty()) throw std::logic_error("a guided row arrived without its token mask");
       engine::SamplingConfig cfg;
       if (c.sample_on == engine::SampleOn::device_argmax || d.greedy) {
         cfg.temperature = 0.0f;

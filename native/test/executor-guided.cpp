@@ -214,12 +214,16 @@ TEST_MAIN({
     CHECK(text_of(out[ok].tokens) == "ab" || text_of(out[ok].tokens) == "ab12");
     CHECK(all_blocks_free(*h.executor));
   }
-  // A guide the vocabulary cannot spell ends the request with an error naming why, and frees its blocks.
-  {
-    Harness h(config());
+  // A guide the vocabulary cannot spell ends the request with an error naming why, and frees its blocks — with
+  // host sampling and with the mask filled during a device-sampling pass; the batch's other requests go on.
+  for (bool device_sampling : {false, true}) {
+    auto h = device_sampling ? Harness(std::make_unique<DeviceSamplingFakeModel>(kVocab, 512), config()) : Harness(config());
     const RequestId r = h.executor->enqueue(guided(prompt_of(3, 1), 8, GuideType::ebnf_grammar, "root ::= \"a\" \"\\u00e8\""));
-    auto out = h.collect({r});
-    CHECK(out[r].has_error && out[r].error_message.find("no token of the vocabulary can continue") != std::string::npos);
+    const RequestId ok = h.executor->enqueue(guided(prompt_of(3, 2), 8, GuideType::ebnf_grammar, "root ::= \"ab\" [0-9]"));
+    auto out = h.collect({r, ok});
+    CHECK_MSG(out[r].has_error && out[r].error_message.find("no token of the vocabulary can continue") != std::string::npos,
+              "device %d: %s", device_sampling, out[r].error_message.c_str());
+    CHECK(!out[ok].has_error && std::regex_match(text_of(out[ok].tokens), std::regex("ab[0-9]")));
     CHECK(all_blocks_free(*h.executor));
   }
 })

@@ -59,6 +59,7 @@ void CudaDecoder::lm_head_rows(const void* xn, int64_t r0, int64_t n, const std:
     check_cuda(cudaMemcpyAsync(gh + cap, gd + cap, sizeof(float) * ng, cudaMemcpyDeviceToHost, stream_),
                "greedy log-probs");
   }
+  run_sampling_prep();  // (first slice only) the executor's host work for the sampling, while the layers run
   enqueue_sampling(logits, r0, n, chunks);
   const int32_t* host_row = batch_.host_row.data();
   float* staging = logits_host_.as<float>();

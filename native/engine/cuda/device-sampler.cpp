@@ -24,6 +24,8 @@ void DeviceSampler::add(int32_t row, int32_t chunk, const DeviceSampling& d) {
   s.pen_begin = static_cast<int32_t>(pen_tokens_.size());
   s.pen_count = static_cast<int32_t>(d.penalty_tokens.size());
   s.mask = -1;
+  // Never drawn unconstrained by mistake: a guided row's mask comes from the executor's sampling prep.
+  if (d.guided && d.allowed.empty()) throw std::logic_error("device sampling: a guided row arrived without its token mask");
   if (!d.allowed.empty()) {
     if (mask_words_ == 0) mask_words_ = d.allowed.size();
     if (d.allowed.size() != mask_words_)

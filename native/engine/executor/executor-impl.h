@@ -112,6 +112,7 @@ struct Executor::Impl {
   std::vector<uint64_t> allowed_scratch;
   std::vector<float> row_scratch;  // a device-sampled row fetched back for a guided redraw
   std::vector<int8_t> guided_fits, guided_accepted;  // check_device_guided's answers for this iteration's chunks
+  std::vector<uint8_t> guided_no_token;  // per chunk of the last pass: its guide allowed no token (device rows)
   BeamSearch beam_search;
   std::unordered_map<RequestId, std::unique_ptr<Sequence>> live;
   std::deque<Sequence*> queue;      // waiting to (re)start; paused ones at the front
@@ -151,7 +152,7 @@ struct Executor::Impl {
   IterationBatch build_chunks(const SchedulePlan& plan, std::vector<Response>& out);  // blocks + one chunk each
   // The forward pass over the batch and the check of its output's shape (at the end of a pipelined one). False:
   // the batch failed (each of its sequences got an error response), nothing to sample.
-  bool run_forward(const IterationBatch& batch, ForwardOutput& fo, std::vector<Response>& out,
+  bool run_forward(IterationBatch& batch, ForwardOutput& fo, std::vector<Response>& out,
                    ForwardCall call = ForwardCall::whole);
   IterationStats collect_stats(const SchedulePlan& plan, int32_t num_scheduled, bool forward_ran,
                                std::chrono::steady_clock::time_point t0, double timestamp,

@@ -83,7 +83,7 @@ void Executor::Impl::run_iteration(std::vector<Response>& out) {
   const SchedulePlan plan = plan_iteration();
   apply_pauses(plan);
   start_admitted(plan);
-  const IterationBatch batch = build_chunks(plan, out);
+  IterationBatch batch = build_chunks(plan, out);
   const int32_t num_scheduled = static_cast<int32_t>(batch.seqs.size());
   bool forward_ran = false;
   if (!batch.empty()) {
@@ -198,21 +198,29 @@ IterationBatch Executor::Impl::build_chunks(const SchedulePlan& plan, std::vecto
     b.ctx_rows_from.push_back(from);
     b.ctx_rows_to.push_back(to);
   }
-  fill_guided_masks(b.seqs, b.chunks);
   return b;
 }
 
-bool Executor::Impl::run_forward(const IterationBatch& batch, ForwardOutput& fo, std::vector<Response>& out,
+bool Executor::Impl::run_forward(IterationBatch& batch, ForwardOutput& fo, std::vector<Response>& out,
                                  ForwardCall call) {
   std::string error;
   ErrorCode error_code = ErrorCode::internal;
+  // The guided device rows' masks: during a whole pass, by the model once the layers are enqueued (overlapping the
+  // device's work; guided-masks.h); before a pipelined micro-batch begins, here.
+  guided_no_token.assign(batch.chunks.size(), 0);
   try {
     if (call == ForwardCall::begin) {
+      fill_guided_masks(batch.seqs, batch.chunks);
       model->forward_begin(batch.chunks);
       return true;
     }
-    if (call == ForwardCall::end) model->forward_end(fo);
-    else model->forward(batch.chunks, fo);
+    if (call == ForwardCall::end) {
+      model->forward_end(fo);
+    } else {
+      model->set_sampling_prep([this, &batch] { fill_guided_masks(batch.seqs, batch.chunks, &guided_no_token); });
+      model->forward(batch.chunks, fo);
+      model->set_sampling_prep(nullptr);
+    }
     error = forward_shape_error(batch.chunks, fo, vocab_size);
   } catch (const EngineError& e) {
     error = e.what();
@@ -220,6 +228,7 @@ bool Executor::Impl::run_forward(const IterationBatch& batch, ForwardOutput& fo,
   } catch (const std::exception& e) {
     error = e.what();
   }
+  model->set_sampling_prep(nullptr);  // (a pass that failed before its prep ran)
   if (error.empty()) return true;
   // Only this batch is affected: its requests get error responses and their blocks back; the queue keeps going.
   for (Sequence* s : batch.seqs)

@@ -29,6 +29,11 @@ bool guided_mask(Sequence& s, std::vector<uint64_t>& mask) {
   return false;
 }
 
+std::string no_token_message(const Sequence& s) {
+  return "guided decoding: no token of the vocabulary can continue the output here (after " +
+         std::to_string(s.num_generated()) + " tokens); the guide needs characters this tokenizer cannot produce";
+}
+
 // The tokens that may follow this one: the output must be complete by then, with room left for end_id, so it ends
 // complete (end_id) rather than cut (length) — clients refuse to parse a cut answer.
 int64_t guided_budget(const Sequence& s) {
@@ -100,7 +105,8 @@ void Executor::Impl::check_device_guided(const IterationBatch& batch, const Forw
   std::vector<size_t> rows;
   for (size_t i = 0; i < n && i < fo.first_row.size(); ++i) {
     const Sequence& s = *batch.seqs[i];
-    if (!s.is_finished() && s.matcher && s.beams.empty() && fo.first_row[i] < 0) rows.push_back(i);
+    const bool no_token = i < guided_no_token.size() && guided_no_token[i];
+    if (!s.is_finished() && s.matcher && s.beams.empty() && fo.first_row[i] < 0 && !no_token) rows.push_back(i);
   }
   if (rows.size() < 2) return;  // one row: advance_sequence does it
   const int count = static_cast<int>(rows.size());
@@ -130,6 +136,10 @@ void Executor::Impl::advance_sequence(Sequence& s, const IterationBatch& batch, 
   // iteration (its K/V slot is simply rewritten; nothing was committed or sent) and drawn on the host.
   std::optional<SampledToken> redrawn;
   const bool guided_on_device = on_device && s.matcher;
+  if (guided_on_device && i < guided_no_token.size() && guided_no_token[i]) {
+    fail_sequence(s, ErrorCode::invalid_argument, no_token_message(s), out);
+    return;
+  }
   if (guided_on_device && !(guided_fits[i] >= 0 ? guided_fits[i] == 1 : s.matcher->fits_budget(fo.sampled[i].token, guided_budget(s)))) {
     if (model->sampled_row(static_cast<int32_t>(i), row_scratch)) {
       redrawn = redraw_in_budget(s, row_scratch.data());
@@ -175,11 +185,7 @@ void Executor::Impl::advance_sequence(Sequence& s, const IterationBatch& batch, 
     sc.embedding_bias = &s.request.embedding_bias;
     if (s.matcher) {
       if (!guided_mask(s, allowed_scratch)) {
-        fail_sequence(s, ErrorCode::invalid_argument,
-                      "guided decoding: no token of the vocabulary can continue the output here (after " +
-                          std::to_string(s.num_generated()) +
-                          " tokens); the guide needs characters this tokenizer cannot produce",
-                      out);
+        fail_sequence(s, ErrorCode::invalid_argument, no_token_message(s), out);
         return;
       }
       sc.allowed = &allowed_scratch;

@@ -3,6 +3,7 @@
 // (kv-cache.h); the model only reads and writes the blocks it is handed.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -39,8 +40,10 @@ struct DeviceSampling {
   // Each distinct token of prompt + output with its count in the output; empty when no penalty is set.
   std::vector<std::pair<int32_t, int32_t>> penalty_tokens;
   // Guided decoding: the tokens that may come next (bit id & 63 of word id >> 6), applied after the penalties as
-  // the host's last logits processor is; empty: every token.
+  // the host's last logits processor is; empty: every token. guided: this row has a guide, whose mask the
+  // executor fills during the forward pass (Model::set_sampling_prep), so `allowed` is read only after the prep ran.
   std::vector<uint64_t> allowed;
+  bool guided = false;
 };
 
 // Where the token after a chunk is drawn. sampling/device-sampling-choice.h decides (the one place that does);
@@ -150,8 +153,25 @@ class Model {
     (void)row;
     return false;
   }
+  // Work the executor hands to the next forward() of a model that samples on its device, to run once after the
+  // pass's layers are enqueued and before any row is sampled, so it overlaps the device's work: it fills the guided
+  // rows' masks (SequenceChunk::device_sampling.allowed of the chunks forward() was given). Null: none.
+  using SamplingPrep = std::function<void()>;
+  virtual void set_sampling_prep(SamplingPrep prep) { sampling_prep_ = std::move(prep); }
   // How the KV pool stores K and V, for the startup log and the model config: "float32", "bfloat16", "fp8 (e4m3, ...)".
   virtual std::string kv_cache_dtype() const { return ""; }
+
+ protected:
+  // Runs the prep the executor set, at most once per forward() (a model that samples on its device calls it).
+  void run_sampling_prep() {
+    if (!sampling_prep_) return;
+    SamplingPrep prep = std::move(sampling_prep_);
+    sampling_prep_ = nullptr;
+    prep();
+  }
+
+ private:
+  SamplingPrep sampling_prep_;
 };
 
 enum class Device { cpu, cuda, auto_select };  // auto_select: cuda when built and a GPU is visible, else cpu

@@ -35,6 +35,7 @@ class LeaderModel : public Model {
   size_t activation_bytes() const override { return inner_->activation_bytes(); }
   bool samples_on_device() const override { return inner_->samples_on_device(); }
   bool sampled_row(int32_t chunk, std::vector<float>& row) override { return inner_->sampled_row(chunk, row); }
+  void set_sampling_prep(SamplingPrep prep) override { inner_->set_sampling_prep(std::move(prep)); }
   std::string kv_cache_dtype() const override { return inner_->kv_cache_dtype(); }
   // The inner model's communication plus this forward's plan broadcast.
   ForwardCommStats last_comm_stats() const override;

@@ -29,6 +29,7 @@ DeviceSampling device_sampling_of(const Sequence& s) {
   d.repetition_penalty = c.repetition_penalty;
   d.presence_penalty = c.presence_penalty;
   d.frequency_penalty = c.frequency_penalty;
+  d.guided = s.matcher != nullptr;
   if (has_penalty(c)) {
     std::unordered_map<int32_t, int32_t> output_count;  // distinct tokens, with their count in the output
     output_count.reserve(s.tokens.size());

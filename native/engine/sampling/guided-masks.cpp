@@ -19,7 +19,8 @@ void precompute_guided_positions(const std::vector<Sequence*>& seqs) {
   }
 }
 
-void fill_guided_masks(const std::vector<Sequence*>& seqs, std::vector<SequenceChunk>& chunks) {
+void fill_guided_masks(const std::vector<Sequence*>& seqs, std::vector<SequenceChunk>& chunks,
+                       std::vector<uint8_t>* no_token) {
   std::vector<size_t> guided;
   std::vector<Sequence*> guided_seqs;
   for (size_t i = 0; i < chunks.size() && i < seqs.size(); ++i)
@@ -42,7 +43,11 @@ void fill_guided_masks(const std::vector<Sequence*>& seqs, std::vector<SequenceC
       any = std::any_of(mask.begin(), mask.end(), [](uint64_t w) { return w != 0; });
     } catch (...) {  // (out of memory) the host step computes it again and reports what goes wrong
     }
-    if (!any) {
+    if (any) continue;
+    if (no_token != nullptr) {
+      mask.assign(seqs[i]->matcher->grammar().vocab().mask_words(), 0);
+      (*no_token)[i] = 1;
+    } else {
       mask.clear();
       chunks[i].sample_on = SampleOn::host;
     }

@@ -14,8 +14,11 @@ namespace engine {
 // the whole batch on one thread. Unguided sequences are skipped.
 void precompute_guided_positions(const std::vector<Sequence*>& seqs);
 
-// For every i with chunks[i].sample_on == SampleOn::device and seqs[i]->matcher set (their new positions first). A sequence whose guide allows
-// no token at all goes back to host sampling, whose step reports that error for it.
-void fill_guided_masks(const std::vector<Sequence*>& seqs, std::vector<SequenceChunk>& chunks);
+// For every i with chunks[i].sample_on == SampleOn::device and seqs[i]->matcher set (their new positions first).
+// A sequence whose guide allows no token at all: with `no_token` (during the forward pass, when the chunks' layout
+// is fixed), its mask stays empty of tokens — every token banned — and no_token[i] is set, for the step to report;
+// without it (before the pass), the chunk goes back to host sampling, whose step reports the error.
+void fill_guided_masks(const std::vector<Sequence*>& seqs, std::vector<SequenceChunk>& chunks,
+                       std::vector<uint8_t>* no_token = nullptr);
 
 }  // namespace engine
