@@ -32,7 +32,7 @@ export function registerBench(program: Command): void {
     .addOption(serveOption('maxBatchSize', (h) => `--offline: ${h}`))
     .addOption(serveOption('device', (h) => `--offline: ${h}`))
     .addOption(serveOption('loadFormat', (h) => `--offline: ${h}`))
-    .option('--guided-json-schema <file>', '--offline: every request constrained to this JSON Schema (guided decoding)')
+    .option('--guided-json-schema <file>', '--offline: every request constrained to this JSON Schema (guided decoding); each output is checked against it')
     .option('--guided-vocab <file>', '--offline: the token bytes guided decoding uses, for a checkpoint without a tokenizer (dummy weights); written by bench/grammar-mask.js --write-vocab')
     .option('--num-requests <n>', 'requests to measure (multi-turn: --num-conversations x --num-turns instead)', int('--num-requests', 1), 100)
     .option('--request-rate <r>', 'requests per second (multi-turn: conversation starts per second; default: all at once)', positiveNumber('--request-rate'))

@@ -99,6 +99,8 @@ void compare(int32_t vocab) {
     cfgs.push_back(sc);
   }
   cuda::DeviceSampler sampler;
+  std::vector<DeviceSampling> specs;  // the sampler reads them (their masks) again in enqueue()
+  specs.reserve(n);
   std::vector<SampledToken> host(n);
   Sampler hs;
   size_t at = 0;
@@ -113,7 +115,7 @@ void compare(int32_t vocab) {
         ctx.prompt_len = prompt_len;
         if (configs[c].masked) ctx.allowed = &mask;
         host[at] = hs.sample(rows[r].data(), vocab, ctx);
-        DeviceSampling d;
+        DeviceSampling& d = specs.emplace_back();
         const SamplingConfig& sc = cfgs[c];
         d.greedy = is_greedy(sc);
         d.temperature = sc.temperature;

@@ -31,8 +31,8 @@ void DeviceSampler::add(int32_t row, int32_t chunk, const DeviceSampling& d) {
     if (d.allowed.size() != mask_words_)
       throw std::invalid_argument("device sampling: a guided row's token mask has " + std::to_string(d.allowed.size()) +
                                   " words, another's " + std::to_string(mask_words_));
-    s.mask = static_cast<int32_t>(masks_.size() / mask_words_);
-    masks_.insert(masks_.end(), d.allowed.begin(), d.allowed.end());
+    s.mask = static_cast<int32_t>(masks_.size());
+    masks_.push_back(d.allowed.data());  // copied once, straight into the upload buffer, by enqueue()
   }
   s.seed = d.seed;
   s.step = d.step;
@@ -49,7 +49,7 @@ void DeviceSampler::enqueue(float* logits, int64_t vocab, cudaStream_t s) {
   const size_t n = specs_.size(), p = pen_tokens_.size();
   const size_t spec_bytes = n * sizeof(SampleSpec), pen_bytes = p * sizeof(int32_t);
   const size_t tokens_at = spec_bytes, counts_at = tokens_at + pen_bytes;
-  const size_t masks_at = align8(counts_at + pen_bytes), mask_bytes = masks_.size() * sizeof(uint64_t);
+  const size_t masks_at = align8(counts_at + pen_bytes), mask_bytes = masks_.size() * mask_words_ * sizeof(uint64_t);
   results_at_ = align8(masks_at + mask_bytes);
   const size_t total = results_at_ + n * (sizeof(int32_t) + sizeof(float));
   host_.ensure(total);
@@ -60,7 +60,8 @@ void DeviceSampler::enqueue(float* logits, int64_t vocab, cudaStream_t s) {
     std::memcpy(h + tokens_at, pen_tokens_.data(), pen_bytes);
     std::memcpy(h + counts_at, pen_counts_.data(), pen_bytes);
   }
-  if (mask_bytes > 0) std::memcpy(h + masks_at, masks_.data(), mask_bytes);
+  for (size_t k = 0; k < masks_.size(); ++k)
+    std::memcpy(h + masks_at + k * mask_words_ * sizeof(uint64_t), masks_[k], mask_words_ * sizeof(uint64_t));
   kept_logits_ = logits;
   kept_rows_.clear();
   for (size_t i = 0; i < n; ++i) kept_rows_.emplace_back(chunks_[i], specs_[i].row);

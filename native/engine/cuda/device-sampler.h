@@ -15,7 +15,8 @@ namespace engine::cuda {
 
 class DeviceSampler {
  public:
-  // One row to sample: row `row` of the buffer enqueue() gets, whose token goes to out.sampled[chunk].
+  // One row to sample: row `row` of the buffer enqueue() gets, whose token goes to out.sampled[chunk]. `d` (its
+  // mask) is read again by enqueue().
   void add(int32_t row, int32_t chunk, const DeviceSampling& d);
   bool empty() const { return specs_.empty(); }
   // Uploads, samples and downloads on `s`, asynchronously (rewrites the sampled rows of `logits`).
@@ -32,7 +33,9 @@ class DeviceSampler {
  private:
   std::vector<SampleSpec> specs_;
   std::vector<int32_t> chunks_, pen_tokens_, pen_counts_;
-  std::vector<uint64_t> masks_;  // the guided rows' allowed-token bitsets, mask_words_ each
+  // The guided rows' allowed-token bitsets (mask_words_ each), in the DeviceSampling the caller passed to add(),
+  // which must outlive enqueue().
+  std::vector<const uint64_t*> masks_;
   size_t mask_words_ = 0;
   DeviceBuffer dev_;
   PinnedBuffer host_;
