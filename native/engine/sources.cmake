@@ -65,6 +65,7 @@ set(ENGINE_SAMPLING_SOURCES
   ${ENGINE_DIR}/sampling/beam-search.cpp
   ${ENGINE_DIR}/sampling/device-sampling-choice.cpp
   ${ENGINE_DIR}/sampling/guided-masks.cpp
+  ${ENGINE_DIR}/sampling/ngram-draft.cpp
 )
 # Structured output: guides (JSON Schema, regex, GBNF) compiled to byte-level grammars, and per-request token masks.
 set(ENGINE_GRAMMAR_SOURCES
@@ -93,6 +94,7 @@ set(ENGINE_EXECUTOR_SOURCES
   ${ENGINE_DIR}/executor/executor-iteration.cpp
   ${ENGINE_DIR}/executor/executor-sample.cpp
   ${ENGINE_DIR}/executor/executor-beams.cpp
+  ${ENGINE_DIR}/executor/executor-speculation.cpp
   ${ENGINE_DIR}/executor/response-builder.cpp
 )
 # comm: the only unit that includes mpi.h (and nccl.h: comm-nccl.cpp, added by cuda/cuda.cmake with NCCL); with the

@@ -78,12 +78,14 @@ class FakeModel : public engine::Model {
       for (size_t i = first; i < c.tokens.size(); ++i) {
         const int32_t p = c.past_len + static_cast<int32_t>(i);
         uint64_t h = 1469598103934665603ull;
+        std::vector<int32_t> seq;
         for (int32_t q = 0; q <= p; ++q) {
           const Slot& s = slot(c, q);
           if (s.pos != q) throw std::runtime_error("KV slot for position " + std::to_string(q) + " holds position " + std::to_string(s.pos));
           h = (h ^ static_cast<uint64_t>(s.token + 1)) * 1099511628211ull;
+          seq.push_back(s.token);
         }
-        append_row(h, out.logits);
+        append_row(h, target(seq, h), out.logits);
       }
     }
   }
@@ -92,7 +94,7 @@ class FakeModel : public engine::Model {
   int32_t expected_next(const std::vector<int32_t>& seq) const {
     uint64_t h = 1469598103934665603ull;
     for (int32_t t : seq) h = (h ^ static_cast<uint64_t>(t + 1)) * 1099511628211ull;
-    return static_cast<int32_t>(mix(h) % static_cast<uint64_t>(config_.vocab_size));
+    return target(seq, h);
   }
 
   // The logits row forward() produces after the full sequence `seq` (for references of processors and beams).
@@ -100,7 +102,7 @@ class FakeModel : public engine::Model {
     uint64_t h = 1469598103934665603ull;
     for (int32_t t : seq) h = (h ^ static_cast<uint64_t>(t + 1)) * 1099511628211ull;
     std::vector<float> row;
-    append_row(h, row);
+    append_row(h, target(seq, h), row);
     return row;
   }
 
@@ -109,13 +111,19 @@ class FakeModel : public engine::Model {
   std::atomic<int> fail_on_call{-1};  // throw on this forward call number (1-based); -1 never
   std::atomic<int> kv_copies{0};  // copy_kv_block calls (beam search copy-on-write)
 
- private:
-  struct Slot { int32_t token, pos; };
-
+ protected:
+  // The token a row favours after `seq` (whose hash is h): pseudo-random by default.
+  virtual int32_t target(const std::vector<int32_t>& seq, uint64_t h) const {
+    (void)seq;
+    return static_cast<int32_t>(mix(h) % static_cast<uint64_t>(config_.vocab_size));
+  }
   static uint64_t mix(uint64_t x) {
     x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull; x ^= x >> 33;
     return x;
   }
+
+ private:
+  struct Slot { int32_t token, pos; };
 
   bool writes(const engine::SequenceChunk& c, int32_t block) const {
     const int64_t end = c.past_len + static_cast<int64_t>(c.tokens.size());
@@ -131,9 +139,8 @@ class FakeModel : public engine::Model {
 
   // A peaked but not one-hot row: the target gets +4, the rest small pseudo-random values in [0, 1), so sampling
   // at temperature 1 is not trivially greedy.
-  void append_row(uint64_t h, std::vector<float>& logits) const {
+  void append_row(uint64_t h, int32_t target, std::vector<float>& logits) const {
     const int32_t V = config_.vocab_size;
-    const int32_t target = static_cast<int32_t>(mix(h) % static_cast<uint64_t>(V));
     for (int32_t t = 0; t < V; ++t) {
       float x = static_cast<float>(mix(h ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(t + 1))) >> 40) / static_cast<float>(1 << 24);
       if (t == target) x += 4.0f;

@@ -50,6 +50,8 @@ struct IterationBatch {
   std::vector<SequenceChunk> chunks;
   // Prompt positions [from, to) whose logits rows the chunk's sequence keeps (return_context_logits); else 0, 0.
   std::vector<int32_t> ctx_rows_from, ctx_rows_to;
+  // Speculation: guessed tokens the chunk carries after its sequence's next input token (0: none).
+  std::vector<int32_t> drafts;
   bool empty() const { return seqs.empty(); }
 };
 
@@ -172,6 +174,14 @@ struct Executor::Impl {
   void sample_and_update(const IterationBatch& batch, const ForwardOutput& fo, std::vector<Response>& out);
   void advance_sequence(Sequence& s, const IterationBatch& batch, size_t i, const ForwardOutput& fo, double t_tok,
                         std::vector<Response>& out);
+  // The host sampler's view of a sequence's next draw (its config, step, tokens and processors; no guide).
+  SamplingContext sampling_context(const Sequence& s) const;
+  // executor-speculation.cpp: guessed tokens added to greedy decode chunks once the batch's blocks are taken, and
+  // the check of a chunk's rows against its guesses, emitting every token the model agrees with and its own next.
+  void add_drafts(IterationBatch& b);
+  void verify_drafts(Sequence& s, const IterationBatch& batch, size_t i, const ForwardOutput& fo, double t_tok,
+                     std::vector<Response>& out);
+  int64_t accepted_drafts = 0;  // this iteration's guesses the model agreed with (iteration stats)
   // A guided token drawn again from the row the device drew it from (Model::sampled_row), within the budget.
   SampledToken redraw_in_budget(Sequence& s, const float* row);
   // The guide's host work on the tokens the device drew (the budget check, and the advance past a token that fits),

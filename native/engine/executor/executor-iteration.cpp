@@ -198,6 +198,7 @@ IterationBatch Executor::Impl::build_chunks(const SchedulePlan& plan, std::vecto
     b.ctx_rows_from.push_back(from);
     b.ctx_rows_to.push_back(to);
   }
+  add_drafts(b);
   return b;
 }
 
@@ -249,7 +250,10 @@ IterationStats Executor::Impl::collect_stats(const SchedulePlan& plan, int32_t n
   ib.num_gen_requests = plan.num_generation;
   ib.num_paused_requests = static_cast<int32_t>(plan.paused.size());
   ib.num_ctx_tokens = plan.num_context_tokens;
-  ib.avg_num_decoded_tokens_per_iter = plan.num_generation > 0 ? 1.0f : 0.0f;
+  // TensorRT-LLM's avgNumDecodedTokensPerIter: tokens a generation request gained this iteration, on average (above
+  // one with speculation).
+  ib.avg_num_decoded_tokens_per_iter =
+      plan.num_generation > 0 ? 1.0f + static_cast<float>(accepted_drafts) / static_cast<float>(plan.num_generation) : 0.0f;
   stats.num_active_requests = static_cast<int32_t>(running.size() + queue.size());
   stats.num_queued_requests = static_cast<int32_t>(queue.size());
   stats.max_num_active_requests = scheduler_config.max_batch_size;

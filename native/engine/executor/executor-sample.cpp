@@ -127,6 +127,10 @@ void Executor::Impl::check_device_guided(const IterationBatch& batch, const Forw
 void Executor::Impl::advance_sequence(Sequence& s, const IterationBatch& batch, size_t i, const ForwardOutput& fo,
                                       double t_tok, std::vector<Response>& out) {
   const size_t V = static_cast<size_t>(vocab_size);
+  if (i < batch.drafts.size() && batch.drafts[i] > 0) {  // a decode step with guessed tokens (speculation)
+    verify_drafts(s, batch, i, fo, t_tok, out);
+    return;
+  }
   const SequenceChunk& c = batch.chunks[i];
   const bool on_device = fo.first_row[i] < 0;
   const size_t first = on_device ? 0 : static_cast<size_t>(fo.first_row[i]);
@@ -175,14 +179,7 @@ void Executor::Impl::advance_sequence(Sequence& s, const IterationBatch& batch, 
   } else if (on_device) {
     tok = SampledToken{fo.sampled[i].token, fo.sampled[i].log_prob};
   } else {
-    SamplingContext sc;
-    sc.config = &s.request.sampling;
-    sc.step = static_cast<uint64_t>(s.num_generated());
-    sc.tokens = &s.tokens;
-    sc.prompt_len = s.prompt_len;
-    sc.end_id = s.request.end_id;
-    sc.bad_words = &s.request.bad_words;
-    sc.embedding_bias = &s.request.embedding_bias;
+    SamplingContext sc = sampling_context(s);
     if (s.matcher) {
       if (!guided_mask(s, allowed_scratch)) {
         fail_sequence(s, ErrorCode::invalid_argument, no_token_message(s), out);
@@ -201,6 +198,18 @@ void Executor::Impl::advance_sequence(Sequence& s, const IterationBatch& batch, 
     }
   }
   emit_token(s, tok, logits, t_tok, out, on_device && !redrawn ? guided_accepted[i] : -1);
+}
+
+SamplingContext Executor::Impl::sampling_context(const Sequence& s) const {
+  SamplingContext sc;
+  sc.config = &s.request.sampling;
+  sc.step = static_cast<uint64_t>(s.num_generated());
+  sc.tokens = &s.tokens;
+  sc.prompt_len = s.prompt_len;
+  sc.end_id = s.request.end_id;
+  sc.bad_words = &s.request.bad_words;
+  sc.embedding_bias = &s.request.embedding_bias;
+  return sc;
 }
 
 SampledToken Executor::Impl::redraw_in_budget(Sequence& s, const float* row) {

@@ -55,6 +55,15 @@ struct ExecutorConfig {
   // next (each micro-batch up to max_batch_size sequences). 0: one per pipeline stage (Model::pipeline_depth);
   // 1: the stages run one after the other every iteration. Capped at the model's depth; 1 without pp.
   int32_t pp_micro_batches = 0;
+  // Speculative decoding by prompt lookup (sampling/ngram-draft.h): a greedy request's next tokens are guessed from
+  // the latest earlier occurrence of its last tokens (up to max_ngram of them), and up to max_draft_tokens guesses
+  // are checked in the same pass as its next token, which keeps the guesses the model agrees with — the output is
+  // the one without speculation, in fewer passes. 0: off. Not with sampling, beams, guides or pipelined pp.
+  struct NgramSpeculation {
+    int32_t max_draft_tokens = 0;
+    int32_t max_ngram = 3;
+  };
+  NgramSpeculation ngram_speculation;
   // TensorRT-LLM's GuidedDecodingConfig: the bytes each token id stands for (empty: a special token, never allowed
   // inside a guide). Absent: requests with guided_decoding are refused.
   struct GuidedDecodingConfig {

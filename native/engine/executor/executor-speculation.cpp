@@ -1,0 +1,73 @@
+// Speculative decoding by prompt lookup (ExecutorConfig::ngram_speculation): a greedy request's decode chunk
+// carries, after its next input token, tokens guessed from its own earlier text (sampling/ngram-draft.h); the pass
+// returns a logits row for each, and the request keeps every guess the model's own choice agrees with, plus the
+// model's choice at the first disagreement. Each row is sampled exactly as the plain step would sample it, so the
+// output is the plain output; the guesses only save passes. Rejected guesses' K/V slots lie past num_computed and
+// are written again before anything reads them: nothing is copied or freed.
+#include <algorithm>
+
+#include "executor/executor-impl.h"
+#include "sampling/ngram-draft.h"
+
+namespace engine {
+namespace {
+
+// Requests whose next tokens the greedy check can stand for: one sequence, greedy, nothing that needs the plain
+// step's own machinery (a guide, returned generation logits, windows whose blocks move).
+bool can_speculate(const Sequence& s) {
+  const Request& r = s.request;
+  return s.state == SequenceState::generation && !s.is_beam_search() && is_greedy(r.sampling) && !s.matcher &&
+         !r.output.return_generation_logits && s.release_window == 0 && s.window_cap == 0;
+}
+
+}  // namespace
+
+void Executor::Impl::add_drafts(IterationBatch& b) {
+  b.drafts.assign(b.chunks.size(), 0);
+  accepted_drafts = 0;  // (counted by this iteration's verify_drafts)
+  const ExecutorConfig::NgramSpeculation& spec = config.ngram_speculation;
+  if (spec.max_draft_tokens <= 0 || micro_batches > 1) return;
+  // Guesses take what the iteration's token budget and the free blocks leave after the planned work.
+  int64_t budget = scheduler_config.max_num_tokens;
+  for (const SequenceChunk& c : b.chunks) budget -= static_cast<int64_t>(c.tokens.size());
+  for (size_t i = 0; i < b.chunks.size() && budget > 0; ++i) {
+    Sequence& s = *b.seqs[i];
+    SequenceChunk& c = b.chunks[i];
+    if (!can_speculate(s) || c.tokens.size() != 1 || c.all_logits || c.past_len + 1 != s.num_tokens()) continue;
+    // Never past max_tokens: the last token a request may output is never fed back, so it needs no guess.
+    const int64_t room = std::min<int64_t>({spec.max_draft_tokens, budget,
+                                            static_cast<int64_t>(s.request.max_tokens) - s.num_generated() - 1});
+    if (room <= 0) continue;
+    const std::vector<int32_t> draft = ngram_draft(s.tokens, spec.max_ngram, static_cast<int32_t>(room));
+    if (draft.empty() || !kv.ensure_capacity(s.block_table, c.past_len + 1 + static_cast<int64_t>(draft.size())))
+      continue;
+    c.tokens.insert(c.tokens.end(), draft.begin(), draft.end());
+    c.block_ids = s.block_table;
+    c.all_logits = true;  // a row per guess, sampled here
+    c.sample_on = SampleOn::host;
+    b.drafts[i] = static_cast<int32_t>(draft.size());
+    budget -= static_cast<int64_t>(draft.size());
+  }
+}
+
+void Executor::Impl::verify_drafts(Sequence& s, const IterationBatch& batch, size_t i, const ForwardOutput& fo,
+                                   double t_tok, std::vector<Response>& out) {
+  const size_t V = static_cast<size_t>(vocab_size);
+  const SequenceChunk& c = batch.chunks[i];
+  const int32_t drafts = batch.drafts[i];
+  const size_t first = static_cast<size_t>(fo.first_row[i]);
+  // Row j follows the input token and the first j guesses; its draw is the plain step's. Inputs up to it hold
+  // valid K/V when every guess before it was the model's own choice.
+  for (int32_t j = 0;; ++j) {
+    const float* row = fo.logits.data() + (first + static_cast<size_t>(j)) * V;
+    const SampledToken tok = sampler.sample(row, vocab_size, sampling_context(s));
+    const bool agrees = j < drafts && tok.token == c.tokens[static_cast<size_t>(j) + 1];
+    s.num_computed = c.past_len + 1 + j;
+    emit_token(s, tok, row, t_tok, out);
+    if (s.is_finished() || !agrees) break;
+    ++accepted_drafts;
+  }
+  if (!s.is_finished()) kv.commit_full_blocks(s.block_table, s.tokens, s.num_computed);  // prefix reuse
+}
+
+}  // namespace engine

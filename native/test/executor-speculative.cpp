@@ -1,0 +1,178 @@
+// Speculative decoding by prompt lookup through the executor (ExecutorConfig::ngram_speculation): greedy outputs
+// equal the plain executor's token for token — over the FakeModel (whose choices its own text rarely predicts) and
+// over a model that continues by copying (whose choices it mostly does, so the same outputs take fewer passes) —
+// with streaming, stop words, end_id, max_tokens, a cancel between passes, a small KV pool under both policies,
+// and mixed with sampled requests (never speculated). Iteration stats count the tokens a pass gained.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "check.h"
+#include "executor-test-util.h"
+#include "sampling/ngram-draft.h"
+
+using namespace engine;
+using namespace test;
+
+namespace {
+
+// Favours the token that followed the latest earlier occurrence of the last token (an induction head), else the
+// FakeModel's pseudo-random one.
+class CopyingModel : public FakeModel {
+ public:
+  using FakeModel::FakeModel;
+
+ protected:
+  int32_t target(const std::vector<int32_t>& seq, uint64_t h) const override {
+    for (size_t k = seq.size() - 1; k-- > 0;)
+      if (seq[k] == seq.back()) return seq[k + 1];
+    return FakeModel::target(seq, h);
+  }
+};
+
+// A greedy request whose output leaves out the prompt.
+Request request(std::vector<int32_t> prompt, int32_t max_tokens, bool streaming = false) {
+  Request r = make_request(std::move(prompt), max_tokens, streaming);
+  r.output.exclude_input_from_output = true;
+  return r;
+}
+
+ExecutorConfig config(int32_t drafts, CapacitySchedulerPolicy policy = CapacitySchedulerPolicy::guaranteed_no_evict,
+                      int64_t kv_tokens = 0) {
+  ExecutorConfig c = small_config();
+  c.max_batch_size = 6;
+  c.ngram_speculation.max_draft_tokens = drafts;
+  c.policy = policy;
+  c.max_tokens_in_paged_kv_cache = kv_tokens;
+  return c;
+}
+
+// Prompts with repeats (what prompt lookup feeds on) and without.
+std::vector<std::vector<int32_t>> prompts() {
+  return {{5, 6, 7, 8, 9, 5, 6, 7}, {1, 2, 3, 1, 2, 3, 1}, prompt_of(9, 4), {10, 11, 12, 13, 14, 15, 16, 10},
+          prompt_of(5, 9), {3, 3, 3, 3}};
+}
+
+struct Run {
+  std::vector<Outcome> outcomes;
+  int forwards = 0;
+  float best_avg_decoded = 0;
+};
+
+// Each prompt as a request (the odd ones streaming), plus what `extra` adds, all at once.
+template <typename M>
+Run run(ExecutorConfig c, int32_t max_tokens, const std::vector<Request>& extra = {}) {
+  Harness h(std::make_unique<M>(64, 512), c);
+  std::vector<RequestId> ids;
+  int k = 0;
+  for (const auto& p : prompts()) ids.push_back(h.executor->enqueue(request(p, max_tokens, /*streaming=*/k++ % 2 == 1)));
+  for (const Request& r : extra) ids.push_back(h.executor->enqueue(r));
+  auto out = h.collect(std::set<RequestId>(ids.begin(), ids.end()), 60);
+  Run r;
+  for (RequestId id : ids) {
+    CHECK_MSG(out[id].is_final && !out[id].has_error, "request %llu: %s", static_cast<unsigned long long>(id), out[id].error_message.c_str());
+    r.outcomes.push_back(out[id]);
+  }
+  r.forwards = h.model->forward_calls.load();
+  for (const auto& s : h.executor->get_latest_iteration_stats())
+    r.best_avg_decoded = std::max(r.best_avg_decoded, s.inflight_batching_stats.avg_num_decoded_tokens_per_iter);
+  CHECK(all_blocks_free(*h.executor));
+  return r;
+}
+
+bool same_outputs(const Run& a, const Run& b) {
+  if (a.outcomes.size() != b.outcomes.size()) return false;
+  for (size_t i = 0; i < a.outcomes.size(); ++i)
+    if (a.outcomes[i].tokens != b.outcomes[i].tokens || a.outcomes[i].reason != b.outcomes[i].reason) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_MAIN({
+  // The drafter: the tokens after the latest earlier occurrence of the longest matching suffix (up to max_ngram).
+  {
+    using V = std::vector<int32_t>;
+    CHECK(ngram_draft({1, 2, 3, 9, 1, 2, 3, 7, 1, 2}, 3, 4) == (V{3, 7, 1, 2}));  // "1 2" last seen before 3 7
+    CHECK(ngram_draft({4, 5, 6, 4, 5, 8, 5}, 3, 2) == (V{8, 5}));                 // only "5" matches: latest one
+    CHECK(ngram_draft({4, 5, 6, 4, 5, 8, 4, 5}, 1, 3) == (V{8, 4, 5}));           // n = 1: the latest 5
+    CHECK(ngram_draft({4, 5, 6, 4, 5, 8, 4, 5}, 2, 3) == (V{8, 4, 5}));           // n = 2: the latest "4 5"
+    CHECK(ngram_draft({1, 2, 3}, 3, 4).empty());                                  // nothing repeats
+    CHECK(ngram_draft({7}, 3, 4).empty() && ngram_draft({}, 3, 4).empty());
+    CHECK(ngram_draft({3, 3, 3}, 3, 5) == (V{3}));                                // "3 3" at 0: one token follows
+    CHECK(ngram_draft({1, 2, 1, 2}, 3, 0).empty());
+  }
+  // The same outputs with and without guesses, for both models and several draft lengths; the copying model's
+  // guesses hold, so it needs fewer passes and some iteration gains several tokens per request.
+  for (int32_t max_tokens : {1, 2, 7, 40}) {
+    const Run plain = run<FakeModel>(config(0), max_tokens), copy_plain = run<CopyingModel>(config(0), max_tokens);
+    for (int32_t drafts : {1, 3, 8}) {
+      const Run spec = run<FakeModel>(config(drafts), max_tokens);
+      CHECK_MSG(same_outputs(plain, spec), "fake model, max_tokens %d, drafts %d", max_tokens, drafts);
+      const Run copy_spec = run<CopyingModel>(config(drafts), max_tokens);
+      CHECK_MSG(same_outputs(copy_plain, copy_spec), "copying model, max_tokens %d, drafts %d", max_tokens, drafts);
+      for (const Outcome& o : copy_spec.outcomes) CHECK(static_cast<int32_t>(o.tokens.size()) == max_tokens);
+      if (max_tokens == 40) {
+        // (the batch runs as long as its slowest request, which repeats nothing it could guess from)
+        CHECK_MSG(drafts == 1 ? copy_spec.forwards < copy_plain.forwards : copy_spec.forwards * 3 < copy_plain.forwards * 2,
+                  "passes: %d with %d guesses, %d without", copy_spec.forwards, drafts, copy_plain.forwards);
+        CHECK_MSG(copy_spec.best_avg_decoded > 1.5f, "best avg decoded tokens per iteration: %.2f", copy_spec.best_avg_decoded);
+        CHECK(copy_plain.best_avg_decoded == 1.0f);
+      }
+    }
+  }
+  // end_id and stop words end the output where the plain executor does, also when the guess ran past them.
+  {
+    auto with_stops = [](int32_t drafts) {
+      Harness h(std::make_unique<CopyingModel>(64, 512), config(drafts));
+      Request a = request({5, 6, 7, 8, 9, 5, 6, 7}, 30);
+      a.end_id = 9;
+      Request b = request({1, 2, 3, 4, 1, 2, 3, 4, 1}, 30, /*streaming=*/true);
+      b.stop_words = {{3, 4, 1}};
+      Request c = request({20, 21, 22, 20, 21}, 30);
+      c.stop_words = {{22, 20, 21, 22}};
+      const RequestId ia = h.executor->enqueue(a), ib = h.executor->enqueue(b), ic = h.executor->enqueue(c);
+      auto out = h.collect({ia, ib, ic});
+      CHECK(all_blocks_free(*h.executor));
+      return std::vector<Outcome>{out[ia], out[ib], out[ic]};
+    };
+    const auto plain = with_stops(0), spec = with_stops(6);
+    for (size_t k = 0; k < plain.size(); ++k)
+      CHECK_MSG(plain[k].tokens == spec[k].tokens && plain[k].reason == spec[k].reason, "request %zu", k);
+    CHECK(spec[0].reason == FinishReason::end_id && spec[0].tokens == (std::vector<int32_t>{8}));
+    CHECK(spec[1].reason == FinishReason::stop_words && spec[1].tokens == (std::vector<int32_t>{2, 3, 4, 1}));
+    CHECK(spec[2].reason == FinishReason::stop_words);
+  }
+  // Sampled requests are never speculated and keep their seeded draws next to speculating greedy ones.
+  {
+    std::vector<Request> sampled;
+    for (uint64_t seed : {1, 2}) {
+      Request r = request({5, 6, 7, 5, 6}, 12);
+      r.sampling.temperature = 1.0f;
+      r.sampling.top_p = 1.0f;
+      r.sampling.seed = seed;
+      sampled.push_back(r);
+    }
+    CHECK(same_outputs(run<CopyingModel>(config(0), 12, sampled), run<CopyingModel>(config(4), 12, sampled)));
+  }
+  // A small KV pool: guesses only take blocks the planned work left free, under both policies.
+  for (auto policy : {CapacitySchedulerPolicy::guaranteed_no_evict, CapacitySchedulerPolicy::max_utilization}) {
+    const Run plain = run<CopyingModel>(config(0, policy, 96), 24), spec = run<CopyingModel>(config(6, policy, 96), 24);
+    CHECK_MSG(same_outputs(plain, spec), "policy %d", static_cast<int>(policy));
+  }
+  // A cancel between passes ends the request with what it had and frees every block; the others go on.
+  {
+    Harness h(std::make_unique<CopyingModel>(64, 512), config(5));
+    const RequestId a = h.executor->enqueue(request({5, 6, 7, 8, 5, 6}, 200, /*streaming=*/true));
+    const RequestId b = h.executor->enqueue(request({1, 2, 1, 2}, 20));
+    h.executor->hold_iterations(3);
+    CHECK(h.executor->wait_until_held(kWait));
+    h.executor->cancel(a);
+    h.executor->hold_iterations(-1);
+    auto out = h.collect({a, b});
+    CHECK(out[a].reason == FinishReason::cancelled && !out[a].tokens.empty() && out[a].tokens.size() < 200);
+    CHECK(out[b].tokens.size() == 20 && out[b].reason == FinishReason::length);
+    CHECK(all_blocks_free(*h.executor));
+  }
+})
