@@ -74,6 +74,8 @@ export interface NativeResponse {
 
 export interface NativeExecutorConfig {
   maxBeamWidth?: number;
+  /** Speculative decoding by prompt lookup: up to this many guessed tokens per greedy decode step; 0/absent: off. */
+  ngramDraftTokens?: number;
   maxBatchSize?: number;
   maxNumTokens?: number;
   maxQueueSize?: number;

@@ -31,6 +31,7 @@ export interface ServeOptions {
   kvCacheEventBufferMaxSize?: number | undefined;  // KV cache events kept undrained; 0/absent: off
   maxAttentionWindowSize?: number | undefined;   // TensorRT-LLM's max_attention_window_size; absent: the model's windows
   maxBeamWidth?: number | undefined;
+  speculativeNgram?: number | undefined;  // prompt-lookup speculation: guessed tokens per greedy step; 0/absent: off
   drainTimeoutMs: number;
   hangTimeoutMs?: number | undefined;  // leader mode: the liveness watch's bound (0: none)
   logLevel: LogLevel;

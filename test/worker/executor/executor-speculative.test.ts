@@ -1,0 +1,45 @@
+// Speculative decoding by prompt lookup (--speculative-ngram) on the bundled model: greedy outputs equal those
+// without it, token for token, streamed or not and batched, in fewer iterations (the model's own text repeats, so
+// guesses hold); sampled requests are left alone. The exactness on the fake models: native/test/executor-speculative.
+import t from 'tap';
+
+import { defaultModelDir } from '../../../worker/common/package-root.js';
+import { Executor } from '../../../worker/executor/executor.js';
+import { loadTokenizer } from '../../../worker/tokenizer.js';
+
+const dir = defaultModelDir();
+const tokenizer = loadTokenizer(dir);
+const PROMPTS = ['The jury said it did find that the', 'He said that the man who had been', 'In the first place, the',
+  'It was the first time that the committee had', 'The state of the art of the'];
+
+/** Every request's output; `steps`: the iterations each request took part in, summed over the requests. */
+async function outputs(draftTokens: number, streaming: boolean): Promise<{ tokens: number[][]; steps: number; best: number }> {
+  const executor = await Executor.load(dir, { numThreads: 2, ngramDraftTokens: draftTokens });
+  try {
+    const requests = PROMPTS.map(async (text, k) => {
+      const handle = executor.enqueue({ inputTokenIds: tokenizer.encode(text), maxTokens: 48, streaming, output: { excludeInputFromOutput: true },
+        ...(k === 4 ? { sampling: { temperature: 0.8, topP: 0.9, seed: 7 } } : {}) });
+      const ids: number[] = [];
+      for await (const r of handle) ids.push(...(r.outputTokenIds?.[0] ?? []));
+      return ids;
+    });
+    const tokens = await Promise.all(requests);
+    const stats = executor.iterationStats();
+    const steps = stats.reduce((n, s) => n + s.inflightBatchingStats.numGenRequests + s.inflightBatchingStats.numContextRequests, 0);
+    return { tokens, steps, best: Math.max(...stats.map((s) => s.inflightBatchingStats.avgNumDecodedTokensPerIter)) };
+  } finally {
+    await executor.shutdown();
+  }
+}
+
+t.test('the same tokens with guesses as without, in fewer passes', async (t) => {
+  const plain = await outputs(0, false);
+  for (const streaming of [false, true]) {
+    const spec = await outputs(4, streaming);
+    t.same(spec.tokens, plain.tokens, `streaming ${streaming}: every request's tokens`);
+    t.ok(spec.steps < plain.steps * 0.8, `${spec.steps} request-iterations with guesses, ${plain.steps} without`);
+    t.ok(spec.best > 1.5, `some iteration gained ${spec.best.toFixed(2)} tokens per request`);
+  }
+  t.equal(plain.best, 1, 'without guesses one token per request and iteration');
+  for (const ids of plain.tokens) t.equal(ids.length, 48);
+});
