@@ -12,22 +12,14 @@ import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
 
 import { guidedOutputCheck } from '../launcher/bench-command/guided-outputs.js';
+import { readGuidedVocab } from '../launcher/bench-command/targets.js';
 import type { IterationStats } from '../worker/binding/addon-types.js';
 import { Executor } from '../worker/executor/executor.js';
-import { guidedVocabulary, type GuidedVocabulary } from '../worker/token-bytes.js';
+import { guidedVocabulary } from '../worker/token-bytes.js';
 
 interface Options {
   model: string; schema: string; vocab?: string; device: 'cpu' | 'cuda' | 'auto'; loadFormat: 'auto' | 'dummy';
   requests: string; prompt: string; maxTokens: string; maxBatch: string; rounds: string;
-}
-
-function readVocab(path: string): GuidedVocabulary {
-  const b = readFileSync(path);
-  const count = b.readInt32LE(0);
-  const tokenOffsets = new Int32Array(count + 1);
-  for (let i = 0; i <= count; i += 1) tokenOffsets[i] = b.readInt32LE(4 + 4 * i);
-  const start = 4 + 4 * (count + 1);
-  return { tokenBytes: new Uint8Array(b.subarray(start, start + tokenOffsets[count]!)), tokenOffsets };
 }
 
 interface RunResult { seconds: number; tokens: number; lengths: number[]; outputs: number[][]; decodeStepMs: number; decodeSteps: number }
@@ -70,7 +62,7 @@ async function main(): Promise<void> {
     .parse(process.argv)
     .opts<Options>();
   const schema = readFileSync(o.schema, 'utf8');
-  const fileVocab = o.vocab === undefined ? undefined : readVocab(o.vocab);
+  const fileVocab = o.vocab === undefined ? undefined : readGuidedVocab(o.vocab);
   const executor = await Executor.load(o.model, {
     device: o.device, loadFormat: o.loadFormat, maxBatchSize: Number(o.maxBatch),
     ...(fileVocab === undefined ? {} : { guidedDecoding: fileVocab }),

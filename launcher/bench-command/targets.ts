@@ -103,7 +103,7 @@ export interface OfflineOptions {
 }
 
 /** The vocabulary file bench/grammar-mask.ts --write-vocab writes, as the executor's guided-decoding config. */
-function readGuidedVocab(path: string): GuidedVocabulary {
+export function readGuidedVocab(path: string): GuidedVocabulary {
   const b = readFileSync(path);
   const count = b.readInt32LE(0);
   const tokenOffsets = new Int32Array(count + 1);
