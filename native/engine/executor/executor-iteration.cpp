@@ -220,7 +220,6 @@ bool Executor::Impl::run_forward(IterationBatch& batch, ForwardOutput& fo, std::
     } else {
       model->set_sampling_prep([this, &batch] { fill_guided_masks(batch.seqs, batch.chunks, &guided_no_token); });
       model->forward(batch.chunks, fo);
-      model->set_sampling_prep(nullptr);
     }
     error = forward_shape_error(batch.chunks, fo, vocab_size);
   } catch (const EngineError& e) {
@@ -229,7 +228,7 @@ bool Executor::Impl::run_forward(IterationBatch& batch, ForwardOutput& fo, std::
   } catch (const std::exception& e) {
     error = e.what();
   }
-  model->set_sampling_prep(nullptr);  // (a pass that failed before its prep ran)
+  model->set_sampling_prep(nullptr);  // run by the pass, or not needed (no device rows), or the pass failed first
   if (error.empty()) return true;
   // Only this batch is affected: its requests get error responses and their blocks back; the queue keeps going.
   for (Sequence* s : batch.seqs)
