@@ -323,6 +323,11 @@ Napi::Object from_iteration_stats(Napi::Env env, const engine::IterationStats& s
   ib.Set("microBatchId", b.micro_batch_id);
   ib.Set("avgNumDecodedTokensPerIter", b.avg_num_decoded_tokens_per_iter);
   o.Set("inflightBatchingStats", ib);
+  Napi::Object sd = Napi::Object::New(env);
+  sd.Set("numDraftTokens", static_cast<double>(s.spec_decoding_stats.num_draft_tokens));
+  sd.Set("numAcceptedTokens", static_cast<double>(s.spec_decoding_stats.num_accepted_tokens));
+  sd.Set("numRequestsWithDraftTokens", s.spec_decoding_stats.num_requests_with_draft_tokens);
+  o.Set("specDecodingStats", sd);
   return o;
 }
 

@@ -58,6 +58,7 @@ struct Run {
   std::vector<Outcome> outcomes;
   int forwards = 0;
   float best_avg_decoded = 0;
+  int64_t drafted = 0, accepted = 0, drafting = 0;  // the iteration stats' speculation counts, summed
 };
 
 // Each prompt as a request (the odd ones streaming), plus what `extra` adds, all at once.
@@ -75,8 +76,12 @@ Run run(ExecutorConfig c, int32_t max_tokens, const std::vector<Request>& extra 
     r.outcomes.push_back(out[id]);
   }
   r.forwards = h.model->forward_calls.load();
-  for (const auto& s : h.executor->get_latest_iteration_stats())
+  for (const auto& s : h.executor->get_latest_iteration_stats()) {
     r.best_avg_decoded = std::max(r.best_avg_decoded, s.inflight_batching_stats.avg_num_decoded_tokens_per_iter);
+    r.drafted += s.spec_decoding_stats.num_draft_tokens;
+    r.accepted += s.spec_decoding_stats.num_accepted_tokens;
+    r.drafting += s.spec_decoding_stats.num_requests_with_draft_tokens;
+  }
   CHECK(all_blocks_free(*h.executor));
   return r;
 }
@@ -119,6 +124,11 @@ TEST_MAIN({
                   "passes: %d with %d guesses, %d without", copy_spec.forwards, drafts, copy_plain.forwards);
         CHECK_MSG(copy_spec.best_avg_decoded > 1.5f, "best avg decoded tokens per iteration: %.2f", copy_spec.best_avg_decoded);
         CHECK(copy_plain.best_avg_decoded == 1.0f);
+        CHECK(copy_plain.drafted == 0 && copy_plain.accepted == 0 && copy_plain.drafting == 0);
+        CHECK_MSG(copy_spec.drafting > 0 && copy_spec.drafted >= copy_spec.drafting && copy_spec.accepted > 0 &&
+                      copy_spec.accepted <= copy_spec.drafted && copy_spec.drafted <= copy_spec.drafting * drafts,
+                  "guesses %lld in %lld steps, %lld kept", static_cast<long long>(copy_spec.drafted),
+                  static_cast<long long>(copy_spec.drafting), static_cast<long long>(copy_spec.accepted));
       }
     }
   }

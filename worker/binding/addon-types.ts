@@ -219,6 +219,8 @@ export interface IterationStats {
     microBatchId: number;
     avgNumDecodedTokensPerIter: number;
   };
+  /** Speculative decoding this iteration: guessed tokens checked, those kept, and the requests that carried any. */
+  specDecodingStats: { numDraftTokens: number; numAcceptedTokens: number; numRequestsWithDraftTokens: number };
 }
 
 export interface ModelConfig {

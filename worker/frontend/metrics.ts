@@ -77,6 +77,11 @@ function families(m: FamilyMaker) {
     generationTokens: m.counter('trtllm_generation_tokens_total', 'Output tokens sent to clients'),
     iterationSeconds: m.counter('trtllm_iteration_seconds_total', 'Time the executor spent running iterations (its busy time)'),
     iterations: m.counter('trtllm_iterations_total', 'Executor iterations run'),
+    // Speculative decoding (--speculative-ngram): acceptance rate = accepted / draft tokens; mean tokens a speculating
+    // request gains per step = 1 + accepted / drafts.
+    specDraftTokens: m.counter('trtllm_spec_decode_draft_tokens_total', 'Tokens guessed by speculative decoding and checked by the model'),
+    specAcceptedTokens: m.counter('trtllm_spec_decode_accepted_tokens_total', 'Guessed tokens the model agreed with (kept in the output)'),
+    specDrafts: m.counter('trtllm_spec_decode_drafts_total', 'Request steps that carried guessed tokens'),
     precision: m.family('trtllm_model_precision_info', () => new Gauge({
       name: 'trtllm_model_precision_info', help: 'Which precision the model runs: its weights and its KV cache (always 1)',
       labelNames: ['model', 'version', 'weights', 'kv_cache'], registers: [m.registry],
@@ -117,8 +122,7 @@ export class ServingMetrics {
       this.f.pendingGauge.set(l, 0);
       for (const h of [this.f.ttft, this.f.itl, this.f.e2e, this.f.queue]) h.zero(l);
     }
-    this.f.iterationSeconds.inc(this.labels, 0);
-    this.f.iterations.inc(this.labels, 0);
+    for (const c of [this.f.iterationSeconds, this.f.iterations, this.f.specDraftTokens, this.f.specAcceptedTokens, this.f.specDrafts]) c.inc(this.labels, 0);
     this.f.clientDisconnects.inc({ stage: 'request_body' }, 0);
     if (options.precision) this.f.precision.set({ ...this.labels, weights: options.precision.weights, kv_cache: options.precision.kvCache }, 1);
     this.refresh();
@@ -132,10 +136,18 @@ export class ServingMetrics {
   /** Listener for Executor.onIterationStats: cumulative counters need every iteration, gauges the latest. */
   readonly onIterationStats = (batch: IterationStats[]): void => {
     if (batch.length === 0) return;
-    let seconds = 0;
-    for (const s of batch) seconds += s.iterLatencyMs / 1000;
+    let seconds = 0, drafted = 0, accepted = 0, drafts = 0;
+    for (const s of batch) {
+      seconds += s.iterLatencyMs / 1000;
+      drafted += s.specDecodingStats?.numDraftTokens ?? 0;
+      accepted += s.specDecodingStats?.numAcceptedTokens ?? 0;
+      drafts += s.specDecodingStats?.numRequestsWithDraftTokens ?? 0;
+    }
     this.f.iterationSeconds.inc(this.labels, seconds);
     this.f.iterations.inc(this.labels, batch.length);
+    this.f.specDraftTokens.inc(this.labels, drafted);
+    this.f.specAcceptedTokens.inc(this.labels, accepted);
+    this.f.specDrafts.inc(this.labels, drafts);
     this.lastIteration = batch[batch.length - 1];
   };
 

@@ -182,6 +182,8 @@ struct Executor::Impl {
   void verify_drafts(Sequence& s, const IterationBatch& batch, size_t i, const ForwardOutput& fo, double t_tok,
                      std::vector<Response>& out);
   int64_t accepted_drafts = 0;  // this iteration's guesses the model agreed with (iteration stats)
+  int64_t drafted_tokens = 0;   // and the guesses made, over drafting_requests requests
+  int32_t drafting_requests = 0;
   // A guided token drawn again from the row the device drew it from (Model::sampled_row), within the budget.
   SampledToken redraw_in_budget(Sequence& s, const float* row);
   // The guide's host work on the tokens the device drew (the budget check, and the advance past a token that fits),

@@ -253,6 +253,9 @@ IterationStats Executor::Impl::collect_stats(const SchedulePlan& plan, int32_t n
   // one with speculation).
   ib.avg_num_decoded_tokens_per_iter =
       plan.num_generation > 0 ? 1.0f + static_cast<float>(accepted_drafts) / static_cast<float>(plan.num_generation) : 0.0f;
+  stats.spec_decoding_stats.num_draft_tokens = drafted_tokens;
+  stats.spec_decoding_stats.num_accepted_tokens = accepted_drafts;
+  stats.spec_decoding_stats.num_requests_with_draft_tokens = drafting_requests;
   stats.num_active_requests = static_cast<int32_t>(running.size() + queue.size());
   stats.num_queued_requests = static_cast<int32_t>(queue.size());
   stats.max_num_active_requests = scheduler_config.max_batch_size;

@@ -25,6 +25,7 @@ bool can_speculate(const Sequence& s) {
 void Executor::Impl::add_drafts(IterationBatch& b) {
   b.drafts.assign(b.chunks.size(), 0);
   accepted_drafts = 0;  // (counted by this iteration's verify_drafts)
+  drafted_tokens = drafting_requests = 0;
   const ExecutorConfig::NgramSpeculation& spec = config.ngram_speculation;
   if (spec.max_draft_tokens <= 0 || micro_batches > 1) return;
   // Guesses take what the iteration's token budget and the free blocks leave after the planned work.
@@ -47,6 +48,8 @@ void Executor::Impl::add_drafts(IterationBatch& b) {
     c.sample_on = SampleOn::host;
     b.drafts[i] = static_cast<int32_t>(draft.size());
     budget -= static_cast<int64_t>(draft.size());
+    drafted_tokens += static_cast<int64_t>(draft.size());
+    ++drafting_requests;
   }
 }
 

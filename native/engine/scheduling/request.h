@@ -130,6 +130,12 @@ struct IterationStats {
   int64_t gpu_mem_usage = 0;
   KvCacheStats kv_cache_stats;
   InflightBatchingStats inflight_batching_stats;
+  // Speculative decoding this iteration (TensorRT-LLM's SpecDecodingStats): guessed tokens checked, those the model
+  // agreed with (kept), and the requests that carried guesses.
+  struct SpecDecodingStats {
+    int64_t num_draft_tokens = 0, num_accepted_tokens = 0;
+    int32_t num_requests_with_draft_tokens = 0;
+  } spec_decoding_stats;
 };
 
 }  // namespace engine

@@ -1,9 +1,11 @@
 // Speculative decoding by prompt lookup (--speculative-ngram) on the bundled model: greedy outputs equal those
 // without it, token for token, streamed or not and batched, in fewer iterations (the model's own text repeats, so
-// guesses hold); sampled requests are left alone. The exactness on the fake models: native/test/executor-speculative.
+// guesses hold); sampled requests are left alone; the server's metrics count guesses made and kept. The exactness
+// on the fake models: native/test/executor-speculative.
 import t from 'tap';
 
 import { defaultModelDir } from '../../../worker/common/package-root.js';
+import { postJson, startTestServer } from '../../helpers/serving.js';
 import { Executor } from '../../../worker/executor/executor.js';
 import { loadTokenizer } from '../../../worker/tokenizer.js';
 
@@ -42,4 +44,23 @@ t.test('the same tokens with guesses as without, in fewer passes', async (t) => 
   }
   t.equal(plain.best, 1, 'without guesses one token per request and iteration');
   for (const ids of plain.tokens) t.equal(ids.length, 48);
+});
+
+t.test('--speculative-ngram through the server: the same text, and the metrics count guesses made and kept', async (t) => {
+  const plain = await startTestServer(t, { model: dir, speculativeNgram: 0 });
+  const spec = await startTestServer(t, { model: dir, speculativeNgram: 4 });
+  const body = { text_input: PROMPTS[2], max_tokens: 40 };
+  const a = await postJson(`${plain.base}/v2/models/ensemble/generate`, body);
+  const b = await postJson(`${spec.base}/v2/models/ensemble/generate`, body);
+  t.equal(a.status, 200);
+  t.equal(b.json.text_output, a.json.text_output, 'the same text');
+  const counter = async (base: string, name: string) => {
+    const text = await (await fetch(`${base}/metrics`)).text();
+    return Number(new RegExp(`^${name}\\{model="tensorrt_llm",version="1"\\} (\\S+)$`, 'm').exec(text)?.[1]);
+  };
+  const drafted = await counter(spec.metricsBase, 'trtllm_spec_decode_draft_tokens_total');
+  const accepted = await counter(spec.metricsBase, 'trtllm_spec_decode_accepted_tokens_total');
+  const drafts = await counter(spec.metricsBase, 'trtllm_spec_decode_drafts_total');
+  t.ok(drafts > 0 && drafted >= drafts && accepted > 0 && accepted <= drafted, `guesses: ${drafted} in ${drafts} steps, ${accepted} kept`);
+  t.equal(await counter(plain.metricsBase, 'trtllm_spec_decode_draft_tokens_total'), 0, 'none without --speculative-ngram');
 });
