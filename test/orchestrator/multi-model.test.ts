@@ -90,9 +90,9 @@ t.test('spawn mode: two models with different tp serve what one rank serves; one
   const cluster = await startCluster();
   t.teardown(() => { cluster.child.kill('SIGKILL'); });
   t.ok(await cluster.ready, `ready (output: ${cluster.output().slice(-2000)})`);
-  t.match(cluster.output(), /spawning 2 worker group\(s\): alpha \(2 rank\(s\)\), beta \(1 rank\(s\)\)/);
   // The ranks' own lines come through mpirun's output forwarding, which may deliver them after the launcher has
   // seen the server answer: wait for each line rather than expecting it at the moment of readiness.
+  t.ok(await waitFor(() => /spawning 2 worker group\(s\): alpha \(2 rank\(s\)\), beta \(1 rank\(s\)\)/.test(cluster.output())), 'the orchestrator spawns both groups');
   t.ok(await waitFor(() => /\[group 0 rank 0\] .*model alpha ready/.test(cluster.output())), 'spawned ranks print under their group');
   t.ok(await waitFor(() => /Started GRPCInferenceService at /.test(cluster.output())), 'the orchestrator opens the gRPC port too');
 
@@ -103,7 +103,8 @@ t.test('spawn mode: two models with different tp serve what one rank serves; one
     t.equal(r.json.model_name, m);
     t.equal(r.json.text_output, expected[m]![PROMPTS.indexOf(p)], `${m} "${p}" equals one rank`);
   }
-  t.match(cluster.output(), /curl -X POST localhost:\d+\/v2\/models\/beta\/generate/, 'prints how to query each model');
+  // (rank 0 prints it after its ports open, through mpirun's forwarding, which may come after the answers above)
+  t.ok(await waitFor(() => /curl -X POST localhost:\d+\/v2\/models\/beta\/generate/.test(cluster.output())), 'prints how to query each model');
   // Triton's names reach the first model: token-level greedy equals HF transformers.
   const c = referenceCases('tiny-llama')[0]!;
   const tokens = await postJson(`${cluster.base}/v2/models/tensorrt_llm/generate`, { input_ids: c.input_ids, request_output_len: 16 });
@@ -317,7 +318,7 @@ t.test('a model file with parallel.dp 2: two replicas of it behind its name next
     return m ? Number(m[1]) : undefined;
   };
   t.ok(await waitFor(() => replicaPid(0) !== undefined && replicaPid(1) !== undefined), 'both replicas of alpha came up');
-  t.match(cluster.output(), /orchestrator ready: 2 of 2 model\(s\) serving/);
+  t.ok(await waitFor(() => /orchestrator ready: 2 of 2 model\(s\) serving/.test(cluster.output())), 'the orchestrator says both models serve');
   for (const r of ['0', '1']) t.equal(await metric(cluster.metrics, 'trtllm_replica_ready', `model="alpha",replica="${r}"`), 1, `alpha replica ${r} ready`);
   // Replica 0 frozen holds the first request; least-load then sends the second to replica 1.
   process.kill(replicaPid(0)!, 'SIGSTOP');
