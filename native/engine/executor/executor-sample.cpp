@@ -44,6 +44,18 @@ int64_t guided_budget(const Sequence& s) {
 // check's candidates; grammar-matcher.h's restrict_to_budget adds the shortest completion's own tokens).
 constexpr size_t kBudgetCandidates = 256;
 
+// Calls f(id) for every id below vocab set in `mask` (bit id & 63 of word id >> 6), in ascending order, a set bit at
+// a time: a narrowed mask has a few hundred of 128k.
+template <typename F>
+void for_each_allowed(const std::vector<uint64_t>& mask, int32_t vocab, F f) {
+  for (size_t w = 0; w < mask.size(); ++w)
+    for (uint64_t bits = mask[w]; bits != 0; bits &= bits - 1) {
+      const int32_t id = static_cast<int32_t>(w * 64) + __builtin_ctzll(bits);
+      if (id >= vocab) return;
+      f(id);
+    }
+}
+
 std::vector<int32_t> likeliest_allowed(const float* logits, int32_t vocab, const std::vector<uint64_t>& allowed) {
   // One pass keeping the best kBudgetCandidates in a min-heap (worst on top): inside a string nearly every one of
   // 128k tokens is allowed, and most fail the comparison with the heap's worst.
@@ -51,20 +63,17 @@ std::vector<int32_t> likeliest_allowed(const float* logits, int32_t vocab, const
   const auto better = [](const Scored& a, const Scored& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
   std::vector<Scored> heap;
   heap.reserve(kBudgetCandidates);
-  for (size_t w = 0; w < allowed.size(); ++w)
-    for (uint64_t bits = allowed[w]; bits != 0; bits &= bits - 1) {
-      const int32_t t = static_cast<int32_t>(w * 64) + __builtin_ctzll(bits);
-      if (t >= vocab) break;
-      const Scored x{std::isnan(logits[t]) ? -INFINITY : logits[t], t};
-      if (heap.size() < kBudgetCandidates) {
-        heap.push_back(x);
-        std::push_heap(heap.begin(), heap.end(), better);
-      } else if (better(x, heap.front())) {
-        std::pop_heap(heap.begin(), heap.end(), better);
-        heap.back() = x;
-        std::push_heap(heap.begin(), heap.end(), better);
-      }
+  for_each_allowed(allowed, vocab, [&](int32_t t) {
+    const Scored x{std::isnan(logits[t]) ? -INFINITY : logits[t], t};
+    if (heap.size() < kBudgetCandidates) {
+      heap.push_back(x);
+      std::push_heap(heap.begin(), heap.end(), better);
+    } else if (better(x, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), better);
+      heap.back() = x;
+      std::push_heap(heap.begin(), heap.end(), better);
     }
+  });
   std::vector<int32_t> ids;
   for (const auto& [score, id] : heap) ids.push_back(id);
   return ids;
@@ -108,9 +117,8 @@ void Executor::Impl::check_device_guided(const IterationBatch& batch, const Forw
     const bool no_token = i < guided_no_token.size() && guided_no_token[i];
     if (!s.is_finished() && s.matcher && s.beams.empty() && fo.first_row[i] < 0 && !no_token) rows.push_back(i);
   }
-  if (rows.size() < 2) return;  // one row: advance_sequence does it
   const int count = static_cast<int>(rows.size());
-#pragma omp parallel for schedule(dynamic, 4) num_threads(std::max(1, std::min(count / 4, omp_get_max_threads())))
+#pragma omp parallel for schedule(dynamic, 4) num_threads(std::max(1, std::min(count / 4, omp_get_max_threads()))) if (count > 1)
   for (int k = 0; k < count; ++k) {
     const size_t i = rows[static_cast<size_t>(k)];
     Sequence& s = *batch.seqs[i];
@@ -227,13 +235,10 @@ SampledToken Executor::Impl::redraw_in_budget(Sequence& s, const float* row) {
   // only them allowed, whose other entries are -inf and add nothing to any sum.
   std::vector<int32_t> ids;
   std::vector<float> compact;
-  for (size_t w = 0; w < allowed_scratch.size(); ++w)
-    for (uint64_t bits = allowed_scratch[w]; bits != 0; bits &= bits - 1) {
-      const int32_t id = static_cast<int32_t>(w * 64) + __builtin_ctzll(bits);
-      if (id >= vocab_size) break;
-      ids.push_back(id);
-      compact.push_back(row[id]);
-    }
+  for_each_allowed(allowed_scratch, vocab_size, [&](int32_t id) {
+    ids.push_back(id);
+    compact.push_back(row[id]);
+  });
   SampledToken tok = sampler.sample(compact.data(), static_cast<int32_t>(compact.size()), sc);
   tok.token = ids[static_cast<size_t>(tok.token)];
   return tok;
