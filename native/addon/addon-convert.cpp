@@ -72,6 +72,7 @@ engine::Request to_request(Napi::Env env, Napi::Object object) {
   r.embedding_bias = f.float_array("embeddingBias");
   r.num_return_sequences = static_cast<int32_t>(f.integer("numReturnSequences", r.num_return_sequences));
   r.max_attention_window = f.int32("maxAttentionWindow", r.max_attention_window);
+  r.num_draft_tokens = f.int32("numDraftTokens", r.num_draft_tokens);
 
   Fields s = f.child("sampling");
   engine::SamplingConfig& c = r.sampling;

@@ -1,11 +1,15 @@
 // Speculative decoding by prompt lookup through the executor (ExecutorConfig::ngram_speculation): greedy outputs
 // equal the plain executor's token for token — over the FakeModel (whose choices its own text rarely predicts) and
 // over a model that continues by copying (whose choices it mostly does, so the same outputs take fewer passes) —
-// with streaming, stop words, end_id, max_tokens, a cancel between passes, a small KV pool under both policies,
-// and mixed with sampled requests (never speculated). Iteration stats count the tokens a pass gained.
+// with streaming, stop words, end_id, max_tokens, a cancel between passes, a small KV pool under both policies;
+// seeded sampled requests draw the same tokens too, and a chi-square test checks a checked row's draws against the
+// model's distribution. Iteration stats count the tokens a pass gained.
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "check.h"
@@ -154,17 +158,114 @@ TEST_MAIN({
     CHECK(spec[1].reason == FinishReason::stop_words && spec[1].tokens == (std::vector<int32_t>{2, 3, 4, 1}));
     CHECK(spec[2].reason == FinishReason::stop_words);
   }
-  // Sampled requests are never speculated and keep their seeded draws next to speculating greedy ones.
+  // Sampled requests speculate too and draw the plain requests' tokens (the draw of step s depends on the seed and
+  // s alone), next to greedy ones; with top-k, top-p and a penalty as well.
   {
     std::vector<Request> sampled;
-    for (uint64_t seed : {1, 2}) {
+    for (uint64_t seed : {1, 2, 3}) {
       Request r = request({5, 6, 7, 5, 6}, 12);
-      r.sampling.temperature = 1.0f;
-      r.sampling.top_p = 1.0f;
+      r.sampling.temperature = seed == 3 ? 0.7f : 1.0f;
+      r.sampling.top_p = seed == 2 ? 0.9f : 1.0f;
+      if (seed == 3) r.sampling.top_k = 5, r.sampling.repetition_penalty = 1.2f;
       r.sampling.seed = seed;
       sampled.push_back(r);
     }
-    CHECK(same_outputs(run<CopyingModel>(config(0), 12, sampled), run<CopyingModel>(config(4), 12, sampled)));
+    const Run plain = run<CopyingModel>(config(0), 12, sampled), spec = run<CopyingModel>(config(4), 12, sampled);
+    CHECK(same_outputs(plain, spec));
+    CHECK(spec.accepted > 0);
+  }
+  // The distribution of a token drawn from a checked row is the model's: over 6000 seeds, the third token of the
+  // requests whose first token was the model's favourite x and whose second was the guess g after it (so the third
+  // came from the pass's row after the guess) against the model's softmax after prompt + x + g (chi-square, 7
+  // degrees of freedom, p = 0.001: 24.3), and far from the row before the guess (the test can tell rows apart).
+  {
+    ExecutorConfig c = config(1);
+    c.max_batch_size = 64;
+    c.max_num_tokens = 1024;
+    Harness h(std::make_unique<CopyingModel>(8, 512), c);
+    const std::vector<int32_t> prompt = {1, 2, 3, 1, 2, 3, 1};
+    std::vector<int32_t> before_guess = prompt;
+    before_guess.push_back(h.model->expected_next(prompt));
+    const int32_t guess = ngram_draft(before_guess, 3, 1).at(0);
+    std::set<RequestId> ids;
+    for (uint64_t seed = 0; seed < 6000; ++seed) {
+      Request r = request(prompt, 3);
+      r.sampling.temperature = 1.0f;
+      r.sampling.top_p = 1.0f;
+      r.sampling.seed = seed;
+      ids.insert(h.executor->enqueue(r));
+    }
+    auto out = h.collect(ids, 120);
+    std::vector<double> counts(8, 0.0);
+    double n = 0;
+    for (auto& [id, o] : out)
+      if (o.tokens.size() == 3 && o.tokens[0] == before_guess.back() && o.tokens[1] == guess)
+        counts[static_cast<size_t>(o.tokens[2])] += 1, n += 1;
+    auto chi2 = [&](std::vector<int32_t> seq) {
+      const std::vector<float> row = h.model->row_for(seq);
+      double z = 0, x = 0;
+      for (float l : row) z += std::exp(static_cast<double>(l));
+      for (size_t t = 0; t < row.size(); ++t) {
+        const double e = n * std::exp(static_cast<double>(row[t])) / z;
+        x += (counts[t] - e) * (counts[t] - e) / e;
+      }
+      return x;
+    };
+    std::vector<int32_t> after_guess = before_guess;
+    after_guess.push_back(guess);
+    const double fit = chi2(after_guess), other = chi2(before_guess);
+    CHECK_MSG(n > 1000 && fit < 24.3 && other > 100, "%.0f draws: chi-square %.1f against the row after the guess, %.1f against the one before", n, fit, other);
+    int64_t accepted = 0;
+    for (const auto& s : h.executor->get_latest_iteration_stats()) accepted += s.spec_decoding_stats.num_accepted_tokens;
+    CHECK(accepted > 0);
+    CHECK(all_blocks_free(*h.executor));
+  }
+  // A request's num_draft_tokens: 0 turns guessing off for it, a number turns it on where the executor's default
+  // is off, and caps it where it is on; the tokens stay the plain ones. Out of range: refused at enqueue.
+  {
+    auto one = [](int32_t server, int32_t asked) {
+      Harness h(std::make_unique<CopyingModel>(64, 512), config(server));
+      Request r = request({1, 2, 3, 4, 1, 2, 3, 4, 1}, 30);
+      r.num_draft_tokens = asked;
+      const RequestId id = h.executor->enqueue(r);
+      auto out = h.collect({id});
+      int64_t drafted = 0, most = 0;
+      for (const auto& st : h.executor->get_latest_iteration_stats()) {
+        drafted += st.spec_decoding_stats.num_draft_tokens;
+        most = std::max(most, st.spec_decoding_stats.num_draft_tokens);
+      }
+      return std::make_tuple(out[id].tokens, drafted, most);
+    };
+    const auto [plain, d0, m0] = one(0, -1);
+    CHECK(d0 == 0);
+    const auto [off, d1, m1] = one(6, 0);
+    CHECK(off == plain && d1 == 0);
+    const auto [on, d2, m2] = one(0, 3);
+    CHECK_MSG(on == plain && d2 > 0 && m2 == 3, "drafted %lld, at most %lld a step", static_cast<long long>(d2), static_cast<long long>(m2));
+    const auto [capped, d3, m3] = one(6, 2);
+    CHECK_MSG(capped == plain && d3 > 0 && m3 == 2, "drafted %lld, at most %lld a step", static_cast<long long>(d3), static_cast<long long>(m3));
+    Harness h(config(2));
+    for (int32_t bad : {-2, kMaxDraftTokens + 1}) {
+      Request r = request({1, 2, 3}, 4);
+      r.num_draft_tokens = bad;
+      bool threw = false;
+      try {
+        h.executor->enqueue(r);
+      } catch (const EngineError& e) {
+        threw = e.code() == ErrorCode::invalid_argument &&
+                std::string(e.what()) == "num_draft_tokens must be in [0, 64] (or -1: the server's), got " + std::to_string(bad);
+      }
+      CHECK_MSG(threw, "num_draft_tokens %d", bad);
+    }
+    for (int32_t bad : {-1, kMaxDraftTokens + 1}) {
+      bool threw = false;
+      try {
+        Harness bad_config(config(bad));
+      } catch (const EngineError& e) {
+        threw = std::string(e.what()).find("ngram_speculation.max_draft_tokens must be in [0, 64], got " + std::to_string(bad)) != std::string::npos;
+      }
+      CHECK_MSG(threw, "max_draft_tokens %d", bad);
+    }
   }
   // A small KV pool: guesses only take blocks the planned work left free, under both policies.
   for (auto policy : {CapacitySchedulerPolicy::guaranteed_no_evict, CapacitySchedulerPolicy::max_utilization}) {

@@ -51,6 +51,9 @@ export interface NativeRequest {
   /** max_attention_window_size of this request: every layer attends over at most the last this many positions, no
    * wider than the executor's maxAttentionWindow when that is set; 0/absent: the executor's. */
   maxAttentionWindow?: number;
+  /** Speculative decoding: at most this many guessed tokens a step (the seeds' num_draft_tokens), 0..64; 0: none;
+   * absent: the executor's ngramDraftTokens. */
+  numDraftTokens?: number;
   sampling?: SamplingParams;
   output?: OutputParams;
   /** Constrained decoding; needs the executor's guidedDecoding vocabulary. */

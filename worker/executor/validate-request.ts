@@ -2,6 +2,7 @@
 // Every rejection names the field, the value received and the allowed range.
 import type { NativeRequest, OutputParams, SamplingParams } from '../binding/addon-types.js';
 import { describeValue, TrtllmError } from '../common/errors.js';
+import { MAX_DRAFT_TOKENS } from '../frontend/draft-tokens.js';
 import { INT32_MAX } from '../options/value-kinds.js';
 
 export interface RequestLimits {
@@ -15,7 +16,7 @@ export interface RequestLimits {
 
 const REQUEST_KEYS = new Set([
   'inputTokenIds', 'maxTokens', 'streaming', 'endId', 'padId', 'stopWords', 'badWords', 'clientId', 'sampling',
-  'output', 'embeddingBias', 'numReturnSequences', 'maxAttentionWindow', 'guidedDecoding',
+  'output', 'embeddingBias', 'numReturnSequences', 'maxAttentionWindow', 'numDraftTokens', 'guidedDecoding',
 ]);
 const GUIDE_TYPES = new Set(['json', 'json_schema', 'regex', 'ebnf_grammar']);
 const SAMPLING_KEYS = new Set<keyof SamplingParams>([
@@ -184,6 +185,9 @@ export function validateRequest(request: unknown, limits: RequestLimits): Native
   }
   if (r.maxAttentionWindow !== undefined) {
     intIn(r.maxAttentionWindow, 'maxAttentionWindow', 0, INT32_MAX, `in [0, ${INT32_MAX}] (0: the executor's)`);
+  }
+  if (r.numDraftTokens !== undefined) {
+    intIn(r.numDraftTokens, 'numDraftTokens', 0, MAX_DRAFT_TOKENS, `in [0, ${MAX_DRAFT_TOKENS}] (0: no speculation)`);
   }
   embeddingBias(r.embeddingBias, limits.vocabSize);
   guidedDecoding(r.guidedDecoding, beams);

@@ -4,6 +4,7 @@ import type { FinishReason, NativeResponse } from '../binding/addon-types.js';
 import type { RequestHandle } from '../executor/request-handle.js';
 import { AbortFanOut } from './abort-fan-out.js';
 import { ATTENTION_WINDOW_NAMES } from './attention-window.js';
+import { DRAFT_TOKENS_NAMES } from './draft-tokens.js';
 import { guideErrorsIn, withGuideErrors } from './guided/guide-errors.js';
 import { KSERVE_GUIDE_SOURCE } from './guided/kserve-guide.js';
 import { inClientTerms } from './http-errors.js';
@@ -21,7 +22,7 @@ import { startText, type TextDelta } from './text-generation.js';
 const TEXT_NAMES = {
   maxTokens: 'max_tokens', inputTokenIds: 'text_input (as tokens)', 'sampling.': '', endId: 'end_id', padId: 'pad_id',
   topK: 'top_k', topP: 'top_p', beamWidth: 'beam_width', minTokens: 'min_length', seed: 'random_seed',
-  ...ATTENTION_WINDOW_NAMES,
+  ...ATTENTION_WINDOW_NAMES, ...DRAFT_TOKENS_NAMES,
 };
 
 const TEXT_LOGITS_NAMES = { prompt: 'text_input (as tokens)', maxTokens: 'max_tokens' };

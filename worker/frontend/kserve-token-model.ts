@@ -3,6 +3,7 @@
 import type { NativeRequest, NativeResponse } from '../binding/addon-types.js';
 import { AbortFanOut } from './abort-fan-out.js';
 import { ATTENTION_WINDOW, ATTENTION_WINDOW_NAMES, readAttentionWindow } from './attention-window.js';
+import { DRAFT_TOKENS, DRAFT_TOKENS_NAMES, readDraftTokens } from './draft-tokens.js';
 import { describeValue } from '../common/errors.js';
 import { checkBatch } from './fan-out.js';
 import { guideErrorsIn, withGuideErrors } from './guided/guide-errors.js';
@@ -21,7 +22,7 @@ import { parseWordTensor } from './word-lists.js';
 const TOKEN_NAMES = {
   maxTokens: 'request_output_len', inputTokenIds: 'input_ids', 'sampling.': '', endId: 'end_id', padId: 'pad_id',
   topK: 'runtime_top_k', topP: 'runtime_top_p', beamWidth: 'beam_width', minTokens: 'min_length', seed: 'random_seed',
-  ...ATTENTION_WINDOW_NAMES,
+  ...ATTENTION_WINDOW_NAMES, ...DRAFT_TOKENS_NAMES,
 };
 
 const TOKEN_LOGITS_NAMES = { prompt: 'input_ids', maxTokens: 'request_output_len' };
@@ -92,6 +93,7 @@ export function runTokenModel(ctx: ServingContext, model: ServedModel, values: N
       badWords: wordsAt(values, 'bad_words_list', i, batch),
       sampling: samplingFrom(get, { topK: 'runtime_top_k', topP: 'runtime_top_p' }),
       maxAttentionWindow: readAttentionWindow(get(ATTENTION_WINDOW)),
+      numDraftTokens: readDraftTokens(get(DRAFT_TOKENS)),
       guidedDecoding: readKserveGuide(get),
       output: {
         returnLogProbs: optBool(get('return_log_probs'), 'return_log_probs') ?? false,

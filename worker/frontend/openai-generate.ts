@@ -3,6 +3,7 @@
 import type { NativeRequest } from '../binding/addon-types.js';
 import { AbortFanOut } from './abort-fan-out.js';
 import { ATTENTION_WINDOW_NAMES } from './attention-window.js';
+import { DRAFT_TOKENS_NAMES } from './draft-tokens.js';
 import { guideErrorsIn, withGuideErrors } from './guided/guide-errors.js';
 import type { RequestGuide } from './guided/openai-guide.js';
 import { inClientTerms } from './http-errors.js';
@@ -14,7 +15,7 @@ import { startText, type TextDelta } from './text-generation.js';
 
 const OPENAI_NAMES = {
   maxTokens: 'max_tokens', inputTokenIds: 'prompt (as tokens)', 'sampling.': '', topK: 'top_k', topP: 'top_p',
-  minTokens: 'min_tokens', ...ATTENTION_WINDOW_NAMES,
+  minTokens: 'min_tokens', ...ATTENTION_WINDOW_NAMES, ...DRAFT_TOKENS_NAMES,
 };
 
 export interface PromptInput {
@@ -51,6 +52,7 @@ export function startChoices(ctx: ServingContext, prompts: PromptInput[], p: Ope
           padId: ctx.defaults.padId,
           sampling,
           maxAttentionWindow: p.maxAttentionWindow,
+          numDraftTokens: p.numDraftTokens,
           output: { returnLogProbs: o.returnLogProbs, excludeInputFromOutput: true },
           guidedDecoding: o.guide?.guided,
         });

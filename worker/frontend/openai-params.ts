@@ -4,6 +4,7 @@ import type { SamplingParams } from '../binding/addon-types.js';
 import { describeValue } from '../common/errors.js';
 import { quoteName } from '../common/quote-value.js';
 import { ATTENTION_WINDOW, readAttentionWindow } from './attention-window.js';
+import { DRAFT_TOKENS, readDraftTokens } from './draft-tokens.js';
 import { GUIDE_KEYS } from './guided/openai-guide.js';
 import { badRequest } from './http-errors.js';
 import { optBool, optInt, optNumber } from './named-values.js';
@@ -20,6 +21,7 @@ export interface OpenAiParams {
   sampling: SamplingParams;       // without seed: each choice gets its own
   ignoreEos: boolean;
   maxAttentionWindow: number | undefined;   // max_attention_window_size; undefined: the server's
+  numDraftTokens: number | undefined;       // num_draft_tokens; undefined: the server's
 }
 // The output constraint (response_format, guided_*) is read by each route (guided/openai-guide.ts): chat adds the
 // one a forced tool call brings.
@@ -27,7 +29,7 @@ export interface OpenAiParams {
 const COMMON_KEYS = [
   'model', 'max_tokens', 'temperature', 'top_p', 'n', 'stream', 'stream_options', 'stop', 'seed', 'presence_penalty',
   'frequency_penalty', 'logit_bias', 'user', 'top_k', 'min_tokens', 'repetition_penalty', 'ignore_eos', 'best_of',
-  'length_penalty', ATTENTION_WINDOW,
+  'length_penalty', ATTENTION_WINDOW, DRAFT_TOKENS,
 ];
 export const COMPLETION_KEYS = new Set([...COMMON_KEYS, ...GUIDE_KEYS, 'prompt', 'echo', 'logprobs', 'suffix']);
 export const CHAT_KEYS = new Set([
@@ -98,6 +100,7 @@ export function readOpenAiParams(body: Record<string, unknown>, maxTokensKey: 'm
     sampling,
     ignoreEos: optBool(body.ignore_eos, 'ignore_eos') ?? false,
     maxAttentionWindow: readAttentionWindow(body[ATTENTION_WINDOW]),
+    numDraftTokens: readDraftTokens(body[DRAFT_TOKENS]),
   };
 }
 

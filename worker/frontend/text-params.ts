@@ -4,6 +4,7 @@
 import type { GuidedDecodingParams, NativeRequest, SamplingParams } from '../binding/addon-types.js';
 import { describeValue } from '../common/errors.js';
 import { ATTENTION_WINDOW, readAttentionWindow } from './attention-window.js';
+import { DRAFT_TOKENS, readDraftTokens } from './draft-tokens.js';
 import { checkBatch } from './fan-out.js';
 import { readKserveGuide } from './guided/kserve-guide.js';
 import { badRequest } from './http-errors.js';
@@ -23,6 +24,7 @@ export interface TextParams {
   returnGenerationLogits: boolean;
   excludeInput: boolean;
   maxAttentionWindow: number | undefined;   // max_attention_window_size; undefined: the server's
+  numDraftTokens: number | undefined;       // num_draft_tokens; undefined: the server's
   stream: boolean | undefined;   // unset: generate_stream streams, generate does not
   guidedDecoding: GuidedDecodingParams | undefined;   // guided_decoding_guide_type + guided_decoding_guide
 }
@@ -101,6 +103,7 @@ export function readTextParams(values: NamedValues, maxBatchSize: number): TextP
       excludeInput: optBool(get('exclude_input_in_output'), 'exclude_input_in_output') ?? false,
       stream: optBool(get('stream'), 'stream'),
       maxAttentionWindow: readAttentionWindow(get(ATTENTION_WINDOW)),
+      numDraftTokens: readDraftTokens(get(DRAFT_TOKENS)),
       guidedDecoding: readKserveGuide(get),
     };
   });
@@ -129,6 +132,7 @@ export function textNativeRequest(
     badWords: badWords.length > 0 ? badWords : undefined,
     sampling: p.sampling,
     maxAttentionWindow: p.maxAttentionWindow,
+    numDraftTokens: p.numDraftTokens,
     guidedDecoding: p.guidedDecoding,
     // The prompt text is prepended from the request itself, which is exact where decode(encode(prompt)) is not.
     output: {

@@ -223,9 +223,10 @@ const TABLE = [
   { name: 'maxBeamWidth', flag: '--max-beam-width', placeholder: '<n>', env: 'TRTLLM_MAX_BEAM_WIDTH', kind: intKind(1),
     help: 'largest beam width a request may ask for (default 1)', file: { key: 'decoding.max_beam_width', unset: '1' }, rank: 'argv',
     executor: { field: 'maxBeamWidth' } },
-  // Speculative decoding by prompt lookup (native/engine/executor/executor-speculation.cpp): exact, greedy requests.
+  // Speculative decoding by prompt lookup (native/engine/executor/executor-speculation.cpp): exact; a request's
+  // num_draft_tokens overrides it (worker/frontend/draft-tokens.ts).
   { name: 'speculativeNgram', flag: '--speculative-ngram', placeholder: '<n>', env: 'TRTLLM_SPECULATIVE_NGRAM', kind: intKind(0, 64),
-    help: 'speculative decoding by prompt lookup: up to n tokens guessed from a greedy request\'s own earlier text are checked in the pass that computes its next token, and the ones the model agrees with are kept (the output is unchanged; default 0: off)',
+    help: 'speculative decoding by prompt lookup: up to n tokens guessed from a request\'s own earlier text are checked in the pass that computes its next token, and the ones the model\'s draws agree with are kept (the output is unchanged; a request\'s num_draft_tokens overrides n; default 0: off)',
     file: { key: 'decoding.speculative_ngram', unset: '0 = off' }, rank: 'argv', executor: { field: 'ngramDraftTokens' } },
 
   // Requests and shutdown.

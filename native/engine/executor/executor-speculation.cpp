@@ -1,8 +1,11 @@
-// Speculative decoding by prompt lookup (ExecutorConfig::ngram_speculation): a greedy request's decode chunk
-// carries, after its next input token, tokens guessed from its own earlier text (sampling/ngram-draft.h); the pass
-// returns a logits row for each, and the request keeps every guess the model's own choice agrees with, plus the
-// model's choice at the first disagreement. Each row is sampled exactly as the plain step would sample it, so the
-// output is the plain output; the guesses only save passes. Rejected guesses' K/V slots lie past num_computed and
+// Speculative decoding by prompt lookup (ExecutorConfig::ngram_speculation): a request's decode chunk carries,
+// after its next input token, tokens guessed from its own earlier text (sampling/ngram-draft.h); the pass returns
+// a logits row for each, and the request keeps every guess the model's own draw agrees with, plus the model's draw
+// at the first disagreement. Each row is sampled exactly as the plain step would sample it, so the output is the
+// plain output; the guesses only save passes. For a sampled request this is rejection sampling with a drafter that
+// puts all its mass on its guess x: keep x with probability p(x), else draw from p with x taken out — which is what
+// one draw from p followed by "is it x?" does. The draw of step s is a function of (seed, s) alone (sampler.h), so
+// the speculating request even draws the plain request's tokens. Rejected guesses' K/V slots lie past num_computed and
 // are written again before anything reads them: nothing is copied or freed.
 #include <algorithm>
 
@@ -12,11 +15,11 @@
 namespace engine {
 namespace {
 
-// Requests whose next tokens the greedy check can stand for: one sequence, greedy, nothing that needs the plain
-// step's own machinery (a guide, returned generation logits, windows whose blocks move).
+// Requests whose next tokens the check can stand for: one sequence, nothing that needs the plain step's own
+// machinery (a guide, returned generation logits, windows whose blocks move).
 bool can_speculate(const Sequence& s) {
   const Request& r = s.request;
-  return s.state == SequenceState::generation && !s.is_beam_search() && is_greedy(r.sampling) && !s.matcher &&
+  return s.state == SequenceState::generation && !s.is_beam_search() && !s.matcher &&
          !r.output.return_generation_logits && s.release_window == 0 && s.window_cap == 0;
 }
 
@@ -27,7 +30,7 @@ void Executor::Impl::add_drafts(IterationBatch& b) {
   accepted_drafts = 0;  // (counted by this iteration's verify_drafts)
   drafted_tokens = drafting_requests = 0;
   const ExecutorConfig::NgramSpeculation& spec = config.ngram_speculation;
-  if (spec.max_draft_tokens <= 0 || micro_batches > 1) return;
+  if (micro_batches > 1) return;
   // Guesses take what the iteration's token budget and the free blocks leave after the planned work.
   int64_t budget = scheduler_config.max_num_tokens;
   for (const SequenceChunk& c : b.chunks) budget -= static_cast<int64_t>(c.tokens.size());
@@ -36,7 +39,8 @@ void Executor::Impl::add_drafts(IterationBatch& b) {
     SequenceChunk& c = b.chunks[i];
     if (!can_speculate(s) || c.tokens.size() != 1 || c.all_logits || c.past_len + 1 != s.num_tokens()) continue;
     // Never past max_tokens: the last token a request may output is never fed back, so it needs no guess.
-    const int64_t room = std::min<int64_t>({spec.max_draft_tokens, budget,
+    const int32_t asked = s.request.num_draft_tokens >= 0 ? s.request.num_draft_tokens : spec.max_draft_tokens;
+    const int64_t room = std::min<int64_t>({asked, budget,
                                             static_cast<int64_t>(s.request.max_tokens) - s.num_generated() - 1});
     if (room <= 0) continue;
     const std::vector<int32_t> draft = ngram_draft(s.tokens, spec.max_ngram, static_cast<int32_t>(room));

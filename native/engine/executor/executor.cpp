@@ -60,6 +60,11 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config) :
                                                             std::to_string(c.kv_cache_event_buffer_max_size));
   require_config(c.pp_micro_batches >= 0, "pp_micro_batches must be >= 0 (0: one per pipeline stage), got " +
                                               std::to_string(c.pp_micro_batches));
+  require_config(c.ngram_speculation.max_draft_tokens >= 0 && c.ngram_speculation.max_draft_tokens <= kMaxDraftTokens,
+                 "ngram_speculation.max_draft_tokens must be in [0, " + std::to_string(kMaxDraftTokens) + "], got " +
+                     std::to_string(c.ngram_speculation.max_draft_tokens));
+  require_config(c.ngram_speculation.max_ngram >= 1,
+                 "ngram_speculation.max_ngram must be >= 1, got " + std::to_string(c.ngram_speculation.max_ngram));
   require_config(c.max_attention_window >= 0, "max_attention_window must be >= 0 (0: the model's own windows), got " +
                                                   std::to_string(c.max_attention_window));
   // Chunks end on block boundaries (scheduler.h): a budget under one block could never fit a chunk.

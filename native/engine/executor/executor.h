@@ -55,10 +55,11 @@ struct ExecutorConfig {
   // next (each micro-batch up to max_batch_size sequences). 0: one per pipeline stage (Model::pipeline_depth);
   // 1: the stages run one after the other every iteration. Capped at the model's depth; 1 without pp.
   int32_t pp_micro_batches = 0;
-  // Speculative decoding by prompt lookup (sampling/ngram-draft.h): a greedy request's next tokens are guessed from
-  // the latest earlier occurrence of its last tokens (up to max_ngram of them), and up to max_draft_tokens guesses
-  // are checked in the same pass as its next token, which keeps the guesses the model agrees with — the output is
-  // the one without speculation, in fewer passes. 0: off. Not with sampling, beams, guides or pipelined pp.
+  // Speculative decoding by prompt lookup (sampling/ngram-draft.h): a request's next tokens are guessed from the
+  // latest earlier occurrence of its last tokens (up to max_ngram of them), and up to max_draft_tokens guesses are
+  // checked in the same pass as its next token, which keeps the guesses the model's draws agree with — the output
+  // is the one without speculation (greedy or seeded sampling), in fewer passes. 0: off. Not with beams, guides,
+  // returned generation logits or pipelined pp.
   struct NgramSpeculation {
     int32_t max_draft_tokens = 0;
     int32_t max_ngram = 3;

@@ -54,6 +54,9 @@ struct OutputConfig {
   bool exclude_input_from_output = false;
 };
 
+// The most guessed tokens one step of a request may carry (speculative decoding).
+inline constexpr int32_t kMaxDraftTokens = 64;
+
 struct Request {
   TokenIds input_token_ids;
   int32_t max_tokens = 0;             // new tokens to generate; > 0
@@ -70,6 +73,9 @@ struct Request {
   // server's (ExecutorConfig::max_attention_window) when that is set.
   int32_t max_attention_window = 0;
   std::optional<uint64_t> client_id;
+  // Speculative decoding (ExecutorConfig::ngram_speculation): at most this many guessed tokens a step for this
+  // request (the seeds' num_draft_tokens); 0: none; -1: the executor's max_draft_tokens.
+  int32_t num_draft_tokens = -1;
   // Constrained decoding: only tokens the guide allows are sampled, and end_id only where the output is complete;
   // a complete output that nothing can extend ends the request (finish reason end_id). Needs the executor's
   // guided-decoding vocabulary; not with beam search.

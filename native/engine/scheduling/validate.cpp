@@ -63,6 +63,9 @@ void validate_request(const Request& r, const ValidationLimits& lim) {
   }
   // A request the whole pool cannot hold would wait forever; reject it now instead. Beams share the prompt's full
   // blocks and each needs its own for the rest (scheduler.h, SchedulerEntry::beam_width).
+  if (r.num_draft_tokens < -1 || r.num_draft_tokens > kMaxDraftTokens)
+    fail("num_draft_tokens must be in [0, " + std::to_string(kMaxDraftTokens) + "] (or -1: the server's), got " +
+         std::to_string(r.num_draft_tokens));
   if (r.max_attention_window < 0)
     fail("max_attention_window_size must be >= 1 (or 0: the server's), got " + std::to_string(r.max_attention_window));
   const int64_t tpb = lim.kv_tokens_per_block > 0 ? lim.kv_tokens_per_block : 1;

@@ -1,7 +1,7 @@
 // Speculative decoding by prompt lookup (--speculative-ngram) on the bundled model: greedy outputs equal those
 // without it, token for token, streamed or not and batched, in fewer iterations (the model's own text repeats, so
-// guesses hold); sampled requests are left alone; the server's metrics count guesses made and kept. The exactness
-// on the fake models: native/test/executor-speculative.
+// guesses hold); a seeded sampled request draws the same tokens too; the server's metrics count guesses made and
+// kept. The exactness on the fake models: native/test/executor-speculative.
 import t from 'tap';
 
 import { defaultModelDir } from '../../../worker/common/package-root.js';
