@@ -80,6 +80,11 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
   const experts = config.numExperts > 0
     ? `; ${config.numExperts} experts, top ${config.expertsPerToken}${ep > 1 ? `, ep ${ep} x moe_tp ${(options.tp ?? 1) / ep}` : ''}` : '';
   log.info(`loaded ${config.architectureName} from ${modelDir} in ${((performance.now() - started) / 1000).toFixed(2)} s; weights ${precision.weights}; KV cache ${precision.kvCache}${experts}`);
+  if (options.draftModel !== undefined) {
+    log.info(`speculative decoding: draft model ${resolve(options.draftModel)} guesses ${options.numDraftTokens ?? 4} token(s) a step (a request's num_draft_tokens overrides it)`);
+  } else if ((options.speculativeNgram ?? 0) > 0) {
+    log.info(`speculative decoding: prompt lookup guesses up to ${options.speculativeNgram} token(s) a step`);
+  }
 
   let ready = false;
   const drain = new DrainState();

@@ -9,6 +9,9 @@ import { parseDocument } from 'yaml';
 import { closest } from './did-you-mean.js';
 import { configKey, SECTIONS, sectionKeys, TOP_LEVEL_NAMES } from './schema.js';
 
+// Keys naming a checkpoint directory: relative to the file.
+const CHECKPOINT_KEYS = new Set(['model', 'decoding.draft_model']);
+
 export interface FileValues {
   path: string;
   values: ReadonlyMap<string, unknown>;   // 'batching.max_batch_size' → 8
@@ -47,8 +50,8 @@ export function parseConfigText(text: string, path: string): FileValues {
     const spec = configKey(key)!;
     const checked = spec.check(value);
     if (!checked.ok) errors.push(`${key} in ${path} ${checked.rule}, got ${showValue(value)}`);
-    // The checkpoint directory is relative to the file, so a model file and its checkpoint can move together.
-    else values.set(key, key === 'model' ? resolve(dirname(path), checked.value as string) : checked.value);
+    // Checkpoint directories are relative to the file, so a model file and its checkpoints can move together.
+    else values.set(key, CHECKPOINT_KEYS.has(key) ? resolve(dirname(path), checked.value as string) : checked.value);
   };
   for (const [name, value] of Object.entries(root)) {
     if (SECTIONS.includes(name)) {

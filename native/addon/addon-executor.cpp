@@ -39,11 +39,11 @@ void deliver(Napi::Env env, Napi::Function callback, std::vector<engine::Respons
 // Loads the model and builds the executor off the main thread; resolves with an AddonExecutor.
 class LoadWorker : public Napi::AsyncWorker {
  public:
-  LoadWorker(Napi::Env env, std::string dir, engine::ExecutorConfig config, int32_t num_threads, int32_t tp, int32_t pp,
-             int32_t ep, DeviceFields device, engine::LivenessSettings liveness, Napi::ThreadSafeFunction on_responses,
-             Napi::ThreadSafeFunction on_progress, bool has_progress)
+  LoadWorker(Napi::Env env, std::string dir, std::string draft_dir, engine::ExecutorConfig config, int32_t num_threads,
+             int32_t tp, int32_t pp, int32_t ep, DeviceFields device, engine::LivenessSettings liveness,
+             Napi::ThreadSafeFunction on_responses, Napi::ThreadSafeFunction on_progress, bool has_progress)
       : Napi::AsyncWorker(env, "trtllm.loadExecutor"), deferred_(Napi::Promise::Deferred::New(env)),
-        dir_(std::move(dir)), config_(config), num_threads_(num_threads), tp_(tp), pp_(pp), ep_(ep), device_(std::move(device)),
+        dir_(std::move(dir)), draft_dir_(std::move(draft_dir)), config_(config), num_threads_(num_threads), tp_(tp), pp_(pp), ep_(ep), device_(std::move(device)),
         liveness_(liveness), on_responses_(on_responses),
         on_progress_(on_progress), has_progress_(has_progress) {}
 
@@ -67,7 +67,16 @@ class LoadWorker : public Napi::AsyncWorker {
         leader_ = leader.get();
         model = std::move(leader);
       }
-      executor_ = std::make_unique<engine::Executor>(std::move(model), config_);
+      // The draft model runs on this (the leading) rank alone: one shard, no communicator, the model's device.
+      std::unique_ptr<engine::Model> draft;
+      if (!draft_dir_.empty()) {
+        engine::LoadOptions d;
+        d.num_threads = num_threads_;
+        device_.apply(d);
+        d.shard.pp_layers.clear();
+        draft = engine::load_model(draft_dir_, d);
+      }
+      executor_ = std::make_unique<engine::Executor>(std::move(model), config_, std::move(draft));
       Napi::ThreadSafeFunction tsfn = on_responses_;
       executor_->set_response_callback([tsfn](std::vector<engine::Response>&& responses) mutable {
         tsfn.NonBlockingCall(new std::vector<engine::Response>(std::move(responses)), deliver);
@@ -101,7 +110,7 @@ class LoadWorker : public Napi::AsyncWorker {
     if (has_progress_) on_progress_.Release();
   }
   Napi::Promise::Deferred deferred_;
-  std::string dir_;
+  std::string dir_, draft_dir_;
   engine::ExecutorConfig config_;
   int32_t num_threads_, tp_, pp_, ep_;
   DeviceFields device_;
@@ -355,6 +364,7 @@ Napi::Value load_executor(const Napi::CallbackInfo& info) {
   const auto tp = static_cast<int32_t>(parallel.integer("tp", 1));
   const auto pp = static_cast<int32_t>(parallel.integer("pp", 1));
   const auto ep = static_cast<int32_t>(parallel.integer("ep", 1));
+  const std::string draft_dir = parallel.string("draftModel", "");
   Napi::Function on_responses = require_function(info, 3, "onResponses");
   bool has_progress = info.Length() > 4 && info[4].IsFunction();
   // Every option is read before the thread-safe functions exist: one made and then left by a throw keeps the
@@ -367,8 +377,8 @@ Napi::Value load_executor(const Napi::CallbackInfo& info) {
   if (has_progress) {
     progress_tsfn = Napi::ThreadSafeFunction::New(env, info[4].As<Napi::Function>(), "trtllm.progress", 0, 1);
   }
-  auto* worker = new LoadWorker(env, dir, config, num_threads, tp, pp, ep, std::move(device), liveness, responses_tsfn,
-                                progress_tsfn, has_progress);
+  auto* worker = new LoadWorker(env, dir, draft_dir, config, num_threads, tp, pp, ep, std::move(device), liveness,
+                                responses_tsfn, progress_tsfn, has_progress);
   Napi::Promise promise = worker->promise();
   worker->Queue();
   return promise;

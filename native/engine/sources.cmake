@@ -95,6 +95,7 @@ set(ENGINE_EXECUTOR_SOURCES
   ${ENGINE_DIR}/executor/executor-sample.cpp
   ${ENGINE_DIR}/executor/executor-beams.cpp
   ${ENGINE_DIR}/executor/executor-speculation.cpp
+  ${ENGINE_DIR}/executor/executor-draft-model.cpp
   ${ENGINE_DIR}/executor/response-builder.cpp
 )
 # comm: the only unit that includes mpi.h (and nccl.h: comm-nccl.cpp, added by cuda/cuda.cmake with NCCL); with the

@@ -13,91 +13,12 @@
 #include <vector>
 
 #include "check.h"
-#include "executor-test-util.h"
+#include "speculation-test-util.h"
 #include "sampling/ngram-draft.h"
 
 using namespace engine;
 using namespace test;
 
-namespace {
-
-// Favours the token that followed the latest earlier occurrence of the last token (an induction head), else the
-// FakeModel's pseudo-random one.
-class CopyingModel : public FakeModel {
- public:
-  using FakeModel::FakeModel;
-
- protected:
-  int32_t target(const std::vector<int32_t>& seq, uint64_t h) const override {
-    for (size_t k = seq.size() - 1; k-- > 0;)
-      if (seq[k] == seq.back()) return seq[k + 1];
-    return FakeModel::target(seq, h);
-  }
-};
-
-// A greedy request whose output leaves out the prompt.
-Request request(std::vector<int32_t> prompt, int32_t max_tokens, bool streaming = false) {
-  Request r = make_request(std::move(prompt), max_tokens, streaming);
-  r.output.exclude_input_from_output = true;
-  return r;
-}
-
-ExecutorConfig config(int32_t drafts, CapacitySchedulerPolicy policy = CapacitySchedulerPolicy::guaranteed_no_evict,
-                      int64_t kv_tokens = 0) {
-  ExecutorConfig c = small_config();
-  c.max_batch_size = 6;
-  c.ngram_speculation.max_draft_tokens = drafts;
-  c.policy = policy;
-  c.max_tokens_in_paged_kv_cache = kv_tokens;
-  return c;
-}
-
-// Prompts with repeats (what prompt lookup feeds on) and without.
-std::vector<std::vector<int32_t>> prompts() {
-  return {{5, 6, 7, 8, 9, 5, 6, 7}, {1, 2, 3, 1, 2, 3, 1}, prompt_of(9, 4), {10, 11, 12, 13, 14, 15, 16, 10},
-          prompt_of(5, 9), {3, 3, 3, 3}};
-}
-
-struct Run {
-  std::vector<Outcome> outcomes;
-  int forwards = 0;
-  float best_avg_decoded = 0;
-  int64_t drafted = 0, accepted = 0, drafting = 0;  // the iteration stats' speculation counts, summed
-};
-
-// Each prompt as a request (the odd ones streaming), plus what `extra` adds, all at once.
-template <typename M>
-Run run(ExecutorConfig c, int32_t max_tokens, const std::vector<Request>& extra = {}) {
-  Harness h(std::make_unique<M>(64, 512), c);
-  std::vector<RequestId> ids;
-  int k = 0;
-  for (const auto& p : prompts()) ids.push_back(h.executor->enqueue(request(p, max_tokens, /*streaming=*/k++ % 2 == 1)));
-  for (const Request& r : extra) ids.push_back(h.executor->enqueue(r));
-  auto out = h.collect(std::set<RequestId>(ids.begin(), ids.end()), 60);
-  Run r;
-  for (RequestId id : ids) {
-    CHECK_MSG(out[id].is_final && !out[id].has_error, "request %llu: %s", static_cast<unsigned long long>(id), out[id].error_message.c_str());
-    r.outcomes.push_back(out[id]);
-  }
-  r.forwards = h.model->forward_calls.load();
-  for (const auto& s : h.executor->get_latest_iteration_stats()) {
-    r.best_avg_decoded = std::max(r.best_avg_decoded, s.inflight_batching_stats.avg_num_decoded_tokens_per_iter);
-    r.drafted += s.spec_decoding_stats.num_draft_tokens;
-    r.accepted += s.spec_decoding_stats.num_accepted_tokens;
-    r.drafting += s.spec_decoding_stats.num_requests_with_draft_tokens;
-  }
-  CHECK(all_blocks_free(*h.executor));
-  return r;
-}
-
-bool same_outputs(const Run& a, const Run& b) {
-  if (a.outcomes.size() != b.outcomes.size()) return false;
-  for (size_t i = 0; i < a.outcomes.size(); ++i)
-    if (a.outcomes[i].tokens != b.outcomes[i].tokens || a.outcomes[i].reason != b.outcomes[i].reason) return false;
-  return true;
-}
-
-}  // namespace
 
 TEST_MAIN({
   // The drafter: the tokens after the latest earlier occurrence of the longest matching suffix (up to max_ngram).

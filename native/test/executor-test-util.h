@@ -31,9 +31,10 @@ struct Harness {
   explicit Harness(engine::ExecutorConfig config, int32_t vocab = 64, int32_t max_positions = 512)
       : Harness(std::make_unique<FakeModel>(vocab, max_positions), config) {}
   // Over a FakeModel subclass (executor-pipeline.cpp's pipelined one).
-  Harness(std::unique_ptr<FakeModel> m, engine::ExecutorConfig config) {
+  // With a draft model (speculation by draft model), when given.
+  Harness(std::unique_ptr<FakeModel> m, engine::ExecutorConfig config, std::unique_ptr<engine::Model> draft = nullptr) {
     model = m.get();
-    executor = std::make_unique<engine::Executor>(std::move(m), config);
+    executor = std::make_unique<engine::Executor>(std::move(m), config, std::move(draft));
   }
 
   static void absorb(std::map<engine::RequestId, Outcome>& out, engine::Response&& r) {
@@ -115,8 +116,9 @@ inline engine::ExecutorConfig small_config() {
 inline constexpr std::chrono::milliseconds kWait{60000};
 
 inline bool all_blocks_free(const engine::Executor& e) {
-  const auto s = e.kv_cache_stats();
-  return s.free_num_blocks == s.max_num_blocks && s.used_num_blocks == 0;
+  const auto s = e.kv_cache_stats(), d = e.draft_kv_cache_stats();
+  return s.free_num_blocks == s.max_num_blocks && s.used_num_blocks == 0 && d.free_num_blocks == d.max_num_blocks &&
+         d.used_num_blocks == 0;
 }
 
 }  // namespace test

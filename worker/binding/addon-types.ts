@@ -52,7 +52,7 @@ export interface NativeRequest {
    * wider than the executor's maxAttentionWindow when that is set; 0/absent: the executor's. */
   maxAttentionWindow?: number;
   /** Speculative decoding: at most this many guessed tokens a step (the seeds' num_draft_tokens), 0..64; 0: none;
-   * absent: the executor's ngramDraftTokens. */
+   * absent: the executor's (ngramDraftTokens, or draftModelTokens with a draft model). */
   numDraftTokens?: number;
   sampling?: SamplingParams;
   output?: OutputParams;
@@ -77,8 +77,10 @@ export interface NativeResponse {
 
 export interface NativeExecutorConfig {
   maxBeamWidth?: number;
-  /** Speculative decoding by prompt lookup: up to this many guessed tokens per greedy decode step; 0/absent: off. */
+  /** Speculative decoding by prompt lookup: up to this many guessed tokens per decode step; 0/absent: off. */
   ngramDraftTokens?: number;
+  /** Speculative decoding by draft model (NativeLoadOptions.draftModel): guesses per decode step, 1..64; default 4. */
+  draftModelTokens?: number;
   maxBatchSize?: number;
   maxNumTokens?: number;
   maxQueueSize?: number;
@@ -137,6 +139,9 @@ export interface NativeLoadOptions {
   maxBatchSize?: number;
   /** Leader mode: a wait for another rank that lasts this long ends the gang, naming the rank (0: never). */
   hangTimeoutMs?: number;
+  /** Speculative decoding by draft model: a Hugging Face checkpoint directory over the model's tokenizer, loaded on
+   * the leading rank alone with the model's device, dtype and load format. Absent: none. */
+  draftModel?: string;
 }
 
 export interface CommInfo {

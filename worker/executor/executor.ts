@@ -7,6 +7,7 @@ import type {
 import { describeValue, TrtllmError } from '../common/errors.js';
 import { loadAddon } from '../binding/load-addon.js';
 import { ActiveRequests } from './active-requests.js';
+import { checkDraftTokenizer } from './draft-compat.js';
 import { RequestHandle } from './request-handle.js';
 import { guidedVocabulary } from '../token-bytes.js';
 import type { ServingExecutor } from './serving-executor.js';
@@ -39,7 +40,14 @@ export class Executor implements ServingExecutor {
   /** Loads the checkpoint in `modelDir` on a worker thread and starts the executor loop. */
   static async load(modelDir: string, options: ExecutorOptions = {}): Promise<Executor> {
     const addon = loadAddon();
-    const { onProgress, numThreads, tp, pp, ep, ppLayers, device, loadFormat, quantization, kvCacheDtype, dtype, gpuDeviceId, hangTimeoutMs, ...config } = options;
+    const { onProgress, numThreads, tp, pp, ep, ppLayers, device, loadFormat, quantization, kvCacheDtype, dtype, gpuDeviceId, hangTimeoutMs, draftModel, ...config } = options;
+    if (draftModel !== undefined) {
+      if ((config.ngramDraftTokens ?? 0) > 0) {
+        throw new TrtllmError(
+          `--draft-model and --speculative-ngram ${config.ngramDraftTokens} both choose how guesses are made; give one of them`, 'invalid_argument');
+      }
+      checkDraftTokenizer(modelDir, draftModel);
+    }
     const modelConfig = addon.readModelConfig(modelDir);
     // Guided decoding needs the tokenizer's bytes; a checkpoint without a known tokenizer serves unconstrained only.
     if (!config.guidedDecoding) {
@@ -54,7 +62,7 @@ export class Executor implements ServingExecutor {
         ...(device === undefined ? {} : { device }), ...(loadFormat === undefined ? {} : { loadFormat }),
         ...(quantization === undefined ? {} : { quantization }), ...(kvCacheDtype === undefined ? {} : { kvCacheDtype }),
         ...(dtype === undefined ? {} : { dtype }), ...(gpuDeviceId === undefined ? {} : { gpuDeviceId }),
-        ...(hangTimeoutMs === undefined ? {} : { hangTimeoutMs }),
+        ...(hangTimeoutMs === undefined ? {} : { hangTimeoutMs }), ...(draftModel === undefined ? {} : { draftModel }),
       },
       (batch) => router.deliver?.(batch), onProgress,
     );

@@ -72,6 +72,8 @@ export interface ServeCliOptions {
   maxAttentionWindowSize?: number;
   maxBeamWidth?: number;
   speculativeNgram?: number;
+  draftModel?: string;
+  numDraftTokens?: number;
   maxBodyBytes: number;
   allowAnyContentType: boolean;
   maxLogitsBytesPerRequest: number;
@@ -228,6 +230,13 @@ const TABLE = [
   { name: 'speculativeNgram', flag: '--speculative-ngram', placeholder: '<n>', env: 'TRTLLM_SPECULATIVE_NGRAM', kind: intKind(0, 64),
     help: 'speculative decoding by prompt lookup: up to n tokens guessed from a request\'s own earlier text are checked in the pass that computes its next token, and the ones the model\'s draws agree with are kept (the output is unchanged; a request\'s num_draft_tokens overrides n; default 0: off)',
     file: { key: 'decoding.speculative_ngram', unset: '0 = off' }, rank: 'argv', executor: { field: 'ngramDraftTokens' } },
+  // Speculative decoding by draft model (native/engine/executor/executor-draft-model.cpp), on the leading rank.
+  { name: 'draftModel', flag: '--draft-model', placeholder: '<dir>', env: 'TRTLLM_DRAFT_MODEL', kind: textKind,
+    help: 'speculative decoding by draft model: a smaller Hugging Face checkpoint over the same tokenizer guesses the next tokens, checked in the pass that computes the model\'s next token (the output is unchanged; runs on the leading rank, with the model\'s device and dtype)',
+    file: { key: 'decoding.draft_model', unset: 'none' }, rank: 'argv', executor: { field: 'draftModel' } },
+  { name: 'numDraftTokens', flag: '--num-draft-tokens', placeholder: '<n>', env: 'TRTLLM_NUM_DRAFT_TOKENS', kind: intKind(1, 64),
+    help: 'tokens the draft model guesses a step (default 4; a request\'s num_draft_tokens overrides it)',
+    file: { key: 'decoding.num_draft_tokens', unset: '4' }, rank: 'argv', executor: { field: 'draftModelTokens' } },
 
   // Requests and shutdown.
   { name: 'maxBodyBytes', flag: '--max-body-bytes', placeholder: '<n>', env: 'TRTLLM_MAX_BODY_BYTES', kind: intKind(1), default: 8 * 1024 * 1024,

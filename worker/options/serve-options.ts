@@ -31,7 +31,9 @@ export interface ServeOptions {
   kvCacheEventBufferMaxSize?: number | undefined;  // KV cache events kept undrained; 0/absent: off
   maxAttentionWindowSize?: number | undefined;   // TensorRT-LLM's max_attention_window_size; absent: the model's windows
   maxBeamWidth?: number | undefined;
-  speculativeNgram?: number | undefined;  // prompt-lookup speculation: guessed tokens per greedy step; 0/absent: off
+  speculativeNgram?: number | undefined;  // prompt-lookup speculation: guessed tokens per step; 0/absent: off
+  draftModel?: string | undefined;        // speculation by draft model: its checkpoint directory
+  numDraftTokens?: number | undefined;    // the draft model's guesses per step (absent: 4)
   drainTimeoutMs: number;
   hangTimeoutMs?: number | undefined;  // leader mode: the liveness watch's bound (0: none)
   logLevel: LogLevel;

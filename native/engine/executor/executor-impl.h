@@ -79,6 +79,10 @@ struct Executor::Impl {
   SchedulerConfig scheduler_config;
   std::chrono::steady_clock::time_point epoch;
   int64_t kv_pool_bytes = 0;   // num_blocks * tokens_per_block * kv_bytes_per_token
+  // Speculation by draft model (null: none): the model that guesses, on this rank alone, and what it holds (weights,
+  // activations and its KV pool).
+  std::unique_ptr<Model> draft_model;
+  int64_t draft_bytes = 0;
   int32_t micro_batches = 1;   // pipelined pp: micro-batches kept in flight (config.pp_micro_batches resolved)
   // KV cache events: recorded by kv on the loop thread, drained by any thread (the buffer has its own lock); null
   // unless kv_cache_event_buffer_max_size > 0 and reuse is on.
@@ -95,7 +99,7 @@ struct Executor::Impl {
   std::deque<Response> responses;
   std::function<void(std::vector<Response>&&)> callback;
   std::deque<IterationStats> iteration_stats;
-  KvCacheStats kv_snapshot;
+  KvCacheStats kv_snapshot, draft_kv_snapshot;
   RequestId next_id = 1;
   int32_t num_queued = 0;     // accepted and never scheduled (what max_queue_size bounds)
   std::atomic<int32_t> num_active{0};  // accepted and without a final response yet
@@ -107,6 +111,7 @@ struct Executor::Impl {
 
   // Loop thread only.
   KvCacheManager kv;
+  KvCacheManager draft_kv;  // the draft model's pool (Sequence::draft_blocks); empty without one
   Sampler sampler;
   // Guided decoding: compiled guides by content (null: no vocabulary configured, guided requests refused), and the
   // loop thread's mask of the sequence being sampled.
@@ -179,6 +184,14 @@ struct Executor::Impl {
   // executor-speculation.cpp: guessed tokens added to greedy decode chunks once the batch's blocks are taken, and
   // the check of a chunk's rows against its guesses, emitting every token the model agrees with and its own next.
   void add_drafts(IterationBatch& b);
+  // executor-draft-model.cpp: the draft model's guesses for the chunks in `asks` (room: the most each may take),
+  // after it caught up on the tokens it has not seen; empty for a chunk it could not draft for (no draft blocks).
+  struct DraftAsk {
+    size_t chunk;
+    int32_t room;
+  };
+  std::vector<std::vector<int32_t>> draft_model_guesses(const IterationBatch& b, const std::vector<DraftAsk>& asks);
+  void release_draft(Sequence& s);  // its draft blocks back to the pool; the draft starts over
   void verify_drafts(Sequence& s, const IterationBatch& batch, size_t i, const ForwardOutput& fo, double t_tok,
                      std::vector<Response>& out);
   int64_t accepted_drafts = 0;  // this iteration's guesses the model agreed with (iteration stats)

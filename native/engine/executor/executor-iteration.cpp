@@ -129,6 +129,7 @@ void Executor::Impl::apply_pauses(const SchedulePlan& plan) {
   for (auto it = paused.rbegin(); it != paused.rend(); ++it) {
     Sequence* s = *it;
     kv.release(s->block_table);
+    release_draft(*s);
     s->num_computed = 0;
     s->state = SequenceState::paused;
     erase_ptr(running, s);
@@ -260,7 +261,7 @@ IterationStats Executor::Impl::collect_stats(const SchedulePlan& plan, int32_t n
   stats.num_queued_requests = static_cast<int32_t>(queue.size());
   stats.max_num_active_requests = scheduler_config.max_batch_size;
   stats.num_completed_requests = final_responses(out);
-  const int64_t mem = static_cast<int64_t>(model->weight_bytes() + model->activation_bytes()) + kv_pool_bytes;
+  const int64_t mem = static_cast<int64_t>(model->weight_bytes() + model->activation_bytes()) + kv_pool_bytes + draft_bytes;
   (model->on_device() ? stats.gpu_mem_usage : stats.cpu_mem_usage) = mem;
   if (forward_ran) {
     const ForwardCommStats comm = model->last_comm_stats();

@@ -83,6 +83,7 @@ void Executor::Impl::stop_loop() {
   {
     std::lock_guard<std::mutex> lock(mu);
     kv_snapshot = kv.stats();
+    draft_kv_snapshot = draft_kv.stats();
   }
   deliver(std::move(out), nullptr);
   std::lock_guard<std::mutex> lock(mu);
@@ -93,6 +94,7 @@ void Executor::Impl::stop_loop() {
 
 void Executor::Impl::detach(Sequence& seq) {
   kv.release(seq.block_table);
+  release_draft(seq);
   for (Beam& b : seq.beams) kv.release(b.block_table);  // the beams' data stays for a cancelled one's response
   seq.num_computed = 0;
   erase_ptr(running, &seq);
@@ -130,6 +132,7 @@ void Executor::Impl::deliver(std::vector<Response>&& out, IterationStats* stats)
   {
     std::lock_guard<std::mutex> lock(mu);
     kv_snapshot = kv.stats();
+    draft_kv_snapshot = draft_kv.stats();
     if (stats) {
       iterations_done = stats->iter + 1;
       if (hold_allowance > 0) --hold_allowance;

@@ -8,6 +8,8 @@
 // the speculating request even draws the plain request's tokens. Rejected guesses' K/V slots lie past num_computed and
 // are written again before anything reads them: nothing is copied or freed.
 #include <algorithm>
+#include <cstdio>
+#include <exception>
 
 #include "executor/executor-impl.h"
 #include "sampling/ngram-draft.h"
@@ -31,27 +33,52 @@ void Executor::Impl::add_drafts(IterationBatch& b) {
   drafted_tokens = drafting_requests = 0;
   const ExecutorConfig::NgramSpeculation& spec = config.ngram_speculation;
   if (micro_batches > 1) return;
+  const int32_t default_room = draft_model ? config.draft_model_tokens : spec.max_draft_tokens;
   // Guesses take what the iteration's token budget and the free blocks leave after the planned work.
   int64_t budget = scheduler_config.max_num_tokens;
   for (const SequenceChunk& c : b.chunks) budget -= static_cast<int64_t>(c.tokens.size());
+  std::vector<DraftAsk> asks;
+  std::vector<std::vector<int32_t>> guesses;
   for (size_t i = 0; i < b.chunks.size() && budget > 0; ++i) {
     Sequence& s = *b.seqs[i];
-    SequenceChunk& c = b.chunks[i];
+    const SequenceChunk& c = b.chunks[i];
     if (!can_speculate(s) || c.tokens.size() != 1 || c.all_logits || c.past_len + 1 != s.num_tokens()) continue;
     // Never past max_tokens: the last token a request may output is never fed back, so it needs no guess.
-    const int32_t asked = s.request.num_draft_tokens >= 0 ? s.request.num_draft_tokens : spec.max_draft_tokens;
+    const int32_t asked = s.request.num_draft_tokens >= 0 ? s.request.num_draft_tokens : default_room;
     const int64_t room = std::min<int64_t>({asked, budget,
                                             static_cast<int64_t>(s.request.max_tokens) - s.num_generated() - 1});
     if (room <= 0) continue;
-    const std::vector<int32_t> draft = ngram_draft(s.tokens, spec.max_ngram, static_cast<int32_t>(room));
+    if (draft_model) {
+      asks.push_back({i, static_cast<int32_t>(room)});
+      budget -= room;
+    } else {
+      guesses.push_back(ngram_draft(s.tokens, spec.max_ngram, static_cast<int32_t>(room)));
+      asks.push_back({i, static_cast<int32_t>(guesses.back().size())});
+      budget -= static_cast<int64_t>(guesses.back().size());
+    }
+  }
+  if (asks.empty()) return;
+  if (draft_model) {
+    try {
+      guesses = draft_model_guesses(b, asks);
+    } catch (const std::exception& e) {
+      // The plain step goes on without guesses; the draft starts over on the next one.
+      std::fprintf(stderr, "[executor] draft model failed, this step runs without guesses: %s\n", e.what());
+      for (const DraftAsk& a : asks) release_draft(*b.seqs[a.chunk]);
+      return;
+    }
+  }
+  for (size_t k = 0; k < asks.size(); ++k) {
+    Sequence& s = *b.seqs[asks[k].chunk];
+    SequenceChunk& c = b.chunks[asks[k].chunk];
+    const std::vector<int32_t>& draft = guesses[k];
     if (draft.empty() || !kv.ensure_capacity(s.block_table, c.past_len + 1 + static_cast<int64_t>(draft.size())))
       continue;
     c.tokens.insert(c.tokens.end(), draft.begin(), draft.end());
     c.block_ids = s.block_table;
     c.all_logits = true;  // a row per guess, sampled here
     c.sample_on = SampleOn::host;
-    b.drafts[i] = static_cast<int32_t>(draft.size());
-    budget -= static_cast<int64_t>(draft.size());
+    b.drafts[asks[k].chunk] = static_cast<int32_t>(draft.size());
     drafted_tokens += static_cast<int64_t>(draft.size());
     ++drafting_requests;
   }
@@ -75,6 +102,8 @@ void Executor::Impl::verify_drafts(Sequence& s, const IterationBatch& batch, siz
     ++accepted_drafts;
   }
   if (!s.is_finished()) kv.commit_full_blocks(s.block_table, s.tokens, s.num_computed);  // prefix reuse
+  // The draft model's K/V holds for the guesses that were kept; past them it is written again before it is read.
+  s.draft_computed = std::min(s.draft_computed, s.num_computed);
 }
 
 }  // namespace engine

@@ -39,10 +39,12 @@ std::unique_ptr<grammar::GrammarMatcher> guide_matcher(const Request& r, grammar
 
 }  // namespace
 
-Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config) : impl_(std::make_unique<Impl>()) {
+Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config, std::unique_ptr<Model> draft)
+    : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   require_config(model != nullptr, "Executor needs a model, got null");
   m.model = std::move(model);
+  m.draft_model = std::move(draft);
   m.config = config;
   ExecutorConfig& c = m.config;
   const ModelConfig& mc = m.model->config();
@@ -65,6 +67,18 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config) :
                      std::to_string(c.ngram_speculation.max_draft_tokens));
   require_config(c.ngram_speculation.max_ngram >= 1,
                  "ngram_speculation.max_ngram must be >= 1, got " + std::to_string(c.ngram_speculation.max_ngram));
+  require_config(c.draft_model_tokens >= 1 && c.draft_model_tokens <= kMaxDraftTokens,
+                 "draft_model_tokens must be in [1, " + std::to_string(kMaxDraftTokens) + "], got " +
+                     std::to_string(c.draft_model_tokens));
+  if (m.draft_model) {
+    // Guesses are token ids of the target's vocabulary: a draft over another vocabulary guesses other words.
+    const ModelConfig& dc = m.draft_model->config();
+    require_config(dc.vocab_size > 0 && dc.vocab_size <= mc.vocab_size + 1024 && mc.vocab_size <= dc.vocab_size + 1024,
+                   "the draft model's vocab_size " + std::to_string(dc.vocab_size) + " is far from the model's " +
+                       std::to_string(mc.vocab_size) + "; a draft model must share the model's tokenizer");
+    require_config(!m.draft_model->on_device() || m.model->on_device(),
+                   "the draft model is on the GPU but the model is not; load both on one device");
+  }
   require_config(c.max_attention_window >= 0, "max_attention_window must be >= 0 (0: the model's own windows), got " +
                                                   std::to_string(c.max_attention_window));
   // Chunks end on block boundaries (scheduler.h): a budget under one block could never fit a chunk.
@@ -82,7 +96,10 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config) :
 
   // KV pool: an explicit token count wins, then a memory budget, then room for a full batch of full sequences.
   int64_t tokens = 0;
-  const size_t bytes_per_token = m.model->kv_bytes_per_token();
+  // A draft model's pool holds as many tokens as the model's (sized from the same budget), plus a block of guesses
+  // per batch slot; its bytes come out of the same budget.
+  const size_t draft_bytes_per_token = m.draft_model ? m.draft_model->kv_bytes_per_token() : 0;
+  const size_t bytes_per_token = m.model->kv_bytes_per_token() + draft_bytes_per_token;
   require_config(c.kv_cache_free_gpu_mem_fraction > 0 && c.kv_cache_free_gpu_mem_fraction <= 1,
                  "kv_cache_free_gpu_mem_fraction must be in (0, 1], got " +
                      std::to_string(c.kv_cache_free_gpu_mem_fraction));
@@ -113,9 +130,18 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config) :
     m.kv_events = std::make_unique<KvCacheEventBuffer>(c.kv_cache_event_buffer_max_size,
                                                        window > 0 ? std::min(window, c.max_seq_len) : c.max_seq_len);
   }
+  if (m.draft_model) {
+    const int64_t guess_blocks = (kMaxDraftTokens + c.tokens_per_block - 1) / c.tokens_per_block;
+    const int64_t draft_blocks = std::min<int64_t>(INT32_MAX, blocks + static_cast<int64_t>(c.max_batch_size) * guess_blocks);
+    m.draft_kv = KvCacheManager(static_cast<int32_t>(draft_blocks), c.tokens_per_block, false, nullptr);
+    m.draft_model->allocate_kv(static_cast<int32_t>(draft_blocks), c.tokens_per_block);
+    m.draft_bytes = static_cast<int64_t>(m.draft_model->weight_bytes() + m.draft_model->activation_bytes()) +
+                    draft_blocks * c.tokens_per_block * static_cast<int64_t>(draft_bytes_per_token);
+    m.draft_kv_snapshot = m.draft_kv.stats();
+  }
   m.kv = KvCacheManager(static_cast<int32_t>(blocks), c.tokens_per_block, c.enable_kv_cache_reuse, m.kv_events.get());
   m.model->allocate_kv(static_cast<int32_t>(blocks), c.tokens_per_block);
-  m.kv_pool_bytes = blocks * c.tokens_per_block * static_cast<int64_t>(bytes_per_token);
+  m.kv_pool_bytes = blocks * c.tokens_per_block * static_cast<int64_t>(m.model->kv_bytes_per_token());
   m.kv_snapshot = m.kv.stats();
 
   m.limits.vocab_size = m.vocab_size;
@@ -235,6 +261,11 @@ std::deque<IterationStats> Executor::get_latest_iteration_stats() {
 KvCacheStats Executor::kv_cache_stats() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->kv_snapshot;
+}
+
+KvCacheStats Executor::draft_kv_cache_stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->draft_kv_snapshot;
 }
 
 std::deque<KvCacheEvent> Executor::get_latest_kv_cache_events() {

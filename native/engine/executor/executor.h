@@ -65,6 +65,10 @@ struct ExecutorConfig {
     int32_t max_ngram = 3;
   };
   NgramSpeculation ngram_speculation;
+  // Speculative decoding with a draft model (the constructor's `draft`, in place of prompt lookup): a smaller model
+  // over the same vocabulary guesses up to this many tokens a step, each its argmax after the ones before, from its
+  // own KV pool on this rank; they are checked as prompt lookup's are, so the output is still the plain one.
+  int32_t draft_model_tokens = 4;
   // TensorRT-LLM's GuidedDecodingConfig: the bytes each token id stands for (empty: a special token, never allowed
   // inside a guide). Absent: requests with guided_decoding are refused.
   struct GuidedDecodingConfig {
@@ -75,8 +79,9 @@ struct ExecutorConfig {
 
 class Executor {
  public:
-  // Takes ownership of the model; allocates the KV pool; starts the loop thread.
-  Executor(std::unique_ptr<Model> model, const ExecutorConfig& config);
+  // Takes ownership of the model (and of the draft model, when given: speculation by draft model, on this rank
+  // alone); allocates the KV pools; starts the loop thread.
+  Executor(std::unique_ptr<Model> model, const ExecutorConfig& config, std::unique_ptr<Model> draft = nullptr);
   ~Executor();  // shuts down if still running
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -96,6 +101,7 @@ class Executor {
   // Stats of the iterations since the last call (at most iter_stats_max_iterations kept).
   std::deque<IterationStats> get_latest_iteration_stats();
   KvCacheStats kv_cache_stats() const;   // a snapshot, safe from any thread
+  KvCacheStats draft_kv_cache_stats() const;  // the draft model's pool (all zero without one); a snapshot
   // KV cache events recorded since the last call, oldest first (TensorRT-LLM's getLatestKvCacheEvents, without
   // its wait); empty when events are off. Safe from any thread.
   std::deque<KvCacheEvent> get_latest_kv_cache_events();

@@ -34,6 +34,9 @@ struct Sequence {
   // affected, so a resumed request draws the same random numbers it would have drawn unpaused.
   int32_t num_computed = 0;
   BlockTable block_table;
+  // Speculation by draft model: positions [0, draft_computed) have K/V in the draft model's blocks draft_blocks.
+  int32_t draft_computed = 0;
+  BlockTable draft_blocks;
   // max_attention_window_size for this sequence (the request's under the server's; 0: none), sent with each chunk,
   // and the window every layer stays within with it (model-config.h's kv_release_window; 0: some layer sees
   // everything, or beam search): blocks before it are released after each forward (kv-window.h).
