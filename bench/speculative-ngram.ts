@@ -1,11 +1,13 @@
-// Speculative decoding by prompt lookup (--speculative-ngram) at batch 1, against the same requests without it in
-// the same run: output tokens per second, the tokens a pass gained on average, and whether every output equals the
-// plain one. Two prompt sets from the bundled model's held-out Brown text: "copy" — a passage, a newline, then the
-// passage's first words again (text that quotes or edits its input, as the issue's copy-heavy set) — and "plain",
-// a sentence to continue. Greedy, max_tokens 64, one request at a time.
-//   node dist/bench/speculative-ngram.js [--model DIR] [--drafts 2,4,8] [--threads N] [--prompts 8]
-import { readFileSync } from 'node:fs';
-import { cpus } from 'node:os';
+// Speculative decoding at batch 1 — by prompt lookup (--speculative-ngram) and, when given, by a draft model
+// (--draft-model, or --layer-draft N: the model's own first N layers as its draft) — against the same requests
+// without it in the same run: output tokens per second, the tokens a pass gained on average, and whether every
+// output equals the plain one. Two prompt sets from the bundled model's held-out Brown text: "copy" — a passage, a
+// newline, then the passage's first words again (text that quotes or edits its input, as the issue's copy-heavy
+// set) — and "plain", a sentence to continue. Greedy, max_tokens 64, one request at a time.
+//   node dist/bench/speculative-ngram.js [--model DIR] [--drafts 2,4,8] [--threads N] [--prompts 8] [--device cuda]
+//        [--draft-model DIR | --layer-draft N] [--draft-tokens 2,4]
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { Command } from 'commander';
@@ -13,8 +15,15 @@ import { Command } from 'commander';
 import { defaultModelDir } from '../worker/common/package-root.js';
 import { Executor } from '../worker/executor/executor.js';
 import { loadTokenizer } from '../worker/tokenizer.js';
+import { writeLayerDraft } from '../test/helpers/layer-draft.js';
 
-interface Options { model: string; drafts: string; threads: string; prompts: string; maxTokens: string }
+interface Options {
+  model: string; drafts: string; threads: string; prompts: string; maxTokens: string; device: 'cpu' | 'cuda';
+  draftModel?: string; layerDraft?: string; draftTokens: string;
+}
+
+/** One configuration of the table: its label and the executor options that make it. */
+interface Drafter { label: string; options: { ngramDraftTokens?: number; draftModel?: string; draftModelTokens?: number } }
 
 interface SetResult { seconds: number; tokens: number; outputs: number[][]; perPass: number }
 
@@ -39,7 +48,24 @@ async function main(): Promise<void> {
     .option('--threads <n>', 'CPU threads', String(Math.min(4, cpus().length)))
     .option('--prompts <n>', 'prompts per set', '8')
     .option('--max-tokens <n>', 'tokens per output', '64')
+    .option('--device <device>', 'cpu | cuda', 'cpu')
+    .option('--draft-model <dir>', 'a draft model to try as well')
+    .option('--layer-draft <n>', 'the model\'s own first n layers as a draft model to try as well')
+    .option('--draft-tokens <list>', 'guesses per step to try with the draft model', '2,4')
     .parse(process.argv).opts<Options>();
+  let draftDir = o.draftModel;
+  if (o.layerDraft !== undefined) {
+    draftDir = writeLayerDraft(o.model, mkdtempSync(join(tmpdir(), 'layer-draft-')), Number(o.layerDraft));
+    process.on('exit', () => rmSync(draftDir!, { recursive: true, force: true }));
+  }
+  const drafters: Drafter[] = [
+    { label: 'none', options: {} },
+    ...o.drafts.split(',').map((k) => ({ label: `prompt lookup, ${k}`, options: { ngramDraftTokens: Number(k) } })),
+    ...(draftDir === undefined ? [] : o.draftTokens.split(',').map((k) => ({
+      label: `draft model${o.layerDraft !== undefined ? ` (first ${o.layerDraft} layers)` : ''}, ${k}`,
+      options: { draftModel: draftDir, draftModelTokens: Number(k) },
+    }))),
+  ];
   const tokenizer = loadTokenizer(o.model);
   const text = (JSON.parse(readFileSync(join(defaultModelDir(), 'heldout_sample.json'), 'utf8')) as { text: string }).text;
   const sentences = text.split(/(?<=[.!?])\s+/).filter((s) => s.split(' ').length >= 8);
@@ -47,25 +73,25 @@ async function main(): Promise<void> {
   const copy = sentences.slice(0, n).map((s) => tokenizer.encode(`${s}\n${s.split(' ').slice(0, 4).join(' ')}`));
   const plain = sentences.slice(n, 2 * n).map((s) => tokenizer.encode(s.split(' ').slice(0, 8).join(' ')));
   const maxTokens = Number(o.maxTokens);
-  console.log(`model ${o.model}, ${o.threads} threads (${cpus()[0]?.model ?? 'cpu'}), ${n} prompts a set, ${maxTokens} tokens each, greedy, batch 1`);
+  console.log(`model ${o.model} on ${o.device}, ${o.threads} threads (${cpus()[0]?.model ?? 'cpu'}), ${n} prompts a set, ${maxTokens} tokens each, greedy, batch 1`);
   const rows: string[] = [];
   let base: Record<string, SetResult> = {};
-  for (const drafts of [0, ...o.drafts.split(',').map(Number)]) {
-    const executor = await Executor.load(o.model, { numThreads: Number(o.threads), ngramDraftTokens: drafts });
+  for (const drafter of drafters) {
+    const executor = await Executor.load(o.model, { numThreads: Number(o.threads), device: o.device, ...drafter.options });
     try {
       await runSet(executor, [copy[0]!], 8);  // warm-up
       for (const [name, prompts] of [['copy', copy], ['plain', plain]] as const) {
         const r = await runSet(executor, prompts, maxTokens);
-        if (drafts === 0) base = { ...base, [name]: r };
+        if (drafter.label === 'none') base = { ...base, [name]: r };
         const b = base[name]!;
         const equal = JSON.stringify(r.outputs) === JSON.stringify(b.outputs);
-        rows.push(`| ${name} | ${drafts} | ${(r.tokens / r.seconds).toFixed(0)} | ${r.perPass.toFixed(2)} | **${((b.seconds / r.seconds)).toFixed(2)}×** | ${equal ? 'yes' : 'NO'} |`);
+        rows.push(`| ${name} | ${drafter.label} | ${(r.tokens / r.seconds).toFixed(0)} | ${r.perPass.toFixed(2)} | **${((b.seconds / r.seconds)).toFixed(2)}×** | ${equal ? 'yes' : 'NO'} |`);
       }
     } finally {
       await executor.shutdown();
     }
   }
-  console.log('\n| prompts | guessed tokens per pass (--speculative-ngram) | output tok/s | tokens gained per pass | speedup vs 0 | outputs equal to 0 |');
+  console.log('\n| prompts | guesses (drafter, per step) | output tok/s | tokens gained per pass | speedup vs none | outputs equal to none |');
   console.log('|---|---|---|---|---|---|');
   for (const r of rows) console.log(r);
 }

@@ -5,9 +5,15 @@
 //          decode GEMV and with cuBLAS alone;
 //   offline the executor over the model: --requests requests of --input / --output tokens (random ids, no end id),
 //          all enqueued at once, output tokens per second.
+//   verify (--verify 1,2,4,8) a speculative step's check: one chunk of 1 + K tokens per sequence with every row's
+//          argmax taken on the device, at batch 1 and at the largest of --batches, against the decode step of the
+//          same batch measured above; with the tokens a step then yields at per-guess acceptance rates 0.5 / 0.7 /
+//          0.9, the speedup a drafter that costs nothing (prompt lookup) would give can be read off.
 // usage: cuda-bench <checkpoint dir> [--dummy] [--batches 1,8,64,256] [--ctx 128] [--steps 30] [--requests 1000]
 //        [--input 128] [--output 128] [--max-batch 256] [--dtype bfloat16] [--json out.json]
-//        [--profile prefill|decode] [--sampled] [--quantization fp8] [--kv-cache-dtype fp8]
+//        [--profile prefill|decode] [--sampled] [--quantization fp8] [--kv-cache-dtype fp8] [--verify 1,2,4,8]
+//        [--ngram K]
+// --ngram K: the offline run with prompt-lookup speculation of up to K guesses (ExecutorConfig::ngram_speculation).
 // --quantization fp8: the projections quantized to e4m3 per output channel at load (LoadOptions::quantization);
 // the step table then also gives the bytes a decode step reads (all weights but an untied embedding table).
 // --kv-cache-dtype fp8: K/V stored as e4m3 (LoadOptions::kv_cache_dtype); the offline run prints the tokens the pool
@@ -20,6 +26,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -130,6 +137,34 @@ double decode_step_ms(Model& m, int batch, int ctx, int steps, int tpb, int bloc
   return times[times.size() / 2] * 1000;
 }
 
+// A speculative step's check at `batch`: each sequence feeds 1 + k tokens after a context of `ctx` (the same
+// positions every step) with every row's argmax taken on the device, as the executor checks greedy guesses.
+double verify_step_ms(Model& m, int batch, int k, int ctx, int steps, int blocks_per_seq) {
+  const int32_t V = m.config().vocab_size;
+  ForwardOutput out;
+  std::vector<double> times;
+  for (int step = 0; step < steps + 3; ++step) {
+    std::vector<SequenceChunk> chunks;
+    for (int s = 0; s < batch; ++s) {
+      SequenceChunk c;
+      for (int i = 0; i <= k; ++i) c.tokens.push_back((step * 31 + s * 7 + i * 13) % V);
+      c.past_len = ctx;
+      for (int b = 0; b < blocks_per_seq; ++b) c.block_ids.push_back(s * blocks_per_seq + b);
+      c.all_logits = true;
+      c.sample_on = SampleOn::device_argmax;
+      chunks.push_back(std::move(c));
+    }
+    const double t0 = now();
+    m.forward(chunks, out);
+    if (step >= 3) times.push_back(now() - t0);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2] * 1000;
+}
+
+// Tokens one step yields with k guesses each kept with probability a (independently, until the first miss).
+double tokens_per_step(double a, int k) { return (1.0 - std::pow(a, k + 1)) / (1.0 - a); }
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -140,8 +175,8 @@ int main(int argc, char** argv) {
   }
   std::string dir = argv[1], dtype = "auto", json_path, quantization, kv_cache_dtype = "auto";
   bool dummy = false, sampled = false;
-  std::vector<int> batches = {1, 8, 64, 256};
-  int ctx = 128, steps = 30, requests = 1000, input = 128, output = 128, max_batch = 256;
+  std::vector<int> batches = {1, 8, 64, 256}, verify;
+  int ctx = 128, steps = 30, requests = 1000, input = 128, output = 128, max_batch = 256, ngram = 0;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() { return std::string(i + 1 < argc ? argv[++i] : ""); };
@@ -163,6 +198,8 @@ int main(int argc, char** argv) {
       }
     }
     else if (a == "--sampled") sampled = true;
+    else if (a == "--verify") verify = parse_list(next());
+    else if (a == "--ngram") ngram = std::stoi(next());
     else if (a == "--quantization") {
       quantization = next();
       if (quantization != "fp8") {
@@ -247,6 +284,29 @@ int main(int argc, char** argv) {
     std::printf("| 1 (cuBLAS only) | %.3f | %.0f | %.1f%% |\n", cublas_ms, 1000.0 / cublas_ms,
                 100.0 * (wbytes / (cublas_ms / 1000)) / bw);
   }
+  // Speculation's check against the decode step of the same batch (measured above, same positions give or take).
+  if (!verify.empty()) {
+    const int max_k = *std::max_element(verify.begin(), verify.end());
+    if (ctx + max_k + 1 > blocks_per_seq * tpb) {
+      std::fprintf(stderr, "cuda-bench: --verify %d needs --steps >= %d\n", max_k, max_k - 7);
+      return 2;
+    }
+    std::printf("\n| batch | K guesses | verify step (ms) | vs decode step | speedup at acceptance 0.5 / 0.7 / 0.9 "
+                "(no drafter cost) |\n|---|---|---|---|---|\n");
+    std::vector<int> verify_batches = {1};
+    if (max_b > 1) verify_batches.push_back(max_b);
+    for (int b : verify_batches) {
+      double decode_ms = 0;
+      for (const StepResult& r : results)
+        if (r.batch == b) decode_ms = r.step_ms;
+      for (int k : verify) {
+        const double ms = verify_step_ms(*model, b, k, ctx, steps, blocks_per_seq);
+        const double c = ms / decode_ms;
+        std::printf("| %d | %d | %.3f | %.2fx | %.2fx / %.2fx / %.2fx |\n", b, k, ms, c, tokens_per_step(0.5, k) / c,
+                    tokens_per_step(0.7, k) / c, tokens_per_step(0.9, k) / c);
+      }
+    }
+  }
   const double roofline_ms = wbytes / bw * 1000;
   std::printf("batch-1 roofline (weights / copy bandwidth): %.3f ms; bytes read per step / copy bandwidth: %.3f ms\n",
               roofline_ms, rbytes / bw * 1000);
@@ -261,6 +321,7 @@ int main(int argc, char** argv) {
     cfg.max_batch_size = max_batch;
     cfg.max_num_tokens = 8192;
     cfg.tokens_per_block = tpb;
+    cfg.ngram_speculation.max_draft_tokens = ngram;
     Executor ex(std::move(m2), cfg);
     const KvCacheStats kv = ex.kv_cache_stats();
     pool_tokens = static_cast<int64_t>(kv.max_num_blocks) * kv.tokens_per_block;
@@ -271,9 +332,15 @@ int main(int argc, char** argv) {
     offline_s = res.seconds;
     out_tokens = res.tokens;
     tok_s = out_tokens / offline_s;
-    std::printf("\noffline (executor, C++%s): %d requests %d/%d, max batch %d: %lld output tokens in %.2f s = %.0f "
+    int64_t drafted = 0, accepted = 0;
+    for (const IterationStats& st : ex.get_latest_iteration_stats())
+      drafted += st.spec_decoding_stats.num_draft_tokens, accepted += st.spec_decoding_stats.num_accepted_tokens;
+    if (ngram > 0)
+      std::printf("\nprompt lookup (--ngram %d): %lld guesses checked, %lld kept (in the last %d iterations' stats)\n",
+                  ngram, static_cast<long long>(drafted), static_cast<long long>(accepted), cfg.iter_stats_max_iterations);
+    std::printf("\noffline (executor, C++%s%s): %d requests %d/%d, max batch %d: %lld output tokens in %.2f s = %.0f "
                 "output tokens/s (%d failed, %zu answered)\n",
-                sampled ? ", sampled: t 0.8, top-p 0.95" : "", requests, input, output, max_batch,
+                sampled ? ", sampled: t 0.8, top-p 0.95" : "", ngram > 0 ? ", prompt lookup" : "", requests, input, output, max_batch,
                 static_cast<long long>(out_tokens), offline_s, tok_s, res.failed, res.answered);
   }
   if (!json_path.empty()) {

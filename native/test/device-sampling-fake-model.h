@@ -38,6 +38,8 @@ class DeviceSamplingFakeModel : public FakeModel {
     out.logits.clear();
     out.first_row.assign(chunks.size(), -1);
     out.sampled.assign(chunks.size(), engine::DeviceSample{});
+    out.first_sample.assign(chunks.size(), -1);
+    out.row_samples.clear();
     processed_.assign(chunks.size(), {});
     for (size_t i = 0; i < chunks.size(); ++i) {
       const engine::SequenceChunk& c = chunks[i];
@@ -47,6 +49,21 @@ class DeviceSamplingFakeModel : public FakeModel {
         out.first_row[i] = static_cast<int32_t>(out.logits.size() / V);
         out.logits.insert(out.logits.end(), first, first + rows * V);
         ++host_rows;
+        continue;
+      }
+      if (c.all_logits) {  // a speculative step's check: every row's argmax
+        if (c.sample_on != engine::SampleOn::device_argmax) throw std::logic_error("all_logits with device sampling");
+        engine::SamplingConfig greedy;
+        greedy.temperature = 0.0f;
+        engine::SamplingContext ctx;
+        ctx.config = &greedy;
+        out.first_sample[i] = static_cast<int32_t>(out.row_samples.size());
+        for (size_t r = 0; r < rows; ++r) {
+          const engine::SampledToken t = sampler_.sample(first + r * V, all.vocab_size, ctx);
+          out.row_samples.push_back(engine::DeviceSample{t.token, t.log_prob});
+        }
+        out.sampled[i] = out.row_samples.back();
+        ++argmax_row_chunks;
         continue;
       }
       const engine::DeviceSampling& d = c.device_sampling;
@@ -86,6 +103,7 @@ class DeviceSamplingFakeModel : public FakeModel {
   std::atomic<int> device_rows{0};  // rows drawn "on the device"
   std::atomic<int> masked_rows{0};  // of which under a guide's mask
   std::atomic<int> host_rows{0};    // chunks whose row went back for the executor's sampler
+  std::atomic<int> argmax_row_chunks{0};  // all_logits chunks whose every row's argmax was taken here
   std::atomic<int> rows_given{0};   // sampled_row answers
   bool gives_rows = true;
 

@@ -13,11 +13,29 @@
 #include <vector>
 
 #include "check.h"
+#include "device-sampling-fake-model.h"
 #include "speculation-test-util.h"
 #include "sampling/ngram-draft.h"
 
 using namespace engine;
 using namespace test;
+
+namespace {
+
+// The copying model as a model that samples on its device.
+class CopyingDeviceModel : public DeviceSamplingFakeModel {
+ public:
+  using DeviceSamplingFakeModel::DeviceSamplingFakeModel;
+
+ protected:
+  int32_t target(const std::vector<int32_t>& seq, uint64_t h) const override {
+    for (size_t k = seq.size() - 1; k-- > 0;)
+      if (seq[k] == seq.back()) return seq[k + 1];
+    return FakeModel::target(seq, h);
+  }
+};
+
+}  // namespace
 
 
 TEST_MAIN({
@@ -187,6 +205,35 @@ TEST_MAIN({
       }
       CHECK_MSG(threw, "max_draft_tokens %d", bad);
     }
+  }
+  // A model that samples on its device takes the argmax of every checked row of a greedy request there (nothing
+  // comes back to the host); a sampled request's rows still come back. The same outputs either way.
+  {
+    auto on_device = [](int32_t drafts, int* argmax_chunks, int* host_chunks) {
+      std::vector<Request> sampled;
+      Request r = request({5, 6, 7, 5, 6}, 12);
+      r.sampling.temperature = 1.0f;
+      r.sampling.top_p = 0.9f;
+      r.sampling.seed = 3;
+      sampled.push_back(r);
+      Harness h(std::make_unique<CopyingDeviceModel>(64, 512), config(drafts));
+      std::vector<RequestId> ids;
+      for (const auto& p : prompts()) ids.push_back(h.executor->enqueue(request(p, 30)));
+      ids.push_back(h.executor->enqueue(r));
+      auto out = h.collect(std::set<RequestId>(ids.begin(), ids.end()));
+      auto* m = dynamic_cast<DeviceSamplingFakeModel*>(h.model);
+      *argmax_chunks = m->argmax_row_chunks.load();
+      *host_chunks = m->host_rows.load();
+      CHECK(all_blocks_free(*h.executor));
+      std::vector<TokenIds> tokens;
+      for (RequestId id : ids) tokens.push_back(out[id].tokens);
+      return tokens;
+    };
+    int plain_argmax = 0, plain_host = 0, spec_argmax = 0, spec_host = 0;
+    const auto plain = on_device(0, &plain_argmax, &plain_host), spec = on_device(4, &spec_argmax, &spec_host);
+    CHECK(plain == spec);
+    CHECK_MSG(plain_argmax == 0 && spec_argmax > 0, "checked chunks with device argmaxes: %d plain, %d speculating", plain_argmax, spec_argmax);
+    CHECK_MSG(spec_host > 0 && spec_host < spec_argmax, "chunks whose rows came back: %d", spec_host);
   }
   // A small KV pool: guesses only take blocks the planned work left free, under both policies.
   for (auto policy : {CapacitySchedulerPolicy::guaranteed_no_evict, CapacitySchedulerPolicy::max_utilization}) {

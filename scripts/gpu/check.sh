@@ -35,6 +35,11 @@
 #                                 fixtures; each output checked against it) over a synthesized 128,256-id vocabulary,
 #                                 against unconstrained runs of the same output lengths (bench/guided-throughput.ts);
 #                                 BENCH_OFFLINE=1: also `bench --offline` against full-length unconstrained requests
+#   scripts/gpu/check.sh speculative  one GPU: cuda-sampling, then on the Llama-3-8B shape (dummy weights) a
+#                                 speculative step's check for K = VERIFY (default 1,2,3,4,6,8) guesses against one decode
+#                                 step at batch 1 and 64, and offline 128/128 at max batch 64 without and with prompt
+#                                 lookup (its cost under load); then the addon and bench/speculative-ngram.js on the
+#                                 bundled model on the GPU (prompt lookup, and its first 2 layers as a draft model)
 # Prints a short summary last. Expects CUDA_HOME / NCCL_ROOT (the device prelude exports them).
 set -uo pipefail
 mode=${1:-single}
@@ -84,6 +89,7 @@ if [[ $mode == window ]]; then
 fi
 [[ $mode == tp2 || $mode == tp4 ]] && targets=(--target cuda-parallel)
 [[ $mode == guided ]] && targets=(--target engine cuda-sampling)  # the addon is built below
+[[ $mode == speculative ]] && targets=(--target engine cuda-sampling cuda-bench)
 t0=$(date +%s)
 if cmake -S native -B build-gpu "${gen[@]}" -DCMAKE_BUILD_TYPE=Release >"$out/configure.log" 2>&1 &&
    cmake --build build-gpu -j "$jobs" "${targets[@]}" >"$out/build.log" 2>&1; then
@@ -101,7 +107,7 @@ if [[ $mode == window ]]; then
   done
   grep -E "rel err|greedy" "$out/cuda-model.log" | head -40
 fi
-if [[ $mode == x2 || $mode == serve || $mode == offline512 || $mode == kill4 || $mode == guided ]]; then
+if [[ $mode == x2 || $mode == serve || $mode == offline512 || $mode == kill4 || $mode == guided || $mode == speculative ]]; then
   # The addon, built by plain CMake with the node-api headers cmake-js would pass.
   if cmake -S native -B build-gpu -DCMAKE_JS_VERSION=8 -DCMAKE_JS_INC="$PWD/node_modules/node-api-headers/include" \
        >>"$out/configure.log" 2>&1 && cmake --build build-gpu -j "$jobs" --target trtllm_native >>"$out/build.log" 2>&1; then
@@ -191,6 +197,23 @@ if [[ $mode == guided ]]; then
       note "offline 128/128, max batch 64, $run ($name): $(grep -E 'OP tokens/sec|OP tokens per request|TPOT|failed requests|Guided outputs' "$log" | tail -5 | tr -s ' ' | tr '\n' ' ')"
     done
   done
+fi
+if [[ $mode == speculative ]]; then
+  if timeout 200 build-gpu/cuda-sampling "$PWD" >"$out/cuda-sampling.log" 2>&1; then note "cuda-sampling: $(tail -1 "$out/cuda-sampling.log")"
+  else note "cuda-sampling FAILED: $(tail -1 "$out/cuda-sampling.log")"; grep -i "fail\|error" "$out/cuda-sampling.log" | head -20; fi
+  timeout 200 build-gpu/cuda-bench bench/configs/llama-3-8b --dummy --batches 1,64 --steps 20 --requests 0 \
+    --verify ${VERIFY:-1,2,3,4,6,8} >"$out/verify.log" 2>&1
+  grep -E "^\| (batch|1|64) " "$out/verify.log"
+  note "verify: $(grep -cE '^\| (1|64) \| [0-9]+ \| ' "$out/verify.log") rows (verify.log)"
+  for k in 0 ${NGRAM:-4}; do  # the cost under load: random prompts, dummy weights (few guesses hold)
+    timeout 200 build-gpu/cuda-bench bench/configs/llama-3-8b --dummy --batches 64 --steps 5 --requests ${REQUESTS:-1000} \
+      --max-batch 64 --ngram $k >"$out/offline-ngram$k.log" 2>&1
+    note "offline 128/128, max batch 64, --ngram $k: $(grep -E '^offline|^prompt lookup' "$out/offline-ngram$k.log" | tr '\n' ' ')"
+  done
+  timeout ${RUN_TIMEOUT:-240} node dist/bench/speculative-ngram.js --device cuda --threads 8 --drafts 2,4,8 --layer-draft 2 \
+    --draft-tokens 2,4 >"$out/speculative-bundled.log" 2>&1
+  tail -14 "$out/speculative-bundled.log"
+  note "bundled model on the GPU: $(grep -cE 'yes \|$' "$out/speculative-bundled.log") rows with outputs equal, $(grep -cE 'NO \|$' "$out/speculative-bundled.log") not"
 fi
 if [[ $mode == serve ]]; then
   # Served through the HTTP frontend on the GPU: the bundled checkpoint (a real model with a tokenizer) at a fixed

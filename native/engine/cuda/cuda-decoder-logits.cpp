@@ -83,7 +83,11 @@ void CudaDecoder::lm_head_rows(const void* xn, int64_t r0, int64_t n, const std:
   const float* glp = reinterpret_cast<const float*>(gh + cap);
   for (int32_t g = 0; g < ng; ++g) {
     const int64_t row = r0 + gh[2 * cap + g];
-    out.sampled[static_cast<size_t>(batch_.out_chunk[row])] = DeviceSample{gh[g], glp[g]};
+    const auto c = static_cast<size_t>(batch_.out_chunk[row]);
+    out.sampled[c] = DeviceSample{gh[g], glp[g]};  // (an all_logits chunk's last row comes last)
+    if (out.first_sample[c] >= 0)
+      out.row_samples[static_cast<size_t>(out.first_sample[c] + (batch_.out_rows[row] - batch_.chunk_first_row[c]))] =
+          DeviceSample{gh[g], glp[g]};
   }
 }
 

@@ -64,6 +64,9 @@ std::string forward_shape_error(const std::vector<SequenceChunk>& chunks, const 
     const SequenceChunk& c = chunks[i];
     if (fo.first_row[i] < 0) {  // sampled on the device: only where asked, with the token present
       sampled_ok = sampled_ok && c.sample_on != SampleOn::host && fo.sampled.size() == chunks.size();
+      if (c.all_logits)  // every row's argmax
+        sampled_ok = sampled_ok && fo.first_sample.size() == chunks.size() && fo.first_sample[i] >= 0 &&
+                     static_cast<size_t>(fo.first_sample[i]) + c.tokens.size() <= fo.row_samples.size();
       continue;
     }
     rows += c.all_logits ? c.tokens.size() : 1;

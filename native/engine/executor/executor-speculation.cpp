@@ -76,8 +76,10 @@ void Executor::Impl::add_drafts(IterationBatch& b) {
       continue;
     c.tokens.insert(c.tokens.end(), draft.begin(), draft.end());
     c.block_ids = s.block_table;
-    c.all_logits = true;  // a row per guess, sampled here
-    c.sample_on = SampleOn::host;
+    c.all_logits = true;  // a row per guess
+    // A greedy row the device may take the argmax of (choose_device_sampling said so for the plain step) has every
+    // row's argmax taken there; any other is drawn here from the rows.
+    if (c.sample_on != SampleOn::device_argmax) c.sample_on = SampleOn::host;
     b.drafts[asks[k].chunk] = static_cast<int32_t>(draft.size());
     drafted_tokens += static_cast<int64_t>(draft.size());
     ++drafting_requests;
@@ -89,12 +91,19 @@ void Executor::Impl::verify_drafts(Sequence& s, const IterationBatch& batch, siz
   const size_t V = static_cast<size_t>(vocab_size);
   const SequenceChunk& c = batch.chunks[i];
   const int32_t drafts = batch.drafts[i];
-  const size_t first = static_cast<size_t>(fo.first_row[i]);
+  const size_t first = fo.first_row[i] < 0 ? 0 : static_cast<size_t>(fo.first_row[i]);
+  const bool on_device = fo.first_row[i] < 0;  // each row's argmax, taken by the device
   // Row j follows the input token and the first j guesses; its draw is the plain step's. Inputs up to it hold
   // valid K/V when every guess before it was the model's own choice.
   for (int32_t j = 0;; ++j) {
-    const float* row = fo.logits.data() + (first + static_cast<size_t>(j)) * V;
-    const SampledToken tok = sampler.sample(row, vocab_size, sampling_context(s));
+    const float* row = on_device ? nullptr : fo.logits.data() + (first + static_cast<size_t>(j)) * V;
+    SampledToken tok;
+    if (on_device) {
+      const DeviceSample& d = fo.row_samples[static_cast<size_t>(fo.first_sample[i] + j)];
+      tok = SampledToken{d.token, d.log_prob};
+    } else {
+      tok = sampler.sample(row, vocab_size, sampling_context(s));
+    }
     const bool agrees = j < drafts && tok.token == c.tokens[static_cast<size_t>(j) + 1];
     s.num_computed = c.past_len + 1 + j;
     emit_token(s, tok, row, t_tok, out);

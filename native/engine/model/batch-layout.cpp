@@ -20,17 +20,23 @@ void layout_batch(const std::vector<SequenceChunk>& chunks, bool samples_on_devi
   out.vocab_size = vocab_size;
   out.first_row.assign(chunks.size(), -1);
   out.sampled.assign(chunks.size(), DeviceSample{});
+  out.first_sample.assign(chunks.size(), -1);
+  out.row_samples.clear();
   int64_t row = 0;
   for (size_t c = 0; c < chunks.size(); ++c) {
     const SequenceChunk& ch = chunks[c];
     const bool on_device = ch.sample_on != SampleOn::host;
-    if (on_device && (!samples_on_device || ch.all_logits))
+    if (on_device && (!samples_on_device || (ch.all_logits && ch.sample_on != SampleOn::device_argmax)))
       throw EngineError(ErrorCode::internal, "chunk " + std::to_string(c) + " asks for device sampling " +
-                                                 (ch.all_logits ? "with all_logits" : "from a model that cannot"));
+                                                 (ch.all_logits ? "other than an argmax with all_logits" : "from a model that cannot"));
     const int32_t n = static_cast<int32_t>(ch.tokens.size());
     l.chunk_first_row.push_back(row);
     l.num_table_entries += static_cast<int64_t>(ch.block_ids.size());
     if (!on_device) out.first_row[c] = l.num_host_rows;
+    if (on_device && ch.all_logits) {
+      out.first_sample[c] = static_cast<int32_t>(out.row_samples.size());
+      out.row_samples.resize(out.row_samples.size() + ch.tokens.size());
+    }
     for (int32_t i = 0; i < n; ++i) {
       l.positions.push_back(ch.past_len + i);
       l.token_chunk.push_back(static_cast<int32_t>(c));
