@@ -136,6 +136,7 @@ class ShutdownWorker : public Napi::AsyncWorker {
     try {
       executor_->shutdown();
       release_followers(leader_);
+      executor_->free_models();  // the GPU's memory back before the promise resolves: another model may load next
     } catch (const std::exception& e) {
       SetError(e.what());
     }
@@ -234,6 +235,7 @@ void AddonExecutor::stop_now() {
     shutting_down_ = true;
     executor_->shutdown();
     release_followers(leader_);
+    executor_->free_models();
   }
   if (executor_ && !released_) {
     released_ = true;

@@ -1,5 +1,7 @@
 // Cancellation (running and queued), queue_full, forward failures isolated to one iteration, shutdown with work
-// in flight, and enqueue after shutdown.
+// in flight, enqueue after shutdown, and the models freed after it.
+#include <atomic>
+
 #include "check.h"
 #include "executor-test-util.h"
 
@@ -136,7 +138,29 @@ static void test_idle_loop_sleeps() {
   CHECK(h.executor->get_latest_iteration_stats().size() == 3);  // one iteration per token, none while idle
 }
 
+// free_models after shutdown: the model and the draft model are destroyed (a GPU's memory would be free for the
+// next load), and what the executor reports stays readable. Before shutdown it frees nothing.
+static void test_free_models() {
+  static std::atomic<int> destroyed{0};
+  struct Counted : FakeModel {
+    using FakeModel::FakeModel;
+    ~Counted() override { ++destroyed; }
+  };
+  Harness h(std::make_unique<Counted>(64, 512), small_config(), std::make_unique<Counted>(64, 512));
+  const RequestId a = h.executor->enqueue(make_request(prompt_of(3, 4), 4));
+  CHECK(h.collect({a})[a].tokens.size() == 3 + 4);  // (prompt + output)
+  h.executor->free_models();
+  CHECK(destroyed.load() == 0);  // the loop still runs
+  h.executor->shutdown();
+  h.executor->free_models();
+  CHECK(destroyed.load() == 2);
+  CHECK(h.executor->model_config().vocab_size == 64 && h.executor->kv_cache_stats().max_num_blocks > 0);
+  h.executor->free_models();  // again: nothing left to free
+  CHECK(destroyed.load() == 2);
+}
+
 TEST_MAIN({
+  test_free_models();
   test_cancel_running_and_queued();
   test_queue_full();
   test_forward_failure_is_isolated();

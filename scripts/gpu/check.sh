@@ -201,14 +201,14 @@ fi
 if [[ $mode == speculative ]]; then
   if timeout 200 build-gpu/cuda-sampling "$PWD" >"$out/cuda-sampling.log" 2>&1; then note "cuda-sampling: $(tail -1 "$out/cuda-sampling.log")"
   else note "cuda-sampling FAILED: $(tail -1 "$out/cuda-sampling.log")"; grep -i "fail\|error" "$out/cuda-sampling.log" | head -20; fi
-  timeout 200 build-gpu/cuda-bench bench/configs/llama-3-8b --dummy --batches 1,64 --steps 20 --requests 0 \
+  timeout 200 build-gpu/cuda-bench bench/configs/llama-3-8b --dummy --batches ${BATCHES:-1,16,32,64} --steps 20 --requests 0 \
     --verify ${VERIFY:-1,2,3,4,6,8} >"$out/verify.log" 2>&1
-  grep -E "^\| (batch|1|64) " "$out/verify.log"
-  note "verify: $(grep -cE '^\| (1|64) \| [0-9]+ \| ' "$out/verify.log") rows (verify.log)"
-  for k in 0 ${NGRAM:-4}; do  # the cost under load: random prompts, dummy weights (few guesses hold)
+  grep -E "^\| ([0-9]+|batch) \|" "$out/verify.log"
+  note "verify: $(grep -cE '^\| [0-9]+ \| [0-9]+ \| ' "$out/verify.log") rows (verify.log)"
+  for k in 0 ${NGRAM:-4} 0 ${NGRAM:-4}; do  # the cost under load, twice: random prompts, dummy weights (few guesses hold)
     timeout 200 build-gpu/cuda-bench bench/configs/llama-3-8b --dummy --batches 64 --steps 5 --requests ${REQUESTS:-1000} \
-      --max-batch 64 --ngram $k >"$out/offline-ngram$k.log" 2>&1
-    note "offline 128/128, max batch 64, --ngram $k: $(grep -E '^offline|^prompt lookup' "$out/offline-ngram$k.log" | tr '\n' ' ')"
+      --max-batch 64 --ngram $k >"$out/offline-ngram.log" 2>&1
+    note "offline 128/128, max batch 64, --ngram $k: $(grep -E '^offline|^prompt lookup' "$out/offline-ngram.log" | tr '\n' ' ')"
   done
   timeout ${RUN_TIMEOUT:-240} node dist/bench/speculative-ngram.js --device cuda --threads 8 --drafts 2,4,8 --layer-draft 2 \
     --draft-tokens 2,4 >"$out/speculative-bundled.log" 2>&1

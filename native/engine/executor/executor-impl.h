@@ -72,7 +72,9 @@ struct MicroBatch {
 
 struct Executor::Impl {
   // Immutable after construction.
-  std::unique_ptr<Model> model;
+  std::unique_ptr<Model> model;  // (freed by free_models once the loop is joined)
+  ModelConfig model_config;      // the model's, kept past free_models
+  std::string kv_dtype;          // Model::kv_cache_dtype(), likewise
   ExecutorConfig config;       // with max_seq_len resolved
   int32_t vocab_size = 0;
   ValidationLimits limits;

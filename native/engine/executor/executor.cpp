@@ -45,6 +45,7 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config, s
   require_config(model != nullptr, "Executor needs a model, got null");
   m.model = std::move(model);
   m.draft_model = std::move(draft);
+  m.model_config = m.model->config();
   m.config = config;
   ExecutorConfig& c = m.config;
   const ModelConfig& mc = m.model->config();
@@ -143,6 +144,7 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config, s
   m.model->allocate_kv(static_cast<int32_t>(blocks), c.tokens_per_block);
   m.kv_pool_bytes = blocks * c.tokens_per_block * static_cast<int64_t>(m.model->kv_bytes_per_token());
   m.kv_snapshot = m.kv.stats();
+  m.kv_dtype = m.model->kv_cache_dtype();
 
   m.limits.vocab_size = m.vocab_size;
   m.limits.max_seq_len = c.max_seq_len;
@@ -196,7 +198,7 @@ RequestId Executor::enqueue(const Request& request) {
   seq->tokens = request.input_token_ids;
   seq->prompt_len = static_cast<int32_t>(request.input_token_ids.size());
   seq->window_cap = sequence_window_cap(m.config.max_attention_window, request.max_attention_window);
-  seq->release_window = seq->is_beam_search() ? 0 : kv_release_window(m.model->config(), seq->window_cap);
+  seq->release_window = seq->is_beam_search() ? 0 : kv_release_window(m.model_config, seq->window_cap);
   seq->arrival_time = m.now();
   seq->matcher = guide_matcher(request, m.grammars.get());
 
@@ -278,8 +280,16 @@ int64_t Executor::kv_cache_events_dropped() const {
 
 int32_t Executor::num_active_requests() const { return impl_->num_active.load(); }
 
-const ModelConfig& Executor::model_config() const { return impl_->model->config(); }
-std::string Executor::kv_cache_dtype() const { return impl_->model->kv_cache_dtype(); }
+const ModelConfig& Executor::model_config() const { return impl_->model_config; }
+std::string Executor::kv_cache_dtype() const { return impl_->kv_dtype; }
+
+void Executor::free_models() {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> join_lock(m.join_mu);
+  if (m.thread.joinable()) return;
+  m.model.reset();
+  m.draft_model.reset();
+}
 
 const ExecutorConfig& Executor::config() const { return impl_->config; }
 

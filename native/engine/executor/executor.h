@@ -116,6 +116,10 @@ class Executor {
   // Stops accepting requests, cancels what is queued or running (final responses with `cancelled`), joins the
   // loop thread. Idempotent.
   void shutdown();
+  // After shutdown() has joined the loop: frees the model and the draft model (weights, KV pools, device buffers),
+  // so the process can load another; model_config(), the stats and the KV snapshots stay readable. Does nothing
+  // while the loop still runs (shutdown() called from the response callback).
+  void free_models();
 
   // Test hook, so a test can fix the order of events instead of sleeping and hoping. After hold_iterations(n) the
   // loop runs at most n more iterations (as get_latest_iteration_stats counts them) and then holds: no iteration
