@@ -3,7 +3,10 @@
 // without it in the same run: output tokens per second, the tokens a pass gained on average, and whether every
 // output equals the plain one. Two prompt sets from the bundled model's held-out Brown text: "copy" — a passage, a
 // newline, then the passage's first words again (text that quotes or edits its input, as the issue's copy-heavy
-// set) — and "plain", a sentence to continue. Greedy, max_tokens 64, one request at a time.
+// set) — and "plain", a sentence to continue. Greedy, max_tokens 64, one request at a time. Where an output differs
+// from the plain one, its first differing token is shown with the plain run's top-2 logit margin there: on a GPU
+// the check pass computes rows with other kernels than a one-token step (a near tie may flip either way, as
+// batching does), so a difference is explained only where that margin is small.
 //   node dist/bench/speculative-ngram.js [--model DIR] [--drafts 2,4,8] [--threads N] [--prompts 8] [--device cuda]
 //        [--draft-model DIR | --layer-draft N] [--draft-tokens 2,4]
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -75,6 +78,7 @@ async function main(): Promise<void> {
   const maxTokens = Number(o.maxTokens);
   console.log(`model ${o.model} on ${o.device}, ${o.threads} threads (${cpus()[0]?.model ?? 'cpu'}), ${n} prompts a set, ${maxTokens} tokens each, greedy, batch 1`);
   const rows: string[] = [];
+  const differences: { drafter: string; set: string; prompt: number; at: number }[] = [];
   let base: Record<string, SetResult> = {};
   for (const drafter of drafters) {
     const executor = await Executor.load(o.model, { numThreads: Number(o.threads), device: o.device, ...drafter.options });
@@ -85,6 +89,10 @@ async function main(): Promise<void> {
         if (drafter.label === 'none') base = { ...base, [name]: r };
         const b = base[name]!;
         const equal = JSON.stringify(r.outputs) === JSON.stringify(b.outputs);
+        r.outputs.forEach((out, i) => {
+          const at = out.findIndex((t, k) => t !== b.outputs[i]![k]);
+          if (at >= 0 || out.length !== b.outputs[i]!.length) differences.push({ drafter: drafter.label, set: name, prompt: i, at: at >= 0 ? at : Math.min(out.length, b.outputs[i]!.length) });
+        });
         rows.push(`| ${name} | ${drafter.label} | ${(r.tokens / r.seconds).toFixed(0)} | ${r.perPass.toFixed(2)} | **${((b.seconds / r.seconds)).toFixed(2)}×** | ${equal ? 'yes' : 'NO'} |`);
       }
     } finally {
@@ -94,6 +102,31 @@ async function main(): Promise<void> {
   console.log('\n| prompts | guesses (drafter, per step) | output tok/s | tokens gained per pass | speedup vs none | outputs equal to none |');
   console.log('|---|---|---|---|---|---|');
   for (const r of rows) console.log(r);
+  if (differences.length > 0) await explain(o, differences, { copy, plain }, maxTokens);
+}
+
+/** The plain run's top-2 logit margin at each first differing token (its generation logits, without speculation). */
+async function explain(o: Options, differences: { drafter: string; set: string; prompt: number; at: number }[],
+  sets: Record<string, number[][]>, maxTokens: number): Promise<void> {
+  const executor = await Executor.load(o.model, { numThreads: Number(o.threads), device: o.device });
+  try {
+    console.log('\n| drafter | prompts | prompt | first differing token | plain top-2 margin there (logits) |\n|---|---|---|---|---|');
+    for (const d of differences) {
+      const r = await executor.generate({ inputTokenIds: sets[d.set]![d.prompt]!, maxTokens, output: { excludeInputFromOutput: true, returnGenerationLogits: true } });
+      const logits = r.generationLogits;
+      const vocab = executor.modelConfig.vocabSize;
+      let margin = NaN;
+      if (logits && logits.length >= (d.at + 1) * vocab) {
+        const row = logits.subarray(d.at * vocab, (d.at + 1) * vocab);
+        let a = -Infinity, b = -Infinity;
+        for (const x of row) if (x > a) { b = a; a = x; } else if (x > b) b = x;
+        margin = a - b;
+      }
+      console.log(`| ${d.drafter} | ${d.set} | ${d.prompt} | ${d.at} | ${margin.toFixed(4)} |`);
+    }
+  } finally {
+    await executor.shutdown();
+  }
 }
 
 await main();

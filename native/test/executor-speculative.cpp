@@ -121,6 +121,7 @@ TEST_MAIN({
     ExecutorConfig c = config(1);
     c.max_batch_size = 64;
     c.max_num_tokens = 1024;
+    c.speculation_max_batch = 0;  // (guesses at any batch size)
     Harness h(std::make_unique<CopyingModel>(8, 512), c);
     const std::vector<int32_t> prompt = {1, 2, 3, 1, 2, 3, 1};
     std::vector<int32_t> before_guess = prompt;
@@ -234,6 +235,25 @@ TEST_MAIN({
     CHECK(plain == spec);
     CHECK_MSG(plain_argmax == 0 && spec_argmax > 0, "checked chunks with device argmaxes: %d plain, %d speculating", plain_argmax, spec_argmax);
     CHECK_MSG(spec_host > 0 && spec_host < spec_argmax, "chunks whose rows came back: %d", spec_host);
+  }
+  // speculation_max_batch: no guesses in an iteration with more requests decoding; guesses again once fewer are.
+  {
+    ExecutorConfig c = config(4);
+    c.speculation_max_batch = 2;
+    Harness h(std::make_unique<CopyingModel>(64, 512), c);
+    std::set<RequestId> ids;
+    int32_t len = 4;
+    for (const auto& p : prompts()) ids.insert(h.executor->enqueue(request(p, len))), len += 6;
+    auto out = h.collect(ids);
+    int64_t crowded_guesses = 0, sparse_guesses = 0;
+    for (const auto& st : h.executor->get_latest_iteration_stats())
+      (st.inflight_batching_stats.num_gen_requests > 2 ? crowded_guesses : sparse_guesses) += st.spec_decoding_stats.num_draft_tokens;
+    CHECK_MSG(crowded_guesses == 0 && sparse_guesses > 0, "guesses with more than 2 decoding: %lld, with 2 or fewer: %lld",
+              static_cast<long long>(crowded_guesses), static_cast<long long>(sparse_guesses));
+    const Run plain = run<CopyingModel>(config(0), 30);
+    ExecutorConfig off = config(4);
+    off.speculation_max_batch = 2;
+    CHECK(same_outputs(plain, run<CopyingModel>(off, 30)));
   }
   // A small KV pool: guesses only take blocks the planned work left free, under both policies.
   for (auto policy : {CapacitySchedulerPolicy::guaranteed_no_evict, CapacitySchedulerPolicy::max_utilization}) {

@@ -212,7 +212,7 @@ if [[ $mode == speculative ]]; then
   done
   timeout ${RUN_TIMEOUT:-240} node dist/bench/speculative-ngram.js --device cuda --threads 8 --drafts 2,4,8 --layer-draft 2 \
     --draft-tokens 2,4 >"$out/speculative-bundled.log" 2>&1
-  tail -14 "$out/speculative-bundled.log"
+  tail -24 "$out/speculative-bundled.log"
   note "bundled model on the GPU: $(grep -cE 'yes \|$' "$out/speculative-bundled.log") rows with outputs equal, $(grep -cE 'NO \|$' "$out/speculative-bundled.log") not"
 fi
 if [[ $mode == serve ]]; then

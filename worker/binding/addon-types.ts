@@ -81,6 +81,8 @@ export interface NativeExecutorConfig {
   ngramDraftTokens?: number;
   /** Speculative decoding by draft model (NativeLoadOptions.draftModel): guesses per decode step, 1..64; default 4. */
   draftModelTokens?: number;
+  /** Speculation is off in an iteration with more requests decoding than this (0: no limit); default 32. */
+  speculationMaxBatch?: number;
   maxBatchSize?: number;
   maxNumTokens?: number;
   maxQueueSize?: number;

@@ -74,6 +74,7 @@ export interface ServeCliOptions {
   speculativeNgram?: number;
   draftModel?: string;
   numDraftTokens?: number;
+  speculativeMaxBatch?: number;
   maxBodyBytes: number;
   allowAnyContentType: boolean;
   maxLogitsBytesPerRequest: number;
@@ -237,6 +238,9 @@ const TABLE = [
   { name: 'numDraftTokens', flag: '--num-draft-tokens', placeholder: '<n>', env: 'TRTLLM_NUM_DRAFT_TOKENS', kind: intKind(1, 64),
     help: 'tokens the draft model guesses a step (default 4; a request\'s num_draft_tokens overrides it)',
     file: { key: 'decoding.num_draft_tokens', unset: '4' }, rank: 'argv', executor: { field: 'draftModelTokens' } },
+  { name: 'speculativeMaxBatch', flag: '--speculative-max-batch', placeholder: '<n>', env: 'TRTLLM_SPECULATIVE_MAX_BATCH', kind: intKind(0),
+    help: 'speculation (prompt lookup or draft model) is off in an iteration with more than n requests decoding, where checking guesses costs more than it saves (default 32; 0: no limit)',
+    file: { key: 'decoding.speculative_max_batch', unset: '32' }, rank: 'argv', executor: { field: 'speculationMaxBatch' } },
 
   // Requests and shutdown.
   { name: 'maxBodyBytes', flag: '--max-body-bytes', placeholder: '<n>', env: 'TRTLLM_MAX_BODY_BYTES', kind: intKind(1), default: 8 * 1024 * 1024,

@@ -34,6 +34,7 @@ export interface ServeOptions {
   speculativeNgram?: number | undefined;  // prompt-lookup speculation: guessed tokens per step; 0/absent: off
   draftModel?: string | undefined;        // speculation by draft model: its checkpoint directory
   numDraftTokens?: number | undefined;    // the draft model's guesses per step (absent: 4)
+  speculativeMaxBatch?: number | undefined;  // speculation off above this many decoding requests (absent: 32)
   drainTimeoutMs: number;
   hangTimeoutMs?: number | undefined;  // leader mode: the liveness watch's bound (0: none)
   logLevel: LogLevel;

@@ -33,6 +33,11 @@ void Executor::Impl::add_drafts(IterationBatch& b) {
   drafted_tokens = drafting_requests = 0;
   const ExecutorConfig::NgramSpeculation& spec = config.ngram_speculation;
   if (micro_batches > 1) return;
+  if (config.speculation_max_batch > 0) {
+    int32_t decoding = 0;
+    for (const Sequence* s : b.seqs) decoding += s->state == SequenceState::generation ? 1 : 0;
+    if (decoding > config.speculation_max_batch) return;
+  }
   const int32_t default_room = draft_model ? config.draft_model_tokens : spec.max_draft_tokens;
   // Guesses take what the iteration's token budget and the free blocks leave after the planned work.
   int64_t budget = scheduler_config.max_num_tokens;

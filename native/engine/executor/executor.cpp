@@ -71,6 +71,8 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config, s
   require_config(c.draft_model_tokens >= 1 && c.draft_model_tokens <= kMaxDraftTokens,
                  "draft_model_tokens must be in [1, " + std::to_string(kMaxDraftTokens) + "], got " +
                      std::to_string(c.draft_model_tokens));
+  require_config(c.speculation_max_batch >= 0,
+                 "speculation_max_batch must be >= 0 (0: no limit), got " + std::to_string(c.speculation_max_batch));
   if (m.draft_model) {
     // Guesses are token ids of the target's vocabulary: a draft over another vocabulary guesses other words.
     const ModelConfig& dc = m.draft_model->config();

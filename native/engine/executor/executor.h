@@ -69,6 +69,11 @@ struct ExecutorConfig {
   // over the same vocabulary guesses up to this many tokens a step, each its argmax after the ones before, from its
   // own KV pool on this rank; they are checked as prompt lookup's are, so the output is still the plain one.
   int32_t draft_model_tokens = 4;
+  // Speculation stays off in an iteration with more than this many requests decoding (0: no limit): checking K
+  // guesses costs about a decode step at small batches but grows with the batch (bench/RESULTS.md: on an H200, 4
+  // guesses cost 1.2x a decode step at batch 16, 1.3x at 32, 1.9x at 64), while the batch itself already keeps
+  // the GPU busy.
+  int32_t speculation_max_batch = 32;
   // TensorRT-LLM's GuidedDecodingConfig: the bytes each token id stands for (empty: a special token, never allowed
   // inside a guide). Absent: requests with guided_decoding are refused.
   struct GuidedDecodingConfig {
