@@ -255,6 +255,30 @@ TEST_MAIN({
     off.speculation_max_batch = 2;
     CHECK(same_outputs(plain, run<CopyingModel>(off, 30)));
   }
+  // On a device model, a sampled request's checked rows come back to the host: at most 16 MiB of them an iteration.
+  // With 1M-id rows (4 MiB each), one request may have 3 guesses (4 rows), and a second none in the same pass.
+  {
+    ExecutorConfig c = config(6);
+    c.max_batch_size = 2;
+    Harness h(std::make_unique<CopyingDeviceModel>(1 << 20, 512), c);
+    std::set<RequestId> ids;
+    for (uint64_t seed : {1, 2}) {
+      Request r = request({5, 6, 7, 5, 6, 7, 5}, 6);
+      r.sampling.temperature = 0.01f;  // (as good as greedy, but drawn by the sampler)
+      r.sampling.top_p = 1.0f;
+      r.sampling.seed = seed;
+      ids.insert(h.executor->enqueue(r));
+    }
+    auto out = h.collect(ids);
+    int64_t most = 0, requests_most = 0;
+    for (const auto& st : h.executor->get_latest_iteration_stats()) {
+      most = std::max(most, st.spec_decoding_stats.num_draft_tokens);
+      requests_most = std::max<int64_t>(requests_most, st.spec_decoding_stats.num_requests_with_draft_tokens);
+    }
+    CHECK_MSG(most == 3 && requests_most == 1, "at most %lld guesses by %lld requests in one pass",
+              static_cast<long long>(most), static_cast<long long>(requests_most));
+    for (RequestId id : ids) CHECK(out[id].tokens.size() == 6);
+  }
   // A small KV pool: guesses only take blocks the planned work left free, under both policies.
   for (auto policy : {CapacitySchedulerPolicy::guaranteed_no_evict, CapacitySchedulerPolicy::max_utilization}) {
     const Run plain = run<CopyingModel>(config(0, policy, 96), 24), spec = run<CopyingModel>(config(6, policy, 96), 24);

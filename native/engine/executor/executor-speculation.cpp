@@ -25,6 +25,11 @@ bool can_speculate(const Sequence& s) {
          !r.output.return_generation_logits && s.release_window == 0 && s.window_cap == 0;
 }
 
+// On a model that samples on its device, a checked row that is not an argmax (a sampled request's) comes back to
+// the host whole, 4 bytes per vocabulary id (512 KB at 128k ids). Guesses that would bring back more than this in
+// one iteration are not made: past a few requests the copies would cost more than the passes they save.
+constexpr int64_t kHostCheckBytes = int64_t{16} << 20;
+
 }  // namespace
 
 void Executor::Impl::add_drafts(IterationBatch& b) {
@@ -44,15 +49,20 @@ void Executor::Impl::add_drafts(IterationBatch& b) {
   for (const SequenceChunk& c : b.chunks) budget -= static_cast<int64_t>(c.tokens.size());
   std::vector<DraftAsk> asks;
   std::vector<std::vector<int32_t>> guesses;
+  const int64_t row_bytes = static_cast<int64_t>(vocab_size) * 4;
+  int64_t host_bytes_left = model->samples_on_device() ? kHostCheckBytes : INT64_MAX;
   for (size_t i = 0; i < b.chunks.size() && budget > 0; ++i) {
     Sequence& s = *b.seqs[i];
     const SequenceChunk& c = b.chunks[i];
     if (!can_speculate(s) || c.tokens.size() != 1 || c.all_logits || c.past_len + 1 != s.num_tokens()) continue;
     // Never past max_tokens: the last token a request may output is never fed back, so it needs no guess.
     const int32_t asked = s.request.num_draft_tokens >= 0 ? s.request.num_draft_tokens : default_room;
-    const int64_t room = std::min<int64_t>({asked, budget,
-                                            static_cast<int64_t>(s.request.max_tokens) - s.num_generated() - 1});
+    int64_t room = std::min<int64_t>({asked, budget,
+                                      static_cast<int64_t>(s.request.max_tokens) - s.num_generated() - 1});
+    const bool rows_to_host = c.sample_on != SampleOn::device_argmax && host_bytes_left != INT64_MAX;
+    if (rows_to_host) room = std::min(room, host_bytes_left / row_bytes - 1);
     if (room <= 0) continue;
+    if (rows_to_host) host_bytes_left -= (room + 1) * row_bytes;
     if (draft_model) {
       asks.push_back({i, static_cast<int32_t>(room)});
       budget -= room;
