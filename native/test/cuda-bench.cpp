@@ -19,8 +19,9 @@
 // --kv-cache-dtype fp8: K/V stored as e4m3 (LoadOptions::kv_cache_dtype); the offline run prints the tokens the pool
 // holds either way (the executor sizes it from free memory, kv_cache_free_gpu_mem_fraction 0.9).
 // --sampled: the offline requests sample (temperature 0.8, top-p 0.95, a seed each) instead of greedy.
-// --profile brackets the first prefill chunk (32 sequences of --ctx tokens at most) or the last decode step of each
-// batch with cudaProfilerStart/Stop, for `ncu --profile-from-start off` (per-kernel times, no load or warm-up).
+// --profile brackets the first prefill chunk (32 sequences of --ctx tokens at most), the last decode step of each
+// batch or the last verify step of each (batch, K) with cudaProfilerStart/Stop, for `ncu --profile-from-start off`
+// (per-kernel times, no load or warm-up).
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
@@ -154,6 +155,7 @@ double verify_step_ms(Model& m, int batch, int k, int ctx, int steps, int blocks
       c.sample_on = SampleOn::device_argmax;
       chunks.push_back(std::move(c));
     }
+    ProfileRange range("verify", step == steps + 2);
     const double t0 = now();
     m.forward(chunks, out);
     if (step >= 3) times.push_back(now() - t0);
@@ -192,8 +194,8 @@ int main(int argc, char** argv) {
     else if (a == "--json") json_path = next();
     else if (a == "--profile") {
       g_profile = next();
-      if (g_profile != "prefill" && g_profile != "decode") {
-        std::fprintf(stderr, "cuda-bench: --profile must be prefill or decode, got \"%s\"\n", g_profile.c_str());
+      if (g_profile != "prefill" && g_profile != "decode" && g_profile != "verify") {
+        std::fprintf(stderr, "cuda-bench: --profile must be prefill, decode or verify, got \"%s\"\n", g_profile.c_str());
         return 2;
       }
     }
