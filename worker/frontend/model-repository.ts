@@ -29,7 +29,8 @@ const TEXT_INPUTS: TensorSpec[] = [
   t('frequency_penalty', 'FP32', [1]), t('random_seed', 'UINT64', [1]), t('return_log_probs', 'BOOL', [1]),
   t('return_context_logits', 'BOOL', [1]), t('return_generation_logits', 'BOOL', [1]), t('beam_width', 'INT32', [1]),
   t('stream', 'BOOL', [1]), t('exclude_input_in_output', 'BOOL', [1]), t('stop', 'BOOL', [1]),
-  t('max_attention_window_size', 'INT32', [1]), t('num_draft_tokens', 'INT32', [1]), ...GUIDE_INPUTS,
+  t('max_attention_window_size', 'INT32', [1]), t('num_draft_tokens', 'INT32', [1]), t('use_draft_logits', 'BOOL', [1]),
+  ...GUIDE_INPUTS,
 ];
 const TEXT_OUTPUTS: TensorSpec[] = [
   t('text_output', 'BYTES', [-1]), t('cum_log_probs', 'FP32', [-1]), t('output_log_probs', 'FP32', [-1, -1]),

@@ -4,7 +4,7 @@
 import type { GuidedDecodingParams, NativeRequest, SamplingParams } from '../binding/addon-types.js';
 import { describeValue } from '../common/errors.js';
 import { ATTENTION_WINDOW, readAttentionWindow } from './attention-window.js';
-import { DRAFT_TOKENS, readDraftTokens } from './draft-tokens.js';
+import { DRAFT_TOKENS, readDraftTokens, readUseDraftLogits, USE_DRAFT_LOGITS } from './draft-tokens.js';
 import { checkBatch } from './fan-out.js';
 import { readKserveGuide } from './guided/kserve-guide.js';
 import { badRequest } from './http-errors.js';
@@ -82,6 +82,7 @@ export function readTextParams(values: NamedValues, maxBatchSize: number): TextP
     const get = (name: string) => elementAt(values, name, i, batch);
     const maxTokens = optInt(get('max_tokens'), 'max_tokens', 1);
     if (maxTokens === undefined) throw badRequest('max_tokens is required (the number of tokens to generate)', 'max_tokens');
+    readUseDraftLogits(get(USE_DRAFT_LOGITS));
     const words = (name: string) => {
       const v = values.get(name);
       // A list as long as the batch is one entry per prompt; any other list is one list for every prompt.

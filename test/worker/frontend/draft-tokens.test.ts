@@ -35,6 +35,18 @@ t.test('read once for every frontend: an integer in [0, 64], none for the server
   t.throws(() => validateRequest({ inputTokenIds: [1], maxTokens: 2, numDraftTokens: 65 }, limits), /numDraftTokens must be .*in \[0, 64\].*got 65/);
 });
 
+t.test('use_draft_logits (ensemble / tensorrt_llm_bls): false or absent runs, true is refused with the reason', async (t) => {
+  const { seen, frontends } = await fieldFrontends(t, 'use_draft_logits');
+  const ensemble = frontends.find(([name]) => name === 'generate (ensemble)')![1];
+  const before = seen.length;
+  t.ok((await ensemble(false)).ok, 'false is served');
+  t.equal(seen.length, before + 1);
+  const r = await ensemble(true);
+  t.notOk(r.ok);
+  t.match(r.message, /^use_draft_logits must be false or absent, got true \(boolean\): guesses here are single tokens/);
+  t.equal(seen.length, before + 1, 'nothing enqueued');
+});
+
 t.test('through every frontend to the executor\'s request', async (t) => {
   const { seen, frontends, executor } = await fieldFrontends(t, 'num_draft_tokens');
   for (const [name, send] of frontends) {
