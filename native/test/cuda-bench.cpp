@@ -14,6 +14,8 @@
 //        [--profile prefill|decode] [--sampled] [--quantization fp8] [--kv-cache-dtype fp8] [--verify 1,2,4,8]
 //        [--ngram K]
 // --ngram K: the offline run with prompt-lookup speculation of up to K guesses (ExecutorConfig::ngram_speculation).
+// --draft DIR (with --verify): a draft model's batch-1 decode step on the same GPU (dummy weights with --dummy), and
+// a whole speculative step at batch 1 — K draft steps and the check — against the model's decode step.
 // --quantization fp8: the projections quantized to e4m3 per output channel at load (LoadOptions::quantization);
 // the step table then also gives the bytes a decode step reads (all weights but an untied embedding table).
 // --kv-cache-dtype fp8: K/V stored as e4m3 (LoadOptions::kv_cache_dtype); the offline run prints the tokens the pool
@@ -175,7 +177,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: cuda-bench <checkpoint dir> [--dummy] [--batches 1,8,64,256] [--ctx 128] ...\n");
     return 2;
   }
-  std::string dir = argv[1], dtype = "auto", json_path, quantization, kv_cache_dtype = "auto";
+  std::string dir = argv[1], dtype = "auto", json_path, quantization, kv_cache_dtype = "auto", draft_dir;
   bool dummy = false, sampled = false;
   std::vector<int> batches = {1, 8, 64, 256}, verify;
   int ctx = 128, steps = 30, requests = 1000, input = 128, output = 128, max_batch = 256, ngram = 0;
@@ -202,6 +204,7 @@ int main(int argc, char** argv) {
     else if (a == "--sampled") sampled = true;
     else if (a == "--verify") verify = parse_list(next());
     else if (a == "--ngram") ngram = std::stoi(next());
+    else if (a == "--draft") draft_dir = next();
     else if (a == "--quantization") {
       quantization = next();
       if (quantization != "fp8") {
@@ -295,15 +298,34 @@ int main(int argc, char** argv) {
     }
     std::printf("\n| batch | K guesses | verify step (ms) | vs decode step | speedup at acceptance 0.5 / 0.7 / 0.9 "
                 "(no drafter cost) |\n|---|---|---|---|---|\n");
+    std::vector<std::pair<int, double>> batch1_checks;  // (K, ms) at batch 1, for the draft model's table
     for (int b : batches) {
       double decode_ms = 0;
       for (const StepResult& r : results)
         if (r.batch == b) decode_ms = r.step_ms;
       for (int k : verify) {
         const double ms = verify_step_ms(*model, b, k, ctx, steps, blocks_per_seq);
+        if (b == 1) batch1_checks.emplace_back(k, ms);
         const double c = ms / decode_ms;
         std::printf("| %d | %d | %.3f | %.2fx | %.2fx / %.2fx / %.2fx |\n", b, k, ms, c, tokens_per_step(0.5, k) / c,
                     tokens_per_step(0.7, k) / c, tokens_per_step(0.9, k) / c);
+      }
+    }
+    if (!draft_dir.empty() && !batch1_checks.empty()) {
+      double decode1 = 0;
+      for (const StepResult& r : results)
+        if (r.batch == 1) decode1 = r.step_ms;
+      std::unique_ptr<Model> draft = load_model(draft_dir, lo);
+      draft->allocate_kv(blocks_per_seq, tpb);
+      const double draft_ms = decode_step_ms(*draft, 1, ctx, steps, tpb, blocks_per_seq);
+      std::printf("\ndraft model %s: %.2f GB of weights, batch-1 decode step %.3f ms (%.2f of the model's)\n",
+                  draft_dir.c_str(), static_cast<double>(draft->weight_bytes()) / 1e9, draft_ms, draft_ms / decode1);
+      std::printf("\n| K guesses | K draft steps + check (ms) | vs decode step | speedup at acceptance 0.5 / 0.7 / 0.9 "
+                  "|\n|---|---|---|---|\n");
+      for (const auto& [k, check_ms] : batch1_checks) {
+        const double c = (k * draft_ms + check_ms) / decode1;
+        std::printf("| %d | %.3f | %.2fx | %.2fx / %.2fx / %.2fx |\n", k, k * draft_ms + check_ms, c,
+                    tokens_per_step(0.5, k) / c, tokens_per_step(0.7, k) / c, tokens_per_step(0.9, k) / c);
       }
     }
   }
