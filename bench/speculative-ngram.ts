@@ -3,12 +3,13 @@
 // without it in the same run: output tokens per second, the tokens a pass gained on average, and whether every
 // output equals the plain one. Two prompt sets from the bundled model's held-out Brown text: "copy" — a passage, a
 // newline, then the passage's first words again (text that quotes or edits its input, as the issue's copy-heavy
-// set) — and "plain", a sentence to continue. Greedy, max_tokens 64, one request at a time. Where an output differs
+// set) — and "plain", a sentence to continue. Greedy (--sampled: temperature 0.8, top-p 0.95, a seed per prompt),
+// max_tokens 64, one request at a time. Where an output differs
 // from the plain one, its first differing token is shown with the plain run's top-2 logit margin there: on a GPU
 // the check pass computes rows with other kernels than a one-token step (a near tie may flip either way, as
 // batching does), so a difference is explained only where that margin is small.
 //   node dist/bench/speculative-ngram.js [--model DIR] [--drafts 2,4,8] [--threads N] [--prompts 8] [--device cuda]
-//        [--draft-model DIR | --layer-draft N] [--draft-tokens 2,4]
+//        [--draft-model DIR | --layer-draft N] [--draft-tokens 2,4] [--sampled]
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,7 +23,7 @@ import { writeLayerDraft } from '../test/helpers/layer-draft.js';
 
 interface Options {
   model: string; drafts: string; threads: string; prompts: string; maxTokens: string; device: 'cpu' | 'cuda';
-  draftModel?: string; layerDraft?: string; draftTokens: string;
+  draftModel?: string; layerDraft?: string; draftTokens: string; sampled?: boolean;
 }
 
 /** One configuration of the table: its label and the executor options that make it. */
@@ -30,12 +31,13 @@ interface Drafter { label: string; options: { ngramDraftTokens?: number; draftMo
 
 interface SetResult { seconds: number; tokens: number; outputs: number[][]; perPass: number }
 
-async function runSet(executor: Executor, prompts: number[][], maxTokens: number): Promise<SetResult> {
+async function runSet(executor: Executor, prompts: number[][], maxTokens: number, sampled = false): Promise<SetResult> {
   executor.iterationStats();
   const t0 = performance.now();
   const outputs: number[][] = [];
-  for (const inputTokenIds of prompts) {
-    const r = await executor.generate({ inputTokenIds, maxTokens, output: { excludeInputFromOutput: true } });
+  for (const [i, inputTokenIds] of prompts.entries()) {
+    const sampling = sampled ? { temperature: 0.8, topP: 0.95, seed: 1000 + i } : undefined;
+    const r = await executor.generate({ inputTokenIds, maxTokens, output: { excludeInputFromOutput: true }, ...(sampling ? { sampling } : {}) });
     outputs.push(r.outputTokenIds?.[0] ?? []);
   }
   const seconds = (performance.now() - t0) / 1000;
@@ -55,6 +57,7 @@ async function main(): Promise<void> {
     .option('--draft-model <dir>', 'a draft model to try as well')
     .option('--layer-draft <n>', 'the model\'s own first n layers as a draft model to try as well')
     .option('--draft-tokens <list>', 'guesses per step to try with the draft model', '2,4')
+    .option('--sampled', 'temperature 0.8, top-p 0.95, a seed per prompt, instead of greedy')
     .parse(process.argv).opts<Options>();
   let draftDir = o.draftModel;
   if (o.layerDraft !== undefined) {
@@ -76,7 +79,7 @@ async function main(): Promise<void> {
   const copy = sentences.slice(0, n).map((s) => tokenizer.encode(`${s}\n${s.split(' ').slice(0, 4).join(' ')}`));
   const plain = sentences.slice(n, 2 * n).map((s) => tokenizer.encode(s.split(' ').slice(0, 8).join(' ')));
   const maxTokens = Number(o.maxTokens);
-  console.log(`model ${o.model} on ${o.device}, ${o.threads} threads (${cpus()[0]?.model ?? 'cpu'}), ${n} prompts a set, ${maxTokens} tokens each, greedy, batch 1`);
+  console.log(`model ${o.model} on ${o.device}, ${o.threads} threads (${cpus()[0]?.model ?? 'cpu'}), ${n} prompts a set, ${maxTokens} tokens each, ${o.sampled ? 'sampled (t 0.8, top-p 0.95)' : 'greedy'}, batch 1`);
   const rows: string[] = [];
   const differences: { drafter: string; set: string; prompt: number; at: number }[] = [];
   let base: Record<string, SetResult> = {};
@@ -85,7 +88,7 @@ async function main(): Promise<void> {
     try {
       await runSet(executor, [copy[0]!], 8);  // warm-up
       for (const [name, prompts] of [['copy', copy], ['plain', plain]] as const) {
-        const r = await runSet(executor, prompts, maxTokens);
+        const r = await runSet(executor, prompts, maxTokens, o.sampled);
         if (drafter.label === 'none') base = { ...base, [name]: r };
         const b = base[name]!;
         const equal = JSON.stringify(r.outputs) === JSON.stringify(b.outputs);

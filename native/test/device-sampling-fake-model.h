@@ -51,22 +51,27 @@ class DeviceSamplingFakeModel : public FakeModel {
         ++host_rows;
         continue;
       }
-      if (c.all_logits) {  // a speculative step's check: every row's argmax
-        if (c.sample_on != engine::SampleOn::device_argmax) throw std::logic_error("all_logits with device sampling");
-        engine::SamplingConfig greedy;
-        greedy.temperature = 0.0f;
+      const engine::DeviceSampling& d = c.device_sampling;
+      if (c.all_logits) {  // a speculative step's check: every row drawn, row r as the draw of step + r
+        if (!d.penalty_tokens.empty() || d.guided) throw std::logic_error("all_logits with penalties or a guide");
+        const bool argmax = c.sample_on == engine::SampleOn::device_argmax || d.greedy;
+        engine::SamplingConfig cfg;
+        cfg.temperature = argmax ? 0.0f : d.temperature;
+        cfg.top_k = d.top_k;
+        if (d.top_p < 1.0f || d.top_k == 0) cfg.top_p = d.top_p;
+        cfg.seed = d.seed;
         engine::SamplingContext ctx;
-        ctx.config = &greedy;
+        ctx.config = &cfg;
         out.first_sample[i] = static_cast<int32_t>(out.row_samples.size());
         for (size_t r = 0; r < rows; ++r) {
+          ctx.step = d.step + r;
           const engine::SampledToken t = sampler_.sample(first + r * V, all.vocab_size, ctx);
           out.row_samples.push_back(engine::DeviceSample{t.token, t.log_prob});
         }
         out.sampled[i] = out.row_samples.back();
-        ++argmax_row_chunks;
+        ++(argmax ? argmax_row_chunks : drawn_row_chunks);
         continue;
       }
-      const engine::DeviceSampling& d = c.device_sampling;
       if (!d.penalty_tokens.empty()) throw std::runtime_error("DeviceSamplingFakeModel: penalties are not emulated");
       if (d.guided && d.allowed.empty()) throw std::logic_error("a guided row arrived without its token mask");
       engine::SamplingConfig cfg;
@@ -104,6 +109,7 @@ class DeviceSamplingFakeModel : public FakeModel {
   std::atomic<int> masked_rows{0};  // of which under a guide's mask
   std::atomic<int> host_rows{0};    // chunks whose row went back for the executor's sampler
   std::atomic<int> argmax_row_chunks{0};  // all_logits chunks whose every row's argmax was taken here
+  std::atomic<int> drawn_row_chunks{0};   // all_logits chunks whose every row was sampled here
   std::atomic<int> rows_given{0};   // sampled_row answers
   bool gives_rows = true;
 

@@ -207,34 +207,33 @@ TEST_MAIN({
       CHECK_MSG(threw, "max_draft_tokens %d", bad);
     }
   }
-  // A model that samples on its device takes the argmax of every checked row of a greedy request there (nothing
-  // comes back to the host); a sampled request's rows still come back. The same outputs either way.
+  // A model that samples on its device draws every checked row there — a greedy request's argmaxes, a sampled one's
+  // draws of step, step + 1, ... — so nothing comes back to the host. The same outputs either way.
   {
-    auto on_device = [](int32_t drafts, int* argmax_chunks, int* host_chunks) {
-      std::vector<Request> sampled;
+    struct Counts { int argmax = 0, drawn = 0, host = 0; };
+    auto on_device = [](int32_t drafts, Counts& n) {
       Request r = request({5, 6, 7, 5, 6}, 12);
       r.sampling.temperature = 1.0f;
       r.sampling.top_p = 0.9f;
       r.sampling.seed = 3;
-      sampled.push_back(r);
       Harness h(std::make_unique<CopyingDeviceModel>(64, 512), config(drafts));
       std::vector<RequestId> ids;
       for (const auto& p : prompts()) ids.push_back(h.executor->enqueue(request(p, 30)));
       ids.push_back(h.executor->enqueue(r));
       auto out = h.collect(std::set<RequestId>(ids.begin(), ids.end()));
       auto* m = dynamic_cast<DeviceSamplingFakeModel*>(h.model);
-      *argmax_chunks = m->argmax_row_chunks.load();
-      *host_chunks = m->host_rows.load();
+      n = Counts{m->argmax_row_chunks.load(), m->drawn_row_chunks.load(), m->host_rows.load()};
       CHECK(all_blocks_free(*h.executor));
       std::vector<TokenIds> tokens;
       for (RequestId id : ids) tokens.push_back(out[id].tokens);
       return tokens;
     };
-    int plain_argmax = 0, plain_host = 0, spec_argmax = 0, spec_host = 0;
-    const auto plain = on_device(0, &plain_argmax, &plain_host), spec = on_device(4, &spec_argmax, &spec_host);
+    Counts plain_n, spec_n;
+    const auto plain = on_device(0, plain_n), spec = on_device(4, spec_n);
     CHECK(plain == spec);
-    CHECK_MSG(plain_argmax == 0 && spec_argmax > 0, "checked chunks with device argmaxes: %d plain, %d speculating", plain_argmax, spec_argmax);
-    CHECK_MSG(spec_host > 0 && spec_host < spec_argmax, "chunks whose rows came back: %d", spec_host);
+    CHECK_MSG(plain_n.argmax == 0 && plain_n.drawn == 0 && spec_n.argmax > 0 && spec_n.drawn > 0,
+              "checked chunks drawn on the device: %d argmax + %d sampled speculating", spec_n.argmax, spec_n.drawn);
+    CHECK_MSG(spec_n.host == 0 && plain_n.host == 0, "chunks whose rows came back: %d", spec_n.host);
   }
   // speculation_max_batch: no guesses in an iteration with more requests decoding; guesses again once fewer are.
   {
@@ -255,8 +254,9 @@ TEST_MAIN({
     off.speculation_max_batch = 2;
     CHECK(same_outputs(plain, run<CopyingModel>(off, 30)));
   }
-  // On a device model, a sampled request's checked rows come back to the host: at most 16 MiB of them an iteration.
-  // With 1M-id rows (4 MiB each), one request may have 3 guesses (4 rows), and a second none in the same pass.
+  // On a device model, the checked rows of a request the device cannot draw (here: bad words, a host-only logits
+  // processor) come back to the host: at most 16 MiB of them an iteration. With 1M-id rows (4 MiB each), one request
+  // may have 3 guesses (4 rows), and a second none in the same pass.
   {
     ExecutorConfig c = config(6);
     c.max_batch_size = 2;
@@ -267,6 +267,7 @@ TEST_MAIN({
       r.sampling.temperature = 0.01f;  // (as good as greedy, but drawn by the sampler)
       r.sampling.top_p = 1.0f;
       r.sampling.seed = seed;
+      r.bad_words = {{63}};
       ids.insert(h.executor->enqueue(r));
     }
     auto out = h.collect(ids);

@@ -205,7 +205,8 @@ if [[ $mode == speculative ]]; then
     --verify ${VERIFY:-1,2,3,4,6,8} >"$out/verify.log" 2>&1
   grep -E "^\| ([0-9]+|batch) \|" "$out/verify.log"
   note "verify: $(grep -cE '^\| [0-9]+ \| [0-9]+ \| ' "$out/verify.log") rows (verify.log)"
-  for k in 0 ${NGRAM:-4} 0 ${NGRAM:-4}; do  # the cost under load, twice: random prompts, dummy weights (few guesses hold)
+  offline_runs="0 ${NGRAM:-4} 0 ${NGRAM:-4}"; [[ ${SKIP_OFFLINE:-0} == 1 ]] && offline_runs=""
+  for k in $offline_runs; do  # the cost under load, twice: random prompts, dummy weights (few guesses hold)
     timeout 200 build-gpu/cuda-bench bench/configs/llama-3-8b --dummy --batches 64 --steps 5 --requests ${REQUESTS:-1000} \
       --max-batch 64 --ngram $k >"$out/offline-ngram.log" 2>&1
     note "offline 128/128, max batch 64, --ngram $k: $(grep -E '^offline|^prompt lookup' "$out/offline-ngram.log" | tr '\n' ' ')"
@@ -214,6 +215,11 @@ if [[ $mode == speculative ]]; then
     --draft-tokens 2,4 >"$out/speculative-bundled.log" 2>&1
   tail -24 "$out/speculative-bundled.log"
   note "bundled model on the GPU: $(grep -cE 'yes \|$' "$out/speculative-bundled.log") rows with outputs equal, $(grep -cE 'NO \|$' "$out/speculative-bundled.log") not"
+  # Sampled requests: every checked row drawn by the device sampler (step, step + 1, ...), as the plain steps are.
+  timeout ${RUN_TIMEOUT:-240} node dist/bench/speculative-ngram.js --device cuda --threads 8 --drafts 4 --sampled \
+    >"$out/speculative-sampled.log" 2>&1
+  tail -12 "$out/speculative-sampled.log"
+  note "bundled model on the GPU, sampled: $(grep -cE 'yes \|$' "$out/speculative-sampled.log") rows with outputs equal, $(grep -cE 'NO \|$' "$out/speculative-sampled.log") not"
 fi
 if [[ $mode == serve ]]; then
   # Served through the HTTP frontend on the GPU: the bundled checkpoint (a real model with a tokenizer) at a fixed

@@ -23,7 +23,7 @@ void CudaDecoder::run_graph(const BatchMeta& m, const std::vector<SequenceChunk>
   check_cuda(cudaMemcpyAsync(gh + cap, gd + cap, sizeof(float) * T, cudaMemcpyDeviceToHost, stream_), "greedy log-probs");
   float* logits = logits_local_.as<float>();
   run_sampling_prep();  // the executor's host work for the sampling (guide masks), while the graph runs
-  enqueue_sampling(logits, 0, T, chunks);  // (the graph's argmax of these rows is not used)
+  enqueue_sampling(logits, 0, T, chunks, out);  // (the graph's argmax of these rows is not used)
   const int32_t* host_row = batch_.host_row.data();
   float* staging = logits_host_.as<float>();
   for (int64_t i = 0; i < T; ++i)

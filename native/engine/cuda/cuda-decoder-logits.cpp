@@ -60,7 +60,7 @@ void CudaDecoder::lm_head_rows(const void* xn, int64_t r0, int64_t n, const std:
                "greedy log-probs");
   }
   run_sampling_prep();  // (first slice only) the executor's host work for the sampling, while the layers run
-  enqueue_sampling(logits, r0, n, chunks);
+  enqueue_sampling(logits, r0, n, chunks, out);
   const int32_t* host_row = batch_.host_row.data();
   float* staging = logits_host_.as<float>();
   for (int64_t i = 0; i < n;) {
@@ -91,11 +91,22 @@ void CudaDecoder::lm_head_rows(const void* xn, int64_t r0, int64_t n, const std:
   }
 }
 
-void CudaDecoder::enqueue_sampling(float* logits, int64_t r0, int64_t n, const std::vector<SequenceChunk>& chunks) {
+void CudaDecoder::enqueue_sampling(float* logits, int64_t r0, int64_t n, const std::vector<SequenceChunk>& chunks,
+                                   const ForwardOutput& out) {
   for (int64_t i = 0; i < n; ++i) {
     const int32_t c = batch_.out_chunk[r0 + i];
     const SequenceChunk& ch = chunks[static_cast<size_t>(c)];
-    if (ch.sample_on == SampleOn::device) sampler_.add(static_cast<int32_t>(i), c, ch.device_sampling);
+    if (ch.sample_on != SampleOn::device) continue;
+    if (!ch.all_logits) {
+      sampler_.add(static_cast<int32_t>(i), c, ch.device_sampling);
+      continue;
+    }
+    // A speculative step's check of a sampled request: row j is the draw of step + j (no penalty or guide there:
+    // batch-layout.h), into its row_samples entry.
+    const int64_t j = batch_.out_rows[r0 + i] - batch_.chunk_first_row[static_cast<size_t>(c)];
+    DeviceSampling d = ch.device_sampling;
+    d.step += static_cast<uint64_t>(j);
+    sampler_.add(static_cast<int32_t>(i), c, d, out.first_sample[static_cast<size_t>(c)] + static_cast<int32_t>(j));
   }
   sampler_.enqueue(logits, config_.vocab_size, stream_);
 }

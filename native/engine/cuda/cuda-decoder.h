@@ -161,7 +161,8 @@ class CudaDecoder : public Model {
                     ForwardOutput& out);
   // Rows [r0, r0 + n) of the logit rows whose chunks ask for SampleOn::device (logits row i = row r0 + i): sampled
   // on the GPU by sampler_ (finished by sampler_.finish after the stream synchronised).
-  void enqueue_sampling(float* logits, int64_t r0, int64_t n, const std::vector<SequenceChunk>& chunks);
+  void enqueue_sampling(float* logits, int64_t r0, int64_t n, const std::vector<SequenceChunk>& chunks,
+                        const ForwardOutput& out);
   // A graph's tail: the LM head over all rows and the argmax kernel over all of them.
   void enqueue_logits_and_greedy(int64_t rows);
 

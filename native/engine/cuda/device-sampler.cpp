@@ -11,7 +11,7 @@ namespace {
 size_t align8(size_t n) { return (n + 7) / 8 * 8; }
 }  // namespace
 
-void DeviceSampler::add(int32_t row, int32_t chunk, const DeviceSampling& d) {
+void DeviceSampler::add(int32_t row, int32_t chunk, const DeviceSampling& d, int32_t row_sample) {
   SampleSpec s{};
   s.row = row;
   s.greedy = d.greedy ? 1 : 0;
@@ -42,6 +42,7 @@ void DeviceSampler::add(int32_t row, int32_t chunk, const DeviceSampling& d) {
   }
   specs_.push_back(s);
   chunks_.push_back(chunk);
+  row_samples_.push_back(row_sample);
 }
 
 void DeviceSampler::enqueue(float* logits, int64_t vocab, cudaStream_t s) {
@@ -82,7 +83,10 @@ void DeviceSampler::finish(ForwardOutput& out) {
   const size_t n = specs_.size();
   const auto* tok = reinterpret_cast<const int32_t*>(host_.as<char>() + results_at_);
   const auto* lp = reinterpret_cast<const float*>(tok + n);
-  for (size_t i = 0; i < n; ++i) out.sampled[static_cast<size_t>(chunks_[i])] = DeviceSample{tok[i], lp[i]};
+  for (size_t i = 0; i < n; ++i) {
+    out.sampled[static_cast<size_t>(chunks_[i])] = DeviceSample{tok[i], lp[i]};  // (an all_logits chunk's last row last)
+    if (row_samples_[i] >= 0) out.row_samples[static_cast<size_t>(row_samples_[i])] = DeviceSample{tok[i], lp[i]};
+  }
   reset_rows();
 }
 
@@ -108,6 +112,7 @@ void DeviceSampler::clear() {
 void DeviceSampler::reset_rows() {
   specs_.clear();
   chunks_.clear();
+  row_samples_.clear();
   pen_tokens_.clear();
   pen_counts_.clear();
   masks_.clear();

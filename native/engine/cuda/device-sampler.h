@@ -15,9 +15,10 @@ namespace engine::cuda {
 
 class DeviceSampler {
  public:
-  // One row to sample: row `row` of the buffer enqueue() gets, whose token goes to out.sampled[chunk]. `d` (its
-  // mask) is read again by enqueue().
-  void add(int32_t row, int32_t chunk, const DeviceSampling& d);
+  // One row to sample: row `row` of the buffer enqueue() gets, whose token goes to out.sampled[chunk], or with
+  // row_sample >= 0 to out.row_samples[row_sample] (a row of an all_logits chunk). `d` (its mask) is read again by
+  // enqueue().
+  void add(int32_t row, int32_t chunk, const DeviceSampling& d, int32_t row_sample = -1);
   bool empty() const { return specs_.empty(); }
   // Uploads, samples and downloads on `s`, asynchronously (rewrites the sampled rows of `logits`).
   void enqueue(float* logits, int64_t vocab, cudaStream_t s);
@@ -32,7 +33,7 @@ class DeviceSampler {
 
  private:
   std::vector<SampleSpec> specs_;
-  std::vector<int32_t> chunks_, pen_tokens_, pen_counts_;
+  std::vector<int32_t> chunks_, row_samples_, pen_tokens_, pen_counts_;
   // The guided rows' allowed-token bitsets (mask_words_ each), in the DeviceSampling the caller passed to add(),
   // which must outlive enqueue().
   std::vector<const uint64_t*> masks_;

@@ -25,9 +25,16 @@ bool can_speculate(const Sequence& s) {
          !r.output.return_generation_logits && s.release_window == 0 && s.window_cap == 0;
 }
 
-// On a model that samples on its device, a checked row that is not an argmax (a sampled request's) comes back to
-// the host whole, 4 bytes per vocabulary id (512 KB at 128k ids). Guesses that would bring back more than this in
-// one iteration are not made: past a few requests the copies would cost more than the passes they save.
+// Whether the device can draw every row of this decode chunk once it carries guesses: its argmax, or a draw whose
+// processing does not depend on the tokens before it in the chunk (no penalties; guided rows are not speculated).
+bool rows_on_device(const SequenceChunk& c) {
+  return c.sample_on == SampleOn::device_argmax ||
+         (c.sample_on == SampleOn::device && c.device_sampling.penalty_tokens.empty() && !c.device_sampling.guided);
+}
+
+// On a model that samples on its device, a checked row it cannot draw (a request with penalties) comes back to the
+// host whole, 4 bytes per vocabulary id (512 KB at 128k ids). Guesses that would bring back more than this in one
+// iteration are not made: past a few requests the copies would cost more than the passes they save.
 constexpr int64_t kHostCheckBytes = int64_t{16} << 20;
 
 }  // namespace
@@ -59,7 +66,7 @@ void Executor::Impl::add_drafts(IterationBatch& b) {
     const int32_t asked = s.request.num_draft_tokens >= 0 ? s.request.num_draft_tokens : default_room;
     int64_t room = std::min<int64_t>({asked, budget,
                                       static_cast<int64_t>(s.request.max_tokens) - s.num_generated() - 1});
-    const bool rows_to_host = c.sample_on != SampleOn::device_argmax && host_bytes_left != INT64_MAX;
+    const bool rows_to_host = !rows_on_device(c) && host_bytes_left != INT64_MAX;
     if (rows_to_host) room = std::min(room, host_bytes_left / row_bytes - 1);
     if (room <= 0) continue;
     if (rows_to_host) host_bytes_left -= (room + 1) * row_bytes;
@@ -92,9 +99,9 @@ void Executor::Impl::add_drafts(IterationBatch& b) {
     c.tokens.insert(c.tokens.end(), draft.begin(), draft.end());
     c.block_ids = s.block_table;
     c.all_logits = true;  // a row per guess
-    // A greedy row the device may take the argmax of (choose_device_sampling said so for the plain step) has every
-    // row's argmax taken there; any other is drawn here from the rows.
-    if (c.sample_on != SampleOn::device_argmax) c.sample_on = SampleOn::host;
+    // Where choose_device_sampling let the device draw the plain step, it draws every row (argmaxes, or draws
+    // without penalties); any other row is drawn here.
+    if (!rows_on_device(c)) c.sample_on = SampleOn::host;
     b.drafts[asks[k].chunk] = static_cast<int32_t>(draft.size());
     drafted_tokens += static_cast<int64_t>(draft.size());
     ++drafting_requests;
@@ -107,7 +114,7 @@ void Executor::Impl::verify_drafts(Sequence& s, const IterationBatch& batch, siz
   const SequenceChunk& c = batch.chunks[i];
   const int32_t drafts = batch.drafts[i];
   const size_t first = fo.first_row[i] < 0 ? 0 : static_cast<size_t>(fo.first_row[i]);
-  const bool on_device = fo.first_row[i] < 0;  // each row's argmax, taken by the device
+  const bool on_device = fo.first_row[i] < 0;  // each row drawn by the device
   // Row j follows the input token and the first j guesses; its draw is the plain step's. Inputs up to it hold
   // valid K/V when every guess before it was the model's own choice.
   for (int32_t j = 0;; ++j) {

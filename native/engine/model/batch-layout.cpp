@@ -26,9 +26,14 @@ void layout_batch(const std::vector<SequenceChunk>& chunks, bool samples_on_devi
   for (size_t c = 0; c < chunks.size(); ++c) {
     const SequenceChunk& ch = chunks[c];
     const bool on_device = ch.sample_on != SampleOn::host;
-    if (on_device && (!samples_on_device || (ch.all_logits && ch.sample_on != SampleOn::device_argmax)))
-      throw EngineError(ErrorCode::internal, "chunk " + std::to_string(c) + " asks for device sampling " +
-                                                 (ch.all_logits ? "other than an argmax with all_logits" : "from a model that cannot"));
+    // With all_logits every row is drawn: argmaxes, or draws without penalties or a guide (each row's would
+    // depend on the rows before it).
+    const bool row_draws_ok = ch.sample_on == SampleOn::device_argmax ||
+                              (ch.device_sampling.penalty_tokens.empty() && !ch.device_sampling.guided);
+    if (on_device && (!samples_on_device || (ch.all_logits && !row_draws_ok)))
+      throw EngineError(ErrorCode::internal,
+                        "chunk " + std::to_string(c) + " asks for device sampling " +
+                            (ch.all_logits ? "with penalties or a guide on every row" : "from a model that cannot"));
     const int32_t n = static_cast<int32_t>(ch.tokens.size());
     l.chunk_first_row.push_back(row);
     l.num_table_entries += static_cast<int64_t>(ch.block_ids.size());

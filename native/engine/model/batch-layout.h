@@ -28,8 +28,8 @@ struct BatchLayout {
 // Lays out `chunks` into `layout` and sets what every rank reports in `out`: vocab_size, first_row (its first host
 // row, -1 for a chunk drawn on the device), `sampled` (one per chunk, for the device to fill) and, for an
 // all_logits chunk taking device argmaxes, its span of row_samples. Throws EngineError(internal) for a chunk that
-// asks for device sampling from a model that cannot (samples_on_device false), or for more than argmaxes together
-// with all_logits.
+// asks for device sampling from a model that cannot (samples_on_device false), or for draws with penalties or a
+// guide together with all_logits.
 void layout_batch(const std::vector<SequenceChunk>& chunks, bool samples_on_device, int32_t vocab_size,
                   BatchLayout& layout, ForwardOutput& out);
 

@@ -67,9 +67,9 @@ struct SequenceChunk {
   // positions (model-config.h's effective_window with the layer's own). Entries of block_ids wholly before the
   // first position any of this chunk's tokens reads may be -1 (released, kv-cache.h).
   int32_t window = 0;
-  // Not host only for a model whose samples_on_device() is true; with all_logits only device_argmax (the argmax of
-  // every row: a speculative step's check, ForwardOutput::row_samples). Neither field is sent to followers (they
-  // never sample).
+  // Not host only for a model whose samples_on_device() is true. With all_logits (a speculative step's check) every
+  // row is drawn into ForwardOutput::row_samples: its argmax, or with SampleOn::device row j's draw of
+  // device_sampling.step + j (no penalties or guide then). Neither field is sent to followers (they never sample).
   SampleOn sample_on = SampleOn::host;
   DeviceSampling device_sampling{};  // read when sample_on is SampleOn::device
 };
@@ -87,8 +87,8 @@ struct ForwardOutput {
   std::vector<float> logits;           // [n_rows, vocab_size], rows of all chunks concatenated in chunk order
   std::vector<int32_t> first_row;      // per chunk: index of its first row in `logits`; -1: sampled on the device
   std::vector<DeviceSample> sampled;   // per chunk, valid where first_row is -1
-  // An all_logits chunk with SampleOn::device_argmax: the argmax of each of its rows, in order, from index
-  // first_sample[chunk] of row_samples (-1 for every other chunk); its `sampled` entry is the last row's.
+  // An all_logits chunk drawn on the device: each of its rows' token, in order, from index first_sample[chunk] of
+  // row_samples (-1 for every other chunk); its `sampled` entry is the last row's.
   std::vector<DeviceSample> row_samples;
   std::vector<int32_t> first_sample;
   int32_t vocab_size = 0;
