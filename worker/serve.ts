@@ -85,6 +85,10 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
   } else if ((options.speculativeNgram ?? 0) > 0) {
     log.info(`speculative decoding: prompt lookup guesses up to ${options.speculativeNgram} token(s) a step`);
   }
+  const pipelined = (options.pp ?? 1) > 1 && (options.ppMicroBatches || options.pp || 1) > 1;  // (0: one per stage)
+  if (pipelined && (options.draftModel !== undefined || (options.speculativeNgram ?? 0) > 0)) {
+    log.warn('speculative decoding is off while pp micro-batches are pipelined; pass --pp-micro-batches 1 to speculate');
+  }
 
   let ready = false;
   const drain = new DrainState();
