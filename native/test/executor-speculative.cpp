@@ -20,22 +20,8 @@
 using namespace engine;
 using namespace test;
 
-namespace {
-
 // The copying model as a model that samples on its device.
-class CopyingDeviceModel : public DeviceSamplingFakeModel {
- public:
-  using DeviceSamplingFakeModel::DeviceSamplingFakeModel;
-
- protected:
-  int32_t target(const std::vector<int32_t>& seq, uint64_t h) const override {
-    for (size_t k = seq.size() - 1; k-- > 0;)
-      if (seq[k] == seq.back()) return seq[k + 1];
-    return FakeModel::target(seq, h);
-  }
-};
-
-}  // namespace
+using CopyingDeviceModel = Copying<DeviceSamplingFakeModel>;
 
 
 TEST_MAIN({

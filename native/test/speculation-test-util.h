@@ -13,19 +13,21 @@
 
 namespace test {
 
-// Favours the token that followed the latest earlier occurrence of the last token (an induction head), else the
-// FakeModel's pseudo-random one.
-class CopyingModel : public FakeModel {
+// A fake model (Base: FakeModel or a subclass) that favours the token which followed the latest earlier occurrence
+// of the last token (an induction head), else Base's pseudo-random one.
+template <typename Base>
+class Copying : public Base {
  public:
-  using FakeModel::FakeModel;
+  using Base::Base;
 
  protected:
   int32_t target(const std::vector<int32_t>& seq, uint64_t h) const override {
     for (size_t k = seq.size() - 1; k-- > 0;)
       if (seq[k] == seq.back()) return seq[k + 1];
-    return FakeModel::target(seq, h);
+    return Base::target(seq, h);
   }
 };
+using CopyingModel = Copying<FakeModel>;
 
 // A greedy request whose output leaves out the prompt.
 inline engine::Request request(std::vector<int32_t> prompt, int32_t max_tokens, bool streaming = false) {

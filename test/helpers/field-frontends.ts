@@ -57,3 +57,14 @@ export async function fieldFrontends(t: Test, field: string): Promise<{ seen: Na
   ];
   return { seen, frontends, executor };
 }
+
+/** Each bad value refused by `send` with the message `${rule} ${shown}` and nothing enqueued. */
+export async function expectRefusals(t: Test, send: Frontend[1], seen: readonly NativeRequest[], bad: readonly [unknown, string][], rule: string): Promise<void> {
+  for (const [value, shown] of bad) {
+    const before = seen.length;
+    const r = await send(value);
+    t.notOk(r.ok, `${JSON.stringify(value)} is refused`);
+    t.equal(r.message, `${rule} ${shown}`, `${JSON.stringify(value)}: the field and the value named`);
+    t.equal(seen.length, before, 'nothing enqueued');
+  }
+}

@@ -84,7 +84,8 @@ void DeviceSampler::finish(ForwardOutput& out) {
   const auto* tok = reinterpret_cast<const int32_t*>(host_.as<char>() + results_at_);
   const auto* lp = reinterpret_cast<const float*>(tok + n);
   for (size_t i = 0; i < n; ++i) {
-    out.sampled[static_cast<size_t>(chunks_[i])] = DeviceSample{tok[i], lp[i]};  // (an all_logits chunk's last row last)
+    // (An all_logits chunk's rows come in order: its `sampled` entry ends as its last row's.)
+    out.sampled[static_cast<size_t>(chunks_[i])] = DeviceSample{tok[i], lp[i]};
     if (row_samples_[i] >= 0) out.row_samples[static_cast<size_t>(row_samples_[i])] = DeviceSample{tok[i], lp[i]};
   }
   reset_rows();

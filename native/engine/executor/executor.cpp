@@ -135,7 +135,8 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config, s
   }
   if (m.draft_model) {
     const int64_t guess_blocks = (kMaxDraftTokens + c.tokens_per_block - 1) / c.tokens_per_block;
-    const int64_t draft_blocks = std::min<int64_t>(INT32_MAX, blocks + static_cast<int64_t>(c.max_batch_size) * guess_blocks);
+    const int64_t draft_blocks =
+        std::min<int64_t>(INT32_MAX, blocks + static_cast<int64_t>(c.max_batch_size) * guess_blocks);
     m.draft_kv = KvCacheManager(static_cast<int32_t>(draft_blocks), c.tokens_per_block, false, nullptr);
     m.draft_model->allocate_kv(static_cast<int32_t>(draft_blocks), c.tokens_per_block);
     m.draft_bytes = static_cast<int64_t>(m.draft_model->weight_bytes() + m.draft_model->activation_bytes()) +

@@ -8,7 +8,7 @@ import t, { type Test } from 'tap';
 import { readAttentionWindow } from '../../../worker/frontend/attention-window.js';
 import { HttpError } from '../../../worker/frontend/http-errors.js';
 import { readOpenAiParams } from '../../../worker/frontend/openai-params.js';
-import { fieldFrontends } from '../../helpers/field-frontends.js';
+import { expectRefusals, fieldFrontends } from '../../helpers/field-frontends.js';
 import { waitFor } from '../../helpers/serving.js';
 
 const RULE = 'max_attention_window_size must be an integer in [1, 2147483647] (0 or absent: the server\'s window), got';
@@ -51,13 +51,7 @@ t.test('through every frontend to the executor\'s request', async (t) => {
         t.equal(seen.length, before + 1);
         t.notOk(seen.at(-1) && 'maxAttentionWindow' in seen.at(-1)!, `${String(none)}: nothing sent (the server's window)`);
       }
-      for (const [bad, shown] of BAD) {
-        before = seen.length;
-        const r = await send(bad);
-        t.notOk(r.ok, `${JSON.stringify(bad)} is refused`);
-        t.equal(r.message, `${RULE} ${shown}`, `${JSON.stringify(bad)}: the field and the value named`);
-        t.equal(seen.length, before, 'nothing enqueued');
-      }
+      await expectRefusals(t, send, seen, BAD, RULE);
     });
   }
   t.test('nothing left running', async (t) => {

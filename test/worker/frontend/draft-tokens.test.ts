@@ -10,7 +10,7 @@ import { readDraftTokens } from '../../../worker/frontend/draft-tokens.js';
 import { HttpError } from '../../../worker/frontend/http-errors.js';
 import { readOpenAiParams } from '../../../worker/frontend/openai-params.js';
 import { validateRequest } from '../../../worker/executor/validate-request.js';
-import { fieldFrontends } from '../../helpers/field-frontends.js';
+import { expectRefusals, fieldFrontends } from '../../helpers/field-frontends.js';
 import { waitFor } from '../../helpers/serving.js';
 
 const RULE = 'num_draft_tokens must be an integer in [0, 64] (0: no speculation; absent: the server\'s --speculative-ngram), got';
@@ -58,17 +58,11 @@ t.test('through every frontend to the executor\'s request', async (t) => {
         t.equal(seen.length, before + 1, 'one request enqueued');
         t.equal(seen.at(-1)?.numDraftTokens, n, `the executor's request carries numDraftTokens ${n}`);
       }
-      let before = seen.length;
+      const before = seen.length;
       t.ok((await send(undefined)).ok, 'none is served');
       t.equal(seen.length, before + 1);
       t.notOk(seen.at(-1) && 'numDraftTokens' in seen.at(-1)!, 'none: nothing sent (the server\'s)');
-      for (const [bad, shown] of BAD) {
-        before = seen.length;
-        const r = await send(bad);
-        t.notOk(r.ok, `${JSON.stringify(bad)} is refused`);
-        t.equal(r.message, `${RULE} ${shown}`, `${JSON.stringify(bad)}: the field and the value named`);
-        t.equal(seen.length, before, 'nothing enqueued');
-      }
+      await expectRefusals(t, send, seen, BAD, RULE);
     });
   }
   t.test('nothing left running', async (t) => {
