@@ -3,6 +3,8 @@
 // and 128,256; temperature alone, top-k, top-p, both, penalties (repetition, presence, frequency) and greedy with
 // penalties, and under a guided-decoding token mask; 40 draws (steps) per row and configuration. Both sides draw counter_uniform(seed, step), so the tokens
 // must agree except where the two sides' different summation orders put the draw on a boundary (allowed: 0.5%).
+// Also the rows of one chunk drawn into ForwardOutput::row_samples (a speculative step's check) against the same rows
+// drawn one chunk each.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -182,6 +184,54 @@ void compare(int32_t vocab) {
   CHECK(total_equal >= static_cast<int>(n - n / 200));
 }
 
+// A speculative step's check of a sampled request: the rows of one chunk, row j drawn as step + j into
+// ForwardOutput::row_samples, give exactly what the same rows give drawn one chunk each (the same kernel on the same
+// rows: bitwise), and the chunk's `sampled` entry is its last row's.
+void row_samples_check(int32_t vocab) {
+  constexpr int kRows = 6;
+  std::mt19937 rng(7 + vocab);
+  std::vector<float> all;
+  for (int j = 0; j < kRows; ++j) {
+    const std::vector<float> row = make_row(j % 3, vocab, rng);
+    all.insert(all.end(), row.begin(), row.end());
+  }
+  DeviceSampling d;
+  d.temperature = 0.8f;
+  d.top_p = 0.95f;
+  d.seed = 4242;
+  cudaStream_t stream = nullptr;
+  cudaStreamCreate(&stream);
+  float* dev = nullptr;
+  cudaMalloc(&dev, all.size() * sizeof(float));
+  auto draw = [&](bool one_chunk, ForwardOutput& out) {
+    cudaMemcpy(dev, all.data(), all.size() * sizeof(float), cudaMemcpyHostToDevice);  // (the kernel rewrites rows)
+    cuda::DeviceSampler sampler;
+    out.sampled.assign(kRows, DeviceSample{-1, 0});
+    out.row_samples.assign(kRows, DeviceSample{-1, 0});
+    for (int j = 0; j < kRows; ++j) {
+      DeviceSampling dj = d;
+      dj.step = 5 + static_cast<uint64_t>(j);
+      if (one_chunk) sampler.add(j, 0, dj, j);
+      else sampler.add(j, j, dj);
+    }
+    sampler.enqueue(dev, vocab, stream);
+    CHECK(cudaStreamSynchronize(stream) == cudaSuccess);
+    sampler.finish(out);
+  };
+  ForwardOutput rows, chunks;
+  draw(true, rows);
+  draw(false, chunks);
+  int equal = 0;
+  for (int j = 0; j < kRows; ++j)
+    equal += rows.row_samples[j].token == chunks.sampled[j].token && rows.row_samples[j].log_prob == chunks.sampled[j].log_prob;
+  std::printf("vocab %d: %d/%d rows of one chunk drawn as step + j equal to the same rows drawn one chunk each\n", vocab,
+              equal, kRows);
+  CHECK_MSG(equal == kRows, "vocab %d: %d/%d", vocab, equal, kRows);
+  CHECK(rows.sampled[0].token == rows.row_samples[kRows - 1].token);
+  cudaFree(dev);
+  cudaStreamDestroy(stream);
+}
+
 }  // namespace
 
 TEST_MAIN({
@@ -192,6 +242,7 @@ TEST_MAIN({
   for (int32_t vocab : {1000, 128256}) {
     try {
       compare(vocab);
+      row_samples_check(vocab);
     } catch (const std::exception& e) {
       CHECK_MSG(false, "vocab %d: %s", vocab, e.what());
     }
