@@ -4,6 +4,7 @@
 import { join } from 'node:path';
 
 import { execa, type Options, type ResultPromise } from 'execa';
+import type { Test } from 'tap';
 
 import { packageRoot } from '../../worker/common/package-root.js';
 import { fixtureDir } from './fixtures.js';
@@ -60,12 +61,19 @@ export function startLauncher(args: string[], options: Options = {}): StartedLau
   return { child, output: () => all, line, ready };
 }
 
+async function freePorts(): Promise<ClusterPorts> {
+  return { http: await freePort(), metrics: await freePort(), grpc: await freePort() };
+}
+
+function portArgs(ports: ClusterPorts): string[] {
+  return ['--http-port', String(ports.http), '--metrics-port', String(ports.metrics), '--grpc-port', String(ports.grpc)];
+}
+
 /** Starts `--world-size 2` on the tiny Llama on `ports` (fresh free ones by default) with `extra` options. */
 export async function launchCluster(extra: string[] = [], options: Options = {}, given?: ClusterPorts): Promise<LaunchedCluster> {
-  const ports = given ?? { http: await freePort(), metrics: await freePort(), grpc: await freePort() };
+  const ports = given ?? await freePorts();
   const started = startLauncher(['--model', fixtureDir('tiny-llama'), '--world-size', '2', '--oversubscribe', '--threads', '1',
-    '--tokens-per-block', '16', '--http-port', String(ports.http), '--metrics-port', String(ports.metrics), '--grpc-port', String(ports.grpc), ...extra],
-  options);
+    '--tokens-per-block', '16', ...portArgs(ports), ...extra], options);
   const marker = `--http-port ${ports.http}`;
   const job = async () => {
     let found: OpenMpiJob | undefined;
@@ -73,4 +81,17 @@ export async function launchCluster(extra: string[] = [], options: Options = {},
     return found;
   };
   return { ...started, ports, marker, job };
+}
+
+/** `trtllm-launch <args>` on fresh free ports, stopped (SIGINT) when the test ends; asserts it became ready and
+ * returns its HTTP and metrics base URLs. */
+export async function startServingCluster(t: Test, args: string[]): Promise<{ base: string; metricsBase: string }> {
+  const ports = await freePorts();
+  const launcher = startLauncher([...args, ...portArgs(ports)]);
+  t.teardown(async () => {
+    launcher.child.kill('SIGINT');
+    await launcher.child;
+  });
+  t.ok(await launcher.ready, `ready (${launcher.output().slice(-1500)})`);
+  return { base: `http://127.0.0.1:${ports.http}`, metricsBase: `http://127.0.0.1:${ports.metrics}` };
 }

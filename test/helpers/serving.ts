@@ -77,3 +77,15 @@ export function parsePrometheus(text: string): { types: Map<string, string>; sam
   return { types, samples };
 }
 
+
+/** The value of metric `name` in the sample whose labels include `labels` (NaN when there is none). Only that
+ * metric's lines are read (other families, such as the process's own, may hold values parsePrometheus refuses). */
+export async function metricValue(metricsBase: string, name: string, labels: Record<string, string> = { model: 'tensorrt_llm' }): Promise<number> {
+  const text = await (await fetch(`${metricsBase}/metrics`)).text();
+  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
+  for (const line of text.split('\n')) {
+    const m = /^(\S+?)\{(.*)\} (\S+)$/.exec(line);
+    if (m && m[1] === name && wanted.every((w) => m[2]!.split(',').includes(w))) return Number(m[3]);
+  }
+  return NaN;
+}

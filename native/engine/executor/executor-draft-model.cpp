@@ -5,6 +5,7 @@
 // the next. Guesses are argmaxes (a drafter whose mass sits on one token), so checking them against the model's
 // draws keeps the output exactly the plain one for greedy and sampled requests alike (executor-speculation.cpp).
 #include <algorithm>
+#include <utility>
 
 #include "executor/executor-impl.h"
 
@@ -37,10 +38,11 @@ std::vector<std::vector<int32_t>> Executor::Impl::draft_model_guesses(const Iter
   std::vector<int32_t> room(asks.size(), 0);
   const int32_t max_pos = draft_model->config().max_position_embeddings;
   const SampleOn pick = draft_model->samples_on_device() ? SampleOn::device_argmax : SampleOn::host;
-  auto chunk_of = [&](const Sequence& s, int32_t from, int32_t to) {
+  // The draft's next chunk of `s`: `tokens` at the positions after those it has computed.
+  auto chunk_of = [&](const Sequence& s, std::vector<int32_t> tokens) {
     SequenceChunk c;
-    c.tokens.assign(s.tokens.begin() + from, s.tokens.begin() + to);
-    c.past_len = from;
+    c.tokens = std::move(tokens);
+    c.past_len = s.draft_computed;
     c.block_ids = s.draft_blocks;
     c.sample_on = pick;
     return c;
@@ -73,7 +75,7 @@ std::vector<std::vector<int32_t>> Executor::Impl::draft_model_guesses(const Iter
         continue;
       }
       const int32_t take = static_cast<int32_t>(std::min(left, pass_budget));
-      chunks.push_back(chunk_of(s, s.draft_computed, s.draft_computed + take));
+      chunks.push_back(chunk_of(s, {s.tokens.begin() + s.draft_computed, s.tokens.begin() + s.draft_computed + take}));
       who.push_back(k);
       pass_budget -= take;
       s.draft_computed += take;
@@ -95,12 +97,7 @@ std::vector<std::vector<int32_t>> Executor::Impl::draft_model_guesses(const Iter
     for (size_t k = 0; k < asks.size(); ++k) {
       if (out[k].size() != j || static_cast<int32_t>(j) >= room[k]) continue;
       Sequence& s = *b.seqs[asks[k].chunk];
-      SequenceChunk c;
-      c.tokens = {out[k].back()};
-      c.past_len = s.draft_computed;
-      c.block_ids = s.draft_blocks;
-      c.sample_on = pick;
-      chunks.push_back(std::move(c));
+      chunks.push_back(chunk_of(s, {out[k].back()}));
       who.push_back(k);
       ++s.draft_computed;
     }

@@ -14,9 +14,8 @@ import { defaultModelDir } from '../../../worker/common/package-root.js';
 import { Executor } from '../../../worker/executor/executor.js';
 import { loadTokenizer } from '../../../worker/tokenizer.js';
 import { writeLayerDraft } from '../../helpers/layer-draft.js';
-import { startLauncher } from '../../helpers/launched-cluster.js';
-import { freePort } from '../../helpers/processes.js';
-import { postJson, startTestServer } from '../../helpers/serving.js';
+import { startServingCluster } from '../../helpers/launched-cluster.js';
+import { metricValue, postJson, startTestServer } from '../../helpers/serving.js';
 import { tempDir } from '../../helpers/temp-dir.js';
 
 const dir = defaultModelDir();
@@ -79,31 +78,23 @@ t.test('--draft-model through the server: the same text, the guesses in the metr
   t.equal(b.json.text_output, a.json.text_output, 'the same text');
   const off = await postJson(`${spec.base}/v2/models/ensemble/generate`, { ...body, num_draft_tokens: 0 });
   t.equal(off.json.text_output, a.json.text_output, 'num_draft_tokens 0: the same text');
-  const text = await (await fetch(`${spec.metricsBase}/metrics`)).text();
-  const drafted = Number(/^trtllm_spec_decode_draft_tokens_total\{[^}]*\} (\S+)$/m.exec(text)?.[1]);
-  const accepted = Number(/^trtllm_spec_decode_accepted_tokens_total\{[^}]*\} (\S+)$/m.exec(text)?.[1]);
+  const drafted = await metricValue(spec.metricsBase, 'trtllm_spec_decode_draft_tokens_total');
+  const accepted = await metricValue(spec.metricsBase, 'trtllm_spec_decode_accepted_tokens_total');
   t.ok(drafted > 0 && accepted > 0 && accepted <= drafted, `guesses: ${drafted}, kept ${accepted}`);
 });
 
 t.test('world size 2 (tp 2) under mpirun: the draft runs on the leader, the text is the single rank\'s', async (t) => {
   const single = await startTestServer(t, { model: dir });
-  const ports = { http: await freePort(), metrics: await freePort(), grpc: await freePort() };
-  const launcher = startLauncher(['--model', dir, '--world-size', '2', '--oversubscribe', '--threads', '1', '--draft-model', draftDir,
-    '--num-draft-tokens', '3', '--http-port', String(ports.http), '--metrics-port', String(ports.metrics), '--grpc-port', String(ports.grpc)]);
-  t.teardown(async () => {
-    launcher.child.kill('SIGINT');
-    await launcher.child;
-  });
-  t.ok(await launcher.ready, `ready (${launcher.output().slice(-1500)})`);
+  const cluster = await startServingCluster(t, ['--model', dir, '--world-size', '2', '--oversubscribe', '--threads', '1',
+    '--draft-model', draftDir, '--num-draft-tokens', '3']);
   for (const prompt of PROMPTS.slice(0, 2)) {
     const body = { text_input: prompt, max_tokens: 24 };
     const a = await postJson(`${single.base}/v2/models/ensemble/generate`, body);
-    const b = await postJson(`http://127.0.0.1:${ports.http}/v2/models/ensemble/generate`, body);
+    const b = await postJson(`${cluster.base}/v2/models/ensemble/generate`, body);
     t.equal(b.status, 200);
     t.equal(b.json.text_output, a.json.text_output, `"${prompt}": the same text`);
   }
-  const text = await (await fetch(`http://127.0.0.1:${ports.metrics}/metrics`)).text();
-  t.ok(Number(/^trtllm_spec_decode_draft_tokens_total\{[^}]*\} (\S+)$/m.exec(text)?.[1]) > 0, 'guesses were made');
+  t.ok(await metricValue(cluster.metricsBase, 'trtllm_spec_decode_draft_tokens_total') > 0, 'guesses were made');
 });
 
 t.test('refused before loading, with the reason', async (t) => {

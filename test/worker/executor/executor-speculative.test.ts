@@ -6,9 +6,8 @@
 import t from 'tap';
 
 import { defaultModelDir } from '../../../worker/common/package-root.js';
-import { startLauncher } from '../../helpers/launched-cluster.js';
-import { freePort } from '../../helpers/processes.js';
-import { postJson, startTestServer } from '../../helpers/serving.js';
+import { startServingCluster } from '../../helpers/launched-cluster.js';
+import { metricValue, postJson, startTestServer } from '../../helpers/serving.js';
 import { Executor } from '../../../worker/executor/executor.js';
 import { loadTokenizer } from '../../../worker/tokenizer.js';
 
@@ -57,36 +56,24 @@ t.test('--speculative-ngram through the server: the same text, and the metrics c
   const b = await postJson(`${spec.base}/v2/models/ensemble/generate`, body);
   t.equal(a.status, 200);
   t.equal(b.json.text_output, a.json.text_output, 'the same text');
-  const counter = async (base: string, name: string) => {
-    const text = await (await fetch(`${base}/metrics`)).text();
-    return Number(new RegExp(`^${name}\\{model="tensorrt_llm",version="1"\\} (\\S+)$`, 'm').exec(text)?.[1]);
-  };
-  const drafted = await counter(spec.metricsBase, 'trtllm_spec_decode_draft_tokens_total');
-  const accepted = await counter(spec.metricsBase, 'trtllm_spec_decode_accepted_tokens_total');
-  const drafts = await counter(spec.metricsBase, 'trtllm_spec_decode_drafts_total');
+  const drafted = await metricValue(spec.metricsBase, 'trtllm_spec_decode_draft_tokens_total');
+  const accepted = await metricValue(spec.metricsBase, 'trtllm_spec_decode_accepted_tokens_total');
+  const drafts = await metricValue(spec.metricsBase, 'trtllm_spec_decode_drafts_total');
   t.ok(drafts > 0 && drafted >= drafts && accepted > 0 && accepted <= drafted, `guesses: ${drafted} in ${drafts} steps, ${accepted} kept`);
-  t.equal(await counter(plain.metricsBase, 'trtllm_spec_decode_draft_tokens_total'), 0, 'none without --speculative-ngram');
+  t.equal(await metricValue(plain.metricsBase, 'trtllm_spec_decode_draft_tokens_total'), 0, 'none without --speculative-ngram');
 });
 
 t.test('pp = 2 under mpirun (--pp-micro-batches 1): guesses checked across both stages, the single rank\'s text', async (t) => {
   const single = await startTestServer(t, { model: dir });
-  const ports = { http: await freePort(), metrics: await freePort(), grpc: await freePort() };
-  const launcher = startLauncher(['--model', dir, '--world-size', '2', '--pp', '2', '--pp-micro-batches', '1', '--oversubscribe',
-    '--threads', '1', '--speculative-ngram', '4', '--http-port', String(ports.http), '--metrics-port', String(ports.metrics),
-    '--grpc-port', String(ports.grpc)]);
-  t.teardown(async () => {
-    launcher.child.kill('SIGINT');
-    await launcher.child;
-  });
-  t.ok(await launcher.ready, `ready (${launcher.output().slice(-1500)})`);
+  const cluster = await startServingCluster(t, ['--model', dir, '--world-size', '2', '--pp', '2', '--pp-micro-batches', '1',
+    '--oversubscribe', '--threads', '1', '--speculative-ngram', '4']);
   for (const prompt of PROMPTS.slice(0, 3)) {
     const body = { text_input: prompt, max_tokens: 32 };
     const a = await postJson(`${single.base}/v2/models/ensemble/generate`, body);
-    const b = await postJson(`http://127.0.0.1:${ports.http}/v2/models/ensemble/generate`, body);
+    const b = await postJson(`${cluster.base}/v2/models/ensemble/generate`, body);
     t.equal(b.status, 200);
     t.equal(b.json.text_output, a.json.text_output, `"${prompt}": the same text`);
   }
-  const text = await (await fetch(`http://127.0.0.1:${ports.metrics}/metrics`)).text();
-  const kept = Number(/^trtllm_spec_decode_accepted_tokens_total\{[^}]*\} (\S+)$/m.exec(text)?.[1]);
+  const kept = await metricValue(cluster.metricsBase, 'trtllm_spec_decode_accepted_tokens_total');
   t.ok(kept > 0, `guesses kept across the stages: ${kept}`);
 });
