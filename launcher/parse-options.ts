@@ -16,6 +16,19 @@ export function flagParser<T>(name: string, kind: ValueKind<T>): (value: string)
   };
 }
 
+/** flagParser for a kind that gathers several values (ValueKind.append): each value is checked alone, then with those
+ * before it (commander hands the option's value so far as `previous`). */
+export function gatheringFlagParser<T>(name: string, kind: ValueKind<T>): (value: string, previous: T | undefined) => T {
+  const one = flagParser(name, kind);
+  return (value, previous) => {
+    const next = one(value);
+    if (previous === undefined || !kind.append) return next;
+    const gathered = kind.append(previous, next);
+    if (!gathered.ok) throw new InvalidArgumentError(`${name} ${gathered.rule}, got "${value}"`);
+    return gathered.value;
+  };
+}
+
 export const parseIntOption = (name: string, min: number) => flagParser(name, intKind(min));
 export const parseNumberOption = (name: string, min: number) => flagParser(name, numberKind(min));
 export const parseFractionOption = (name: string) => flagParser(name, fractionKind);

@@ -12,6 +12,7 @@ import { surviveDrainSignal } from '../worker/common/drain-signal.js';
 import { TrtllmError } from '../worker/common/errors.js';
 import { rankFailureLine } from '../worker/common/status-lines.js';
 import { parseGpuDeviceIds } from '../worker/options/device-ids.js';
+import { loraModuleDirsProblem, loraProblem, servedAdapters } from '../worker/options/lora-options.js';
 import { kvCacheEventsProblem } from '../worker/options/serve-option-table.js';
 import { serveOptions } from '../worker/options/serve-options-from-cli.js';
 import { chooseLauncher } from './cluster/mpirun-command.js';
@@ -47,6 +48,8 @@ export async function runServe(given: Readonly<ServeCliOptions>, build: BuildInf
   const options: Readonly<ServeCliOptions> = { ...given, ep: experts.ep > 1 ? experts.ep : undefined };
   const events = kvCacheEventsProblem(options);
   if (events) throw new InvalidArgumentError(events);
+  const lora = loraProblem(options);
+  if (lora) throw new InvalidArgumentError(lora);
   if (options.device === 'cuda' && !build.backends.includes('cuda')) {
     throw new InvalidArgumentError(`--device cuda: the CUDA backend is not built into this addon (${build.cuda}); use --device cpu or auto`);
   }
@@ -65,6 +68,9 @@ export async function runServe(given: Readonly<ServeCliOptions>, build: BuildInf
       model: options.model, tp: parallel.tp, pp: parallel.pp, ep: experts.ep, ppLayers: options.ppLayers, ranksElsewhere: options.hosts !== undefined || options.hostfile !== undefined,
     }, loadAddon());
     if (note !== undefined) process.stderr.write(`trtllm-launch: ${note}\n`);
+    // The adapters' directories, where the ranks will look for them (on this host).
+    const adapters = options.hosts === undefined && options.hostfile === undefined ? loraModuleDirsProblem(options.loraModules) : undefined;
+    if (adapters) throw new InvalidArgumentError(adapters);
   }
   // For --dry-run's rank lines: which experts each rank holds (the checkpoint passed the checks above).
   const numExperts = experts.ep > 1 && launcher !== 'srun' ? expertCount(options.model) : undefined;
@@ -80,7 +86,8 @@ export async function runServe(given: Readonly<ServeCliOptions>, build: BuildInf
       });
     }
     if (options.dryRun) {
-      process.stdout.write(`one rank in this process (no MPI): ${options.model} on ${options.host}:${options.httpPort}\n`);
+      const adapters = servedAdapters(options.loraModules).map((a) => `${a.name} (lora_task_id ${a.taskId}, ${a.dir})`);
+      process.stdout.write(`one rank in this process (no MPI): ${options.model} on ${options.host}:${options.httpPort}${adapters.length ? `; LoRA adapters ${adapters.join(', ')}` : ''}\n`);
       return 0;
     }
     const { serveUntilSignal } = await import('../worker/serve.js');

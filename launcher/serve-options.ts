@@ -9,7 +9,7 @@ import {
   CONFIG_SOURCE_OPTIONS, MULTI_MODEL_OPTIONS, SERVE_OPTIONS, type ServeCliOptions,
 } from '../worker/options/serve-option-table.js';
 import type { LauncherKind } from './cluster/mpirun-command.js';
-import { flagParser } from './parse-options.js';
+import { flagParser, gatheringFlagParser } from './parse-options.js';
 
 export type { LauncherKind };
 export type { ConfigSourceOptions, MultiModelOptions, ServeCliOptions } from '../worker/options/serve-option-table.js';
@@ -26,7 +26,7 @@ export function commanderOption(d: OptionDefinition): Option {
   const help = form === 'toggle' ? `${d.help}; "${d.flag} false" turns it off` : d.help;
   const option = new Option(flags, help);
   if (d.env) option.env(d.env);  // --help shows "env: TRTLLM_X" from this
-  if (form !== 'switch') option.argParser(flagParser(d.flag, d.kind));
+  if (form !== 'switch') option.argParser(d.kind.append ? gatheringFlagParser(d.flag, d.kind) : flagParser(d.flag, d.kind));
   if (form === 'toggle') option.preset('true');
   const fallback = d.defaultFrom ? d.defaultFrom() : d.default;
   if (fallback !== undefined) option.default(fallback);

@@ -24,6 +24,7 @@ import { buildServingContext, type ServingContext } from './frontend/serving-con
 import { testHooksEnabled } from './frontend/test-hooks.js';
 import { createLogger, type Logger } from './log.js';
 import { executorOptions } from './options/executor-options.js';
+import { loraEnabled, loraProblem, servedAdapters } from './options/lora-options.js';
 import { kvCacheEventsProblem } from './options/serve-option-table.js';
 import type { ServeOptions } from './options/serve-options.js';
 import { loadTokenizer } from './tokenizer.js';
@@ -60,6 +61,10 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
   const modelDir = resolve(options.model);
   const events = kvCacheEventsProblem(options);
   if (events) throw new TrtllmError(events, 'invalid_argument');
+  const servedModelName = options.servedModelName ?? basename(modelDir);
+  const lora = loraProblem({ ...options, servedModelName });
+  if (lora) throw new TrtllmError(lora, 'invalid_argument');
+  const adapters = servedAdapters(options.loraModules);
   const tokenizer = loadTokenizer(modelDir);
   const chatTemplate = loadChatTemplate(modelDir);
   const started = performance.now();
@@ -85,6 +90,8 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
   } else if ((options.speculativeNgram ?? 0) > 0) {
     log.info(`speculative decoding: prompt lookup guesses up to ${options.speculativeNgram} token(s) a step`);
   }
+  for (const a of adapters) log.info(`LoRA adapter ${a.name}: lora_task_id ${a.taskId}, from ${a.dir}`);
+  if (adapters.length === 0 && loraEnabled(options)) log.info('LoRA: requests may bring adapters (lora_task_id with lora_weights + lora_config)');
   const pipelined = (options.pp ?? 1) > 1 && (options.ppMicroBatches || options.pp || 1) > 1;  // (0: one per stage)
   if (pipelined && (options.draftModel !== undefined || (options.speculativeNgram ?? 0) > 0)) {
     log.warn('speculative decoding is off while pp micro-batches are pipelined; pass --pp-micro-batches 1 to speculate');
@@ -92,12 +99,11 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
 
   let ready = false;
   const drain = new DrainState();
-  const metrics = new ServingMetrics(executor, [...MODEL_NAMES, options.servedModelName ?? basename(modelDir)],
-    { precision });
+  const metrics = new ServingMetrics(executor, [...MODEL_NAMES, servedModelName, ...adapters.map((a) => a.name)], { precision });
   executor.onIterationStats(metrics.onIterationStats);
   const context = buildServingContext({
     executor, tokenizer, tokenizerPool, metrics, chatTemplate, modelDir,
-    servedModelName: options.servedModelName ?? basename(modelDir),
+    servedModelName, adapters,
     maxBatchSize: options.maxBatchSize ?? 64,
     logitsBudget: new LogitsBudget(logitsLimits(options)),
     // Not ready while draining, nor while the gang is stalled: a rank stopped making progress, so nothing would be
@@ -174,7 +180,7 @@ export async function serveUntilSignal(options: ServeOptions): Promise<number> {
     `Started Metrics Service at ${options.host}:${server.metricsPort}`,
     readyLine(server.context.servedModelName, MODEL_NAMES),
     `  curl -X POST ${host}:${server.httpPort}/v2/models/ensemble/generate${auth} -d '{"text_input": "What is machine learning?", "max_tokens": 20, "bad_words": "", "stop_words": ""}'`,
-    `  OpenAI base URL: http://${host}:${server.httpPort}/v1 (model "${server.context.servedModelName}")`,
+    `  OpenAI base URL: http://${host}:${server.httpPort}/v1 (model "${server.context.servedModelName}"${server.context.adapters.map((a) => `, LoRA adapter "${a.name}"`).join('')})`,
     `  metrics: curl ${host}:${server.metricsPort}/metrics`,
   ];
   process.stdout.write(`${lines.join('\n')}\n`);

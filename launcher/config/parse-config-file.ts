@@ -6,11 +6,17 @@ import { dirname, resolve } from 'node:path';
 import { InvalidArgumentError } from 'commander';
 import { parseDocument } from 'yaml';
 
+import { loraModulesRelativeTo } from '../../worker/options/lora-options.js';
 import { closest } from './did-you-mean.js';
 import { configKey, SECTIONS, sectionKeys, TOP_LEVEL_NAMES } from './schema.js';
 
-// Keys naming a checkpoint directory: relative to the file.
-const CHECKPOINT_KEYS = new Set(['model', 'decoding.draft_model']);
+// Keys naming directories (checkpoints, LoRA adapters): relative to the file, so a model file and its checkpoints
+// can move together.
+const RELATIVE_TO_FILE: Readonly<Record<string, (value: unknown, base: string) => unknown>> = {
+  'model': (v, base) => resolve(base, v as string),
+  'decoding.draft_model': (v, base) => resolve(base, v as string),
+  'lora.modules': (v, base) => loraModulesRelativeTo(v as readonly string[], base),
+};
 
 export interface FileValues {
   path: string;
@@ -50,8 +56,7 @@ export function parseConfigText(text: string, path: string): FileValues {
     const spec = configKey(key)!;
     const checked = spec.check(value);
     if (!checked.ok) errors.push(`${key} in ${path} ${checked.rule}, got ${showValue(value)}`);
-    // Checkpoint directories are relative to the file, so a model file and its checkpoints can move together.
-    else values.set(key, CHECKPOINT_KEYS.has(key) ? resolve(dirname(path), checked.value as string) : checked.value);
+    else values.set(key, RELATIVE_TO_FILE[key] ? RELATIVE_TO_FILE[key](checked.value, dirname(path)) : checked.value);
   };
   for (const [name, value] of Object.entries(root)) {
     if (SECTIONS.includes(name)) {

@@ -17,7 +17,7 @@ export interface ConfigKey {
 }
 
 /** The file's mappings, in the order the file's keys are listed (errors, `config print`); top-level keys first. */
-const SECTION_ORDER = ['parallel', 'batching', 'kv_cache', 'decoding', 'serving'];
+const SECTION_ORDER = ['parallel', 'batching', 'kv_cache', 'decoding', 'lora', 'serving'];
 
 const always = (why: string) => () => why;
 

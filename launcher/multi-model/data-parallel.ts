@@ -15,6 +15,7 @@ import { loadAddon } from '../../worker/binding/load-addon.js';
 import type { MultiModelPlan } from '../../worker/orchestrator/plan.js';
 import { PLAN_ENV } from '../../worker/orchestrator/plan.js';
 import { parseGpuDeviceIds } from '../../worker/options/device-ids.js';
+import { loraProblem } from '../../worker/options/lora-options.js';
 import { kvCacheEventsProblem } from '../../worker/options/serve-option-table.js';
 import { serveOptions } from '../../worker/options/serve-options-from-cli.js';
 import { chooseLauncher } from '../cluster/mpirun-command.js';
@@ -59,6 +60,8 @@ export function planDataParallel(input: DataParallelInput): { plan: MultiModelPl
   }
   const events = kvCacheEventsProblem(options);
   if (events) fail(events);
+  const lora = loraProblem(options);
+  if (lora) fail(lora);
   const ranks = tp * pp;
   // Devices: --gpu-device-ids lists every replica's in order (replica r takes the r-th run of tp × pp ids); without
   // it, the CUDA backend gives replica r devices r·tp·pp .. (r+1)·tp·pp − 1 (one host), or with the ranks started

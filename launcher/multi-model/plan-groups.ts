@@ -9,6 +9,7 @@ import { basename, extname } from 'node:path';
 
 import { InvalidArgumentError } from 'commander';
 
+import { loraProblem, servedAdapters } from '../../worker/options/lora-options.js';
 import type { GroupPlan, MultiModelPlan } from '../../worker/orchestrator/plan.js';
 import type { ServeOptions } from '../../worker/options/serve-options.js';
 import type { ServeCliOptions } from '../serve-options.js';
@@ -48,6 +49,18 @@ export function parseDeviceLists(text: string, models: number): number[][] {
   }));
 }
 
+/** An OpenAI request's "model" names one model or one LoRA adapter of the whole repository. */
+function checkAdapterNames(models: readonly { name: string; path: string; adapters: string[] }[]): void {
+  const owners = new Map(models.map((m) => [m.name, `the model "${m.name}" (${m.path})`]));
+  for (const m of models) {
+    for (const adapter of m.adapters) {
+      const other = owners.get(adapter);
+      if (other) fail(`model "${m.name}" (${m.path}): its LoRA adapter "${adapter}" (lora.modules) has the name of ${other}: an OpenAI request's "model" must name one of them; rename the adapter`);
+      owners.set(adapter, `the LoRA adapter "${adapter}" of model "${m.name}" (${m.path})`);
+    }
+  }
+}
+
 function modelName(file: ModelFile): string {
   return file.options.servedModelName ?? basename(file.path, extname(file.path));
 }
@@ -75,6 +88,8 @@ export function planMultiModel(input: MultiModelInput): MultiModelPlan {
     if (events > 0 && options.enableKvCacheReuse !== true) {
       fail(`model "${name}" (${file.path}): kv_cache.event_buffer_max_size ${events} needs kv_cache.enable_reuse: true (--kv-cache-event-buffer-max-size needs --enable-kv-cache-reuse): KV cache events report the prefix cache, which is off`);
     }
+    const lora = loraProblem({ ...options, servedModelName: name });
+    if (lora) fail(`model "${name}" (${file.path}): ${lora}`);
     const tp = options.tp ?? 1;
     const pp = options.pp ?? 1;
     const per = tp * pp;
@@ -95,6 +110,8 @@ export function planMultiModel(input: MultiModelInput): MultiModelPlan {
       ...(dp > 1 ? { replica: r, router: options.router ?? 'least-load' } : {}),
     }));
   });
+
+  checkAdapterNames(models.map((file) => ({ name: modelName(file), path: file.path, adapters: servedAdapters(file.options.loraModules).map((a) => a.name) })));
 
   const owner = new Map<number, string>();
   for (const g of groups) {

@@ -109,6 +109,13 @@ class Fields {
     for (uint32_t i = 0; i < a.Length(); ++i) out.push_back(to_int_array(a.Get(i), prefix_ + key + "[" + std::to_string(i) + "]"));
     return out;
   }
+  // An array (of objects, read with their own Fields); absent: an empty one.
+  Napi::Array array(const char* key) const {
+    if (!has(key)) return Napi::Array::New(env_);
+    Napi::Value v = object_.Get(key);
+    if (!v.IsArray()) fail(key, "an array");
+    return v.As<Napi::Array>();
+  }
   // A typed array of exactly this type (a vocabulary's bytes and offsets are passed whole, not element by element).
   template <typename TypedArray>
   TypedArray typed_array(const char* key, napi_typedarray_type type, const char* expected) const {

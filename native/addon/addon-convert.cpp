@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "addon-args.h"
+#include "lora/lora-tensors.h"
 
 namespace addon {
 namespace {
@@ -56,9 +57,43 @@ Napi::Float32Array float32(Napi::Env env, std::vector<float>&& values) {
   return Napi::Float32Array::New(env, n, Napi::ArrayBuffer(env, buffer), 0);
 }
 
+// [rows, cols] of a LoRA tensor: two integers >= 1 whose product is the array's length (the facade checked it;
+// this guards a caller that bypassed it, as the Fields readers do).
+std::pair<int64_t, int64_t> matrix_shape(Napi::Env env, const Fields& f, const char* key, size_t length) {
+  const std::vector<int32_t> shape = f.int_array(key);
+  if (shape.size() != 2 || shape[0] < 1 || shape[1] < 1 ||
+      static_cast<size_t>(shape[0]) * static_cast<size_t>(shape[1]) != length) {
+    throw make_error(env, "invalid_argument",
+                     std::string("field 'lora.") + key + "' must be [rows, cols] holding the array's " + std::to_string(length) + " values");
+  }
+  return {shape[0], shape[1]};
+}
+
+// A request's LoRA: its task id and, when it brings its adapter, the adapter read from TensorRT-LLM's tensors here,
+// on the JS thread, against the executor's model (the engine names lora_weights / lora_config and the row at fault).
+engine::LoraRequest to_lora_request(Napi::Env env, const Fields& l, const engine::Executor& executor) {
+  engine::LoraRequest lora;
+  const int64_t task_id = l.integer("taskId", -1);
+  if (task_id < 0) throw make_error(env, "invalid_argument", "field 'lora.taskId' must be an integer >= 0");
+  lora.task_id = static_cast<uint64_t>(task_id);
+  if (!l.has("weights") && !l.has("config")) return lora;
+  auto weights = l.typed_array<Napi::Float32Array>("weights", napi_float32_array, "a Float32Array");
+  auto config = l.typed_array<Napi::Int32Array>("config", napi_int32_array, "an Int32Array");
+  const auto [rows, cols] = matrix_shape(env, l, "weightsShape", weights.ElementLength());
+  const auto [config_rows, config_cols] = matrix_shape(env, l, "configShape", config.ElementLength());
+  try {
+    lora.adapter = std::make_shared<const engine::LoraAdapter>(engine::lora_from_tensors(
+        executor.model_config(), executor.config().lora.max_adapter_size, weights.Data(), rows, cols, config.Data(),
+        config_rows, config_cols));
+  } catch (const engine::EngineError& e) {
+    throw from_engine_error(env, e);
+  }
+  return lora;
+}
+
 }  // namespace
 
-engine::Request to_request(Napi::Env env, Napi::Object object) {
+engine::Request to_request(Napi::Env env, Napi::Object object, const engine::Executor& executor) {
   Fields f(env, object, "");
   engine::Request r;
   r.input_token_ids = f.int_array("inputTokenIds");
@@ -107,8 +142,39 @@ engine::Request to_request(Napi::Env env, Napi::Object object) {
   r.output.return_context_logits = o.boolean("returnContextLogits", false);
   r.output.return_generation_logits = o.boolean("returnGenerationLogits", false);
   r.output.exclude_input_from_output = o.boolean("excludeInputFromOutput", false);
+
+  if (f.has("lora")) r.lora = to_lora_request(env, f.child("lora"), executor);
   return r;
 }
+
+namespace {
+
+// addon-types.ts's NativeLoraConfig: the preloaded adapters (task id, PEFT directory) and the cache sizes, each
+// absent field the engine's default.
+engine::ExecutorConfig::LoraConfig to_lora_config(Napi::Env env, const Fields& l) {
+  engine::ExecutorConfig::LoraConfig c;
+  c.enabled = l.boolean("enabled", c.enabled);
+  const Napi::Array preloaded = l.array("preloaded");
+  for (uint32_t i = 0; i < preloaded.Length(); ++i) {
+    const std::string where = "lora.preloaded[" + std::to_string(i) + "]";
+    Napi::Value v = preloaded.Get(i);
+    if (!v.IsObject()) throw make_error(env, "invalid_argument", "field '" + where + "' must be an object {taskId, dir}");
+    Fields p(env, v.As<Napi::Object>(), where + ".");
+    const int64_t task_id = p.integer("taskId", -1);
+    if (task_id < 0) throw make_error(env, "invalid_argument", "field '" + where + ".taskId' must be an integer >= 0");
+    const std::string dir = p.string("dir", "");
+    if (dir.empty()) throw make_error(env, "invalid_argument", "field '" + where + ".dir' must be a non-empty string");
+    c.preloaded.emplace_back(static_cast<uint64_t>(task_id), dir);
+  }
+  c.max_loras = l.int32("maxLoras", c.max_loras);
+  c.max_adapter_size = l.int32("maxAdapterSize", c.max_adapter_size);
+  c.optimal_adapter_size = l.int32("optimalAdapterSize", c.optimal_adapter_size);
+  c.gpu_memory_fraction = static_cast<float>(l.number("gpuMemoryFraction", c.gpu_memory_fraction));
+  c.host_memory_bytes = l.integer("hostMemoryBytes", c.host_memory_bytes);
+  return c;
+}
+
+}  // namespace
 
 engine::ExecutorConfig to_executor_config(Napi::Env env, Napi::Object object) {
   Fields f(env, object, "");
@@ -142,6 +208,7 @@ engine::ExecutorConfig to_executor_config(Napi::Env env, Napi::Object object) {
   c.pp_micro_batches = f.int32("ppMicroBatches", c.pp_micro_batches);
   c.kv_cache_free_gpu_mem_fraction =
       static_cast<float>(f.number("kvCacheFreeGpuMemFraction", c.kv_cache_free_gpu_mem_fraction));
+  if (f.has("lora")) c.lora = to_lora_config(env, f.child("lora"));
   if (f.has("guidedDecoding")) {
     Fields g = f.child("guidedDecoding");
     auto bytes = g.typed_array<Napi::Uint8Array>("tokenBytes", napi_uint8_array, "a Uint8Array");

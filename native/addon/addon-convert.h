@@ -11,7 +11,9 @@
 
 namespace addon {
 
-engine::Request to_request(Napi::Env env, Napi::Object object);
+// `executor`: the model and cache limits a request's LoRA tensors (lora.weights / lora.config) are read against
+// (lora_from_tensors); an engine error there is thrown as the JS error of its code.
+engine::Request to_request(Napi::Env env, Napi::Object object, const engine::Executor& executor);
 engine::ExecutorConfig to_executor_config(Napi::Env env, Napi::Object object);
 int32_t to_num_threads(Napi::Env env, Napi::Object object);
 

@@ -259,7 +259,7 @@ engine::Executor& AddonExecutor::live(Napi::Env env) {
 Napi::Value AddonExecutor::enqueue(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   engine::Executor& executor = live(env);
-  engine::Request request = to_request(env, require_object(info, 0, "request"));
+  engine::Request request = to_request(env, require_object(info, 0, "request"), executor);
   try {
     return Napi::Number::New(env, static_cast<double>(executor.enqueue(request)));
   } catch (const engine::EngineError& e) {

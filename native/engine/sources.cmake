@@ -6,6 +6,7 @@ set(ENGINE_COMMON_SOURCES
 )
 # Model families: the decoder both families reduce to, their checkpoint mappings, dummy weights.
 set(ENGINE_MODEL_SOURCES
+  ${ENGINE_DIR}/model/model.cpp
   ${ENGINE_DIR}/model/model-config.cpp
   ${ENGINE_DIR}/model/model-checks.cpp
   ${ENGINE_DIR}/model/batch-layout.cpp
@@ -96,6 +97,7 @@ set(ENGINE_EXECUTOR_SOURCES
   ${ENGINE_DIR}/executor/executor-beams.cpp
   ${ENGINE_DIR}/executor/executor-speculation.cpp
   ${ENGINE_DIR}/executor/executor-draft-model.cpp
+  ${ENGINE_DIR}/executor/executor-lora.cpp
   ${ENGINE_DIR}/executor/response-builder.cpp
 )
 # comm: the only unit that includes mpi.h (and nccl.h: comm-nccl.cpp, added by cuda/cuda.cmake with NCCL); with the
@@ -120,6 +122,17 @@ set(ENGINE_PARALLEL_SOURCES
   ${ENGINE_DIR}/parallel/iteration-plan.cpp
   ${ENGINE_DIR}/parallel/leader-model.cpp
 )
+# LoRA adapters: the whole-adapter form, its two sources (PEFT directories, TensorRT-LLM's request tensors), a
+# rank's slice of it, and the executor's cache of them.
+set(ENGINE_LORA_SOURCES
+  ${ENGINE_DIR}/lora/lora-adapter.cpp
+  ${ENGINE_DIR}/lora/peft-adapter.cpp
+  ${ENGINE_DIR}/lora/lora-tensors.cpp
+  ${ENGINE_DIR}/lora/lora-local.cpp
+  ${ENGINE_DIR}/lora/lora-cache.cpp
+  ${ENGINE_DIR}/lora/lora-apply-cpu.cpp
+)
 set(ENGINE_SOURCES ${ENGINE_COMMON_SOURCES} ${ENGINE_MODEL_SOURCES} ${ENGINE_LOADING_SOURCES} ${ENGINE_QUANT_SOURCES} ${ENGINE_CPU_SOURCES}
+    ${ENGINE_LORA_SOURCES}
     ${ENGINE_KV_CACHE_SOURCES} ${ENGINE_SCHEDULING_SOURCES} ${ENGINE_SAMPLING_SOURCES} ${ENGINE_GRAMMAR_SOURCES} ${ENGINE_EXECUTOR_SOURCES}
     ${ENGINE_COMM_SOURCES} ${ENGINE_PARALLEL_SOURCES})

@@ -1,4 +1,6 @@
 // The leader's plan survives serialisation exactly, and a damaged buffer is an error, not a crash.
+#include <cmath>
+#include <memory>
 #include <vector>
 
 #include "check.h"
@@ -20,14 +22,39 @@ TEST_MAIN({
   b.past_len = 130;
   b.block_ids = {-1, 8, 2};  // a block a sliding window released
   b.window = 100;
+  b.lora_slot = 3;
   plan.chunks = {a, b};
   std::vector<uint8_t> bytes = serialize_plan(plan);
-  CHECK(bytes.size() == 4 * (4 + 5 + 3 + 1 + 5 + 1 + 3));
+  CHECK(bytes.size() == 4 * (4 + 6 + 3 + 1 + 6 + 1 + 3));
   IterationPlan back = deserialize_plan(bytes);
   CHECK(back.op == PlanOp::forward && back.chunks.size() == 2);
   CHECK(back.chunks[0].tokens == a.tokens && back.chunks[0].block_ids == a.block_ids && back.chunks[0].all_logits);
   CHECK(back.chunks[1].tokens == b.tokens && back.chunks[1].past_len == 130 && back.chunks[1].block_ids == b.block_ids);
   CHECK(!back.chunks[1].all_logits && back.chunks[1].window == 100 && back.chunks[0].window == 0);
+  CHECK(back.chunks[0].lora_slot == -1 && back.chunks[1].lora_slot == 3);
+
+  // A LoRA adapter goes whole, its floats bit for bit.
+  IterationPlan load;
+  load.op = PlanOp::load_lora;
+  load.arg0 = 5;
+  auto adapter = std::make_shared<LoraAdapter>();
+  adapter->weights.push_back({1, LoraModule::attn_v, 2, 3, 4, {0.5f, -1.25f, 3e-8f, 7, 8, -0.0f}, {1, 2, 3, 4, 5, 6, 7, 8}});
+  adapter->weights.push_back({0, LoraModule::mlp_4h_to_h, 1, 2, 1, {9, 10}, {11}});
+  load.lora = adapter;
+  IterationPlan load_back = deserialize_plan(serialize_plan(load));
+  CHECK(load_back.op == PlanOp::load_lora && load_back.arg0 == 5 && load_back.lora &&
+        load_back.lora->weights.size() == 2);
+  if (load_back.lora && load_back.lora->weights.size() == 2) {
+    const LoraWeight& w = load_back.lora->weights[0];
+    CHECK(w.layer == 1 && w.module == LoraModule::attn_v && w.rank == 2 && w.in == 3 && w.out == 4);
+    CHECK(w.a == adapter->weights[0].a && w.b == adapter->weights[0].b && std::signbit(w.a[5]));
+    CHECK(load_back.lora->weights[1].module == LoraModule::mlp_4h_to_h && load_back.lora->weights[1].b[0] == 11);
+  }
+  IterationPlan unload;
+  unload.op = PlanOp::unload_lora;
+  unload.arg0 = 2;
+  IterationPlan unload_back = deserialize_plan(serialize_plan(unload));
+  CHECK(unload_back.op == PlanOp::unload_lora && unload_back.arg0 == 2 && !unload_back.lora);
 
   IterationPlan copy;
   copy.op = PlanOp::copy_kv_block;

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include "check.h"
+#include "lora-test-util.h"
 #include "comm/comm.h"
 #include "errors.h"
 #include "loading/json.h"
@@ -307,6 +308,45 @@ void check_one_stage_load_failure(const Grid& g) {
   }
 }
 
+// LoRA on a grid: one forward with chunks of two adapters (all modules; q/v/down of one layer) and of none, every
+// rank holding its slice (lora-local.h), against the single-rank model with the same adapters on the leader.
+void check_lora(const Grid& g, const std::string& dir) {
+  std::unique_ptr<Model> model = load_model_collective(dir, grid_options(g));
+  std::unique_ptr<Model> single;
+  if (g.leader()) single = load_model(dir, single_options());
+  const ModelConfig& mc = model->config();
+  auto a = test::random_adapter(mc, test::all_lora_modules(), {0, 1}, 4, 7);
+  auto b = test::random_adapter(mc, {LoraModule::attn_q, LoraModule::attn_v, LoraModule::mlp_4h_to_h}, {1}, 2, 8);
+  std::vector<SequenceChunk> chunks(3);
+  for (int32_t i = 0; i < 3; ++i) {
+    for (int32_t t = 0; t < 6 + i; ++t) chunks[i].tokens.push_back((t * 37 + i * 11 + 5) % mc.vocab_size);
+    chunks[i].block_ids = {i};
+    chunks[i].all_logits = true;
+    chunks[i].lora_slot = i == 2 ? -1 : i;
+  }
+  for (Model* m : {model.get(), single.get()}) {
+    if (m == nullptr) continue;
+    m->allocate_kv(4, 16);
+    m->load_lora(0, *a);
+    m->load_lora(1, *b);
+  }
+  ForwardOutput got, want;
+  model->forward(chunks, got);
+  if (!g.leader()) return;
+  single->forward(chunks, want);
+  const double err = want.logits.size() == got.logits.size()
+                         ? rel_err(got.logits.data(), want.logits.data(), want.logits.size()) : 1.0;
+  std::printf("%s lora: logits of two adapters and the base in one batch, max rel err %.3g against one rank\n",
+              grid_name(g).c_str(), err);
+  CHECK_MSG(err < 1e-4, "%s lora: rel err %g", grid_name(g).c_str(), err);
+  // The adapters change the logits: without them the batch differs.
+  for (auto& c : chunks) c.lora_slot = -1;
+  ForwardOutput plain;
+  single->allocate_kv(4, 16);
+  single->forward(chunks, plain);
+  CHECK(rel_err(plain.logits.data(), want.logits.data(), want.logits.size()) > 1e-2);
+}
+
 void run(int argc, char** argv) {
   if (argc < 4) {
     std::fprintf(stderr, "usage: model-parallel <repo> <tp> <pp> [expected-error]\n");
@@ -344,6 +384,7 @@ void run(int argc, char** argv) {
                              "tiny-llama-fp8-block", "tiny-llama-fp8-block128", "tiny-llama-fp8-ct-tensor-static"})
       check_fixture(g, fixtures + "/" + name, name);
     check_odd_llama(g);
+    check_lora(g, fixtures + "/tiny-llama");
     if (pp > 1) check_one_stage_load_failure(g);
   } catch (const std::exception& e) {
     // One rank's failure would leave the others waiting in a collective: take the job down.

@@ -224,7 +224,35 @@ static void test_shared_prefix_blocks_are_free() {
   CHECK(plan.work.size() == 1 && plan.num_blocks_after == 0);  // only the current step must fit
 }
 
+// LoRA: no more distinct adapters run at once than max_loras; a queued entry whose adapter would be one too many
+// waits (FIFO: those behind it too), one whose adapter already runs or the base model does not.
+static void test_max_loras() {
+  for (auto policy : {CapacitySchedulerPolicy::guaranteed_no_evict, CapacitySchedulerPolicy::max_utilization}) {
+    auto c = cfg(policy, 8, 1000, 4);
+    c.max_loras = 2;
+    auto with = [](SchedulerEntry e, uint64_t key) {
+      e.lora_key = key;
+      return e;
+    };
+    std::vector<SchedulerEntry> r = {with(gen_entry(1, 12, 3, 20), 10)};
+    std::vector<SchedulerEntry> q = {with(queued_entry(2, 8, 4), 10), queued_entry(3, 8, 4),
+                                     with(queued_entry(4, 8, 4), 20), with(queued_entry(5, 8, 4), 30),
+                                     with(queued_entry(6, 8, 4), 20)};
+    auto plan = schedule_iteration(c, r, q, 100);
+    std::vector<RequestId> ids;
+    for (const auto& w : plan.work) ids.push_back(w.id);
+    CHECK((ids == std::vector<RequestId>{1, 2, 3, 4}));  // 5 (a third adapter) waits, and 6 behind it
+    c.max_loras = 0;
+    plan = schedule_iteration(c, r, q, 100);
+    CHECK(plan.work.size() == 6);  // no limit
+    c.max_loras = 1;
+    plan = schedule_iteration(c, {}, {with(queued_entry(7, 8, 4), 20), with(queued_entry(8, 8, 4), 30)}, 100);
+    CHECK(plan.work.size() == 1 && plan.work[0].id == 7);
+  }
+}
+
 TEST_MAIN({
+  test_max_loras();
   test_batch_size_and_token_budget();
   test_no_evict_reserves_lifetimes();
   test_max_utilization_admits_for_current_step();

@@ -94,3 +94,39 @@ t.test('a file key and its flag refuse a bad value in the same words', async (t)
   }
   t.same(parseConfigText('gpu_device_ids: [0, 1]', '/f.yaml').values.get('gpu_device_ids'), [0, 1]);
 });
+
+t.test('--lora-modules: several values, several flags, the env, the file; bad ones named', async (t) => {
+  t.equal(parse([]).loraModules, undefined, 'unset: no adapters');
+  t.same(parse(['--lora-modules', 'sql=/a/sql', 'chat=/b/chat']).loraModules, ['sql=/a/sql', 'chat=/b/chat'], 'several values (vLLM\'s spelling)');
+  t.same(parse(['--lora-modules', 'sql=/a/sql', '--max-batch-size', '4', '--lora-modules=chat=/b/chat']).loraModules, ['sql=/a/sql', 'chat=/b/chat'], 'several flags, in order');
+  t.same(parse(['--lora-modules', 'sql=/a/sql,chat=/b/chat']).loraModules, ['sql=/a/sql', 'chat=/b/chat'], 'commas');
+  t.same(parse([], { TRTLLM_LORA_MODULES: 'sql=/a/sql,chat=/b/chat' }).loraModules, ['sql=/a/sql', 'chat=/b/chat'], 'TRTLLM_LORA_MODULES');
+  t.same(parse(['--lora-modules', 'x=/x'], { TRTLLM_LORA_MODULES: 'sql=/a/sql' }).loraModules, ['x=/x'], 'the flag beats the env');
+  const rule = 'must be name=dir entries (a PEFT adapter directory under a name without spaces, commas or slashes), separated by commas or given as separate arguments';
+  t.throws(() => parse(['--lora-modules', 'sql']), { message: `--lora-modules ${rule}, got "sql"` });
+  t.throws(() => parse(['--lora-modules', 'a/b=/x']), { message: `--lora-modules ${rule}, got "a/b=/x"` });
+  t.throws(() => parse(['--lora-modules', 'a=/x', 'a=/y']), { message: '--lora-modules must name each adapter once ("a" is given twice), got "a=/y"' });
+  t.throws(() => parse([], { TRTLLM_LORA_MODULES: 'a=' }), { message: `--lora-modules ${rule}, got "a="` }, 'env');
+  t.same(parseConfigText('lora: { modules: { sql: ad/sql } }', '/f/m.yaml').values.get('lora.modules'), ['sql=/f/ad/sql'], 'a file\'s mapping, relative to it');
+  t.throws(() => parseConfigText('lora: { modules: sql }', '/f.yaml'),
+    { message: 'lora.modules in /f.yaml must be a list of "name=dir" strings, a list of {name, path} mappings, or a mapping of name to path, got "sql"' });
+  t.same(parse(rankArguments({ ...FULL, loraModules: ['a=/x', 'b=-odd'] })).loraModules, ['a=/x', 'b=-odd'], 'forwarded to ranks as one flag');
+  t.notOk(rankArguments({ ...FULL, loraModules: undefined }).includes('--lora-modules'), 'unset: not forwarded');
+});
+
+t.test('the LoRA switches and cache sizes: Triton\'s lora_cache_* parameters with dashes', async (t) => {
+  t.equal(parse(['--enable-lora']).enableLora, true);
+  t.equal(parse(['--enable-lora', 'false']).enableLora, false);
+  t.equal(parse([], { TRTLLM_ENABLE_LORA: '1' }).enableLora, true);
+  const o = parse(['--max-loras', '0', '--lora-cache-optimal-adapter-size', '16', '--lora-cache-max-adapter-size', '64',
+    '--lora-cache-gpu-memory-fraction', '0.1', '--lora-cache-host-memory-bytes', '1048576']);
+  t.match(o, { maxLoras: 0, loraCacheOptimalAdapterSize: 16, loraCacheMaxAdapterSize: 64, loraCacheGpuMemoryFraction: 0.1, loraCacheHostMemoryBytes: 1048576 });
+  t.throws(() => parse(['--max-loras', '-1']), { message: '--max-loras must be an integer in [0, 2147483647], got "-1"' });
+  t.throws(() => parse(['--lora-cache-max-adapter-size', '0']), { message: '--lora-cache-max-adapter-size must be an integer in [1, 2147483647], got "0"' });
+  t.throws(() => parse(['--lora-cache-gpu-memory-fraction', '2']), { message: '--lora-cache-gpu-memory-fraction must be a number in (0, 1], got "2"' });
+  t.throws(() => parse(['--lora-cache-host-memory-bytes', '1.5']), { message: '--lora-cache-host-memory-bytes must be an integer >= 1, got "1.5"' });
+  const file = parseConfigText('lora: { enable: true, max_loras: 2, cache_optimal_adapter_size: 8, cache_max_adapter_size: 16, cache_gpu_memory_fraction: 0.2, cache_host_memory_bytes: 4096 }', '/f.yaml');
+  t.same([...file.values.entries()], [['lora.enable', true], ['lora.max_loras', 2], ['lora.cache_optimal_adapter_size', 8],
+    ['lora.cache_max_adapter_size', 16], ['lora.cache_gpu_memory_fraction', 0.2], ['lora.cache_host_memory_bytes', 4096]]);
+  t.throws(() => parseConfigText('lora: { max_loras: -1 }', '/f.yaml'), { message: 'lora.max_loras in /f.yaml must be an integer in [0, 2147483647], got -1' });
+});

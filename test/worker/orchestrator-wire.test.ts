@@ -18,3 +18,14 @@ t.test('a Float32Array inside a request (embedding bias) survives too', async (t
   const back = decode<{ request: { embeddingBias: Float32Array } }>(encode({ id: 1, request: { embeddingBias: bias } }));
   t.same(Array.from(back.request.embeddingBias), Array.from(bias));
 });
+
+t.test('a request\'s LoRA tensors (Float32Array weights, Int32Array config) survive too', async (t) => {
+  const lora = { taskId: 3, weights: new Float32Array([0.5, -1.25, 3]), weightsShape: [1, 3], config: new Int32Array([1, 0, 1, -7]), configShape: [1, 3] };
+  const back = decode<{ request: { lora: typeof lora } }>(encode({ id: 1, request: { inputTokenIds: [1], maxTokens: 1, lora } }));
+  t.ok(back.request.lora.weights instanceof Float32Array);
+  t.ok(back.request.lora.config instanceof Int32Array);
+  t.same(Array.from(back.request.lora.weights), [0.5, -1.25, 3]);
+  t.same(Array.from(back.request.lora.config), [1, 0, 1, -7]);
+  t.same(back.request.lora.weightsShape, [1, 3]);
+  t.equal(back.request.lora.taskId, 3);
+});

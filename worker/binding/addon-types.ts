@@ -37,6 +37,18 @@ export interface GuidedDecodingParams {
   guide?: string;
 }
 
+/** TensorRT-LLM's LoraConfig of a request: it runs with the adapter cached under taskId (the seeds' lora_task_id).
+ * With weights and config (the seeds' lora_weights / lora_config, in TensorRT-LLM's layout; native/engine/lora/
+ * lora-tensors.h) the adapter is cached under that id first, replacing what it held; without them the id must name
+ * a cached or preloaded adapter. Needs the executor's lora.enabled. */
+export interface LoraRequest {
+  taskId: number;                    // a safe integer >= 0 (the engine's id is 64-bit; past 2^53 cannot be named here)
+  weights?: Float32Array;            // [rows, cols]: row i holds module i's A ([r, in]) then its B ([out, r]), padded
+  weightsShape?: [number, number];   // [rows, cols]
+  config?: Int32Array;               // [rows, 3]: (module_id, layer_idx, adapter_size r) per row
+  configShape?: [number, number];    // [rows, 3]
+}
+
 export interface NativeRequest {
   inputTokenIds: number[];
   maxTokens: number;
@@ -58,6 +70,8 @@ export interface NativeRequest {
   output?: OutputParams;
   /** Constrained decoding; needs the executor's guidedDecoding vocabulary. */
   guidedDecoding?: GuidedDecodingParams;
+  /** The LoRA adapter it runs with; absent: the base model. */
+  lora?: LoraRequest;
 }
 
 export interface NativeResponse {
@@ -111,6 +125,21 @@ export interface NativeExecutorConfig {
    * tokenBytes[tokenOffsets[i] .. tokenOffsets[i + 1]); an empty token — a special or unknown one — is never
    * allowed inside a grammar). A request's endId is allowed only where its grammar accepts. */
   guidedDecoding?: { tokenBytes: Uint8Array; tokenOffsets: Int32Array };
+  /** LoRA (TensorRT-LLM's PeftCacheManagerConfig and the backend's lora_cache_* parameters). Absent or not enabled:
+   * requests naming an adapter are refused. */
+  lora?: NativeLoraConfig;
+}
+
+export interface NativeLoraConfig {
+  enabled: boolean;
+  /** Adapters read at startup: task id and Hugging Face PEFT directory (--lora-modules, ids 1, 2, ... in order). */
+  preloaded: { taskId: number; dir: string }[];
+  /** Adapters one batch may use; 0/absent: as many as gpuMemoryFraction holds at optimalAdapterSize (GPU), maxBatchSize (CPU). */
+  maxLoras?: number;
+  maxAdapterSize?: number;       // the largest rank accepted (default 64)
+  optimalAdapterSize?: number;   // the rank GPU slots are sized for (default 8)
+  gpuMemoryFraction?: number;    // of the device memory free after the weights (default 0.05)
+  hostMemoryBytes?: number;      // adapters kept on the host, least recently used dropped past it (default 1 GiB)
 }
 
 export interface NativeLoadOptions {

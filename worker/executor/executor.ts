@@ -6,14 +6,16 @@ import type {
 } from '../binding/addon-types.js';
 import { describeValue, TrtllmError } from '../common/errors.js';
 import { loadAddon } from '../binding/load-addon.js';
+import { loraModuleDirsProblem, loraProblem } from '../options/lora-options.js';
 import { ActiveRequests } from './active-requests.js';
 import { checkDraftTokenizer } from './draft-compat.js';
+import { type LoraOptions, takeLoraOptions } from './lora-config.js';
 import { RequestHandle } from './request-handle.js';
 import { guidedVocabulary } from '../token-bytes.js';
 import type { ServingExecutor } from './serving-executor.js';
 import { type RequestLimits, validateRequest } from './validate-request.js';
 
-export interface ExecutorOptions extends NativeExecutorConfig, NativeLoadOptions {
+export interface ExecutorOptions extends NativeExecutorConfig, NativeLoadOptions, LoraOptions {
   onProgress?: (done: number, total: number) => void;
 }
 
@@ -40,7 +42,12 @@ export class Executor implements ServingExecutor {
   /** Loads the checkpoint in `modelDir` on a worker thread and starts the executor loop. */
   static async load(modelDir: string, options: ExecutorOptions = {}): Promise<Executor> {
     const addon = loadAddon();
-    const { onProgress, numThreads, tp, pp, ep, ppLayers, device, loadFormat, quantization, kvCacheDtype, dtype, gpuDeviceId, hangTimeoutMs, draftModel, ...config } = options;
+    const { lora, rest } = takeLoraOptions(options);
+    const { onProgress, numThreads, tp, pp, ep, ppLayers, device, loadFormat, quantization, kvCacheDtype, dtype, gpuDeviceId, hangTimeoutMs, draftModel, ...config } = rest;
+    // The LoRA options together, and the preloaded adapters' directories: named here, not as an engine error.
+    const loraOptions = loraProblem(options) ?? (lora ? loraModuleDirsProblem(options.loraModules) : undefined);
+    if (loraOptions) throw new TrtllmError(loraOptions, 'invalid_argument');
+    if (lora) config.lora = lora;
     if (draftModel !== undefined) {
       if ((config.ngramDraftTokens ?? 0) > 0) {
         throw new TrtllmError(

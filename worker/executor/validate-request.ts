@@ -16,8 +16,9 @@ export interface RequestLimits {
 
 const REQUEST_KEYS = new Set([
   'inputTokenIds', 'maxTokens', 'streaming', 'endId', 'padId', 'stopWords', 'badWords', 'clientId', 'sampling',
-  'output', 'embeddingBias', 'numReturnSequences', 'maxAttentionWindow', 'numDraftTokens', 'guidedDecoding',
+  'output', 'embeddingBias', 'numReturnSequences', 'maxAttentionWindow', 'numDraftTokens', 'guidedDecoding', 'lora',
 ]);
+const LORA_KEYS = new Set(['taskId', 'weights', 'weightsShape', 'config', 'configShape']);
 const GUIDE_TYPES = new Set(['json', 'json_schema', 'regex', 'ebnf_grammar']);
 const SAMPLING_KEYS = new Set<keyof SamplingParams>([
   'beamWidth', 'temperature', 'topK', 'topP', 'seed', 'repetitionPenalty', 'presencePenalty', 'frequencyPenalty',
@@ -155,6 +156,36 @@ function guidedDecoding(value: unknown, beams: number): void {
   if (beams > 1) fail(`guidedDecoding cannot be combined with beam search (sampling.beamWidth ${beams}); use beamWidth 1`);
 }
 
+/** A [rows, cols] shape that holds `length` values; cols, when given, is fixed (lora_config's 3). */
+function matrixShape(shape: unknown, field: string, length: number, cols?: number): void {
+  const ok = Array.isArray(shape) && shape.length === 2 && shape.every((d) => Number.isSafeInteger(d) && (d as number) > 0);
+  if (!ok) fail(`${field} must be [rows, cols] of integers >= 1, got ${describeValue(shape)}`);
+  const [r, c] = shape as [number, number];
+  if (cols !== undefined && c !== cols) fail(`${field} must be [rows, ${cols}], got [${r}, ${c}]`);
+  if (r * c !== length) fail(`${field} [${r}, ${c}] holds ${r * c} values, the array ${length}`);
+}
+
+// The adapter's contents are the engine's to check against the model (lora-tensors.h names the row and the module);
+// here the request's shape: a task id, and weights with config both or neither, each with its shape.
+function loraRequest(value: unknown): void {
+  if (value === undefined) return;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) fail(`lora must be an object, got ${describeValue(value)}`);
+  checkKeys(value, LORA_KEYS, 'lora.');
+  const l = value as Record<string, unknown>;
+  intIn(l.taskId, 'lora.taskId', 0, Number.MAX_SAFE_INTEGER, '>= 0');
+  if ((l.weights === undefined) !== (l.config === undefined)) {
+    fail(`lora.weights and lora.config go together (an adapter sent with the request); got only lora.${l.weights === undefined ? 'config' : 'weights'}`);
+  }
+  if (l.weights === undefined) {
+    if (l.weightsShape !== undefined || l.configShape !== undefined) fail('lora.weightsShape and lora.configShape need lora.weights and lora.config');
+    return;
+  }
+  if (!(l.weights instanceof Float32Array)) fail(`lora.weights must be a Float32Array, got ${describeValue(l.weights)}`);
+  if (!(l.config instanceof Int32Array)) fail(`lora.config must be an Int32Array, got ${describeValue(l.config)}`);
+  matrixShape(l.weightsShape, 'lora.weightsShape', l.weights.length);
+  matrixShape(l.configShape, 'lora.configShape', l.config.length, 3);
+}
+
 /** Throws TrtllmError('invalid_argument') on the first problem; returns the request typed. */
 export function validateRequest(request: unknown, limits: RequestLimits): NativeRequest {
   if (typeof request !== 'object' || request === null || Array.isArray(request)) {
@@ -191,6 +222,7 @@ export function validateRequest(request: unknown, limits: RequestLimits): Native
   }
   embeddingBias(r.embeddingBias, limits.vocabSize);
   guidedDecoding(r.guidedDecoding, beams);
+  loraRequest(r.lora);
   logitsCap(r, ids.length, maxTokens, beams, limits);
   validateOutput(r.output);
   return r as unknown as NativeRequest;

@@ -2,7 +2,7 @@
 // by default): the JSON answer names each such output with parameters.binary_data_size and no data, and the tensors'
 // little-endian bytes follow it in the body, the JSON's length in the Inference-Header-Content-Length header. Logits
 // then cost 4 bytes a value and no printing — the engine's Float32Array goes out as it is — where JSON takes ~19
-// bytes and ~0.2 µs of the event loop per value. Only outputs: request bodies are JSON.
+// bytes and ~0.2 µs of the event loop per value. Inputs sent so: binary-inputs.ts.
 import type { ServerResponse } from 'node:http';
 
 import { describeValue } from '../common/errors.js';

@@ -17,6 +17,9 @@ export interface RouteContext {
   params: string[];                    // the route pattern's capture groups, URI-decoded
   signal: AbortSignal;                 // aborted when the client goes away before the response ends
   json(): Promise<Record<string, unknown>>;
+  /** The body's bytes whatever its Content-Type, under the same size limit: only for a body a browser cannot send
+   * without a CORS preflight (KServe's binary inputs say their JSON's length in a header of their own). */
+  raw(): Promise<Buffer>;
 }
 
 export interface Route {
@@ -150,16 +153,17 @@ async function dispatch(options: HttpServerOptions, req: IncomingMessage, res: S
       }
       const aborter = new AbortController();
       res.once('close', () => { if (!res.writableFinished) aborter.abort(); });
+      const read = () => readBody(req, options.maxBodyBytes, () => {
+        if (expectsContinue) res.writeContinue();
+        continued = true;
+      });
       await route.handle({
         req, res, params: decodeParams(match), signal: aborter.signal,
         json: async () => {
           if (!options.allowAnyContentType) checkJsonContentType(req.headers, path);
-          const body = await readBody(req, options.maxBodyBytes, () => {
-            if (expectsContinue) res.writeContinue();
-            continued = true;
-          });
-          return parseJsonBody(body);
+          return parseJsonBody(await read());
         },
+        raw: read,
       });
       discardBody(req);
       return;

@@ -1,21 +1,24 @@
-// POST /v2/models/{name}[/versions/{v}]/infer: KServe v2 JSON tensors in and out, with Triton's tensor names (outputs
-// also as binary data when asked: binary-outputs.ts). This file only reads the JSON body and writes the answer; the
-// request itself runs in kserve-infer-request.ts, which gRPC's ModelInfer shares.
+// POST /v2/models/{name}[/versions/{v}]/infer: KServe v2 JSON tensors in and out, with Triton's tensor names (inputs
+// and outputs also as binary data: binary-inputs.ts, binary-outputs.ts). This file only reads the body and writes the
+// answer; the request itself runs in kserve-infer-request.ts, which gRPC's ModelInfer shares.
 import { describeValue } from '../common/errors.js';
+import { BINARY_HEADER, BinaryData, inputTensor, splitBinaryBody } from './binary-inputs.js';
 import { binaryOutputChoice, sendBinaryAnswer } from './binary-outputs.js';
 import { badRequest } from './http-errors.js';
 import type { Route } from './http-server.js';
 import { type InferRequest, inferWhole, namedInputs } from './kserve-infer-request.js';
 import { answerSettled, sendAnswer } from './logits-json.js';
 import type { ModelCatalog } from './model-catalog.js';
-import { fromKserveTensor } from './named-values.js';
 
-/** The JSON body's id, inputs and requested outputs, decoded and checked. */
-export function inferInputs(body: Record<string, unknown>): Pick<InferRequest, 'id' | 'inputs' | 'outputs'> {
+/** The JSON body's id, inputs and requested outputs, decoded and checked; `binary`: the bytes after the JSON of a
+ * binary body (binary-inputs.ts). */
+export function inferInputs(body: Record<string, unknown>, binary?: Buffer): Pick<InferRequest, 'id' | 'inputs' | 'outputs'> {
   const { id, inputs, outputs } = body;
   if (id !== undefined && typeof id !== 'string') throw badRequest(`id must be a string, got ${describeValue(id)}`, 'id');
   if (!Array.isArray(inputs)) throw badRequest(`inputs must be an array of tensors, got ${describeValue(inputs)}`, 'inputs');
-  const values = namedInputs(inputs.map((tensor, i) => fromKserveTensor(tensor, i)));
+  const data = binary === undefined ? undefined : new BinaryData(binary);
+  const values = namedInputs(inputs.map((tensor, i) => inputTensor(tensor, i, data)));
+  data?.finish();
   let wanted: Set<string> | undefined;
   if (outputs !== undefined) {
     if (!Array.isArray(outputs)) throw badRequest(`outputs must be an array of {"name": ...}, got ${describeValue(outputs)}`, 'outputs');
@@ -33,9 +36,10 @@ export function inferRoutes(catalog: ModelCatalog): Route[] {
     method: 'POST', path: /^\/v2\/models\/([^/]+)(?:\/versions\/([^/]+))?\/infer$/, style: 'kserve',
     handle: async (c) => {
       catalog.resolve(c.params[0]!, c.params[1]);  // an unknown model is a 404 before the body is read
-      const body = await c.json();
+      const jsonLength = c.req.headers[BINARY_HEADER];
+      const { json: body, data } = typeof jsonLength === 'string' ? splitBinaryBody(await c.raw(), jsonLength) : { json: await c.json(), data: undefined };
       const binary = binaryOutputChoice(body);
-      const request = { modelName: c.params[0]!, modelVersion: c.params[1], ...inferInputs(body) };
+      const request = { modelName: c.params[0]!, modelVersion: c.params[1], ...inferInputs(body, data) };
       const response = await inferWhole(catalog, request, c.signal, () => answerSettled(c.res));
       if (c.signal.aborted) return;
       const header = {

@@ -9,6 +9,7 @@ import { guideErrorsIn, withGuideErrors } from './guided/guide-errors.js';
 import { KSERVE_GUIDE_SOURCE } from './guided/kserve-guide.js';
 import { inClientTerms } from './http-errors.js';
 import { logitsOutputs } from './kserve-encode.js';
+import { LORA_NAMES } from './kserve-lora.js';
 import { holdLease, logitsCost } from './logits-budget.js';
 import { mergeStreams } from './merge-streams.js';
 import type { ServedModel } from './model-repository.js';
@@ -22,7 +23,7 @@ import { startText, type TextDelta } from './text-generation.js';
 const TEXT_NAMES = {
   maxTokens: 'max_tokens', inputTokenIds: 'text_input (as tokens)', 'sampling.': '', endId: 'end_id', padId: 'pad_id',
   topK: 'top_k', topP: 'top_p', beamWidth: 'beam_width', minTokens: 'min_length', seed: 'random_seed',
-  ...ATTENTION_WINDOW_NAMES, ...DRAFT_TOKENS_NAMES,
+  ...ATTENTION_WINDOW_NAMES, ...DRAFT_TOKENS_NAMES, ...LORA_NAMES,
 };
 
 const TEXT_LOGITS_NAMES = { prompt: 'text_input (as tokens)', maxTokens: 'max_tokens' };

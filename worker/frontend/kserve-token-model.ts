@@ -10,6 +10,7 @@ import { guideErrorsIn, withGuideErrors } from './guided/guide-errors.js';
 import { KSERVE_GUIDE_SOURCE, readKserveGuide } from './guided/kserve-guide.js';
 import { badRequest, inClientTerms } from './http-errors.js';
 import { logitsOutputs } from './kserve-encode.js';
+import { LORA_NAMES, readKserveLora } from './kserve-lora.js';
 import { holdLease, logitsCost } from './logits-budget.js';
 import { mergeStreams } from './merge-streams.js';
 import type { ServedModel } from './model-repository.js';
@@ -22,7 +23,7 @@ import { parseWordTensor } from './word-lists.js';
 const TOKEN_NAMES = {
   maxTokens: 'request_output_len', inputTokenIds: 'input_ids', 'sampling.': '', endId: 'end_id', padId: 'pad_id',
   topK: 'runtime_top_k', topP: 'runtime_top_p', beamWidth: 'beam_width', minTokens: 'min_length', seed: 'random_seed',
-  ...ATTENTION_WINDOW_NAMES, ...DRAFT_TOKENS_NAMES,
+  ...ATTENTION_WINDOW_NAMES, ...DRAFT_TOKENS_NAMES, ...LORA_NAMES,
 };
 
 const TOKEN_LOGITS_NAMES = { prompt: 'input_ids', maxTokens: 'request_output_len' };
@@ -77,6 +78,7 @@ function tokenOutputs(r: NativeResponse, request: NativeRequest, logProbs: numbe
 export function runTokenModel(ctx: ServingContext, model: ServedModel, values: NamedValues, options: RunOptions): ModelRun {
   const rows = inputRows(values, ctx.maxBatchSize);
   const batch = rows.length;
+  const loras = readKserveLora(values, batch);
   const requests = rows.map((inputTokenIds, i) => {
     const get = (name: string) => elementAt(values, name, i, batch);
     const maxTokens = optInt(get('request_output_len'), 'request_output_len', 1);
@@ -95,6 +97,7 @@ export function runTokenModel(ctx: ServingContext, model: ServedModel, values: N
       maxAttentionWindow: readAttentionWindow(get(ATTENTION_WINDOW)),
       numDraftTokens: readDraftTokens(get(DRAFT_TOKENS)),
       guidedDecoding: readKserveGuide(get),
+      lora: loras[i],
       output: {
         returnLogProbs: optBool(get('return_log_probs'), 'return_log_probs') ?? false,
         returnContextLogits: optBool(get('return_context_logits'), 'return_context_logits') ?? false,

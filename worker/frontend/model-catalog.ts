@@ -4,21 +4,26 @@
 // Per-model readiness comes from each model's context; the server is ready when every model is (Triton's strict
 // readiness), and /v2/repository/index says which one is not and why.
 import { quoteName } from '../common/quote-value.js';
+import type { ServedAdapter } from '../options/lora-options.js';
 import { HttpError, notFound } from './http-errors.js';
 import { MODEL_VERSION } from './metrics.js';
 import { findModel, MODEL_NAMES, SERVED_MODELS, type ServedModel } from './model-repository.js';
 import type { ServingContext } from './serving-context.js';
 
 export interface CatalogEntry { ctx: ServingContext; model: ServedModel }
+/** What an OpenAI `model` field names: a model's executor, and the LoRA adapter to run when it names one. */
+export interface OpenAiTarget { ctx: ServingContext; adapter?: ServedAdapter | undefined }
+/** One entry of /v1/models: a model, or a LoRA adapter with its directory (root) and its base model (parent). */
+export interface OpenAiModel { id: string; root?: string; parent?: string }
 export interface ModelState { name: string; version: string; state: 'READY' | 'UNAVAILABLE'; reason: string }
 
 export interface ModelCatalog {
   /** The executor and interface behind a KServe model name; 404 naming what is served. */
   resolve(name: string, version?: string): CatalogEntry;
-  /** The executor behind an OpenAI `model` field; 404 naming what is served. */
-  openAi(model: string): ServingContext;
-  /** OpenAI model ids, served order. */
-  openAiModels(): string[];
+  /** The executor (and LoRA adapter) behind an OpenAI `model` field; 404 naming what is served. */
+  openAi(model: string): OpenAiTarget;
+  /** OpenAI models, served order: each model, then its LoRA adapters. */
+  openAiModels(): OpenAiModel[];
   serverReady(): boolean;
   /** Every served model name with its state (KServe's repository index). */
   index(): ModelState[];
@@ -31,15 +36,27 @@ export function singleModelCatalog(ctx: ServingContext): ModelCatalog {
   return {
     resolve: (name, version) => ({ ctx, model: findModel(name, version) }),
     openAi: (model) => {
-      if (model === ctx.servedModelName || model === 'ensemble' || model === 'tensorrt_llm_bls') return ctx;
-      throw notFound(`The model ${quoteName(model, '`')} does not exist; this server serves \`${ctx.servedModelName}\``, 'model');
+      if (model === ctx.servedModelName || model === 'ensemble' || model === 'tensorrt_llm_bls') return { ctx };
+      const adapter = ctx.adapters.find((a) => a.name === model);
+      if (adapter) return { ctx, adapter };
+      throw notFound(`The model ${quoteName(model, '`')} does not exist; this server serves \`${ctx.servedModelName}\`${adapterList(ctx.adapters)}`, 'model');
     },
-    openAiModels: () => [ctx.servedModelName],
+    openAiModels: () => modelEntries(ctx.servedModelName, ctx.adapters),
     serverReady: () => ctx.isReady(),
     index: () => MODEL_NAMES.map((name) => state(name, ctx)),
     contexts: () => [ctx],
     multiModel: false,
   };
+}
+
+/** The adapters as a not-found message lists them ('' without any). */
+function adapterList(adapters: readonly ServedAdapter[]): string {
+  return adapters.length === 0 ? '' : ` and its LoRA adapters ${adapters.map((a) => `\`${a.name}\``).join(', ')}`;
+}
+
+/** A model's /v1/models entries: itself, then each adapter with its base model as parent (vLLM's listing). */
+function modelEntries(name: string, adapters: readonly ServedAdapter[]): OpenAiModel[] {
+  return [{ id: name }, ...adapters.map((a) => ({ id: a.name, root: a.dir, parent: name }))];
 }
 
 function state(name: string, ctx: ServingContext): ModelState {
@@ -53,6 +70,7 @@ const ENSEMBLE = SERVED_MODELS.find((m) => m.name === 'ensemble')!;
 export interface CatalogModel {
   name: string;
   ctx: ServingContext | undefined;
+  adapters?: readonly ServedAdapter[];   // its preloaded LoRA adapters (known whether or not its group came up)
   reason(): string | undefined;  // why it cannot serve, when it cannot
 }
 
@@ -64,6 +82,14 @@ export function multiModelCatalog(models: readonly CatalogModel[]): ModelCatalog
       throw new Error(`model name '${m.name}' is used twice (Triton's names ${MODEL_NAMES.join(', ')} are taken by the first model)`);
     }
     byName.set(m.name, m);
+  }
+  // An adapter's name is an OpenAI model id of the whole server (the launcher refuses a clash before anything starts).
+  const adapterOf = new Map<string, { m: CatalogModel; adapter: ServedAdapter }>();
+  for (const m of models) {
+    for (const adapter of m.adapters ?? []) {
+      if (byName.has(adapter.name) || adapterOf.has(adapter.name)) throw new Error(`LoRA adapter name '${adapter.name}' of model '${m.name}' is used twice`);
+      adapterOf.set(adapter.name, { m, adapter });
+    }
   }
   const first = models[0]!;
   const served = [...byName.keys(), ...MODEL_NAMES];
@@ -90,10 +116,13 @@ export function multiModelCatalog(models: readonly CatalogModel[]): ModelCatalog
     },
     openAi: (model) => {
       const m = byName.get(model) ?? (model === 'ensemble' || model === 'tensorrt_llm_bls' ? first : undefined);
-      if (!m) throw notFound(`The model ${quoteName(model, '`')} does not exist; this server serves ${[...byName.keys()].map((n) => `\`${n}\``).join(', ')}`, 'model');
-      return usable(m, model);
+      if (m) return { ctx: usable(m, model) };
+      const lora = adapterOf.get(model);
+      if (lora) return { ctx: usable(lora.m, model), adapter: lora.adapter };
+      const adapters = adapterOf.size === 0 ? '' : ` and the LoRA adapters ${[...adapterOf.keys()].map((n) => `\`${n}\``).join(', ')}`;
+      throw notFound(`The model ${quoteName(model, '`')} does not exist; this server serves ${[...byName.keys()].map((n) => `\`${n}\``).join(', ')}${adapters}`, 'model');
     },
-    openAiModels: () => [...byName.keys()],
+    openAiModels: () => [...byName.values()].flatMap((m) => modelEntries(m.name, m.adapters ?? [])),
     serverReady: () => models.every(ready),
     index: () => [...[...byName].map(([name, m]) => stateOf(name, m)), ...MODEL_NAMES.map((name) => stateOf(name, first))],
     contexts: () => models.flatMap((m) => (m.ctx ? [m.ctx] : [])),

@@ -29,7 +29,7 @@ export function fromJsonField(name: string, value: unknown): NamedValue {
 }
 
 export const DATATYPES: ReadonlySet<string> = new Set([
-  'BOOL', 'UINT8', 'UINT16', 'UINT32', 'UINT64', 'INT8', 'INT16', 'INT32', 'INT64', 'FP16', 'FP32', 'FP64', 'BYTES',
+  'BOOL', 'UINT8', 'UINT16', 'UINT32', 'UINT64', 'INT8', 'INT16', 'INT32', 'INT64', 'FP16', 'BF16', 'FP32', 'FP64', 'BYTES',
 ]);
 
 /** One entry of a KServe v2 JSON `inputs` array: the object's form here, the tensor itself in checkTensor. */
@@ -70,7 +70,7 @@ export function checkTensor(name: string, datatype: unknown, shape: unknown, dat
   const dt = datatype as string;
   const ok = dt === 'BYTES' ? (x: unknown) => typeof x === 'string'
     : dt === 'BOOL' ? (x: unknown) => typeof x === 'boolean'
-      : dt.startsWith('FP') ? (x: unknown) => typeof x === 'number' && Number.isFinite(x)
+      : dt.startsWith('FP') || dt === 'BF16' ? (x: unknown) => typeof x === 'number' && Number.isFinite(x)
         : (x: unknown) => Number.isSafeInteger(x) && (!dt.startsWith('U') || (x as number) >= 0);
   const bad = data.findIndex((x) => !ok(x));
   if (bad >= 0) throw badRequest(`input ${quoteName(name)}: element ${bad} is ${describeValue(data[bad])}, not a ${dt} value`, name);

@@ -33,7 +33,7 @@ export function chatRoutes(catalog: ModelCatalog): Route[] {
       const body = await c.json();
       checkKeys(body, CHAT_KEYS);
       const p = readOpenAiParams(body, 'max_completion_tokens');
-      const ctx = catalog.openAi(p.model);
+      const { ctx, adapter } = catalog.openAi(p.model);
       checkChoices(ctx, 1, p.n, 'n');
       const logprobs = body.logprobs === null || body.logprobs === undefined ? false : body.logprobs;
       if (typeof logprobs !== 'boolean') throw badRequest(`logprobs must be a boolean, got ${describeValue(logprobs)}`, 'logprobs');
@@ -64,7 +64,7 @@ export function chatRoutes(catalog: ModelCatalog): Route[] {
       if (ids.length === 0) throw badRequest('the chat template rendered these messages to an empty prompt', 'messages');
       const maxSeqLen = ctx.executor.limits.maxSeqLen;
       const events = startChoices(ctx, [{ ids, text }], p, {
-        signal: c.signal, returnLogProbs: logprobs, metricsModel: p.model, guide,
+        signal: c.signal, lora: adapter && { taskId: adapter.taskId }, returnLogProbs: logprobs, metricsModel: p.model, guide,
         defaultMaxTokens: (prompt) => Math.max(1, maxSeqLen - prompt.ids.length),
       });
       const id = `chatcmpl-${randomUUID()}`;

@@ -59,7 +59,7 @@ export function completionsRoutes(catalog: ModelCatalog): Route[] {
       const body = await c.json();
       checkKeys(body, COMPLETION_KEYS);
       const p = readOpenAiParams(body);
-      const ctx = catalog.openAi(p.model);
+      const { ctx, adapter } = catalog.openAi(p.model);
       if (body.suffix !== undefined && body.suffix !== null) throw badRequest('suffix is not supported', 'suffix');
       const logprobs = body.logprobs === null || body.logprobs === undefined ? undefined : body.logprobs;
       if (logprobs !== undefined && (!Number.isSafeInteger(logprobs) || (logprobs as number) < 0 || (logprobs as number) > 5)) {
@@ -72,7 +72,7 @@ export function completionsRoutes(catalog: ModelCatalog): Route[] {
       requireReady(ctx, ctx.servedModelName);
       const prompts = await readPrompts(ctx, body.prompt, { n: p.n, echo, signal: c.signal });
       const events = startChoices(ctx, prompts, p, {
-        signal: c.signal, returnLogProbs: logprobs !== undefined, defaultMaxTokens: () => 16, metricsModel: p.model, guide,
+        signal: c.signal, lora: adapter && { taskId: adapter.taskId }, returnLogProbs: logprobs !== undefined, defaultMaxTokens: () => 16, metricsModel: p.model, guide,
       });
       const id = `cmpl-${randomUUID()}`;
       const created = Math.floor(Date.now() / 1000);

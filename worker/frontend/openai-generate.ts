@@ -1,6 +1,6 @@
 // Runs the n choices of every prompt of an OpenAI request as executor requests and interleaves their text deltas.
 // Shared by completions and chat, which differ only in how they build prompts and shape chunks.
-import type { NativeRequest } from '../binding/addon-types.js';
+import type { LoraRequest, NativeRequest } from '../binding/addon-types.js';
 import { AbortFanOut } from './abort-fan-out.js';
 import { ATTENTION_WINDOW_NAMES } from './attention-window.js';
 import { DRAFT_TOKENS_NAMES } from './draft-tokens.js';
@@ -26,6 +26,7 @@ export interface ChoiceDelta { index: number; delta: TextDelta }
 
 export interface ChoicesOptions {
   signal: AbortSignal;
+  lora?: LoraRequest | undefined;     // the LoRA adapter the request's "model" named (model-catalog.ts)
   returnLogProbs: boolean;
   defaultMaxTokens: (prompt: PromptInput) => number;
   metricsModel: string;
@@ -55,6 +56,7 @@ export function startChoices(ctx: ServingContext, prompts: PromptInput[], p: Ope
           numDraftTokens: p.numDraftTokens,
           output: { returnLogProbs: o.returnLogProbs, excludeInputFromOutput: true },
           guidedDecoding: o.guide?.guided,
+          lora: o.lora,
         });
         const run = withGuideErrors(() => inClientTerms(() => startText(ctx, {
           promptIds: prompt.ids, request, stopStrings: p.stop, includeStop: false,

@@ -1,5 +1,6 @@
 // Everything a route needs to serve a request, gathered once at start-up and passed to each route explicitly.
 import type { ServingExecutor } from '../executor/serving-executor.js';
+import type { ServedAdapter } from '../options/lora-options.js';
 import type { TextTokenizer } from '../tokenizer.js';
 import { TokenizerPool } from '../tokenizer-pool.js';
 import { byteLevelTokenBytes, type TokenBytes } from './byte-level.js';
@@ -19,6 +20,7 @@ export interface ServingContext {
   logitsBudget: LogitsBudget;         // the server's, shared by every model it serves
   defaults: TokenDefaults;            // end_id / pad_id when a request gives none
   servedModelName: string;            // the OpenAI model id (the checkpoint directory's name by default)
+  adapters: readonly ServedAdapter[]; // the preloaded LoRA adapters (--lora-modules): OpenAI model ids of their own
   chatTemplate: ChatTemplate | undefined;
   maxBatchSize: number;
   isReady(): boolean;                 // loaded, warmed up and not draining
@@ -34,6 +36,7 @@ export interface ContextParts {
   metrics: ServingMetrics;
   chatTemplate: ChatTemplate | undefined;
   servedModelName: string;
+  adapters?: readonly ServedAdapter[];  // absent: none
   maxBatchSize: number;
   logitsBudget?: LogitsBudget;        // absent: one of this context's own, with the options' defaults
   isReady(): boolean;
@@ -43,11 +46,12 @@ export interface ContextParts {
 
 /** A model's context: the request defaults come from its tokenizer and config (end_id: EOS, pad_id: PAD or EOS). */
 export function buildServingContext(parts: ContextParts): ServingContext {
-  const { modelDir, tokenizerPool, logitsBudget, ...rest } = parts;
+  const { modelDir, tokenizerPool, logitsBudget, adapters, ...rest } = parts;
   const config = parts.executor.modelConfig;
   const endId = parts.tokenizer.eosTokenId ?? config.eosTokenIds[0] ?? -1;
   return {
     ...rest,
+    adapters: adapters ?? [],
     tokenizerPool: tokenizerPool ?? new TokenizerPool(modelDir),
     tokenBytes: byteLevelTokenBytes(modelDir),
     liveRequests: new LiveRequests(),

@@ -1,13 +1,14 @@
 // The text interface of ensemble / tensorrt_llm_bls (text_input, max_tokens, ..., the seeds' BLS table) read from
 // named values into one TextParams per batch element, then mapped onto the executor's NativeRequest once the texts
 // are tokenized (prompt-bounds.ts). Pure; every rejection names the field and the value.
-import type { GuidedDecodingParams, NativeRequest, SamplingParams } from '../binding/addon-types.js';
+import type { GuidedDecodingParams, LoraRequest, NativeRequest, SamplingParams } from '../binding/addon-types.js';
 import { describeValue } from '../common/errors.js';
 import { ATTENTION_WINDOW, readAttentionWindow } from './attention-window.js';
 import { DRAFT_TOKENS, readDraftTokens, readUseDraftLogits, USE_DRAFT_LOGITS } from './draft-tokens.js';
 import { checkBatch } from './fan-out.js';
 import { readKserveGuide } from './guided/kserve-guide.js';
 import { badRequest } from './http-errors.js';
+import { readKserveLora } from './kserve-lora.js';
 import { elementAt, type NamedValues, optBool, optInt, optNumber } from './named-values.js';
 import { parseWordList } from './word-lists.js';
 
@@ -27,6 +28,7 @@ export interface TextParams {
   numDraftTokens: number | undefined;       // num_draft_tokens; undefined: the server's
   stream: boolean | undefined;   // unset: generate_stream streams, generate does not
   guidedDecoding: GuidedDecodingParams | undefined;   // guided_decoding_guide_type + guided_decoding_guide
+  lora: LoraRequest | undefined;   // lora_task_id (+ lora_weights, lora_config); undefined: the base model
 }
 
 /** Drops undefined entries: the facade rejects nothing for them, but the native side should not see them at all. */
@@ -78,6 +80,7 @@ export function textBatch(values: NamedValues, maxBatchSize: number): string[] {
 export function readTextParams(values: NamedValues, maxBatchSize: number): TextParams[] {
   const prompts = textBatch(values, maxBatchSize);
   const batch = prompts.length;
+  const loras = readKserveLora(values, batch);
   return prompts.map((prompt, i) => {
     const get = (name: string) => elementAt(values, name, i, batch);
     const maxTokens = optInt(get('max_tokens'), 'max_tokens', 1);
@@ -106,6 +109,7 @@ export function readTextParams(values: NamedValues, maxBatchSize: number): TextP
       maxAttentionWindow: readAttentionWindow(get(ATTENTION_WINDOW)),
       numDraftTokens: readDraftTokens(get(DRAFT_TOKENS)),
       guidedDecoding: readKserveGuide(get),
+      lora: loras[i],
     };
   });
 }
@@ -135,6 +139,7 @@ export function textNativeRequest(
     maxAttentionWindow: p.maxAttentionWindow,
     numDraftTokens: p.numDraftTokens,
     guidedDecoding: p.guidedDecoding,
+    lora: p.lora,
     // The prompt text is prepended from the request itself, which is exact where decode(encode(prompt)) is not.
     output: {
       returnLogProbs: p.returnLogProbs,

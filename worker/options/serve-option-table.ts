@@ -9,6 +9,7 @@ import { defaultModelDir } from '../common/package-root.js';
 import { DEFAULT_MAX_LOGITS_BYTES_IN_FLIGHT, DEFAULT_MAX_LOGITS_BYTES_PER_REQUEST } from '../frontend/logits-budget.js';
 import { LOG_LEVELS, type LogLevel } from '../log.js';
 import { gpuOfLocalRank } from './device-ids.js';
+import { LORA_MODULES_FLAG, loraModulesKind } from './lora-options.js';
 import type { OptionDefinition } from './option-definition.js';
 import {
   choiceKind, deviceIdsKind, fractionKind, INT32_MAX, intKind, portKind, ppLayersKind, switchKind, textKind, toggleKind,
@@ -75,6 +76,13 @@ export interface ServeCliOptions {
   draftModel?: string;
   numDraftTokens?: number;
   speculativeMaxBatch?: number;
+  loraModules?: readonly string[];
+  enableLora?: boolean;
+  maxLoras?: number;
+  loraCacheOptimalAdapterSize?: number;
+  loraCacheMaxAdapterSize?: number;
+  loraCacheGpuMemoryFraction?: number;
+  loraCacheHostMemoryBytes?: number;
   maxBodyBytes: number;
   allowAnyContentType: boolean;
   maxLogitsBytesPerRequest: number;
@@ -241,6 +249,32 @@ const TABLE = [
   { name: 'speculativeMaxBatch', flag: '--speculative-max-batch', placeholder: '<n>', env: 'TRTLLM_SPECULATIVE_MAX_BATCH', kind: intKind(0),
     help: 'speculation (prompt lookup or draft model) is off in an iteration with more than n requests decoding, where checking guesses costs more than it saves (default 32; 0: no limit)',
     file: { key: 'decoding.speculative_max_batch', unset: '32' }, rank: 'argv', executor: { field: 'speculationMaxBatch' } },
+
+  // LoRA adapters (native/engine/lora/; TensorRT-LLM's PEFT cache, sized by the backend's lora_cache_* parameters):
+  // preloaded ones named by --lora-modules (worker/options/lora-options.ts), others sent with a KServe request
+  // (worker/frontend/kserve-lora.ts). How they go together: lora-options.ts's loraProblem.
+  { name: 'loraModules', flag: LORA_MODULES_FLAG, placeholder: '<name=dir...>', env: 'TRTLLM_LORA_MODULES', kind: loraModulesKind,
+    help: 'LoRA adapters read at startup: Hugging Face PEFT directories, each under a name that an OpenAI request\'s "model" picks; KServe requests name them by lora_task_id 1, 2, ... in the order given (implies --enable-lora)',
+    file: { key: 'lora.modules', unset: 'none' }, rank: 'argv', executor: { field: 'loraModules' } },
+  { name: 'enableLora', flag: '--enable-lora', env: 'TRTLLM_ENABLE_LORA', kind: toggleKind,
+    help: 'serve LoRA adapters: a KServe request may bring its own (lora_weights + lora_config, cached under its lora_task_id) besides naming those of --lora-modules (default off, on with --lora-modules)',
+    file: { key: 'lora.enable', unset: 'false (true with lora.modules)' }, rank: 'argv', executor: { field: 'enableLora' } },
+  { name: 'maxLoras', flag: '--max-loras', placeholder: '<n>', env: 'TRTLLM_MAX_LORAS', kind: intKind(0, INT32_MAX),
+    help: 'LoRA adapters one batch may use (default 0: as many as --lora-cache-gpu-memory-fraction holds at the optimal adapter size on a GPU, --max-batch-size on the CPU)',
+    file: { key: 'lora.max_loras', unset: '0 = derived' }, rank: 'argv', executor: { field: 'maxLoras' } },
+  { name: 'loraCacheOptimalAdapterSize', flag: '--lora-cache-optimal-adapter-size', placeholder: '<n>', env: 'TRTLLM_LORA_CACHE_OPTIMAL_ADAPTER_SIZE',
+    kind: intKind(1, INT32_MAX), help: 'the LoRA rank the adapter slots on a GPU are sized for (default 8)',
+    file: { key: 'lora.cache_optimal_adapter_size', unset: '8' }, rank: 'argv', executor: { field: 'loraCacheOptimalAdapterSize' } },
+  { name: 'loraCacheMaxAdapterSize', flag: '--lora-cache-max-adapter-size', placeholder: '<n>', env: 'TRTLLM_LORA_CACHE_MAX_ADAPTER_SIZE',
+    kind: intKind(1, INT32_MAX), help: 'the largest LoRA rank an adapter may have (default 64)',
+    file: { key: 'lora.cache_max_adapter_size', unset: '64' }, rank: 'argv', executor: { field: 'loraCacheMaxAdapterSize' } },
+  { name: 'loraCacheGpuMemoryFraction', flag: '--lora-cache-gpu-memory-fraction', placeholder: '<x>', env: 'TRTLLM_LORA_CACHE_GPU_MEMORY_FRACTION',
+    kind: fractionKind, help: 'GPU: share of the memory free after loading that the LoRA adapter slots take (default 0.05)',
+    file: { key: 'lora.cache_gpu_memory_fraction', unset: '0.05 (CUDA backend)', cpuIgnores: 'adapters stay in host memory' }, rank: 'argv',
+    executor: { field: 'loraCacheGpuMemoryFraction' } },
+  { name: 'loraCacheHostMemoryBytes', flag: '--lora-cache-host-memory-bytes', placeholder: '<n>', env: 'TRTLLM_LORA_CACHE_HOST_MEMORY_BYTES',
+    kind: intKind(1), help: 'host memory for LoRA adapters kept between requests, the least recently used dropped past it (default 1 GiB)',
+    file: { key: 'lora.cache_host_memory_bytes', unset: '1073741824 (1 GiB)' }, rank: 'argv', executor: { field: 'loraCacheHostMemoryBytes' } },
 
   // Requests and shutdown.
   { name: 'maxBodyBytes', flag: '--max-body-bytes', placeholder: '<n>', env: 'TRTLLM_MAX_BODY_BYTES', kind: intKind(1), default: 8 * 1024 * 1024,

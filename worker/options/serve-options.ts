@@ -35,6 +35,13 @@ export interface ServeOptions {
   draftModel?: string | undefined;        // speculation by draft model: its checkpoint directory
   numDraftTokens?: number | undefined;    // the draft model's guesses per step (absent: 4)
   speculativeMaxBatch?: number | undefined;  // speculation off above this many decoding requests (absent: 32)
+  loraModules?: readonly string[] | undefined;  // preloaded LoRA adapters, "name=dir" (task ids 1, 2, ... in order)
+  enableLora?: boolean | undefined;       // LoRA on without preloading (implied by loraModules)
+  maxLoras?: number | undefined;          // adapters one batch may use; 0/absent: derived by the engine
+  loraCacheOptimalAdapterSize?: number | undefined;  // the rank GPU slots are sized for (absent: 8)
+  loraCacheMaxAdapterSize?: number | undefined;      // the largest rank accepted (absent: 64)
+  loraCacheGpuMemoryFraction?: number | undefined;   // GPU memory the slots take (absent: 0.05)
+  loraCacheHostMemoryBytes?: number | undefined;     // host cache of adapters (absent: 1 GiB)
   drainTimeoutMs: number;
   hangTimeoutMs?: number | undefined;  // leader mode: the liveness watch's bound (0: none)
   logLevel: LogLevel;

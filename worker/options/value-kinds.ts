@@ -15,6 +15,9 @@ export interface ValueKind<T = unknown> {
   fromFile(value: unknown): Checked;
   /** A checked file value as the option holds it, when the two differ (a device list is "0,1" on the command line). */
   fileToOption?(value: unknown): T;
+  /** A flag that takes several values (`--x a b`, or `--x a --x b`): the values so far and the next ones gathered,
+   * in order, or why they cannot be (a name given twice). Its placeholder ends in "...". */
+  append?(previous: T, next: T): Checked<T>;
 }
 
 const pass = <T>(value: T): Checked<T> => ({ ok: true, value });

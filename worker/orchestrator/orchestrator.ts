@@ -25,6 +25,7 @@ import { MODEL_NAMES } from '../frontend/model-repository.js';
 import { OpenResponses } from '../frontend/open-responses.js';
 import { buildServingContext } from '../frontend/serving-context.js';
 import type { Logger } from '../log.js';
+import { servedAdapters } from '../options/lora-options.js';
 import { listen } from '../serve.js';
 import { loadTokenizer } from '../tokenizer.js';
 import type { MultiModelPlan } from './plan.js';
@@ -108,25 +109,26 @@ export async function runOrchestrator(plan: MultiModelPlan, links: AddonLinks, l
     const reason = replicated
       ? () => (anyLive() ? undefined : `no replica is serving (${members.map((m) => `replica ${m.plan.replica}: ${m.reason ?? m.status}`).join('; ')})`)
       : () => g.reason ?? (g.status === 'ready' ? undefined : `its worker group is ${g.status}`);
+    const adapters = servedAdapters(g.plan.serve.loraModules);
     if (!members.some((m) => m.executor)) {
-      catalogModels.push({ name: g.name, ctx: undefined, reason });
+      catalogModels.push({ name: g.name, ctx: undefined, reason, adapters });
       continue;
     }
     const set = replicated ? new ReplicaSet(g.name, members, g.plan.router ?? plan.dp?.router ?? 'least-load', registry) : undefined;
     const executor = set ?? g.executor!;
     polled.push(set ? () => { set.iterationStats(); } : () => { g.executor?.iterationStats(); });
-    const names = i === 0 ? [g.name, ...MODEL_NAMES] : [g.name];
+    const names = [...(i === 0 ? [g.name, ...MODEL_NAMES] : [g.name]), ...adapters.map((a) => a.name)];
     const metrics = new ServingMetrics(executor, names, { registry, engineModel: g.name, precision: modelPrecision(executor.modelConfig, g.plan.serve.quantization) });
     executor.onIterationStats(metrics.onIterationStats);
     allMetrics.push(metrics);
     const ctx = buildServingContext({
       executor, tokenizer: loadTokenizer(g.plan.serve.model), modelDir: g.plan.serve.model, metrics,
-      chatTemplate: loadChatTemplate(g.plan.serve.model), servedModelName: g.name, maxBatchSize: g.plan.serve.maxBatchSize ?? 64, logitsBudget,
+      chatTemplate: loadChatTemplate(g.plan.serve.model), servedModelName: g.name, adapters, maxBatchSize: g.plan.serve.maxBatchSize ?? 64, logitsBudget,
       // --dp: ready once every replica came up (the orchestrator waited for all); after that while one serves.
       isReady: () => open && !drain.draining && (set ? set.anyLive() : g.status === 'ready'), unavailableReason: reason,
       drainRefusal: () => drain.refusal(),
     });
-    catalogModels.push({ name: g.name, ctx, reason });
+    catalogModels.push({ name: g.name, ctx, reason, adapters });
   }
   const endpoint: MetricsEndpoint = {
     registry,

@@ -1,6 +1,6 @@
 // What the orchestrator and a worker group's leader say to each other over their link (comm-link.h): a tag per
-// kind of message and a JSON body, with Float32Arrays (logits) carried as base64 of their bytes rather than as
-// number lists. Pure.
+// kind of message and a JSON body, with Float32Arrays (logits, LoRA weights) and Int32Arrays (LoRA configs) carried
+// as base64 of their bytes rather than as number lists. Pure.
 import type { IterationStats, KvCacheEvent, KvCacheStats, ModelConfig, NativeErrorCode, NativeRequest, NativeResponse } from '../binding/addon-types.js';
 import type { RequestLimits } from '../executor/validate-request.js';
 
@@ -45,22 +45,33 @@ export interface Stats { iterations: IterationStats[]; kv: KvCacheStats; active:
 export interface Shutdown { drainMs: number; cutMessage?: string }
 
 const F32 = '$f32';
+const I32 = '$i32';  // a request's lora_config (LoraRequest.config)
+
+const base64Of = (v: Float32Array | Int32Array) => Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('base64');
 
 export function encode(value: unknown): Uint8Array {
   const text = JSON.stringify(value, (_key, v: unknown) => {
-    if (v instanceof Float32Array) return { [F32]: Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('base64') };
+    if (v instanceof Float32Array) return { [F32]: base64Of(v) };
+    if (v instanceof Int32Array) return { [I32]: base64Of(v) };
     return v;
   });
   return Buffer.from(text, 'utf8');
 }
 
+/** A typed array of its own (aligned) memory from base64 text. */
+function typedFrom<T extends Float32Array | Int32Array>(text: string, make: (n: number) => T): T {
+  const raw = Buffer.from(text, 'base64');
+  const out = make(raw.byteLength / 4);
+  new Uint8Array(out.buffer).set(raw);
+  return out;
+}
+
 export function decode<T>(bytes: Uint8Array): T {
   return JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'), (_key, v: unknown) => {
-    if (v !== null && typeof v === 'object' && typeof (v as Record<string, unknown>)[F32] === 'string') {
-      const raw = Buffer.from((v as Record<string, string>)[F32]!, 'base64');
-      const out = new Float32Array(raw.byteLength / 4);
-      new Uint8Array(out.buffer).set(raw);
-      return out;
+    if (v !== null && typeof v === 'object') {
+      const o = v as Record<string, unknown>;
+      if (typeof o[F32] === 'string') return typedFrom(o[F32], (n) => new Float32Array(n));
+      if (typeof o[I32] === 'string') return typedFrom(o[I32], (n) => new Int32Array(n));
     }
     return v;
   }) as T;

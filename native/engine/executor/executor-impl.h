@@ -19,6 +19,7 @@
 #include "executor/executor.h"
 #include "grammar/grammar-cache.h"
 #include "kv-cache/kv-cache.h"
+#include "lora/lora-cache.h"
 #include "sampling/beam-search.h"
 #include "sampling/sampler.h"
 #include "scheduling/scheduler.h"
@@ -86,6 +87,10 @@ struct Executor::Impl {
   std::unique_ptr<Model> draft_model;
   int64_t draft_bytes = 0;
   int32_t micro_batches = 1;   // pipelined pp: micro-batches kept in flight (config.pp_micro_batches resolved)
+  // LoRA (executor-lora.cpp; null unless config.lora.enabled): the host cache of adapters by task id (any thread:
+  // it has its own lock) and the model's slots (loop thread only).
+  std::unique_ptr<LoraCache> lora_cache;
+  std::unique_ptr<LoraSlots> lora_slots;
   // KV cache events: recorded by kv on the loop thread, drained by any thread (the buffer has its own lock); null
   // unless kv_cache_event_buffer_max_size > 0 and reuse is on.
   std::unique_ptr<KvCacheEventBuffer> kv_events;
@@ -167,6 +172,14 @@ struct Executor::Impl {
                                std::chrono::steady_clock::time_point t0, double timestamp,
                                const std::vector<Response>& out);
 
+  // executor-lora.cpp. setup_lora: the cache (the preloaded adapters read and checked) and the slots, at
+  // construction; returns the device bytes it keeps for adapters, which the KV pool does not get.
+  size_t setup_lora();
+  // The request's adapter, on the caller's thread at enqueue: cached from its weights, or found by its task id
+  // (key 0: none). Throws EngineError(invalid_argument) naming lora_task_id when it is neither.
+  CachedLora resolve_lora(const Request& r);
+  // Each chunk of the batch gets its sequence's adapter's slot, loading the adapter where the slot held another.
+  void assign_lora_slots(IterationBatch& b, std::vector<Response>& out);
   // executor-pipeline.cpp: with micro_batches > 1 the loop calls run_pipeline_step instead of run_iteration. It
   // begins a micro-batch while one is free (the same plan -> chunks steps, over the sequences not in flight) and
   // ends the oldest once all are in flight or nothing more can begin; the end samples and records the iteration.

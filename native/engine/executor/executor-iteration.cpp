@@ -7,6 +7,7 @@
 #include <string>
 
 #include "executor/executor-impl.h"
+#include "kv-cache/kv-block-hash.h"
 #include "sampling/device-sampling-choice.h"
 #include "sampling/guided-masks.h"
 
@@ -47,6 +48,7 @@ SchedulerEntry scheduler_entry(const Sequence& s) {
   e.in_generation = s.state == SequenceState::generation;
   e.is_resume = s.num_generated() > 0;
   e.in_flight = s.in_flight;
+  e.lora_key = s.lora.key;
   if (s.is_beam_search()) {
     e.num_blocks_held = beam_blocks_held(s);
     e.beam_width = s.request.sampling.beam_width;
@@ -115,7 +117,8 @@ SchedulePlan Executor::Impl::plan_iteration(int32_t max_batch_size, int32_t max_
     const size_t n = std::min(queue.size(), static_cast<size_t>(scheduler_config.max_batch_size));
     for (size_t i = 0; i < n; ++i) {
       SchedulerEntry& e = queued_entries[i];
-      e.num_computed = kv.probe_prefix(queue[i]->tokens, reusable_tokens(*queue[i], vocab_size), &e.num_shared_blocks);
+      e.num_computed = kv.probe_prefix(queue[i]->tokens, reusable_tokens(*queue[i], vocab_size), &e.num_shared_blocks,
+                                       kv_block_root(queue[i]->lora.key));
     }
   }
   SchedulerConfig config = scheduler_config;
@@ -147,7 +150,8 @@ void Executor::Impl::start_admitted(const SchedulePlan& plan) {
   for (const ScheduledWork& w : plan.work) {
     if (!w.is_new) continue;
     Sequence* s = live.at(w.id).get();
-    s->num_computed = kv.attach_prefix(s->block_table, s->tokens, reusable_tokens(*s, vocab_size));
+    s->num_computed =
+        kv.attach_prefix(s->block_table, s->tokens, reusable_tokens(*s, vocab_size), kv_block_root(s->lora.key));
   }
   // The admitted ones are the first entries of the queue (FIFO).
   for (const ScheduledWork& w : plan.work) {
@@ -202,6 +206,7 @@ IterationBatch Executor::Impl::build_chunks(const SchedulePlan& plan, std::vecto
     b.ctx_rows_from.push_back(from);
     b.ctx_rows_to.push_back(to);
   }
+  assign_lora_slots(b, out);
   add_drafts(b);
   return b;
 }

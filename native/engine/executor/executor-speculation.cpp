@@ -12,6 +12,7 @@
 #include <exception>
 
 #include "executor/executor-impl.h"
+#include "kv-cache/kv-block-hash.h"
 #include "sampling/ngram-draft.h"
 
 namespace engine {
@@ -132,7 +133,7 @@ void Executor::Impl::verify_drafts(Sequence& s, const IterationBatch& batch, siz
     if (s.is_finished() || !agrees) break;
     ++accepted_drafts;
   }
-  if (!s.is_finished()) kv.commit_full_blocks(s.block_table, s.tokens, s.num_computed);  // prefix reuse
+  if (!s.is_finished()) kv.commit_full_blocks(s.block_table, s.tokens, s.num_computed, kv_block_root(s.lora.key));  // prefix reuse
   // The draft model's K/V holds for the guesses that were kept; past them it is written again before it is read.
   s.draft_computed = std::min(s.draft_computed, s.num_computed);
 }

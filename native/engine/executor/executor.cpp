@@ -97,6 +97,11 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config, s
                  "max_seq_len " + std::to_string(c.max_seq_len) + " exceeds the model's max_position_embeddings " +
                      std::to_string(mc.max_position_embeddings));
 
+  // LoRA first: on a device its adapters' share of the free memory is not the KV pool's. The scheduler's limit on
+  // adapters per batch is set with the rest of its config below.
+  const size_t lora_reserved = m.setup_lora();
+  const int32_t max_loras = m.scheduler_config.max_loras;
+
   // KV pool: an explicit token count wins, then a memory budget, then room for a full batch of full sequences.
   int64_t tokens = 0;
   // A draft model's pool holds as many tokens as the model's (sized from the same budget), plus a block of guesses
@@ -108,7 +113,9 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config, s
                      std::to_string(c.kv_cache_free_gpu_mem_fraction));
   if (m.model->on_device() && c.kv_cache_memory_bytes == 0) {
     require_config(bytes_per_token > 0, "the device model reports 0 KV bytes per token");
-    const double budget = static_cast<double>(m.model->device_free_bytes()) * c.kv_cache_free_gpu_mem_fraction;
+    const size_t free_bytes = m.model->device_free_bytes();
+    const double budget =
+        static_cast<double>(free_bytes - std::min(free_bytes, lora_reserved)) * c.kv_cache_free_gpu_mem_fraction;
     tokens = static_cast<int64_t>(budget / static_cast<double>(bytes_per_token));
     if (c.max_tokens_in_paged_kv_cache > 0) tokens = std::min(tokens, c.max_tokens_in_paged_kv_cache);
     require_config(tokens >= c.tokens_per_block,
@@ -176,6 +183,7 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config, s
   m.scheduler_config.max_num_tokens = c.max_num_tokens;
   m.scheduler_config.tokens_per_block = c.tokens_per_block;
   m.scheduler_config.enable_chunked_context = c.enable_chunked_context;
+  m.scheduler_config.max_loras = max_loras;
 
   m.epoch = std::chrono::steady_clock::now();
   m.thread = std::thread([&m] { m.run_loop(); });
@@ -204,6 +212,8 @@ RequestId Executor::enqueue(const Request& request) {
   seq->release_window = seq->is_beam_search() ? 0 : kv_release_window(m.model_config, seq->window_cap);
   seq->arrival_time = m.now();
   seq->matcher = guide_matcher(request, m.grammars.get());
+  seq->lora = m.resolve_lora(request);
+  if (seq->request.lora) seq->request.lora->adapter.reset();  // the sequence holds it (seq->lora)
 
   RequestId id;
   {

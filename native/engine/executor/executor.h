@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kv-cache/kv-cache-events.h"
@@ -80,6 +81,22 @@ struct ExecutorConfig {
     std::vector<std::string> encoded_vocab;
   };
   std::optional<GuidedDecodingConfig> guided_decoding;
+  // LoRA (lora/; TensorRT-LLM's PeftCacheManagerConfig and the backend's lora_cache_* parameters). Off unless
+  // enabled: requests naming an adapter are then refused.
+  struct LoraConfig {
+    bool enabled = false;
+    // Adapters read at startup (--lora-modules): task id and Hugging Face PEFT directory. Evicted from the host
+    // cache like any other, they are read again from their directory when a request names them.
+    std::vector<std::pair<uint64_t, std::string>> preloaded;
+    // Adapters one batch may use (the model's slots; vLLM's max_loras). 0: as many as lora_cache_gpu_memory_fraction
+    // of the device's free memory holds at optimal_adapter_size (device models), max_batch_size (host models).
+    int32_t max_loras = 0;
+    int32_t max_adapter_size = 64;      // lora_cache_max_adapter_size: the largest rank accepted
+    int32_t optimal_adapter_size = 8;   // lora_cache_optimal_adapter_size: the rank device slots are sized for
+    float gpu_memory_fraction = 0.05f;  // lora_cache_gpu_memory_fraction: of the device memory free after weights
+    int64_t host_memory_bytes = int64_t{1} << 30;  // lora_cache_host_memory_bytes: adapters kept on the host, LRU
+  };
+  LoraConfig lora;
 };
 
 class Executor {

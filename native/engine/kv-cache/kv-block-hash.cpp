@@ -27,4 +27,8 @@ uint64_t kv_block_hash(uint64_t parent, const int32_t* tokens, int32_t n) {
   return h;
 }
 
+uint64_t kv_block_root(uint64_t lora_key) {
+  return lora_key == 0 ? kv_root_block_hash : avalanche(kv_root_block_hash ^ avalanche(lora_key));
+}
+
 }  // namespace engine

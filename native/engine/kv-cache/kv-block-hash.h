@@ -10,6 +10,10 @@ namespace engine {
 // The "parent" of a sequence's first block.
 constexpr uint64_t kv_root_block_hash = 0x6a09e667f3bcc908ull;
 
+// The root a sequence's blocks chain from: kv_root_block_hash for the base model, another one per LoRA adapter
+// (lora_key: the executor's number for the adapter, 0: none), since the same tokens give other K/V under an adapter.
+uint64_t kv_block_root(uint64_t lora_key);
+
 // Hash of the block holding `tokens[0, n)` whose parent block (the previous tokens_per_block positions) hashes to
 // `parent` (kv_root_block_hash for the first block).
 uint64_t kv_block_hash(uint64_t parent, const int32_t* tokens, int32_t n);

@@ -9,13 +9,14 @@
 
 namespace engine {
 
-int32_t KvCacheManager::probe_prefix(const TokenIds& tokens, int32_t max_tokens, int32_t* num_in_use) const {
+int32_t KvCacheManager::probe_prefix(const TokenIds& tokens, int32_t max_tokens, int32_t* num_in_use,
+                                     uint64_t root) const {
   if (num_in_use) *num_in_use = 0;
   if (!reuse_) return 0;
   const int32_t limit = std::min<int64_t>(max_tokens, static_cast<int64_t>(tokens.size())) / tokens_per_block_;
   if (limit <= 0) return 0;
   std::vector<int32_t> chain;
-  prefix_.match(tokens.data(), limit, tokens_per_block_, chain);
+  prefix_.match(tokens.data(), limit, tokens_per_block_, chain, root);
   if (num_in_use) {
     for (int32_t id : chain)
       if (blocks_[static_cast<size_t>(id)].ref_count > 0) ++*num_in_use;
@@ -23,7 +24,8 @@ int32_t KvCacheManager::probe_prefix(const TokenIds& tokens, int32_t max_tokens,
   return static_cast<int32_t>(chain.size()) * tokens_per_block_;
 }
 
-int32_t KvCacheManager::attach_prefix(BlockTable& table, const TokenIds& tokens, int32_t max_tokens) {
+int32_t KvCacheManager::attach_prefix(BlockTable& table, const TokenIds& tokens, int32_t max_tokens,
+                                      uint64_t root) {
   if (!reuse_) return 0;
   if (!table.empty()) {
     // Attaching behind private blocks would break "position p lives in table[p / tokens_per_block]".
@@ -33,7 +35,7 @@ int32_t KvCacheManager::attach_prefix(BlockTable& table, const TokenIds& tokens,
   const int32_t limit = std::min<int64_t>(max_tokens, static_cast<int64_t>(tokens.size())) / tokens_per_block_;
   if (limit <= 0) return 0;
   std::vector<int32_t> chain;
-  prefix_.match(tokens.data(), limit, tokens_per_block_, chain);
+  prefix_.match(tokens.data(), limit, tokens_per_block_, chain, root);
   for (int32_t id : chain) {
     Block& b = blocks_[static_cast<size_t>(id)];
     if (b.ref_count == 0) prefix_.take(id);  // cached, unreferenced: no longer evictable
@@ -45,7 +47,8 @@ int32_t KvCacheManager::attach_prefix(BlockTable& table, const TokenIds& tokens,
   return static_cast<int32_t>(chain.size()) * tokens_per_block_;
 }
 
-void KvCacheManager::commit_full_blocks(const BlockTable& table, const TokenIds& tokens, int32_t num_computed) {
+void KvCacheManager::commit_full_blocks(const BlockTable& table, const TokenIds& tokens, int32_t num_computed,
+                                        uint64_t root) {
   if (!reuse_) return;
   const int64_t computed = std::min<int64_t>(num_computed, static_cast<int64_t>(tokens.size()));
   const size_t full = std::min(table.size(), static_cast<size_t>(computed / tokens_per_block_));
@@ -60,8 +63,8 @@ void KvCacheManager::commit_full_blocks(const BlockTable& table, const TokenIds&
   // ends the run (the twin was reported when it was registered).
   size_t run = first;
   for (size_t i = first; i < full; ++i) {
-    const uint64_t parent = i == 0 ? kv_root_block_hash : prefix_.hash_of(table[i - 1]);
-    prefix_.on_full(table[i], parent, tokens.data() + i * static_cast<size_t>(tokens_per_block_), tokens_per_block_);
+    const uint64_t parent = i == 0 ? root : prefix_.hash_of(table[i - 1]);
+    prefix_.on_full(table[i], parent, i == 0, tokens.data() + i * static_cast<size_t>(tokens_per_block_), tokens_per_block_);
     if (!prefix_.is_registered(table[i])) {
       if (events_ && i > run) record_stored(table.data() + run, i - run);
       run = i + 1;
@@ -77,7 +80,7 @@ void KvCacheManager::record_stored(const int32_t* ids, size_t n) {
     blocks[i].tokens = prefix_.tokens_of(ids[i]);
   }
   const uint64_t parent = prefix_.parent_hash_of(ids[0]);
-  events_->record_stored(parent != kv_root_block_hash, parent, std::move(blocks));
+  events_->record_stored(!prefix_.is_first(ids[0]), parent, std::move(blocks));
 }
 
 }  // namespace engine

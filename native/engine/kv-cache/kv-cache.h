@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kv-cache/kv-block-hash.h"
 #include "kv-cache/kv-cache-events.h"
 #include "kv-cache/prefix-cache.h"
 #include "scheduling/request.h"
@@ -64,12 +65,16 @@ class KvCacheManager {
   // Tokens of the longest cached chain of full blocks that starts `tokens`, at most max_tokens (rounded down to
   // whole blocks). *num_in_use, when given, gets how many of those blocks some sequence holds right now:
   // attaching those takes nothing from the free pool, while attaching a cached unreferenced one takes one.
-  int32_t probe_prefix(const TokenIds& tokens, int32_t max_tokens, int32_t* num_in_use) const;
+  // `root` (kv-block-hash.h's kv_block_root) keeps the chains of different LoRA adapters apart, here and below.
+  int32_t probe_prefix(const TokenIds& tokens, int32_t max_tokens, int32_t* num_in_use,
+                       uint64_t root = kv_root_block_hash) const;
   // For a sequence holding no blocks: attaches that chain (one more reference each) and returns its tokens,
   // which the sequence then does not recompute.
-  int32_t attach_prefix(BlockTable& table, const TokenIds& tokens, int32_t max_tokens);
+  int32_t attach_prefix(BlockTable& table, const TokenIds& tokens, int32_t max_tokens,
+                        uint64_t root = kv_root_block_hash);
   // After a forward pass wrote positions [0, num_computed): registers every block of `table` that is now full.
-  void commit_full_blocks(const BlockTable& table, const TokenIds& tokens, int32_t num_computed);
+  void commit_full_blocks(const BlockTable& table, const TokenIds& tokens, int32_t num_computed,
+                          uint64_t root = kv_root_block_hash);
 
  private:
   struct Block {

@@ -15,8 +15,8 @@ void PrefixCache::resize(int32_t num_blocks) {
 }
 
 void PrefixCache::match(const int32_t* tokens, int32_t max_blocks, int32_t tokens_per_block,
-                        std::vector<int32_t>& out) const {
-  uint64_t parent = kv_root_block_hash;
+                        std::vector<int32_t>& out, uint64_t root) const {
+  uint64_t parent = root;
   for (int32_t b = 0; b < max_blocks; ++b) {
     const int32_t* block_tokens = tokens + static_cast<size_t>(b) * tokens_per_block;
     const uint64_t h = kv_block_hash(parent, block_tokens, tokens_per_block);
@@ -34,9 +34,10 @@ void PrefixCache::match(const int32_t* tokens, int32_t max_blocks, int32_t token
   }
 }
 
-void PrefixCache::on_full(int32_t block, uint64_t parent_hash, const int32_t* tokens, int32_t n) {
+void PrefixCache::on_full(int32_t block, uint64_t parent_hash, bool first, const int32_t* tokens, int32_t n) {
   Entry& e = entries_[static_cast<size_t>(block)];
   e.parent_hash = parent_hash;
+  e.first = first;
   e.hash = kv_block_hash(parent_hash, tokens, n);
   e.tokens.assign(tokens, tokens + n);
   e.hashed = true;

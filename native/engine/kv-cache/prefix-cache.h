@@ -22,7 +22,9 @@ class PrefixCache {
 
   // Appends to `out` the registered blocks holding the first full blocks of `tokens` (tokens_per_block each), at
   // most max_blocks, stopping at the first block that is not cached.
-  void match(const int32_t* tokens, int32_t max_blocks, int32_t tokens_per_block, std::vector<int32_t>& out) const;
+  // `root`: the first block's parent (kv_block_root: a LoRA adapter's blocks chain from a root of their own).
+  void match(const int32_t* tokens, int32_t max_blocks, int32_t tokens_per_block, std::vector<int32_t>& out,
+             uint64_t root) const;
 
   bool is_hashed(int32_t block) const { return entries_[static_cast<size_t>(block)].hashed; }
   // The block is the one a prompt finds for its prefix (what KV cache events report as stored).
@@ -30,10 +32,12 @@ class PrefixCache {
   uint64_t parent_hash_of(int32_t block) const { return entries_[static_cast<size_t>(block)].parent_hash; }
   const std::vector<int32_t>& tokens_of(int32_t block) const { return entries_[static_cast<size_t>(block)].tokens; }
   uint64_t hash_of(int32_t block) const { return entries_[static_cast<size_t>(block)].hash; }
+  // A sequence's first block (its parent is a root: kv-block-hash.h's kv_block_root).
+  bool is_first(int32_t block) const { return entries_[static_cast<size_t>(block)].first; }
 
   // `block` just became full and its K/V are written: record its hash, and register it unless another block
   // already holds the same prefix (two sequences that computed the same prompt side by side; the first wins).
-  void on_full(int32_t block, uint64_t parent_hash, const int32_t* tokens, int32_t n);
+  void on_full(int32_t block, uint64_t parent_hash, bool first, const int32_t* tokens, int32_t n);
 
   // The block's last reference is gone. Returns true when it stays cached (newest end of the LRU) because it is
   // the registered holder of its prefix, or can become it now; otherwise forgets its content and returns false,
@@ -50,6 +54,7 @@ class PrefixCache {
     uint64_t hash = 0;
     uint64_t parent_hash = 0;
     bool hashed = false;      // full, content recorded
+    bool first = false;       // a sequence's first block
     bool registered = false;  // lookup_[hash] == this block
     bool in_lru = false;
     std::vector<int32_t> tokens;  // compared on lookup, so a 64-bit hash collision cannot attach wrong K/V

@@ -153,15 +153,32 @@ void DecoderModel::all_reduce_tp(float* x, size_t n) {
   timed_comm(n * sizeof(float), [&] { tp_.all_reduce_sum(x, n); });
 }
 
-void DecoderModel::linear_row_parallel(const Linear& l, const float* x, int64_t rows, float* y) {
+void DecoderModel::load_lora(int32_t slot, const LoraAdapter& adapter) {
+  lora_.load(slot, localize_lora(adapter, config_, layout_));
+}
+
+void DecoderModel::unload_lora(int32_t slot) { lora_.unload(slot); }
+
+const int32_t* DecoderModel::lora_row_slots(bool logit_rows_only) const {
+  if (row_slot_.empty()) return nullptr;
+  return logit_rows_only ? out_row_slot_.data() : row_slot_.data();
+}
+
+void DecoderModel::add_lora(const LoraRows& lora, const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy) {
+  if (lora.row_slot != nullptr) lora_.apply(lora.layer, lora.target, x, ldx, rows, lora.row_slot, y, ldy);
+}
+
+void DecoderModel::linear_row_parallel(const Linear& l, const float* x, int64_t rows, float* y, const LoraRows& lora) {
   if (tp_.size() == 1) {
     linear(l, x, rows, y, true);
+    add_lora(lora, x, l.in, rows, y, l.out);
     return;
   }
   // The residual stream y is the same on every tp rank: rank 0 adds its partial product onto it, the others
   // overwrite it with theirs, so one in-place all-reduce yields y + sum of partials (+ the bias, which only rank 0
   // holds) without a separate buffer.
   linear(l, x, rows, y, tp_.rank() == 0);
+  add_lora(lora, x, l.in, rows, y, l.out);
   all_reduce_tp(y, static_cast<size_t>(rows * l.out));
 }
 
@@ -264,6 +281,16 @@ void DecoderModel::run_stage(const std::vector<SequenceChunk>& chunks, ForwardOu
 
   layout_batch(chunks, samples_on_device(), config_.vocab_size, batch_, out);
   const int64_t T = batch_.num_tokens, R = batch_.num_out_rows();
+  row_slot_.clear();
+  out_row_slot_.clear();
+  bool any_lora = false;
+  for (const SequenceChunk& c : chunks) any_lora = any_lora || c.lora_slot >= 0;
+  if (any_lora && !lora_.empty()) {
+    row_slot_.resize(static_cast<size_t>(T));
+    out_row_slot_.resize(static_cast<size_t>(R));
+    for (int64_t t = 0; t < T; ++t) row_slot_[t] = chunks[batch_.token_chunk[t]].lora_slot;
+    for (int64_t r = 0; r < R; ++r) out_row_slot_[r] = chunks[batch_.out_chunk[r]].lora_slot;
+  }
   att_chunks_.clear();
   for (size_t c = 0; c < chunks.size(); ++c)
     att_chunks_.push_back({chunks[c].past_len, static_cast<int32_t>(chunks[c].tokens.size()),
@@ -331,7 +358,7 @@ void DecoderModel::run_layers(float* x, int64_t T, int64_t R) {
     // then), so the last layer's out projection and MLP run on those rows alone.
     const bool last = layout_.last_stage() && l == num_layers_ - 1;
     attention_block(l, x, T, last ? R : -1, cos_t, sin_t);
-    mlp_block(w_.layers[l], x, last ? R : T);
+    mlp_block(l, x, last ? R : T, last);
   }
 }
 
@@ -353,6 +380,7 @@ void DecoderModel::attention_block(int32_t l, float* x, int64_t T, int64_t logit
 
   norm(lw.attn_norm, x, xn, T);
   linear(lw.qkv, xn, T, qkv, false);
+  add_lora({l, LoraTarget::qkv, lora_row_slots(false)}, xn, H, T, qkv, qkv_w);
   if (!lw.q_norm.w.empty()) {
     cpu::head_rms_norm(qkv, T, qkv_w, num_heads_, hd, lw.q_norm.w.data(), config_.norm_eps);
     cpu::head_rms_norm(qkv + q_dim_, T, qkv_w, num_kv_heads_, hd, lw.k_norm.w.data(), config_.norm_eps);
@@ -374,25 +402,28 @@ void DecoderModel::attention_block(int32_t l, float* x, int64_t T, int64_t logit
   } else {
     cpu::paged_attention(pool, att_chunks_, row_chunk, nullptr, T, qkv, qkv_w, num_heads_, how, attn, q_dim_);
   }
-  add_projection(lw.o, lw.post_attn_norm, attn, rows, x);
+  add_projection(lw.o, lw.post_attn_norm, attn, rows, x, {l, LoraTarget::o, lora_row_slots(logit_rows >= 0)});
 }
 
-void DecoderModel::add_projection(const Linear& l, const Norm& post_norm, const float* in, int64_t rows, float* x) {
+void DecoderModel::add_projection(const Linear& l, const Norm& post_norm, const float* in, int64_t rows, float* x,
+                                  const LoraRows& lora) {
   if (post_norm.w.empty()) {
-    linear_row_parallel(l, in, rows, x);
+    linear_row_parallel(l, in, rows, x, lora);
     return;
   }
   // Gemma 2: the projection's whole sum (all-reduced over tp) is normed before it joins the residual.
   const int64_t H = config_.hidden_size;
   float* y = grow(proj_, rows * H);
   linear(l, in, rows, y, false);
+  add_lora(lora, in, l.in, rows, y, H);
   if (tp_.size() > 1) all_reduce_tp(y, static_cast<size_t>(rows * H));
   float* yn = grow(proj_norm_, rows * H);
   norm(post_norm, y, yn, rows);
   for (int64_t i = 0; i < rows * H; ++i) x[i] += yn[i];
 }
 
-void DecoderModel::mlp_block(const DecoderLayerWeights& lw, float* x, int64_t rows) {
+void DecoderModel::mlp_block(int32_t l, float* x, int64_t rows, bool logit_rows_only) {
+  const DecoderLayerWeights& lw = w_.layers[l];
   if (!lw.moe.empty()) {
     moe_block(lw, x, rows);
     return;
@@ -403,11 +434,13 @@ void DecoderModel::mlp_block(const DecoderLayerWeights& lw, float* x, int64_t ro
   float* mlp_act = spec_.gated_mlp ? grow(mlp_act_, rows * inter) : mlp;
   norm(lw.mlp_norm, x, xn, rows);
   linear(lw.up, xn, rows, mlp, false);
+  const int32_t* slots = lora_row_slots(logit_rows_only);
+  add_lora({l, LoraTarget::up, slots}, xn, config_.hidden_size, rows, mlp, lw.up.out);
   if (spec_.gated_mlp)
     cpu::gated_activate(mlp, mlp_act, rows, inter, spec_.act);
   else
     cpu::activate(mlp, rows * inter, spec_.act);
-  add_projection(lw.down, lw.post_mlp_norm, mlp_act, rows, x);
+  add_projection(lw.down, lw.post_mlp_norm, mlp_act, rows, x, {l, LoraTarget::down, slots});
 }
 
 void DecoderModel::pass_to_next_stage(const float* x, int64_t T, int64_t R, int32_t tag_act, int32_t tag_logits,

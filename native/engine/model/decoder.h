@@ -17,6 +17,7 @@
 #include "comm/comm.h"
 #include "cpu/activation.h"
 #include "cpu/attention.h"
+#include "lora/lora-apply-cpu.h"
 #include "model/batch-layout.h"
 #include "model/model.h"
 #include "model/moe-routing.h"
@@ -113,14 +114,27 @@ class DecoderModel : public Model {
   // FP8 (e4m3) K/V from now on, with one K and one V scale per local layer (empty: 1 for every layer; scales_from
   // says where they came from, for kv_cache_dtype()). Before allocate_kv.
   void use_fp8_kv(std::vector<float> k_scales, std::vector<float> v_scales, std::string scales_from);
+  bool supports_lora() const override { return true; }
+  void load_lora(int32_t slot, const LoraAdapter& adapter) override;
+  void unload_lora(int32_t slot) override;
 
  private:
   void validate(const std::vector<SequenceChunk>& chunks) const;
   void norm(const Norm& n, const float* x, float* out, int64_t rows) const;
   // y = x Wᵀ + b (accumulate: y += x Wᵀ + b)
   void linear(const Linear& l, const float* x, int64_t rows, float* y, bool accumulate) const;
-  // y += x Wᵀ + b summed over the tp group, for a row-parallel projection whose partial products must be added.
-  void linear_row_parallel(const Linear& l, const float* x, int64_t rows, float* y);
+  // A projection's LoRA deltas for the rows it computes (lora/lora-apply-cpu.h): layer, target and each row's slot.
+  struct LoraRows {
+    int32_t layer = 0;
+    LoraTarget target = LoraTarget::qkv;
+    const int32_t* row_slot = nullptr;  // null: no LoRA
+  };
+  // y += x Wᵀ + b summed over the tp group, for a row-parallel projection whose partial products must be added
+  // (and its LoRA deltas, partial sums too, added before the sum).
+  void linear_row_parallel(const Linear& l, const float* x, int64_t rows, float* y, const LoraRows& lora);
+  void add_lora(const LoraRows& lora, const float* x, int64_t ldx, int64_t rows, float* y, int64_t ldy);
+  // Each row's slot for the rows a layer computes: all T token rows, or the last layer's R logit rows.
+  const int32_t* lora_row_slots(bool logit_rows_only) const;
   void embed(const std::vector<SequenceChunk>& chunks, const int32_t* positions, float* x);
   void lm_head(const float* xn, int64_t rows, ForwardOutput& out);
   // The stage's layers over the T token rows of x ([T, hidden], updated in place); the model's last layer leaves
@@ -129,9 +143,10 @@ class DecoderModel : public Model {
   // Layer l's norm -> qkv -> rope -> K/V write -> attention -> out projection + residual. logit_rows >= 0 (the
   // model's last layer): attention and the projection run only for the logit rows, gathered to x's first rows.
   void attention_block(int32_t l, float* x, int64_t T, int64_t logit_rows, const float* cos_t, const float* sin_t);
-  void mlp_block(const DecoderLayerWeights& lw, float* x, int64_t rows);  // norm -> MLP + residual
+  void mlp_block(int32_t l, float* x, int64_t rows, bool logit_rows_only);  // norm -> MLP + residual
   // x += l(in), or x += post_norm(l(in)) when post_norm has weights (Gemma 2); row parallel over tp either way.
-  void add_projection(const Linear& l, const Norm& post_norm, const float* in, int64_t rows, float* x);
+  void add_projection(const Linear& l, const Norm& post_norm, const float* in, int64_t rows, float* x,
+                      const LoraRows& lora);
   // norm -> router -> the chosen experts (+ shared expert) -> weighted sum + residual (decoder-moe.cpp): the rank's
   // experts' partial sums are added up by the one all-reduce a dense MLP's down projection takes.
   void moe_block(const DecoderLayerWeights& lw, float* x, int64_t rows);
@@ -198,6 +213,11 @@ class DecoderModel : public Model {
   std::vector<cpu::AttentionChunk> att_chunks_;
   std::vector<float> moe_out_, router_logits_, shared_weights_, expert_x_, expert_h_, expert_act_, expert_y_;
   std::vector<ExpertRoute> routes_;  // [local experts]
+
+  // LoRA: the adapters in their slots, and this forward's slot per token row [T] and per logit row [R] (empty
+  // when no chunk names a slot).
+  CpuLoraSlots lora_;
+  std::vector<int32_t> row_slot_, out_row_slot_;
 };
 
 }  // namespace engine

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "comm/comm.h"
+#include "lora/lora-adapter.h"
 #include "model/model-config.h"
 
 namespace engine {
@@ -72,6 +73,8 @@ struct SequenceChunk {
   // device_sampling.step + j (no penalties or guide then). Neither field is sent to followers (they never sample).
   SampleOn sample_on = SampleOn::host;
   DeviceSampling device_sampling{};  // read when sample_on is SampleOn::device
+  // LoRA: the adapter slot (Model::load_lora) the chunk's tokens run with; -1: the base model alone.
+  int32_t lora_slot = -1;
 };
 
 // A token the model sampled itself: greedy, the argmax (lowest id on ties) and its log-softmax; sampled, the
@@ -165,6 +168,15 @@ class Model {
   virtual void set_sampling_prep(SamplingPrep prep) { sampling_prep_ = std::move(prep); }
   // How the KV pool stores K and V, for the startup log and the model config: "float32", "bfloat16", "fp8 (e4m3, ...)".
   virtual std::string kv_cache_dtype() const { return ""; }
+
+  // LoRA (lora/): the model holds adapters in numbered slots and applies the one a chunk names (SequenceChunk::
+  // lora_slot) beside each projection, different slots in one batch. load_lora takes the whole adapter (checked by
+  // check_lora_adapter) and keeps this rank's slice (lora-local.h), replacing what the slot held; every rank of a
+  // grid gets the same calls in the same order (LeaderModel sends them). Models without LoRA throw unsupported.
+  virtual bool supports_lora() const { return false; }
+  virtual void load_lora(int32_t slot, const LoraAdapter& adapter);
+  // Frees what the slot holds (nothing when empty).
+  virtual void unload_lora(int32_t slot);
 
  protected:
   // Runs the prep the executor set, at most once per forward() (a model that samples on its device calls it).

@@ -20,6 +20,13 @@ void put_all(std::vector<uint8_t>& out, const std::vector<int32_t>& v) {
   if (!v.empty()) std::memcpy(out.data() + at, v.data(), v.size() * 4);
 }
 
+void put_floats(std::vector<uint8_t>& out, const std::vector<float>& v) {
+  put(out, static_cast<int32_t>(v.size()));
+  const size_t at = out.size();
+  out.resize(at + v.size() * 4);
+  if (!v.empty()) std::memcpy(out.data() + at, v.data(), v.size() * 4);
+}
+
 struct Reader {
   const std::vector<uint8_t>& in;
   size_t at = 0;
@@ -39,6 +46,12 @@ struct Reader {
     at += static_cast<size_t>(n) * 4;
     return v;
   }
+  std::vector<float> get_floats() {
+    const std::vector<int32_t> words = get_all(get());
+    std::vector<float> v(words.size());
+    if (!words.empty()) std::memcpy(v.data(), words.data(), words.size() * 4);
+    return v;
+  }
 };
 
 }  // namespace
@@ -55,8 +68,19 @@ std::vector<uint8_t> serialize_plan(const IterationPlan& plan) {
     put(out, static_cast<int32_t>(c.block_ids.size()));
     put(out, c.all_logits ? 1 : 0);
     put(out, c.window);
+    put(out, c.lora_slot);
     put_all(out, c.tokens);
     put_all(out, c.block_ids);
+  }
+  if (plan.op == PlanOp::load_lora) {
+    if (!plan.lora) throw EngineError(ErrorCode::internal, "iteration plan: load_lora without an adapter");
+    put(out, static_cast<int32_t>(plan.lora->weights.size()));
+    for (const LoraWeight& w : plan.lora->weights) {
+      for (int64_t v : {int64_t{w.layer}, int64_t{static_cast<int32_t>(w.module)}, int64_t{w.rank}, w.in, w.out})
+        put(out, static_cast<int32_t>(v));
+      put_floats(out, w.a);
+      put_floats(out, w.b);
+    }
   }
   return out;
 }
@@ -65,7 +89,7 @@ IterationPlan deserialize_plan(const std::vector<uint8_t>& bytes) {
   Reader r{bytes};
   IterationPlan plan;
   const int32_t op = r.get();
-  if (op < 1 || op > 4) throw EngineError(ErrorCode::internal, "iteration plan: unknown op " + std::to_string(op));
+  if (op < 1 || op > 6) throw EngineError(ErrorCode::internal, "iteration plan: unknown op " + std::to_string(op));
   plan.op = static_cast<PlanOp>(op);
   plan.arg0 = r.get();
   plan.arg1 = r.get();
@@ -78,8 +102,25 @@ IterationPlan deserialize_plan(const std::vector<uint8_t>& bytes) {
     const int32_t n_blocks = r.get();
     c.all_logits = r.get() != 0;
     c.window = r.get();
+    c.lora_slot = r.get();
     c.tokens = r.get_all(n_tokens);
     c.block_ids = r.get_all(n_blocks);
+  }
+  if (plan.op == PlanOp::load_lora) {
+    auto lora = std::make_shared<LoraAdapter>();
+    const int32_t n_weights = r.get();
+    if (n_weights < 0) throw EngineError(ErrorCode::internal, "iteration plan: negative LoRA weight count");
+    lora->weights.resize(static_cast<size_t>(n_weights));
+    for (LoraWeight& w : lora->weights) {
+      w.layer = r.get();
+      w.module = static_cast<LoraModule>(r.get());
+      w.rank = r.get();
+      w.in = r.get();
+      w.out = r.get();
+      w.a = r.get_floats();
+      w.b = r.get_floats();
+    }
+    plan.lora = std::move(lora);
   }
   if (r.at != bytes.size()) throw EngineError(ErrorCode::internal, "iteration plan: trailing bytes");
   return plan;

@@ -3,6 +3,7 @@
 // never schedule. Serialised as little-endian int32 words; the size per iteration is reported in the stats.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "model/model.h"
@@ -14,15 +15,19 @@ enum class PlanOp : int32_t {
   copy_kv_block = 2, // args: src, dst
   forward = 3,       // chunks
   shutdown = 4,      // followers return
+  load_lora = 5,     // args: slot; the adapter, whole (each rank keeps its slice)
+  unload_lora = 6,   // args: slot
 };
 
 struct IterationPlan {
   PlanOp op = PlanOp::forward;
   int32_t arg0 = 0, arg1 = 0;
   std::vector<SequenceChunk> chunks;  // forward only
+  std::shared_ptr<const LoraAdapter> lora;  // load_lora only
 };
 
-// Words per chunk header: n_tokens, past_len, n_blocks, all_logits.
+// Words per chunk header: n_tokens, past_len, n_blocks, all_logits, window, lora_slot. An adapter goes as its
+// weights' (layer, module, rank, in, out) words followed by A's and B's floats, bit for bit.
 std::vector<uint8_t> serialize_plan(const IterationPlan& plan);
 // Throws EngineError(internal) on a malformed buffer (a protocol bug, never user input).
 IterationPlan deserialize_plan(const std::vector<uint8_t>& bytes);

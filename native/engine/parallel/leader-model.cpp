@@ -18,6 +18,8 @@ const char* step_name(PlanOp op) {
     case PlanOp::copy_kv_block: return "copy_kv_block";
     case PlanOp::forward: return "forward";
     case PlanOp::shutdown: return "shutdown";
+    case PlanOp::load_lora: return "load_lora";
+    case PlanOp::unload_lora: return "unload_lora";
   }
   return "?";
 }
@@ -76,6 +78,28 @@ void LeaderModel::copy_kv_block(int32_t src, int32_t dst) {
   plan.arg1 = dst;
   broadcast(plan);
   in_lock_step(world_, "copy_kv_block", [&] { inner_->copy_kv_block(src, dst); });
+}
+
+void LeaderModel::load_lora(int32_t slot, const LoraAdapter& adapter) {
+  if (world_.size() == 1) {
+    inner_->load_lora(slot, adapter);
+    return;
+  }
+  IterationPlan plan;
+  plan.op = PlanOp::load_lora;
+  plan.arg0 = slot;
+  // The plan only reads the adapter while it is serialised, within this call: a non-owning pointer will do.
+  plan.lora = std::shared_ptr<const LoraAdapter>(&adapter, [](const LoraAdapter*) {});
+  broadcast(plan);
+  in_lock_step(world_, "load_lora", [&] { inner_->load_lora(slot, adapter); });
+}
+
+void LeaderModel::unload_lora(int32_t slot) {
+  IterationPlan plan;
+  plan.op = PlanOp::unload_lora;
+  plan.arg0 = slot;
+  broadcast(plan);
+  in_lock_step(world_, "unload_lora", [&] { inner_->unload_lora(slot); });
 }
 
 void LeaderModel::forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) {
@@ -140,6 +164,8 @@ void follower_loop(Model& model, const Comm& world, const LivenessSettings& live
         case PlanOp::allocate_kv: model.allocate_kv(plan.arg0, plan.arg1); break;
         case PlanOp::copy_kv_block: model.copy_kv_block(plan.arg0, plan.arg1); break;
         case PlanOp::forward: model.forward(plan.chunks, out); break;
+        case PlanOp::load_lora: model.load_lora(plan.arg0, *plan.lora); break;
+        case PlanOp::unload_lora: model.unload_lora(plan.arg0); break;
         case PlanOp::shutdown: channel.close(); return;
       }
     } catch (const std::exception& e) {

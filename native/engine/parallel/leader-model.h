@@ -37,6 +37,10 @@ class LeaderModel : public Model {
   bool sampled_row(int32_t chunk, std::vector<float>& row) override { return inner_->sampled_row(chunk, row); }
   void set_sampling_prep(SamplingPrep prep) override { inner_->set_sampling_prep(std::move(prep)); }
   std::string kv_cache_dtype() const override { return inner_->kv_cache_dtype(); }
+  bool supports_lora() const override { return inner_->supports_lora(); }
+  // The adapter goes to the followers whole; every rank keeps its own slice.
+  void load_lora(int32_t slot, const LoraAdapter& adapter) override;
+  void unload_lora(int32_t slot) override;
   // The inner model's communication plus this forward's plan broadcast.
   ForwardCommStats last_comm_stats() const override;
   // Tells the followers to return and closes the leader channel; idempotent. Called by the executor's owner once the

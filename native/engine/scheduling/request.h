@@ -1,11 +1,13 @@
 // Requests, responses and statistics with TensorRT-LLM Executor semantics (executor/types.h, executor.h there).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "errors.h"
+#include "lora/lora-adapter.h"
 
 namespace engine {
 
@@ -54,6 +56,14 @@ struct OutputConfig {
   bool exclude_input_from_output = false;
 };
 
+// TensorRT-LLM's LoraConfig: the request runs with the adapter cached under task_id (the seeds' lora_task_id).
+// With `adapter` (from lora_weights / lora_config, lora-tensors.h) the adapter is cached under that id first,
+// replacing what it held; without, the id must name a cached or preloaded adapter (ExecutorConfig::lora).
+struct LoraRequest {
+  uint64_t task_id = 0;
+  std::shared_ptr<const LoraAdapter> adapter;
+};
+
 // The most guessed tokens one step of a request may carry (speculative decoding).
 inline constexpr int32_t kMaxDraftTokens = 64;
 
@@ -80,6 +90,8 @@ struct Request {
   // a complete output that nothing can extend ends the request (finish reason end_id). Needs the executor's
   // guided-decoding vocabulary; not with beam search.
   std::optional<GuidedDecodingParams> guided_decoding;
+  // LoRA: the adapter this request runs with; absent: the base model.
+  std::optional<LoraRequest> lora;
 };
 
 enum class FinishReason { not_finished = 0, end_id = 1, stop_words = 2, length = 3, timed_out = 4, cancelled = 5 };

@@ -67,7 +67,11 @@ class PlanBuilder {
         tokens_left_(config.max_num_tokens),
         slots_left_(config.max_batch_size),
         free_(free_blocks),
-        decodes_from_(decode_suffix_sums(running)) {}
+        decodes_from_(decode_suffix_sums(running)) {
+    for (const SchedulerEntry& e : running)
+      if (e.lora_key != 0 && std::find(adapters_.begin(), adapters_.end(), e.lora_key) == adapters_.end())
+        adapters_.push_back(e.lora_key);
+  }
 
   SchedulePlan guaranteed_no_evict(const std::vector<SchedulerEntry>& queued);
   SchedulePlan max_utilization(const std::vector<SchedulerEntry>& queued);
@@ -89,6 +93,12 @@ class PlanBuilder {
     return tokens_left_ - (running_[i].in_generation ? 0 : decodes_from_[i + 1] - decodes_from_[end]);
   }
   void add(const SchedulerEntry& e, int32_t n, bool is_new);
+  // A queued entry's adapter is running already, or a slot is left for it (max_loras).
+  bool adapter_fits(const SchedulerEntry& e) const {
+    if (e.lora_key == 0 || config_.max_loras <= 0) return true;
+    if (std::find(adapters_.begin(), adapters_.end(), e.lora_key) != adapters_.end()) return true;
+    return static_cast<int32_t>(adapters_.size()) < config_.max_loras;
+  }
   // max_utilization: makes room for running entry i's chunk by pausing from `end` down (most recently started
   // first). False: the entry does not run (it paused itself, then `end` = i, or it waits as a beam request).
   bool make_room(size_t i, int64_t need, size_t& end);
@@ -105,6 +115,7 @@ class PlanBuilder {
   // A running context got no chunk (less than a block of budget left after the decodes): nothing new starts,
   // so the decodes drain and newcomers' decodes cannot starve it forever.
   bool chunk_waiting_ = false;
+  std::vector<uint64_t> adapters_;  // distinct LoRA adapters of the running entries and those admitted
   SchedulePlan plan_;
 };
 
@@ -116,6 +127,8 @@ void PlanBuilder::add(const SchedulerEntry& e, int32_t n, bool is_new) {
   w.is_context = !e.in_generation;
   w.is_new = is_new;
   plan_.work.push_back(w);
+  if (is_new && e.lora_key != 0 && std::find(adapters_.begin(), adapters_.end(), e.lora_key) == adapters_.end())
+    adapters_.push_back(e.lora_key);
   tokens_left_ -= tokens_fed(e, n);
   --slots_left_;
   if (w.is_context) {
@@ -145,6 +158,7 @@ SchedulePlan PlanBuilder::guaranteed_no_evict(const std::vector<SchedulerEntry>&
   for (const SchedulerEntry& e : queued) {
     if (chunk_waiting_) break;
     if (slots_left_ <= 0) break;
+    if (!adapter_fits(e)) break;
     // A shared prefix block is already counted (once) in the pool's use; only the rest is reserved.
     const int64_t lifetime = lifetime_to_take(e);
     if (lifetime > available) break;
@@ -219,6 +233,7 @@ void PlanBuilder::admit_max_utilization(const std::vector<SchedulerEntry>& queue
     if (r.beam_width > 1) beam_reserved += blocks_to_take(r, r.lifetime_tokens);
   for (const SchedulerEntry& e : queued) {
     if (slots_left_ <= 0) break;
+    if (!adapter_fits(e)) break;
     const int32_t n = chunk_length(config_, e, tokens_left_);
     if (n == 0) break;
     const int64_t need = blocks_to_take(e, e.num_computed + n);

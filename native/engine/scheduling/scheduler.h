@@ -32,6 +32,9 @@ struct SchedulerConfig {
   int32_t max_num_tokens = 1;     // new tokens per iteration (context chunks + one per generation sequence)
   int32_t tokens_per_block = 1;
   bool enable_chunked_context = false;  // fresh prompts may be split across iterations
+  // LoRA: distinct adapters running at once (the model's slots; 0: no limit). A queued entry whose adapter would
+  // be one too many waits (FIFO, like any entry that does not fit) until a running one's adapter frees its slot.
+  int32_t max_loras = 0;
 };
 
 // A sequence as the scheduler sees it. Units: tokens (positions) and blocks.
@@ -66,6 +69,8 @@ struct SchedulerEntry {
   // lifetime reservation, but gets no work, takes no slot, and is never paused; an older sequence that needs its
   // blocks waits for it instead.
   bool in_flight = false;
+  // LoRA: the adapter it runs with (the executor's key for it; 0: the base model).
+  uint64_t lora_key = 0;
 };
 
 struct ScheduledWork {

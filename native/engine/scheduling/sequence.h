@@ -7,6 +7,7 @@
 
 #include "grammar/grammar-matcher.h"
 #include "kv-cache/kv-cache.h"
+#include "lora/lora-cache.h"
 #include "sampling/beam.h"
 #include "scheduling/request.h"
 
@@ -48,6 +49,9 @@ struct Sequence {
   // Pipelined pp: in a micro-batch that has begun and not yet come back (executor-pipeline.cpp). Such a sequence
   // gets no new work, and outlives its own cancel until its micro-batch ends.
   bool in_flight = false;
+  // LoRA: the adapter it runs with, held from enqueue to its end (key 0: the base model). Its KV blocks' prefix
+  // chain starts from kv_block_root(lora.key): the same tokens have other K/V under another adapter.
+  CachedLora lora;
 
   // Guided decoding: where the output stands in the request's grammar (null: unconstrained). budget_redraw: the
   // device drew a token after which the guide cannot be completed within max_tokens, and the model could not give

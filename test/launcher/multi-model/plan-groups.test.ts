@@ -83,3 +83,16 @@ t.test('parallel.dp in a file: that many groups of one name, replica r on the r-
     /model "a": participant_ids \[1\] has 1 rank\(s\), 2 replicas x tp 1 x pp 1 needs 2/);
   t.throws(() => planMultiModel(input([file('/r/a.yaml', { dp: 3, tp: 2 })], { oversubscribe: false, cores: 4 })), /needs 7 processes .*2 for a replica 2/);
 });
+
+t.test('LoRA adapters (lora.modules): checked per model; their names and the models\' are one namespace', async (t) => {
+  const plan = planMultiModel(input([file('/r/a.yaml', { loraModules: ['sql=/ad/sql'] }), file('/r/b.yaml', { loraModules: ['chat=/ad/chat'] })]));
+  t.same(plan.groups.map((g) => g.serve.loraModules), [['sql=/ad/sql'], ['chat=/ad/chat']], 'each group serves its own');
+  t.throws(() => planMultiModel(input([file('/r/a.yaml', { loraModules: ['b=/ad/x'] }), file('/r/b.yaml', {})])),
+    { message: 'model "a" (/r/a.yaml): its LoRA adapter "b" (lora.modules) has the name of the model "b" (/r/b.yaml): an OpenAI request\'s "model" must name one of them; rename the adapter' });
+  t.throws(() => planMultiModel(input([file('/r/a.yaml', { loraModules: ['x=/ad/1'] }), file('/r/b.yaml', { loraModules: ['x=/ad/2'] })])),
+    /model "b" \(\/r\/b.yaml\): its LoRA adapter "x" \(lora.modules\) has the name of the LoRA adapter "x" of model "a" \(\/r\/a.yaml\)/);
+  t.throws(() => planMultiModel(input([file('/r/a.yaml', { loraModules: ['a=/ad/1'] })])),
+    /model "a" \(\/r\/a.yaml\): --lora-modules a=\/ad\/1: the name "a" is the base model's/);
+  t.throws(() => planMultiModel(input([file('/r/a.yaml', { maxLoras: 2 })])),
+    /model "a" \(\/r\/a.yaml\): --max-loras 2 sizes the LoRA adapter cache, but LoRA is off/);
+});

@@ -49,6 +49,8 @@ t.test('the executor\'s settings and a follower\'s come from the table\'s bindin
     maxNumTokens: 333, maxSeqLen: 444, tokensPerBlock: 16, maxTokensInPagedKvCache: 4096, kvCacheFreeGpuMemFraction: 0.5,
     schedulerPolicy: 'max_utilization', enableChunkedContext: true, enableKvCacheReuse: false, kvCacheEventBufferMaxSize: 8, maxAttentionWindow: 512, maxBeamWidth: 2, ngramDraftTokens: 4,
     draftModel: '/m/draft', draftModelTokens: 3, speculationMaxBatch: 8,
+    loraModules: ['sql=/m/sql', 'chat=/m/chat'], enableLora: true, maxLoras: 4, loraCacheOptimalAdapterSize: 16, loraCacheMaxAdapterSize: 32,
+    loraCacheGpuMemoryFraction: 0.1, loraCacheHostMemoryBytes: 1000000,
     hangTimeoutMs: 11_000, iterStatsMaxIterations: 10_000,
   });
   const bound = SERVE_OPTIONS.filter((d) => d.executor).map((d) => d.executor!.field).sort();

@@ -8,7 +8,7 @@ import type { InferTensorContents } from './wire-types.js';
 
 type Field = keyof InferTensorContents;
 
-/** Which InferTensorContents field carries each datatype (FP16 has none: raw only). */
+/** Which InferTensorContents field carries each datatype (FP16 and BF16 have none: raw only). */
 export const CONTENTS_FIELD: Readonly<Record<string, Field>> = {
   BOOL: 'bool_contents', INT8: 'int_contents', INT16: 'int_contents', INT32: 'int_contents', INT64: 'int64_contents',
   UINT8: 'uint_contents', UINT16: 'uint_contents', UINT32: 'uint_contents', UINT64: 'uint64_contents',
@@ -16,7 +16,7 @@ export const CONTENTS_FIELD: Readonly<Record<string, Field>> = {
 };
 
 const ELEMENT_BYTES: Readonly<Record<string, number>> = {
-  BOOL: 1, INT8: 1, UINT8: 1, INT16: 2, UINT16: 2, FP16: 2, INT32: 4, UINT32: 4, FP32: 4, INT64: 8, UINT64: 8, FP64: 8,
+  BOOL: 1, INT8: 1, UINT8: 1, INT16: 2, UINT16: 2, FP16: 2, BF16: 2, INT32: 4, UINT32: 4, FP32: 4, INT64: 8, UINT64: 8, FP64: 8,
 };
 
 // IEEE 754 half precision → number (no typed array for it in Node 20).
@@ -27,6 +27,13 @@ function halfToNumber(h: number): number {
   if (exponent === 0) return sign * fraction * 2 ** -24;
   if (exponent === 0x1f) return fraction ? NaN : sign * Infinity;
   return sign * (1 + fraction / 1024) * 2 ** (exponent - 15);
+}
+
+// bfloat16 → number: the upper half of a float32's bits.
+const bf16Bits = new DataView(new ArrayBuffer(4));
+function bfloat16ToNumber(b: number): number {
+  bf16Bits.setUint32(0, b << 16);
+  return bf16Bits.getFloat32(0);
 }
 
 /** BYTES elements as UTF-8 strings (our models take text); a truncated element is the client's error. */
@@ -63,6 +70,7 @@ export function decodeRaw(datatype: string, raw: Buffer, name: string, where: st
       case 'INT16': out[i] = raw.readInt16LE(at); break;
       case 'UINT16': out[i] = raw.readUInt16LE(at); break;
       case 'FP16': out[i] = halfToNumber(raw.readUInt16LE(at)); break;
+      case 'BF16': out[i] = bfloat16ToNumber(raw.readUInt16LE(at)); break;
       case 'INT32': out[i] = raw.readInt32LE(at); break;
       case 'UINT32': out[i] = raw.readUInt32LE(at); break;
       case 'FP32': out[i] = raw.readFloatLE(at); break;

@@ -1,0 +1,17 @@
+#include "model/model.h"
+
+#include <string>
+
+#include "errors.h"
+
+namespace engine {
+
+// Models without LoRA (the executor checks supports_lora() first, so reaching these is a bug of the caller).
+void Model::load_lora(int32_t slot, const LoraAdapter&) {
+  throw EngineError(ErrorCode::unsupported, "this model has no LoRA support (load_lora into slot " +
+                                                std::to_string(slot) + ")");
+}
+
+void Model::unload_lora(int32_t) {}
+
+}  // namespace engine
