@@ -12,7 +12,11 @@
 // usage: cuda-bench <checkpoint dir> [--dummy] [--batches 1,8,64,256] [--ctx 128] [--steps 30] [--requests 1000]
 //        [--input 128] [--output 128] [--max-batch 256] [--dtype bfloat16] [--json out.json]
 //        [--profile prefill|decode] [--sampled] [--quantization fp8] [--kv-cache-dtype fp8] [--verify 1,2,4,8]
-//        [--ngram K]
+//        [--ngram K] [--lora N,R]
+// --lora N,R: N random adapters of rank R on q, k, v, o, gate, up and down of every layer (values scaled so the
+// deltas stay a few percent of the projections' outputs), rows assigned to slots round-robin: each decode step is
+// also timed with every row on an adapter, next to the base step of the same batch (the ratio of their tokens per
+// second), and the offline run is repeated with request i on adapter i % N (ExecutorConfig::lora); N = 0: none.
 // --ngram K: the offline run with prompt-lookup speculation of up to K guesses (ExecutorConfig::ngram_speculation).
 // --draft DIR (with --verify): a draft model's batch-1 decode step on the same GPU (dummy weights with --dummy), and
 // a whole speculative step at batch 1 — K draft steps and the check — against the model's decode step.
@@ -32,6 +36,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -106,8 +111,9 @@ struct StepResult {
 };
 
 // Prefills `batch` sequences of `ctx` tokens, then times decode steps (greedy on the device, as the executor runs
-// greedy requests). Block tables are disjoint slices of the pool.
-double decode_step_ms(Model& m, int batch, int ctx, int steps, int tpb, int blocks_per_seq) {
+// greedy requests). Block tables are disjoint slices of the pool. lora_slots > 0: sequence s runs LoRA slot
+// s % lora_slots (prefill and decode).
+double decode_step_ms(Model& m, int batch, int ctx, int steps, int tpb, int blocks_per_seq, int lora_slots = 0) {
   const int32_t V = m.config().vocab_size;
   std::vector<std::vector<int32_t>> tables(batch);
   for (int s = 0; s < batch; ++s)
@@ -119,6 +125,7 @@ double decode_step_ms(Model& m, int batch, int ctx, int steps, int tpb, int bloc
       std::vector<int32_t> t(ctx);
       for (int i = 0; i < ctx; ++i) t[i] = (i * 7919 + s * 131) % V;
       chunks.push_back({t, 0, tables[s], false});
+      chunks.back().lora_slot = lora_slots > 0 ? s % lora_slots : -1;
     }
     ProfileRange range("prefill", s0 == 0);
     m.forward(chunks, out);
@@ -129,9 +136,10 @@ double decode_step_ms(Model& m, int batch, int ctx, int steps, int tpb, int bloc
     for (int s = 0; s < batch; ++s) {
       SequenceChunk c{{(step * 17 + s) % V}, ctx + step, tables[s], false};
       c.sample_on = SampleOn::device_argmax;
+      c.lora_slot = lora_slots > 0 ? s % lora_slots : -1;
       chunks.push_back(std::move(c));
     }
-    ProfileRange range("decode", step == steps + 2);
+    ProfileRange range(lora_slots > 0 ? "decode-lora" : "decode", step == steps + 2);
     const double t0 = now();
     m.forward(chunks, out);
     if (step >= 3) times.push_back(now() - t0);  // the first steps warm caches and cuBLAS heuristics
@@ -181,6 +189,7 @@ int main(int argc, char** argv) {
   bool dummy = false, sampled = false;
   std::vector<int> batches = {1, 8, 64, 256}, verify;
   int ctx = 128, steps = 30, requests = 1000, input = 128, output = 128, max_batch = 256, ngram = 0;
+  int lora_n = 0, lora_rank = 16;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() { return std::string(i + 1 < argc ? argv[++i] : ""); };
@@ -196,14 +205,24 @@ int main(int argc, char** argv) {
     else if (a == "--json") json_path = next();
     else if (a == "--profile") {
       g_profile = next();
-      if (g_profile != "prefill" && g_profile != "decode" && g_profile != "verify") {
-        std::fprintf(stderr, "cuda-bench: --profile must be prefill, decode or verify, got \"%s\"\n", g_profile.c_str());
+      if (g_profile != "prefill" && g_profile != "decode" && g_profile != "verify" && g_profile != "decode-lora") {
+        std::fprintf(stderr, "cuda-bench: --profile must be prefill, decode, decode-lora or verify, got \"%s\"\n",
+                     g_profile.c_str());
         return 2;
       }
     }
     else if (a == "--sampled") sampled = true;
     else if (a == "--verify") verify = parse_list(next());
     else if (a == "--ngram") ngram = std::stoi(next());
+    else if (a == "--lora") {
+      const std::vector<int> v = parse_list(next());
+      if (v.empty() || v[0] < 0 || (v[0] > 0 && (v.size() != 2 || v[1] < 1))) {
+        std::fprintf(stderr, "cuda-bench: --lora takes N,R (N adapters of rank R; 0: none)\n");
+        return 2;
+      }
+      lora_n = v[0];
+      if (v.size() > 1) lora_rank = v[1];
+    }
     else if (a == "--draft") draft_dir = next();
     else if (a == "--quantization") {
       quantization = next();
@@ -253,6 +272,32 @@ int main(int argc, char** argv) {
               cuda_model != nullptr && cuda_model->fp8() ? "fp8 projections, bf16 LM head" : "16-bit",
               model->kv_cache_dtype().c_str(), load_s, wbytes / 1e9, rbytes / 1e9);
 
+  // --lora: the adapters, loaded into slots 0 .. N-1 (the executor's runs get the same ones by task id).
+  std::vector<std::shared_ptr<const LoraAdapter>> adapters;
+  if (lora_n > 0) {
+    if (!model->supports_lora()) {
+      std::fprintf(stderr, "cuda-bench: --lora on a model without LoRA support\n");
+      return 2;
+    }
+    const ModelConfig& c = model->config();
+    std::vector<int32_t> layers;
+    for (int32_t l = 0; l < c.num_layers; ++l) layers.push_back(l);
+    const std::vector<LoraModule> modules = {LoraModule::attn_q,      LoraModule::attn_k,      LoraModule::attn_v,
+                                             LoraModule::attn_dense,  LoraModule::mlp_h_to_4h, LoraModule::mlp_gate,
+                                             LoraModule::mlp_4h_to_h};
+    t0 = now();
+    // A in 1/32 steps (x Aᵀ about a projection output's size), B in 1/128 steps: deltas a few percent of the
+    // outputs, so the activations stay those of the base model's scale.
+    for (int i = 0; i < lora_n; ++i) {
+      adapters.push_back(std::make_shared<LoraAdapter>(cudatest::dummy_lora_adapter(
+          c, lora_rank, modules, layers, 1000 + static_cast<uint64_t>(i), 1.0f / 32, 1.0f / 128)));
+      model->load_lora(i, *adapters.back());
+    }
+    std::printf("LoRA: %d adapters of rank %d on q, k, v, o, gate, up, down of %d layers (%.1f MB each in fp32), "
+                "loaded in %.1f s\n",
+                lora_n, lora_rank, c.num_layers, static_cast<double>(adapters[0]->bytes()) / 1e6, now() - t0);
+  }
+
   // Decode steps.
   const int tpb = 64;
   const int max_b = *std::max_element(batches.begin(), batches.end());
@@ -261,14 +306,29 @@ int main(int argc, char** argv) {
   std::printf("\n| batch | decode step (ms) | tokens/s | weights / step vs copy bandwidth | read / step vs copy bandwidth "
               "|\n|---|---|---|---|---|\n");
   std::vector<StepResult> results;
+  std::vector<double> lora_ms;  // per batch, with --lora
   for (int b : batches) {
     const double ms = decode_step_ms(*model, b, ctx, steps, tpb, blocks_per_seq);
     results.push_back({b, ms});
     std::printf("| %d | %.3f | %.0f | %.1f%% | %.1f%% |\n", b, ms, b * 1000.0 / ms, 100.0 * (wbytes / (ms / 1000)) / bw,
                 100.0 * (rbytes / (ms / 1000)) / bw);
+    if (lora_n > 0) lora_ms.push_back(decode_step_ms(*model, b, ctx, steps, tpb, blocks_per_seq, lora_n));
+  }
+  if (lora_n > 0) {
+    std::printf("\n| batch | base step (ms) | step with LoRA, %d adapters of rank %d round-robin (ms) | throughput vs base "
+                "| step overhead |\n|---|---|---|---|---|\n",
+                lora_n, lora_rank);
+    for (size_t i = 0; i < results.size(); ++i)
+      std::printf("| %d | %.3f | %.3f | %.3f | %+.1f%% |\n", results[i].batch, results[i].step_ms, lora_ms[i],
+                  results[i].step_ms / lora_ms[i], 100.0 * (lora_ms[i] / results[i].step_ms - 1));
+    for (size_t i = 0; i < results.size(); ++i)
+      std::printf("lora decode batch %d: base %.3f ms, with %d adapters of rank %d %.3f ms: throughput ratio %.3f "
+                  "(step overhead %+.1f%%)\n",
+                  results[i].batch, results[i].step_ms, lora_n, lora_rank, lora_ms[i], results[i].step_ms / lora_ms[i],
+                  100.0 * (lora_ms[i] / results[i].step_ms - 1));
   }
   double cublas_ms = 0;
-  if (cuda_model != nullptr && g_profile.empty()) {
+  if (cuda_model != nullptr && g_profile.empty() && lora_n == 0) {
     cuda_model->gemm().set_use_gemv(false);
     cuda_model->set_use_graphs(false);  // (re-captured below with the other GEMM choice)
     cuda_model->set_use_graphs(true);
@@ -336,7 +396,11 @@ int main(int argc, char** argv) {
   // Offline throughput through the executor.
   double tok_s = 0, offline_s = 0;
   int64_t out_tokens = 0, pool_tokens = 0;
-  if (requests > 0) {
+  double lora_tok_s = 0;
+  // --lora: the base run, then the same traffic with request i on adapter i % N (each adapter sent once, with the
+  // first request naming its task; the warm-up requests do that, so the measured part loads no adapter).
+  for (int run = 0; requests > 0 && run < (lora_n > 0 ? 2 : 1); ++run) {
+    const bool with_lora = run == 1;
     model.reset();
     std::unique_ptr<Model> m2 = load_model(dir, lo);
     ExecutorConfig cfg;
@@ -344,13 +408,44 @@ int main(int argc, char** argv) {
     cfg.max_num_tokens = 8192;
     cfg.tokens_per_block = tpb;
     cfg.ngram_speculation.max_draft_tokens = ngram;
+    if (with_lora) {
+      cfg.lora.enabled = true;
+      cfg.lora.max_loras = lora_n;
+      cfg.lora.max_adapter_size = std::max(64, lora_rank);
+      // The host cache must hold every adapter (an evicted task would have to be sent again).
+      cfg.lora.host_memory_bytes = std::max<int64_t>(cfg.lora.host_memory_bytes,
+                                                     static_cast<int64_t>((lora_n + 1) * adapters[0]->bytes()));
+    }
+    std::vector<bool> sent(static_cast<size_t>(lora_n), false);
+    auto decorate = [&](Request& r, int i) {
+      if (!with_lora) return;
+      const int task = i % lora_n;
+      LoraRequest lr;
+      lr.task_id = static_cast<uint64_t>(task) + 1;
+      if (!sent[static_cast<size_t>(task)]) lr.adapter = adapters[static_cast<size_t>(task)];
+      sent[static_cast<size_t>(task)] = true;
+      r.lora = lr;
+    };
     Executor ex(std::move(m2), cfg);
     const KvCacheStats kv = ex.kv_cache_stats();
     pool_tokens = static_cast<int64_t>(kv.max_num_blocks) * kv.tokens_per_block;
     std::printf("\nKV pool (%s): %d blocks of %d tokens = %lld tokens\n", ex.kv_cache_dtype().c_str(),
                 kv.max_num_blocks, kv.tokens_per_block, static_cast<long long>(pool_tokens));
-    const cudatest::OfflineResult res = cudatest::run_offline(ex, requests, input, output, std::min(max_batch, 32),
-                                                             sampled);
+    const cudatest::OfflineResult res = cudatest::run_offline(ex, requests, input, output,
+                                                             std::max(std::min(max_batch, 32), lora_n), sampled,
+                                                             decorate);
+    if (with_lora) {
+      lora_tok_s = res.tokens / res.seconds;
+      std::printf("\noffline with LoRA (%d adapters of rank %d, request i on adapter i %% %d): %d requests %d/%d, "
+                  "max batch %d: %lld output tokens in %.2f s = %.0f output tokens/s (%d failed, %zu answered); "
+                  "throughput vs base %.3f\n",
+                  lora_n, lora_rank, lora_n, requests, input, output, max_batch, static_cast<long long>(res.tokens),
+                  res.seconds, lora_tok_s, res.failed, res.answered, tok_s > 0 ? lora_tok_s / tok_s : 0.0);
+      std::printf("lora offline: base %.0f output tokens/s, with %d adapters of rank %d %.0f output tokens/s: "
+                  "throughput ratio %.3f (%d failed)\n",
+                  tok_s, lora_n, lora_rank, lora_tok_s, tok_s > 0 ? lora_tok_s / tok_s : 0.0, res.failed);
+      continue;
+    }
     offline_s = res.seconds;
     out_tokens = res.tokens;
     tok_s = out_tokens / offline_s;
@@ -376,8 +471,16 @@ int main(int argc, char** argv) {
                  roofline_ms, cublas_ms);
     for (size_t i = 0; i < results.size(); ++i)
       std::fprintf(f, "%s{\"batch\": %d, \"ms\": %.4f}", i ? ", " : "", results[i].batch, results[i].step_ms);
-    std::fprintf(f, "], \"offline\": {\"requests\": %d, \"output_tokens\": %lld, \"seconds\": %.3f, \"tok_s\": %.1f}}\n",
+    std::fprintf(f, "], \"offline\": {\"requests\": %d, \"output_tokens\": %lld, \"seconds\": %.3f, \"tok_s\": %.1f}",
                  requests, static_cast<long long>(out_tokens), offline_s, tok_s);
+    if (lora_n > 0) {
+      std::fprintf(f, ", \"lora\": {\"adapters\": %d, \"rank\": %d, \"offline_tok_s\": %.1f, \"steps\": [", lora_n,
+                   lora_rank, lora_tok_s);
+      for (size_t i = 0; i < lora_ms.size(); ++i)
+        std::fprintf(f, "%s{\"batch\": %d, \"ms\": %.4f}", i ? ", " : "", results[i].batch, lora_ms[i]);
+      std::fprintf(f, "]}");
+    }
+    std::fprintf(f, "}\n");
     std::fclose(f);
   }
   return 0;

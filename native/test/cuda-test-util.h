@@ -9,12 +9,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "executor/executor.h"
+#include "lora/lora-adapter.h"
+#include "model/dummy-value.h"
 #include "model/model.h"
 
 namespace cudatest {
@@ -112,13 +115,44 @@ inline std::map<engine::RequestId, Outcome> collect(engine::Executor& ex, std::s
 // Offline traffic of the benchmarks (cuda-bench, cuda-parallel --offline): `warmup` requests of 8 tokens, not
 // measured, then `requests` requests of `input` random token ids and `output` tokens enqueued at once, greedy or
 // (sampled) temperature 0.8 / top-p 0.95 / one seed each. Output tokens, failures and seconds of the measured part.
+// A LoRA adapter of `rank` on `modules` of `layers` with values k/128 times a power-of-two scale (model/dummy-value.h's
+// hash of seed, layer, module), exact in bf16 and fp16, so a CPU model and a GPU model hold the very same adapter.
+// A in steps of a_scale (about the dummy weights' 1/32 keeps x Aᵀ at the size of a projection's output), B in
+// steps of b_scale (the size of the deltas).
+inline engine::LoraAdapter dummy_lora_adapter(const engine::ModelConfig& c, int32_t rank,
+                                              const std::vector<engine::LoraModule>& modules,
+                                              const std::vector<int32_t>& layers, uint64_t seed, float a_scale,
+                                              float b_scale) {
+  engine::LoraAdapter ad;
+  for (int32_t l : layers)
+    for (engine::LoraModule m : modules) {
+      const engine::LoraModuleDims d = engine::lora_module_dims(c, m);
+      engine::LoraWeight w;
+      w.layer = l;
+      w.module = m;
+      w.rank = rank;
+      w.in = d.in;
+      w.out = d.out;
+      const uint32_t tensor = static_cast<uint32_t>(l * 16 + static_cast<int32_t>(m)) * 2;
+      w.a.resize(static_cast<size_t>(rank * d.in));
+      w.b.resize(static_cast<size_t>(d.out * rank));
+      for (size_t i = 0; i < w.a.size(); ++i) w.a[i] = engine::dummy_value(seed, tensor, i, a_scale);
+      for (size_t i = 0; i < w.b.size(); ++i) w.b[i] = engine::dummy_value(seed, tensor + 1, i, b_scale);
+      ad.weights.push_back(std::move(w));
+    }
+  return ad;
+}
+
 struct OfflineResult {
   int64_t tokens = 0;
   int failed = 0;
   size_t answered = 0;
   double seconds = 0;
 };
-inline OfflineResult run_offline(engine::Executor& ex, int requests, int input, int output, int warmup, bool sampled) {
+// decorate(request, i): called on warm-up request i and on measured request i before each is enqueued (LoRA runs
+// name their adapters there).
+inline OfflineResult run_offline(engine::Executor& ex, int requests, int input, int output, int warmup, bool sampled,
+                                 const std::function<void(engine::Request&, int)>& decorate = {}) {
   const int32_t vocab = ex.model_config().vocab_size;
   uint64_t rng = 12345;
   auto request = [&](int32_t max_tokens) {
@@ -133,7 +167,11 @@ inline OfflineResult run_offline(engine::Executor& ex, int requests, int input, 
     return r;
   };
   std::set<engine::RequestId> warm;
-  for (int i = 0; i < warmup; ++i) warm.insert(ex.enqueue(request(8)));
+  for (int i = 0; i < warmup; ++i) {
+    engine::Request r = request(8);
+    if (decorate) decorate(r, i);
+    warm.insert(ex.enqueue(r));
+  }
   collect(ex, warm, 600);
   std::set<engine::RequestId> ids;
   const auto t0 = std::chrono::steady_clock::now();
@@ -144,6 +182,7 @@ inline OfflineResult run_offline(engine::Executor& ex, int requests, int input, 
       r.sampling.top_p = 0.95f;
       r.sampling.seed = static_cast<uint64_t>(i);
     }
+    if (decorate) decorate(r, i);
     ids.insert(ex.enqueue(r));
   }
   const auto outcomes = collect(ex, ids, 1200);

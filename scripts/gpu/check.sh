@@ -40,6 +40,11 @@
 #                                 step at batch 1 and 64, and offline 128/128 at max batch 64 without and with prompt
 #                                 lookup (its cost under load); then the addon and bench/speculative-ngram.js on the
 #                                 bundled model on the GPU (prompt lookup, and its first 2 layers as a draft model)
+#   scripts/gpu/check.sh lora     one GPU: cuda-lora (multi-LoRA batches against the CPU model), then on the Llama-3-8B
+#                                 shape (dummy weights) decode steps at batch 1 and 64 (BATCHES) and offline 128/128 at
+#                                 max batch 64 (REQUESTS, default 640), with --lora 0 and with --lora 8,16 (8 adapters of
+#                                 rank LORA_RANK on all 7 modules, rows round-robin): each with its base figures measured
+#                                 in the same run, the summary gives the throughput ratios
 # Prints a short summary last. Expects CUDA_HOME / NCCL_ROOT (the device prelude exports them).
 set -uo pipefail
 mode=${1:-single}
@@ -90,6 +95,7 @@ fi
 [[ $mode == tp2 || $mode == tp4 ]] && targets=(--target cuda-parallel)
 [[ $mode == guided ]] && targets=(--target engine cuda-sampling)  # the addon is built below
 [[ $mode == speculative ]] && targets=(--target engine cuda-sampling cuda-bench)
+[[ $mode == lora ]] && targets=(--target cuda-lora cuda-bench)
 t0=$(date +%s)
 if cmake -S native -B build-gpu "${gen[@]}" -DCMAKE_BUILD_TYPE=Release >"$out/configure.log" 2>&1 &&
    cmake --build build-gpu -j "$jobs" "${targets[@]}" >"$out/build.log" 2>&1; then
@@ -220,6 +226,19 @@ if [[ $mode == speculative ]]; then
     >"$out/speculative-sampled.log" 2>&1
   tail -12 "$out/speculative-sampled.log"
   note "bundled model on the GPU, sampled: $(grep -cE 'yes \|$' "$out/speculative-sampled.log") rows with outputs equal, $(grep -cE 'NO \|$' "$out/speculative-sampled.log") not"
+fi
+if [[ $mode == lora ]]; then
+  if timeout 300 build-gpu/cuda-lora "$PWD" >"$out/cuda-lora.log" 2>&1; then note "cuda-lora: $(tail -1 "$out/cuda-lora.log")"
+  else note "cuda-lora FAILED: $(tail -1 "$out/cuda-lora.log")"; grep -iE "fail|error|  .*: row [0-9]+ " "$out/cuda-lora.log" | head -40; fi
+  grep -E "rel err|bitwise|moved|fp8" "$out/cuda-lora.log" | head -60
+  for larg in 0 8,${LORA_RANK:-16}; do
+    tag=${larg//,/x}
+    timeout 420 build-gpu/cuda-bench bench/configs/llama-3-8b --dummy --batches ${BATCHES:-1,64} --steps ${STEPS:-30} \
+      --requests ${REQUESTS:-640} --max-batch 64 --lora "$larg" --json "$out/bench-lora-$tag.json" 2>&1 |
+      tee "$out/bench-lora-$tag.log" | grep -vE "^\|---" | tail -22
+    note "bench --lora $larg: decode $(grep -E '^\| [0-9]+ \| [0-9.]+ \| [0-9]+ \|' "$out/bench-lora-$tag.log" | cut -d'|' -f2,3 | tr -s ' ' | tr '\n' ' ')$(grep -oE '= [0-9]+ output tokens/s' "$out/bench-lora-$tag.log" | head -1)"
+    while read -r line; do note "$line"; done < <(grep -E "^lora (decode|offline)" "$out/bench-lora-$tag.log")
+  done
 fi
 if [[ $mode == serve ]]; then
   # Served through the HTTP frontend on the GPU: the bundled checkpoint (a real model with a tokenizer) at a fixed

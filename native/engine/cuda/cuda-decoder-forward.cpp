@@ -24,6 +24,7 @@ void CudaDecoder::forward(const std::vector<SequenceChunk>& chunks, ForwardOutpu
     out.logits.clear();
   if (T == 0) return;
   if (T > cap_tokens_) reserve(T, cap_logit_rows_);
+  plan_lora(chunks);
 
   const bool graph = use_graph(chunks);
   const BatchMeta meta = upload_meta(chunks, graph);
@@ -53,9 +54,11 @@ bool CudaDecoder::use_graph(const std::vector<SequenceChunk>& chunks) const {
 BatchMeta CudaDecoder::upload_meta(const std::vector<SequenceChunk>& chunks, bool graph) {
   const MetaLayout ml =
       meta_layout(batch_.num_tokens, batch_.num_out_rows(), graph ? kGraphTableEntries : batch_.num_table_entries);
-  meta_host_.ensure(ml.total);
-  if (ml.total > meta_dev_.bytes()) {
-    meta_dev_.ensure(ml.total);
+  // The step's LoRA rows ride in the same block, after the batch's arrays (one copy either way).
+  const size_t total = ml.total + (lora_step_ ? lora_meta_bytes() : 0);
+  meta_host_.ensure(total);
+  if (total > meta_dev_.bytes()) {
+    meta_dev_.ensure(total);
     drop_graphs();  // captured graphs read the old buffer
   }
   MetaGeometry g;
@@ -66,7 +69,8 @@ BatchMeta CudaDecoder::upload_meta(const std::vector<SequenceChunk>& chunks, boo
   if (spec_.rope && config_.rope_scaling.longrope())
     g.long_after = config_.rope_scaling.original_max_position_embeddings;
   const BatchMeta m = fill_batch_meta(chunks, batch_, ml, g, meta_host_.as<char>(), meta_dev_.as<char>());
-  check_cuda(cudaMemcpyAsync(meta_dev_.get(), meta_host_.get(), ml.total, cudaMemcpyHostToDevice, stream_),
+  if (lora_step_) fill_lora_meta(meta_host_.as<char>() + ml.total, meta_dev_.as<char>() + ml.total, graph);
+  check_cuda(cudaMemcpyAsync(meta_dev_.get(), meta_host_.get(), total, cudaMemcpyHostToDevice, stream_),
              "upload metadata");
   return m;
 }
@@ -91,7 +95,7 @@ void CudaDecoder::enqueue_layers(const BatchMeta& m, int64_t T, int64_t R, int32
     const bool last = layout_.last_stage() && l == num_layers_ - 1;
     attention_layer(l, m, x, T, R, max_ctx, last);
     if (last) x = x2_.as<float>();
-    mlp_layer(l, x, last ? R : T);
+    mlp_layer(l, x, last ? R : T, last);
   }
   if (!layout_.last_stage()) {
     // Every tp rank hands its (identical) activations to the same tp rank of the next stage.
@@ -116,7 +120,8 @@ void CudaDecoder::attention_layer(int32_t l, const BatchMeta& m, float* x, int64
   void* attn = attn_.get();
   const int64_t qkv_w = q_dim_ + 2 * kv_dim_;
 
-  norm_linear(lw.attn_norm, x, T, lw.qkv, qkv, true);
+  const LoraAt lora_qkv{l, LoraTarget::qkv, false};
+  norm_linear(lw.attn_norm, x, T, lw.qkv, qkv, true, &lora_qkv);
   // Qwen3 normalises q / k heads after the bias and before rope: the bias goes in here, not in attention().
   const bool qk_normed = !lw.q_norm.w.empty();
   if (qk_normed)
@@ -153,36 +158,39 @@ void CudaDecoder::attention_layer(int32_t l, const BatchMeta& m, float* x, int64
   a.groups = last ? m.groups_last : m.groups_all;
   a.n_groups = last ? m.n_groups_last : m.n_groups_all;
   attention(a, attn_ws_.as<float>(), num_sms_, stream_);
+  const LoraAt lora_o{l, LoraTarget::o, last};
   if (last) {
     float* x2 = x2_.as<float>();
     gather_rows(x, m.out_rows, x2, R, config_.hidden_size, stream_);
-    add_projection(lw.o, lw.post_attn_norm, attn, R, x2);
+    add_projection(lw.o, lw.post_attn_norm, attn, R, x2, false, &lora_o);
   } else {
-    add_projection(lw.o, lw.post_attn_norm, attn, T, x);
+    add_projection(lw.o, lw.post_attn_norm, attn, T, x, false, &lora_o);
   }
 }
 
-void CudaDecoder::mlp_layer(int32_t l, float* x, int64_t rows) {
+void CudaDecoder::mlp_layer(int32_t l, float* x, int64_t rows, bool logit_rows) {
   const DLayer& lw = layers_[l];
   if (lw.moe.on()) {
-    moe_layer(l, x, rows);
+    moe_layer(l, x, rows);  // (experts take no LoRA: check_lora_adapter refuses MLP modules of such layers)
     return;
   }
   void* mlp = mlp_.get();
   void* mlp_act = spec_.gated_mlp ? mlp_act_.get() : mlp;
-  norm_linear(lw.mlp_norm, x, rows, lw.up, mlp, false);
+  const LoraAt lora_up{l, LoraTarget::up, logit_rows}, lora_down{l, LoraTarget::down, logit_rows};
+  norm_linear(lw.mlp_norm, x, rows, lw.up, mlp, false, &lora_up);
   Fp8ActOut plan;
   if (spec_.gated_mlp && lw.down.fp8.on() && fuse_quant_ &&
       gemm_->fp8_activation_plan(rows, lw.down.out, lw.down.in, lw.down.fp8.view(), plan)) {
+    // (mlp_act still gets the 16-bit activations, which the down projection's LoRA shrink reads)
     gated_activation_e4m3(mlp, mlp_act, dt_, rows, inter_, act_, lw.up.bias(), plan, stream_);
-    add_projection(lw.down, lw.post_mlp_norm, mlp_act, rows, x, true);
+    add_projection(lw.down, lw.post_mlp_norm, mlp_act, rows, x, true, &lora_down);
     return;
   }
   if (spec_.gated_mlp)
     gated_activation(mlp, mlp_act, dt_, rows, inter_, act_, lw.up.bias(), stream_);
   else
     activation(mlp, dt_, rows, inter_, act_, lw.up.bias(), stream_);
-  add_projection(lw.down, lw.post_mlp_norm, mlp_act, rows, x);
+  add_projection(lw.down, lw.post_mlp_norm, mlp_act, rows, x, false, &lora_down);
 }
 
 void CudaDecoder::linear(const DLinear& l, const void* x, int64_t rows, void* y, bool y_f32, bool accumulate,
@@ -193,23 +201,34 @@ void CudaDecoder::linear(const DLinear& l, const void* x, int64_t rows, void* y,
     gemm_->xwt(rows, l.out, l.in, x, l.w.get(), dt_, y, y_f32, l.out, accumulate);
 }
 
-void CudaDecoder::norm_linear(const DNorm& n, const float* x, int64_t rows, const DLinear& l, void* y, bool y_f32) {
-  if (fuse_norm_ && n.bias() == nullptr) {
+void CudaDecoder::norm_linear(const DNorm& n, const float* x, int64_t rows, const DLinear& l, void* y, bool y_f32,
+                              const LoraAt* lora) {
+  const int64_t H = config_.hidden_size;
+  // An RMSNorm's LoRA shrink reads the residual rows and normalises them itself (as the fused GEMV does), so it
+  // starts at once, beside the norm and product, whichever path they take; a LayerNorm's reads xn_ after the norm.
+  const bool rms = n.bias() == nullptr;
+  if (rms) lora_begin(lora, x, n.w.as<float>(), H, H);
+  if (fuse_norm_ && rms) {
     const float* g = n.w.as<float>();
     const float eps = config_.norm_eps;
     if (l.fp8.on() ? gemm_->xwt_fp8_rms(rows, l.out, l.in, x, g, eps, l.fp8.view(), dt_, y, y_f32, l.out)
-                   : gemm_->xwt_rms(rows, l.out, l.in, x, g, eps, l.w.get(), dt_, y, y_f32, l.out))
+                   : gemm_->xwt_rms(rows, l.out, l.in, x, g, eps, l.w.get(), dt_, y, y_f32, l.out)) {
+      lora_end(lora, y, y_f32, l.out, l.out);
       return;
+    }
   }
   Fp8ActOut plan;
   if (l.fp8.on() && fuse_quant_ && gemm_->fp8_activation_plan(rows, l.out, l.in, l.fp8.view(), plan)) {
-    norm_e4m3(x, xn_.get(), dt_, rows, config_.hidden_size, n.w.as<float>(), n.bias(), config_.norm_eps, plan,
-              stream_);
+    norm_e4m3(x, xn_.get(), dt_, rows, H, n.w.as<float>(), n.bias(), config_.norm_eps, plan, stream_);
+    if (!rms) lora_begin(lora, xn_.get(), nullptr, H, H);  // (xn_ holds the 16-bit rows too)
     linear(l, xn_.get(), rows, y, y_f32, false, true);
+    lora_end(lora, y, y_f32, l.out, l.out);
     return;
   }
-  norm(x, xn_.get(), dt_, rows, config_.hidden_size, n.w.as<float>(), n.bias(), config_.norm_eps, stream_);
+  norm(x, xn_.get(), dt_, rows, H, n.w.as<float>(), n.bias(), config_.norm_eps, stream_);
+  if (!rms) lora_begin(lora, xn_.get(), nullptr, H, H);
   linear(l, xn_.get(), rows, y, y_f32, false);
+  lora_end(lora, y, y_f32, l.out, l.out);
 }
 
 void CudaDecoder::all_reduce(float* x, size_t n) {
@@ -219,25 +238,30 @@ void CudaDecoder::all_reduce(float* x, size_t n) {
   ++comm_stats_.calls;
 }
 
-void CudaDecoder::row_parallel(const DLinear& l, const void* x, int64_t rows, float* y, bool x_quantized) {
+void CudaDecoder::row_parallel(const DLinear& l, const void* x, int64_t rows, float* y, bool x_quantized,
+                               const LoraAt* lora) {
   // The residual stream y is the same on every tp rank: rank 0 adds its partial product (and the bias) onto it,
-  // the others overwrite it with theirs, so one all-reduce yields y + Σ partials + bias.
+  // the others overwrite it with theirs, so one all-reduce yields y + Σ partials + bias (+ Σ LoRA partials).
   const bool rank0 = tp_.rank() == 0;
+  lora_begin(lora, x, nullptr, l.in, l.in);
   linear(l, x, rows, y, true, rank0, x_quantized);
+  lora_end(lora, y, true, l.out, l.out);
   if (l.bias() != nullptr) add_bias(y, l.bias(), rows, l.out, stream_);
   all_reduce(y, static_cast<size_t>(rows * l.out));
 }
 
 void CudaDecoder::add_projection(const DLinear& l, const DNorm& post_norm, const void* x, int64_t rows, float* y,
-                                 bool x_quantized) {
+                                 bool x_quantized, const LoraAt* lora) {
   if (post_norm.w.empty()) {
-    row_parallel(l, x, rows, y, x_quantized);
+    row_parallel(l, x, rows, y, x_quantized, lora);
     return;
   }
   // The norm is of the whole product, so the tp ranks' partial products are summed in a buffer of their own
   // before it, not on the residual.
   float* p = proj_.as<float>();
+  lora_begin(lora, x, nullptr, l.in, l.in);
   linear(l, x, rows, p, true, false, x_quantized);
+  lora_end(lora, p, true, l.out, l.out);
   if (l.bias() != nullptr) add_bias(p, l.bias(), rows, l.out, stream_);
   all_reduce(p, static_cast<size_t>(rows * l.out));
   add_norm(p, y, rows, l.out, post_norm.w.as<float>(), post_norm.bias(), config_.norm_eps, stream_);

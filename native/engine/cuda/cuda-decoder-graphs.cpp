@@ -43,7 +43,8 @@ void CudaDecoder::run_graph(const BatchMeta& m, const std::vector<SequenceChunk>
 }
 
 cudaGraphExec_t CudaDecoder::graph_for(const BatchMeta& m, int64_t T, int32_t bucket) {
-  const uint64_t key = (static_cast<uint64_t>(T) << 32) | static_cast<uint32_t>(bucket);
+  // A step with LoRA rows has the grouped LoRA launches in it, one without has none (cuda-decoder-lora.cpp).
+  const uint64_t key = (static_cast<uint64_t>(T) << 32) | static_cast<uint32_t>(bucket) | (lora_step_ ? 1ull << 31 : 0);
   auto it = graphs_.find(key);
   if (it != graphs_.end()) return it->second;
   // One plain run first (it rewrites the same K/V, so it is harmless): the GEMMs pick their kernels by timing,

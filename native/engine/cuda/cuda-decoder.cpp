@@ -105,6 +105,12 @@ CudaDecoder::~CudaDecoder() {
     cudaStreamSynchronize(stream_);
     drop_graphs();
     gemm_.reset();
+    if (lora_stream_ != nullptr) {
+      cudaStreamSynchronize(lora_stream_);
+      cudaStreamDestroy(lora_stream_);
+      cudaEventDestroy(lora_fork_);
+      cudaEventDestroy(lora_join_);
+    }
     cudaStreamDestroy(stream_);
   }
 }
@@ -170,7 +176,7 @@ void CudaDecoder::reserve(int64_t tokens, int64_t logit_rows) {
 size_t CudaDecoder::activation_bytes() const {
   size_t n = 0;
   for (const DeviceBuffer* b : {&x_, &x2_, &xn_, &qkv_, &attn_, &mlp_, &mlp_act_, &attn_ws_, &proj_, &logits_local_,
-                                &logits_all_, &logits_full_, &meta_dev_, &greedy_dev_})
+                                &logits_all_, &logits_full_, &meta_dev_, &greedy_dev_, &lora_t_})
     n += b->bytes();
   return n;
 }

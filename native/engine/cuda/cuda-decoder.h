@@ -7,7 +7,7 @@
 //
 // One class over several files, by concept: cuda-decoder.cpp (construction, memory, KV pool), -weights (upload or
 // generate the weights), -forward (the iteration: metadata, layers), -logits (LM head, device sampling, copies to
-// the host), -graphs (decode batches as CUDA graphs).
+// the host), -graphs (decode batches as CUDA graphs), -lora (adapters in slots, each step's LoRA rows).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -22,6 +22,7 @@
 #include "cuda/fp8-weights.h"
 #include "cuda/gemm.h"
 #include "cuda/kernels.h"
+#include "cuda/lora-slots.h"
 #include "model/batch-layout.h"
 #include "model/decoder.h"
 #include "model/dummy-weights.h"
@@ -88,6 +89,12 @@ class CudaDecoder : public Model {
   bool samples_on_device() const override { return layout_.leader(); }
   bool sampled_row(int32_t chunk, std::vector<float>& row) override;
   std::string kv_cache_dtype() const override;
+  // LoRA (cuda-decoder-lora.cpp): adapters in slots on the device (lora-slots.h); each projection adds the deltas
+  // of the rows whose chunk names a loaded slot with two grouped launches (lora-kernels.h), none in a step where no
+  // row does. Decode steps with LoRA rows replay CUDA graphs of their own.
+  bool supports_lora() const override { return true; }
+  void load_lora(int32_t slot, const LoraAdapter& adapter) override;
+  void unload_lora(int32_t slot) override;
   // --kv-cache-dtype fp8: K/V stored as e4m3 with these per-layer scales (empty: 1 everywhere; `from` says where
   // they came from, for kv_cache_dtype()). Before allocate_kv.
   void use_fp8_kv(std::vector<float> k_scales, std::vector<float> v_scales, std::string from);
@@ -126,7 +133,15 @@ class CudaDecoder : public Model {
   // Everything from the embedding to the final norm (into xn_), enqueued on the stream.
   void enqueue_layers(const BatchMeta& m, int64_t T, int64_t R, int32_t max_ctx);
   void attention_layer(int32_t l, const BatchMeta& m, float* x, int64_t T, int64_t R, int32_t max_ctx, bool last);
-  void mlp_layer(int32_t l, float* x, int64_t rows);
+  // logit_rows: the model's last layer, run over the R logit rows (their LoRA slots are the logit rows' chunks').
+  void mlp_layer(int32_t l, float* x, int64_t rows, bool logit_rows);
+  // Which projection a LoRA delta belongs to, and over which rows: the step's token rows, or its logit rows (the
+  // model's last layer past attention).
+  struct LoraAt {
+    int32_t layer;
+    LoraTarget target;
+    bool logit_rows;
+  };
   // cuda-decoder-moe.cpp: route -> permute -> gather -> the active experts' gate|up, activation, down -> the
   // weighted combine (+ shared expert) onto x, summed over tp.
   void moe_layer(int32_t l, float* x, int64_t rows);
@@ -145,14 +160,34 @@ class CudaDecoder : public Model {
   void linear(const DLinear& l, const void* x, int64_t rows, void* y, bool y_f32, bool accumulate,
               bool x_quantized = false);
   // y = norm(x) · lᵀ: one fused GEMV on decode shapes with an RMSNorm (Gemm::xwt_rms), else the norm kernel into
-  // xn_ and linear().
-  void norm_linear(const DNorm& n, const float* x, int64_t rows, const DLinear& l, void* y, bool y_f32);
-  void row_parallel(const DLinear& l, const void* x, int64_t rows, float* y, bool x_quantized = false);
+  // xn_ and linear(). lora: the projection's LoRA deltas go into y too (their shrink reads x and normalises it
+  // itself under an RMSNorm, so it runs beside the product whichever path that takes; xn_ under a LayerNorm).
+  void norm_linear(const DNorm& n, const float* x, int64_t rows, const DLinear& l, void* y, bool y_f32,
+                   const LoraAt* lora = nullptr);
+  void row_parallel(const DLinear& l, const void* x, int64_t rows, float* y, bool x_quantized = false,
+                    const LoraAt* lora = nullptr);
   // The o / down projection onto the residual y: row_parallel, or with a post norm (Gemma 2) the whole product
-  // (summed over tp) in proj_, normed, then added.
+  // (summed over tp) in proj_, normed, then added. LoRA deltas join the product before the sum over tp (each tp
+  // rank's are partial sums over its input columns, lora-local.h).
   void add_projection(const DLinear& l, const DNorm& post_norm, const void* x, int64_t rows, float* y,
-                      bool x_quantized = false);
+                      bool x_quantized = false, const LoraAt* lora = nullptr);
   void all_reduce(float* x, size_t n);
+
+  // cuda-decoder-lora.cpp
+  // This step's LoRA rows: each token row's and logit row's slot (-1: the chunk names none, or an empty slot),
+  // grouped into tiles; lora_step_ says whether any row runs an adapter. Grows the shrink's scratch.
+  void plan_lora(const std::vector<SequenceChunk>& chunks);
+  // Bytes of the step's LoRA rows in the metadata block (after batch-meta's arrays; sized for a graph's bound, so
+  // that a batch size always lays them out alike), and filling them in (lora_all_ / lora_last_ then point there).
+  size_t lora_meta_bytes() const;
+  void fill_lora_meta(char* host, const char* device, bool graph);
+  // A projection's LoRA deltas, around its product (nothing when `at` is null or no row runs an adapter touching
+  // it): lora_begin enqueues the shrink of x [rows, ldx] of the model dtype, or with norm_w of the fp32 residual
+  // stream under an RMSNorm of weight norm_w (the norm is the shrink's and expand's own, so the shrink need not wait
+  // for the product's norm); lora_end, after the product, adds the deltas into y[:, :n] (fp32 or the model dtype,
+  // row stride ldy).
+  void lora_begin(const LoraAt* at, const void* x, const float* norm_w, int64_t ldx, int64_t in);
+  void lora_end(const LoraAt* at, void* y, bool y_f32, int64_t ldy, int64_t n);
 
   // cuda-decoder-logits.cpp
   // Logits of rows [r0, r0 + n) of the final activations; on the leader, samples them on the device or copies them
@@ -232,7 +267,27 @@ class CudaDecoder : public Model {
   // a separate pass, for comparison; the same bytes either way).
   bool fuse_quant_ = true;
   bool quantize_fp8_ = false;  // LoadOptions::quantization "fp8"
-  std::map<uint64_t, cudaGraphExec_t> graphs_;  // by (batch size, context bucket)
+  std::map<uint64_t, cudaGraphExec_t> graphs_;  // by (batch size, context bucket, LoRA rows or not)
+
+  // LoRA: the slots, and this step's rows (plan_lora): slot per token row then per logit row [T + R], the grouped
+  // rows of each view [T + R] and their tiles (the token rows' first), the tile counts, their device views.
+  DeviceLoraSlots lora_;
+  uint64_t lora_epoch_ = 0;  // lora_.epoch() the graphs were captured with
+  bool lora_step_ = false;
+  std::vector<int32_t> lora_slot_, lora_rows_;
+  std::vector<LoraTile> lora_tiles_;
+  int32_t lora_n_tiles_[2] = {0, 0};
+  LoraRowsDev lora_all_, lora_last_;
+  DeviceBuffer lora_t_;  // the shrink's output (lora_scratch_ says how it is laid out)
+  LoraScratch lora_scratch_;
+  // The shrink runs on lora_stream_, forked from stream_ and joined back through the two events (TRTLLM_LORA_FORK=0:
+  // on stream_). Made by the first load_lora.
+  cudaStream_t lora_stream_ = nullptr;
+  cudaEvent_t lora_fork_ = nullptr, lora_join_ = nullptr;
+  bool lora_fork_on_ = true;
+  // Between lora_begin and lora_end: whether a shrink was enqueued, for an input of lora_in_ columns under a norm.
+  bool lora_pending_ = false, lora_norm_ = false;
+  int64_t lora_in_ = 0;
 
   ForwardCommStats comm_stats_;
 };

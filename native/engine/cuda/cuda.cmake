@@ -16,6 +16,7 @@ set(ENGINE_CUDA_KERNELS
   ${ENGINE_CUDA_DIR}/kernels-fp8-mma.cu
   ${ENGINE_CUDA_DIR}/kernels-sampling.cu
   ${ENGINE_CUDA_DIR}/kernels-moe.cu
+  ${ENGINE_CUDA_DIR}/kernels-lora.cu
 )
 # Host code that needs the CUDA runtime's headers alone (compile-checked wherever nvcc is, see below) ...
 set(ENGINE_CUDA_HOST_RUNTIME
@@ -26,6 +27,9 @@ set(ENGINE_CUDA_HOST_RUNTIME
   ${ENGINE_CUDA_DIR}/cuda-decoder-logits.cpp
   ${ENGINE_CUDA_DIR}/cuda-decoder-graphs.cpp
   ${ENGINE_CUDA_DIR}/cuda-decoder-moe.cpp
+  ${ENGINE_CUDA_DIR}/cuda-decoder-lora.cpp
+  ${ENGINE_CUDA_DIR}/lora-slots.cpp
+  ${ENGINE_CUDA_DIR}/lora-rows.cpp
   ${ENGINE_CUDA_DIR}/batch-meta.cpp
   ${ENGINE_CUDA_DIR}/device-sampler.cpp
 )

@@ -1,0 +1,168 @@
+// LoRA on the GPU: adapters loaded into slots (lora-slots.h), and per step the rows whose chunk names a loaded
+// slot, grouped by slot into tiles (lora-rows.h) that travel in the step's metadata block, so a captured decode
+// graph replays with each step's rows. Every projection then adds its deltas with two launches (lora-kernels.h):
+// the shrink as soon as the projection's input exists, on a stream forked from the main one so that it runs beside
+// the projection's product (which takes far longer), and the expand on the main stream after the product
+// (cuda-decoder-forward.cpp). A step without such rows launches nothing extra.
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "cuda/cuda-decoder.h"
+#include "lora/lora-local.h"
+
+namespace engine::cuda {
+namespace {
+
+size_t align8(size_t n) { return (n + 7) / 8 * 8; }
+
+// One view's arrays in the metadata block: rows [n], tiles [max tiles for n rows].
+struct LoraViewLayout {
+  size_t rows, tiles, total;
+};
+LoraViewLayout lora_view_layout(size_t at, int64_t n, int32_t slots) {
+  LoraViewLayout v{};
+  v.rows = at;
+  v.tiles = align8(v.rows + 4 * static_cast<size_t>(n));
+  v.total = align8(v.tiles + sizeof(LoraTile) * static_cast<size_t>(lora_max_tiles(n, slots)));
+  return v;
+}
+
+}  // namespace
+
+void CudaDecoder::load_lora(int32_t slot, const LoraAdapter& adapter) {
+  use_device();
+  if (!lora_.initialized()) {
+    // The projections' widths on this rank, which every segment must fit.
+    std::vector<std::array<LoraProjection, kLoraTargetCount>> widths(layers_.size());
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      const DLayer& lw = layers_[l];
+      widths[l][static_cast<int>(LoraTarget::qkv)] = {lw.qkv.in, lw.qkv.out};
+      widths[l][static_cast<int>(LoraTarget::o)] = {lw.o.in, lw.o.out};
+      widths[l][static_cast<int>(LoraTarget::up)] = {lw.up.in, lw.up.out};
+      widths[l][static_cast<int>(LoraTarget::down)] = {lw.down.in, lw.down.out};
+    }
+    lora_.init(std::move(widths), dt_);
+  }
+  if (lora_stream_ == nullptr) {
+    // TRTLLM_LORA_FORK=0: the shrink on the main stream too (for comparison).
+    if (const char* f = std::getenv("TRTLLM_LORA_FORK")) lora_fork_on_ = std::string(f) != "0";
+    // The highest priority: the shrink's few blocks go ahead of the product's waiting ones, so that it finishes
+    // beside the product rather than after it (a captured graph keeps the priority on the node).
+    int least = 0, greatest = 0;
+    check_cuda(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange");
+    check_cuda(cudaStreamCreateWithPriority(&lora_stream_, cudaStreamNonBlocking, greatest), "cudaStreamCreate");
+    check_cuda(cudaEventCreateWithFlags(&lora_fork_, cudaEventDisableTiming), "cudaEventCreate");
+    check_cuda(cudaEventCreateWithFlags(&lora_join_, cudaEventDisableTiming), "cudaEventCreate");
+  }
+  lora_.load(slot, localize_lora(adapter, config_, layout_), stream_);
+  if (lora_.epoch() != lora_epoch_) {
+    drop_graphs();  // they hold the old table's address or too small a grid
+    lora_epoch_ = lora_.epoch();
+  }
+}
+
+void CudaDecoder::unload_lora(int32_t slot) {
+  use_device();
+  lora_.unload(slot, stream_);
+}
+
+void CudaDecoder::plan_lora(const std::vector<SequenceChunk>& chunks) {
+  lora_step_ = false;
+  if (lora_.empty()) return;
+  bool any = false;
+  for (const SequenceChunk& ch : chunks) any = any || lora_.loaded(ch.lora_slot);
+  if (!any) return;
+  const int64_t T = batch_.num_tokens, R = batch_.num_out_rows();
+  // A slot that holds nothing is the base model (as the CPU model treats it).
+  auto slot_of = [&](int32_t chunk) {
+    const int32_t s = chunks[static_cast<size_t>(chunk)].lora_slot;
+    return lora_.loaded(s) ? s : -1;
+  };
+  lora_slot_.resize(static_cast<size_t>(T + R));
+  for (int64_t t = 0; t < T; ++t) lora_slot_[t] = slot_of(batch_.token_chunk[t]);
+  for (int64_t r = 0; r < R; ++r) lora_slot_[T + r] = slot_of(batch_.out_chunk[r]);
+  const int32_t cap = lora_.capacity();
+  lora_rows_.resize(static_cast<size_t>(T + R));
+  lora_tiles_.resize(static_cast<size_t>(lora_max_tiles(T, cap) + lora_max_tiles(R, cap)));
+  int64_t grouped = 0;
+  lora_n_tiles_[0] = group_lora_rows(lora_slot_.data(), T, cap, lora_rows_.data(), lora_tiles_.data(), &grouped);
+  lora_n_tiles_[1] = group_lora_rows(lora_slot_.data() + T, R, cap, lora_rows_.data() + T,
+                                     lora_tiles_.data() + lora_max_tiles(T, cap), &grouped);
+  lora_step_ = true;
+  // The shrink's output, [k slices][grouped rows <= T][t_stride + 1] fp32, sized for the reserved tokens at once:
+  // a graph holds its address.
+  int64_t widest = 0;
+  for (const DLayer& lw : layers_) widest = std::max({widest, lw.qkv.in, lw.o.in, lw.up.in, lw.down.in});
+  lora_scratch_.ldt = lora_.t_stride() + 1;
+  lora_scratch_.slice_stride = std::max(cap_tokens_, T) * lora_scratch_.ldt;
+  const size_t need = static_cast<size_t>(lora_k_slices(widest)) * static_cast<size_t>(lora_scratch_.slice_stride) * 4;
+  if (need > lora_t_.bytes()) {
+    drop_graphs();
+    lora_t_.reset(need);
+  }
+  lora_scratch_.t = lora_t_.as<float>();
+}
+
+size_t CudaDecoder::lora_meta_bytes() const {
+  const int32_t cap = lora_.capacity();
+  const LoraViewLayout all = lora_view_layout(0, batch_.num_tokens, cap);
+  return lora_view_layout(all.total, batch_.num_out_rows(), cap).total;
+}
+
+void CudaDecoder::fill_lora_meta(char* host, const char* device, bool graph) {
+  const int64_t T = batch_.num_tokens, R = batch_.num_out_rows();
+  const int32_t cap = lora_.capacity();
+  const LoraViewLayout all = lora_view_layout(0, T, cap), last = lora_view_layout(all.total, R, cap);
+  auto put = [&](const LoraViewLayout& v, int64_t n, const int32_t* rows, const LoraTile* tiles, int32_t n_tiles,
+                 LoraRowsDev& dev) {
+    // A graph's launches cover every tile count its batch size can have: the tiles past this step's are empty.
+    const int32_t max_tiles = graph ? lora_max_tiles(n, cap) : n_tiles;
+    std::copy(rows, rows + n, reinterpret_cast<int32_t*>(host + v.rows));
+    LoraTile* out = reinterpret_cast<LoraTile*>(host + v.tiles);
+    std::copy(tiles, tiles + n_tiles, out);
+    std::fill(out + n_tiles, out + max_tiles, LoraTile{0, 0, 0});
+    dev.rows = reinterpret_cast<const int32_t*>(device + v.rows);
+    dev.tiles = reinterpret_cast<const LoraTile*>(device + v.tiles);
+    dev.max_tiles = max_tiles;
+  };
+  put(all, T, lora_rows_.data(), lora_tiles_.data(), lora_n_tiles_[0], lora_all_);
+  put(last, R, lora_rows_.data() + T, lora_tiles_.data() + lora_max_tiles(T, cap), lora_n_tiles_[1], lora_last_);
+}
+
+void CudaDecoder::lora_begin(const LoraAt* at, const void* x, const float* norm_w, int64_t ldx, int64_t in) {
+  lora_pending_ = false;
+  if (at == nullptr || !lora_step_) return;
+  const int32_t rank = lora_.rank_bound(at->layer, at->target);
+  if (rank == 0) return;  // no adapter loaded touches this projection
+  lora_pending_ = true;
+  lora_in_ = in;
+  lora_norm_ = norm_w != nullptr;
+  const LoraRowsDev& rows = at->logit_rows ? lora_last_ : lora_all_;
+  const LoraTargetDesc* table = lora_.column(at->layer, at->target);
+  if (!lora_fork_on_) {
+    lora_shrink(rows, table, lora_.slot_stride(), rank, x, norm_w, ldx, in, dt_, lora_scratch_, true, stream_);
+    return;
+  }
+  // Forked: everything enqueued on the main stream so far (x, and the previous expand's reads of the scratch) is
+  // done before the shrink starts; the product enqueued next runs beside it. (In a graph capture the events make
+  // the fork and join edges.)
+  check_cuda(cudaEventRecord(lora_fork_, stream_), "cudaEventRecord");
+  check_cuda(cudaStreamWaitEvent(lora_stream_, lora_fork_, 0), "cudaStreamWaitEvent");
+  lora_shrink(rows, table, lora_.slot_stride(), rank, x, norm_w, ldx, in, dt_, lora_scratch_, false, lora_stream_);
+  check_cuda(cudaEventRecord(lora_join_, lora_stream_), "cudaEventRecord");
+}
+
+void CudaDecoder::lora_end(const LoraAt* at, void* y, bool y_f32, int64_t ldy, int64_t n) {
+  if (at == nullptr || !lora_pending_) return;
+  lora_pending_ = false;
+  const LoraRowsDev& rows = at->logit_rows ? lora_last_ : lora_all_;
+  const LoraTargetDesc* table = lora_.column(at->layer, at->target);
+  if (lora_fork_on_) check_cuda(cudaStreamWaitEvent(stream_, lora_join_, 0), "cudaStreamWaitEvent");
+  // Programmatic launch also after the join: the expand may start beside the product's tail (reading its
+  // descriptors and B), and its wait returns once every kernel it depends on, the shrink's too, completed.
+  lora_expand(rows, table, lora_.slot_stride(), lora_scratch_, lora_in_, lora_norm_, config_.norm_eps, n, y, y_f32,
+              ldy, dt_, true, stream_);
+}
+
+}  // namespace engine::cuda

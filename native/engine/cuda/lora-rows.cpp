@@ -1,0 +1,29 @@
+#include "cuda/lora-rows.h"
+
+#include <cstddef>
+#include <vector>
+
+namespace engine::cuda {
+
+int32_t group_lora_rows(const int32_t* row_slot, int64_t n, int32_t num_slots, int32_t* rows_out, LoraTile* tiles_out,
+                        int64_t* n_rows) {
+  // Counting sort by slot: each slot's rows land consecutively, in row order.
+  std::vector<int64_t> first(static_cast<size_t>(num_slots) + 1, 0);
+  for (int64_t i = 0; i < n; ++i)
+    if (row_slot[i] >= 0) ++first[static_cast<size_t>(row_slot[i]) + 1];
+  for (int32_t s = 0; s < num_slots; ++s) first[s + 1] += first[s];
+  const int64_t total = first[num_slots];
+  std::vector<int64_t> at(first.begin(), first.end() - 1);
+  for (int64_t i = 0; i < n; ++i)
+    if (row_slot[i] >= 0) rows_out[at[row_slot[i]]++] = static_cast<int32_t>(i);
+  int32_t tiles = 0;
+  for (int32_t s = 0; s < num_slots; ++s)
+    for (int64_t b = first[s]; b < first[s + 1]; b += kLoraTileRows) {
+      const int64_t count = first[s + 1] - b < kLoraTileRows ? first[s + 1] - b : kLoraTileRows;
+      tiles_out[tiles++] = LoraTile{s, static_cast<int32_t>(b), static_cast<int32_t>(count)};
+    }
+  *n_rows = total;
+  return tiles;
+}
+
+}  // namespace engine::cuda
