@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "lora-test-util.h"
 #include "executor/executor.h"
 #include "lora/lora-adapter.h"
 #include "model/dummy-value.h"
@@ -123,24 +124,12 @@ inline engine::LoraAdapter dummy_lora_adapter(const engine::ModelConfig& c, int3
                                               const std::vector<engine::LoraModule>& modules,
                                               const std::vector<int32_t>& layers, uint64_t seed, float a_scale,
                                               float b_scale) {
-  engine::LoraAdapter ad;
-  for (int32_t l : layers)
-    for (engine::LoraModule m : modules) {
-      const engine::LoraModuleDims d = engine::lora_module_dims(c, m);
-      engine::LoraWeight w;
-      w.layer = l;
-      w.module = m;
-      w.rank = rank;
-      w.in = d.in;
-      w.out = d.out;
-      const uint32_t tensor = static_cast<uint32_t>(l * 16 + static_cast<int32_t>(m)) * 2;
-      w.a.resize(static_cast<size_t>(rank * d.in));
-      w.b.resize(static_cast<size_t>(d.out * rank));
-      for (size_t i = 0; i < w.a.size(); ++i) w.a[i] = engine::dummy_value(seed, tensor, i, a_scale);
-      for (size_t i = 0; i < w.b.size(); ++i) w.b[i] = engine::dummy_value(seed, tensor + 1, i, b_scale);
-      ad.weights.push_back(std::move(w));
-    }
-  return ad;
+  return test::lora_adapter_of(c, modules, layers, rank,
+                               [&](int32_t l, engine::LoraModule m, bool is_b, std::vector<float>& v) {
+                                 const uint32_t tensor = static_cast<uint32_t>(l * 16 + static_cast<int32_t>(m)) * 2;
+                                 for (size_t i = 0; i < v.size(); ++i)
+                                   v[i] = engine::dummy_value(seed, tensor + (is_b ? 1 : 0), i, is_b ? b_scale : a_scale);
+                               });
 }
 
 struct OfflineResult {

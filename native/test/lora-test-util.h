@@ -8,14 +8,11 @@
 
 namespace test {
 
-// Rank r on `modules` of `layers`; values large enough to change a tiny model's greedy outputs.
-inline std::shared_ptr<const engine::LoraAdapter> random_adapter(const engine::ModelConfig& c,
-                                                                 std::vector<engine::LoraModule> modules,
-                                                                 std::vector<int32_t> layers, int32_t r,
-                                                                 uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> ua(-0.1f, 0.1f), ub(-0.2f, 0.2f);
-  auto a = std::make_shared<engine::LoraAdapter>();
+// Rank r on `modules` of `layers` of the model's shapes, A and B filled by fill(layer, module, is_b, values).
+template <typename Fill>
+engine::LoraAdapter lora_adapter_of(const engine::ModelConfig& c, const std::vector<engine::LoraModule>& modules,
+                                    const std::vector<int32_t>& layers, int32_t r, Fill fill) {
+  engine::LoraAdapter a;
   for (int32_t l : layers) {
     for (engine::LoraModule m : modules) {
       const engine::LoraModuleDims d = engine::lora_module_dims(c, m);
@@ -27,12 +24,25 @@ inline std::shared_ptr<const engine::LoraAdapter> random_adapter(const engine::M
       w.out = d.out;
       w.a.resize(static_cast<size_t>(r * d.in));
       w.b.resize(static_cast<size_t>(d.out * r));
-      for (float& v : w.a) v = ua(rng);
-      for (float& v : w.b) v = ub(rng);
-      a->weights.push_back(std::move(w));
+      fill(l, m, false, w.a);
+      fill(l, m, true, w.b);
+      a.weights.push_back(std::move(w));
     }
   }
   return a;
+}
+
+// Uniform random values from a seed, large enough to change a tiny model's greedy outputs.
+inline std::shared_ptr<const engine::LoraAdapter> random_adapter(const engine::ModelConfig& c,
+                                                                 std::vector<engine::LoraModule> modules,
+                                                                 std::vector<int32_t> layers, int32_t r,
+                                                                 uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> ua(-0.1f, 0.1f), ub(-0.2f, 0.2f);
+  return std::make_shared<engine::LoraAdapter>(
+      lora_adapter_of(c, modules, layers, r, [&](int32_t, engine::LoraModule, bool is_b, std::vector<float>& v) {
+        for (float& x : v) x = is_b ? ub(rng) : ua(rng);
+      }));
 }
 
 inline const std::vector<engine::LoraModule>& all_lora_modules() {

@@ -7,7 +7,7 @@ import type { Test } from 'tap';
 
 import type { NativeRequest } from '../../worker/binding/addon-types.js';
 import { inferRequest, kserveClient, type Tensor, unary } from './kserve-grpc.js';
-import { localExecutor, postJson, startTestServer } from './serving.js';
+import { localExecutor, postJson, recordRequests, startTestServer } from './serving.js';
 
 export type Sent = { ok: boolean; message: string };
 export type Frontend = [name: string, send: (value: unknown) => Promise<Sent>];
@@ -18,12 +18,7 @@ const datatype = (v: unknown): Tensor['datatype'] => (typeof v === 'string' ? 'B
 export async function fieldFrontends(t: Test, field: string): Promise<{ seen: NativeRequest[]; frontends: Frontend[]; executor: ReturnType<typeof localExecutor> }> {
   const { base, server } = await startTestServer(t, { grpcPort: 0 });
   const executor = localExecutor(server);
-  const seen: NativeRequest[] = [];
-  const enqueue = executor.enqueue.bind(executor);
-  executor.enqueue = (request) => {
-    seen.push(request);
-    return enqueue(request);
-  };
+  const seen = recordRequests(executor);
   const grpc = kserveClient(t, `127.0.0.1:${server.grpcPort}`);
   const tensor = (v: unknown): Tensor[] => (v === undefined ? [] : [{ name: field, datatype: datatype(v), shape: [1, 1], data: [v] }]);
   const body = (v: unknown) => (v === undefined ? {} : { [field]: v });

@@ -1,5 +1,6 @@
 // Starts a real server (HTTP + metrics on ephemeral ports) on a fixture model for a test file, and small HTTP
 // helpers that read SSE streams and Prometheus text.
+import type { NativeRequest } from '../../worker/binding/addon-types.js';
 import { Executor } from '../../worker/executor/executor.js';
 import type { Logger } from '../../worker/log.js';
 import type { ServeOptions } from '../../worker/options/serve-options.js';
@@ -32,6 +33,19 @@ export function localExecutor(server: RunningServer): Executor {
   const executor = server.context.executor;
   if (!(executor instanceof Executor)) throw new Error('the test server does not run a local Executor');
   return executor;
+}
+
+/** Every request the executor is given from now on, in order (onEnqueue: told of each after it is queued). */
+export function recordRequests(executor: Executor, onEnqueue?: (request: NativeRequest) => void): NativeRequest[] {
+  const seen: NativeRequest[] = [];
+  const enqueue = executor.enqueue.bind(executor);
+  executor.enqueue = (request) => {
+    seen.push(request);
+    const id = enqueue(request);
+    onEnqueue?.(request);
+    return id;
+  };
+  return seen;
 }
 
 export async function postJson(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: any }> {

@@ -10,12 +10,11 @@ import { join } from 'node:path';
 
 import t, { type Test } from 'tap';
 
-import type { NativeRequest } from '../../../worker/binding/addon-types.js';
 import { packageRoot } from '../../../worker/common/package-root.js';
 import { loadTokenizer } from '../../../worker/tokenizer.js';
 import { fixtureDir } from '../../helpers/fixtures.js';
 import { startServingCluster } from '../../helpers/launched-cluster.js';
-import { localExecutor, postJson, startTestServer } from '../../helpers/serving.js';
+import { localExecutor, postJson, recordRequests, startTestServer } from '../../helpers/serving.js';
 
 const MODEL = fixtureDir('tiny-llama');
 const ROOT = join(packageRoot(), 'test', 'fixtures', 'lora', 'tiny-llama');
@@ -93,15 +92,9 @@ t.test('world size 1: the base and three adapters (and one sent as tensors) in o
   const all = await jobs(base);
   // Held at 0 iterations: every request is queued before any runs; the wrapper tells when the last one is.
   executor.holdIterations(0);
-  let queued = 0;
   let allQueued!: () => void;
   const everyoneIn = new Promise<void>((resolve) => { allQueued = resolve; });
-  const enqueue = executor.enqueue.bind(executor);
-  executor.enqueue = (request: NativeRequest) => {
-    const id = enqueue(request);
-    if (++queued === all.length) allQueued();
-    return id;
-  };
+  const seen = recordRequests(executor, () => { if (seen.length === all.length) allQueued(); });
   const running = all.map(async (job) => ({ job, got: await job.run() }));
   await everyoneIn;
   executor.holdIterations(-1);

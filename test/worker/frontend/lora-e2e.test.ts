@@ -12,13 +12,12 @@ import { type ServiceError, status } from '@grpc/grpc-js';
 import { execa } from 'execa';
 import t from 'tap';
 
-import type { NativeRequest } from '../../../worker/binding/addon-types.js';
 import { packageRoot } from '../../../worker/common/package-root.js';
 import { startServer } from '../../../worker/serve.js';
 import { fixtureDir } from '../../helpers/fixtures.js';
 import { kserveClient, unary } from '../../helpers/kserve-grpc.js';
 import { type TinyAdapter, writeTinyLlamaAdapter } from '../../helpers/lora-adapter.js';
-import { localExecutor, postJson, startTestServer } from '../../helpers/serving.js';
+import { localExecutor, postJson, recordRequests, startTestServer } from '../../helpers/serving.js';
 import { tempDir } from '../../helpers/temp-dir.js';
 
 const MODEL = fixtureDir('tiny-llama');
@@ -32,12 +31,7 @@ const { base, server } = await startTestServer(t, {
   model: MODEL, grpcPort: 0, loraModules: [`strong=${strong.dir}`, `zero=${zero.dir}`], maxBodyBytes: 8 * 1024 * 1024,
 });
 const executor = localExecutor(server);
-const seen: NativeRequest[] = [];
-const enqueue = executor.enqueue.bind(executor);
-executor.enqueue = (request) => {
-  seen.push(request);
-  return enqueue(request);
-};
+const seen = recordRequests(executor);
 const grpc = kserveClient(t, `127.0.0.1:${server.grpcPort}`);
 
 const tensor = (name: string, datatype: string, shape: number[], data: unknown[]) => ({ name, datatype, shape, data });
