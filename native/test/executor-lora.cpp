@@ -3,6 +3,7 @@
 // slot reloads, the host cache's eviction, task ids without weights, prefix reuse under adapters, and the refusals.
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -283,6 +284,22 @@ TEST_MAIN({
     wrong->weights[0].layer = 7;
     CHECK_THROWS(e->enqueue(request(kPrompts[0], 4, wrong)), "layer 7");
     CHECK(e->num_active_requests() == 0);
+    // A preloaded adapter whose config disagrees with its tensors stops the startup, naming it and the numbers.
+    const std::string bad = test::make_temp_dir("lora-bad");
+    const std::string alpha_dir = check::repo_root + "/test/fixtures/lora/tiny-llama/alpha";
+    std::filesystem::copy_file(alpha_dir + "/adapter_model.safetensors", bad + "/adapter_model.safetensors");
+    {
+      std::ifstream in(alpha_dir + "/adapter_config.json");
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const size_t at = text.find("\"r\": 8");
+      CHECK(at != std::string::npos);
+      if (at != std::string::npos) text.replace(at, 6, "\"r\": 4");
+      std::ofstream(bad + "/adapter_config.json") << text;
+    }
+    ExecutorConfig preload_bad = lora_config();
+    preload_bad.lora.preloaded = {{1, check::repo_root + "/test/fixtures/lora/tiny-llama/beta"}, {2, bad}};
+    CHECK_THROWS(make_executor(base, preload_bad), "preloaded as task id 2 (--lora-modules)");
+    CHECK_THROWS(make_executor(base, preload_bad), "gives it r 4");
     ExecutorConfig off = lora_config();
     off.lora.enabled = false;
     auto plain = make_executor(base, off);

@@ -10,7 +10,14 @@ LoraCache::LoraCache(int64_t host_memory_bytes, std::vector<std::pair<uint64_t, 
                      ReadDir read_dir)
     : budget_(host_memory_bytes), preloaded_(preloaded.begin(), preloaded.end()), read_dir_(std::move(read_dir)) {
   for (const auto& [task, dir] : preloaded) {
-    auto adapter = std::make_shared<const LoraAdapter>(read_dir_(dir));
+    std::shared_ptr<const LoraAdapter> adapter;
+    try {
+      adapter = std::make_shared<const LoraAdapter>(read_dir_(dir));
+    } catch (const EngineError& e) {
+      // Which of the --lora-modules adapters (the task ids are 1, 2, ... in their order, logged at startup).
+      throw EngineError(e.code(), "the LoRA adapter preloaded as task id " + std::to_string(task) + " (--lora-modules): " +
+                                      e.what());
+    }
     std::lock_guard<std::mutex> lock(mu_);
     put_locked(task, std::move(adapter));
   }
