@@ -75,7 +75,26 @@ void trace(const Grid& g, const char* label, const char* stage) {
   if (on) std::fprintf(stderr, "[rank %d] %s: %s\n", g.world.rank(), label, stage);
 }
 
-void compare(const Grid& g, const std::string& dir, const std::string& format, const char* label, int32_t ep = 1) {
+// LoRA (issue 29): two adapters in slots 0 and 1 of the model, every chunk of a step on one of them (the first on
+// slot 0, the second on slot 1), so each rank applies its slice (lora-local.h) beside its projections.
+std::vector<LoraAdapter> lora_pair(const ModelConfig& c) {
+  std::vector<int32_t> layers;
+  for (int32_t l = 0; l < c.num_layers; ++l) layers.push_back(l);
+  std::vector<LoraAdapter> ads;
+  ads.push_back(cudatest::dummy_lora_adapter(c, 16, test::all_lora_modules(), layers, 202, 1.0f / 32, 1.0f / 8));
+  ads.push_back(cudatest::dummy_lora_adapter(c, 8, {LoraModule::attn_qkv, LoraModule::mlp_4h_to_h}, {0}, 303,
+                                             1.0f / 32, 1.0f / 4));
+  return ads;
+}
+
+void with_lora(Model& m, std::vector<SequenceChunk> chunks, ForwardOutput& o, bool lora) {
+  if (lora)
+    for (size_t i = 0; i < chunks.size(); ++i) chunks[i].lora_slot = static_cast<int32_t>(i % 2);
+  m.forward(chunks, o);
+}
+
+void compare(const Grid& g, const std::string& dir, const std::string& format, const char* label, int32_t ep = 1,
+             bool lora = false) {
   const bool leader = g.world.rank() == 0;
   trace(g, label, "start");
   std::vector<std::vector<float>> ref;
@@ -89,9 +108,14 @@ void compare(const Grid& g, const std::string& dir, const std::string& format, c
   if (leader) {  // the single-GPU model first, on the leader's GPU
     auto single = load_model(dir, cudatest::options(Device::cuda, format));
     single->allocate_kv(nb, tpb);
+    if (lora) {
+      const auto ads = lora_pair(single->config());
+      for (size_t i = 0; i < ads.size(); ++i) single->load_lora(static_cast<int32_t>(i), ads[i]);
+    }
     for (int step = 0; step < 2; ++step) {
       ForwardOutput o;
-      single->forward(batch_for(single->config().vocab_size, single->config().max_position_embeddings, step, ta, tb), o);
+      with_lora(*single, batch_for(single->config().vocab_size, single->config().max_position_embeddings, step, ta, tb),
+                o, lora);
       ref.push_back(o.logits);
     }
     SequenceChunk c{{5}, std::min(300, single->config().max_position_embeddings - 8) + 1, ta, false};
@@ -103,10 +127,15 @@ void compare(const Grid& g, const std::string& dir, const std::string& format, c
   trace(g, label, "collective load");
   auto model = load_model_collective(dir, grid_options(g, format, ep));
   model->allocate_kv(nb, tpb);
+  if (lora) {
+    const auto ads = lora_pair(model->config());
+    for (size_t i = 0; i < ads.size(); ++i) model->load_lora(static_cast<int32_t>(i), ads[i]);
+  }
   for (int step = 0; step < 2; ++step) {
     trace(g, label, step == 0 ? "forward step 0" : "forward step 1");
     ForwardOutput o;
-    model->forward(batch_for(model->config().vocab_size, model->config().max_position_embeddings, step, ta, tb), o);
+    with_lora(*model, batch_for(model->config().vocab_size, model->config().max_position_embeddings, step, ta, tb), o,
+              lora);
     if (leader) {
       const double e = o.logits.size() == ref[step].size() ? rel_err(o.logits.data(), ref[step].data(), o.logits.size()) : 1;
       double norm = 0;
@@ -322,6 +351,7 @@ int main(int argc, char** argv) {
       "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 1001, "max_position_embeddings": 2048,
       "tie_word_embeddings": false, "mlp_bias": true, "attention_bias": true})");
     compare(g, dir, "dummy", "llama-gqa-bias");
+    compare(g, dir, "dummy", "llama-gqa-bias + 2 LoRA adapters", 1, true);
     // Mixture-of-experts shapes (issue 25), each expert's columns split over tp (moe_tp = tp) and, with ep = tp,
     // whole experts spread over the ranks. Every token takes every expert (top k = all, as cuda-model's): the split
     // changes bf16 summation order, and a near-tied dummy router must not turn that into another expert.
