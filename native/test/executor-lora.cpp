@@ -24,17 +24,12 @@ using namespace engine;
 
 namespace {
 
-const char* tensor_of(LoraModule m) {
-  switch (m) {
-    case LoraModule::attn_q: return "self_attn.q_proj";
-    case LoraModule::attn_k: return "self_attn.k_proj";
-    case LoraModule::attn_v: return "self_attn.v_proj";
-    case LoraModule::attn_dense: return "self_attn.o_proj";
-    case LoraModule::mlp_h_to_4h: return "mlp.gate_proj";
-    case LoraModule::mlp_gate: return "mlp.up_proj";
-    case LoraModule::mlp_4h_to_h: return "mlp.down_proj";
-    default: return "";
-  }
+// The checkpoint tensor a module adapts: model.layers.<l>.self_attn.q_proj.weight, ... .mlp.down_proj.weight.
+std::string tensor_of(int32_t layer, LoraModule m) {
+  const bool attention = m == LoraModule::attn_q || m == LoraModule::attn_k || m == LoraModule::attn_v ||
+                         m == LoraModule::attn_dense;
+  return "model.layers." + std::to_string(layer) + (attention ? ".self_attn." : ".mlp.") + lora_module_hf_name(m) +
+         ".weight";
 }
 
 // The base checkpoint with every adapted weight replaced by W + B·A, in a directory of its own.
@@ -51,7 +46,7 @@ std::string write_merged(const std::string& base, const LoraAdapter& adapter) {
     std::vector<float> v(static_cast<size_t>(t.numel()));
     std::memcpy(v.data(), t.data, t.nbytes);
     for (const LoraWeight& w : adapter.weights) {
-      if (t.name != "model.layers." + std::to_string(w.layer) + "." + tensor_of(w.module) + ".weight") continue;
+      if (t.name != tensor_of(w.layer, w.module)) continue;
       for (int64_t o = 0; o < w.out; ++o)
         for (int64_t i = 0; i < w.in; ++i) {
           double s = 0;

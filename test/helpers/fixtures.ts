@@ -40,24 +40,33 @@ export function referenceCases(model: string): ReferenceCase[] {
   return json.cases;
 }
 
-/** Reads the f32 tensors of a .safetensors file (enough of the format for our reference files). */
-export function readSafetensorsF32(path: string): Map<string, { shape: number[]; data: Float32Array }> {
+/** Reads the F32 and I32 tensors of a .safetensors file (enough of the format for our reference files). */
+export function readSafetensors(path: string): Map<string, { shape: number[]; data: Float32Array | Int32Array }> {
   const buf = readFileSync(path);
   const headerLen = Number(buf.readBigUInt64LE(0));
   const header = JSON.parse(buf.subarray(8, 8 + headerLen).toString('utf8')) as Record<string, {
     dtype: string; shape: number[]; data_offsets: [number, number];
   }>;
-  const out = new Map<string, { shape: number[]; data: Float32Array }>();
+  const out = new Map<string, { shape: number[]; data: Float32Array | Int32Array }>();
   for (const [name, t] of Object.entries(header)) {
     if (name === '__metadata__') continue;
-    if (t.dtype !== 'F32') throw new Error(`${name}: expected F32, got ${t.dtype}`);
+    if (t.dtype !== 'F32' && t.dtype !== 'I32') throw new Error(`${name}: expected F32 or I32, got ${t.dtype}`);
     const start = 8 + headerLen + t.data_offsets[0];
     const bytes = buf.subarray(start, 8 + headerLen + t.data_offsets[1]);
-    const data = new Float32Array(bytes.byteLength / 4);
-    for (let i = 0; i < data.length; i += 1) data[i] = bytes.readFloatLE(i * 4);
+    const data = t.dtype === 'F32' ? new Float32Array(bytes.byteLength / 4) : new Int32Array(bytes.byteLength / 4);
+    for (let i = 0; i < data.length; i += 1) data[i] = t.dtype === 'F32' ? bytes.readFloatLE(i * 4) : bytes.readInt32LE(i * 4);
     out.set(name, { shape: t.shape, data });
   }
   return out;
+}
+
+/** Reads the f32 tensors of a .safetensors file (any other dtype is an error). */
+export function readSafetensorsF32(path: string): Map<string, { shape: number[]; data: Float32Array }> {
+  const out = readSafetensors(path);
+  for (const [name, t] of out) {
+    if (!(t.data instanceof Float32Array)) throw new Error(`${name}: expected F32, got I32`);
+  }
+  return out as Map<string, { shape: number[]; data: Float32Array }>;
 }
 
 export function contextLogitsReference(model: string, caseIndex: number): Float32Array {

@@ -12,7 +12,7 @@ import t, { type Test } from 'tap';
 
 import { packageRoot } from '../../../worker/common/package-root.js';
 import { loadTokenizer } from '../../../worker/tokenizer.js';
-import { fixtureDir } from '../../helpers/fixtures.js';
+import { fixtureDir, readSafetensors } from '../../helpers/fixtures.js';
 import { startServingCluster } from '../../helpers/launched-cluster.js';
 import { localExecutor, postJson, recordRequests, startTestServer } from '../../helpers/serving.js';
 
@@ -28,22 +28,14 @@ const ref = JSON.parse(readFileSync(join(ROOT, 'reference.json'), 'utf8')) as {
 
 // beta's TensorRT-LLM tensors (lora_weights f32 [1, rows, cols], lora_config int32 [1, rows, 3]) from the fixture.
 function betaTensors(): { name: string; datatype: string; shape: number[]; data: number[] }[] {
-  const buf = readFileSync(join(ROOT, 'beta', 'trtllm-tensors.safetensors'));
-  const headerLen = Number(buf.readBigUInt64LE(0));
-  const header = JSON.parse(buf.subarray(8, 8 + headerLen).toString('utf8')) as Record<string, { dtype: string; shape: number[]; data_offsets: [number, number] }>;
-  const read = (name: string) => {
-    const h = header[name];
-    if (!h) throw new Error(`${name} is not in beta/trtllm-tensors.safetensors`);
-    const bytes = buf.subarray(8 + headerLen + h.data_offsets[0], 8 + headerLen + h.data_offsets[1]);
-    const copy = Uint8Array.from(bytes).buffer;
-    return { shape: h.shape, data: Array.from(h.dtype === 'F32' ? new Float32Array(copy) : new Int32Array(copy)) };
-  };
-  const w = read('lora_weights');
-  const c = read('lora_config');
-  return [{ name: 'lora_weights', datatype: 'FP32', ...w }, { name: 'lora_config', datatype: 'INT32', ...c }];
+  const tensors = readSafetensors(join(ROOT, 'beta', 'trtllm-tensors.safetensors'));
+  return [['lora_weights', 'FP32'], ['lora_config', 'INT32']].map(([name, datatype]) => {
+    const t = tensors.get(name!);
+    if (!t) throw new Error(`${name} is not in beta/trtllm-tensors.safetensors`);
+    return { name: name!, datatype: datatype!, shape: t.shape, data: Array.from(t.data) };
+  });
 }
 
-// want: token ids (KServe) or the text they decode to (OpenAI answers in text).
 interface Job { label: string; want: number[] | string; run: () => Promise<number[] | string> }
 
 // Every case of the base and of each adapter, by KServe (task id) and by OpenAI (model name), and beta's cases
