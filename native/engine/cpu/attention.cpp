@@ -29,6 +29,21 @@ const float* load_row(const PagedKv& pool, const void* base, int64_t at, float s
   return buf;
 }
 
+// The dot product and the weighted add of a K / V row, out of line: the compiler then cannot specialize them for
+// one storage (vectorized or contracted differently), so attention over an e4m3 pool and over a float pool holding
+// the same values gives the same bits (kv-fp8 checks it).
+[[gnu::noinline]] float row_dot(const float* q, const float* k, int32_t n) {
+  float dot = 0;
+#pragma omp simd reduction(+ : dot)
+  for (int32_t d = 0; d < n; ++d) dot += q[d] * k[d];
+  return dot;
+}
+
+[[gnu::noinline]] void row_axpy(float w, const float* v, float* o, int32_t n) {
+#pragma omp simd
+  for (int32_t d = 0; d < n; ++d) o[d] += w * v[d];
+}
+
 }  // namespace
 
 void write_kv(const PagedKv& pool, const std::vector<AttentionChunk>& chunks, const float* k_rows,
@@ -88,10 +103,7 @@ void paged_attention(const PagedKv& pool, const std::vector<AttentionChunk>& chu
         const int32_t j0 = std::max(0, lo - p0), n = std::min(tpb, ctx - p0);
         for (int32_t j = j0; j < n; ++j) {
           const float* kj = load_row(pool, pool.k, kb + static_cast<int64_t>(j) * hd, pool.k_scale, row_buf.data());
-          float dot = 0;
-#pragma omp simd reduction(+ : dot)
-          for (int32_t d = 0; d < hd; ++d) dot += qh[d] * kj[d];
-          dot *= scale;
+          float dot = row_dot(qh, kj, hd) * scale;
           if (cap > 0) dot = cap * std::tanh(dot / cap);
           s[p0 + j - lo] = dot;
           max_s = dot > max_s ? dot : max_s;
@@ -111,8 +123,7 @@ void paged_attention(const PagedKv& pool, const std::vector<AttentionChunk>& chu
         for (int32_t j = j0; j < n; ++j) {
           const float w = s[p0 + j - lo] * inv;
           const float* vj = load_row(pool, pool.v, vb + static_cast<int64_t>(j) * hd, pool.v_scale, row_buf.data());
-#pragma omp simd
-          for (int32_t d = 0; d < hd; ++d) o[d] += w * vj[d];
+          row_axpy(w, vj, o, hd);
         }
       }
     }
