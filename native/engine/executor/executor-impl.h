@@ -85,6 +85,7 @@ struct Executor::Impl {
   // Speculation by draft model (null: none): the model that guesses, on this rank alone, and what it holds (weights,
   // activations and its KV pool).
   std::unique_ptr<Model> draft_model;
+  int32_t medusa_heads = 0;  // the model's Medusa heads (Model::medusa_heads): they guess when > 0
   int64_t draft_bytes = 0;
   int32_t micro_batches = 1;   // pipelined pp: micro-batches kept in flight (config.pp_micro_batches resolved)
   // LoRA (executor-lora.cpp; null unless config.lora.enabled): the host cache of adapters by task id (any thread:
@@ -207,6 +208,8 @@ struct Executor::Impl {
   };
   std::vector<std::vector<int32_t>> draft_model_guesses(const IterationBatch& b, const std::vector<DraftAsk>& asks);
   void release_draft(Sequence& s);  // its draft blocks back to the pool; the draft starts over
+  // The Medusa heads' guesses from logits row `row` of `fo`, kept for the token that row drew (just emitted).
+  void keep_head_guesses(Sequence& s, const ForwardOutput& fo, size_t row);
   void verify_drafts(Sequence& s, const IterationBatch& batch, size_t i, const ForwardOutput& fo, double t_tok,
                      std::vector<Response>& out);
   int64_t accepted_drafts = 0;  // this iteration's guesses the model agreed with (iteration stats)

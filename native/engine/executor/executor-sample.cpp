@@ -207,6 +207,7 @@ void Executor::Impl::advance_sequence(Sequence& s, const IterationBatch& batch, 
     }
   }
   emit_token(s, tok, logits, t_tok, out, on_device && !redrawn ? guided_accepted[i] : -1);
+  if (!on_device) keep_head_guesses(s, fo, row);
 }
 
 SamplingContext Executor::Impl::sampling_context(const Sequence& s) const {

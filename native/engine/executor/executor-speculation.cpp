@@ -51,7 +51,8 @@ void Executor::Impl::add_drafts(IterationBatch& b) {
     for (const Sequence* s : b.seqs) decoding += s->state == SequenceState::generation ? 1 : 0;
     if (decoding > config.speculation_max_batch) return;
   }
-  const int32_t default_room = draft_model ? config.draft_model_tokens : spec.max_draft_tokens;
+  const int32_t default_room =
+      draft_model || medusa_heads > 0 ? config.draft_model_tokens : spec.max_draft_tokens;
   // Guesses take what the iteration's token budget and the free blocks leave after the planned work.
   int64_t budget = scheduler_config.max_num_tokens;
   for (const SequenceChunk& c : b.chunks) budget -= static_cast<int64_t>(c.tokens.size());
@@ -67,11 +68,19 @@ void Executor::Impl::add_drafts(IterationBatch& b) {
     const int32_t asked = s.request.num_draft_tokens >= 0 ? s.request.num_draft_tokens : default_room;
     int64_t room = std::min<int64_t>({asked, budget,
                                       static_cast<int64_t>(s.request.max_tokens) - s.num_generated() - 1});
+    if (medusa_heads > 0) {  // as many guesses as heads, made by the pass that drew the last token
+      if (s.head_guesses_for != s.num_tokens()) continue;
+      room = std::min<int64_t>(room, static_cast<int64_t>(s.head_guesses.size()));
+    }
     const bool rows_to_host = !rows_on_device(c) && host_bytes_left != INT64_MAX;
     if (rows_to_host) room = std::min(room, host_bytes_left / row_bytes - 1);
     if (room <= 0) continue;
     if (rows_to_host) host_bytes_left -= (room + 1) * row_bytes;
     if (draft_model) {
+      asks.push_back({i, static_cast<int32_t>(room)});
+      budget -= room;
+    } else if (medusa_heads > 0) {
+      guesses.emplace_back(s.head_guesses.begin(), s.head_guesses.begin() + room);
       asks.push_back({i, static_cast<int32_t>(room)});
       budget -= room;
     } else {
@@ -118,7 +127,8 @@ void Executor::Impl::verify_drafts(Sequence& s, const IterationBatch& batch, siz
   const bool on_device = fo.first_row[i] < 0;  // each row drawn by the device
   // Row j follows the input token and the first j guesses; its draw is the plain step's. Inputs up to it hold
   // valid K/V when every guess before it was the model's own choice.
-  for (int32_t j = 0;; ++j) {
+  int32_t j = 0;
+  for (;; ++j) {
     const float* row = on_device ? nullptr : fo.logits.data() + (first + static_cast<size_t>(j)) * V;
     SampledToken tok;
     if (on_device) {
@@ -133,9 +143,18 @@ void Executor::Impl::verify_drafts(Sequence& s, const IterationBatch& batch, siz
     if (s.is_finished() || !agrees) break;
     ++accepted_drafts;
   }
+  if (!on_device) keep_head_guesses(s, fo, first + static_cast<size_t>(j));  // the row that drew the last token
   if (!s.is_finished()) kv.commit_full_blocks(s.block_table, s.tokens, s.num_computed, kv_block_root(s.lora.key));  // prefix reuse
   // The draft model's K/V holds for the guesses that were kept; past them it is written again before it is read.
   s.draft_computed = std::min(s.draft_computed, s.num_computed);
+}
+
+void Executor::Impl::keep_head_guesses(Sequence& s, const ForwardOutput& fo, size_t row) {
+  if (fo.num_heads <= 0 || s.is_finished()) return;
+  const auto k = static_cast<size_t>(fo.num_heads);
+  s.head_guesses.assign(fo.head_guesses.begin() + static_cast<std::ptrdiff_t>(row * k),
+                        fo.head_guesses.begin() + static_cast<std::ptrdiff_t>((row + 1) * k));
+  s.head_guesses_for = s.num_tokens();
 }
 
 }  // namespace engine

@@ -82,6 +82,10 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config, s
     require_config(!m.draft_model->on_device() || m.model->on_device(),
                    "the draft model is on the GPU but the model is not; load both on one device");
   }
+  m.medusa_heads = m.model->medusa_heads();
+  require_config(m.medusa_heads == 0 || (!m.draft_model && c.ngram_speculation.max_draft_tokens == 0),
+                 "the model has Medusa heads, and a draft model or prompt lookup (ngram_speculation) is set too; "
+                 "one drafter guesses at a time");
   require_config(c.max_attention_window >= 0, "max_attention_window must be >= 0 (0: the model's own windows), got " +
                                                   std::to_string(c.max_attention_window));
   // Chunks end on block boundaries (scheduler.h): a budget under one block could never fit a chunk.

@@ -186,6 +186,24 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
   if (!out) throw EngineError(ErrorCode::internal, "failed writing " + path);
 }
 
+std::vector<float> tensor_as_f32(const TensorInfo& t, const std::string& file, const std::string& what) {
+  const size_t n = static_cast<size_t>(t.numel());
+  std::vector<float> out(n);
+  if (t.dtype == DType::f32) {
+    std::memcpy(out.data(), t.data, n * sizeof(float));
+  } else if (t.dtype == DType::f16 || t.dtype == DType::bf16) {
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, t.data + 2 * i, 2);
+      out[i] = t.dtype == DType::f16 ? f16_to_f32(h) : bf16_to_f32(h);
+    }
+  } else {
+    throw EngineError(ErrorCode::bad_checkpoint,
+                      file + ": tensor '" + t.name + "' is " + t.dtype_name + "; " + what + " must be F32, F16 or BF16");
+  }
+  return out;
+}
+
 float f16_to_f32(uint16_t h) {
   uint32_t sign = (h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1F;

@@ -57,6 +57,9 @@ struct TensorToWrite {
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors);
 
 // Element conversions (exact for f16/bf16 -> f32; f32 -> f16/bf16 round to nearest even).
+// A F32 / F16 / BF16 tensor's values as floats (exact). Any other dtype is EngineError(bad_checkpoint):
+// "<file>: tensor '<name>' is <dtype>; <what> must be F32, F16 or BF16".
+std::vector<float> tensor_as_f32(const TensorInfo& t, const std::string& file, const std::string& what);
 float f16_to_f32(uint16_t h);
 float bf16_to_f32(uint16_t b);
 uint16_t f32_to_f16(float f);

@@ -198,24 +198,6 @@ std::vector<LoraModule> modules_of(const TensorName& t, const ModelConfig& confi
                                    config.architecture_name + " (supported: " + known + ")");
 }
 
-std::vector<float> to_f32(const TensorInfo& t, const std::string& file) {
-  const size_t n = static_cast<size_t>(t.numel());
-  std::vector<float> out(n);
-  if (t.dtype == DType::f32) {
-    std::memcpy(out.data(), t.data, n * sizeof(float));
-  } else if (t.dtype == DType::f16 || t.dtype == DType::bf16) {
-    for (size_t i = 0; i < n; ++i) {
-      uint16_t h;
-      std::memcpy(&h, t.data + 2 * i, 2);
-      out[i] = t.dtype == DType::f16 ? f16_to_f32(h) : bf16_to_f32(h);
-    }
-  } else {
-    fail(ErrorCode::bad_checkpoint,
-         file + ": tensor '" + t.name + "' is " + t.dtype_name + "; LoRA weights must be F32, F16 or BF16");
-  }
-  return out;
-}
-
 struct Pair {
   TensorName name;
   const TensorInfo* a = nullptr;
@@ -291,8 +273,8 @@ LoraAdapter load_peft_adapter(const std::string& dir, const ModelConfig& config,
                                             s(max_rank));
     const double scale = pc.rslora ? alpha / std::sqrt(static_cast<double>(r)) : alpha / static_cast<double>(r);
 
-    const std::vector<float> a = to_f32(ta, weights_path);  // [rank, in]
-    std::vector<float> b = to_f32(tb, weights_path);        // [out, rank]
+    const std::vector<float> a = tensor_as_f32(ta, weights_path, "LoRA weights");  // [rank, in]
+    std::vector<float> b = tensor_as_f32(tb, weights_path, "LoRA weights");        // [out, rank]
     for (float& v : b) v = static_cast<float>(static_cast<double>(v) * scale);
 
     if (modules.size() == 2 && out % 2 != 0)

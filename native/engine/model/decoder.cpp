@@ -159,6 +159,20 @@ void DecoderModel::load_lora(int32_t slot, const LoraAdapter& adapter) {
 
 void DecoderModel::unload_lora(int32_t slot) { lora_.unload(slot); }
 
+void DecoderModel::set_medusa_heads(std::shared_ptr<const MedusaHeads> heads) {
+  if (heads && pp_.size() > 1)
+    throw EngineError(ErrorCode::unsupported,
+                      "Medusa heads (" + heads->source + ") read the last stage's hidden states, and with pp " +
+                          std::to_string(pp_.size()) + " those stay on that stage: not supported yet; use tp instead");
+  if (heads && (heads->hidden != config_.hidden_size || heads->vocab != config_.vocab_size))
+    throw EngineError(ErrorCode::bad_checkpoint, "Medusa heads (" + heads->source + ") are for hidden_size " +
+                                                     std::to_string(heads->hidden) + " and vocab_size " +
+                                                     std::to_string(heads->vocab) + ", the model has " +
+                                                     std::to_string(config_.hidden_size) + " and " +
+                                                     std::to_string(config_.vocab_size));
+  medusa_ = std::move(heads);
+}
+
 const int32_t* DecoderModel::lora_row_slots(bool logit_rows_only) const {
   if (row_slot_.empty()) return nullptr;
   return logit_rows_only ? out_row_slot_.data() : row_slot_.data();
@@ -211,6 +225,9 @@ void DecoderModel::lm_head(const float* xn, int64_t rows, ForwardOutput& out) {
   const int64_t H = config_.hidden_size, V = config_.vocab_size;
   const float* head = w_.lm_head.empty() ? w_.embed.data() : w_.lm_head.data();
   out.logits.resize(static_cast<size_t>(rows * V));
+  out.num_heads = medusa_heads();
+  out.head_guesses.resize(static_cast<size_t>(rows * out.num_heads));
+  if (medusa_) medusa_guesses(*medusa_, xn, rows, out.head_guesses.data(), medusa_scratch_);
   if (tp_.size() == 1) {
     cpu::gemm_xwt(rows, V, H, xn, H, head, out.logits.data(), V, false);
     return;

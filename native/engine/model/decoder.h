@@ -117,6 +117,8 @@ class DecoderModel : public Model {
   bool supports_lora() const override { return true; }
   void load_lora(int32_t slot, const LoraAdapter& adapter) override;
   void unload_lora(int32_t slot) override;
+  void set_medusa_heads(std::shared_ptr<const MedusaHeads> heads) override;
+  int32_t medusa_heads() const override { return medusa_ ? medusa_->num_heads() : 0; }
 
  private:
   void validate(const std::vector<SequenceChunk>& chunks) const;
@@ -218,6 +220,10 @@ class DecoderModel : public Model {
   // when no chunk names a slot).
   CpuLoraSlots lora_;
   std::vector<int32_t> row_slot_, out_row_slot_;
+
+  // Medusa heads (the driving rank only) and their scratch.
+  std::shared_ptr<const MedusaHeads> medusa_;
+  std::vector<float> medusa_scratch_;
 };
 
 }  // namespace engine

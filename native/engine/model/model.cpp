@@ -14,4 +14,9 @@ void Model::load_lora(int32_t slot, const LoraAdapter&) {
 
 void Model::unload_lora(int32_t) {}
 
+void Model::set_medusa_heads(std::shared_ptr<const MedusaHeads> heads) {
+  throw EngineError(ErrorCode::unsupported, "Medusa heads (" + (heads ? heads->source : std::string("none")) +
+                                                "): this backend does not run them; use the CPU backend (--device cpu)");
+}
+
 }  // namespace engine

@@ -12,6 +12,7 @@
 
 #include "comm/comm.h"
 #include "lora/lora-adapter.h"
+#include "medusa/medusa-heads.h"
 #include "model/model-config.h"
 
 namespace engine {
@@ -95,6 +96,10 @@ struct ForwardOutput {
   std::vector<DeviceSample> row_samples;
   std::vector<int32_t> first_sample;
   int32_t vocab_size = 0;
+  // Medusa heads (Model::set_medusa_heads): for logits row r, head k's guess at head_guesses[r * num_heads + k];
+  // empty without heads (and on the ranks that return no logits).
+  std::vector<int32_t> head_guesses;
+  int32_t num_heads = 0;
 };
 
 // Communication of the last forward() on this rank (zero on a single rank). Seconds are wall time inside comm
@@ -177,6 +182,12 @@ class Model {
   virtual void load_lora(int32_t slot, const LoraAdapter& adapter);
   // Frees what the slot holds (nothing when empty).
   virtual void unload_lora(int32_t slot);
+
+  // Medusa heads (medusa/): run on every logits row this rank returns, their guesses in ForwardOutput::head_guesses.
+  // Called on the rank that drives the model only (the leader of a grid), before the first forward(); models and
+  // layouts that cannot run them throw unsupported, saying why.
+  virtual void set_medusa_heads(std::shared_ptr<const MedusaHeads> heads);
+  virtual int32_t medusa_heads() const { return 0; }  // how many heads guess (0: none)
 
  protected:
   // Runs the prep the executor set, at most once per forward() (a model that samples on its device calls it).

@@ -41,6 +41,9 @@ class LeaderModel : public Model {
   // The adapter goes to the followers whole; every rank keeps its own slice.
   void load_lora(int32_t slot, const LoraAdapter& adapter) override;
   void unload_lora(int32_t slot) override;
+  // The heads run where the logits are: on this rank alone, so followers hear nothing of them.
+  void set_medusa_heads(std::shared_ptr<const MedusaHeads> heads) override { inner_->set_medusa_heads(std::move(heads)); }
+  int32_t medusa_heads() const override { return inner_->medusa_heads(); }
   // The inner model's communication plus this forward's plan broadcast.
   ForwardCommStats last_comm_stats() const override;
   // Tells the followers to return and closes the leader channel; idempotent. Called by the executor's owner once the

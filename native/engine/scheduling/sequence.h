@@ -38,6 +38,10 @@ struct Sequence {
   // Speculation by draft model: positions [0, draft_computed) have K/V in the draft model's blocks draft_blocks.
   int32_t draft_computed = 0;
   BlockTable draft_blocks;
+  // Speculation by Medusa heads: their guesses for the tokens after the last one, from the row that drew it; they
+  // stand only while num_tokens() == head_guesses_for (a token dropped or added since makes them stale).
+  std::vector<int32_t> head_guesses;
+  int32_t head_guesses_for = -1;
   // max_attention_window_size for this sequence (the request's under the server's; 0: none), sent with each chunk,
   // and the window every layer stays within with it (model-config.h's kv_release_window; 0: some layer sees
   // everything, or beam search): blocks before it are released after each forward (kv-window.h).

@@ -1,0 +1,270 @@
+// Medusa heads (medusa/): read from the published layout (the fixture made by scripts/fixtures/make_medusa_heads.py,
+// and broken copies of it), their guesses against a float64 computation of the same heads, and speculation by them
+// through the executor on the CPU model: outputs equal the plain executor's token for token — greedy and seeded
+// sampled, streaming, stop words, max_tokens — and, with heads that guess exactly the token the model drew last,
+// the guesses kept are exactly the repeats of the plain output (a guess read from any other row would break that
+// count). Refusals: another drafter at once, heads of another shape, pp > 1 is the decoder's (not reachable here).
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+
+#include "check.h"
+#include "executor-test-util.h"
+#include "loading/safetensors.h"
+#include "medusa/medusa-checkpoint.h"
+#include "model/model.h"
+#include "temp-dir.h"
+
+using namespace engine;
+
+namespace {
+
+std::string model_dir() { return check::repo_root + "/test/fixtures/models/tiny-llama"; }
+std::string heads_dir() { return check::repo_root + "/test/fixtures/medusa/tiny-llama-heads"; }
+
+std::unique_ptr<Model> tiny_llama() {
+  LoadOptions o;
+  o.num_threads = 1;
+  return load_model(model_dir(), o);
+}
+
+// Head k's guess for hidden row x, in float64.
+int32_t reference_guess(const MedusaHead& head, const std::vector<float>& x0, int32_t H, int32_t V) {
+  std::vector<double> x(x0.begin(), x0.end());
+  for (const MedusaHead::Block& b : head.blocks) {
+    std::vector<double> t(static_cast<size_t>(H));
+    for (int32_t o = 0; o < H; ++o) {
+      double s = b.b[static_cast<size_t>(o)];
+      for (int32_t i = 0; i < H; ++i) s += double(b.w[static_cast<size_t>(o * H + i)]) * x[static_cast<size_t>(i)];
+      t[static_cast<size_t>(o)] = s;
+    }
+    for (int32_t o = 0; o < H; ++o) x[static_cast<size_t>(o)] += t[static_cast<size_t>(o)] / (1 + std::exp(-t[static_cast<size_t>(o)]));
+  }
+  int32_t best = 0;
+  double best_v = -1e300;
+  for (int32_t v = 0; v < V; ++v) {
+    double s = 0;
+    for (int32_t i = 0; i < H; ++i) s += double(head.out[static_cast<size_t>(v * H + i)]) * x[static_cast<size_t>(i)];
+    if (s > best_v) best_v = s, best = v;
+  }
+  return best;
+}
+
+// A copy of the fixture with config.json replaced (when given) and its tensors passed through `edit`.
+std::string broken_copy(const std::string& config_json,
+                        const std::function<void(std::vector<TensorToWrite>&)>& edit = nullptr) {
+  const std::string dir = test::make_temp_dir("medusa-broken");
+  std::ofstream(dir + "/config.json") << config_json;
+  SafetensorsFile f(heads_dir() + "/medusa_lm_head.safetensors");
+  std::vector<TensorToWrite> ts;
+  for (const TensorInfo& t : f.tensors()) ts.push_back({t.name, t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.nbytes)});
+  if (edit) edit(ts);
+  write_safetensors(dir + "/medusa_lm_head.safetensors", ts);
+  return dir;
+}
+
+ExecutorConfig config(int32_t tokens = 4) {
+  ExecutorConfig c;
+  c.max_batch_size = 8;
+  c.max_num_tokens = 512;
+  c.tokens_per_block = 4;
+  c.max_seq_len = 128;
+  c.draft_model_tokens = tokens;
+  return c;
+}
+
+struct Run {
+  std::vector<test::Outcome> outcomes;
+  int64_t drafted = 0, accepted = 0;
+};
+
+// Each request alone (so the iteration stats are one request's), with the heads given (none: plain decoding).
+Run run(std::shared_ptr<const MedusaHeads> heads, const std::vector<Request>& requests, int32_t tokens = 4) {
+  std::unique_ptr<Model> model = tiny_llama();
+  if (heads) model->set_medusa_heads(heads);
+  ExecutorConfig c = config(tokens);
+  c.iter_stats_max_iterations = 100000;
+  Executor e(std::move(model), c);
+  Run r;
+  for (const Request& req : requests) {
+    const RequestId id = e.enqueue(req);
+    std::map<RequestId, test::Outcome> out;
+    while (!out[id].is_final)
+      for (auto& resp : e.await_responses(std::chrono::milliseconds(100))) test::Harness::absorb(out, std::move(resp));
+    r.outcomes.push_back(out[id]);
+    CHECK_MSG(!out[id].has_error, "%s", out[id].error_message.c_str());
+  }
+  for (const auto& s : e.get_latest_iteration_stats()) {
+    r.drafted += s.spec_decoding_stats.num_draft_tokens;
+    r.accepted += s.spec_decoding_stats.num_accepted_tokens;
+  }
+  CHECK(e.kv_cache_stats().free_num_blocks == e.kv_cache_stats().max_num_blocks);
+  return r;
+}
+
+std::vector<Request> greedy_requests(int32_t max_tokens) {
+  std::vector<Request> out;
+  for (int32_t salt = 1; salt <= 4; ++salt) {
+    out.push_back(test::make_request(test::prompt_of(5 + 3 * salt, salt, 512), max_tokens, /*streaming=*/salt % 2 == 0));
+    out.back().output.exclude_input_from_output = true;  // (streamed outputs never hold the prompt)
+  }
+  return out;
+}
+
+// Heads that guess exactly what the model's LM head picks from the row they read: no blocks' effect (zero
+// weights), the model's own (tied) LM head as each head's projection.
+std::shared_ptr<const MedusaHeads> echo_heads(int32_t num_heads) {
+  SafetensorsFile f(model_dir() + "/model.safetensors");
+  const TensorInfo* embed = f.find("model.embed_tokens.weight");
+  auto m = std::make_shared<MedusaHeads>();
+  m->hidden = static_cast<int32_t>(embed->shape[1]);
+  m->vocab = static_cast<int32_t>(embed->shape[0]);
+  m->num_layers = 1;
+  m->source = "echo heads";
+  const size_t H = static_cast<size_t>(m->hidden);
+  for (int32_t k = 0; k < num_heads; ++k) {
+    MedusaHead& h = m->heads.emplace_back();
+    h.blocks.push_back({std::vector<float>(H * H, 0.0f), std::vector<float>(H, 0.0f)});
+    h.out = tensor_as_f32(*embed, f.path(), "embeddings");
+  }
+  return m;
+}
+
+// The guesses echo heads get kept, read off the plain output: after each drawn token x, `room` guesses of x are
+// checked, and kept while the tokens that follow are x again.
+int64_t echo_kept(const std::vector<int32_t>& out, int32_t max_tokens, int32_t per_step) {
+  int64_t kept = 0;
+  int32_t n = 1;  // tokens out so far (the prompt's pass draws the first, without guesses)
+  while (n < static_cast<int32_t>(out.size())) {
+    const int32_t room = std::min(per_step, max_tokens - n - 1);
+    const int32_t last = out[static_cast<size_t>(n - 1)];
+    int32_t a = 0;
+    while (a < room && out[static_cast<size_t>(n + a)] == last) ++a;
+    kept += a;
+    n += a + 1;
+  }
+  return kept;
+}
+
+}  // namespace
+
+TEST_MAIN({
+  const ModelConfig mc = load_model_config(model_dir());
+  // The fixture in the published layout: 3 heads of one block, F16.
+  const MedusaHeads fixture = load_medusa_heads(heads_dir(), mc);
+  CHECK(fixture.num_heads() == 3 && fixture.num_layers == 1 && fixture.hidden == 64 && fixture.vocab == 512);
+  CHECK(fixture.heads[2].blocks.size() == 1 && fixture.heads[2].out.size() == 512u * 64u);
+  // Guesses against float64 for random hidden rows.
+  {
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    const int64_t rows = 6;
+    std::vector<float> xn(static_cast<size_t>(rows * 64));
+    for (float& v : xn) v = normal(rng);
+    std::vector<int32_t> got(static_cast<size_t>(rows * 3));
+    std::vector<float> scratch;
+    medusa_guesses(fixture, xn.data(), rows, got.data(), scratch);
+    int same = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int32_t k = 0; k < 3; ++k) {
+        const std::vector<float> x(xn.begin() + r * 64, xn.begin() + (r + 1) * 64);
+        same += got[static_cast<size_t>(r * 3 + k)] == reference_guess(fixture.heads[static_cast<size_t>(k)], x, 64, 512);
+      }
+    CHECK_MSG(same == rows * 3, "%d of %lld guesses equal float64's", same, static_cast<long long>(rows * 3));
+  }
+  // Refusals, each naming what is wrong.
+  {
+    const std::string cfg = "{\"medusa_num_heads\": 3, \"medusa_num_layers\": 1}";
+    CHECK_THROWS(load_medusa_heads("/nonexistent/heads", mc), "/nonexistent/heads is not a directory");
+    const std::string pt = test::make_temp_dir("medusa-pt");
+    std::ofstream(pt + "/config.json") << cfg;
+    std::ofstream(pt + "/medusa_lm_head.pt") << "pickle";
+    CHECK_THROWS(load_medusa_heads(pt, mc), "has only medusa_lm_head.pt, a pickle");
+    CHECK_THROWS(load_medusa_heads(broken_copy("{\"medusa_num_layers\": 1}"), mc), "has no 'medusa_num_heads'");
+    CHECK_THROWS(load_medusa_heads(broken_copy("{\"medusa_num_heads\": 0}"), mc), "medusa_num_heads must be in [1, 64], got 0");
+    CHECK_THROWS(load_medusa_heads(broken_copy("[3]"), mc), "must hold a JSON object");
+    // More heads than the file has: the first missing one is named.
+    CHECK_THROWS(load_medusa_heads(broken_copy("{\"medusa_num_heads\": 4}"), mc), "has no tensor '3.0.linear.weight'");
+    // Two blocks a head where the file has one: block 1's weight is missing.
+    CHECK_THROWS(load_medusa_heads(broken_copy("{\"medusa_num_heads\": 1, \"medusa_num_layers\": 2}"), mc),
+                 "has no tensor '0.1.linear.weight'");
+    // Fewer heads than the file has: the first ones are taken, as Medusa's own loader does.
+    CHECK(load_medusa_heads(broken_copy("{\"medusa_num_heads\": 2}"), mc).num_heads() == 2);
+    // A prefixed layout reads the same.
+    const MedusaHeads prefixed = load_medusa_heads(broken_copy(cfg, [](std::vector<TensorToWrite>& ts) {
+      for (TensorToWrite& t : ts) t.name = "medusa_head." + t.name;
+    }), mc);
+    CHECK(prefixed.num_heads() == 3 && prefixed.heads[1].out == fixture.heads[1].out);
+    CHECK_THROWS(load_medusa_heads(broken_copy(cfg, [](std::vector<TensorToWrite>& ts) {
+      for (TensorToWrite& t : ts)
+        if (t.name == "1.1.weight") t.shape = {256, 128}, t.bytes.resize(256 * 128 * 2);
+    }), mc), "tensor '1.1.weight' is [256, 128] but a head's vocabulary projection of a model with hidden_size 64 and vocab_size 512 is [512, 64]");
+    // Heads made for another model: the model refuses them.
+    auto other = std::make_shared<MedusaHeads>(fixture);
+    other->vocab = 1000;
+    CHECK_THROWS(tiny_llama()->set_medusa_heads(other), "are for hidden_size 64 and vocab_size 1000, the model has 64 and 512");
+    // One drafter at a time.
+    std::unique_ptr<Model> m = tiny_llama();
+    m->set_medusa_heads(std::make_shared<MedusaHeads>(fixture));
+    ExecutorConfig c = config();
+    c.ngram_speculation.max_draft_tokens = 2;
+    CHECK_THROWS(Executor(std::move(m), c), "one drafter guesses at a time");
+  }
+  const auto heads = std::make_shared<const MedusaHeads>(fixture);
+  // Greedy: the plain tokens, with guesses checked, some kept (the fixture's heads start from the LM head).
+  for (int32_t max_tokens : {1, 2, 24}) {
+    const auto requests = greedy_requests(max_tokens);
+    const Run plain = run(nullptr, requests);
+    for (int32_t per_step : {1, 4}) {
+      const Run spec = run(heads, requests, per_step);
+      for (size_t i = 0; i < requests.size(); ++i)
+        CHECK_MSG(spec.outcomes[i].tokens == plain.outcomes[i].tokens && spec.outcomes[i].reason == plain.outcomes[i].reason,
+                  "max_tokens %d, %d a step, request %zu", max_tokens, per_step, i);
+      CHECK(plain.drafted == 0);
+      if (max_tokens == 24) {
+        // (4 a step asks for more than the 3 heads guess)
+        CHECK_MSG(spec.drafted > 0 && spec.accepted <= spec.drafted, "%lld guessed, %lld kept",
+                  static_cast<long long>(spec.drafted), static_cast<long long>(spec.accepted));
+      }
+      if (max_tokens <= 2) CHECK(spec.drafted == 0);  // no room: the last token is never fed back
+    }
+  }
+  // Echo heads: the guesses kept are the plain output's repeats, exactly.
+  {
+    const int32_t max_tokens = 40;
+    const auto requests = greedy_requests(max_tokens);
+    const Run plain = run(nullptr, requests);
+    for (int32_t num_heads : {1, 3}) {
+      const Run spec = run(echo_heads(num_heads), requests, 4);
+      int64_t want = 0;
+      for (size_t i = 0; i < requests.size(); ++i) {
+        CHECK(spec.outcomes[i].tokens == plain.outcomes[i].tokens);
+        want += echo_kept(plain.outcomes[i].tokens, max_tokens, num_heads);
+      }
+      CHECK_MSG(want > 0, "the prompts' outputs repeat no token: the test checks nothing kept");
+      CHECK_MSG(spec.accepted == want, "%d echo heads: %lld guesses kept, the plain output's repeats say %lld", num_heads,
+                static_cast<long long>(spec.accepted), static_cast<long long>(want));
+    }
+  }
+  // Stop words and seeded sampling: the plain tokens too.
+  {
+    std::vector<Request> requests = greedy_requests(30);
+    const Run plain0 = run(nullptr, requests);
+    const std::vector<int32_t>& o = plain0.outcomes[0].tokens;
+    requests[0].stop_words = {{o[10], o[11]}};
+    for (size_t i = 1; i < requests.size(); ++i) {
+      requests[i].sampling.temperature = 0.8f;
+      requests[i].sampling.top_k = 20;
+      requests[i].sampling.seed = 100 + i;
+    }
+    const Run plain = run(nullptr, requests), spec = run(heads, requests, 3);
+    CHECK(plain.outcomes[0].tokens.size() <= 12);
+    for (size_t i = 0; i < requests.size(); ++i)
+      CHECK_MSG(spec.outcomes[i].tokens == plain.outcomes[i].tokens, "request %zu (%s)", i, i == 0 ? "stop words" : "sampled");
+  }
+})
