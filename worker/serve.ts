@@ -87,13 +87,15 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
   log.info(`loaded ${config.architectureName} from ${modelDir} in ${((performance.now() - started) / 1000).toFixed(2)} s; weights ${precision.weights}; KV cache ${precision.kvCache}${experts}`);
   if (options.draftModel !== undefined) {
     log.info(`speculative decoding: draft model ${resolve(options.draftModel)} guesses ${options.numDraftTokens ?? 4} token(s) a step (a request's num_draft_tokens overrides it)`);
+  } else if (options.medusaHeads !== undefined) {
+    log.info(`speculative decoding: Medusa heads ${resolve(options.medusaHeads)} guess ${options.numDraftTokens ?? 4} token(s) a step at most, one per head (a request's num_draft_tokens overrides it)`);
   } else if ((options.speculativeNgram ?? 0) > 0) {
     log.info(`speculative decoding: prompt lookup guesses up to ${options.speculativeNgram} token(s) a step`);
   }
   for (const a of adapters) log.info(`LoRA adapter ${a.name}: lora_task_id ${a.taskId}, from ${a.dir}`);
   if (adapters.length === 0 && loraEnabled(options)) log.info('LoRA: requests may bring adapters (lora_task_id with lora_weights + lora_config)');
   const pipelined = (options.pp ?? 1) > 1 && (options.ppMicroBatches || options.pp || 1) > 1;  // (0: one per stage)
-  if (pipelined && (options.draftModel !== undefined || (options.speculativeNgram ?? 0) > 0)) {
+  if (pipelined && (options.draftModel !== undefined || options.medusaHeads !== undefined || (options.speculativeNgram ?? 0) > 0)) {
     log.warn('speculative decoding is off while pp micro-batches are pipelined; pass --pp-micro-batches 1 to speculate');
   }
 

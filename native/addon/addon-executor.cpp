@@ -14,6 +14,7 @@
 #include "addon-progress.h"
 #include "comm/comm.h"
 #include "loading/load-agreement.h"
+#include "medusa/medusa-checkpoint.h"
 #include "parallel/leader-model.h"
 
 namespace addon {
@@ -39,11 +40,12 @@ void deliver(Napi::Env env, Napi::Function callback, std::vector<engine::Respons
 // Loads the model and builds the executor off the main thread; resolves with an AddonExecutor.
 class LoadWorker : public Napi::AsyncWorker {
  public:
-  LoadWorker(Napi::Env env, std::string dir, std::string draft_dir, engine::ExecutorConfig config, int32_t num_threads,
+  LoadWorker(Napi::Env env, std::string dir, std::string draft_dir, std::string medusa_dir, engine::ExecutorConfig config,
+             int32_t num_threads,
              int32_t tp, int32_t pp, int32_t ep, DeviceFields device, engine::LivenessSettings liveness,
              Napi::ThreadSafeFunction on_responses, Napi::ThreadSafeFunction on_progress, bool has_progress)
       : Napi::AsyncWorker(env, "trtllm.loadExecutor"), deferred_(Napi::Promise::Deferred::New(env)),
-        dir_(std::move(dir)), draft_dir_(std::move(draft_dir)), config_(config), num_threads_(num_threads), tp_(tp), pp_(pp), ep_(ep), device_(std::move(device)),
+        dir_(std::move(dir)), draft_dir_(std::move(draft_dir)), medusa_dir_(std::move(medusa_dir)), config_(config), num_threads_(num_threads), tp_(tp), pp_(pp), ep_(ep), device_(std::move(device)),
         liveness_(liveness), on_responses_(on_responses),
         on_progress_(on_progress), has_progress_(has_progress) {}
 
@@ -61,6 +63,9 @@ class LoadWorker : public Napi::AsyncWorker {
         options.progress_user = this;
       }
       std::unique_ptr<engine::Model> model = engine::load_model_collective(dir_, options);
+      // Medusa heads run where the logits are: on this (the leading) rank alone.
+      if (!medusa_dir_.empty())
+        model->set_medusa_heads(std::make_shared<const engine::MedusaHeads>(engine::load_medusa_heads(medusa_dir_, model->config())));
       if (engine::comm_info().mpi && engine::comm_info().world_size > 1) {
         // World rank 0 leads: every KV action and forward pass goes out to the followers first.
         auto leader = std::make_unique<engine::LeaderModel>(std::move(model), engine::comm_world(), liveness_);
@@ -110,7 +115,7 @@ class LoadWorker : public Napi::AsyncWorker {
     if (has_progress_) on_progress_.Release();
   }
   Napi::Promise::Deferred deferred_;
-  std::string dir_, draft_dir_;
+  std::string dir_, draft_dir_, medusa_dir_;
   engine::ExecutorConfig config_;
   int32_t num_threads_, tp_, pp_, ep_;
   DeviceFields device_;
@@ -367,6 +372,7 @@ Napi::Value load_executor(const Napi::CallbackInfo& info) {
   const auto pp = static_cast<int32_t>(parallel.integer("pp", 1));
   const auto ep = static_cast<int32_t>(parallel.integer("ep", 1));
   const std::string draft_dir = parallel.string("draftModel", "");
+  const std::string medusa_dir = parallel.string("medusaHeads", "");
   Napi::Function on_responses = require_function(info, 3, "onResponses");
   bool has_progress = info.Length() > 4 && info[4].IsFunction();
   // Every option is read before the thread-safe functions exist: one made and then left by a throw keeps the
@@ -379,7 +385,7 @@ Napi::Value load_executor(const Napi::CallbackInfo& info) {
   if (has_progress) {
     progress_tsfn = Napi::ThreadSafeFunction::New(env, info[4].As<Napi::Function>(), "trtllm.progress", 0, 1);
   }
-  auto* worker = new LoadWorker(env, dir, draft_dir, config, num_threads, tp, pp, ep, std::move(device), liveness,
+  auto* worker = new LoadWorker(env, dir, draft_dir, medusa_dir, config, num_threads, tp, pp, ep, std::move(device), liveness,
                                 responses_tsfn, progress_tsfn, has_progress);
   Napi::Promise promise = worker->promise();
   worker->Queue();

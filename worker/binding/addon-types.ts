@@ -173,6 +173,9 @@ export interface NativeLoadOptions {
   /** Speculative decoding by draft model: a Hugging Face checkpoint directory over the model's tokenizer, loaded on
    * the leading rank alone with the model's device, dtype and load format. Absent: none. */
   draftModel?: string;
+  /** Speculative decoding by Medusa heads: a directory in the Medusa layout (config.json with medusa_num_heads,
+   * medusa_lm_head.safetensors) for the model's hidden size and vocabulary, run on the leading rank. Absent: none. */
+  medusaHeads?: string;
 }
 
 export interface CommInfo {

@@ -43,18 +43,20 @@ export class Executor implements ServingExecutor {
   static async load(modelDir: string, options: ExecutorOptions = {}): Promise<Executor> {
     const addon = loadAddon();
     const { lora, rest } = takeLoraOptions(options);
-    const { onProgress, numThreads, tp, pp, ep, ppLayers, device, loadFormat, quantization, kvCacheDtype, dtype, gpuDeviceId, hangTimeoutMs, draftModel, ...config } = rest;
+    const { onProgress, numThreads, tp, pp, ep, ppLayers, device, loadFormat, quantization, kvCacheDtype, dtype, gpuDeviceId, hangTimeoutMs, draftModel, medusaHeads, ...config } = rest;
     // The LoRA options together, and the preloaded adapters' directories: named here, not as an engine error.
     const loraOptions = loraProblem(options) ?? (lora ? loraModuleDirsProblem(options.loraModules) : undefined);
     if (loraOptions) throw new TrtllmError(loraOptions, 'invalid_argument');
     if (lora) config.lora = lora;
-    if (draftModel !== undefined) {
-      if ((config.ngramDraftTokens ?? 0) > 0) {
-        throw new TrtllmError(
-          `--draft-model and --speculative-ngram ${config.ngramDraftTokens} both choose how guesses are made; give one of them`, 'invalid_argument');
-      }
-      checkDraftTokenizer(modelDir, draftModel);
+    // One drafter at a time: each is a different answer to what the guesses are.
+    const drafters = [
+      ...(draftModel === undefined ? [] : [`--draft-model ${draftModel}`]), ...(medusaHeads === undefined ? [] : [`--medusa-heads ${medusaHeads}`]),
+      ...((config.ngramDraftTokens ?? 0) > 0 ? [`--speculative-ngram ${config.ngramDraftTokens}`] : []),
+    ];
+    if (drafters.length > 1) {
+      throw new TrtllmError(`${drafters.join(' and ')} each choose how guesses are made; give one of them`, 'invalid_argument');
     }
+    if (draftModel !== undefined) checkDraftTokenizer(modelDir, draftModel);
     const modelConfig = addon.readModelConfig(modelDir);
     // Guided decoding needs the tokenizer's bytes; a checkpoint without a known tokenizer serves unconstrained only.
     if (!config.guidedDecoding) {
@@ -70,6 +72,7 @@ export class Executor implements ServingExecutor {
         ...(quantization === undefined ? {} : { quantization }), ...(kvCacheDtype === undefined ? {} : { kvCacheDtype }),
         ...(dtype === undefined ? {} : { dtype }), ...(gpuDeviceId === undefined ? {} : { gpuDeviceId }),
         ...(hangTimeoutMs === undefined ? {} : { hangTimeoutMs }), ...(draftModel === undefined ? {} : { draftModel }),
+        ...(medusaHeads === undefined ? {} : { medusaHeads }),
       },
       (batch) => router.deliver?.(batch), onProgress,
     );

@@ -74,6 +74,7 @@ export interface ServeCliOptions {
   maxBeamWidth?: number;
   speculativeNgram?: number;
   draftModel?: string;
+  medusaHeads?: string;
   numDraftTokens?: number;
   speculativeMaxBatch?: number;
   loraModules?: readonly string[];
@@ -243,11 +244,15 @@ const TABLE = [
   { name: 'draftModel', flag: '--draft-model', placeholder: '<dir>', env: 'TRTLLM_DRAFT_MODEL', kind: textKind,
     help: 'speculative decoding by draft model: a smaller Hugging Face checkpoint over the same tokenizer guesses the next tokens, checked in the pass that computes the model\'s next token (the output is unchanged; runs on the leading rank, with the model\'s device and dtype)',
     file: { key: 'decoding.draft_model', unset: 'none' }, rank: 'argv', executor: { field: 'draftModel' } },
+  // Speculative decoding by Medusa heads (native/engine/medusa/), run by the model on the leading rank.
+  { name: 'medusaHeads', flag: '--medusa-heads', placeholder: '<dir>', env: 'TRTLLM_MEDUSA_HEADS', kind: textKind,
+    help: 'speculative decoding by Medusa heads: a directory in the Medusa layout (config.json with medusa_num_heads, medusa_lm_head.safetensors) trained for this model; head k guesses the token k + 2 ahead, checked in the pass that computes the next token (the output is unchanged; CPU backend, tp only)',
+    file: { key: 'decoding.medusa_heads', unset: 'none' }, rank: 'argv', executor: { field: 'medusaHeads' } },
   { name: 'numDraftTokens', flag: '--num-draft-tokens', placeholder: '<n>', env: 'TRTLLM_NUM_DRAFT_TOKENS', kind: intKind(1, 64),
-    help: 'tokens the draft model guesses a step (default 4; a request\'s num_draft_tokens overrides it)',
+    help: 'tokens the draft model or the Medusa heads guess a step (default 4, at most one per head; a request\'s num_draft_tokens overrides it)',
     file: { key: 'decoding.num_draft_tokens', unset: '4' }, rank: 'argv', executor: { field: 'draftModelTokens' } },
   { name: 'speculativeMaxBatch', flag: '--speculative-max-batch', placeholder: '<n>', env: 'TRTLLM_SPECULATIVE_MAX_BATCH', kind: intKind(0),
-    help: 'speculation (prompt lookup or draft model) is off in an iteration with more than n requests decoding, where checking guesses costs more than it saves (default 32; 0: no limit)',
+    help: 'speculation (prompt lookup, draft model or Medusa heads) is off in an iteration with more than n requests decoding, where checking guesses costs more than it saves (default 32; 0: no limit)',
     file: { key: 'decoding.speculative_max_batch', unset: '32' }, rank: 'argv', executor: { field: 'speculationMaxBatch' } },
 
   // LoRA adapters (native/engine/lora/; TensorRT-LLM's PEFT cache, sized by the backend's lora_cache_* parameters):

@@ -112,5 +112,5 @@ t.test('refused before loading, with the reason', async (t) => {
   const empty = tempDir('no-checkpoint-');
   await t.rejects(Executor.load(dir, { numThreads: 1, draftModel: empty }), { code: 'invalid_argument', message: /no config\.json there/ });
   await t.rejects(Executor.load(dir, { numThreads: 1, draftModel: draftDir, ngramDraftTokens: 2 }),
-    { code: 'invalid_argument', message: '--draft-model and --speculative-ngram 2 both choose how guesses are made; give one of them' });
+    { code: 'invalid_argument', message: `--draft-model ${draftDir} and --speculative-ngram 2 each choose how guesses are made; give one of them` });
 });
