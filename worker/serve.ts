@@ -88,7 +88,8 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
   if (options.draftModel !== undefined) {
     log.info(`speculative decoding: draft model ${resolve(options.draftModel)} guesses ${options.numDraftTokens ?? 4} token(s) a step (a request's num_draft_tokens overrides it)`);
   } else if (options.medusaHeads !== undefined) {
-    log.info(`speculative decoding: Medusa heads ${resolve(options.medusaHeads)} guess ${options.numDraftTokens ?? 4} token(s) a step at most, one per head (a request's num_draft_tokens overrides it)`);
+    log.info(`speculative decoding: Medusa heads ${resolve(options.medusaHeads)} propose up to ${options.numDraftTokens ?? 4} candidate(s) a step, ` +
+      `checked as one tree (${options.medusaChoices === undefined ? 'default choices' : `--medusa-choices ${options.medusaChoices}`}; a request's num_draft_tokens overrides the count)`);
   } else if ((options.speculativeNgram ?? 0) > 0) {
     log.info(`speculative decoding: prompt lookup guesses up to ${options.speculativeNgram} token(s) a step`);
   }

@@ -1,9 +1,11 @@
 // Medusa heads (medusa/): read from the published layout (the fixture made by scripts/fixtures/make_medusa_heads.py,
-// and broken copies of it), their guesses against a float64 computation of the same heads, and speculation by them
-// through the executor on the CPU model: outputs equal the plain executor's token for token — greedy and seeded
-// sampled, streaming, stop words, max_tokens — and, with heads that guess exactly the token the model drew last,
-// the guesses kept are exactly the repeats of the plain output (a guess read from any other row would break that
-// count). Refusals: another drafter at once, heads of another shape, pp > 1 is the decoder's (not reachable here).
+// and broken copies of it), their top-10 guesses against a float64 computation of the same heads; token trees in the
+// CPU model (each node's logits are its path's as an ordinary chunk); the choices (default list, checks, the tree a
+// step feeds); and speculation by the heads through the executor: outputs equal the plain executor's token for
+// token — greedy and seeded sampled, streaming, stop words, max_tokens — as a chain of first choices and as trees
+// of 4 to 40 candidates (kept branches off the first choices computed again the next step); with heads that guess
+// exactly the token the model drew last, the chain keeps exactly the repeats of the plain output (a guess read from
+// any other row would break that count). Refusals: another drafter at once, heads of another shape.
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +19,7 @@
 #include "executor-test-util.h"
 #include "loading/safetensors.h"
 #include "medusa/medusa-checkpoint.h"
+#include "medusa/medusa-tree.h"
 #include "model/model.h"
 #include "temp-dir.h"
 
@@ -33,8 +36,8 @@ std::unique_ptr<Model> tiny_llama() {
   return load_model(model_dir(), o);
 }
 
-// Head k's guess for hidden row x, in float64.
-int32_t reference_guess(const MedusaHead& head, const std::vector<float>& x0, int32_t H, int32_t V) {
+// Head k's logits for hidden row x, in float64.
+std::vector<double> reference_logits(const MedusaHead& head, const std::vector<float>& x0, int32_t H, int32_t V) {
   std::vector<double> x(x0.begin(), x0.end());
   for (const MedusaHead::Block& b : head.blocks) {
     std::vector<double> t(static_cast<size_t>(H));
@@ -45,15 +48,41 @@ int32_t reference_guess(const MedusaHead& head, const std::vector<float>& x0, in
     }
     for (int32_t o = 0; o < H; ++o) x[static_cast<size_t>(o)] += t[static_cast<size_t>(o)] / (1 + std::exp(-t[static_cast<size_t>(o)]));
   }
-  int32_t best = 0;
-  double best_v = -1e300;
+  std::vector<double> logits(static_cast<size_t>(V));
   for (int32_t v = 0; v < V; ++v) {
     double s = 0;
     for (int32_t i = 0; i < H; ++i) s += double(head.out[static_cast<size_t>(v * H + i)]) * x[static_cast<size_t>(i)];
-    if (s > best_v) best_v = s, best = v;
+    logits[static_cast<size_t>(v)] = s;
   }
-  return best;
+  return logits;
 }
+
+// A model that records the chunks of every forward() and passes everything on to the CPU model.
+class Recording : public Model {
+ public:
+  explicit Recording(std::unique_ptr<Model> inner) : inner_(std::move(inner)) {}
+  const ModelConfig& config() const override { return inner_->config(); }
+  size_t kv_bytes_per_token() const override { return inner_->kv_bytes_per_token(); }
+  void allocate_kv(int32_t blocks, int32_t tokens_per_block) override { inner_->allocate_kv(blocks, tokens_per_block); }
+  void copy_kv_block(int32_t src, int32_t dst) override { inner_->copy_kv_block(src, dst); }
+  size_t weight_bytes() const override { return inner_->weight_bytes(); }
+  bool supports_token_trees() const override { return trees_ && inner_->supports_token_trees(); }
+  int32_t medusa_heads() const override { return inner_->medusa_heads(); }
+  void set_medusa_heads(std::shared_ptr<const MedusaHeads> heads) override { inner_->set_medusa_heads(std::move(heads)); }
+  void forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) override {
+    for (const SequenceChunk& c : chunks) {
+      tree_chunks += c.tree_parents.empty() ? 0 : 1;
+      // Several tokens without a row each, after the prompt's pass: a kept branch's tokens computed again.
+      catch_up_chunks += !c.all_logits && c.tokens.size() > 1 && c.past_len > 0 ? 1 : 0;
+    }
+    inner_->forward(chunks, out);
+  }
+  bool trees_ = true;
+  int tree_chunks = 0, catch_up_chunks = 0;
+
+ private:
+  std::unique_ptr<Model> inner_;
+};
 
 // A copy of the fixture with config.json replaced (when given) and its tensors passed through `edit`.
 std::string broken_copy(const std::string& config_json,
@@ -81,14 +110,20 @@ ExecutorConfig config(int32_t tokens = 4) {
 struct Run {
   std::vector<test::Outcome> outcomes;
   int64_t drafted = 0, accepted = 0;
+  int tree_chunks = 0, catch_up_chunks = 0;
 };
 
 // Each request alone (so the iteration stats are one request's), with the heads given (none: plain decoding).
-Run run(std::shared_ptr<const MedusaHeads> heads, const std::vector<Request>& requests, int32_t tokens = 4) {
-  std::unique_ptr<Model> model = tiny_llama();
+// choices: ExecutorConfig::medusa_choices; trees false: a model without token trees (each head's first choice).
+Run run(std::shared_ptr<const MedusaHeads> heads, const std::vector<Request>& requests, int32_t tokens = 4,
+        const MedusaChoices& choices = {}, bool trees = true) {
+  auto model = std::make_unique<Recording>(tiny_llama());
+  Recording* recording = model.get();
+  model->trees_ = trees;
   if (heads) model->set_medusa_heads(heads);
   ExecutorConfig c = config(tokens);
   c.iter_stats_max_iterations = 100000;
+  c.medusa_choices = choices;
   Executor e(std::move(model), c);
   Run r;
   for (const Request& req : requests) {
@@ -104,6 +139,8 @@ Run run(std::shared_ptr<const MedusaHeads> heads, const std::vector<Request>& re
     r.accepted += s.spec_decoding_stats.num_accepted_tokens;
   }
   CHECK(e.kv_cache_stats().free_num_blocks == e.kv_cache_stats().max_num_blocks);
+  r.tree_chunks = recording->tree_chunks;
+  r.catch_up_chunks = recording->catch_up_chunks;
   return r;
 }
 
@@ -153,7 +190,87 @@ int64_t echo_kept(const std::vector<int32_t>& out, int32_t max_tokens, int32_t p
 
 }  // namespace
 
+// Each node of a token tree fed in one pass gets the logits its path fed as an ordinary chunk gets.
+void tree_pass_equals_paths() {
+  std::unique_ptr<Model> m = tiny_llama();
+  CHECK(m->supports_token_trees());
+  m->allocate_kv(16, 4);
+  const std::vector<int32_t> blocks = {0, 1, 2, 3, 4, 5};
+  SequenceChunk prompt;
+  prompt.tokens = test::prompt_of(9, 4, 512);
+  prompt.block_ids = blocks;
+  ForwardOutput out;
+  m->forward({prompt}, out);
+  //        0
+  //      / | \
+  //     1  4  6
+  //    / \  \
+  //   2   3  5
+  SequenceChunk tree;
+  tree.past_len = 9;
+  tree.block_ids = blocks;
+  tree.tokens = {17, 300, 42, 7, 300, 99, 11};
+  tree.tree_parents = {-1, 0, 1, 1, 0, 4, 0};
+  tree.all_logits = true;
+  ForwardOutput tree_out;
+  m->forward({tree}, tree_out);
+  const size_t V = 512;
+  for (size_t node = 0; node < tree.tokens.size(); ++node) {
+    std::vector<int32_t> path;
+    for (int32_t n = static_cast<int32_t>(node); n >= 0; n = tree.tree_parents[static_cast<size_t>(n)])
+      path.insert(path.begin(), tree.tokens[static_cast<size_t>(n)]);
+    SequenceChunk linear;
+    linear.past_len = 9;
+    linear.block_ids = blocks;
+    linear.tokens = path;
+    ForwardOutput lo;
+    m->forward({linear}, lo);
+    double worst = 0;
+    for (size_t v = 0; v < V; ++v)
+      worst = std::max(worst, std::fabs(double(tree_out.logits[node * V + v]) - lo.logits[v]));
+    CHECK_MSG(worst < 1e-4, "tree node %zu (depth %zu): logits differ from its path's by %g", node, path.size() - 1, worst);
+  }
+  // A malformed tree is the caller's bug, named.
+  SequenceChunk bad = tree;
+  bad.tree_parents[3] = 5;
+  CHECK_THROWS(m->forward({bad}, out), "token tree parent 5 of token 3 is not an earlier token");
+  // A model with sliding windows takes none.
+  LoadOptions o;
+  o.num_threads = 1;
+  CHECK(!load_model(check::repo_root + "/test/fixtures/models/tiny-mistral-window", o)->supports_token_trees());
+}
+
+// The choices: the default list, the checks, and the tree a step feeds.
+void choices_and_trees() {
+  const MedusaChoices d = default_medusa_choices(3);
+  CHECK(d.size() == 19);  // rank sums 0: 3 paths, 1: 6, 2: 10
+  CHECK((d[0] == std::vector<int32_t>{0} && d[1] == std::vector<int32_t>{0, 0} && d[2] == std::vector<int32_t>{0, 0, 0} &&
+         d[3] == std::vector<int32_t>{1} && d[4] == std::vector<int32_t>{0, 1}));
+  CHECK(check_medusa_choices(d, 3).empty());
+  CHECK(check_medusa_choices(d, 2) == "path [0, 0, 0] is 3 deep but there are 2 heads");
+  CHECK(check_medusa_choices({{0}, {0, 10}}, 3) == "path [0, 10] has rank 10; ranks are in [0, 10)");
+  CHECK(check_medusa_choices({{0, 1}, {0}}, 3) == "path [0, 1] comes before its parent [0]");
+  CHECK(check_medusa_choices({{0}, {0}}, 3) == "path [0] is listed twice");
+  CHECK(check_medusa_choices({{}}, 3) == "an empty path");
+  // Heads' best tokens: head h's rank r is 100 * (h + 1) + r.
+  std::vector<int32_t> top(static_cast<size_t>(3 * kMedusaTopK));
+  for (int32_t h = 0; h < 3; ++h)
+    for (int32_t r = 0; r < kMedusaTopK; ++r) top[static_cast<size_t>(h * kMedusaTopK + r)] = 100 * (h + 1) + r;
+  // The first 5 default choices, depth-first with each node's children by rank: [0] [0,0] [0,0,0] [0,1] [1].
+  const TokenTree t = build_token_tree(d, top.data(), 5, 3);
+  CHECK((t.tokens == std::vector<int32_t>{100, 200, 300, 201, 101}));
+  CHECK((t.parents == std::vector<int32_t>{0, 1, 2, 1, 0}));
+  CHECK(!t.is_chain());
+  // No deeper than the tokens left; a chain is a chain.
+  const TokenTree shallow = build_token_tree(d, top.data(), 5, 1);
+  CHECK((shallow.tokens == std::vector<int32_t>{100, 101, 102}) && !shallow.is_chain());
+  const TokenTree chain = build_token_tree(d, top.data(), 3, 3);
+  CHECK((chain.tokens == std::vector<int32_t>{100, 200, 300}) && chain.is_chain());
+}
+
 TEST_MAIN({
+  tree_pass_equals_paths();
+  choices_and_trees();
   const ModelConfig mc = load_model_config(model_dir());
   // The fixture in the published layout: 3 heads of one block, F16.
   const MedusaHeads fixture = load_medusa_heads(heads_dir(), mc);
@@ -166,16 +283,27 @@ TEST_MAIN({
     const int64_t rows = 6;
     std::vector<float> xn(static_cast<size_t>(rows * 64));
     for (float& v : xn) v = normal(rng);
-    std::vector<int32_t> got(static_cast<size_t>(rows * 3));
+    std::vector<int32_t> got(static_cast<size_t>(rows * 3 * kMedusaTopK));
     std::vector<float> scratch;
     medusa_guesses(fixture, xn.data(), rows, got.data(), scratch);
-    int same = 0;
+    int same = 0, ordered = 0;
     for (int64_t r = 0; r < rows; ++r)
       for (int32_t k = 0; k < 3; ++k) {
         const std::vector<float> x(xn.begin() + r * 64, xn.begin() + (r + 1) * 64);
-        same += got[static_cast<size_t>(r * 3 + k)] == reference_guess(fixture.heads[static_cast<size_t>(k)], x, 64, 512);
+        const std::vector<double> ref = reference_logits(fixture.heads[static_cast<size_t>(k)], x, 64, 512);
+        const int32_t* top = got.data() + (r * 3 + k) * kMedusaTopK;
+        same += top[0] == static_cast<int32_t>(std::max_element(ref.begin(), ref.end()) - ref.begin());
+        // The list is the best kMedusaTopK, best first (float32 against float64: within 1e-4).
+        double tenth = ref[static_cast<size_t>(top[kMedusaTopK - 1])];
+        int32_t better_outside = 0;
+        for (int32_t v = 0; v < 512; ++v)
+          if (std::find(top, top + kMedusaTopK, v) == top + kMedusaTopK && ref[static_cast<size_t>(v)] > tenth + 1e-4) ++better_outside;
+        bool desc = better_outside == 0;
+        for (int32_t j = 1; j < kMedusaTopK; ++j) desc = desc && ref[static_cast<size_t>(top[j])] <= ref[static_cast<size_t>(top[j - 1])] + 1e-4;
+        ordered += desc ? 1 : 0;
       }
-    CHECK_MSG(same == rows * 3, "%d of %lld guesses equal float64's", same, static_cast<long long>(rows * 3));
+    CHECK_MSG(same == rows * 3, "%d of %lld first guesses equal float64's", same, static_cast<long long>(rows * 3));
+    CHECK_MSG(ordered == rows * 3, "%d of %lld top-%d lists are float64's, best first", ordered, static_cast<long long>(rows * 3), kMedusaTopK);
   }
   // Refusals, each naming what is wrong.
   {
@@ -216,31 +344,53 @@ TEST_MAIN({
     CHECK_THROWS(Executor(std::move(m), c), "one drafter guesses at a time");
   }
   const auto heads = std::make_shared<const MedusaHeads>(fixture);
-  // Greedy: the plain tokens, with guesses checked, some kept (the fixture's heads start from the LM head).
+  // Greedy: the plain tokens, with guesses checked, some kept (the fixture's heads start from the LM head) — as a
+  // chain of first choices on a model without trees, and as trees of 4, 12 and 40 candidates (the default choices,
+  // and a wide list of 40: every rank below 10 at depth 1, then under the first two). Trees keep branches off the
+  // first choices too, whose tokens the next step computes again.
+  MedusaChoices wide;
+  for (int32_t r = 0; r < 10; ++r) wide.push_back({r});
+  for (int32_t a = 0; a < 2; ++a)
+    for (int32_t r = 0; r < 10; ++r) wide.push_back({a, r});
+  for (int32_t a = 0; a < 2; ++a)
+    for (int32_t r = 0; r < 5; ++r) wide.push_back({a, 0, r});
+  int tree_chunks = 0, catch_ups = 0;
   for (int32_t max_tokens : {1, 2, 24}) {
     const auto requests = greedy_requests(max_tokens);
     const Run plain = run(nullptr, requests);
-    for (int32_t per_step : {1, 4}) {
-      const Run spec = run(heads, requests, per_step);
+    CHECK(plain.drafted == 0 && plain.catch_up_chunks == 0);
+    struct Way {
+      const char* name;
+      int32_t per_step;
+      MedusaChoices choices;
+      bool trees;
+    };
+    for (const Way& way : {Way{"chain, 1 a step", 1, {}, false}, Way{"chain, 4 a step", 4, {}, false},
+                           Way{"tree of 4", 4, {}, true}, Way{"tree of 12", 12, {}, true}, Way{"tree of 40", 40, wide, true}}) {
+      const Run spec = run(heads, requests, way.per_step, way.choices, way.trees);
       for (size_t i = 0; i < requests.size(); ++i)
         CHECK_MSG(spec.outcomes[i].tokens == plain.outcomes[i].tokens && spec.outcomes[i].reason == plain.outcomes[i].reason,
-                  "max_tokens %d, %d a step, request %zu", max_tokens, per_step, i);
-      CHECK(plain.drafted == 0);
-      if (max_tokens == 24) {
-        // (4 a step asks for more than the 3 heads guess)
-        CHECK_MSG(spec.drafted > 0 && spec.accepted <= spec.drafted, "%lld guessed, %lld kept",
-                  static_cast<long long>(spec.drafted), static_cast<long long>(spec.accepted));
-      }
+                  "max_tokens %d, %s, request %zu", max_tokens, way.name, i);
+      if (max_tokens == 24)
+        CHECK_MSG(spec.drafted > 0 && spec.accepted > 0 && spec.accepted <= spec.drafted, "%s: %lld guessed, %lld kept",
+                  way.name, static_cast<long long>(spec.drafted), static_cast<long long>(spec.accepted));
       if (max_tokens <= 2) CHECK(spec.drafted == 0);  // no room: the last token is never fed back
+      if (!way.trees) CHECK(spec.tree_chunks == 0 && spec.catch_up_chunks == 0);
+      tree_chunks += spec.tree_chunks;
+      catch_ups += spec.catch_up_chunks;
     }
   }
+  CHECK_MSG(tree_chunks > 0 && catch_ups > 0, "%d tree steps, %d steps computing a kept branch again", tree_chunks, catch_ups);
   // Echo heads: the guesses kept are the plain output's repeats, exactly.
   {
     const int32_t max_tokens = 40;
     const auto requests = greedy_requests(max_tokens);
     const Run plain = run(nullptr, requests);
     for (int32_t num_heads : {1, 3}) {
-      const Run spec = run(echo_heads(num_heads), requests, 4);
+      // (each head's first choice: what echo heads guess is the token drawn last)
+      MedusaChoices chain;
+      for (int32_t d = 1; d <= num_heads; ++d) chain.emplace_back(static_cast<size_t>(d), 0);
+      const Run spec = run(echo_heads(num_heads), requests, 4, chain);
       int64_t want = 0;
       for (size_t i = 0; i < requests.size(); ++i) {
         CHECK(spec.outcomes[i].tokens == plain.outcomes[i].tokens);
@@ -262,9 +412,13 @@ TEST_MAIN({
       requests[i].sampling.top_k = 20;
       requests[i].sampling.seed = 100 + i;
     }
-    const Run plain = run(nullptr, requests), spec = run(heads, requests, 3);
+    const Run plain = run(nullptr, requests);
     CHECK(plain.outcomes[0].tokens.size() <= 12);
-    for (size_t i = 0; i < requests.size(); ++i)
-      CHECK_MSG(spec.outcomes[i].tokens == plain.outcomes[i].tokens, "request %zu (%s)", i, i == 0 ? "stop words" : "sampled");
+    for (int32_t per_step : {3, 12}) {
+      const Run spec = run(heads, requests, per_step);
+      for (size_t i = 0; i < requests.size(); ++i)
+        CHECK_MSG(spec.outcomes[i].tokens == plain.outcomes[i].tokens, "%d a step, request %zu (%s)", per_step, i,
+                  i == 0 ? "stop words" : "sampled");
+    }
   }
 })

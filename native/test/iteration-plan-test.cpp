@@ -23,15 +23,18 @@ TEST_MAIN({
   b.block_ids = {-1, 8, 2};  // a block a sliding window released
   b.window = 100;
   b.lora_slot = 3;
+  a.tree_parents = {-1, 0, 0};  // a token tree (speculation by Medusa heads)
   plan.chunks = {a, b};
   std::vector<uint8_t> bytes = serialize_plan(plan);
-  CHECK(bytes.size() == 4 * (4 + 6 + 3 + 1 + 6 + 1 + 3));
+  // header 4 words; per chunk 7 words, then its tokens, block ids and tree parents
+  CHECK(bytes.size() == 4 * (4 + 7 + 3 + 1 + 3 + 7 + 1 + 3));
   IterationPlan back = deserialize_plan(bytes);
   CHECK(back.op == PlanOp::forward && back.chunks.size() == 2);
   CHECK(back.chunks[0].tokens == a.tokens && back.chunks[0].block_ids == a.block_ids && back.chunks[0].all_logits);
   CHECK(back.chunks[1].tokens == b.tokens && back.chunks[1].past_len == 130 && back.chunks[1].block_ids == b.block_ids);
   CHECK(!back.chunks[1].all_logits && back.chunks[1].window == 100 && back.chunks[0].window == 0);
   CHECK(back.chunks[0].lora_slot == -1 && back.chunks[1].lora_slot == 3);
+  CHECK(back.chunks[0].tree_parents == a.tree_parents && back.chunks[1].tree_parents.empty());
 
   // A LoRA adapter goes whole, its floats bit for bit.
   IterationPlan load;

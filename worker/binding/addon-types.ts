@@ -95,6 +95,9 @@ export interface NativeExecutorConfig {
   ngramDraftTokens?: number;
   /** Speculative decoding by draft model (NativeLoadOptions.draftModel): guesses per decode step, 1..64; default 4. */
   draftModelTokens?: number;
+  /** Speculative decoding by Medusa heads (NativeLoadOptions.medusaHeads): the candidates a step checks, as paths of
+   * ranks (TensorRT-LLM's medusa_choices); absent: the engine's default (ranks summing to 2 at most). */
+  medusaChoices?: number[][];
   /** Speculation is off in an iteration with more requests decoding than this (0: no limit); default 32. */
   speculationMaxBatch?: number;
   maxBatchSize?: number;

@@ -7,6 +7,7 @@ import type {
 import { describeValue, TrtllmError } from '../common/errors.js';
 import { loadAddon } from '../binding/load-addon.js';
 import { loraModuleDirsProblem, loraProblem } from '../options/lora-options.js';
+import { medusaChoicesOf } from '../options/medusa-choices.js';
 import { ActiveRequests } from './active-requests.js';
 import { checkDraftTokenizer } from './draft-compat.js';
 import { type LoraOptions, takeLoraOptions } from './lora-config.js';
@@ -15,8 +16,10 @@ import { guidedVocabulary } from '../token-bytes.js';
 import type { ServingExecutor } from './serving-executor.js';
 import { type RequestLimits, validateRequest } from './validate-request.js';
 
-export interface ExecutorOptions extends NativeExecutorConfig, NativeLoadOptions, LoraOptions {
+export interface ExecutorOptions extends Omit<NativeExecutorConfig, 'medusaChoices'>, NativeLoadOptions, LoraOptions {
   onProgress?: (done: number, total: number) => void;
+  /** --medusa-choices: the JSON text of the paths (NativeExecutorConfig.medusaChoices). */
+  medusaChoices?: string;
 }
 
 const DEFAULT_CUT_MESSAGE = 'the request was cancelled before it finished: the drain deadline ran out';
@@ -43,7 +46,8 @@ export class Executor implements ServingExecutor {
   static async load(modelDir: string, options: ExecutorOptions = {}): Promise<Executor> {
     const addon = loadAddon();
     const { lora, rest } = takeLoraOptions(options);
-    const { onProgress, numThreads, tp, pp, ep, ppLayers, device, loadFormat, quantization, kvCacheDtype, dtype, gpuDeviceId, hangTimeoutMs, draftModel, medusaHeads, ...config } = rest;
+    const { onProgress, numThreads, tp, pp, ep, ppLayers, device, loadFormat, quantization, kvCacheDtype, dtype, gpuDeviceId, hangTimeoutMs, draftModel, medusaHeads, medusaChoices, ...engineConfig } = rest;
+    const config: NativeExecutorConfig = { ...engineConfig, ...(medusaChoices === undefined ? {} : { medusaChoices: medusaChoicesOf(medusaChoices) }) };
     // The LoRA options together, and the preloaded adapters' directories: named here, not as an engine error.
     const loraOptions = loraProblem(options) ?? (lora ? loraModuleDirsProblem(options.loraModules) : undefined);
     if (loraOptions) throw new TrtllmError(loraOptions, 'invalid_argument');

@@ -10,6 +10,7 @@ import { DEFAULT_MAX_LOGITS_BYTES_IN_FLIGHT, DEFAULT_MAX_LOGITS_BYTES_PER_REQUES
 import { LOG_LEVELS, type LogLevel } from '../log.js';
 import { gpuOfLocalRank } from './device-ids.js';
 import { LORA_MODULES_FLAG, loraModulesKind } from './lora-options.js';
+import { medusaChoicesKind } from './medusa-choices.js';
 import type { OptionDefinition } from './option-definition.js';
 import {
   choiceKind, deviceIdsKind, fractionKind, INT32_MAX, intKind, portKind, ppLayersKind, switchKind, textKind, toggleKind,
@@ -75,6 +76,7 @@ export interface ServeCliOptions {
   speculativeNgram?: number;
   draftModel?: string;
   medusaHeads?: string;
+  medusaChoices?: string;
   numDraftTokens?: number;
   speculativeMaxBatch?: number;
   loraModules?: readonly string[];
@@ -248,6 +250,9 @@ const TABLE = [
   { name: 'medusaHeads', flag: '--medusa-heads', placeholder: '<dir>', env: 'TRTLLM_MEDUSA_HEADS', kind: textKind,
     help: 'speculative decoding by Medusa heads: a directory in the Medusa layout (config.json with medusa_num_heads, medusa_lm_head.safetensors) trained for this model; head k guesses the token k + 2 ahead, checked in the pass that computes the next token (the output is unchanged; CPU backend, tp only)',
     file: { key: 'decoding.medusa_heads', unset: 'none' }, rank: 'argv', executor: { field: 'medusaHeads' } },
+  { name: 'medusaChoices', flag: '--medusa-choices', placeholder: '<json>', env: 'TRTLLM_MEDUSA_CHOICES', kind: medusaChoicesKind,
+    help: 'the candidates a Medusa step checks, as TensorRT-LLM\'s medusa_choices: paths of ranks ([[0], [0, 0], [1]]: head 0\'s first choice, then head 1\'s first after it, and head 0\'s second), each after its parent; the first --num-draft-tokens of them are checked as one tree (default: every path whose ranks sum to 2 at most, likeliest first)',
+    file: { key: 'decoding.medusa_choices', unset: 'ranks summing to 2 at most' }, rank: 'argv', executor: { field: 'medusaChoices' } },
   { name: 'numDraftTokens', flag: '--num-draft-tokens', placeholder: '<n>', env: 'TRTLLM_NUM_DRAFT_TOKENS', kind: intKind(1, 64),
     help: 'tokens the draft model or the Medusa heads guess a step (default 4, at most one per head; a request\'s num_draft_tokens overrides it)',
     file: { key: 'decoding.num_draft_tokens', unset: '4' }, rank: 'argv', executor: { field: 'draftModelTokens' } },

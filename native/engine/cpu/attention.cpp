@@ -102,6 +102,11 @@ void paged_attention(const PagedKv& pool, const std::vector<AttentionChunk>& chu
         const int64_t kb = c.block_ids[p0 / tpb] * bstride + static_cast<int64_t>(kvh) * tpb * hd;
         const int32_t j0 = std::max(0, lo - p0), n = std::min(tpb, ctx - p0);
         for (int32_t j = j0; j < n; ++j) {
+          const int32_t in_chunk = p0 + j - c.past_len;  // the chunk's token at this slot (>= 0), or the past
+          if (c.tree_visible && in_chunk >= 0 && !((c.tree_visible[row - c.first_row] >> in_chunk) & 1)) {
+            s[p0 + j - lo] = -INFINITY;  // another branch of the tree: weight exactly 0
+            continue;
+          }
           const float* kj = load_row(pool, pool.k, kb + static_cast<int64_t>(j) * hd, pool.k_scale, row_buf.data());
           float dot = row_dot(qh, kj, hd) * scale;
           if (cap > 0) dot = cap * std::tanh(dot / cap);
@@ -122,6 +127,7 @@ void paged_attention(const PagedKv& pool, const std::vector<AttentionChunk>& chu
         const int32_t j0 = std::max(0, lo - p0), n = std::min(tpb, ctx - p0);
         for (int32_t j = j0; j < n; ++j) {
           const float w = s[p0 + j - lo] * inv;
+          if (w == 0.0f) continue;  // (masked tree tokens; skipping adds nothing a zero weight would have)
           const float* vj = load_row(pool, pool.v, vb + static_cast<int64_t>(j) * hd, pool.v_scale, row_buf.data());
           row_axpy(w, vj, o, hd);
         }

@@ -37,6 +37,9 @@ struct AttentionChunk {
   int64_t first_row = 0;       // first row of this chunk in q / out / the new k, v
   const int32_t* block_ids = nullptr;  // validated by the caller to cover past_len + n_tokens
   int32_t window = 0;          // the sequence's window cap (0: none); entries before its window may be -1
+  // A token tree (SequenceChunk::tree_parents): row i of the chunk sees the past and the chunk's tokens whose bits
+  // are set in tree_visible[i] (its ancestors and itself); null: causal.
+  const uint64_t* tree_visible = nullptr;
 };
 
 // What a layer's scores are: softmax over q.k * scale, soft-capped to cap * tanh(s / cap) when softcap > 0 (Gemma

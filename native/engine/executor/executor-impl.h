@@ -14,6 +14,8 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+
+#include "medusa/medusa-tree.h"
 #include <vector>
 
 #include "executor/executor.h"
@@ -86,6 +88,10 @@ struct Executor::Impl {
   // activations and its KV pool).
   std::unique_ptr<Model> draft_model;
   int32_t medusa_heads = 0;  // the model's Medusa heads (Model::medusa_heads): they guess when > 0
+  // The candidates a step checks (ExecutorConfig::medusa_choices or default_medusa_choices), as a tree where the
+  // model takes token trees; else the chain of each head's first choice.
+  MedusaChoices medusa_choices, chain_choices;
+  bool medusa_trees = false;
   int64_t draft_bytes = 0;
   int32_t micro_batches = 1;   // pipelined pp: micro-batches kept in flight (config.pp_micro_batches resolved)
   // LoRA (executor-lora.cpp; null unless config.lora.enabled): the host cache of adapters by task id (any thread:

@@ -13,6 +13,7 @@
 
 #include "executor/executor-impl.h"
 #include "kv-cache/kv-block-hash.h"
+#include "medusa/medusa-tree.h"
 #include "sampling/ngram-draft.h"
 
 namespace engine {
@@ -58,6 +59,7 @@ void Executor::Impl::add_drafts(IterationBatch& b) {
   for (const SequenceChunk& c : b.chunks) budget -= static_cast<int64_t>(c.tokens.size());
   std::vector<DraftAsk> asks;
   std::vector<std::vector<int32_t>> guesses;
+  std::vector<std::vector<int32_t>> trees;  // per ask: a Medusa tree's parents (empty: a chain of guesses)
   const int64_t row_bytes = static_cast<int64_t>(vocab_size) * 4;
   int64_t host_bytes_left = model->samples_on_device() ? kHostCheckBytes : INT64_MAX;
   for (size_t i = 0; i < b.chunks.size() && budget > 0; ++i) {
@@ -66,11 +68,16 @@ void Executor::Impl::add_drafts(IterationBatch& b) {
     if (!can_speculate(s) || c.tokens.size() != 1 || c.all_logits || c.past_len + 1 != s.num_tokens()) continue;
     // Never past max_tokens: the last token a request may output is never fed back, so it needs no guess.
     const int32_t asked = s.request.num_draft_tokens >= 0 ? s.request.num_draft_tokens : default_room;
-    int64_t room = std::min<int64_t>({asked, budget,
-                                      static_cast<int64_t>(s.request.max_tokens) - s.num_generated() - 1});
-    if (medusa_heads > 0) {  // as many guesses as heads, made by the pass that drew the last token
+    const int64_t depth_left = static_cast<int64_t>(s.request.max_tokens) - s.num_generated() - 1;
+    int64_t room = std::min<int64_t>({asked, budget, depth_left});
+    TokenTree tree;
+    if (medusa_heads > 0) {  // the heads' guesses from the pass that drew the last token
       if (s.head_guesses_for != s.num_tokens()) continue;
-      room = std::min<int64_t>(room, static_cast<int64_t>(s.head_guesses.size()));
+      // A tree may be wider than the tokens left; a chain (a model without trees) has one guess per head.
+      const auto depth = static_cast<int32_t>(std::min<int64_t>(depth_left, medusa_heads));
+      const auto nodes = static_cast<int32_t>(std::min<int64_t>({asked, budget, kMaxTreeTokens - 1}));
+      tree = build_token_tree(medusa_trees ? medusa_choices : chain_choices, s.head_guesses.data(), nodes, depth);
+      room = static_cast<int64_t>(tree.tokens.size());
     }
     const bool rows_to_host = !rows_on_device(c) && host_bytes_left != INT64_MAX;
     if (rows_to_host) room = std::min(room, host_bytes_left / row_bytes - 1);
@@ -80,7 +87,8 @@ void Executor::Impl::add_drafts(IterationBatch& b) {
       asks.push_back({i, static_cast<int32_t>(room)});
       budget -= room;
     } else if (medusa_heads > 0) {
-      guesses.emplace_back(s.head_guesses.begin(), s.head_guesses.begin() + room);
+      guesses.push_back(std::move(tree.tokens));
+      trees.push_back(tree.is_chain() ? std::vector<int32_t>{} : std::move(tree.parents));
       asks.push_back({i, static_cast<int32_t>(room)});
       budget -= room;
     } else {
@@ -107,6 +115,10 @@ void Executor::Impl::add_drafts(IterationBatch& b) {
     if (draft.empty() || !kv.ensure_capacity(s.block_table, c.past_len + 1 + static_cast<int64_t>(draft.size())))
       continue;
     c.tokens.insert(c.tokens.end(), draft.begin(), draft.end());
+    if (k < trees.size() && !trees[k].empty()) {
+      c.tree_parents.assign(1, -1);
+      c.tree_parents.insert(c.tree_parents.end(), trees[k].begin(), trees[k].end());
+    }
     c.block_ids = s.block_table;
     c.all_logits = true;  // a row per guess
     // Where choose_device_sampling let the device draw the plain step, it draws every row (argmaxes, or draws
@@ -125,25 +137,37 @@ void Executor::Impl::verify_drafts(Sequence& s, const IterationBatch& batch, siz
   const int32_t drafts = batch.drafts[i];
   const size_t first = fo.first_row[i] < 0 ? 0 : static_cast<size_t>(fo.first_row[i]);
   const bool on_device = fo.first_row[i] < 0;  // each row drawn by the device
-  // Row j follows the input token and the first j guesses; its draw is the plain step's. Inputs up to it hold
-  // valid K/V when every guess before it was the model's own choice.
-  int32_t j = 0;
-  for (;; ++j) {
-    const float* row = on_device ? nullptr : fo.logits.data() + (first + static_cast<size_t>(j)) * V;
+  // Node n's row (n = 0: the input token) is drawn as the plain step after the path to it would be drawn; the walk
+  // goes on to the child holding that draw. A chain's child of n is n + 1. K/V stands for the kept path's nodes as
+  // far as each sits at the slot of its depth (a chain's always do; a tree's off the first-choice branch do not,
+  // and the next step computes them again).
+  const std::vector<int32_t>& parents = c.tree_parents;
+  auto child_with = [&](int32_t node, int32_t token) {
+    for (int32_t n = node + 1; n <= drafts; ++n)
+      if ((parents.empty() ? n == node + 1 : parents[static_cast<size_t>(n)] == node) && c.tokens[static_cast<size_t>(n)] == token)
+        return n;
+    return -1;
+  };
+  int32_t node = 0, depth = 0, placed = 0;
+  for (;;) {
+    const float* row = on_device ? nullptr : fo.logits.data() + (first + static_cast<size_t>(node)) * V;
     SampledToken tok;
     if (on_device) {
-      const DeviceSample& d = fo.row_samples[static_cast<size_t>(fo.first_sample[i] + j)];
+      const DeviceSample& d = fo.row_samples[static_cast<size_t>(fo.first_sample[i] + node)];
       tok = SampledToken{d.token, d.log_prob};
     } else {
       tok = sampler.sample(row, vocab_size, sampling_context(s));
     }
-    const bool agrees = j < drafts && tok.token == c.tokens[static_cast<size_t>(j) + 1];
-    s.num_computed = c.past_len + 1 + j;
+    const int32_t next = child_with(node, tok.token);
+    s.num_computed = c.past_len + 1 + placed;
     emit_token(s, tok, row, t_tok, out);
-    if (s.is_finished() || !agrees) break;
+    if (s.is_finished() || next < 0) break;
     ++accepted_drafts;
+    node = next;
+    ++depth;
+    if (placed == depth - 1 && node == depth) placed = depth;
   }
-  if (!on_device) keep_head_guesses(s, fo, first + static_cast<size_t>(j));  // the row that drew the last token
+  if (!on_device) keep_head_guesses(s, fo, first + static_cast<size_t>(node));  // the row that drew the last token
   if (!s.is_finished()) kv.commit_full_blocks(s.block_table, s.tokens, s.num_computed, kv_block_root(s.lora.key));  // prefix reuse
   // The draft model's K/V holds for the guesses that were kept; past them it is written again before it is read.
   s.draft_computed = std::min(s.draft_computed, s.num_computed);
@@ -151,7 +175,7 @@ void Executor::Impl::verify_drafts(Sequence& s, const IterationBatch& batch, siz
 
 void Executor::Impl::keep_head_guesses(Sequence& s, const ForwardOutput& fo, size_t row) {
   if (fo.num_heads <= 0 || s.is_finished()) return;
-  const auto k = static_cast<size_t>(fo.num_heads);
+  const auto k = static_cast<size_t>(fo.num_heads) * kMedusaTopK;
   s.head_guesses.assign(fo.head_guesses.begin() + static_cast<std::ptrdiff_t>(row * k),
                         fo.head_guesses.begin() + static_cast<std::ptrdiff_t>((row + 1) * k));
   s.head_guesses_for = s.num_tokens();

@@ -86,6 +86,13 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config, s
   require_config(m.medusa_heads == 0 || (!m.draft_model && c.ngram_speculation.max_draft_tokens == 0),
                  "the model has Medusa heads, and a draft model or prompt lookup (ngram_speculation) is set too; "
                  "one drafter guesses at a time");
+  if (m.medusa_heads > 0) {
+    m.medusa_choices = c.medusa_choices.empty() ? default_medusa_choices(m.medusa_heads) : c.medusa_choices;
+    const std::string problem = check_medusa_choices(m.medusa_choices, m.medusa_heads);
+    require_config(problem.empty(), "medusa_choices: " + problem);
+    for (int32_t d = 1; d <= m.medusa_heads; ++d) m.chain_choices.emplace_back(static_cast<size_t>(d), 0);
+    m.medusa_trees = m.model->supports_token_trees();
+  }
   require_config(c.max_attention_window >= 0, "max_attention_window must be >= 0 (0: the model's own windows), got " +
                                                   std::to_string(c.max_attention_window));
   // Chunks end on block boundaries (scheduler.h): a budget under one block could never fit a chunk.

@@ -70,6 +70,11 @@ struct ExecutorConfig {
   // over the same vocabulary guesses up to this many tokens a step, each its argmax after the ones before, from its
   // own KV pool on this rank; they are checked as prompt lookup's are, so the output is still the plain one.
   int32_t draft_model_tokens = 4;
+  // Speculative decoding with Medusa heads (Model::set_medusa_heads, in place of the two above): the candidates a
+  // step checks, as paths of ranks (medusa/medusa-tree.h; TensorRT-LLM's medusa_choices); the first
+  // draft_model_tokens of them (a request's num_draft_tokens overrides it) are checked as one tree where the model
+  // takes token trees, else only each head's first choice is, as a chain. Empty: default_medusa_choices.
+  std::vector<std::vector<int32_t>> medusa_choices;
   // Speculation stays off in an iteration with more than this many requests decoding (0: no limit): checking K
   // guesses costs about a decode step at small batches but grows with the batch (bench/RESULTS.md: on an H200, 4
   // guesses cost 1.2x a decode step at batch 16, 1.3x at 32, 1.9x at 64), while the batch itself already keeps

@@ -25,6 +25,7 @@ void medusa_guesses(const MedusaHeads& heads, const float* xn, int64_t rows, int
   float* x = scratch.data();       // [rows, H]: the head's running hidden state
   float* t = x + rows * H;         // [rows, H]: one block's linear output
   float* logits = t + rows * H;    // [rows, V]
+  static thread_local std::vector<int32_t> order;  // vocabulary ids, partially sorted by a row's logits
   for (int64_t k = 0; k < K; ++k) {
     const MedusaHead& head = heads.heads[static_cast<size_t>(k)];
     std::memcpy(x, xn, sizeof(float) * static_cast<size_t>(rows * H));
@@ -37,9 +38,16 @@ void medusa_guesses(const MedusaHeads& heads, const float* xn, int64_t rows, int
         }
     }
     cpu::gemm_xwt(rows, V, H, x, H, head.out.data(), logits, V, false);
+    const int64_t top = std::min<int64_t>(kMedusaTopK, V);
     for (int64_t r = 0; r < rows; ++r) {
       const float* row = logits + r * V;
-      guesses[r * K + k] = static_cast<int32_t>(std::max_element(row, row + V) - row);
+      int32_t* out = guesses + (r * K + k) * kMedusaTopK;
+      order.resize(static_cast<size_t>(V));
+      for (int64_t v = 0; v < V; ++v) order[static_cast<size_t>(v)] = static_cast<int32_t>(v);
+      std::partial_sort(order.begin(), order.begin() + top, order.end(), [&](int32_t a, int32_t b) {
+        return row[a] > row[b] || (row[a] == row[b] && a < b);
+      });
+      for (int64_t j = 0; j < kMedusaTopK; ++j) out[j] = j < top ? order[static_cast<size_t>(j)] : -1;
     }
   }
 }

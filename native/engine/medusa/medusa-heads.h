@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "medusa/medusa-tree.h"
+
 namespace engine {
 
 struct MedusaHead {
@@ -27,8 +29,9 @@ struct MedusaHeads {
   size_t bytes() const;
 };
 
-// Each head's most likely token (the lowest id on ties) for each of `rows` rows of `xn` ([rows, hidden], the
-// final norm's output): guesses[r * num_heads + k] is head k's for row r. Scratch space is the caller's.
+// Each head's kMedusaTopK likeliest tokens (medusa-tree.h), best first, the lower id first on ties, for each of
+// `rows` rows of `xn` ([rows, hidden], the final norm's output): guesses[(r * num_heads + k) * kMedusaTopK + j] is
+// head k's j-th for row r (-1 past a vocabulary smaller than kMedusaTopK). Scratch space is the caller's.
 void medusa_guesses(const MedusaHeads& heads, const float* xn, int64_t rows, int32_t* guesses,
                     std::vector<float>& scratch);
 

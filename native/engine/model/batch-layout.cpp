@@ -42,8 +42,12 @@ void layout_batch(const std::vector<SequenceChunk>& chunks, bool samples_on_devi
       out.first_sample[c] = static_cast<int32_t>(out.row_samples.size());
       out.row_samples.resize(out.row_samples.size() + ch.tokens.size());
     }
+    const bool tree = !ch.tree_parents.empty();
+    const size_t first_position = l.positions.size();
     for (int32_t i = 0; i < n; ++i) {
-      l.positions.push_back(ch.past_len + i);
+      // A tree's token sits one past its parent (the root at past_len).
+      l.positions.push_back(tree && i > 0 ? l.positions[first_position + static_cast<size_t>(ch.tree_parents[static_cast<size_t>(i)])] + 1
+                                          : ch.past_len + i);
       l.token_chunk.push_back(static_cast<int32_t>(c));
       if (!(ch.all_logits || i == n - 1)) continue;
       l.out_rows.push_back(row + i);

@@ -159,6 +159,12 @@ void DecoderModel::load_lora(int32_t slot, const LoraAdapter& adapter) {
 
 void DecoderModel::unload_lora(int32_t slot) { lora_.unload(slot); }
 
+bool DecoderModel::supports_token_trees() const {
+  for (int32_t w : config_.layer_window)
+    if (w > 0) return false;
+  return true;
+}
+
 void DecoderModel::set_medusa_heads(std::shared_ptr<const MedusaHeads> heads) {
   if (heads && pp_.size() > 1)
     throw EngineError(ErrorCode::unsupported,
@@ -226,7 +232,7 @@ void DecoderModel::lm_head(const float* xn, int64_t rows, ForwardOutput& out) {
   const float* head = w_.lm_head.empty() ? w_.embed.data() : w_.lm_head.data();
   out.logits.resize(static_cast<size_t>(rows * V));
   out.num_heads = medusa_heads();
-  out.head_guesses.resize(static_cast<size_t>(rows * out.num_heads));
+  out.head_guesses.resize(static_cast<size_t>(rows * out.num_heads * kMedusaTopK));
   if (medusa_) medusa_guesses(*medusa_, xn, rows, out.head_guesses.data(), medusa_scratch_);
   if (tp_.size() == 1) {
     cpu::gemm_xwt(rows, V, H, xn, H, head, out.logits.data(), V, false);
@@ -309,9 +315,17 @@ void DecoderModel::run_stage(const std::vector<SequenceChunk>& chunks, ForwardOu
     for (int64_t r = 0; r < R; ++r) out_row_slot_[r] = chunks[batch_.out_chunk[r]].lora_slot;
   }
   att_chunks_.clear();
-  for (size_t c = 0; c < chunks.size(); ++c)
+  tree_visible_.assign(static_cast<size_t>(T), 0);
+  for (size_t c = 0; c < chunks.size(); ++c) {
     att_chunks_.push_back({chunks[c].past_len, static_cast<int32_t>(chunks[c].tokens.size()),
                            batch_.chunk_first_row[c], chunks[c].block_ids.data(), chunks[c].window});
+    const std::vector<int32_t>& parents = chunks[c].tree_parents;
+    if (parents.empty()) continue;
+    uint64_t* visible = tree_visible_.data() + batch_.chunk_first_row[c];
+    for (size_t i = 0; i < parents.size(); ++i)
+      visible[i] = (i == 0 ? 0 : visible[parents[i]]) | (uint64_t{1} << i);  // its ancestors' and itself
+    att_chunks_.back().tree_visible = visible;
+  }
   if (T == 0) {
     out.logits.clear();
     return;

@@ -118,6 +118,9 @@ class DecoderModel : public Model {
   void load_lora(int32_t slot, const LoraAdapter& adapter) override;
   void unload_lora(int32_t slot) override;
   void set_medusa_heads(std::shared_ptr<const MedusaHeads> heads) override;
+  // Token trees need every layer's visible span to follow slots (a sliding window counts positions back from a
+  // token's slot, which a tree's depth-based positions do not match): full attention only.
+  bool supports_token_trees() const override;
   int32_t medusa_heads() const override { return medusa_ ? medusa_->num_heads() : 0; }
 
  private:
@@ -223,6 +226,7 @@ class DecoderModel : public Model {
 
   // Medusa heads (the driving rank only) and their scratch.
   std::shared_ptr<const MedusaHeads> medusa_;
+  std::vector<uint64_t> tree_visible_;  // [T] each tree token's visible chunk tokens (cpu::AttentionChunk)
   std::vector<float> medusa_scratch_;
 };
 

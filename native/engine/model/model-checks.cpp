@@ -50,6 +50,17 @@ void validate_chunks(const std::vector<SequenceChunk>& chunks, const ModelConfig
       throw EngineError(ErrorCode::invalid_argument,
                         which + " reaches position " + std::to_string(total - 1) + " but the model has only " +
                             std::to_string(config.max_position_embeddings) + " position embeddings");
+    if (!ch.tree_parents.empty()) {
+      const auto n = static_cast<int32_t>(ch.tokens.size());
+      if (static_cast<int32_t>(ch.tree_parents.size()) != n || n > kMaxTreeTokens || ch.tree_parents[0] != -1)
+        throw EngineError(ErrorCode::internal, which + ": a token tree of " + std::to_string(ch.tree_parents.size()) +
+                                                   " parents for " + std::to_string(n) + " tokens (at most " +
+                                                   std::to_string(kMaxTreeTokens) + ", the first -1)");
+      for (int32_t i = 1; i < n; ++i)
+        if (ch.tree_parents[static_cast<size_t>(i)] < 0 || ch.tree_parents[static_cast<size_t>(i)] >= i)
+          throw EngineError(ErrorCode::internal, which + ": token tree parent " + std::to_string(ch.tree_parents[static_cast<size_t>(i)]) +
+                                                     " of token " + std::to_string(i) + " is not an earlier token");
+    }
     for (int32_t t : ch.tokens)
       if (t < 0 || t >= config.vocab_size)
         throw EngineError(ErrorCode::invalid_argument, which + " has token id " + std::to_string(t) +

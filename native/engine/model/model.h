@@ -76,7 +76,14 @@ struct SequenceChunk {
   DeviceSampling device_sampling{};  // read when sample_on is SampleOn::device
   // LoRA: the adapter slot (Model::load_lora) the chunk's tokens run with; -1: the base model alone.
   int32_t lora_slot = -1;
+  // A token tree (speculation checking several candidates at once; Model::supports_token_trees): empty for the
+  // usual causal chunk; else tree_parents[i] is token i's parent in the chunk (-1 for token 0, the root, else in
+  // [0, i)), at most kMaxTreeTokens tokens. Token i is written to K/V slot past_len + i as always, but sits at
+  // position past_len + its depth (rope, learned positions) and attends to the past and to its ancestors and itself
+  // only; with every parent the token before, the chunk is the causal one.
+  std::vector<int32_t> tree_parents;
 };
+inline constexpr int32_t kMaxTreeTokens = 64;
 
 // A token the model sampled itself: greedy, the argmax (lowest id on ties) and its log-softmax; sampled, the
 // token and its log-probability under the distribution it was drawn from (sampler.h's SampledToken).
@@ -96,8 +103,9 @@ struct ForwardOutput {
   std::vector<DeviceSample> row_samples;
   std::vector<int32_t> first_sample;
   int32_t vocab_size = 0;
-  // Medusa heads (Model::set_medusa_heads): for logits row r, head k's guess at head_guesses[r * num_heads + k];
-  // empty without heads (and on the ranks that return no logits).
+  // Medusa heads (Model::set_medusa_heads): for logits row r, head k's kMedusaTopK best guesses from
+  // head_guesses[(r * num_heads + k) * kMedusaTopK] (medusa_guesses); empty without heads (and on the ranks that
+  // return no logits).
   std::vector<int32_t> head_guesses;
   int32_t num_heads = 0;
 };
@@ -179,6 +187,8 @@ class Model {
   // check_lora_adapter) and keeps this rank's slice (lora-local.h), replacing what the slot held; every rank of a
   // grid gets the same calls in the same order (LeaderModel sends them). Models without LoRA throw unsupported.
   virtual bool supports_lora() const { return false; }
+  // Whether forward() takes chunks with tree_parents (SequenceChunk).
+  virtual bool supports_token_trees() const { return false; }
   virtual void load_lora(int32_t slot, const LoraAdapter& adapter);
   // Frees what the slot holds (nothing when empty).
   virtual void unload_lora(int32_t slot);

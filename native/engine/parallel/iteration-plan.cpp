@@ -69,8 +69,10 @@ std::vector<uint8_t> serialize_plan(const IterationPlan& plan) {
     put(out, c.all_logits ? 1 : 0);
     put(out, c.window);
     put(out, c.lora_slot);
+    put(out, static_cast<int32_t>(c.tree_parents.size()));
     put_all(out, c.tokens);
     put_all(out, c.block_ids);
+    put_all(out, c.tree_parents);
   }
   if (plan.op == PlanOp::load_lora) {
     if (!plan.lora) throw EngineError(ErrorCode::internal, "iteration plan: load_lora without an adapter");
@@ -103,8 +105,10 @@ IterationPlan deserialize_plan(const std::vector<uint8_t>& bytes) {
     c.all_logits = r.get() != 0;
     c.window = r.get();
     c.lora_slot = r.get();
+    const int32_t n_tree = r.get();
     c.tokens = r.get_all(n_tokens);
     c.block_ids = r.get_all(n_blocks);
+    c.tree_parents = r.get_all(n_tree);
   }
   if (plan.op == PlanOp::load_lora) {
     auto lora = std::make_shared<LoraAdapter>();

@@ -38,6 +38,7 @@ class LeaderModel : public Model {
   void set_sampling_prep(SamplingPrep prep) override { inner_->set_sampling_prep(std::move(prep)); }
   std::string kv_cache_dtype() const override { return inner_->kv_cache_dtype(); }
   bool supports_lora() const override { return inner_->supports_lora(); }
+  bool supports_token_trees() const override { return inner_->supports_token_trees(); }
   // The adapter goes to the followers whole; every rank keeps its own slice.
   void load_lora(int32_t slot, const LoraAdapter& adapter) override;
   void unload_lora(int32_t slot) override;

@@ -14,6 +14,7 @@ import { startServingCluster } from '../../helpers/launched-cluster.js';
 import { echoKept, writeEchoMedusaHeads } from '../../helpers/medusa-heads.js';
 import { metricValue, postJson, startTestServer } from '../../helpers/serving.js';
 import { tempDir } from '../../helpers/temp-dir.js';
+import { medusaChoicesKind } from '../../../worker/options/medusa-choices.js';
 
 const dir = defaultModelDir();
 const tokenizer = loadTokenizer(dir);
@@ -27,8 +28,11 @@ const MAX_TOKENS = 32;
 
 interface Outcome { tokens: number[][]; drafted: number; accepted: number }
 
-async function outputs(medusaHeads: string | undefined, streaming: boolean, perStep = 4, prompts = PROMPTS): Promise<Outcome> {
-  const executor = await Executor.load(dir, { numThreads: 2, ...(medusaHeads ? { medusaHeads, draftModelTokens: perStep } : {}) });
+// choices: --medusa-choices' JSON text (absent: the engine's default tree).
+async function outputs(medusaHeads: string | undefined, streaming: boolean, perStep = 4, prompts = PROMPTS, medusaChoices?: string): Promise<Outcome> {
+  const executor = await Executor.load(dir, {
+    numThreads: 2, ...(medusaHeads ? { medusaHeads, draftModelTokens: perStep } : {}), ...(medusaChoices ? { medusaChoices } : {}),
+  });
   try {
     const requests = prompts.map(async (text, k) => {
       const handle = executor.enqueue({ inputTokenIds: tokenizer.encode(text), maxTokens: MAX_TOKENS, streaming, output: { excludeInputFromOutput: true },
@@ -49,16 +53,31 @@ async function outputs(medusaHeads: string | undefined, streaming: boolean, perS
   }
 }
 
-t.test('the same tokens with Medusa heads as without; the guesses kept are the repeats', async (t) => {
+t.test('the same tokens with Medusa heads as without; as a chain, the guesses kept are the repeats', async (t) => {
   const prompts = [...PROMPTS, ...REPEATING];
   const plain = await outputs(undefined, false, 4, prompts);
   t.equal(plain.drafted, 0);
+  // Each head's first choice only: what these heads guess there is the token drawn last.
+  const chain = '[[0], [0, 0], [0, 0, 0]]';
   for (const [streaming, perStep] of [[false, 4], [true, 2]] as const) {
-    const spec = await outputs(heads, streaming, perStep, prompts);
+    const spec = await outputs(heads, streaming, perStep, prompts, chain);
     t.same(spec.tokens, plain.tokens, `streaming ${streaming}, ${perStep} a step: every request's tokens`);
     const want = plain.tokens.reduce((n, ids) => n + echoKept(ids, MAX_TOKENS, Math.min(perStep, 3)), 0);
     t.ok(spec.drafted > 0 && want > 0, `${spec.drafted} guesses checked; ${want} repeats to guess`);
     t.equal(spec.accepted, want, `streaming ${streaming}: ${spec.accepted} guesses kept, the outputs' repeats say ${want}`);
+  }
+});
+
+t.test('trees of candidates: the same tokens', async (t) => {
+  const prompts = [...PROMPTS, ...REPEATING];
+  const plain = await outputs(undefined, false, 4, prompts);
+  const chain = await outputs(heads, false, 3, prompts, '[[0], [0, 0], [0, 0, 0]]');
+  for (const [perStep, choices] of [[8, undefined], [20, '[[0], [1], [2], [3], [0, 0], [1, 0], [0, 1], [0, 0, 0], [0, 0, 1], [0, 1, 0]]']] as const) {
+    for (const streaming of [false, true]) {
+      const tree = await outputs(heads, streaming, perStep, prompts, choices);
+      t.same(tree.tokens, plain.tokens, `${choices ?? 'default choices'}, ${perStep} a step, streaming ${streaming}: every request's tokens`);
+      t.ok(tree.drafted > 0 && tree.accepted > 0, `${tree.accepted} guesses kept from ${tree.drafted} in trees, ${chain.accepted} from ${chain.drafted} in the chain`);
+    }
   }
 });
 
@@ -98,8 +117,22 @@ t.test('refused, with the reason', async (t) => {
     { code: 'invalid_argument', message: `--draft-model ${dir} and --medusa-heads ${heads} each choose how guesses are made; give one of them` });
   await t.rejects(Executor.load(dir, { numThreads: 1, medusaHeads: '/nonexistent/heads' }),
     { code: 'not_found', message: /Medusa heads: \/nonexistent\/heads is not a directory/ });
+  await t.rejects(Executor.load(dir, { numThreads: 1, medusaHeads: heads, medusaChoices: '[[0], [0, 0], [0, 0, 0], [0, 0, 0, 0]]' }),
+    { code: 'invalid_argument', message: /medusa_choices: path \[0, 0, 0, 0\] is 4 deep but there are 3 heads/ });
+  await t.rejects(Executor.load(dir, { numThreads: 1, medusaHeads: heads, medusaChoices: '[[0, 1]]' }),
+    { code: 'invalid_argument', message: /medusa_choices: path \[0, 1\] comes before its parent \[0\]/ });
   // The repository's fixture heads are tiny-llama's (hidden 64, 512 ids): not the bundled model's.
   const tiny = `${packageRoot()}/test/fixtures/medusa/tiny-llama-heads`;
   await t.rejects(Executor.load(dir, { numThreads: 1, medusaHeads: tiny }),
     { code: 'bad_checkpoint', message: /tensor '0\.0\.linear\.weight' is \[64, 64\] but a residual block's weight of a model with hidden_size 384 and vocab_size 8192 is \[384, 384\]/ });
+});
+
+t.test('--medusa-choices: JSON text on the command line, a list of lists in a file', async (t) => {
+  t.same(medusaChoicesKind.fromText('[[0], [0, 0], [1]]'), { ok: true, value: '[[0],[0,0],[1]]' });
+  t.same(medusaChoicesKind.fromFile([[0], [1, 2]]), { ok: true, value: '[[0],[1,2]]' });
+  for (const bad of ['nope', '[]', '[[]]', '[[10]]', '[[0.5]]', '[0, 1]', '{"a": 1}']) {
+    t.match(medusaChoicesKind.fromText(bad), { ok: false, rule: /must be a list of paths of ranks, each a non-empty list of integers in \[0, 10\)/ }, bad);
+  }
+  t.match(medusaChoicesKind.fromFile('[[0]]'), { ok: false }, 'a file gives a list, not its text');
+  t.match(medusaChoicesKind.fromText(JSON.stringify(Array.from({ length: 64 }, (_, i) => [i % 10]))), { ok: false, rule: /at most 63 paths/ });
 });
