@@ -1,5 +1,7 @@
 // Speculative decoding at batch 1 — by prompt lookup (--speculative-ngram) and, when given, by a draft model
-// (--draft-model, or --layer-draft N: the model's own first N layers as its draft) — against the same requests
+// (--draft-model, or --layer-draft N: the model's own first N layers as its draft) or by Medusa heads (--medusa
+// <blocks>: the trained blocks scripts/train/train_medusa_heads.py writes, with the model's LM head as each head's
+// projection; as the chain of first choices and as trees of --medusa-tokens candidates) — against the same requests
 // without it in the same run: output tokens per second, the tokens a pass gained on average, and whether every
 // output equals the plain one. Two prompt sets from the bundled model's held-out Brown text: "copy" — a passage, a
 // newline, then the passage's first words again (text that quotes or edits its input, as the issue's copy-heavy
@@ -9,7 +11,7 @@
 // the check pass computes rows with other kernels than a one-token step (a near tie may flip either way, as
 // batching does), so a difference is explained only where that margin is small.
 //   node dist/bench/speculative-ngram.js [--model DIR] [--drafts 2,4,8] [--threads N] [--prompts 8] [--device cuda]
-//        [--draft-model DIR | --layer-draft N] [--draft-tokens 2,4] [--sampled]
+//        [--draft-model DIR | --layer-draft N] [--draft-tokens 2,4] [--medusa FILE] [--medusa-tokens 8,16] [--sampled]
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,14 +22,18 @@ import { defaultModelDir } from '../worker/common/package-root.js';
 import { Executor } from '../worker/executor/executor.js';
 import { loadTokenizer } from '../worker/tokenizer.js';
 import { writeLayerDraft } from '../test/helpers/layer-draft.js';
+import { writeEchoMedusaHeads } from '../test/helpers/medusa-heads.js';
 
 interface Options {
   model: string; drafts: string; threads: string; prompts: string; maxTokens: string; device: 'cpu' | 'cuda';
-  draftModel?: string; layerDraft?: string; draftTokens: string; sampled?: boolean;
+  draftModel?: string; layerDraft?: string; draftTokens: string; sampled?: boolean; medusa?: string; medusaTokens: string;
 }
 
 /** One configuration of the table: its label and the executor options that make it. */
-interface Drafter { label: string; options: { ngramDraftTokens?: number; draftModel?: string; draftModelTokens?: number } }
+interface Drafter {
+  label: string;
+  options: { ngramDraftTokens?: number; draftModel?: string; draftModelTokens?: number; medusaHeads?: string; medusaChoices?: string };
+}
 
 interface SetResult { seconds: number; tokens: number; outputs: number[][]; perPass: number }
 
@@ -58,12 +64,21 @@ async function main(): Promise<void> {
     .option('--layer-draft <n>', 'the model\'s own first n layers as a draft model to try as well')
     .option('--draft-tokens <list>', 'guesses per step to try with the draft model', '2,4')
     .option('--sampled', 'temperature 0.8, top-p 0.95, a seed per prompt, instead of greedy')
+    .option('--medusa <file>', 'trained Medusa blocks (scripts/train/train_medusa_heads.py) to try as well')
+    .option('--medusa-tokens <list>', 'tree sizes (candidates per step) to try with the Medusa heads', '8,16')
     .parse(process.argv).opts<Options>();
   let draftDir = o.draftModel;
   if (o.layerDraft !== undefined) {
     draftDir = writeLayerDraft(o.model, mkdtempSync(join(tmpdir(), 'layer-draft-')), Number(o.layerDraft));
     process.on('exit', () => rmSync(draftDir!, { recursive: true, force: true }));
   }
+  let medusaDir: string | undefined, medusaHeads = 0;
+  if (o.medusa !== undefined) {
+    medusaHeads = (JSON.parse(readFileSync(o.medusa.replace(/\.safetensors$/, '.json'), 'utf8')) as { medusa_num_heads: number }).medusa_num_heads;
+    medusaDir = writeEchoMedusaHeads(o.model, mkdtempSync(join(tmpdir(), 'medusa-')), medusaHeads, o.medusa);
+    process.on('exit', () => rmSync(medusaDir!, { recursive: true, force: true }));
+  }
+  const chain = JSON.stringify(Array.from({ length: medusaHeads }, (_, d) => new Array<number>(d + 1).fill(0)));
   const drafters: Drafter[] = [
     { label: 'none', options: {} },
     ...o.drafts.split(',').map((k) => ({ label: `prompt lookup, ${k}`, options: { ngramDraftTokens: Number(k) } })),
@@ -71,6 +86,12 @@ async function main(): Promise<void> {
       label: `draft model${o.layerDraft !== undefined ? ` (first ${o.layerDraft} layers)` : ''}, ${k}`,
       options: { draftModel: draftDir, draftModelTokens: Number(k) },
     }))),
+    ...(medusaDir === undefined ? [] : [
+      { label: `Medusa, ${medusaHeads} heads, chain of first choices`, options: { medusaHeads: medusaDir, medusaChoices: chain, draftModelTokens: medusaHeads } },
+      ...o.medusaTokens.split(',').map((k) => ({
+        label: `Medusa, ${medusaHeads} heads, tree of ${k}`, options: { medusaHeads: medusaDir, draftModelTokens: Number(k) },
+      })),
+    ]),
   ];
   const tokenizer = loadTokenizer(o.model);
   const text = (JSON.parse(readFileSync(join(defaultModelDir(), 'heldout_sample.json'), 'utf8')) as { text: string }).text;

@@ -69,6 +69,7 @@ class Recording : public Model {
   bool supports_token_trees() const override { return trees_ && inner_->supports_token_trees(); }
   int32_t medusa_heads() const override { return inner_->medusa_heads(); }
   void set_medusa_heads(std::shared_ptr<const MedusaHeads> heads) override { inner_->set_medusa_heads(std::move(heads)); }
+  void head_guesses(const std::vector<int32_t>& rows, std::vector<int32_t>& out) override { inner_->head_guesses(rows, out); }
   void forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) override {
     for (const SequenceChunk& c : chunks) {
       tree_chunks += c.tree_parents.empty() ? 0 : 1;

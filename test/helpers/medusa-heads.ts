@@ -1,7 +1,9 @@
-// Medusa heads for a checkpoint, written in the Medusa layout (config.json + medusa_lm_head.safetensors) as
-// Medusa's training starts them: each head's vocabulary projection a copy of the model's LM head, its residual
-// block zero. Such a head guesses exactly the token the LM head picks from the row it reads — the token just drawn
-// — so a guess is kept exactly where the output repeats that token, which tests can count from the plain output.
+// Medusa heads for a checkpoint, written in the Medusa layout (config.json + medusa_lm_head.safetensors), each head's
+// vocabulary projection a copy of the model's LM head. Without trained blocks, as Medusa's training starts them: the
+// residual blocks zero, so a head guesses exactly the token the LM head picks from the row it reads — the token just
+// drawn — and a guess is kept exactly where the output repeats that token, which tests can count from the plain
+// output. With `blocks` (a safetensors file of `<head>.0.linear.weight|bias`, as scripts/train/train_medusa_heads.py
+// writes them), the trained blocks.
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -9,27 +11,39 @@ type Tensor = { dtype: string; shape: number[]; data_offsets: [number, number] }
 
 const BYTES: Record<string, number> = { F32: 4, F16: 2, BF16: 2 };
 
-export function writeEchoMedusaHeads(modelDir: string, outDir: string, numHeads: number): string {
-  const buf = readFileSync(join(modelDir, 'model.safetensors'));
+function readTensors(path: string): { header: Record<string, Tensor>; bytes: (t: Tensor) => Buffer } {
+  const buf = readFileSync(path);
   const headerLen = Number(buf.readBigUInt64LE(0));
   const header = JSON.parse(buf.subarray(8, 8 + headerLen).toString('utf8')) as Record<string, Tensor>;
+  return { header, bytes: (t) => buf.subarray(8 + headerLen + t.data_offsets[0], 8 + headerLen + t.data_offsets[1]) };
+}
+
+export function writeEchoMedusaHeads(modelDir: string, outDir: string, numHeads: number, blocks?: string): string {
+  const { header, bytes } = readTensors(join(modelDir, 'model.safetensors'));
+  const trained = blocks === undefined ? undefined : readTensors(blocks);
   const head = header['lm_head.weight'] ?? header['model.embed_tokens.weight'];
   if (!head) throw new Error(`${modelDir}: no lm_head.weight or model.embed_tokens.weight`);
   const [, hidden] = head.shape as [number, number];
-  const lmHead = buf.subarray(8 + headerLen + head.data_offsets[0], 8 + headerLen + head.data_offsets[1]);
+  const lmHead = bytes(head);
   const width = BYTES[head.dtype];
   if (!width) throw new Error(`${modelDir}: LM head dtype ${head.dtype}`);
   const out: Record<string, Tensor> = {};
   const parts: Buffer[] = [];
   let offset = 0;
-  const add = (name: string, shape: number[], bytes: Buffer) => {
-    out[name] = { dtype: head.dtype, shape, data_offsets: [offset, offset + bytes.length] };
-    parts.push(bytes);
-    offset += bytes.length;
+  const add = (name: string, shape: number[], data: Buffer, dtype = head.dtype) => {
+    out[name] = { dtype, shape, data_offsets: [offset, offset + data.length] };
+    parts.push(data);
+    offset += data.length;
+  };
+  const block = (name: string, shape: number[]) => {
+    const t = trained?.header[name];
+    if (trained && !t) throw new Error(`${blocks}: no tensor ${name}`);
+    if (t) add(name, t.shape, trained!.bytes(t), t.dtype);
+    else add(name, shape, Buffer.alloc(shape.reduce((a, b) => a * b, 1) * width));
   };
   for (let k = 0; k < numHeads; ++k) {
-    add(`${k}.0.linear.weight`, [hidden, hidden], Buffer.alloc(hidden * hidden * width));
-    add(`${k}.0.linear.bias`, [hidden], Buffer.alloc(hidden * width));
+    block(`${k}.0.linear.weight`, [hidden, hidden]);
+    block(`${k}.0.linear.bias`, [hidden]);
     add(`${k}.1.weight`, head.shape, lmHead);
   }
   const json = Buffer.from(JSON.stringify(out), 'utf8');

@@ -214,8 +214,12 @@ struct Executor::Impl {
   };
   std::vector<std::vector<int32_t>> draft_model_guesses(const IterationBatch& b, const std::vector<DraftAsk>& asks);
   void release_draft(Sequence& s);  // its draft blocks back to the pool; the draft starts over
-  // The Medusa heads' guesses from logits row `row` of `fo`, kept for the token that row drew (just emitted).
-  void keep_head_guesses(Sequence& s, const ForwardOutput& fo, size_t row);
+  // The Medusa heads' guesses for the token logits row `row` drew (just emitted): asked for by run_heads, once the
+  // iteration's draws are done, for every such row at once (Model::head_guesses).
+  void keep_head_guesses(Sequence& s, size_t row);
+  void run_heads();
+  std::vector<int32_t> head_rows, head_scratch;
+  std::vector<Sequence*> head_seqs;
   void verify_drafts(Sequence& s, const IterationBatch& batch, size_t i, const ForwardOutput& fo, double t_tok,
                      std::vector<Response>& out);
   int64_t accepted_drafts = 0;  // this iteration's guesses the model agreed with (iteration stats)

@@ -106,6 +106,7 @@ void Executor::Impl::sample_and_update(const IterationBatch& batch, const Forwar
     }
     advance_sequence(s, batch, i, fo, t_tok, out);
   }
+  run_heads();
 }
 
 void Executor::Impl::check_device_guided(const IterationBatch& batch, const ForwardOutput& fo) {
@@ -207,7 +208,7 @@ void Executor::Impl::advance_sequence(Sequence& s, const IterationBatch& batch, 
     }
   }
   emit_token(s, tok, logits, t_tok, out, on_device && !redrawn ? guided_accepted[i] : -1);
-  if (!on_device) keep_head_guesses(s, fo, row);
+  if (!on_device) keep_head_guesses(s, row);
 }
 
 SamplingContext Executor::Impl::sampling_context(const Sequence& s) const {

@@ -167,18 +167,28 @@ void Executor::Impl::verify_drafts(Sequence& s, const IterationBatch& batch, siz
     ++depth;
     if (placed == depth - 1 && node == depth) placed = depth;
   }
-  if (!on_device) keep_head_guesses(s, fo, first + static_cast<size_t>(node));  // the row that drew the last token
+  if (!on_device) keep_head_guesses(s, first + static_cast<size_t>(node));  // the row that drew the last token
   if (!s.is_finished()) kv.commit_full_blocks(s.block_table, s.tokens, s.num_computed, kv_block_root(s.lora.key));  // prefix reuse
   // The draft model's K/V holds for the guesses that were kept; past them it is written again before it is read.
   s.draft_computed = std::min(s.draft_computed, s.num_computed);
 }
 
-void Executor::Impl::keep_head_guesses(Sequence& s, const ForwardOutput& fo, size_t row) {
-  if (fo.num_heads <= 0 || s.is_finished()) return;
-  const auto k = static_cast<size_t>(fo.num_heads) * kMedusaTopK;
-  s.head_guesses.assign(fo.head_guesses.begin() + static_cast<std::ptrdiff_t>(row * k),
-                        fo.head_guesses.begin() + static_cast<std::ptrdiff_t>((row + 1) * k));
+void Executor::Impl::keep_head_guesses(Sequence& s, size_t row) {
+  if (medusa_heads <= 0 || s.is_finished()) return;
+  head_rows.push_back(static_cast<int32_t>(row));
+  head_seqs.push_back(&s);
   s.head_guesses_for = s.num_tokens();
+}
+
+void Executor::Impl::run_heads() {
+  if (head_rows.empty()) return;
+  model->head_guesses(head_rows, head_scratch);
+  const auto k = static_cast<size_t>(medusa_heads) * kMedusaTopK;
+  for (size_t i = 0; i < head_seqs.size(); ++i)
+    head_seqs[i]->head_guesses.assign(head_scratch.begin() + static_cast<std::ptrdiff_t>(i * k),
+                                      head_scratch.begin() + static_cast<std::ptrdiff_t>((i + 1) * k));
+  head_rows.clear();
+  head_seqs.clear();
 }
 
 }  // namespace engine

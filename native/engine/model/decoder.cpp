@@ -159,6 +159,20 @@ void DecoderModel::load_lora(int32_t slot, const LoraAdapter& adapter) {
 
 void DecoderModel::unload_lora(int32_t slot) { lora_.unload(slot); }
 
+void DecoderModel::head_guesses(const std::vector<int32_t>& rows, std::vector<int32_t>& out) {
+  if (!medusa_) throw EngineError(ErrorCode::internal, "head_guesses without Medusa heads");
+  const int64_t H = config_.hidden_size, n = static_cast<int64_t>(rows.size());
+  medusa_rows_.resize(static_cast<size_t>(n * H));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t r = rows[static_cast<size_t>(i)];
+    if (r < 0 || (r + 1) * H > static_cast<int64_t>(medusa_hidden_.size()))
+      throw EngineError(ErrorCode::internal, "head_guesses: row " + std::to_string(r) + " is not a logits row of the last forward");
+    std::copy_n(medusa_hidden_.data() + r * H, H, medusa_rows_.data() + i * H);
+  }
+  out.resize(static_cast<size_t>(n * medusa_->num_heads() * kMedusaTopK));
+  medusa_guesses(*medusa_, medusa_rows_.data(), n, out.data(), medusa_scratch_);
+}
+
 bool DecoderModel::supports_token_trees() const {
   for (int32_t w : config_.layer_window)
     if (w > 0) return false;
@@ -231,9 +245,7 @@ void DecoderModel::lm_head(const float* xn, int64_t rows, ForwardOutput& out) {
   const int64_t H = config_.hidden_size, V = config_.vocab_size;
   const float* head = w_.lm_head.empty() ? w_.embed.data() : w_.lm_head.data();
   out.logits.resize(static_cast<size_t>(rows * V));
-  out.num_heads = medusa_heads();
-  out.head_guesses.resize(static_cast<size_t>(rows * out.num_heads * kMedusaTopK));
-  if (medusa_) medusa_guesses(*medusa_, xn, rows, out.head_guesses.data(), medusa_scratch_);
+  if (medusa_) medusa_hidden_.assign(xn, xn + rows * H);  // for head_guesses, after the executor's draws
   if (tp_.size() == 1) {
     cpu::gemm_xwt(rows, V, H, xn, H, head, out.logits.data(), V, false);
     return;

@@ -122,6 +122,7 @@ class DecoderModel : public Model {
   // token's slot, which a tree's depth-based positions do not match): full attention only.
   bool supports_token_trees() const override;
   int32_t medusa_heads() const override { return medusa_ ? medusa_->num_heads() : 0; }
+  void head_guesses(const std::vector<int32_t>& rows, std::vector<int32_t>& out) override;
 
  private:
   void validate(const std::vector<SequenceChunk>& chunks) const;
@@ -228,6 +229,7 @@ class DecoderModel : public Model {
   std::shared_ptr<const MedusaHeads> medusa_;
   std::vector<uint64_t> tree_visible_;  // [T] each tree token's visible chunk tokens (cpu::AttentionChunk)
   std::vector<float> medusa_scratch_;
+  std::vector<float> medusa_hidden_, medusa_rows_;  // [logit rows, hidden]: the last forward's; the rows asked
 };
 
 }  // namespace engine

@@ -103,11 +103,6 @@ struct ForwardOutput {
   std::vector<DeviceSample> row_samples;
   std::vector<int32_t> first_sample;
   int32_t vocab_size = 0;
-  // Medusa heads (Model::set_medusa_heads): for logits row r, head k's kMedusaTopK best guesses from
-  // head_guesses[(r * num_heads + k) * kMedusaTopK] (medusa_guesses); empty without heads (and on the ranks that
-  // return no logits).
-  std::vector<int32_t> head_guesses;
-  int32_t num_heads = 0;
 };
 
 // Communication of the last forward() on this rank (zero on a single rank). Seconds are wall time inside comm
@@ -193,11 +188,15 @@ class Model {
   // Frees what the slot holds (nothing when empty).
   virtual void unload_lora(int32_t slot);
 
-  // Medusa heads (medusa/): run on every logits row this rank returns, their guesses in ForwardOutput::head_guesses.
-  // Called on the rank that drives the model only (the leader of a grid), before the first forward(); models and
-  // layouts that cannot run them throw unsupported, saying why.
+  // Medusa heads (medusa/), on the rank that drives the model only (the leader of a grid), before the first
+  // forward(); models and layouts that cannot run them throw unsupported, saying why. head_guesses runs them on
+  // host logits rows of the last forward() (rows of its ForwardOutput::logits; the hidden states behind them are
+  // kept until the next forward): for the i-th row asked, head k's kMedusaTopK best tokens from
+  // out[(i * medusa_heads() + k) * kMedusaTopK] (medusa_guesses). Only the rows the executor needs — the one that
+  // drew each sequence's last token — so the heads cost one row a sequence a step, whatever the check fed.
   virtual void set_medusa_heads(std::shared_ptr<const MedusaHeads> heads);
   virtual int32_t medusa_heads() const { return 0; }  // how many heads guess (0: none)
+  virtual void head_guesses(const std::vector<int32_t>& rows, std::vector<int32_t>& out);
 
  protected:
   // Runs the prep the executor set, at most once per forward() (a model that samples on its device calls it).

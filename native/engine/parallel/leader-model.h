@@ -45,6 +45,7 @@ class LeaderModel : public Model {
   // The heads run where the logits are: on this rank alone, so followers hear nothing of them.
   void set_medusa_heads(std::shared_ptr<const MedusaHeads> heads) override { inner_->set_medusa_heads(std::move(heads)); }
   int32_t medusa_heads() const override { return inner_->medusa_heads(); }
+  void head_guesses(const std::vector<int32_t>& rows, std::vector<int32_t>& out) override { inner_->head_guesses(rows, out); }
   // The inner model's communication plus this forward's plan broadcast.
   ForwardCommStats last_comm_stats() const override;
   // Tells the followers to return and closes the leader channel; idempotent. Called by the executor's owner once the
