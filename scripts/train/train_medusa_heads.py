@@ -17,39 +17,22 @@ the forward is checked before anything is trained on it. Training texts are the 
 and at the end with its top-1 accuracy. Deterministic given the same numpy (fixed seeds).
 """
 import argparse
-import glob
 import json
 import os
 import random
-import re
-import struct
 import subprocess
+import sys
 import time
 
 import numpy as np
 
+from brown import brown_documents
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "fixtures"))
+from np_safetensors import read_safetensors, write_safetensors  # noqa: E402
+
 SEED = 1234  # the bundled model's split (train_tiny_llama.py)
 WINDOW = 256
-
-
-def brown_documents(root):
-    """As train_tiny_llama.py reads them: words of the `word/tag` pairs, with the tokenized spacing undone."""
-    docs = []
-    for path in sorted(glob.glob(os.path.join(root, "c[a-r][0-9][0-9]"))):
-        paragraphs = []
-        for block in open(path, encoding="latin-1").read().split("\n\n"):
-            words = [w.rsplit("/", 1)[0] for w in block.split() if "/" in w]
-            if not words:
-                continue
-            text = " ".join(words)
-            text = text.replace("``", '"').replace("''", '"')
-            text = re.sub(r" ([.,;:!?)'])", r"\1", text)
-            text = re.sub(r"([($]) ", r"\1", text)
-            text = re.sub(r'" (.*?) "', r'"\1"', text)
-            text = text.replace(" n't", "n't")
-            paragraphs.append(text)
-        docs.append("\n".join(paragraphs))
-    return docs
 
 
 def tokenize(model_dir, texts):
@@ -64,43 +47,6 @@ def tokenize(model_dir, texts):
     out = subprocess.run(["node", "-e", script, tokenizer, os.path.abspath(model_dir)], input=json.dumps(texts).encode(),
                          stdout=subprocess.PIPE, check=True)
     return json.loads(out.stdout)
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, t in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = t["data_offsets"]
-        raw = data[a:b]
-        if t["dtype"] == "BF16":
-            v = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
-        elif t["dtype"] == "F32":
-            v = np.frombuffer(raw, dtype="<f4")
-        else:
-            raise SystemExit(f"{path}: {name} is {t['dtype']}")
-        out[name] = v.reshape(t["shape"]).astype(np.float32)
-    return out
-
-
-def write_safetensors(path, tensors):
-    """bf16 (round to nearest even), as the checkpoint stores its weights."""
-    header, blobs, offset = {}, [], 0
-    for name, array in tensors.items():
-        bits = np.ascontiguousarray(array, dtype=np.float32).view(np.uint32)
-        bf16 = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype("<u2")
-        raw = bf16.tobytes()
-        header[name] = {"dtype": "BF16", "shape": list(array.shape), "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
 class Llama:
@@ -257,7 +203,7 @@ def main():
         out[f"{k}.0.linear.weight"] = W
         out[f"{k}.0.linear.bias"] = b
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    write_safetensors(args.out, out)
+    write_safetensors(args.out, out, "BF16")
     with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
         json.dump({"model": args.model, "medusa_num_heads": args.heads, "medusa_num_layers": 1,
                    "train_positions": int(sum(len(t) for t in train_t)), "epochs": args.epochs, "batch": args.batch,

@@ -10,12 +10,10 @@ README.md (card), training_log.json (loss curve), heldout_sample.json (a held-ou
 measured on it with transformers, which the repo's test compares against our engine).
 """
 import argparse
-import glob
 import json
 import math
 import os
 import random
-import re
 import time
 
 import torch
@@ -23,29 +21,11 @@ import transformers
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from brown import brown_documents
+
 SEED = 1234
 VOCAB = 8192
 SEQ = 256
-
-
-def brown_documents(root):
-    """The corpus is POS-tagged (`word/tag`); keep the words and undo the tokenized spacing of punctuation."""
-    docs = []
-    for path in sorted(glob.glob(os.path.join(root, "c[a-r][0-9][0-9]"))):
-        paragraphs = []
-        for block in open(path, encoding="latin-1").read().split("\n\n"):
-            words = [w.rsplit("/", 1)[0] for w in block.split() if "/" in w]
-            if not words:
-                continue
-            text = " ".join(words)
-            text = text.replace("``", '"').replace("''", '"')
-            text = re.sub(r" ([.,;:!?)'])", r"\1", text)
-            text = re.sub(r"([($]) ", r"\1", text)
-            text = re.sub(r'" (.*?) "', r'"\1"', text)
-            text = text.replace(" n't", "n't")
-            paragraphs.append(text)
-        docs.append("\n".join(paragraphs))
-    return docs
 
 
 def train_tokenizer(texts):

@@ -1,8 +1,9 @@
 // Medusa heads (Cai et al., 2024): small heads on the model's last hidden state (after the final norm), head k
 // guessing the token k + 2 places after the position whose hidden state it reads — the model's own LM head gives
 // the next one. Each head is `num_layers` residual blocks x + SiLU(W x + b), then its own vocabulary projection.
-// The heads are read from the published layout (medusa-checkpoint.h); the model runs them on the rows whose
-// logits it returns (Model::set_medusa_heads), and the executor checks their guesses like any other drafter's.
+// The heads are read from the published layout (medusa-checkpoint.h); the model runs them on the rows the
+// executor asks for (Model::head_guesses: the one that drew each sequence's last token), and the executor checks
+// their guesses as a tree (medusa-tree.h).
 #pragma once
 #include <cstdint>
 #include <string>

@@ -16,6 +16,7 @@ import { loadTokenizer } from '../../../worker/tokenizer.js';
 import { writeLayerDraft } from '../../helpers/layer-draft.js';
 import { startServingCluster } from '../../helpers/launched-cluster.js';
 import { metricValue, postJson, startTestServer } from '../../helpers/serving.js';
+import { expectSameText, runPrompts, type SpeculationRun } from '../../helpers/speculation-runs.js';
 import { tempDir } from '../../helpers/temp-dir.js';
 
 const dir = defaultModelDir();
@@ -24,26 +25,10 @@ const draftDir = writeLayerDraft(dir, tempDir('layer-draft-'), 2);
 const PROMPTS = ['The jury said it did find that the', 'He said that the man who had been', 'In the first place, the',
   'It was the first time that the committee had'];
 
-interface Outcome { tokens: number[][]; steps: number; drafted: number; accepted: number }
-
-async function outputs(draftModel: string | undefined, streaming: boolean, sampled = true): Promise<Outcome> {
+async function outputs(draftModel: string | undefined, streaming: boolean, sampled = true): Promise<SpeculationRun> {
   const executor = await Executor.load(dir, { numThreads: 2, ...(draftModel ? { draftModel, draftModelTokens: 3 } : {}) });
   try {
-    const requests = PROMPTS.map(async (text, k) => {
-      const handle = executor.enqueue({ inputTokenIds: tokenizer.encode(text), maxTokens: 32, streaming, output: { excludeInputFromOutput: true },
-        ...(k === 3 && sampled ? { sampling: { temperature: 0.8, topP: 0.9, seed: 11 } } : {}) });
-      const ids: number[] = [];
-      for await (const r of handle) ids.push(...(r.outputTokenIds?.[0] ?? []));
-      return ids;
-    });
-    const tokens = await Promise.all(requests);
-    const stats = executor.iterationStats();
-    return {
-      tokens,
-      steps: stats.reduce((n, s) => n + s.inflightBatchingStats.numGenRequests + s.inflightBatchingStats.numContextRequests, 0),
-      drafted: stats.reduce((n, s) => n + s.specDecodingStats.numDraftTokens, 0),
-      accepted: stats.reduce((n, s) => n + s.specDecodingStats.numAcceptedTokens, 0),
-    };
+    return await runPrompts(executor, tokenizer, PROMPTS, { maxTokens: 32, streaming, ...(sampled ? { sampled: { index: 3, seed: 11 } } : {}) });
   } finally {
     await executor.shutdown();
   }
@@ -87,13 +72,7 @@ t.test('world size 2 (tp 2) under mpirun: the draft runs on the leader, the text
   const single = await startTestServer(t, { model: dir });
   const cluster = await startServingCluster(t, ['--model', dir, '--world-size', '2', '--oversubscribe', '--threads', '1',
     '--draft-model', draftDir, '--num-draft-tokens', '3']);
-  for (const prompt of PROMPTS.slice(0, 2)) {
-    const body = { text_input: prompt, max_tokens: 24 };
-    const a = await postJson(`${single.base}/v2/models/ensemble/generate`, body);
-    const b = await postJson(`${cluster.base}/v2/models/ensemble/generate`, body);
-    t.equal(b.status, 200);
-    t.equal(b.json.text_output, a.json.text_output, `"${prompt}": the same text`);
-  }
+  await expectSameText(t, single.base, cluster.base, PROMPTS.slice(0, 2), 24);
   t.ok(await metricValue(cluster.metricsBase, 'trtllm_spec_decode_draft_tokens_total') > 0, 'guesses were made');
 });
 

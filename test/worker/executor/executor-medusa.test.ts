@@ -13,6 +13,7 @@ import { loadTokenizer } from '../../../worker/tokenizer.js';
 import { startServingCluster } from '../../helpers/launched-cluster.js';
 import { echoKept, writeEchoMedusaHeads } from '../../helpers/medusa-heads.js';
 import { metricValue, postJson, startTestServer } from '../../helpers/serving.js';
+import { expectSameText, runPrompts, type SpeculationRun } from '../../helpers/speculation-runs.js';
 import { tempDir } from '../../helpers/temp-dir.js';
 import { medusaChoicesKind } from '../../../worker/options/medusa-choices.js';
 
@@ -26,28 +27,13 @@ const PROMPTS = ['The jury said it did find that the', 'He said that the man who
 const REPEATING = ['(((((((', 'Ha ha ha ha ha ha'];
 const MAX_TOKENS = 32;
 
-interface Outcome { tokens: number[][]; drafted: number; accepted: number }
-
 // choices: --medusa-choices' JSON text (absent: the engine's default tree).
-async function outputs(medusaHeads: string | undefined, streaming: boolean, perStep = 4, prompts = PROMPTS, medusaChoices?: string): Promise<Outcome> {
+async function outputs(medusaHeads: string | undefined, streaming: boolean, perStep = 4, prompts = PROMPTS, medusaChoices?: string): Promise<SpeculationRun> {
   const executor = await Executor.load(dir, {
     numThreads: 2, ...(medusaHeads ? { medusaHeads, draftModelTokens: perStep } : {}), ...(medusaChoices ? { medusaChoices } : {}),
   });
   try {
-    const requests = prompts.map(async (text, k) => {
-      const handle = executor.enqueue({ inputTokenIds: tokenizer.encode(text), maxTokens: MAX_TOKENS, streaming, output: { excludeInputFromOutput: true },
-        ...(k === 3 ? { sampling: { temperature: 0.8, topP: 0.9, seed: 11 } } : {}) });
-      const ids: number[] = [];
-      for await (const r of handle) ids.push(...(r.outputTokenIds?.[0] ?? []));
-      return ids;
-    });
-    const tokens = await Promise.all(requests);
-    const stats = executor.iterationStats();
-    return {
-      tokens,
-      drafted: stats.reduce((n, s) => n + s.specDecodingStats.numDraftTokens, 0),
-      accepted: stats.reduce((n, s) => n + s.specDecodingStats.numAcceptedTokens, 0),
-    };
+    return await runPrompts(executor, tokenizer, prompts, { maxTokens: MAX_TOKENS, streaming, sampled: { index: 3, seed: 11 } });
   } finally {
     await executor.shutdown();
   }
@@ -100,13 +86,7 @@ t.test('world size 2 (tp 2) under mpirun: the heads run on the leader, the text 
   const single = await startTestServer(t, { model: dir });
   const cluster = await startServingCluster(t, ['--model', dir, '--world-size', '2', '--oversubscribe', '--threads', '1',
     '--medusa-heads', heads, '--num-draft-tokens', '3']);
-  for (const prompt of PROMPTS.slice(0, 2)) {
-    const body = { text_input: prompt, max_tokens: 24 };
-    const a = await postJson(`${single.base}/v2/models/ensemble/generate`, body);
-    const b = await postJson(`${cluster.base}/v2/models/ensemble/generate`, body);
-    t.equal(b.status, 200);
-    t.equal(b.json.text_output, a.json.text_output, `"${prompt}": the same text`);
-  }
+  await expectSameText(t, single.base, cluster.base, PROMPTS.slice(0, 2), 24);
   t.ok(await metricValue(cluster.metricsBase, 'trtllm_spec_decode_draft_tokens_total') > 0, 'guesses were made');
 });
 

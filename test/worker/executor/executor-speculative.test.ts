@@ -8,6 +8,7 @@ import t from 'tap';
 import { defaultModelDir } from '../../../worker/common/package-root.js';
 import { startServingCluster } from '../../helpers/launched-cluster.js';
 import { metricValue, postJson, startTestServer } from '../../helpers/serving.js';
+import { expectSameText, runPrompts, type SpeculationRun } from '../../helpers/speculation-runs.js';
 import { Executor } from '../../../worker/executor/executor.js';
 import { loadTokenizer } from '../../../worker/tokenizer.js';
 
@@ -16,21 +17,11 @@ const tokenizer = loadTokenizer(dir);
 const PROMPTS = ['The jury said it did find that the', 'He said that the man who had been', 'In the first place, the',
   'It was the first time that the committee had', 'The state of the art of the'];
 
-/** Every request's output; `steps`: the iterations each request took part in, summed over the requests. */
-async function outputs(draftTokens: number, streaming: boolean): Promise<{ tokens: number[][]; steps: number; best: number }> {
+/** Every request's output, with the iterations each took part in and the best gain of an iteration. */
+async function outputs(draftTokens: number, streaming: boolean): Promise<SpeculationRun> {
   const executor = await Executor.load(dir, { numThreads: 2, ngramDraftTokens: draftTokens });
   try {
-    const requests = PROMPTS.map(async (text, k) => {
-      const handle = executor.enqueue({ inputTokenIds: tokenizer.encode(text), maxTokens: 48, streaming, output: { excludeInputFromOutput: true },
-        ...(k === 4 ? { sampling: { temperature: 0.8, topP: 0.9, seed: 7 } } : {}) });
-      const ids: number[] = [];
-      for await (const r of handle) ids.push(...(r.outputTokenIds?.[0] ?? []));
-      return ids;
-    });
-    const tokens = await Promise.all(requests);
-    const stats = executor.iterationStats();
-    const steps = stats.reduce((n, s) => n + s.inflightBatchingStats.numGenRequests + s.inflightBatchingStats.numContextRequests, 0);
-    return { tokens, steps, best: Math.max(...stats.map((s) => s.inflightBatchingStats.avgNumDecodedTokensPerIter)) };
+    return await runPrompts(executor, tokenizer, PROMPTS, { maxTokens: 48, streaming, sampled: { index: 4, seed: 7 } });
   } finally {
     await executor.shutdown();
   }
@@ -67,13 +58,7 @@ t.test('pp = 2 under mpirun (--pp-micro-batches 1): guesses checked across both 
   const single = await startTestServer(t, { model: dir });
   const cluster = await startServingCluster(t, ['--model', dir, '--world-size', '2', '--pp', '2', '--pp-micro-batches', '1',
     '--oversubscribe', '--threads', '1', '--speculative-ngram', '4']);
-  for (const prompt of PROMPTS.slice(0, 3)) {
-    const body = { text_input: prompt, max_tokens: 32 };
-    const a = await postJson(`${single.base}/v2/models/ensemble/generate`, body);
-    const b = await postJson(`${cluster.base}/v2/models/ensemble/generate`, body);
-    t.equal(b.status, 200);
-    t.equal(b.json.text_output, a.json.text_output, `"${prompt}": the same text`);
-  }
+  await expectSameText(t, single.base, cluster.base, PROMPTS.slice(0, 3), 32);
   const kept = await metricValue(cluster.metricsBase, 'trtllm_spec_decode_accepted_tokens_total');
   t.ok(kept > 0, `guesses kept across the stages: ${kept}`);
 });
