@@ -69,18 +69,18 @@ void Executor::Impl::add_drafts(IterationBatch& b) {
     // Never past max_tokens: the last token a request may output is never fed back, so it needs no guess.
     const int32_t asked = s.request.num_draft_tokens >= 0 ? s.request.num_draft_tokens : default_room;
     const int64_t depth_left = static_cast<int64_t>(s.request.max_tokens) - s.num_generated() - 1;
-    int64_t room = std::min<int64_t>({asked, budget, depth_left});
+    const bool rows_to_host = !rows_on_device(c) && host_bytes_left != INT64_MAX;
+    const int64_t host_rows = rows_to_host ? host_bytes_left / row_bytes - 1 : INT64_MAX;
+    int64_t room = std::min<int64_t>({asked, budget, depth_left, host_rows});
     TokenTree tree;
     if (medusa_heads > 0) {  // the heads' guesses from the pass that drew the last token
       if (s.head_guesses_for != s.num_tokens()) continue;
       // A tree may be wider than the tokens left; a chain (a model without trees) has one guess per head.
       const auto depth = static_cast<int32_t>(std::min<int64_t>(depth_left, medusa_heads));
-      const auto nodes = static_cast<int32_t>(std::min<int64_t>({asked, budget, kMaxTreeTokens - 1}));
+      const auto nodes = static_cast<int32_t>(std::min<int64_t>({asked, budget, host_rows, kMaxTreeTokens - 1}));
       tree = build_token_tree(medusa_trees ? medusa_choices : chain_choices, s.head_guesses.data(), nodes, depth);
       room = static_cast<int64_t>(tree.tokens.size());
     }
-    const bool rows_to_host = !rows_on_device(c) && host_bytes_left != INT64_MAX;
-    if (rows_to_host) room = std::min(room, host_bytes_left / row_bytes - 1);
     if (room <= 0) continue;
     if (rows_to_host) host_bytes_left -= (room + 1) * row_bytes;
     if (draft_model) {
