@@ -15,6 +15,7 @@ import { configKey, SECTIONS, sectionKeys, TOP_LEVEL_NAMES } from './schema.js';
 const RELATIVE_TO_FILE: Readonly<Record<string, (value: unknown, base: string) => unknown>> = {
   'model': (v, base) => resolve(base, v as string),
   'decoding.draft_model': (v, base) => resolve(base, v as string),
+  'decoding.medusa_heads': (v, base) => resolve(base, v as string),
   'lora.modules': (v, base) => loraModulesRelativeTo(v as readonly string[], base),
 };
 

@@ -154,6 +154,9 @@ def main():
     held_h, held_t = features(model, held_ids, 16 * WINDOW)
     print(f"features: {sum(len(t) for t in train_t)} train positions, {sum(len(t) for t in held_t)} held out "
           f"({time.time() - t0:.0f} s)", flush=True)
+    # What the heads are up against: the model's own next-token top-1 on the same held-out windows.
+    base_top1 = float(np.mean(np.concatenate([(h[:-1] @ model.lm_head.T).argmax(axis=-1) == t[1:] for h, t in zip(held_h, held_t)])))
+    print(f"the model's own top-1 for t+1 on the held-out windows: {base_top1:.3f}", flush=True)
 
     def pairs(hs, ts, k):  # hidden at t, token at t + 2 + k, within each window
         shift = 2 + k
@@ -205,7 +208,7 @@ def main():
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     write_safetensors(args.out, out, "BF16")
     with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
-        json.dump({"model": args.model, "medusa_num_heads": args.heads, "medusa_num_layers": 1,
+        json.dump({"model": args.model, "medusa_num_heads": args.heads, "medusa_num_layers": 1, "model_top1_t+1": round(base_top1, 4),
                    "train_positions": int(sum(len(t) for t in train_t)), "epochs": args.epochs, "batch": args.batch,
                    "lr": args.lr, "heads": report, "note": "blocks only: each head's projection is the model's LM head"},
                   f, indent=2)
