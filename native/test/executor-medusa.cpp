@@ -6,6 +6,7 @@
 // of 4 to 40 candidates (kept branches off the first choices computed again the next step); with heads that guess
 // exactly the token the model drew last, the chain keeps exactly the repeats of the plain output (a guess read from
 // any other row would break that count). Refusals: another drafter at once, heads of another shape.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -73,13 +74,16 @@ class Recording : public Model {
   void forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) override {
     for (const SequenceChunk& c : chunks) {
       tree_chunks += c.tree_parents.empty() ? 0 : 1;
-      // Several tokens without a row each, after the prompt's pass: a kept branch's tokens computed again.
-      catch_up_chunks += !c.all_logits && c.tokens.size() > 1 && c.past_len > 0 ? 1 : 0;
+      // A kept branch's tokens computed again before the next guesses: the chunk's first token has a single child
+      // (every tree these tests feed branches at its root), or, with no guesses that step, several tokens fed
+      // without a row each.
+      const bool under_fed = !c.tree_parents.empty() && std::count(c.tree_parents.begin(), c.tree_parents.end(), 0) == 1;
+      catch_up_chunks += under_fed || (!c.all_logits && c.tokens.size() > 1 && c.past_len > 0) ? 1 : 0;
     }
     inner_->forward(chunks, out);
   }
   bool trees_ = true;
-  int tree_chunks = 0, catch_up_chunks = 0;
+  int tree_chunks = 0, catch_up_chunks = 0;  // (catch-ups: a kept branch off the first choices computed again)
 
  private:
   std::unique_ptr<Model> inner_;
@@ -230,6 +234,27 @@ void tree_pass_equals_paths() {
     for (size_t v = 0; v < V; ++v)
       worst = std::max(worst, std::fabs(double(tree_out.logits[node * V + v]) - lo.logits[v]));
     CHECK_MSG(worst < 1e-4, "tree node %zu (depth %zu): logits differ from its path's by %g", node, path.size() - 1, worst);
+  }
+  // Tokens fed before a tree (a kept branch computed again) are a chain the tree hangs from: each node's logits are
+  // those of the chain followed by its path.
+  SequenceChunk fed = tree;
+  fed.tokens = {5, 6, 17, 300, 42, 7, 300, 99, 11};
+  fed.tree_parents = {-1, 0, 1, 2, 3, 3, 2, 6, 2};
+  ForwardOutput fed_out;
+  m->forward({fed}, fed_out);
+  for (size_t node = 0; node < fed.tokens.size(); ++node) {
+    std::vector<int32_t> path;
+    for (int32_t n = static_cast<int32_t>(node); n >= 0; n = fed.tree_parents[static_cast<size_t>(n)])
+      path.insert(path.begin(), fed.tokens[static_cast<size_t>(n)]);
+    SequenceChunk linear;
+    linear.past_len = 9;
+    linear.block_ids = blocks;
+    linear.tokens = path;
+    ForwardOutput lo;
+    m->forward({linear}, lo);
+    double worst = 0;
+    for (size_t v = 0; v < V; ++v) worst = std::max(worst, std::fabs(double(fed_out.logits[node * V + v]) - lo.logits[v]));
+    CHECK_MSG(worst < 1e-4, "fed chain + tree, token %zu: logits differ from its path's by %g", node, worst);
   }
   // A malformed tree is the caller's bug, named.
   SequenceChunk bad = tree;

@@ -65,7 +65,11 @@ void Executor::Impl::add_drafts(IterationBatch& b) {
   for (size_t i = 0; i < b.chunks.size() && budget > 0; ++i) {
     Sequence& s = *b.seqs[i];
     const SequenceChunk& c = b.chunks[i];
-    if (!can_speculate(s) || c.tokens.size() != 1 || c.all_logits || c.past_len + 1 != s.num_tokens()) continue;
+    // A decode step's chunk: the last token; with Medusa heads also the tokens of a kept branch computed again
+    // (verify_drafts) ending with it, whose last row drew the heads' guesses too.
+    const auto fed = static_cast<int64_t>(c.tokens.size());
+    const bool catch_up = fed > 1 && medusa_heads > 0;
+    if (!can_speculate(s) || (fed != 1 && !catch_up) || c.all_logits || c.past_len + fed != s.num_tokens()) continue;
     // Never past max_tokens: the last token a request may output is never fed back, so it needs no guess.
     const int32_t asked = s.request.num_draft_tokens >= 0 ? s.request.num_draft_tokens : default_room;
     const int64_t depth_left = static_cast<int64_t>(s.request.max_tokens) - s.num_generated() - 1;
@@ -77,12 +81,12 @@ void Executor::Impl::add_drafts(IterationBatch& b) {
       if (s.head_guesses_for != s.num_tokens()) continue;
       // A tree may be wider than the tokens left; a chain (a model without trees) has one guess per head.
       const auto depth = static_cast<int32_t>(std::min<int64_t>(depth_left, medusa_heads));
-      const auto nodes = static_cast<int32_t>(std::min<int64_t>({asked, budget, host_rows, kMaxTreeTokens - 1}));
+      const auto nodes = static_cast<int32_t>(std::min<int64_t>({asked, budget, host_rows, kMaxTreeTokens - fed}));
       tree = build_token_tree(medusa_trees ? medusa_choices : chain_choices, s.head_guesses.data(), nodes, depth);
       room = static_cast<int64_t>(tree.tokens.size());
     }
     if (room <= 0) continue;
-    if (rows_to_host) host_bytes_left -= (room + 1) * row_bytes;
+    if (rows_to_host) host_bytes_left -= (room + fed) * row_bytes;
     if (draft_model) {
       asks.push_back({i, static_cast<int32_t>(room)});
       budget -= room;
@@ -112,12 +116,15 @@ void Executor::Impl::add_drafts(IterationBatch& b) {
     Sequence& s = *b.seqs[asks[k].chunk];
     SequenceChunk& c = b.chunks[asks[k].chunk];
     const std::vector<int32_t>& draft = guesses[k];
-    if (draft.empty() || !kv.ensure_capacity(s.block_table, c.past_len + 1 + static_cast<int64_t>(draft.size())))
+    const auto fed = static_cast<int32_t>(c.tokens.size());
+    if (draft.empty() || !kv.ensure_capacity(s.block_table, c.past_len + fed + static_cast<int64_t>(draft.size())))
       continue;
     c.tokens.insert(c.tokens.end(), draft.begin(), draft.end());
     if (k < trees.size() && !trees[k].empty()) {
-      c.tree_parents.assign(1, -1);
-      c.tree_parents.insert(c.tree_parents.end(), trees[k].begin(), trees[k].end());
+      // The tokens fed before the guesses are a chain (causal); the tree hangs from the last of them.
+      c.tree_parents.resize(static_cast<size_t>(fed));
+      for (int32_t t = 0; t < fed; ++t) c.tree_parents[static_cast<size_t>(t)] = t - 1;
+      for (int32_t p : trees[k]) c.tree_parents.push_back(p + fed - 1);
     }
     c.block_ids = s.block_table;
     c.all_logits = true;  // a row per guess
@@ -137,18 +144,20 @@ void Executor::Impl::verify_drafts(Sequence& s, const IterationBatch& batch, siz
   const int32_t drafts = batch.drafts[i];
   const size_t first = fo.first_row[i] < 0 ? 0 : static_cast<size_t>(fo.first_row[i]);
   const bool on_device = fo.first_row[i] < 0;  // each row drawn by the device
-  // Node n's row (n = 0: the input token) is drawn as the plain step after the path to it would be drawn; the walk
-  // goes on to the child holding that draw. A chain's child of n is n + 1. K/V stands for the kept path's nodes as
-  // far as each sits at the slot of its depth (a chain's always do; a tree's off the first-choice branch do not,
-  // and the next step computes them again).
+  // The guesses hang from the root, the last token fed before them (the tokens before it, if any, are a kept branch
+  // computed again: K/V only). Node n's row is drawn as the plain step after the path to it would be drawn; the
+  // walk goes on to the child holding that draw (a chain's child of n is n + 1). K/V stands for the kept path's
+  // nodes as far as each sits at the slot of its depth (a chain's always do; a tree's off the first-choice branch do
+  // not, and the next step computes them again).
   const std::vector<int32_t>& parents = c.tree_parents;
+  const auto root = static_cast<int32_t>(c.tokens.size()) - 1 - drafts;
   auto child_with = [&](int32_t node, int32_t token) {
-    for (int32_t n = node + 1; n <= drafts; ++n)
+    for (int32_t n = node + 1; n <= root + drafts; ++n)
       if ((parents.empty() ? n == node + 1 : parents[static_cast<size_t>(n)] == node) && c.tokens[static_cast<size_t>(n)] == token)
         return n;
     return -1;
   };
-  int32_t node = 0, depth = 0, placed = 0;
+  int32_t node = root, depth = 0, placed = 0;
   for (;;) {
     const float* row = on_device ? nullptr : fo.logits.data() + (first + static_cast<size_t>(node)) * V;
     SampledToken tok;
@@ -159,13 +168,13 @@ void Executor::Impl::verify_drafts(Sequence& s, const IterationBatch& batch, siz
       tok = sampler.sample(row, vocab_size, sampling_context(s));
     }
     const int32_t next = child_with(node, tok.token);
-    s.num_computed = c.past_len + 1 + placed;
+    s.num_computed = c.past_len + root + 1 + placed;
     emit_token(s, tok, row, t_tok, out);
     if (s.is_finished() || next < 0) break;
     ++accepted_drafts;
     node = next;
     ++depth;
-    if (placed == depth - 1 && node == depth) placed = depth;
+    if (placed == depth - 1 && node == root + depth) placed = depth;
   }
   if (!on_device) keep_head_guesses(s, first + static_cast<size_t>(node));  // the row that drew the last token
   if (!s.is_finished()) kv.commit_full_blocks(s.block_table, s.tokens, s.num_computed, kv_block_root(s.lora.key));  // prefix reuse
