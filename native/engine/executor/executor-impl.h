@@ -14,14 +14,13 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
-
-#include "medusa/medusa-tree.h"
 #include <vector>
 
 #include "executor/executor.h"
 #include "grammar/grammar-cache.h"
 #include "kv-cache/kv-cache.h"
 #include "lora/lora-cache.h"
+#include "medusa/medusa-tree.h"
 #include "sampling/beam-search.h"
 #include "sampling/sampler.h"
 #include "scheduling/scheduler.h"

@@ -182,8 +182,6 @@ class Model {
   // check_lora_adapter) and keeps this rank's slice (lora-local.h), replacing what the slot held; every rank of a
   // grid gets the same calls in the same order (LeaderModel sends them). Models without LoRA throw unsupported.
   virtual bool supports_lora() const { return false; }
-  // Whether forward() takes chunks with tree_parents (SequenceChunk).
-  virtual bool supports_token_trees() const { return false; }
   virtual void load_lora(int32_t slot, const LoraAdapter& adapter);
   // Frees what the slot holds (nothing when empty).
   virtual void unload_lora(int32_t slot);
@@ -197,6 +195,8 @@ class Model {
   virtual void set_medusa_heads(std::shared_ptr<const MedusaHeads> heads);
   virtual int32_t medusa_heads() const { return 0; }  // how many heads guess (0: none)
   virtual void head_guesses(const std::vector<int32_t>& rows, std::vector<int32_t>& out);
+  // Whether forward() takes chunks with tree_parents (SequenceChunk): how speculation checks a tree of candidates.
+  virtual bool supports_token_trees() const { return false; }
 
  protected:
   // Runs the prep the executor set, at most once per forward() (a model that samples on its device calls it).
