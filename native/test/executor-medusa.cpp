@@ -70,7 +70,10 @@ class Recording : public Model {
   bool supports_token_trees() const override { return trees_ && inner_->supports_token_trees(); }
   int32_t medusa_heads() const override { return inner_->medusa_heads(); }
   void set_medusa_heads(std::shared_ptr<const MedusaHeads> heads) override { inner_->set_medusa_heads(std::move(heads)); }
-  void head_guesses(const std::vector<int32_t>& rows, std::vector<int32_t>& out) override { inner_->head_guesses(rows, out); }
+  void head_guesses(const std::vector<int32_t>& rows, std::vector<int32_t>& out) override {
+    head_rows += static_cast<int>(rows.size());
+    inner_->head_guesses(rows, out);
+  }
   void forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) override {
     for (const SequenceChunk& c : chunks) {
       tree_chunks += c.tree_parents.empty() ? 0 : 1;
@@ -84,6 +87,7 @@ class Recording : public Model {
   }
   bool trees_ = true;
   int tree_chunks = 0, catch_up_chunks = 0;  // (catch-ups: a kept branch off the first choices computed again)
+  int head_rows = 0;                          // rows the heads ran on
 
  private:
   std::unique_ptr<Model> inner_;
@@ -115,7 +119,7 @@ ExecutorConfig config(int32_t tokens = 4) {
 struct Run {
   std::vector<test::Outcome> outcomes;
   int64_t drafted = 0, accepted = 0;
-  int tree_chunks = 0, catch_up_chunks = 0;
+  int tree_chunks = 0, catch_up_chunks = 0, head_rows = 0;
 };
 
 // Each request alone (so the iteration stats are one request's), with the heads given (none: plain decoding).
@@ -146,6 +150,7 @@ Run run(std::shared_ptr<const MedusaHeads> heads, const std::vector<Request>& re
   CHECK(e.kv_cache_stats().free_num_blocks == e.kv_cache_stats().max_num_blocks);
   r.tree_chunks = recording->tree_chunks;
   r.catch_up_chunks = recording->catch_up_chunks;
+  r.head_rows = recording->head_rows;
   return r;
 }
 
@@ -407,6 +412,17 @@ TEST_MAIN({
     }
   }
   CHECK_MSG(tree_chunks > 0 && catch_ups > 0, "%d tree steps, %d steps computing a kept branch again", tree_chunks, catch_ups);
+  // Requests that will not speculate (num_draft_tokens 0, a guide) cost no head rows; the others one a step.
+  {
+    std::vector<Request> requests = greedy_requests(12);
+    const Run plain = run(nullptr, requests);
+    for (Request& r : requests) r.num_draft_tokens = 0;
+    const Run off = run(heads, requests);
+    CHECK(off.head_rows == 0 && off.drafted == 0);
+    for (size_t i = 0; i < requests.size(); ++i) CHECK(off.outcomes[i].tokens == plain.outcomes[i].tokens);
+    const Run on = run(heads, greedy_requests(12));
+    CHECK_MSG(on.head_rows > 0 && on.head_rows <= 4 * 12, "%d head rows for 4 requests of 12 tokens", on.head_rows);
+  }
   // Echo heads: the guesses kept are the plain output's repeats, exactly.
   {
     const int32_t max_tokens = 40;
