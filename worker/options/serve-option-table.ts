@@ -254,7 +254,7 @@ const TABLE = [
     help: 'the candidates a Medusa step checks, as TensorRT-LLM\'s medusa_choices: paths of ranks ([[0], [0, 0], [1]]: head 0\'s first choice, then head 1\'s first after it, and head 0\'s second), each after its parent; the first --num-draft-tokens of them are checked as one tree (default: every path whose ranks sum to 2 at most, likeliest first)',
     file: { key: 'decoding.medusa_choices', unset: 'ranks summing to 2 at most' }, rank: 'argv', executor: { field: 'medusaChoices' } },
   { name: 'numDraftTokens', flag: '--num-draft-tokens', placeholder: '<n>', env: 'TRTLLM_NUM_DRAFT_TOKENS', kind: intKind(1, 64),
-    help: 'tokens the draft model or the Medusa heads guess a step (default 4, at most one per head; a request\'s num_draft_tokens overrides it)',
+    help: 'tokens the draft model guesses a step, or candidates the Medusa heads propose (default 4; a request\'s num_draft_tokens overrides it)',
     file: { key: 'decoding.num_draft_tokens', unset: '4' }, rank: 'argv', executor: { field: 'draftModelTokens' } },
   { name: 'speculativeMaxBatch', flag: '--speculative-max-batch', placeholder: '<n>', env: 'TRTLLM_SPECULATIVE_MAX_BATCH', kind: intKind(0),
     help: 'speculation (prompt lookup, draft model or Medusa heads) is off in an iteration with more than n requests decoding, where checking guesses costs more than it saves (default 32; 0: no limit)',
