@@ -1,10 +1,12 @@
 // Speculative decoding by Medusa heads (--medusa-heads) on the bundled model, with heads as Medusa's training
 // starts them (test/helpers/medusa-heads.ts): greedy and seeded sampled outputs equal those without heads, token for
-// token, streamed or not and batched, and the guesses kept are exactly the outputs' repeats (what such heads can
-// guess). Through the server: the same text, the guesses in the metrics, num_draft_tokens 0 turning them off; the
-// same text on a world-size-2 (tp 2) cluster under mpirun, the heads on the leading rank. Refused: heads together
-// with another drafter, a missing directory, heads made for another model. The engine's own checks (the layout,
-// float64 guesses): native/test/executor-medusa.
+// token, streamed or not and batched — as the chain of first choices, where the guesses kept are exactly the
+// outputs' repeats (what such heads can guess), and as trees of candidates (the default choices and a
+// --medusa-choices list). Through the server: the same text, the guesses in the metrics, num_draft_tokens 0 turning
+// them off; the same text on a world-size-2 (tp 2) cluster under mpirun, the heads on the leading rank, the trees
+// sent to the follower. Refused: heads together with another drafter, a missing directory, heads made for another
+// model, choices deeper than the heads or before their parents; --medusa-choices' text and file forms. The engine's
+// own checks (the layout, float64 guesses, tree attention): native/test/executor-medusa.
 import t from 'tap';
 
 import { defaultModelDir, packageRoot } from '../../../worker/common/package-root.js';
