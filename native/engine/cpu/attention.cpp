@@ -29,19 +29,17 @@ const float* load_row(const PagedKv& pool, const void* base, int64_t at, float s
   return buf;
 }
 
-// The dot product and the weighted add of a K / V row, out of line: the compiler then cannot specialize them for
-// one storage (vectorized or contracted differently), so attention over an e4m3 pool and over a float pool holding
-// the same values gives the same bits (kv-fp8 checks it).
-[[gnu::noinline]] float row_dot(const float* q, const float* k, int32_t n) {
-  float dot = 0;
-#pragma omp simd reduction(+ : dot)
-  for (int32_t d = 0; d < n; ++d) dot += q[d] * k[d];
-  return dot;
-}
-
-[[gnu::noinline]] void row_axpy(float w, const float* v, float* o, int32_t n) {
-#pragma omp simd
-  for (int32_t d = 0; d < n; ++d) o[d] += w * v[d];
+// The dot product of a query and a K row, summed in a fixed order: eight running sums (lane d % 8), then added up
+// pairwise. A reduction the compiler may reorder (omp simd) is vectorized differently where it inlines the loop for
+// one KV storage and for the other, and attention over an e4m3 pool and over a float pool holding the same values
+// then differs in the last bits (kv-fp8 checks they do not); this order is the same in every copy, and as fast.
+inline float row_dot(const float* q, const float* k, int32_t n) {
+  float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int32_t d = 0;
+  for (; d + 8 <= n; d += 8)
+    for (int32_t l = 0; l < 8; ++l) lane[l] += q[d + l] * k[d + l];
+  for (; d < n; ++d) lane[d & 7] += q[d] * k[d];
+  return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
 }
 
 }  // namespace
@@ -129,7 +127,8 @@ void paged_attention(const PagedKv& pool, const std::vector<AttentionChunk>& chu
           const float w = s[p0 + j - lo] * inv;
           if (w == 0.0f) continue;  // (masked tree tokens; skipping adds nothing a zero weight would have)
           const float* vj = load_row(pool, pool.v, vb + static_cast<int64_t>(j) * hd, pool.v_scale, row_buf.data());
-          row_axpy(w, vj, o, hd);
+#pragma omp simd
+          for (int32_t d = 0; d < hd; ++d) o[d] += w * vj[d];
         }
       }
     }
