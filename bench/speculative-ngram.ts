@@ -22,7 +22,7 @@ import { defaultModelDir } from '../worker/common/package-root.js';
 import { Executor } from '../worker/executor/executor.js';
 import { loadTokenizer } from '../worker/tokenizer.js';
 import { writeLayerDraft } from '../test/helpers/layer-draft.js';
-import { writeEchoMedusaHeads } from '../test/helpers/medusa-heads.js';
+import { writeMedusaHeads } from '../test/helpers/medusa-heads.js';
 
 interface Options {
   model: string; drafts: string; threads: string; prompts: string; maxTokens: string; device: 'cpu' | 'cuda';
@@ -75,7 +75,7 @@ async function main(): Promise<void> {
   let medusaDir: string | undefined, medusaHeads = 0;
   if (o.medusa !== undefined) {
     medusaHeads = (JSON.parse(readFileSync(o.medusa.replace(/\.safetensors$/, '.json'), 'utf8')) as { medusa_num_heads: number }).medusa_num_heads;
-    medusaDir = writeEchoMedusaHeads(o.model, mkdtempSync(join(tmpdir(), 'medusa-')), medusaHeads, o.medusa);
+    medusaDir = writeMedusaHeads(o.model, mkdtempSync(join(tmpdir(), 'medusa-')), medusaHeads, o.medusa);
     process.on('exit', () => rmSync(medusaDir!, { recursive: true, force: true }));
   }
   const chain = JSON.stringify(Array.from({ length: medusaHeads }, (_, d) => new Array<number>(d + 1).fill(0)));

@@ -222,45 +222,32 @@ void tree_pass_equals_paths() {
   tree.tokens = {17, 300, 42, 7, 300, 99, 11};
   tree.tree_parents = {-1, 0, 1, 1, 0, 4, 0};
   tree.all_logits = true;
-  ForwardOutput tree_out;
-  m->forward({tree}, tree_out);
-  const size_t V = 512;
-  for (size_t node = 0; node < tree.tokens.size(); ++node) {
-    std::vector<int32_t> path;
-    for (int32_t n = static_cast<int32_t>(node); n >= 0; n = tree.tree_parents[static_cast<size_t>(n)])
-      path.insert(path.begin(), tree.tokens[static_cast<size_t>(n)]);
-    SequenceChunk linear;
-    linear.past_len = 9;
-    linear.block_ids = blocks;
-    linear.tokens = path;
-    ForwardOutput lo;
-    m->forward({linear}, lo);
-    double worst = 0;
-    for (size_t v = 0; v < V; ++v)
-      worst = std::max(worst, std::fabs(double(tree_out.logits[node * V + v]) - lo.logits[v]));
-    CHECK_MSG(worst < 1e-4, "tree node %zu (depth %zu): logits differ from its path's by %g", node, path.size() - 1, worst);
-  }
+  // Each token's logits in a pass over `chunk` against its path (root to it) fed as an ordinary chunk.
+  auto expect_paths = [&](const SequenceChunk& chunk, const char* what) {
+    ForwardOutput whole;
+    m->forward({chunk}, whole);
+    const size_t V = 512;
+    for (size_t node = 0; node < chunk.tokens.size(); ++node) {
+      SequenceChunk linear;
+      linear.past_len = chunk.past_len;
+      linear.block_ids = chunk.block_ids;
+      for (int32_t n = static_cast<int32_t>(node); n >= 0; n = chunk.tree_parents[static_cast<size_t>(n)])
+        linear.tokens.insert(linear.tokens.begin(), chunk.tokens[static_cast<size_t>(n)]);
+      ForwardOutput lo;
+      m->forward({linear}, lo);
+      double worst = 0;
+      for (size_t v = 0; v < V; ++v) worst = std::max(worst, std::fabs(double(whole.logits[node * V + v]) - lo.logits[v]));
+      CHECK_MSG(worst < 1e-4, "%s, token %zu (depth %zu): logits differ from its path's by %g", what, node,
+                linear.tokens.size() - 1, worst);
+    }
+  };
+  expect_paths(tree, "tree");
   // Tokens fed before a tree (a kept branch computed again) are a chain the tree hangs from: each node's logits are
   // those of the chain followed by its path.
   SequenceChunk fed = tree;
   fed.tokens = {5, 6, 17, 300, 42, 7, 300, 99, 11};
   fed.tree_parents = {-1, 0, 1, 2, 3, 3, 2, 6, 2};
-  ForwardOutput fed_out;
-  m->forward({fed}, fed_out);
-  for (size_t node = 0; node < fed.tokens.size(); ++node) {
-    std::vector<int32_t> path;
-    for (int32_t n = static_cast<int32_t>(node); n >= 0; n = fed.tree_parents[static_cast<size_t>(n)])
-      path.insert(path.begin(), fed.tokens[static_cast<size_t>(n)]);
-    SequenceChunk linear;
-    linear.past_len = 9;
-    linear.block_ids = blocks;
-    linear.tokens = path;
-    ForwardOutput lo;
-    m->forward({linear}, lo);
-    double worst = 0;
-    for (size_t v = 0; v < V; ++v) worst = std::max(worst, std::fabs(double(fed_out.logits[node * V + v]) - lo.logits[v]));
-    CHECK_MSG(worst < 1e-4, "fed chain + tree, token %zu: logits differ from its path's by %g", node, worst);
-  }
+  expect_paths(fed, "fed chain + tree");
   // A malformed tree is the caller's bug, named.
   SequenceChunk bad = tree;
   bad.tree_parents[3] = 5;

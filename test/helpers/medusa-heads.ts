@@ -18,7 +18,7 @@ function readTensors(path: string): { header: Record<string, Tensor>; bytes: (t:
   return { header, bytes: (t) => buf.subarray(8 + headerLen + t.data_offsets[0], 8 + headerLen + t.data_offsets[1]) };
 }
 
-export function writeEchoMedusaHeads(modelDir: string, outDir: string, numHeads: number, blocks?: string): string {
+export function writeMedusaHeads(modelDir: string, outDir: string, numHeads: number, blocks?: string): string {
   const { header, bytes } = readTensors(join(modelDir, 'model.safetensors'));
   const trained = blocks === undefined ? undefined : readTensors(blocks);
   const head = header['lm_head.weight'] ?? header['model.embed_tokens.weight'];

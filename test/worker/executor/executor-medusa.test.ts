@@ -13,7 +13,7 @@ import { defaultModelDir, packageRoot } from '../../../worker/common/package-roo
 import { Executor } from '../../../worker/executor/executor.js';
 import { loadTokenizer } from '../../../worker/tokenizer.js';
 import { startServingCluster } from '../../helpers/launched-cluster.js';
-import { echoKept, writeEchoMedusaHeads } from '../../helpers/medusa-heads.js';
+import { echoKept, writeMedusaHeads } from '../../helpers/medusa-heads.js';
 import { metricValue, postJson, startTestServer } from '../../helpers/serving.js';
 import { expectSameText, runPrompts, type SpeculationRun } from '../../helpers/speculation-runs.js';
 import { tempDir } from '../../helpers/temp-dir.js';
@@ -21,7 +21,7 @@ import { medusaChoicesKind } from '../../../worker/options/medusa-choices.js';
 
 const dir = defaultModelDir();
 const tokenizer = loadTokenizer(dir);
-const heads = writeEchoMedusaHeads(dir, tempDir('medusa-heads-'), 3);
+const heads = writeMedusaHeads(dir, tempDir('medusa-heads-'), 3);
 const PROMPTS = ['The jury said it did find that the', 'He said that the man who had been', 'In the first place, the',
   'It was the first time that the committee had'];
 // Prompts whose continuations repeat tokens (the bundled model closes a run of '(' with a run of ')'): what echo
