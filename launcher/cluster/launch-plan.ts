@@ -78,7 +78,8 @@ export interface LaunchPlan {
 }
 
 // Variables every rank must see, whatever the MPI forwards by default.
-const FORWARDED = ['PATH', 'LD_LIBRARY_PATH', 'OMP_NUM_THREADS', 'TRTLLM_ADDON_PATH', 'TRTLLM_API_KEY'];
+// (TRTLLM_ALL_REDUCE: every rank of a tp group must take the same all-reduce path, comm/all-reduce-plan.h.)
+const FORWARDED = ['PATH', 'LD_LIBRARY_PATH', 'OMP_NUM_THREADS', 'TRTLLM_ADDON_PATH', 'TRTLLM_API_KEY', 'TRTLLM_ALL_REDUCE'];
 
 /** Under srun: the job's --cpus-per-task (srun no longer passes it on by itself), also the ranks' default --threads. */
 export function slurmCpusPerTask(env: LaunchFacts['env']): number | undefined {

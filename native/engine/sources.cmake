@@ -105,6 +105,7 @@ set(ENGINE_EXECUTOR_SOURCES
 # followers (plans, liveness questions, the idle followers' pause and wake link).
 set(ENGINE_COMM_SOURCES
   ${ENGINE_DIR}/comm/comm.cpp
+  ${ENGINE_DIR}/comm/all-reduce-plan.cpp
   ${ENGINE_DIR}/comm/comm-link.cpp
   ${ENGINE_DIR}/comm/comm-wait.cpp
   ${ENGINE_DIR}/comm/liveness.cpp

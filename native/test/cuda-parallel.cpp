@@ -3,9 +3,11 @@
 // leader) compares its logits with the same model on its GPU alone (tp = pp = 1), for the fixtures and for a
 // dummy-weight Llama with GQA 8/2 whose vocab needs tp padding, and for a dummy Qwen2-MoE with the experts' columns
 // split (moe_tp = tp) and with whole experts per rank (ep = tp); greedy on the device must pick the same tokens.
-// --bench: then the decode step time of that (large) dummy-weight shape on the grid, median of 30 steps at batch
-// 1 and 64 after a 128-token prompt, with the NCCL all-reduce time of one such step (the step's all-reduce count
-// times one all-reduce of its size, timed alone with CUDA events). --offline N: then N requests of 128 / 128 through
+// The tp group's all-reduce paths (NCCL, the peer one-shot and two-shot) must agree bit for bit, in and out of a
+// CUDA graph. --bench (instead of the checks): the decode step time of that (large) dummy-weight shape on the grid,
+// median of 30 steps at batch 1 and 64 after a 128-token prompt, with each all-reduce path's time for one such step
+// (the step's all-reduce count times one all-reduce of its size, timed alone with CUDA events; AR_SWEEP=1: the
+// paths from 16 KiB to 32 MiB first). --offline N: then N requests of 128 / 128 through
 // the executor in leader mode as the launcher runs it (rank 0 schedules over a LeaderModel, the others follow).
 #include <cuda_runtime.h>
 
@@ -56,7 +58,7 @@ LoadOptions grid_options(const Grid& g, const std::string& format, int32_t ep = 
 }
 
 // A long prompt (shortened to fit a learned position table) next to a short one, then a decode row next to a
-// context chunk continuing the short one.
+// context chunk continuing the short one, then a decode step of both.
 std::vector<SequenceChunk> batch_for(int32_t V, int32_t max_pos, int step, const std::vector<int32_t>& table_a,
                                      const std::vector<int32_t>& table_b) {
   auto prompt = [&](int n, int salt) {
@@ -66,7 +68,9 @@ std::vector<SequenceChunk> batch_for(int32_t V, int32_t max_pos, int step, const
   };
   const int n = std::min(300, max_pos - 8);
   if (step == 0) return {{prompt(n, 1), 0, table_a, true}, {prompt(40, 2), 0, table_b, false}};
-  return {{{3}, n, table_a, false}, {prompt(20, 3), 40, table_b, true}};
+  if (step == 1) return {{{3}, n, table_a, false}, {prompt(20, 3), 40, table_b, true}};
+  // A decode batch (one token per chunk): a CUDA graph on the grid as on one GPU, its collectives captured.
+  return {{{7}, n + 1, table_a, false}, {{9}, 60, table_b, false}};
 }
 
 // CUDA_PARALLEL_TRACE=1: each rank says which stage of a comparison it reached (to find where a grid stalls).
@@ -93,6 +97,8 @@ void with_lora(Model& m, std::vector<SequenceChunk> chunks, ForwardOutput& o, bo
   m.forward(chunks, o);
 }
 
+constexpr int kSteps = 3;  // batch_for's steps
+
 void compare(const Grid& g, const std::string& dir, const std::string& format, const char* label, int32_t ep = 1,
              bool lora = false) {
   const bool leader = g.world.rank() == 0;
@@ -112,13 +118,13 @@ void compare(const Grid& g, const std::string& dir, const std::string& format, c
       const auto ads = lora_pair(single->config());
       for (size_t i = 0; i < ads.size(); ++i) single->load_lora(static_cast<int32_t>(i), ads[i]);
     }
-    for (int step = 0; step < 2; ++step) {
+    for (int step = 0; step < kSteps; ++step) {
       ForwardOutput o;
       with_lora(*single, batch_for(single->config().vocab_size, single->config().max_position_embeddings, step, ta, tb),
                 o, lora);
       ref.push_back(o.logits);
     }
-    SequenceChunk c{{5}, std::min(300, single->config().max_position_embeddings - 8) + 1, ta, false};
+    SequenceChunk c{{5}, std::min(300, single->config().max_position_embeddings - 8) + 2, ta, false};
     c.sample_on = SampleOn::device_argmax;
     ForwardOutput o;
     single->forward({c}, o);
@@ -131,8 +137,8 @@ void compare(const Grid& g, const std::string& dir, const std::string& format, c
     const auto ads = lora_pair(model->config());
     for (size_t i = 0; i < ads.size(); ++i) model->load_lora(static_cast<int32_t>(i), ads[i]);
   }
-  for (int step = 0; step < 2; ++step) {
-    trace(g, label, step == 0 ? "forward step 0" : "forward step 1");
+  for (int step = 0; step < kSteps; ++step) {
+    trace(g, label, step == 0 ? "forward step 0" : step == 1 ? "forward step 1" : "forward step 2 (decode)");
     ForwardOutput o;
     with_lora(*model, batch_for(model->config().vocab_size, model->config().max_position_embeddings, step, ta, tb), o,
               lora);
@@ -146,7 +152,7 @@ void compare(const Grid& g, const std::string& dir, const std::string& format, c
       CHECK_MSG(e < 1e-2, "%s step %d: rel err %g", label, step, e);
     }
   }
-  SequenceChunk c{{5}, std::min(300, model->config().max_position_embeddings - 8) + 1, ta, false};
+  SequenceChunk c{{5}, std::min(300, model->config().max_position_embeddings - 8) + 2, ta, false};
   // Only the leader samples (Model::samples_on_device): the other ranks get the chunk as a follower does.
   if (leader) c.sample_on = SampleOn::device_argmax;
   ForwardOutput o;
@@ -156,9 +162,105 @@ void compare(const Grid& g, const std::string& dir, const std::string& format, c
   if (leader) CHECK_MSG(o.first_row[0] == -1 && o.sampled[0].token == ref_greedy[0], "%s: device greedy differs", label);
 }
 
+// The GPU the loader gives this rank (one per rank of a host), current on this thread before a DeviceComm is made.
+void use_rank_gpu() { cudaSetDevice(comm_info().local_rank % cuda_device_count()); }
+
+// The tp group's all-reduce paths against each other: every rank's values are multiples of 1/4 below 2^12, so
+// every sum is exact and NCCL, one-shot and two-shot must give the same bits on every rank. Sizes: one float4, a
+// decode step's row, one that does not split evenly over the blocks, a batch of rows (one-shot's capacity), two-shot's
+// capacity, and a count the peer kernels cannot take (not whole float4s: NCCL). Then the peer calls captured in a CUDA graph
+// (an odd number of them, so each replay starts on the other slot) and replayed three times.
+void check_all_reduce(const Grid& g) {
+  if (g.shard.tp_size == 1) return;
+  use_rank_gpu();
+  std::unique_ptr<DeviceComm> dc = DeviceComm::create(g.tp, true);
+  if (g.world.rank() == 0) std::printf("tp all-reduce: %s\n", dc->peer_status().c_str());
+  const bool peer = dc->peer_status().rfind("peer memory", 0) == 0;
+  CHECK_MSG(peer, "no peer all-reduce on this grid: %s", dc->peer_status().c_str());
+  if (!peer) return;
+  const int32_t r = g.tp.rank(), n = g.tp.size();
+  auto value = [](size_t i, int32_t rank) { return static_cast<float>((i * 7 + static_cast<size_t>(rank) * 13) % 4096) * 0.25f; };
+  auto fill = [&](size_t count, size_t salt) {
+    std::vector<float> v(count);
+    for (size_t i = 0; i < count; ++i) v[i] = value(i + salt, r);
+    return v;
+  };
+  auto expected = [&](size_t count, size_t salt) {
+    std::vector<float> v(count, 0.0f);
+    for (size_t i = 0; i < count; ++i)
+      for (int32_t p = 0; p < n; ++p) v[i] += value(i + salt, p);
+    return v;
+  };
+  cudaStream_t st = nullptr;
+  cudaStreamCreate(&st);
+  const size_t biggest = size_t{2} << 20;  // 8 MiB of floats
+  float* buf = nullptr;
+  cudaMalloc(&buf, biggest * sizeof(float) * 3);
+  std::vector<float> got;
+  auto run = [&](AllReduceAlgo algo, size_t count, size_t salt, float* at) {
+    const std::vector<float> v = fill(count, salt);
+    cudaMemcpyAsync(at, v.data(), count * sizeof(float), cudaMemcpyHostToDevice, st);
+    dc->all_reduce_sum_with(algo, at, count, st);
+    got.resize(count);
+    cudaMemcpyAsync(got.data(), at, count * sizeof(float), cudaMemcpyDeviceToHost, st);
+    cudaStreamSynchronize(st);
+    return got == expected(count, salt);
+  };
+  int call = 0;
+  for (size_t count : {size_t{4}, size_t{4096}, size_t{4100}, size_t{64 * 4096}, biggest}) {
+    for (AllReduceAlgo algo : {AllReduceAlgo::nccl, AllReduceAlgo::one_shot, AllReduceAlgo::two_shot}) {
+      if (algo == AllReduceAlgo::one_shot && count * sizeof(float) > (size_t{1} << 20)) continue;  // (its capacity)
+      const bool ok = run(algo, count, static_cast<size_t>(++call), buf);
+      CHECK_MSG(ok, "rank %d: %s all-reduce of %zu floats differs from the exact sum", r, all_reduce_name(algo), count);
+    }
+  }
+  CHECK_MSG(dc->all_reduce_algo(buf, 4097) == AllReduceAlgo::nccl, "4097 floats must go through NCCL");
+  CHECK_MSG(dc->all_reduce_algo(buf, biggest + 4) == AllReduceAlgo::nccl, "past the peer slots: NCCL");
+  CHECK_MSG(dc->all_reduce_algo(buf, 4096) == AllReduceAlgo::one_shot || std::getenv("TRTLLM_ALL_REDUCE") != nullptr,
+            "a decode row goes one-shot");
+  const bool auto_ok = run(dc->all_reduce_algo(buf, 4096), 4096, 99, buf);
+  CHECK_MSG(auto_ok, "rank %d: the automatic choice differs from the exact sum", r);
+
+  // Three buffers, three calls in one graph; each replay after fresh values are copied in.
+  const size_t counts[3] = {4096, 64 * 4096, 8192};
+  const AllReduceAlgo algos[3] = {AllReduceAlgo::one_shot, AllReduceAlgo::two_shot, AllReduceAlgo::one_shot};
+  float* at[3] = {buf, buf + biggest, buf + 2 * biggest};
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
+  for (int k = 0; k < 3; ++k) dc->all_reduce_sum_with(algos[k], at[k], counts[k], st);
+  cudaStreamEndCapture(st, &graph);
+  CHECK_MSG(graph != nullptr && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess, "rank %d: graph capture", r);
+  for (int replay = 0; replay < 3 && exec != nullptr; ++replay) {
+    std::vector<std::vector<float>> in(3);
+    for (int k = 0; k < 3; ++k) {
+      in[k] = fill(counts[k], static_cast<size_t>(1000 * replay + k));
+      cudaMemcpyAsync(at[k], in[k].data(), counts[k] * sizeof(float), cudaMemcpyHostToDevice, st);
+    }
+    cudaGraphLaunch(exec, st);
+    for (int k = 0; k < 3; ++k) {
+      got.resize(counts[k]);
+      cudaMemcpyAsync(got.data(), at[k], counts[k] * sizeof(float), cudaMemcpyDeviceToHost, st);
+      cudaStreamSynchronize(st);
+      CHECK_MSG(got == expected(counts[k], static_cast<size_t>(1000 * replay + k)),
+                "rank %d: replay %d, call %d of the graph differs from the exact sum", r, replay, k);
+    }
+  }
+  CHECK_MSG(cudaGetLastError() == cudaSuccess, "rank %d: CUDA error in the all-reduce checks", r);
+  if (exec != nullptr) cudaGraphExecDestroy(exec);
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  cudaFree(buf);
+  cudaStreamDestroy(st);
+  if (g.world.rank() == 0) std::printf("tp all-reduce: nccl, one-shot and two-shot agree bit for bit, in and out of a graph\n");
+}
+
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-double all_reduce_us(const Grid& g, size_t count);
+struct ArTimes {
+  double us[3] = {0, 0, 0};  // by AllReduceAlgo: nccl, one-shot, two-shot (0: that path cannot take the size)
+  AllReduceAlgo chosen = AllReduceAlgo::nccl;
+};
+ArTimes all_reduce_times(const Grid& g, size_t count);
 
 void bench(const Grid& g, const std::string& dir, int32_t ep) {
   LoadOptions lo = grid_options(g, "dummy", ep);
@@ -170,6 +272,10 @@ void bench(const Grid& g, const std::string& dir, int32_t ep) {
   g.world.barrier();
   const double load_s = now() - t0;
   const int32_t V = model->config().vocab_size, tpb = 64, ctx = 128, steps = 30;
+  const char* graphs = std::getenv("TRTLLM_CUDA_GRAPHS");
+  const char* ar = std::getenv("TRTLLM_ALL_REDUCE");
+  const std::string setting = std::string("graphs ") + (graphs != nullptr && std::string(graphs) == "0" ? "off" : "on") +
+                              ", all-reduce " + (ar != nullptr ? ar : "auto");
   model->allocate_kv(64 * 4, tpb);
   for (int batch : {1, 64}) {
     std::vector<std::vector<int32_t>> tables(batch);
@@ -198,46 +304,85 @@ void bench(const Grid& g, const std::string& dir, int32_t ep) {
     }
     std::sort(times.begin(), times.end());
     const ForwardCommStats cs = model->last_comm_stats();
-    const double ar_us = all_reduce_us(g, static_cast<size_t>(batch) * model->config().hidden_size);
+    const ArTimes ar_t = all_reduce_times(g, static_cast<size_t>(batch) * model->config().hidden_size);
+    const AllReduceAlgo used = ar != nullptr && std::string(ar) == "nccl" ? AllReduceAlgo::nccl : ar_t.chosen;
+    const double ar_us = used == AllReduceAlgo::skip ? 0.0 : ar_t.us[static_cast<int>(used)];
     // All-reduces of a decode step on this rank: the embedding's (first stage) and two per layer of the stage.
     const int32_t per_step = (g.shard.pp_rank == 0 ? 1 : 0) + 2 * (model->config().num_layers / g.shard.pp_size);
     if (g.world.rank() == 0)
-      std::printf("bench tp=%d pp=%d ep=%d: %.2f GB of weights per rank, load %.1f s, batch %d decode step %.3f ms; NCCL: "
-                  "%d calls per step, all-reduce of %d x %d fp32 %.1f us -> %.3f ms of all-reduce per step\n",
-                  g.shard.tp_size, g.shard.pp_size, ep, model->weight_bytes() / 1e9, load_s, batch,
-                  times[times.size() / 2] * 1000, cs.calls, batch, model->config().hidden_size, ar_us,
-                  g.shard.tp_size > 1 ? per_step * ar_us / 1000 : 0.0);
+      std::printf("bench tp=%d pp=%d ep=%d (%s): %.2f GB of weights per rank, load %.1f s, batch %d decode step "
+                  "%.3f ms; %d transfers per step, all-reduce of %d x %d fp32: nccl %.1f us, one-shot %.1f us, "
+                  "two-shot %.1f us -> %.3f ms of all-reduce per step\n",
+                  g.shard.tp_size, g.shard.pp_size, ep, setting.c_str(), model->weight_bytes() / 1e9, load_s, batch,
+                  times[times.size() / 2] * 1000, cs.calls, batch, model->config().hidden_size, ar_t.us[0],
+                  ar_t.us[1], ar_t.us[2], g.shard.tp_size > 1 ? per_step * ar_us / 1000 : 0.0);
   }
 }
 
-// One all-reduce of `count` floats over the rank's tp group, on its own stream: median of 50 after 5 warm-up calls.
-double all_reduce_us(const Grid& g, size_t count) {
-  if (g.shard.tp_size == 1) return 0;
-  std::unique_ptr<DeviceComm> dc = DeviceComm::create(g.tp);
+// One all-reduce of `count` floats over the rank's tp group through each path, as a step runs them: 20 calls
+// back to back captured in a CUDA graph, its replay timed with CUDA events (median of 10 after 2 warm-up replays)
+// and divided by 20. Every rank times; rank 0's are printed.
+ArTimes all_reduce_times(const Grid& g, size_t count) {
+  ArTimes t;
+  if (g.shard.tp_size == 1) return t;
+  use_rank_gpu();
+  std::unique_ptr<DeviceComm> dc = DeviceComm::create(g.tp, true);
   float* buf = nullptr;
   cudaMalloc(&buf, count * sizeof(float));
   cudaMemset(buf, 0, count * sizeof(float));
+  t.chosen = dc->all_reduce_algo(buf, count);
   cudaStream_t st = nullptr;
   cudaStreamCreate(&st);
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);
-  std::vector<float> us;
-  for (int i = 0; i < 55; ++i) {
-    cudaEventRecord(a, st);
-    dc->all_reduce_sum(buf, count, st);
-    cudaEventRecord(b, st);
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    if (i >= 5) us.push_back(ms * 1000);
+  constexpr int kCalls = 20;
+  for (AllReduceAlgo algo : {AllReduceAlgo::nccl, AllReduceAlgo::one_shot, AllReduceAlgo::two_shot}) {
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    bool ok = true;
+    cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
+    try {
+      for (int i = 0; i < kCalls; ++i) dc->all_reduce_sum_with(algo, buf, count, st);
+    } catch (const EngineError&) {
+      ok = false;  // (a path that cannot take the size: the same answer on every rank)
+    }
+    cudaStreamEndCapture(st, &graph);
+    if (ok && graph != nullptr && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
+      std::vector<double> us;
+      g.tp.barrier();
+      for (int r = 0; r < 12; ++r) {
+        cudaEventRecord(a, st);
+        cudaGraphLaunch(exec, st);
+        cudaEventRecord(b, st);
+        cudaEventSynchronize(b);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, a, b);
+        if (r >= 2) us.push_back(ms * 1000.0 / kCalls);
+      }
+      std::sort(us.begin(), us.end());
+      t.us[static_cast<int>(algo)] = us[us.size() / 2];
+    }
+    if (exec != nullptr) cudaGraphExecDestroy(exec);
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    cudaGetLastError();
   }
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   cudaStreamDestroy(st);
   cudaFree(buf);
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
+  return t;
+}
+
+// The crossover the plan's defaults come from (all-reduce-plan.h): each path's time from 16 KiB to 32 MiB.
+void all_reduce_sweep(const Grid& g) {
+  if (g.shard.tp_size == 1) return;
+  for (size_t kib : {16, 64, 256, 512, 1024, 2048, 4096, 8192, 32768}) {
+    const ArTimes t = all_reduce_times(g, kib * 256);
+    if (g.world.rank() == 0)
+      std::printf("all-reduce sweep tp=%d: %zu KiB: nccl %.1f us, one-shot %.1f us, two-shot %.1f us (auto: %s)\n",
+                  g.shard.tp_size, kib, t.us[0], t.us[1], t.us[2], all_reduce_name(t.chosen));
+  }
 }
 
 // The executor in leader mode on the grid serves three copies of the fixture's cases at once, a third of them
@@ -324,6 +469,37 @@ void offline(const Grid& g, const std::string& dir, int requests, int32_t ep) {
               res.tokens / res.seconds, res.failed);
 }
 
+// Correctness on the grid: the all-reduce paths, every model shape against one GPU, the executor's greedy tokens.
+void run_checks(const Grid& g) {
+  check_all_reduce(g);
+  compare(g, check::repo_root + "/test/fixtures/models/tiny-llama", "auto", "tiny-llama");
+  compare(g, check::repo_root + "/test/fixtures/models/tiny-gpt2", "auto", "tiny-gpt2");
+  const std::string dir = cudatest::write_config("llama-tp", R"({"architectures": ["LlamaForCausalLM"],
+    "hidden_size": 512, "intermediate_size": 1024, "num_hidden_layers": 3, "num_attention_heads": 8,
+    "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 1001, "max_position_embeddings": 2048,
+    "tie_word_embeddings": false, "mlp_bias": true, "attention_bias": true})");
+  compare(g, dir, "dummy", "llama-gqa-bias");
+  compare(g, dir, "dummy", "llama-gqa-bias + 2 LoRA adapters", 1, true);
+  // Mixture-of-experts shapes (issue 25), each expert's columns split over tp (moe_tp = tp) and, with ep = tp,
+  // whole experts spread over the ranks. Every token takes every expert (top k = all, as cuda-model's): the split
+  // changes bf16 summation order, and a near-tied dummy router must not turn that into another expert.
+  const std::string moe = cudatest::write_config("qwen2-moe-tp", R"({"architectures": ["Qwen2MoeForCausalLM"],
+    "hidden_size": 256, "intermediate_size": 512, "moe_intermediate_size": 128, "shared_expert_intermediate_size": 256,
+    "num_experts": 8, "num_experts_per_tok": 8, "mlp_only_layers": [0], "num_hidden_layers": 3,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1001, "max_position_embeddings": 2048,
+    "tie_word_embeddings": false})");
+  compare(g, moe, "dummy", "qwen2-moe");
+  if (g.shard.tp_size > 1) compare(g, moe, "dummy", "qwen2-moe", g.shard.tp_size);
+  // Gemma 2's shape (issue 25): alternate windowed layers shorter than the prompt, soft-capped scores and logits,
+  // the post norms of an all-reduced projection.
+  const std::string gemma2 = cudatest::write_config("gemma2-tp", R"({"architectures": ["Gemma2ForCausalLM"],
+    "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 1001, "max_position_embeddings": 2048,
+    "sliding_window": 48, "query_pre_attn_scalar": 80, "attn_logit_softcapping": 0.5, "final_logit_softcapping": 2.0})");
+  compare(g, gemma2, "dummy", "gemma2-window");
+  executor_greedy(g, check::repo_root + "/test/fixtures/models/tiny-llama");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -343,38 +519,17 @@ int main(int argc, char** argv) {
     comm_finalize();
     return check::skip_code;
   }
+  const bool bench_only = argc > 5 && std::string(argv[4]) == "--bench";  // (check.sh ran the checks already)
   try {
-    compare(g, check::repo_root + "/test/fixtures/models/tiny-llama", "auto", "tiny-llama");
-    compare(g, check::repo_root + "/test/fixtures/models/tiny-gpt2", "auto", "tiny-gpt2");
-    const std::string dir = cudatest::write_config("llama-tp", R"({"architectures": ["LlamaForCausalLM"],
-      "hidden_size": 512, "intermediate_size": 1024, "num_hidden_layers": 3, "num_attention_heads": 8,
-      "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 1001, "max_position_embeddings": 2048,
-      "tie_word_embeddings": false, "mlp_bias": true, "attention_bias": true})");
-    compare(g, dir, "dummy", "llama-gqa-bias");
-    compare(g, dir, "dummy", "llama-gqa-bias + 2 LoRA adapters", 1, true);
-    // Mixture-of-experts shapes (issue 25), each expert's columns split over tp (moe_tp = tp) and, with ep = tp,
-    // whole experts spread over the ranks. Every token takes every expert (top k = all, as cuda-model's): the split
-    // changes bf16 summation order, and a near-tied dummy router must not turn that into another expert.
-    const std::string moe = cudatest::write_config("qwen2-moe-tp", R"({"architectures": ["Qwen2MoeForCausalLM"],
-      "hidden_size": 256, "intermediate_size": 512, "moe_intermediate_size": 128, "shared_expert_intermediate_size": 256,
-      "num_experts": 8, "num_experts_per_tok": 8, "mlp_only_layers": [0], "num_hidden_layers": 3,
-      "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1001, "max_position_embeddings": 2048,
-      "tie_word_embeddings": false})");
-    compare(g, moe, "dummy", "qwen2-moe");
-    if (g.shard.tp_size > 1) compare(g, moe, "dummy", "qwen2-moe", g.shard.tp_size);
-    // Gemma 2's shape (issue 25): alternate windowed layers shorter than the prompt, soft-capped scores and logits,
-    // the post norms of an all-reduced projection.
-    const std::string gemma2 = cudatest::write_config("gemma2-tp", R"({"architectures": ["Gemma2ForCausalLM"],
-      "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4,
-      "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 1001, "max_position_embeddings": 2048,
-      "sliding_window": 48, "query_pre_attn_scalar": 80, "attn_logit_softcapping": 0.5, "final_logit_softcapping": 2.0})");
-    compare(g, gemma2, "dummy", "gemma2-window");
-    executor_greedy(g, check::repo_root + "/test/fixtures/models/tiny-llama");
+    if (!bench_only) run_checks(g);
     // --ep E (after the other arguments): the bench and offline runs split the experts over E groups.
     int32_t ep = 1;
     for (int i = 4; i + 1 < argc; ++i)
       if (std::string(argv[i]) == "--ep") ep = std::atoi(argv[i + 1]);
-    if (argc > 5 && std::string(argv[4]) == "--bench") bench(g, argv[5], ep);
+    if (bench_only) {
+      if (std::getenv("AR_SWEEP") != nullptr) all_reduce_sweep(g);
+      bench(g, argv[5], ep);
+    }
     if (argc > 7 && std::string(argv[6]) == "--offline") offline(g, argv[5], std::atoi(argv[7]), ep);
   } catch (const std::exception& e) {
     comm_abort(3, std::string("rank ") + std::to_string(g.world.rank()) + ": " + e.what());
@@ -384,3 +539,4 @@ int main(int argc, char** argv) {
   comm_finalize();
   return failed == 0 ? 0 : 1;
 }
+

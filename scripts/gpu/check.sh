@@ -4,7 +4,10 @@
 #   scripts/gpu/check.sh single   one GPU: cuda-attention, cuda-model and cuda-sampling tests, transformers comparison, decode / offline bench vs the
 #                                 copy bandwidth and transformers' generate() on the Llama-3-8B shape
 #   scripts/gpu/check.sh tp2      two GPUs: tp=2 and pp=2 against one GPU (dense, MoE (also with ep=2) and Gemma 2
-#                                 shapes), tp=2 decode steps on the 8B shape (SKIP_PBENCH=1: not); MOE_BENCH=<config>:
+#                                 shapes; the all-reduce paths against each other), then decode steps and offline
+#                                 128/128 on the 8B shape before / after issue 30 and on one GPU (SKIP_PBENCH=1: not;
+#                                 AR_SWEEP=1: the all-reduce paths from 16 KiB to 32 MiB; SKIP_PCHECK=1: only the
+#                                 benches); MOE_BENCH=<config>:
 #                                 that MoE shape at tp=2 with ep=1 and ep=2 (decode steps, offline 128/128)
 #   scripts/gpu/check.sh tp4      four GPUs: tp=4 and tp=2 x pp=2 against one GPU, tp=4 decode steps
 #   scripts/gpu/check.sh x2       both of the above on a two-GPU machine (single-GPU parts on GPU 0), then the
@@ -269,7 +272,8 @@ if [[ $mode == tp2 || $mode == x2 || $mode == tp4 ]]; then
   np=2; grids=("2 1" "1 2")
   [[ $mode == tp4 ]] && { np=4; grids=("4 1" "2 2"); }
   mpi=(mpirun -np $np --allow-run-as-root -x NCCL_NVLS_ENABLE=0 -x LD_LIBRARY_PATH)
-  for grid in "${grids[@]}"; do
+  checks=("${grids[@]}"); [[ ${SKIP_PCHECK:-0} == 1 ]] && checks=()  # SKIP_PCHECK=1: the benches alone
+  for grid in "${checks[@]}"; do
     set -- $grid
     timeout 300 "${mpi[@]}" build-gpu/cuda-parallel "$PWD" $1 $2 >"$out/parallel-tp$1-pp$2.log" 2>&1
     rc=$?
@@ -280,7 +284,7 @@ if [[ $mode == tp2 || $mode == x2 || $mode == tp4 ]]; then
     else
       note "tp=$1 pp=$2 FAILED: $(tail -3 "$out/parallel-tp$1-pp$2.log" | tr '\n' ' ')"
     fi
-    grep "rel err" "$out/parallel-tp$1-pp$2.log"
+    grep -iE "rel err|all-reduce|fail" "$out/parallel-tp$1-pp$2.log"
   done
   # MOE_BENCH=<config dir>: that mixture-of-experts shape at tp = all GPUs, each expert's columns split (ep 1) and
   # whole experts per GPU (ep = tp): decode steps, then offline 128/128 in leader mode.
@@ -291,14 +295,30 @@ if [[ $mode == tp2 || $mode == x2 || $mode == tp4 ]]; then
       note "$(basename "$MOE_BENCH") tp=$np ep=$ep: $(grep -E '^bench|^offline' "$out/moe-tp$np-ep$ep.log" | tr '\n' ' ')"
     done
   fi
-  # The 8B shape on each grid: decode steps with their NCCL all-reduce time, then offline 128/128 in leader mode
-  # (SKIP_PBENCH=1: the correctness grids only).
+  # The 8B shape on each grid: decode steps with each all-reduce path's time, then offline 128/128 in leader mode,
+  # as before issue 30 (NCCL, no graphs), NCCL inside graphs, and the default (graphs, the peer all-reduce by
+  # size; AR_SWEEP=1 there: the paths from 16 KiB to 32 MiB), and with the sums skipped (TRTLLM_ALL_REDUCE=skip:
+  # what the all-reduces cost the step); pp grids without the NCCL-in-graphs and skip runs (no all-reduce to
+  # compare); then one GPU alone (SKIP_PBENCH=1: the correctness grids only).
   [[ ${SKIP_PBENCH:-0} == 1 ]] && grids=()
+  (( ${#grids[@]} )) && grids+=("1 1")
   for grid in "${grids[@]}"; do
     set -- $grid
-    timeout 420 "${mpi[@]}" build-gpu/cuda-parallel "$PWD" $1 $2 --bench bench/configs/llama-3-8b \
-      --offline ${REQUESTS:-1000} >"$out/bench-tp$1-pp$2.log" 2>&1
-    note "tp=$1 pp=$2 8B: $(grep -E '^bench|^offline' "$out/bench-tp$1-pp$2.log" | tr '\n' ' ')"
+    variants=("before TRTLLM_CUDA_GRAPHS=0 TRTLLM_ALL_REDUCE=nccl" "nccl-graphs TRTLLM_ALL_REDUCE=nccl" "after TRTLLM_ALL_REDUCE=auto"
+              "no-all-reduce TRTLLM_ALL_REDUCE=skip")
+    (( $1 == 1 )) && variants=("before TRTLLM_CUDA_GRAPHS=0 TRTLLM_ALL_REDUCE=nccl" "after TRTLLM_ALL_REDUCE=auto")
+    (( $1 == 1 && $2 == 1 )) && variants=("after TRTLLM_ALL_REDUCE=auto")
+    for v in "${variants[@]}"; do
+      set -- $grid $v
+      name=$3; xs=(); for e in "${@:4}"; do xs+=(-x "$e"); done
+      [[ $name == after && -n ${AR_SWEEP:-} ]] && xs+=(-x AR_SWEEP=1)
+      log="$out/bench-tp$1-pp$2-$name.log"
+      offline=(--offline ${REQUESTS:-1000}); [[ $name == no-all-reduce ]] && offline=()  # (its outputs are wrong)
+      timeout 420 mpirun -np $(( $1 * $2 )) --allow-run-as-root -x NCCL_NVLS_ENABLE=0 -x LD_LIBRARY_PATH "${xs[@]}" \
+        build-gpu/cuda-parallel "$PWD" $1 $2 --bench bench/configs/llama-3-8b "${offline[@]}" >"$log" 2>&1
+      note "tp=$1 pp=$2 8B $name: $(grep -E '^bench|^offline' "$log" | sed -E 's/[0-9.]+ GB of weights per rank, load [0-9.]+ s, //' | tr '\n' ' ')"
+      grep "^all-reduce sweep" "$log"
+    done
   done
 fi
 if [[ $mode == fp8 ]]; then

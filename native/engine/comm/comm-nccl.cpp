@@ -3,9 +3,12 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 
+#include "comm/peer-all-reduce.h"
 #include "errors.h"
 
 namespace engine {
@@ -18,8 +21,12 @@ void check_nccl(ncclResult_t r, const char* what) {
 cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 }  // namespace
 
+// What the peer buffers take per call (the plan's defaults never ask for more): past it sums go through NCCL.
+constexpr PeerCapacity kPeerCapacity{size_t{1} << 20, size_t{8} << 20};
+
 struct DeviceComm::Impl {
   ncclComm_t comm = nullptr;
+  std::unique_ptr<PeerAllReduce> peer;
   ~Impl() {
     if (comm == nullptr) return;
     // Destroying a communicator waits for every rank to destroy theirs: a rank unwinding from an error while its
@@ -31,7 +38,7 @@ struct DeviceComm::Impl {
   }
 };
 
-std::unique_ptr<DeviceComm> DeviceComm::create(const Comm& group) {
+std::unique_ptr<DeviceComm> DeviceComm::create(const Comm& group, bool peer_all_reduce) {
   ncclUniqueId id{};
   if (group.rank() == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
   group.broadcast(&id, sizeof(id), 0);
@@ -40,13 +47,51 @@ std::unique_ptr<DeviceComm> DeviceComm::create(const Comm& group) {
   dc->rank_ = group.rank();
   dc->size_ = group.size();
   check_nccl(ncclCommInitRank(&dc->impl_->comm, group.size(), id, group.rank()), "ncclCommInitRank");
+  if (peer_all_reduce && group.size() > 1) {
+    const char* env = std::getenv("TRTLLM_ALL_REDUCE");
+    dc->policy_ = all_reduce_policy(env != nullptr ? env : "", group.size());
+    // Every rank reads the same environment (mpirun -x / srun export it to all), so all take the same branch.
+    if (dc->policy_.mode == AllReducePolicy::Mode::nccl) {
+      dc->peer_status_ = "off (TRTLLM_ALL_REDUCE=nccl)";
+    } else {
+      std::string why;
+      dc->impl_->peer = PeerAllReduce::create(group, kPeerCapacity, why);
+      dc->peer_status_ = dc->impl_->peer ? "peer memory (one-shot to " + std::to_string(kPeerCapacity.one_shot_bytes >> 10) +
+                                               " KiB, two-shot to " + std::to_string(kPeerCapacity.two_shot_bytes >> 10) + " KiB)"
+                                         : "NCCL only: " + why;
+      if (dc->policy_.mode == AllReducePolicy::Mode::skip && group.rank() == 0)
+        std::fprintf(stderr, "TRTLLM_ALL_REDUCE=skip: tensor-parallel sums are skipped, outputs are wrong (for "
+                             "measuring what the all-reduces cost)\n");
+    }
+  }
   return dc;
 }
 
 DeviceComm::~DeviceComm() = default;
 
+AllReduceAlgo DeviceComm::all_reduce_algo(const float* data, size_t count) const {
+  return choose_all_reduce(policy_, count, reinterpret_cast<uintptr_t>(data),
+                           impl_->peer ? impl_->peer->capacity() : PeerCapacity{});
+}
+
 void DeviceComm::all_reduce_sum(float* data, size_t count, void* stream) {
-  check_nccl(ncclAllReduce(data, data, count, ncclFloat32, ncclSum, impl_->comm, as_stream(stream)), "ncclAllReduce");
+  all_reduce_sum_with(all_reduce_algo(data, count), data, count, stream);
+}
+
+void DeviceComm::all_reduce_sum_with(AllReduceAlgo algo, float* data, size_t count, void* stream) {
+  if (algo == AllReduceAlgo::skip) return;
+  if (algo == AllReduceAlgo::nccl) {
+    check_nccl(ncclAllReduce(data, data, count, ncclFloat32, ncclSum, impl_->comm, as_stream(stream)),
+               "ncclAllReduce");
+    return;
+  }
+  AllReducePolicy forced = policy_;
+  forced.mode = algo == AllReduceAlgo::one_shot ? AllReducePolicy::Mode::one_shot : AllReducePolicy::Mode::two_shot;
+  if (choose_all_reduce(forced, count, reinterpret_cast<uintptr_t>(data),
+                        impl_->peer ? impl_->peer->capacity() : PeerCapacity{}) != algo)
+    throw EngineError(ErrorCode::internal, std::string("all-reduce of ") + std::to_string(count) + " floats: no " +
+                                               all_reduce_name(algo) + " path (" + peer_status_ + ")");
+  impl_->peer->all_reduce_sum(data, count, algo == AllReduceAlgo::two_shot, stream);
 }
 
 void DeviceComm::all_gather(const float* send, size_t count, float* recv, void* stream) {

@@ -1,12 +1,15 @@
 // Device-memory collectives for the CUDA backend, over NCCL: part of the comm unit (with comm.cpp, the only files
 // that include mpi.h / nccl.h). A DeviceComm spans the same ranks as a Comm group (a tp or pp group); its
 // ncclUniqueId travels over that group's MPI communicator, so no other rendezvous is needed. Streams are passed as
-// void* (a cudaStream_t) to keep CUDA headers out of this header.
+// void* (a cudaStream_t) to keep CUDA headers out of this header. A tp group's DeviceComm also sets up the peer-memory
+// all-reduce (peer-all-reduce.h) when its GPUs share a host, and sends each sum the way all-reduce-plan.h picks.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
+#include "comm/all-reduce-plan.h"
 #include "comm/comm.h"
 
 namespace engine {
@@ -14,7 +17,8 @@ namespace engine {
 class DeviceComm {
  public:
   // Collective over `group`, on the thread that makes the group's MPI calls, with the rank's GPU current.
-  static std::unique_ptr<DeviceComm> create(const Comm& group);
+  // `peer_all_reduce`: also the peer-memory path for all_reduce_sum (a tp group; a pp group only sends).
+  static std::unique_ptr<DeviceComm> create(const Comm& group, bool peer_all_reduce = false);
   ~DeviceComm();
   DeviceComm(const DeviceComm&) = delete;
   DeviceComm& operator=(const DeviceComm&) = delete;
@@ -24,6 +28,11 @@ class DeviceComm {
 
   // Enqueued on `stream`; they complete in stream order like kernels.
   void all_reduce_sum(float* data, size_t count, void* stream);
+  // The same through `algo` (benchmarks); a peer algorithm this group or size cannot take throws.
+  void all_reduce_sum_with(AllReduceAlgo algo, float* data, size_t count, void* stream);
+  AllReduceAlgo all_reduce_algo(const float* data, size_t count) const;
+  // "peer memory, N MiB" or why the group has no peer path (for logs and benchmarks).
+  const std::string& peer_status() const { return peer_status_; }
   void all_gather(const float* send, size_t count, float* recv, void* stream);  // recv: [size, count]
   void send(const void* data, size_t bytes, int32_t peer, void* stream);
   void recv(void* data, size_t bytes, int32_t peer, void* stream);
@@ -34,6 +43,8 @@ class DeviceComm {
   DeviceComm() = default;
   std::unique_ptr<Impl> impl_;
   int32_t rank_ = 0, size_ = 1;
+  AllReducePolicy policy_;
+  std::string peer_status_ = "not requested";
 };
 
 // "2.27.3", or "" when NCCL is not built in.

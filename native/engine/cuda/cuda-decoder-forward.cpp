@@ -42,10 +42,10 @@ void CudaDecoder::forward(const std::vector<SequenceChunk>& chunks, ForwardOutpu
 }
 
 bool CudaDecoder::use_graph(const std::vector<SequenceChunk>& chunks) const {
-  // One launch instead of ~10 per layer; a graph's shapes depend on the batch size alone, so only decode batches
-  // (one token, last-row logits) qualify, and only without collectives in the way (one GPU).
+  // One launch instead of ~10 per layer (and, under tp, the all-reduces' launches too); a graph's shapes depend on
+  // the batch size alone, so only decode batches (one token, last-row logits) qualify.
   const int64_t T = batch_.num_tokens;
-  bool graph = graphs_enabled_ && tp_.size() == 1 && pp_.size() == 1 && batch_.num_out_rows() == T &&
+  bool graph = graphs_enabled_ && batch_.num_out_rows() == T &&
                T <= cap_logit_rows_ && batch_.num_table_entries <= kGraphTableEntries;
   for (const SequenceChunk& ch : chunks) graph = graph && ch.tokens.size() == 1 && !ch.all_logits;
   return graph;

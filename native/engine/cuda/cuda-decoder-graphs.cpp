@@ -1,6 +1,8 @@
 // Decode batches as CUDA graphs: one graph per (batch size, context bucket), captured on first use and replayed
 // after; the argmax kernel runs over every row inside the graph, and what the executor samples elsewhere (host
-// rows, device-sampled rows) is taken from the graph's logits afterwards.
+// rows, device-sampled rows) is taken from the graph's logits afterwards. Under tp / pp every rank captures and
+// replays the same graphs in the same order (they run the same chunks), with the all-reduces, the vocab gather
+// and the stage transfers inside: NCCL's calls and the peer all-reduce's kernels are captured like any launch.
 #include "cuda/cuda-decoder.h"
 
 #include <cstring>
@@ -13,7 +15,13 @@ void CudaDecoder::run_graph(const BatchMeta& m, const std::vector<SequenceChunk>
   // row's own context are skipped by the kernel.
   int32_t bucket = 64;
   while (bucket < m.max_ctx) bucket *= 2;
-  check_cuda(cudaGraphLaunch(graph_for(m, T, bucket), stream_), "cudaGraphLaunch");
+  const Graph& graph = graph_for(m, T, bucket);
+  check_cuda(cudaGraphLaunch(graph.exec, stream_), "cudaGraphLaunch");
+  comm_stats_ = graph.comm;
+  if (!layout_.leader()) {  // (its part of the step ends with its transfers: nothing to read back)
+    check_cuda(cudaStreamSynchronize(stream_), "forward");
+    return;
+  }
   // Tokens and log-probs of every row (the argmax ran on all of them), logits of the host-sampled ones. In a
   // decode batch logit row i is token row i of chunk i.
   const int64_t cap = cap_logit_rows_;
@@ -21,7 +29,7 @@ void CudaDecoder::run_graph(const BatchMeta& m, const std::vector<SequenceChunk>
   int32_t* gh = greedy_host_.as<int32_t>();
   check_cuda(cudaMemcpyAsync(gh, gd, sizeof(int32_t) * T, cudaMemcpyDeviceToHost, stream_), "greedy tokens");
   check_cuda(cudaMemcpyAsync(gh + cap, gd + cap, sizeof(float) * T, cudaMemcpyDeviceToHost, stream_), "greedy log-probs");
-  float* logits = logits_local_.as<float>();
+  float* logits = tp_.size() == 1 && pp_.size() == 1 ? logits_local_.as<float>() : logits_full_.as<float>();
   run_sampling_prep();  // the executor's host work for the sampling (guide masks), while the graph runs
   enqueue_sampling(logits, 0, T, chunks, out);  // (the graph's argmax of these rows is not used)
   const int32_t* host_row = batch_.host_row.data();
@@ -42,7 +50,7 @@ void CudaDecoder::run_graph(const BatchMeta& m, const std::vector<SequenceChunk>
   }
 }
 
-cudaGraphExec_t CudaDecoder::graph_for(const BatchMeta& m, int64_t T, int32_t bucket) {
+const CudaDecoder::Graph& CudaDecoder::graph_for(const BatchMeta& m, int64_t T, int32_t bucket) {
   // A step with LoRA rows has the grouped LoRA launches in it, one without has none (cuda-decoder-lora.cpp).
   const uint64_t key = (static_cast<uint64_t>(T) << 32) | static_cast<uint32_t>(bucket) | (lora_step_ ? 1ull << 31 : 0);
   auto it = graphs_.find(key);
@@ -51,6 +59,7 @@ cudaGraphExec_t CudaDecoder::graph_for(const BatchMeta& m, int64_t T, int32_t bu
   // which a capture cannot do.
   enqueue_layers(m, T, T, bucket);
   enqueue_logits_and_greedy(T);
+  comm_stats_ = {};
   cudaGraph_t g = nullptr;
   check_cuda(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
   try {
@@ -66,12 +75,11 @@ cudaGraphExec_t CudaDecoder::graph_for(const BatchMeta& m, int64_t T, int32_t bu
   const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
   cudaGraphDestroy(g);
   check_cuda(e, "cudaGraphInstantiate");
-  graphs_.emplace(key, exec);
-  return exec;
+  return graphs_.emplace(key, Graph{exec, comm_stats_}).first->second;
 }
 
 void CudaDecoder::drop_graphs() {
-  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+  for (auto& [key, graph] : graphs_) cudaGraphExecDestroy(graph.exec);
   graphs_.clear();
 }
 

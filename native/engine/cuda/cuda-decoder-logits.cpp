@@ -8,8 +8,7 @@
 
 namespace engine::cuda {
 
-void CudaDecoder::lm_head_rows(const void* xn, int64_t r0, int64_t n, const std::vector<SequenceChunk>& chunks,
-                               ForwardOutput& out) {
+float* CudaDecoder::lm_head_to_leader(const void* xn, int64_t r0, int64_t n) {
   const int64_t V = config_.vocab_size, H = config_.hidden_size;
   const size_t es = dtype_size(dt_);
   float* logits = nullptr;
@@ -40,6 +39,13 @@ void CudaDecoder::lm_head_rows(const void* xn, int64_t r0, int64_t n, const std:
     comm_stats_.bytes += static_cast<uint64_t>(n * V) * 4;
     ++comm_stats_.calls;
   }
+  return layout_.leader() ? logits : nullptr;
+}
+
+void CudaDecoder::lm_head_rows(const void* xn, int64_t r0, int64_t n, const std::vector<SequenceChunk>& chunks,
+                               ForwardOutput& out) {
+  const int64_t V = config_.vocab_size;
+  float* logits = lm_head_to_leader(xn, r0, n);
   if (!layout_.leader()) return;
 
   // Argmax rows on the GPU; the others: copied to the host, runs of consecutive host rows at once.
@@ -117,12 +123,10 @@ bool CudaDecoder::sampled_row(int32_t chunk, std::vector<float>& row) {
 }
 
 void CudaDecoder::enqueue_logits_and_greedy(int64_t rows) {
-  const int64_t V = config_.vocab_size, H = config_.hidden_size;
-  const void* head = lm_head_.empty() ? embed_.get() : lm_head_.get();
-  gemm_->xwt(rows, V, H, xn_.get(), head, dt_, logits_local_.get(), true, V, false);
-  if (config_.final_softcap > 0) soft_cap(logits_local_.as<float>(), rows * V, config_.final_softcap, stream_);
+  float* logits = lm_head_to_leader(xn_.get(), 0, rows);
+  if (logits == nullptr) return;  // (a rank that is not the leader: its part ends with its transfers)
   int32_t* gd = greedy_dev_.as<int32_t>();
-  greedy_sample(logits_local_.as<float>(), iota_.as<int32_t>(), static_cast<int32_t>(rows), V, gd,
+  greedy_sample(logits, iota_.as<int32_t>(), static_cast<int32_t>(rows), config_.vocab_size, gd,
                 reinterpret_cast<float*>(gd + cap_logit_rows_), stream_);
 }
 

@@ -208,7 +208,7 @@ void CudaDecoder::use_fp8_kv(std::vector<float> k_scales, std::vector<float> v_s
 
 void CudaDecoder::make_device_comms() {
 #ifdef ENGINE_HAVE_NCCL
-  if (tp_.size() > 1 && !tp_dev_) tp_dev_ = DeviceComm::create(tp_);
+  if (tp_.size() > 1 && !tp_dev_) tp_dev_ = DeviceComm::create(tp_, true);
   if (pp_.size() > 1 && !pp_dev_) pp_dev_ = DeviceComm::create(pp_);
 #else
   if (tp_.size() > 1 || pp_.size() > 1)

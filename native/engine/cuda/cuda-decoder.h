@@ -126,7 +126,8 @@ class CudaDecoder : public Model {
   void reserve_moe(int64_t tokens);
 
   // cuda-decoder-forward.cpp
-  // True when this batch runs as a CUDA graph: a decode batch (one token and one last-row logit per chunk) on one GPU.
+  // True when this batch runs as a CUDA graph: a decode batch (one token and one last-row logit per chunk), on every
+  // rank of a tp / pp grid alike (they see the same chunks), its collectives and transfers captured with it.
   bool use_graph(const std::vector<SequenceChunk>& chunks) const;
   // Fills and uploads the iteration's metadata (batch-meta.h), sized for a graph when `graph`.
   BatchMeta upload_meta(const std::vector<SequenceChunk>& chunks, bool graph);
@@ -194,18 +195,26 @@ class CudaDecoder : public Model {
   // to out.logits, as each chunk's SampleOn says (batch_ tells which chunk and host row each logit row has).
   void lm_head_rows(const void* xn, int64_t r0, int64_t n, const std::vector<SequenceChunk>& chunks,
                     ForwardOutput& out);
+  // The LM head of rows [r0, r0 + n) on the last stage, gathered over the tp ranks and sent to the leader under pp:
+  // the leader's full-vocab logits (logits_local_ on one GPU, else logits_full_), null on every other rank.
+  float* lm_head_to_leader(const void* xn, int64_t r0, int64_t n);
   // Rows [r0, r0 + n) of the logit rows whose chunks ask for SampleOn::device (logits row i = row r0 + i): sampled
   // on the GPU by sampler_ (finished by sampler_.finish after the stream synchronised).
   void enqueue_sampling(float* logits, int64_t r0, int64_t n, const std::vector<SequenceChunk>& chunks,
                         const ForwardOutput& out);
-  // A graph's tail: the LM head over all rows and the argmax kernel over all of them.
+  // A graph's tail: the LM head over all rows (to the leader, as lm_head_to_leader) and the leader's argmax kernel
+  // over all of them.
   void enqueue_logits_and_greedy(int64_t rows);
 
   // cuda-decoder-graphs.cpp
+  struct Graph {
+    cudaGraphExec_t exec = nullptr;
+    ForwardCommStats comm;  // the transfers it replays (counted as its capture enqueued them)
+  };
   // A decode batch through the graph of its batch size and context bucket (captured on first use), then its
   // tokens and host rows read back into `out`.
   void run_graph(const BatchMeta& m, const std::vector<SequenceChunk>& chunks, ForwardOutput& out);
-  cudaGraphExec_t graph_for(const BatchMeta& m, int64_t T, int32_t bucket);
+  const Graph& graph_for(const BatchMeta& m, int64_t T, int32_t bucket);
   void drop_graphs();
 
   ModelConfig config_;
@@ -267,7 +276,7 @@ class CudaDecoder : public Model {
   // a separate pass, for comparison; the same bytes either way).
   bool fuse_quant_ = true;
   bool quantize_fp8_ = false;  // LoadOptions::quantization "fp8"
-  std::map<uint64_t, cudaGraphExec_t> graphs_;  // by (batch size, context bucket, LoRA rows or not)
+  std::map<uint64_t, Graph> graphs_;  // by (batch size, context bucket, LoRA rows or not)
 
   // LoRA: the slots, and this step's rows (plan_lora): slot per token row then per logit row [T + R], the grouped
   // rows of each view [T + R] and their tiles (the token rows' first), the tile counts, their device views.

@@ -33,6 +33,9 @@ set(ENGINE_CUDA_HOST_RUNTIME
   ${ENGINE_CUDA_DIR}/batch-meta.cpp
   ${ENGINE_CUDA_DIR}/device-sampler.cpp
 )
+# The comm unit's peer-memory all-reduce (built with NCCL, beside comm-nccl.cpp, which picks between the two).
+set(ENGINE_CUDA_PEER_KERNELS ${ENGINE_CUDA_DIR}/../comm/peer-all-reduce.cu)
+set(ENGINE_CUDA_PEER_HOST ${ENGINE_CUDA_DIR}/../comm/peer-all-reduce.cpp)
 # ... and the host code that includes cuBLAS.
 set(ENGINE_CUDA_HOST
   ${ENGINE_CUDA_HOST_RUNTIME}
@@ -84,7 +87,8 @@ if(ENGINE_CUDA_BUILT)
   find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} PATH_SUFFIXES include)
   find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} PATH_SUFFIXES lib lib64)
   if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
-    target_sources(engine PRIVATE ${ENGINE_CUDA_DIR}/../comm/comm-nccl.cpp)
+    target_sources(engine PRIVATE ${ENGINE_CUDA_DIR}/../comm/comm-nccl.cpp ${ENGINE_CUDA_PEER_KERNELS}
+                                  ${ENGINE_CUDA_PEER_HOST})
     target_include_directories(engine PRIVATE ${NCCL_INCLUDE_DIR})
     target_link_libraries(engine PUBLIC ${NCCL_LIBRARY})
     target_compile_definitions(engine PRIVATE ENGINE_HAVE_NCCL=1)
@@ -99,11 +103,11 @@ else()
                               COMPILE_DEFINITIONS "ENGINE_CUDA_SKIP_REASON=\"${ENGINE_CUDA_SKIP}\"")
   if(CMAKE_CUDA_COMPILER)
     # Compile check of the kernels (they need no cuBLAS): part of `all`, never linked.
-    add_library(engine_cuda_kernels_check OBJECT ${ENGINE_CUDA_KERNELS})
+    add_library(engine_cuda_kernels_check OBJECT ${ENGINE_CUDA_KERNELS} ${ENGINE_CUDA_PEER_KERNELS})
     target_include_directories(engine_cuda_kernels_check PRIVATE ${ENGINE_CUDA_DIR}/..)
     # The same for the host files that need the runtime's headers alone (the decoder); gemm.cpp and
     # cuda-backend.cpp include cuBLAS, so only a build with it compiles them.
-    add_library(engine_cuda_host_check OBJECT ${ENGINE_CUDA_HOST_RUNTIME})
+    add_library(engine_cuda_host_check OBJECT ${ENGINE_CUDA_HOST_RUNTIME} ${ENGINE_CUDA_PEER_HOST})
     target_include_directories(engine_cuda_host_check PRIVATE ${ENGINE_CUDA_DIR}/..
                                ${CMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES})
     message(STATUS "engine: CUDA backend skipped: ${ENGINE_CUDA_SKIP}; its kernels and cuBLAS-free host files are compile-checked for sm_${CMAKE_CUDA_ARCHITECTURES}")

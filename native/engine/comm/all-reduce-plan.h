@@ -1,0 +1,41 @@
+// Which all-reduce a tensor-parallel sum takes (pure; comm-nccl.cpp asks it for every call). Between GPUs of one
+// host that can map each other's memory, small sums go one-shot through peer memory (every rank writes its rows
+// into every rank's buffer and sums what arrives there: no barrier, (ranks - 1) x size written per rank), medium
+// ones two-shot (each rank sums one slice, then reads the others' sums: two barriers, 2 (ranks - 1) / ranks x size),
+// large ones through NCCL's rings, which keep the links busier than our kernels do past a few MiB. bench/RESULTS.md ("A custom all-reduce over NVLink") has the
+// measured crossover the defaults come from.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace engine {
+
+enum class AllReduceAlgo { nccl, one_shot, two_shot, skip };
+
+// What the group's peer buffers hold per call (0, 0: no peer path).
+struct PeerCapacity {
+  size_t one_shot_bytes = 0, two_shot_bytes = 0;
+};
+
+struct AllReducePolicy {
+  // TRTLLM_ALL_REDUCE: "auto" (by size, below), or one algorithm for every size it can take (benchmarks, and a way
+  // out should the peer path misbehave on some machine: "nccl").
+  // "skip": no sum at all (wrong outputs; only to measure what the all-reduces cost a step).
+  enum class Mode { automatic, nccl, one_shot, two_shot, skip } mode = Mode::automatic;
+  size_t one_shot_max_bytes = 0;  // 0: by the group's size (default_policy)
+  size_t two_shot_max_bytes = 0;
+};
+
+// The defaults for `ranks` GPUs; `setting`: TRTLLM_ALL_REDUCE's value (empty: auto). Throws EngineError naming
+// TRTLLM_ALL_REDUCE and the value for anything else.
+// Defaults: one-shot up to 1 MiB on 2 GPUs, 512 KiB on 3-4, 256 KiB past that; two-shot up to 4 MiB.
+AllReducePolicy all_reduce_policy(const std::string& setting, int32_t ranks);
+
+// The algorithm for a sum of `count` floats at `data`: the peer kernels need 16-byte aligned rows of whole float4s
+// that fit the buffers' capacity for that algorithm.
+AllReduceAlgo choose_all_reduce(const AllReducePolicy& p, size_t count, uintptr_t data, const PeerCapacity& cap);
+
+const char* all_reduce_name(AllReduceAlgo a);
+
+}  // namespace engine
