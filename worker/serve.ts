@@ -93,6 +93,7 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
   } else if ((options.speculativeNgram ?? 0) > 0) {
     log.info(`speculative decoding: prompt lookup guesses up to ${options.speculativeNgram} token(s) a step`);
   }
+  if (config.tpAllReduce) log.info(`tensor-parallel all-reduce: ${config.tpAllReduce}`);
   for (const a of adapters) log.info(`LoRA adapter ${a.name}: lora_task_id ${a.taskId}, from ${a.dir}`);
   if (adapters.length === 0 && loraEnabled(options)) log.info('LoRA: requests may bring adapters (lora_task_id with lora_weights + lora_config)');
   const pipelined = (options.pp ?? 1) > 1 && (options.ppMicroBatches || options.pp || 1) > 1;  // (0: one per stage)

@@ -402,7 +402,8 @@ Napi::Object from_iteration_stats(Napi::Env env, const engine::IterationStats& s
   return o;
 }
 
-Napi::Object from_model_config(Napi::Env env, const engine::ModelConfig& c, const std::string& kv_cache_dtype) {
+Napi::Object from_model_config(Napi::Env env, const engine::ModelConfig& c, const std::string& kv_cache_dtype,
+                               const std::string& tp_all_reduce) {
   Napi::Object o = Napi::Object::New(env);
   o.Set("architecture", c.architecture == engine::Architecture::llama ? "llama" : "gpt2");
   o.Set("architectureName", c.architecture_name);
@@ -424,6 +425,7 @@ Napi::Object from_model_config(Napi::Env env, const engine::ModelConfig& c, cons
   o.Set("quantization", c.quant.describe());
   // How the loaded model's KV pool stores K/V ("float32", "bfloat16", "fp8 (e4m3, ...)"); "" before a model loads.
   o.Set("kvCacheDtype", kv_cache_dtype);
+  o.Set("tpAllReduce", tp_all_reduce);
   return o;
 }
 

@@ -47,6 +47,7 @@ Napi::Object from_iteration_stats(Napi::Env env, const engine::IterationStats& s
 Napi::Object from_kv_cache_stats(Napi::Env env, const engine::KvCacheStats& stats);
 // addon-types.ts's KvCacheEvent; block hashes as decimal strings (exact, unlike a JS number past 2^53).
 Napi::Object from_kv_cache_event(Napi::Env env, const engine::KvCacheEvent& event);
-Napi::Object from_model_config(Napi::Env env, const engine::ModelConfig& config, const std::string& kv_cache_dtype);
+Napi::Object from_model_config(Napi::Env env, const engine::ModelConfig& config, const std::string& kv_cache_dtype,
+                               const std::string& tp_all_reduce = "");
 
 }  // namespace addon

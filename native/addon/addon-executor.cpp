@@ -316,7 +316,7 @@ Napi::Value AddonExecutor::num_active_requests(const Napi::CallbackInfo& info) {
 Napi::Value AddonExecutor::model_config(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (!executor_) throw make_error(env, "internal", "executor is not loaded");
-  return from_model_config(env, executor_->model_config(), executor_->kv_cache_dtype());
+  return from_model_config(env, executor_->model_config(), executor_->kv_cache_dtype(), executor_->tp_all_reduce());
 }
 
 Napi::Value AddonExecutor::shutdown(const Napi::CallbackInfo& info) {

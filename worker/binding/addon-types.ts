@@ -290,6 +290,8 @@ export interface ModelConfig {
   quantization: string;
   /** How the loaded model stores its KV cache: "float32", "bfloat16", "fp8 (e4m3, per-layer k/v scales ...)"; '' before a model is loaded. */
   kvCacheDtype: string;
+  /** How the tp group's sums run on the GPUs: "peer memory (...)" or "NCCL only: <why>"; '' without GPU collectives. */
+  tpAllReduce?: string;
 }
 
 export interface AddonExecutor {

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -19,10 +20,23 @@ void check_nccl(ncclResult_t r, const char* what) {
                                                " (set NCCL_DEBUG=INFO for details)");
 }
 cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
-}  // namespace
 
 // What the peer buffers take per call (the plan's defaults never ask for more): past it sums go through NCCL.
 constexpr PeerCapacity kPeerCapacity{size_t{1} << 20, size_t{8} << 20};
+
+std::string kib(size_t bytes) { return std::to_string(bytes >> 10) + " KiB"; }
+
+// The startup log's words for the peer path: which sizes take which algorithm.
+std::string peer_summary(const AllReducePolicy& p, const PeerCapacity& cap) {
+  using Mode = AllReducePolicy::Mode;
+  if (p.mode == Mode::one_shot)
+    return "peer memory, one-shot up to " + kib(cap.one_shot_bytes) + " (TRTLLM_ALL_REDUCE=oneshot), NCCL above";
+  if (p.mode == Mode::two_shot)
+    return "peer memory, two-shot up to " + kib(cap.two_shot_bytes) + " (TRTLLM_ALL_REDUCE=twoshot), NCCL above";
+  return "peer memory, one-shot up to " + kib(std::min(p.one_shot_max_bytes, cap.one_shot_bytes)) +
+         ", two-shot up to " + kib(std::min(p.two_shot_max_bytes, cap.two_shot_bytes)) + ", NCCL above";
+}
+}  // namespace
 
 struct DeviceComm::Impl {
   ncclComm_t comm = nullptr;
@@ -52,16 +66,17 @@ std::unique_ptr<DeviceComm> DeviceComm::create(const Comm& group, bool peer_all_
     dc->policy_ = all_reduce_policy(env != nullptr ? env : "", group.size());
     // Every rank reads the same environment (mpirun -x / srun export it to all), so all take the same branch.
     if (dc->policy_.mode == AllReducePolicy::Mode::nccl) {
-      dc->peer_status_ = "off (TRTLLM_ALL_REDUCE=nccl)";
+      dc->peer_status_ = "NCCL only (TRTLLM_ALL_REDUCE=nccl)";
     } else {
       std::string why;
       dc->impl_->peer = PeerAllReduce::create(group, kPeerCapacity, why);
-      dc->peer_status_ = dc->impl_->peer ? "peer memory (one-shot to " + std::to_string(kPeerCapacity.one_shot_bytes >> 10) +
-                                               " KiB, two-shot to " + std::to_string(kPeerCapacity.two_shot_bytes >> 10) + " KiB)"
-                                         : "NCCL only: " + why;
-      if (dc->policy_.mode == AllReducePolicy::Mode::skip && group.rank() == 0)
-        std::fprintf(stderr, "TRTLLM_ALL_REDUCE=skip: tensor-parallel sums are skipped, outputs are wrong (for "
-                             "measuring what the all-reduces cost)\n");
+      dc->peer_status_ = dc->impl_->peer ? peer_summary(dc->policy_, kPeerCapacity) : "NCCL only: " + why;
+      if (dc->policy_.mode == AllReducePolicy::Mode::skip) {
+        dc->peer_status_ = "skipped (TRTLLM_ALL_REDUCE=skip): outputs are wrong";
+        if (group.rank() == 0)
+          std::fprintf(stderr, "TRTLLM_ALL_REDUCE=skip: tensor-parallel sums are skipped, outputs are wrong (for "
+                               "measuring what the all-reduces cost)\n");
+      }
     }
   }
   return dc;

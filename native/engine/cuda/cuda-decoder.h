@@ -89,6 +89,7 @@ class CudaDecoder : public Model {
   bool samples_on_device() const override { return layout_.leader(); }
   bool sampled_row(int32_t chunk, std::vector<float>& row) override;
   std::string kv_cache_dtype() const override;
+  std::string tp_all_reduce() const override { return tp_dev_ ? tp_dev_->peer_status() : ""; }
   // LoRA (cuda-decoder-lora.cpp): adapters in slots on the device (lora-slots.h); each projection adds the deltas
   // of the rows whose chunk names a loaded slot with two grouped launches (lora-kernels.h), none in a step where no
   // row does. Decode steps with LoRA rows replay CUDA graphs of their own.

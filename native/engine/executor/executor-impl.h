@@ -77,6 +77,7 @@ struct Executor::Impl {
   std::unique_ptr<Model> model;  // (freed by free_models once the loop is joined)
   ModelConfig model_config;      // the model's, kept past free_models
   std::string kv_dtype;          // Model::kv_cache_dtype(), likewise
+  std::string tp_all_reduce;     // Model::tp_all_reduce(), likewise
   ExecutorConfig config;       // with max_seq_len resolved
   int32_t vocab_size = 0;
   ValidationLimits limits;

@@ -166,6 +166,7 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config, s
   m.kv_pool_bytes = blocks * c.tokens_per_block * static_cast<int64_t>(m.model->kv_bytes_per_token());
   m.kv_snapshot = m.kv.stats();
   m.kv_dtype = m.model->kv_cache_dtype();
+  m.tp_all_reduce = m.model->tp_all_reduce();
 
   m.limits.vocab_size = m.vocab_size;
   m.limits.max_seq_len = c.max_seq_len;
@@ -306,6 +307,7 @@ int32_t Executor::num_active_requests() const { return impl_->num_active.load();
 
 const ModelConfig& Executor::model_config() const { return impl_->model_config; }
 std::string Executor::kv_cache_dtype() const { return impl_->kv_dtype; }
+std::string Executor::tp_all_reduce() const { return impl_->tp_all_reduce; }
 
 void Executor::free_models() {
   Impl& m = *impl_;

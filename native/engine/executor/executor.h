@@ -138,6 +138,8 @@ class Executor {
   const ModelConfig& model_config() const;
   // How the model stores its KV cache (Model::kv_cache_dtype).
   std::string kv_cache_dtype() const;
+  // How the tp group's sums run on the GPUs (Model::tp_all_reduce; "" without GPU collectives).
+  std::string tp_all_reduce() const;
   const ExecutorConfig& config() const;
 
   // Stops accepting requests, cancels what is queued or running (final responses with `cancelled`), joins the

@@ -176,6 +176,9 @@ class Model {
   virtual void set_sampling_prep(SamplingPrep prep) { sampling_prep_ = std::move(prep); }
   // How the KV pool stores K and V, for the startup log and the model config: "float32", "bfloat16", "fp8 (e4m3, ...)".
   virtual std::string kv_cache_dtype() const { return ""; }
+  // How this rank's tensor-parallel sums run, for the startup log once allocate_kv made the device comms: the GPU
+  // backend's peer-memory all-reduce and its sizes, or NCCL alone and why. "" without GPU collectives.
+  virtual std::string tp_all_reduce() const { return ""; }
 
   // LoRA (lora/): the model holds adapters in numbered slots and applies the one a chunk names (SequenceChunk::
   // lora_slot) beside each projection, different slots in one batch. load_lora takes the whole adapter (checked by

@@ -37,6 +37,7 @@ class LeaderModel : public Model {
   bool sampled_row(int32_t chunk, std::vector<float>& row) override { return inner_->sampled_row(chunk, row); }
   void set_sampling_prep(SamplingPrep prep) override { inner_->set_sampling_prep(std::move(prep)); }
   std::string kv_cache_dtype() const override { return inner_->kv_cache_dtype(); }
+  std::string tp_all_reduce() const override { return inner_->tp_all_reduce(); }
   bool supports_lora() const override { return inner_->supports_lora(); }
   bool supports_token_trees() const override { return inner_->supports_token_trees(); }
   // The adapter goes to the followers whole; every rank keeps its own slice.
