@@ -1,6 +1,6 @@
 // One iteration on the GPU: the batch's rows (model/batch-layout.h) and metadata (batch-meta.h), then every layer
-// of this stage enqueued on the stream, then the LM head (cuda-decoder-logits.cpp) or, for a decode batch on one
-// GPU, a CUDA graph of all of it (cuda-decoder-graphs.cpp).
+// of this stage enqueued on the stream, then the LM head (cuda-decoder-logits.cpp) or, for a decode batch, a CUDA
+// graph of all of it (cuda-decoder-graphs.cpp), on one GPU or every rank of a tp / pp grid.
 #include "cuda/cuda-decoder.h"
 
 #include <algorithm>
