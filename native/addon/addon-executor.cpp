@@ -63,15 +63,16 @@ class LoadWorker : public Napi::AsyncWorker {
         options.progress_user = this;
       }
       std::unique_ptr<engine::Model> model = engine::load_model_collective(dir_, options);
-      // Medusa heads run where the logits are: on this (the leading) rank alone.
-      if (!medusa_dir_.empty())
-        model->set_medusa_heads(std::make_shared<const engine::MedusaHeads>(engine::load_medusa_heads(medusa_dir_, model->config())));
       if (engine::comm_info().mpi && engine::comm_info().world_size > 1) {
         // World rank 0 leads: every KV action and forward pass goes out to the followers first.
         auto leader = std::make_unique<engine::LeaderModel>(std::move(model), engine::comm_world(), liveness_);
         leader_ = leader.get();
         model = std::move(leader);
       }
+      // Medusa heads run where the final hidden states are: on this (the leading) rank, or under pp on the last
+      // stage, which loads them too (the leader then keeps their count: LeaderModel::set_medusa_heads).
+      if (!medusa_dir_.empty())
+        model->set_medusa_heads(std::make_shared<const engine::MedusaHeads>(engine::load_medusa_heads(medusa_dir_, model->config())));
       // The draft model runs on this (the leading) rank alone: one shard, no communicator, the model's device.
       std::unique_ptr<engine::Model> draft;
       if (!draft_dir_.empty()) {

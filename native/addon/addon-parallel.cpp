@@ -12,6 +12,7 @@
 #include "comm/comm.h"
 #include "errors.h"
 #include "loading/load-agreement.h"
+#include "medusa/medusa-checkpoint.h"
 #include "parallel/leader-model.h"
 #include "parallel/parallel-grid.h"
 #include "parallel/parallel-layout.h"
@@ -109,10 +110,11 @@ namespace {
 // leader's plans until the leader shuts down; the promise resolves then.
 class FollowerWorker : public Napi::AsyncWorker {
  public:
-  FollowerWorker(Napi::Env env, std::string dir, int32_t threads, int32_t tp, int32_t pp, int32_t ep, DeviceFields device,
-                 engine::LivenessSettings liveness, Napi::ThreadSafeFunction progress, bool has_progress)
+  FollowerWorker(Napi::Env env, std::string dir, std::string medusa_dir, int32_t threads, int32_t tp, int32_t pp,
+                 int32_t ep, DeviceFields device, engine::LivenessSettings liveness, Napi::ThreadSafeFunction progress,
+                 bool has_progress)
       : Napi::AsyncWorker(env, "trtllm.runFollower"), deferred_(Napi::Promise::Deferred::New(env)), dir_(std::move(dir)),
-        threads_(threads), tp_(tp), pp_(pp), ep_(ep), device_(std::move(device)), liveness_(liveness), progress_(progress),
+        medusa_dir_(std::move(medusa_dir)), threads_(threads), tp_(tp), pp_(pp), ep_(ep), device_(std::move(device)), liveness_(liveness), progress_(progress),
         has_progress_(has_progress) {}
   Napi::Promise promise() { return deferred_.Promise(); }
 
@@ -132,6 +134,10 @@ class FollowerWorker : public Napi::AsyncWorker {
         progress_.Release();
         has_progress_ = false;
       }
+      // Under pp the last stage's first rank runs the leader's Medusa heads (LeaderModel::head_guesses).
+      if (!medusa_dir_.empty() && model->serves_head_guesses())
+        model->set_medusa_heads(
+            std::make_shared<const engine::MedusaHeads>(engine::load_medusa_heads(medusa_dir_, model->config())));
       engine::follower_loop(*model, engine::comm_world(), liveness_);
       model.reset();
       engine::comm_finalize();
@@ -153,7 +159,7 @@ class FollowerWorker : public Napi::AsyncWorker {
 
  private:
   Napi::Promise::Deferred deferred_;
-  std::string dir_;
+  std::string dir_, medusa_dir_;
   int32_t threads_, tp_, pp_, ep_;
   DeviceFields device_;
   engine::LivenessSettings liveness_;
@@ -172,13 +178,15 @@ Napi::Value run_follower(const Napi::CallbackInfo& info) {
   const auto tp = static_cast<int32_t>(f.integer("tp", 1));
   const auto pp = static_cast<int32_t>(f.integer("pp", 1));
   const auto ep = static_cast<int32_t>(f.integer("ep", 1));
+  const std::string medusa_dir = f.string("medusaHeads", "");
   const bool has_progress = info.Length() > 2 && info[2].IsFunction();
   // Options first: a thread-safe function left behind by a throw would keep the process alive (load_executor).
   DeviceFields device = to_device_fields(env, require_object(info, 1, "loadOptions"), nullptr);
   const engine::LivenessSettings liveness = to_liveness_settings(env, require_object(info, 1, "loadOptions"));
   Napi::ThreadSafeFunction progress;
   if (has_progress) progress = Napi::ThreadSafeFunction::New(env, info[2].As<Napi::Function>(), "trtllm.progress", 0, 1);
-  auto* worker = new FollowerWorker(env, dir, threads, tp, pp, ep, std::move(device), liveness, progress, has_progress);
+  auto* worker =
+      new FollowerWorker(env, dir, medusa_dir, threads, tp, pp, ep, std::move(device), liveness, progress, has_progress);
   Napi::Promise promise = worker->promise();
   worker->Queue();
   return promise;

@@ -66,6 +66,18 @@ TEST_MAIN({
   IterationPlan copy_back = deserialize_plan(serialize_plan(copy));
   CHECK(copy_back.op == PlanOp::copy_kv_block && copy_back.arg0 == 4 && copy_back.arg1 == 11 && copy_back.chunks.empty());
 
+  // The leader's Medusa heads under pp: the rows whose guesses the last stage sends back.
+  IterationPlan heads;
+  heads.op = PlanOp::head_guesses;
+  heads.rows = {0, 7, 3};
+  const std::vector<uint8_t> heads_bytes = serialize_plan(heads);
+  CHECK(heads_bytes.size() == 4 * (4 + 1 + 3));
+  IterationPlan heads_back = deserialize_plan(heads_bytes);
+  CHECK(heads_back.op == PlanOp::head_guesses && heads_back.rows == heads.rows && heads_back.chunks.empty());
+  CHECK(deserialize_plan(serialize_plan(copy)).rows.empty());
+  std::vector<uint8_t> heads_cut(heads_bytes.begin(), heads_bytes.end() - 4);
+  CHECK_THROWS(deserialize_plan(heads_cut), "bad length 3");
+
   std::vector<uint8_t> cut(bytes.begin(), bytes.end() - 3);
   CHECK_THROWS(deserialize_plan(cut), "iteration plan");
   std::vector<uint8_t> bad = bytes;

@@ -185,8 +185,11 @@ void Executor::Impl::verify_drafts(Sequence& s, const IterationBatch& batch, siz
 }
 
 void Executor::Impl::keep_head_guesses(Sequence& s, size_t row) {
-  // (a request that will never speculate — a guide, beams, num_draft_tokens 0 — costs no head rows)
-  if (medusa_heads <= 0 || s.is_finished() || !can_speculate(s) || s.request.num_draft_tokens == 0) return;
+  // (a request that will never speculate — a guide, beams, num_draft_tokens 0 — costs no head rows; nor does any
+  // while pp micro-batches are pipelined: no step speculates then, and under pp the heads' hidden rows would be
+  // another micro-batch's by the time the last stage heard of them)
+  if (medusa_heads <= 0 || micro_batches > 1 || s.is_finished() || !can_speculate(s) || s.request.num_draft_tokens == 0)
+    return;
   head_rows.push_back(static_cast<int32_t>(row));
   head_seqs.push_back(&s);
   s.head_guesses_for = s.num_tokens();

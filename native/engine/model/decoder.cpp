@@ -180,10 +180,10 @@ bool DecoderModel::supports_token_trees() const {
 }
 
 void DecoderModel::set_medusa_heads(std::shared_ptr<const MedusaHeads> heads) {
-  if (heads && pp_.size() > 1)
-    throw EngineError(ErrorCode::unsupported,
-                      "Medusa heads (" + heads->source + ") read the last stage's hidden states, and with pp " +
-                          std::to_string(pp_.size()) + " those stay on that stage: not supported yet; use tp instead");
+  // (Under pp the leader keeps only the heads' count and asks the last stage for guesses: LeaderModel.)
+  if (heads && !layout_.last_stage())
+    throw EngineError(ErrorCode::internal, "Medusa heads given to pipeline stage " + std::to_string(pp_.rank()) + " of " +
+                                               std::to_string(pp_.size()) + ", whose forward does not end with the final norm");
   if (heads && (heads->hidden != config_.hidden_size || heads->vocab != config_.vocab_size))
     throw EngineError(ErrorCode::bad_checkpoint, "Medusa heads (" + heads->source + ") are for hidden_size " +
                                                      std::to_string(heads->hidden) + " and vocab_size " +

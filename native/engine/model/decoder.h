@@ -122,6 +122,10 @@ class DecoderModel : public Model {
   // token's slot, which a tree's depth-based positions do not match): full attention only.
   bool supports_token_trees() const override;
   int32_t medusa_heads() const override { return medusa_ ? medusa_->num_heads() : 0; }
+  int32_t head_guess_source() const override {
+    return layout_.last_stage() ? -1 : (pp_.size() - 1) * tp_.size();  // (world rank = pp_rank * tp + tp_rank)
+  }
+  bool serves_head_guesses() const override { return pp_.size() > 1 && layout_.last_stage() && tp_.rank() == 0; }
   void head_guesses(const std::vector<int32_t>& rows, std::vector<int32_t>& out) override;
 
  private:

@@ -189,15 +189,21 @@ class Model {
   // Frees what the slot holds (nothing when empty).
   virtual void unload_lora(int32_t slot);
 
-  // Medusa heads (medusa/), on the rank that drives the model only (the leader of a grid), before the first
-  // forward(); models and layouts that cannot run them throw unsupported, saying why. head_guesses runs them on
-  // host logits rows of the last forward() (rows of its ForwardOutput::logits; the hidden states behind them are
-  // kept until the next forward): for the i-th row asked, head k's kMedusaTopK best tokens from
-  // out[(i * medusa_heads() + k) * kMedusaTopK] (medusa_guesses). Only the rows the executor needs — the one that
-  // drew each sequence's last token — so the heads cost one row a sequence a step, whatever the check fed.
+  // Medusa heads (medusa/), before the first forward(), on the rank that drives the model (the leader of a grid)
+  // and, under pp, on the follower that serves its head guesses; models and layouts that cannot run them throw
+  // unsupported, saying why. head_guesses runs them on host logits rows of the last forward() (rows of its
+  // ForwardOutput::logits; the hidden states behind them are kept until the next forward): for the i-th row asked,
+  // head k's kMedusaTopK best tokens from out[(i * medusa_heads() + k) * kMedusaTopK] (medusa_guesses). Only the
+  // rows the executor needs — the one that drew each sequence's last token — so the heads cost one row a sequence a
+  // step, whatever the check fed.
   virtual void set_medusa_heads(std::shared_ptr<const MedusaHeads> heads);
   virtual int32_t medusa_heads() const { return 0; }  // how many heads guess (0: none)
   virtual void head_guesses(const std::vector<int32_t>& rows, std::vector<int32_t>& out);
+  // Under pp the hidden states the heads read stay on the last stage: the world rank whose model runs the leader's
+  // heads (the last stage's first tp rank), or -1 where this rank's forward ends with them itself.
+  virtual int32_t head_guess_source() const { return -1; }
+  // True on that rank: it loads the heads and answers the leader's head-guess plans (LeaderModel).
+  virtual bool serves_head_guesses() const { return false; }
   // Whether forward() takes chunks with tree_parents (SequenceChunk): how speculation checks a tree of candidates.
   virtual bool supports_token_trees() const { return false; }
 

@@ -84,6 +84,10 @@ std::vector<uint8_t> serialize_plan(const IterationPlan& plan) {
       put_floats(out, w.b);
     }
   }
+  if (plan.op == PlanOp::head_guesses) {
+    put(out, static_cast<int32_t>(plan.rows.size()));
+    put_all(out, plan.rows);
+  }
   return out;
 }
 
@@ -91,7 +95,7 @@ IterationPlan deserialize_plan(const std::vector<uint8_t>& bytes) {
   Reader r{bytes};
   IterationPlan plan;
   const int32_t op = r.get();
-  if (op < 1 || op > 6) throw EngineError(ErrorCode::internal, "iteration plan: unknown op " + std::to_string(op));
+  if (op < 1 || op > 7) throw EngineError(ErrorCode::internal, "iteration plan: unknown op " + std::to_string(op));
   plan.op = static_cast<PlanOp>(op);
   plan.arg0 = r.get();
   plan.arg1 = r.get();
@@ -126,6 +130,7 @@ IterationPlan deserialize_plan(const std::vector<uint8_t>& bytes) {
     }
     plan.lora = std::move(lora);
   }
+  if (plan.op == PlanOp::head_guesses) plan.rows = r.get_all(r.get());
   if (r.at != bytes.size()) throw EngineError(ErrorCode::internal, "iteration plan: trailing bytes");
   return plan;
 }

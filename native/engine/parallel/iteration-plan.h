@@ -17,6 +17,7 @@ enum class PlanOp : int32_t {
   shutdown = 4,      // followers return
   load_lora = 5,     // args: slot; the adapter, whole (each rank keeps its slice)
   unload_lora = 6,   // args: slot
+  head_guesses = 7,  // rows: logits rows of the last forward; the last stage's first tp rank sends back the guesses
 };
 
 struct IterationPlan {
@@ -24,10 +25,12 @@ struct IterationPlan {
   int32_t arg0 = 0, arg1 = 0;
   std::vector<SequenceChunk> chunks;  // forward only
   std::shared_ptr<const LoraAdapter> lora;  // load_lora only
+  std::vector<int32_t> rows;                // head_guesses only
 };
 
 // Words per chunk header: n_tokens, past_len, n_blocks, all_logits, window, lora_slot. An adapter goes as its
-// weights' (layer, module, rank, in, out) words followed by A's and B's floats, bit for bit.
+// weights' (layer, module, rank, in, out) words followed by A's and B's floats, bit for bit; head-guess rows as
+// their count and the rows.
 std::vector<uint8_t> serialize_plan(const IterationPlan& plan);
 // Throws EngineError(internal) on a malformed buffer (a protocol bug, never user input).
 IterationPlan deserialize_plan(const std::vector<uint8_t>& bytes);

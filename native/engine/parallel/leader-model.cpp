@@ -20,9 +20,13 @@ const char* step_name(PlanOp op) {
     case PlanOp::shutdown: return "shutdown";
     case PlanOp::load_lora: return "load_lora";
     case PlanOp::unload_lora: return "unload_lora";
+    case PlanOp::head_guesses: return "head_guesses";
   }
   return "?";
 }
+
+// The guesses' message from the last stage to the leader, on the world communicator (plans use the leader channel's).
+constexpr int32_t kTagHeadGuesses = 41;
 
 }  // namespace
 
@@ -126,6 +130,29 @@ void LeaderModel::forward_end(ForwardOutput& out) {
   in_lock_step(world_, "forward", [&] { inner_->forward_end(out); });
 }
 
+void LeaderModel::set_medusa_heads(std::shared_ptr<const MedusaHeads> heads) {
+  if (inner_->head_guess_source() < 0) {
+    inner_->set_medusa_heads(std::move(heads));
+    return;
+  }
+  remote_heads_ = heads ? heads->num_heads() : 0;  // (the weights themselves are the last stage's to keep)
+}
+
+void LeaderModel::head_guesses(const std::vector<int32_t>& rows, std::vector<int32_t>& out) {
+  if (remote_heads_ == 0) {
+    inner_->head_guesses(rows, out);
+    return;
+  }
+  IterationPlan plan;
+  plan.op = PlanOp::head_guesses;
+  plan.rows = rows;
+  broadcast(plan);
+  out.resize(rows.size() * static_cast<size_t>(remote_heads_) * kMedusaTopK);
+  in_lock_step(world_, "head_guesses", [&] {
+    world_.recv(out.data(), out.size() * sizeof(int32_t), inner_->head_guess_source(), kTagHeadGuesses);
+  });
+}
+
 ForwardCommStats LeaderModel::last_comm_stats() const {
   ForwardCommStats stats = inner_->last_comm_stats();
   if (world_.size() > 1) {
@@ -152,6 +179,7 @@ void follower_loop(Model& model, const Comm& world, const LivenessSettings& live
   if (world.size() == 1) return;
   LeaderChannel channel(world, liveness);
   ForwardOutput out;
+  std::vector<int32_t> guesses;
   int64_t iteration = 0;
   for (;;) {
     liveness_begin_step(iteration, "idle");
@@ -166,6 +194,12 @@ void follower_loop(Model& model, const Comm& world, const LivenessSettings& live
         case PlanOp::forward: model.forward(plan.chunks, out); break;
         case PlanOp::load_lora: model.load_lora(plan.arg0, *plan.lora); break;
         case PlanOp::unload_lora: model.unload_lora(plan.arg0); break;
+        case PlanOp::head_guesses:
+          if (model.serves_head_guesses()) {
+            model.head_guesses(plan.rows, guesses);
+            world.send(guesses.data(), guesses.size() * sizeof(int32_t), 0, kTagHeadGuesses);
+          }
+          break;
         case PlanOp::shutdown: channel.close(); return;
       }
     } catch (const std::exception& e) {

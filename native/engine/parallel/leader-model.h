@@ -43,10 +43,12 @@ class LeaderModel : public Model {
   // The adapter goes to the followers whole; every rank keeps its own slice.
   void load_lora(int32_t slot, const LoraAdapter& adapter) override;
   void unload_lora(int32_t slot) override;
-  // The heads run where the logits are: on this rank alone, so followers hear nothing of them.
-  void set_medusa_heads(std::shared_ptr<const MedusaHeads> heads) override { inner_->set_medusa_heads(std::move(heads)); }
-  int32_t medusa_heads() const override { return inner_->medusa_heads(); }
-  void head_guesses(const std::vector<int32_t>& rows, std::vector<int32_t>& out) override { inner_->head_guesses(rows, out); }
+  // The heads run where the final hidden states are: on this rank (no pp: followers hear nothing of them), or under
+  // pp on the last stage's first tp rank, which loaded them too (serves_head_guesses); this rank then keeps only
+  // their count, and each head_guesses call is a plan to the followers and the guesses back from that rank.
+  void set_medusa_heads(std::shared_ptr<const MedusaHeads> heads) override;
+  int32_t medusa_heads() const override { return remote_heads_ > 0 ? remote_heads_ : inner_->medusa_heads(); }
+  void head_guesses(const std::vector<int32_t>& rows, std::vector<int32_t>& out) override;
   // The inner model's communication plus this forward's plan broadcast.
   ForwardCommStats last_comm_stats() const override;
   // Tells the followers to return and closes the leader channel; idempotent. Called by the executor's owner once the
@@ -63,6 +65,7 @@ class LeaderModel : public Model {
   std::unique_ptr<LeaderChannel> channel_;  // null with no followers
   int64_t iteration_ = 0;                   // forward passes begun (followers count the same plans)
   bool released_ = false;
+  int32_t remote_heads_ = 0;  // under pp: the heads the last stage runs for this rank
   std::atomic<uint64_t> last_plan_bytes_{0};
   double last_plan_seconds_ = 0;
 };

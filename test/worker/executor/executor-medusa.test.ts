@@ -4,7 +4,8 @@
 // outputs' repeats (what such heads can guess), and as trees of candidates (the default choices and a
 // --medusa-choices list). Through the server: the same text, the guesses in the metrics, num_draft_tokens 0 turning
 // them off; the same text on a world-size-2 (tp 2) cluster under mpirun, the heads on the leading rank, the trees
-// sent to the follower. Refused: heads together with another drafter, a missing directory, heads made for another
+// sent to the follower; under pp 2 (and tp 2 x pp 2) the heads on the last stage, answering the leader: the same
+// text and the same guesses kept as on one rank. Refused: heads together with another drafter, a missing directory, heads made for another
 // model, choices deeper than the heads or before their parents; --medusa-choices' text and file forms. The engine's
 // own checks (the layout, float64 guesses, tree attention): native/test/executor-medusa.
 import t from 'tap';
@@ -91,6 +92,25 @@ t.test('world size 2 (tp 2) under mpirun: the heads run on the leader, the text 
   await expectSameText(t, single.base, cluster.base, PROMPTS.slice(0, 2), 24);
   t.ok(await metricValue(cluster.metricsBase, 'trtllm_spec_decode_draft_tokens_total') > 0, 'guesses were made');
 });
+
+// The chain of first choices: what these heads guess is the token drawn last, so a repeat is kept — through the
+// leader's plan, the last stage's heads and the guesses sent back as well as on one rank.
+for (const grid of [['--world-size', '2', '--pp', '2'], ['--world-size', '4', '--tp', '2', '--pp', '2']]) {
+  t.test(`${grid.slice(2).join(' ')} under mpirun: the last stage runs the heads for the leader; the same text and the same guesses kept`, async (t) => {
+    const chain = '[[0], [0, 0], [0, 0, 0]]';
+    const single = await startTestServer(t, { model: dir, medusaHeads: heads, numDraftTokens: 3, medusaChoices: chain });
+    const cluster = await startServingCluster(t, ['--model', dir, ...grid, '--pp-micro-batches', '1', '--oversubscribe',
+      '--threads', '1', '--medusa-heads', heads, '--num-draft-tokens', '3', '--medusa-choices', chain]);
+    await expectSameText(t, single.base, cluster.base, [PROMPTS[0]!, ...REPEATING], 24);
+    const counts = async (metricsBase: string) => ({
+      drafted: await metricValue(metricsBase, 'trtllm_spec_decode_draft_tokens_total'),
+      accepted: await metricValue(metricsBase, 'trtllm_spec_decode_accepted_tokens_total'),
+    });
+    const one = await counts(single.metricsBase), parallel = await counts(cluster.metricsBase);
+    t.ok(one.accepted > 0, `one rank kept ${one.accepted} of ${one.drafted} guesses`);
+    t.same(parallel, one, 'the same guesses checked and kept as on one rank');
+  });
+}
 
 t.test('refused, with the reason', async (t) => {
   await t.rejects(Executor.load(dir, { numThreads: 1, medusaHeads: heads, ngramDraftTokens: 2 }),

@@ -55,8 +55,8 @@ t.test('the executor\'s settings and a follower\'s come from the table\'s bindin
   });
   const bound = SERVE_OPTIONS.filter((d) => d.executor).map((d) => d.executor!.field).sort();
   t.same(Object.keys(executor).filter((k) => k !== 'iterStatsMaxIterations').sort(), bound, 'every binding reaches the executor');
-  t.same(followerOptions(serve), { tp: 2, pp: 2, ep: 2, ppLayers: '3,1', device: 'cuda', gpuDeviceId: 3, loadFormat: 'dummy', quantization: 'fp8', kvCacheDtype: 'fp8', numThreads: 3, maxBatchSize: 7, maxNumTokens: 333, hangTimeoutMs: 11_000 },
-    'followers: grid (with its stages\' layers), device, threads, what sizes their buffers, and the hang timeout of their waits');
+  t.same(followerOptions(serve), { tp: 2, pp: 2, ep: 2, ppLayers: '3,1', device: 'cuda', gpuDeviceId: 3, loadFormat: 'dummy', quantization: 'fp8', kvCacheDtype: 'fp8', numThreads: 3, maxBatchSize: 7, maxNumTokens: 333, hangTimeoutMs: 11_000, medusaHeads: '/m/medusa' },
+    'followers: grid (with its stages\' layers), device, threads, what sizes their buffers, the hang timeout of their waits, and the Medusa heads (the last stage runs them under pp)');
   t.same(executorOptions({ model: '/m', host: 'h', httpPort: 0, metricsPort: 0, authHealth: false, authMetrics: false, maxBodyBytes: 1, drainTimeoutMs: 0, logLevel: 'info' }),
     { iterStatsMaxIterations: 10_000 }, 'nothing set: the engine\'s defaults');
 });
