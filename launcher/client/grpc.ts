@@ -44,7 +44,8 @@ export function fromWire(m: ModelInferResponse): GrpcResult {
   const raw = m.raw_output_contents ?? [];
   const outputs = (m.outputs ?? []).map((t, i) => ({
     name: t.name, datatype: t.datatype, shape: (t.shape ?? []).map(Number),
-    data: raw.length > 0 ? decodeRaw(t.datatype, raw[i]!, t.name, `raw_output_contents[${i}]`) : decodeContents(t.datatype, t.contents, t.name),
+    // (as plain arrays: the client prints and compares outputs, which are small)
+    data: raw.length > 0 ? Array.from(decodeRaw(t.datatype, raw[i]!, t.name, `raw_output_contents[${i}]`)) : decodeContents(t.datatype, t.contents, t.name),
   }));
   const final = m.parameters?.triton_final_response?.bool_param;
   return { id: m.id ?? '', outputs, final };

@@ -48,6 +48,7 @@ function matrixShape(name: string, v: NamedValue, cols?: number): [number, numbe
 
 /** lora_weights' values (FP32, FP16 or BF16 on the wire; numbers in a generate body) as float32. */
 function weightsOf(v: NamedValue): Float32Array {
+  if (v.data instanceof Float32Array) return v.data;  // (binary: decoded typed, every element checked finite)
   const out = new Float32Array(v.data.length);
   for (let i = 0; i < v.data.length; i += 1) {
     const x = v.data[i];

@@ -54,7 +54,8 @@ function wordsAt(values: NamedValues, name: string, i: number, batch: number): n
   const perRow = v.shape.length === 3;
   const n = v.shape[v.shape.length - 1]!;
   if (perRow && v.shape[0] !== batch) throw badRequest(`${name} has ${v.shape[0]} rows but the batch has ${batch}`, name);
-  const data = perRow ? v.data.slice(i * 2 * n, (i + 1) * 2 * n) : v.data;
+  const all = v.data instanceof Float32Array ? Array.from(v.data) : v.data;  // (floats: refused by the parse)
+  const data = perRow ? all.slice(i * 2 * n, (i + 1) * 2 * n) : all;
   const words = parseWordTensor(data, [v.shape[perRow ? 1 : 0]!, n], name);
   return words.length > 0 ? words : undefined;
 }

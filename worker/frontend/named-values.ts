@@ -7,7 +7,7 @@ import { badRequest } from './http-errors.js';
 
 export interface NamedValue {
   shape: number[];
-  data: unknown[];   // flattened, row-major
+  data: unknown[] | Float32Array;   // flattened, row-major (raw FP16 / BF16 / FP32 tensors come typed: tensor-codec.ts)
 }
 export type NamedValues = Map<string, NamedValue>;
 
@@ -61,13 +61,21 @@ function checkTensorHeader(name: string, datatype: unknown, shape: unknown): ass
  * A decoded input tensor, whatever the wire (JSON, gRPC typed contents, gRPC raw bytes): the datatype is a KServe
  * one, the shape holds as many elements as the flat data, and every element is a value of the datatype.
  */
-export function checkTensor(name: string, datatype: unknown, shape: unknown, data: unknown[]): NamedValue {
+export function checkTensor(name: string, datatype: unknown, shape: unknown, data: unknown[] | Float32Array): NamedValue {
   checkTensorHeader(name, datatype, shape);
   const expected = shape.reduce((a, b) => a * b, 1);
   if (data.length !== expected) {
     throw badRequest(`input ${quoteName(name)}: shape [${shape.join(', ')}] needs ${expected} elements, data has ${data.length}`, name);
   }
   const dt = datatype as string;
+  if (data instanceof Float32Array) {  // (raw floats: only the finiteness to check, in a typed loop)
+    if (!dt.startsWith('FP') && dt !== 'BF16') throw badRequest(`input ${quoteName(name)}: ${dt} data decoded as floats`, name);
+    for (let i = 0; i < data.length; i += 1) {
+      const x = data[i]!;
+      if (x - x !== 0) throw badRequest(`input ${quoteName(name)}: element ${i} is ${describeValue(x)}, not a ${dt} value`, name);
+    }
+    return { shape, data };
+  }
   const ok = dt === 'BYTES' ? (x: unknown) => typeof x === 'string'
     : dt === 'BOOL' ? (x: unknown) => typeof x === 'boolean'
       : dt.startsWith('FP') || dt === 'BF16' ? (x: unknown) => typeof x === 'number' && Number.isFinite(x)

@@ -7,6 +7,7 @@ import { HttpError } from '../../../worker/frontend/http-errors.js';
 import { decodeInferRequest } from '../../../worker/frontend/grpc/decode-request.js';
 import { encodeInferResponse } from '../../../worker/frontend/grpc/encode-response.js';
 import { decodeContents, decodeRaw, encodeContents, encodeRaw } from '../../../worker/frontend/grpc/tensor-codec.js';
+import { checkTensor } from '../../../worker/frontend/named-values.js';
 
 function throws400(t: { ok(v: unknown, m: string): unknown; fail(m: string): unknown; match(v: unknown, p: RegExp): unknown }, fn: () => unknown, message: RegExp): void {
   try {
@@ -17,6 +18,37 @@ function throws400(t: { ok(v: unknown, m: string): unknown; fail(m: string): unk
     t.match((error as Error).message, message);
   }
 }
+
+// IEEE half precision, written out here as the test's own reference.
+function half(h: number): number {
+  const e = (h >> 10) & 0x1f, f = h & 0x3ff, sign = h & 0x8000 ? -1 : 1;
+  if (e === 0x1f) return f ? NaN : sign * Infinity;
+  return e === 0 ? sign * f * 2 ** -24 : sign * (1 + f / 1024) * 2 ** (e - 15);
+}
+
+t.test('raw floats come as a Float32Array: every FP16 and BF16 pattern exact, from any byte offset', async (t) => {
+  const all = new Uint16Array(65536).map((_, i) => i);
+  // A body's slice may start at an odd byte: the words are read from there, not from an aligned copy of the body.
+  const odd = (b: Buffer) => Buffer.concat([Buffer.from([0xab]), b]).subarray(1);
+  const f16 = decodeRaw('FP16', odd(Buffer.from(all.buffer)), 'w', 'raw');
+  t.ok(f16 instanceof Float32Array && f16.length === 65536, 'FP16: a Float32Array of every pattern');
+  const badHalf = [...all].findIndex((h) => !Object.is(f16[h], Math.fround(half(h))));
+  t.equal(badHalf, -1, 'FP16: each pattern is the value of its bits (signed zeros, subnormals, infinities, NaN)');
+  const bf16 = decodeRaw('BF16', odd(Buffer.from(all.buffer)), 'w', 'raw');
+  const view = new DataView(new ArrayBuffer(4));
+  const badBf = [...all].findIndex((b) => { view.setUint32(0, b << 16); return !Object.is(bf16[b], view.getFloat32(0)); });
+  t.ok(bf16 instanceof Float32Array && badBf === -1, 'BF16: each pattern is the upper half of its float32');
+  const f32 = decodeRaw('FP32', odd(Buffer.from(new Float32Array([1.5, -0, 3e-41, -7]).buffer)), 'w', 'raw');
+  t.ok(f32 instanceof Float32Array && Object.is(f32[1], -0), 'FP32: a Float32Array, -0 kept');
+  t.same([...f32], [1.5, -0, Math.fround(3e-41), -7], 'FP32: the values, a subnormal included');
+  // The tensor check reads the typed data as it reads arrays: the count, and every element finite.
+  t.equal(checkTensor('w', 'FP16', [2, 2], decodeRaw('FP16', Buffer.from(new Uint16Array([0x3c00, 0, 0x8000, 0x3800]).buffer), 'w', 'raw')).data.length, 4);
+  throws400(t, () => checkTensor('w', 'FP16', [3], decodeRaw('FP16', Buffer.from(new Uint16Array([0x3c00, 0x3c00, 0x7c00]).buffer), 'w', 'raw')),
+    /input 'w': element 2 is Infinity \(number\), not a FP16 value/);
+  throws400(t, () => checkTensor('w', 'BF16', [2], decodeRaw('BF16', Buffer.from(new Uint16Array([0x7fc0, 0]).buffer), 'w', 'raw')),
+    /input 'w': element 0 is NaN \(number\), not a BF16 value/);
+  throws400(t, () => checkTensor('w', 'FP32', [1, 3], decodeRaw('FP32', Buffer.alloc(8), 'w', 'raw')), /shape \[1, 3\] needs 3 elements, data has 2/);
+});
 
 t.test('raw: every datatype round-trips; the byte layout is the protocol\'s', async (t) => {
   const cases: [string, unknown[]][] = [

@@ -9,7 +9,7 @@ import { validateRequest } from '../../../worker/executor/validate-request.js';
 import { decodeRaw } from '../../../worker/frontend/grpc/tensor-codec.js';
 import { HttpError } from '../../../worker/frontend/http-errors.js';
 import { readKserveLora } from '../../../worker/frontend/kserve-lora.js';
-import { fromJsonField, type NamedValues } from '../../../worker/frontend/named-values.js';
+import { checkTensor, fromJsonField, type NamedValues } from '../../../worker/frontend/named-values.js';
 import { readTextParams } from '../../../worker/frontend/text-params.js';
 
 const values = (fields: Record<string, unknown>): NamedValues => new Map(Object.entries(fields).map(([k, v]) => [k, fromJsonField(k, v)]));
@@ -89,6 +89,14 @@ t.test('LoRA tensors as raw bytes: FP32, FP16 and BF16 weights, UINT64 / INT64 t
   t.same(decodeRaw('FP16', f16, 'lora_weights', 'raw'), [0.5, -2]);
   const bf16 = Buffer.from(new Uint16Array([0x3f00, 0xc000, 0x3f80]).buffer);  // 0.5, -2, 1
   t.same(decodeRaw('BF16', bf16, 'lora_weights', 'raw'), [0.5, -2, 1]);
+  // Binary weights reach the request as the Float32Array they were decoded into (a large adapter is never an array
+  // of numbers on the JS thread: bench/lora-weights-decode.ts).
+  const weights = checkTensor('lora_weights', 'FP16', [1, 2], decodeRaw('FP16', f16, 'lora_weights', 'raw'));
+  const config = checkTensor('lora_config', 'INT32', [1, 3], [1, 0, 1]);
+  const values: NamedValues = new Map([['lora_weights', weights], ['lora_config', config], ['lora_task_id', fromJsonField('lora_task_id', 9)]]);
+  const [lora] = readKserveLora(values, 1);
+  t.equal(lora?.weights, weights.data, 'the decoded array itself, not a copy');
+  t.same([...(lora?.weights ?? [])], [0.5, -2]);
   t.same(decodeRaw('UINT64', Buffer.from(new BigUint64Array([3n]).buffer), 'lora_task_id', 'raw'), [3]);
   t.same(decodeRaw('INT64', Buffer.from(new BigInt64Array([4n]).buffer), 'lora_task_id', 'raw'), [4]);
 });

@@ -56,7 +56,7 @@ export function decodeInferRequest(m: ModelInferRequest | UndecodableMessage): D
   const values = namedInputs(inputs.map((t, i) => {
     const name = t.name;
     if (!name) throw badRequest(`inputs[${i}].name must be a non-empty string, got ${describeValue(name)}`, 'inputs');
-    let data: unknown[];
+    let data: unknown[] | Float32Array;
     if (raw.length > 0) {
       if (hasContents(t.contents)) throw badRequest(`input ${quoteName(name)} has both contents and raw_input_contents[${i}]; send one of them`, name);
       data = decodeRaw(t.datatype, raw[i]!, name, `raw_input_contents[${i}]`);

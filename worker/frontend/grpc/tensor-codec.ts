@@ -36,6 +36,46 @@ function bfloat16ToNumber(b: number): number {
   return bf16Bits.getFloat32(0);
 }
 
+// Every half's value, made on first use: a large FP16 tensor is then one table lookup per element.
+let halfTable: Float32Array | undefined;
+function halves(): Float32Array {
+  if (halfTable === undefined) {
+    halfTable = new Float32Array(65536);
+    for (let h = 0; h < 65536; h += 1) halfTable[h] = halfToNumber(h);
+  }
+  return halfTable;
+}
+
+/**
+ * FP16 / BF16 / FP32 raw bytes (little-endian) as a Float32Array, in loops over typed arrays: an adapter's
+ * lora_weights can hold tens of millions of elements, which element by element into a JS array took seconds of the
+ * event loop (bench/RESULTS.md, "LoRA weights decoded into typed arrays").
+ */
+function decodeFloats(datatype: 'FP16' | 'BF16' | 'FP32', raw: Buffer): Float32Array {
+  const size = datatype === 'FP32' ? 4 : 2;
+  const n = raw.length / size;
+  const out = new Float32Array(n);
+  if (datatype === 'FP32') {
+    if (LITTLE_ENDIAN) new Uint8Array(out.buffer).set(raw);
+    else for (let i = 0; i < n; i += 1) out[i] = raw.readFloatLE(i * 4);
+    return out;
+  }
+  // The 16-bit words, aligned (a body's slice may start at an odd byte).
+  const words = new Uint16Array(n);
+  if (LITTLE_ENDIAN) new Uint8Array(words.buffer).set(raw);
+  else for (let i = 0; i < n; i += 1) words[i] = raw.readUInt16LE(i * 2);
+  if (datatype === 'FP16') {
+    const table = halves();
+    for (let i = 0; i < n; i += 1) out[i] = table[words[i]!]!;
+  } else {
+    const bits = new Uint32Array(out.buffer);
+    for (let i = 0; i < n; i += 1) bits[i] = words[i]! << 16;
+  }
+  return out;
+}
+
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
 /** BYTES elements as UTF-8 strings (our models take text); a truncated element is the client's error. */
 function readByteElements(raw: Buffer, name: string, where: string): string[] {
   const out: string[] = [];
@@ -51,14 +91,16 @@ function readByteElements(raw: Buffer, name: string, where: string): string[] {
   return out;
 }
 
-/** A raw input's elements as JS values; the byte count must fit the datatype (the element count is checked later). */
-export function decodeRaw(datatype: string, raw: Buffer, name: string, where: string): unknown[] {
+/** A raw input's elements as JS values (FP16, BF16 and FP32 as a Float32Array); the byte count must fit the
+ * datatype (the element count is checked later). */
+export function decodeRaw(datatype: string, raw: Buffer, name: string, where: string): unknown[] | Float32Array {
   if (datatype === 'BYTES') return readByteElements(raw, name, where);
   const size = ELEMENT_BYTES[datatype];
   if (size === undefined) return [];  // an unknown datatype is reported by the tensor check, with the list of known ones
   if (raw.length % size !== 0) {
     throw badRequest(`input ${quoteName(name)}: ${where} holds ${raw.length} bytes, not a whole number of ${size}-byte ${datatype} elements`, name);
   }
+  if (datatype === 'FP16' || datatype === 'BF16' || datatype === 'FP32') return decodeFloats(datatype, raw);
   const n = raw.length / size;
   const out = new Array<unknown>(n);
   for (let i = 0; i < n; i += 1) {
