@@ -2,8 +2,8 @@
 // host that can map each other's memory, small sums go one-shot through peer memory (every rank writes its rows
 // into every rank's buffer and sums what arrives there: no barrier, (ranks - 1) x size written per rank), medium
 // ones two-shot (each rank sums one slice, then reads the others' sums: two barriers, 2 (ranks - 1) / ranks x size),
-// large ones through NCCL's rings, which keep the links busier than our kernels do past a few MiB. bench/RESULTS.md ("A custom all-reduce over NVLink") has the
-// measured crossover the defaults come from.
+// large ones through NCCL's rings, which keep the links busier than our kernels do past a few MiB. bench/RESULTS.md
+// ("A peer-memory all-reduce over NVLink") has the measured crossover the defaults come from.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -23,7 +23,7 @@ struct AllReducePolicy {
   // out should the peer path misbehave on some machine: "nccl").
   // "skip": no sum at all (wrong outputs; only to measure what the all-reduces cost a step).
   enum class Mode { automatic, nccl, one_shot, two_shot, skip } mode = Mode::automatic;
-  size_t one_shot_max_bytes = 0;  // 0: by the group's size (default_policy)
+  size_t one_shot_max_bytes = 0;  // automatic mode's bounds (all_reduce_policy sets them by the group's size)
   size_t two_shot_max_bytes = 0;
 };
 

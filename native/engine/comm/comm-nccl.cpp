@@ -67,16 +67,15 @@ std::unique_ptr<DeviceComm> DeviceComm::create(const Comm& group, bool peer_all_
     // Every rank reads the same environment (mpirun -x / srun export it to all), so all take the same branch.
     if (dc->policy_.mode == AllReducePolicy::Mode::nccl) {
       dc->peer_status_ = "NCCL only (TRTLLM_ALL_REDUCE=nccl)";
+    } else if (dc->policy_.mode == AllReducePolicy::Mode::skip) {  // (no sum takes any path: no buffers)
+      dc->peer_status_ = "skipped (TRTLLM_ALL_REDUCE=skip): outputs are wrong";
+      if (group.rank() == 0)
+        std::fprintf(stderr, "TRTLLM_ALL_REDUCE=skip: tensor-parallel sums are skipped, outputs are wrong (for "
+                             "measuring what the all-reduces cost)\n");
     } else {
       std::string why;
       dc->impl_->peer = PeerAllReduce::create(group, kPeerCapacity, why);
       dc->peer_status_ = dc->impl_->peer ? peer_summary(dc->policy_, kPeerCapacity) : "NCCL only: " + why;
-      if (dc->policy_.mode == AllReducePolicy::Mode::skip) {
-        dc->peer_status_ = "skipped (TRTLLM_ALL_REDUCE=skip): outputs are wrong";
-        if (group.rank() == 0)
-          std::fprintf(stderr, "TRTLLM_ALL_REDUCE=skip: tensor-parallel sums are skipped, outputs are wrong (for "
-                               "measuring what the all-reduces cost)\n");
-      }
     }
   }
   return dc;

@@ -41,7 +41,6 @@ std::unique_ptr<PeerAllReduce> PeerAllReduce::create(const Comm& group, const Pe
   if (cudaMalloc(&p->own_, peer_buffer_bytes(p->args_)) != cudaSuccess ||
       cudaIpcGetMemHandle(&mine.handle, p->own_) != cudaSuccess) {
     local_why = std::string("rank ") + std::to_string(me) + ": " + cudaGetErrorString(cudaGetLastError());
-    cudaGetLastError();
   } else {
     try {
       init_peer_buffer(p->args_, p->own_);
