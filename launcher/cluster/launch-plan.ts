@@ -78,8 +78,10 @@ export interface LaunchPlan {
 }
 
 // Variables every rank must see, whatever the MPI forwards by default.
-// (TRTLLM_ALL_REDUCE: every rank of a tp group must take the same all-reduce path, comm/all-reduce-plan.h.)
-const FORWARDED = ['PATH', 'LD_LIBRARY_PATH', 'OMP_NUM_THREADS', 'TRTLLM_ADDON_PATH', 'TRTLLM_API_KEY', 'TRTLLM_ALL_REDUCE'];
+// (TRTLLM_ALL_REDUCE: every rank of a tp group must take the same all-reduce path; TRTLLM_PEER_BLOCKS: the group's
+// first rank, wherever it runs, sets the peer kernels' grid — comm/all-reduce-plan.h.)
+const FORWARDED = ['PATH', 'LD_LIBRARY_PATH', 'OMP_NUM_THREADS', 'TRTLLM_ADDON_PATH', 'TRTLLM_API_KEY', 'TRTLLM_ALL_REDUCE',
+  'TRTLLM_PEER_BLOCKS'];
 
 /** Under srun: the job's --cpus-per-task (srun no longer passes it on by itself), also the ranks' default --threads. */
 export function slurmCpusPerTask(env: LaunchFacts['env']): number | undefined {

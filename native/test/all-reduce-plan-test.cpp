@@ -5,6 +5,7 @@
 
 #include "check.h"
 #include "comm/all-reduce-plan.h"
+#include "comm/peer-all-reduce-args.h"
 #include "errors.h"
 
 using namespace engine;
@@ -22,19 +23,20 @@ AllReduceAlgo pick(const AllReducePolicy& p, size_t bytes, uintptr_t at = kAlign
 TEST_MAIN({
   const AllReducePolicy two = all_reduce_policy("", 2), four = all_reduce_policy("auto", 4),
                         eight = all_reduce_policy("auto", 8);
-  // Two GPUs: one-shot through a batch of 64 rows of 4096 (1 MiB), two-shot to 4 MiB, NCCL past it.
+  // Two GPUs: one-shot through a batch of 64 rows of 4096 (1 MiB), two-shot to 8 MiB (the buffers' capacity), NCCL
+  // past it.
   CHECK(pick(two, 16 * KiB) == AllReduceAlgo::one_shot);
   CHECK(pick(two, 1 * MiB) == AllReduceAlgo::one_shot);
   CHECK(pick(two, 1 * MiB + 16) == AllReduceAlgo::two_shot);
-  CHECK(pick(two, 4 * MiB) == AllReduceAlgo::two_shot);
-  CHECK(pick(two, 4 * MiB + 16) == AllReduceAlgo::nccl);
+  CHECK(pick(two, 8 * MiB) == AllReduceAlgo::two_shot);
+  CHECK(pick(two, 8 * MiB + 16) == AllReduceAlgo::nccl);
   CHECK(pick(two, 64 * MiB) == AllReduceAlgo::nccl);
-  // Wider groups switch to two-shot sooner (one-shot writes a copy to every peer).
-  CHECK(pick(four, 512 * KiB) == AllReduceAlgo::one_shot);
-  CHECK(pick(four, 512 * KiB + 16) == AllReduceAlgo::two_shot);
-  CHECK(pick(eight, 256 * KiB) == AllReduceAlgo::one_shot);
-  CHECK(pick(eight, 256 * KiB + 16) == AllReduceAlgo::two_shot);
-  // Rows the peer kernels cannot take go to NCCL, whatever the size or the setting.
+  // Wider groups hand over to two-shot sooner.
+  CHECK(pick(four, 256 * KiB) == AllReduceAlgo::one_shot);
+  CHECK(pick(four, 256 * KiB + 16) == AllReduceAlgo::two_shot);
+  CHECK(pick(four, 8 * MiB) == AllReduceAlgo::two_shot);
+  CHECK(pick(eight, 128 * KiB) == AllReduceAlgo::one_shot);
+  CHECK(pick(eight, 128 * KiB + 16) == AllReduceAlgo::two_shot);
   CHECK(pick(two, 16 * KiB + 4) == AllReduceAlgo::nccl);                       // not whole float4s
   CHECK(pick(two, 16 * KiB, kAligned + 4) == AllReduceAlgo::nccl);             // not 16-byte aligned
   CHECK(pick(two, 16 * KiB, kAligned, PeerCapacity{}) == AllReduceAlgo::nccl);  // no peer path on this group
@@ -55,4 +57,14 @@ TEST_MAIN({
   CHECK_THROWS(all_reduce_policy("fast", 2), "TRTLLM_ALL_REDUCE");
   CHECK_THROWS(all_reduce_policy("fast", 2), "\"fast\"");
   CHECK_THROWS(all_reduce_policy("NCCL ", 2), "expected auto, nccl, oneshot, twoshot or skip");
+  // The peer kernels' grid: the default unless TRTLLM_PEER_BLOCKS names another, from 1 to the layout's most.
+  CHECK(all_reduce_policy("", 2).peer_blocks == 32);
+  CHECK(all_reduce_policy("", 4, "64").peer_blocks == 64);
+  CHECK(all_reduce_policy("auto", 8, "1").peer_blocks == 1);
+  CHECK(all_reduce_policy("", 2, std::to_string(kPeerMaxBlocks)).peer_blocks == kPeerMaxBlocks);
+  for (const char* bad : {"0", "-4", "257", "64 ", "sixty", "6.5", "99999999999999999999"}) {
+    CHECK_THROWS(all_reduce_policy("", 2, bad), "TRTLLM_PEER_BLOCKS");
+    const std::string quoted = std::string("\"") + bad + "\"";
+    CHECK_THROWS(all_reduce_policy("", 2, bad), quoted.c_str());
+  }
 })

@@ -16,6 +16,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "check.h"
 #include "comm/comm-nccl.h"
@@ -169,9 +171,10 @@ void use_rank_gpu() { cudaSetDevice(comm_info().local_rank % cuda_device_count()
 // every sum is exact and NCCL, one-shot and two-shot must give the same bits on every rank. Sizes: one float4, a
 // decode step's row, one that does not split evenly over the blocks, a batch of rows (one-shot's capacity), two-shot's
 // capacity, and a count the peer kernels cannot take (not whole float4s: NCCL). Then the peer calls captured in a CUDA graph
-// (an odd number of them, so each replay starts on the other slot) and replayed three times.
-void check_all_reduce(const Grid& g) {
-  if (g.shard.tp_size == 1) return;
+// (five of them, so each replay starts on another of the three slots; calls shorter than the grid between longer
+// ones, of both kinds) and replayed three times. With the default grid, one block, 7 and the most (a call shorter
+// than the grid is padded so that every block has rows).
+void check_all_reduce_with(const Grid& g) {
   use_rank_gpu();
   std::unique_ptr<DeviceComm> dc = DeviceComm::create(g.tp, true);
   if (g.world.rank() == 0) std::printf("tp all-reduce: %s\n", dc->peer_status().c_str());
@@ -221,24 +224,27 @@ void check_all_reduce(const Grid& g) {
   const bool auto_ok = run(dc->all_reduce_algo(buf, 4096), 4096, 99, buf);
   CHECK_MSG(auto_ok, "rank %d: the automatic choice differs from the exact sum", r);
 
-  // Three buffers, three calls in one graph; each replay after fresh values are copied in.
-  const size_t counts[3] = {4096, 64 * 4096, 8192};
-  const AllReduceAlgo algos[3] = {AllReduceAlgo::one_shot, AllReduceAlgo::two_shot, AllReduceAlgo::one_shot};
-  float* at[3] = {buf, buf + biggest, buf + 2 * biggest};
+  // Five buffers, five calls in one graph; each replay after fresh values are copied in.
+  constexpr int kCalls = 5;
+  const size_t counts[kCalls] = {4096, 4, 64 * 4096, 8, 8192};
+  const AllReduceAlgo algos[kCalls] = {AllReduceAlgo::one_shot, AllReduceAlgo::two_shot, AllReduceAlgo::two_shot,
+                                       AllReduceAlgo::one_shot, AllReduceAlgo::one_shot};
+  float* at[kCalls];
+  for (int k = 0; k < kCalls; ++k) at[k] = buf + static_cast<size_t>(k) * 64 * 4096;
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
-  for (int k = 0; k < 3; ++k) dc->all_reduce_sum_with(algos[k], at[k], counts[k], st);
+  for (int k = 0; k < kCalls; ++k) dc->all_reduce_sum_with(algos[k], at[k], counts[k], st);
   cudaStreamEndCapture(st, &graph);
   CHECK_MSG(graph != nullptr && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess, "rank %d: graph capture", r);
   for (int replay = 0; replay < 3 && exec != nullptr; ++replay) {
-    std::vector<std::vector<float>> in(3);
-    for (int k = 0; k < 3; ++k) {
+    std::vector<std::vector<float>> in(kCalls);
+    for (int k = 0; k < kCalls; ++k) {
       in[k] = fill(counts[k], static_cast<size_t>(1000 * replay + k));
       cudaMemcpyAsync(at[k], in[k].data(), counts[k] * sizeof(float), cudaMemcpyHostToDevice, st);
     }
     cudaGraphLaunch(exec, st);
-    for (int k = 0; k < 3; ++k) {
+    for (int k = 0; k < kCalls; ++k) {
       got.resize(counts[k]);
       cudaMemcpyAsync(got.data(), at[k], counts[k] * sizeof(float), cudaMemcpyDeviceToHost, st);
       cudaStreamSynchronize(st);
@@ -252,6 +258,25 @@ void check_all_reduce(const Grid& g) {
   cudaFree(buf);
   cudaStreamDestroy(st);
   if (g.world.rank() == 0) std::printf("tp all-reduce: nccl, one-shot and two-shot agree bit for bit, in and out of a graph\n");
+}
+
+// TRTLLM_PEER_BLOCKS set to `blocks` (null: as it was) while `f` runs; every rank does the same.
+template <typename F>
+void with_peer_blocks(const char* blocks, F f) {
+  const char* was = std::getenv("TRTLLM_PEER_BLOCKS");
+  const std::string saved = was != nullptr ? was : "";
+  if (blocks != nullptr) setenv("TRTLLM_PEER_BLOCKS", blocks, 1);
+  f();
+  if (was != nullptr)
+    setenv("TRTLLM_PEER_BLOCKS", saved.c_str(), 1);
+  else
+    unsetenv("TRTLLM_PEER_BLOCKS");
+}
+
+void check_all_reduce(const Grid& g) {
+  if (g.shard.tp_size == 1) return;
+  for (const char* blocks : {static_cast<const char*>(nullptr), "1", "7", "256"})
+    with_peer_blocks(blocks, [&] { check_all_reduce_with(g); });
 }
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -374,14 +399,35 @@ ArTimes all_reduce_times(const Grid& g, size_t count) {
   return t;
 }
 
-// The crossover the plan's defaults come from (all-reduce-plan.h): each path's time from 16 KiB to 32 MiB.
+// The crossover the plan's defaults come from (all-reduce-plan.h): each path's time from 16 KiB to 32 MiB, with the
+// peer kernels' default grid or (AR_SWEEP_BLOCKS=16,32,64: TRTLLM_PEER_BLOCKS values) each grid in turn.
 void all_reduce_sweep(const Grid& g) {
   if (g.shard.tp_size == 1) return;
-  for (size_t kib : {16, 64, 256, 512, 1024, 2048, 4096, 8192, 32768}) {
-    const ArTimes t = all_reduce_times(g, kib * 256);
-    if (g.world.rank() == 0)
-      std::printf("all-reduce sweep tp=%d: %zu KiB: nccl %.1f us, one-shot %.1f us, two-shot %.1f us (auto: %s)\n",
-                  g.shard.tp_size, kib, t.us[0], t.us[1], t.us[2], all_reduce_name(t.chosen));
+  std::vector<std::string> grids{""};
+  if (const char* list = std::getenv("AR_SWEEP_BLOCKS")) {
+    grids.clear();
+    std::string item;
+    for (const char* c = list;; ++c) {
+      if (*c == ',' || *c == '\0') {
+        if (!item.empty()) grids.push_back(item);
+        item.clear();
+        if (*c == '\0') break;
+      } else {
+        item += *c;
+      }
+    }
+  }
+  for (const std::string& blocks : grids) {
+    with_peer_blocks(blocks.empty() ? nullptr : blocks.c_str(), [&] {
+      for (size_t kib : {16, 64, 256, 512, 1024, 2048, 4096, 8192, 32768}) {
+        const ArTimes t = all_reduce_times(g, kib * 256);
+        if (g.world.rank() == 0)
+          std::printf("all-reduce sweep tp=%d blocks=%s: %zu KiB: nccl %.1f us, one-shot %.1f us, two-shot %.1f us "
+                      "(auto: %s)\n",
+                      g.shard.tp_size, blocks.empty() ? "default" : blocks.c_str(), kib, t.us[0], t.us[1], t.us[2],
+                      all_reduce_name(t.chosen));
+      }
+    });
   }
 }
 

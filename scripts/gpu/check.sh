@@ -6,10 +6,11 @@
 #   scripts/gpu/check.sh tp2      two GPUs: tp=2 and pp=2 against one GPU (dense, MoE (also with ep=2) and Gemma 2
 #                                 shapes; the all-reduce paths against each other), then decode steps and offline
 #                                 128/128 on the 8B shape before / after issue 30 and on one GPU (SKIP_PBENCH=1: not;
-#                                 AR_SWEEP=1: the all-reduce paths from 16 KiB to 32 MiB; SKIP_PCHECK=1: only the
-#                                 benches); MOE_BENCH=<config>:
+#                                 AR_SWEEP=1: the all-reduce paths from 16 KiB to 32 MiB, AR_SWEEP_BLOCKS=16,32,64:
+#                                 with each peer grid; SKIP_PCHECK=1: only the benches); MOE_BENCH=<config>:
 #                                 that MoE shape at tp=2 with ep=1 and ep=2 (decode steps, offline 128/128)
-#   scripts/gpu/check.sh tp4      four GPUs: tp=4 and tp=2 x pp=2 against one GPU, tp=4 decode steps
+#   scripts/gpu/check.sh tp4      four GPUs: tp=4 and tp=2 x pp=2 against one GPU, then the benches as tp2's on those
+#                                 grids (BENCH_GRIDS="4 1,2 1,1 1": the benches' grids instead)
 #   scripts/gpu/check.sh x2       both of the above on a two-GPU machine (single-GPU parts on GPU 0), then the
 #                                 addon (node-api headers from node_modules, no cmake-js) and `trtllm-launch bench
 #                                 --offline` on the 8B shape (needs node on PATH, node_modules and dist/)
@@ -302,16 +303,20 @@ if [[ $mode == tp2 || $mode == x2 || $mode == tp4 ]]; then
   # compare); then one GPU alone (SKIP_PBENCH=1: the correctness grids only).
   [[ ${SKIP_PBENCH:-0} == 1 ]] && grids=()
   (( ${#grids[@]} )) && grids+=("1 1")
+  [[ -n ${BENCH_GRIDS:-} ]] && IFS=, read -ra grids <<<"$BENCH_GRIDS"  # e.g. BENCH_GRIDS="4 1,2 1,1 1"
   for grid in "${grids[@]}"; do
     set -- $grid
     variants=("before TRTLLM_CUDA_GRAPHS=0 TRTLLM_ALL_REDUCE=nccl" "nccl-graphs TRTLLM_ALL_REDUCE=nccl" "after TRTLLM_ALL_REDUCE=auto"
               "no-all-reduce TRTLLM_ALL_REDUCE=skip")
     (( $1 == 1 )) && variants=("before TRTLLM_CUDA_GRAPHS=0 TRTLLM_ALL_REDUCE=nccl" "after TRTLLM_ALL_REDUCE=auto")
     (( $1 == 1 && $2 == 1 )) && variants=("after TRTLLM_ALL_REDUCE=auto")
+    # VARIANTS="b64 TRTLLM_PEER_BLOCKS=64;b128 TRTLLM_PEER_BLOCKS=128": these on the multi-GPU grids instead
+    [[ -n ${VARIANTS:-} ]] && (( $1 * $2 > 1 )) && IFS=';' read -ra variants <<<"$VARIANTS"
     for v in "${variants[@]}"; do
       set -- $grid $v
       name=$3; xs=(); for e in "${@:4}"; do xs+=(-x "$e"); done
       [[ $name == after && -n ${AR_SWEEP:-} ]] && xs+=(-x AR_SWEEP=1)
+      [[ $name == after && -n ${AR_SWEEP_BLOCKS:-} ]] && xs+=(-x AR_SWEEP_BLOCKS)  # (16,32,64: grids to sweep)
       log="$out/bench-tp$1-pp$2-$name.log"
       offline=(--offline ${REQUESTS:-1000}); [[ $name == no-all-reduce ]] && offline=()  # (its outputs are wrong)
       timeout 420 mpirun -np $(( $1 * $2 )) --allow-run-as-root -x NCCL_NVLS_ENABLE=0 -x LD_LIBRARY_PATH "${xs[@]}" \

@@ -1,9 +1,10 @@
 // Which all-reduce a tensor-parallel sum takes (pure; comm-nccl.cpp asks it for every call). Between GPUs of one
 // host that can map each other's memory, small sums go one-shot through peer memory (every rank writes its rows
-// into every rank's buffer and sums what arrives there: no barrier, (ranks - 1) x size written per rank), medium
-// ones two-shot (each rank sums one slice, then reads the others' sums: two barriers, 2 (ranks - 1) / ranks x size),
-// large ones through NCCL's rings, which keep the links busier than our kernels do past a few MiB. bench/RESULTS.md
-// ("A peer-memory all-reduce over NVLink") has the measured crossover the defaults come from.
+// into every rank's buffer and sums what arrives there: one trip, (ranks - 1) x size written per rank), medium
+// ones two-shot (each rank sums the slice the others send it and sends the sums back: two trips, 2 (ranks - 1) /
+// ranks x size), and what the peer buffers cannot take (past 8 MiB: prefill chunks) through NCCL's rings.
+// bench/RESULTS.md ("A peer-memory all-reduce over NVLink", "The two-shot all-reduce without barriers") has the
+// measured crossovers the defaults come from.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -25,12 +26,15 @@ struct AllReducePolicy {
   enum class Mode { automatic, nccl, one_shot, two_shot, skip } mode = Mode::automatic;
   size_t one_shot_max_bytes = 0;  // automatic mode's bounds (all_reduce_policy sets them by the group's size)
   size_t two_shot_max_bytes = 0;
+  // The peer kernels' grid (TRTLLM_PEER_BLOCKS: benchmarks): more blocks keep more stores in flight across NVLink;
+  // fewer leave more of the GPU to the product they overlap.
+  int32_t peer_blocks = 0;
 };
 
-// The defaults for `ranks` GPUs; `setting`: TRTLLM_ALL_REDUCE's value (empty: auto). Throws EngineError naming
-// TRTLLM_ALL_REDUCE and the value for anything else.
-// Defaults: one-shot up to 1 MiB on 2 GPUs, 512 KiB on 3-4, 256 KiB past that; two-shot up to 4 MiB.
-AllReducePolicy all_reduce_policy(const std::string& setting, int32_t ranks);
+// The defaults for `ranks` GPUs; `setting`: TRTLLM_ALL_REDUCE's value (empty: auto), `blocks`: TRTLLM_PEER_BLOCKS's
+// (empty: the default). Throws EngineError naming the variable and the value for anything else.
+// Defaults: one-shot up to 1 MiB on 2 GPUs, 256 KiB on 3-4, 128 KiB past that; two-shot up to 8 MiB; 32 blocks.
+AllReducePolicy all_reduce_policy(const std::string& setting, int32_t ranks, const std::string& blocks = "");
 
 // The algorithm for a sum of `count` floats at `data`: the peer kernels need 16-byte aligned rows of whole float4s
 // that fit the buffers' capacity for that algorithm.

@@ -27,13 +27,14 @@ constexpr PeerCapacity kPeerCapacity{size_t{1} << 20, size_t{8} << 20};
 std::string kib(size_t bytes) { return std::to_string(bytes >> 10) + " KiB"; }
 
 // The startup log's words for the peer path: which sizes take which algorithm.
-std::string peer_summary(const AllReducePolicy& p, const PeerCapacity& cap) {
+std::string peer_summary(const AllReducePolicy& p, const PeerCapacity& cap, int32_t blocks) {
   using Mode = AllReducePolicy::Mode;
+  const std::string head = "peer memory (" + std::to_string(blocks) + " blocks), ";
   if (p.mode == Mode::one_shot)
-    return "peer memory, one-shot up to " + kib(cap.one_shot_bytes) + " (TRTLLM_ALL_REDUCE=oneshot), NCCL above";
+    return head + "one-shot up to " + kib(cap.one_shot_bytes) + " (TRTLLM_ALL_REDUCE=oneshot), NCCL above";
   if (p.mode == Mode::two_shot)
-    return "peer memory, two-shot up to " + kib(cap.two_shot_bytes) + " (TRTLLM_ALL_REDUCE=twoshot), NCCL above";
-  return "peer memory, one-shot up to " + kib(std::min(p.one_shot_max_bytes, cap.one_shot_bytes)) +
+    return head + "two-shot up to " + kib(cap.two_shot_bytes) + " (TRTLLM_ALL_REDUCE=twoshot), NCCL above";
+  return head + "one-shot up to " + kib(std::min(p.one_shot_max_bytes, cap.one_shot_bytes)) +
          ", two-shot up to " + kib(std::min(p.two_shot_max_bytes, cap.two_shot_bytes)) + ", NCCL above";
 }
 }  // namespace
@@ -63,7 +64,8 @@ std::unique_ptr<DeviceComm> DeviceComm::create(const Comm& group, bool peer_all_
   check_nccl(ncclCommInitRank(&dc->impl_->comm, group.size(), id, group.rank()), "ncclCommInitRank");
   if (peer_all_reduce && group.size() > 1) {
     const char* env = std::getenv("TRTLLM_ALL_REDUCE");
-    dc->policy_ = all_reduce_policy(env != nullptr ? env : "", group.size());
+    const char* blocks = std::getenv("TRTLLM_PEER_BLOCKS");
+    dc->policy_ = all_reduce_policy(env != nullptr ? env : "", group.size(), blocks != nullptr ? blocks : "");
     // Every rank reads the same environment (mpirun -x / srun export it to all), so all take the same branch.
     if (dc->policy_.mode == AllReducePolicy::Mode::nccl) {
       dc->peer_status_ = "NCCL only (TRTLLM_ALL_REDUCE=nccl)";
@@ -74,8 +76,8 @@ std::unique_ptr<DeviceComm> DeviceComm::create(const Comm& group, bool peer_all_
                              "measuring what the all-reduces cost)\n");
     } else {
       std::string why;
-      dc->impl_->peer = PeerAllReduce::create(group, kPeerCapacity, why);
-      dc->peer_status_ = dc->impl_->peer ? peer_summary(dc->policy_, kPeerCapacity) : "NCCL only: " + why;
+      dc->impl_->peer = PeerAllReduce::create(group, kPeerCapacity, dc->policy_.peer_blocks, why);
+      dc->peer_status_ = dc->impl_->peer ? peer_summary(dc->policy_, kPeerCapacity, dc->impl_->peer->blocks()) : "NCCL only: " + why;
     }
   }
   return dc;

@@ -31,7 +31,7 @@ class DeviceComm {
   // The same through `algo` (benchmarks); a peer algorithm this group or size cannot take throws.
   void all_reduce_sum_with(AllReduceAlgo algo, float* data, size_t count, void* stream);
   AllReduceAlgo all_reduce_algo(const float* data, size_t count) const;
-  // "peer memory, one-shot up to ..., two-shot up to ..., NCCL above", or why the group has no peer path (the
+  // "peer memory (N blocks), one-shot up to ..., two-shot up to ..., NCCL above", or why the group has no peer path (the
   // startup log's words).
   const std::string& peer_status() const { return peer_status_; }
   void all_gather(const float* send, size_t count, float* recv, void* stream);  // recv: [size, count]

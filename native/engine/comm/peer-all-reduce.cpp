@@ -22,7 +22,7 @@ struct Card {
 }  // namespace
 
 std::unique_ptr<PeerAllReduce> PeerAllReduce::create(const Comm& group, const PeerCapacity& capacity,
-                                                     std::string& why_not) {
+                                                     int32_t blocks, std::string& why_not) {
   const int32_t n = group.size(), me = group.rank();
   if (n < 2 || n > kPeerMaxRanks) {
     why_not = "the group has " + std::to_string(n) + " ranks (the peer all-reduce takes 2 to " +
@@ -32,8 +32,11 @@ std::unique_ptr<PeerAllReduce> PeerAllReduce::create(const Comm& group, const Pe
   std::unique_ptr<PeerAllReduce> p(new PeerAllReduce());
   p->args_.rank = me;
   p->args_.ranks = n;
-  p->args_.slot_bytes = capacity.two_shot_bytes;
+  p->args_.two_shot_bytes = capacity.two_shot_bytes;
   p->args_.one_shot_bytes = capacity.one_shot_bytes;
+  // Every rank must launch the same grid (the kernels pair block b with block b): rank 0's count for all.
+  group.broadcast(&blocks, sizeof(blocks), 0);
+  p->args_.blocks = blocks;
   Card mine{};
   std::snprintf(mine.host, sizeof(mine.host), "%s", comm_info().host.c_str());
   std::string local_why;

@@ -1,17 +1,17 @@
-// The peer all-reduce kernels (layout and launch in peer-all-reduce-args.h). Block b of every rank owns the same
-// range of float4s.
-//  - one-shot: block b writes the rank's rows of its range into every rank's buffer (its own segment there) and
-//    sums what arrives in its own buffer, polling each float4 until no lane holds the sentinel (-0.0, which senders
-//    turn into +0.0): the data is its own flag, so the call costs one trip across NVLink and no fence. Arrivals
-//    rotate over three slots; each call clears its own buffer's slot of the call before it (which this rank has
-//    read), and no peer writes that slot again before it is clear: it would first need this rank's rows of the
-//    call after this one.
-//  - two-shot: block b copies its range into the rank's buffer, signals block b of each peer (a release store
-//    across NVLink after a system fence) and waits for theirs; sums its rank's 1/ranks slice of the range into its
-//    buffer's sums, meets the peers again, and reads the other slices' sums from theirs. A call reuses its slot two
-//    calls later, when every peer has met this one's first barrier again and so is done with it.
-// Sums run in rank order 0, 1, ..., so every rank gets the same bits (the residual stream stays identical across
-// the group). Reads of memory that peers write bypass L1 (ld.global.cg / volatile): a cached line would be stale.
+// The peer all-reduce kernels (layout and launch in peer-all-reduce-args.h). Both push, and neither has a barrier:
+// every value crosses NVLink as a store into the buffer of the rank that needs it, and the receiver polls each float4
+// until no lane holds the sentinel (-0.0, which senders turn into +0.0) — the data is its own flag, so there is no
+// fence and no flag round trip.
+//  - one-shot: block b writes the rank's rows of its range into every rank's buffer (its own segment there) and sums
+//    what arrives in its own buffer: one trip, (ranks - 1) x size written per rank.
+//  - two-shot: the rows are cut into one slice per rank; block b sends its part of each slice to that slice's owner,
+//    sums the pieces of its own slice that arrive, and sends the sums to every other rank: two trips,
+//    2 (ranks - 1) / ranks x size written per rank.
+// Arrivals rotate over three slots; each call clears the previous call's slot of its own buffer, which no peer
+// writes again before it is clear: a peer's block needs this rank's rows of the call after this one before it can
+// finish that call and start the one that reuses the slot (every block has rows in every call: short calls are
+// padded). Sums run in rank order 0, 1, ..., and a two-shot slice is summed by its owner alone, so every rank gets
+// the same bits (the residual stream stays identical across the group).
 #include <cuda_runtime.h>
 
 #include <string>
@@ -24,32 +24,36 @@ namespace engine {
 namespace {
 
 constexpr int kThreads = 512;
+constexpr uint32_t kSentinel = 0x80000000u;    // -0.0f
+constexpr uint32_t kTwoShotCall = 0x80000000u;  // in a block's `last` word: the call was a two-shot
 
-__device__ __forceinline__ uint32_t* flag_at(char* buf, int barrier, int block, int from) {
-  return reinterpret_cast<uint32_t*>(buf) + (barrier * kPeerBlocks + block) * kPeerMaxRanks + from;
-}
+__device__ __forceinline__ uint32_t* epoch_at(char* buf, int block) { return reinterpret_cast<uint32_t*>(buf) + block; }
 
-__device__ __forceinline__ uint32_t* epoch_at(char* buf, int block) {
-  return reinterpret_cast<uint32_t*>(buf) + 2 * kPeerBlocks * kPeerMaxRanks + block;
-}
-
-__device__ __forceinline__ uint32_t* one_shot_epoch_at(char* buf, int block) {
-  return reinterpret_cast<uint32_t*>(buf) + 2 * kPeerBlocks * kPeerMaxRanks + kPeerBlocks + block;
-}
-
-__device__ __forceinline__ uint32_t* one_shot_last_at(char* buf, int block) {
-  return reinterpret_cast<uint32_t*>(buf) + 2 * kPeerBlocks * kPeerMaxRanks + 2 * kPeerBlocks + block;
+__device__ __forceinline__ uint32_t* last_at(char* buf, int block) {
+  return reinterpret_cast<uint32_t*>(buf) + kPeerMaxBlocks + block;
 }
 
 // Segment `from` of one-shot slot `slot` in `buf`: where rank `from` writes its rows.
-__device__ __forceinline__ float4* arrivals_at(const PeerArgs& a, char* buf, int slot, int from) {
+__device__ __forceinline__ float4* one_shot_at(const PeerArgs& a, char* buf, int slot, int from) {
   const size_t seg = static_cast<size_t>(slot) * static_cast<size_t>(a.ranks) + static_cast<size_t>(from);
-  return reinterpret_cast<float4*>(buf + kPeerHeaderBytes + 4 * a.slot_bytes + seg * a.one_shot_bytes);
+  return reinterpret_cast<float4*>(buf + kPeerHeaderBytes + seg * peer_one_shot_area(a));
 }
 
-constexpr uint32_t kSentinel = 0x80000000u;  // -0.0f
+__device__ __forceinline__ char* two_shot_base(const PeerArgs& a, char* buf) {
+  return buf + kPeerHeaderBytes + 3 * static_cast<size_t>(a.ranks) * peer_one_shot_area(a);
+}
+// Two-shot slot `slot`: [sender][slice] pieces of this rank's slice (scatter), [owner][slice] sums (gather).
+__device__ __forceinline__ float4* scatter_at(const PeerArgs& a, char* buf, int slot) {
+  return reinterpret_cast<float4*>(two_shot_base(a, buf) + static_cast<size_t>(slot) * peer_two_shot_area(a));
+}
+__device__ __forceinline__ float4* gather_at(const PeerArgs& a, char* buf, int slot) {
+  return reinterpret_cast<float4*>(two_shot_base(a, buf) + static_cast<size_t>(3 + slot) * peer_two_shot_area(a));
+}
 
 __device__ __forceinline__ float canonical(float v) { return __float_as_uint(v) == kSentinel ? 0.0f : v; }
+__device__ __forceinline__ float4 canonical4(const float4 v) {
+  return make_float4(canonical(v.x), canonical(v.y), canonical(v.z), canonical(v.w));
+}
 
 __device__ __forceinline__ bool arrived(const float4& v) {
   return __float_as_uint(v.x) != kSentinel && __float_as_uint(v.y) != kSentinel &&
@@ -65,23 +69,10 @@ __device__ __forceinline__ float4 load_volatile(const float4* p) {
   return v;
 }
 
-__device__ __forceinline__ void block_range(size_t n4, size_t& begin, size_t& end) {
-  const size_t per = (n4 + kPeerBlocks - 1) / kPeerBlocks;
-  begin = min(n4, per * blockIdx.x);
-  end = min(n4, begin + per);
-}
-
-__device__ __forceinline__ float4* slot_at(char* buf, size_t slot_bytes, int region) {
-  return reinterpret_cast<float4*>(buf + kPeerHeaderBytes + static_cast<size_t>(region) * slot_bytes);
-}
-
-__device__ __forceinline__ void store_release(uint32_t* p, uint32_t v) {
-  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-
-__device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+// Waits for the float4 a peer stores at `p` (this rank's own memory; volatile: an L1 line would be stale).
+__device__ __forceinline__ float4 await(const float4* p) {
+  float4 v = load_volatile(p);
+  while (!arrived(v)) v = load_volatile(p);
   return v;
 }
 
@@ -92,111 +83,134 @@ __device__ __forceinline__ void add4(float4& s, const float4 v) {
   s.w += v.w;
 }
 
-// Block b of every rank reaches barrier `barrier` of call `epoch` before any of them goes on.
-template <int W>
-__device__ void meet(const PeerArgs& a, int barrier, uint32_t epoch) {
-  __syncthreads();
-  if (threadIdx.x < W) {
-    __threadfence_system();
-    store_release(flag_at(a.bufs[threadIdx.x], barrier, blockIdx.x, a.rank), epoch);
-    const uint32_t* mine = flag_at(a.bufs[a.rank], barrier, blockIdx.x, threadIdx.x);
-    // (epochs wrap: compare by difference)
-    while (static_cast<int32_t>(load_acquire(mine) - epoch) < 0) {
-    }
-  }
-  __syncthreads();
+// Block b's share of `n` items, split as evenly as the grid allows (n >= the grid: every block gets one at least).
+__device__ __forceinline__ void share(size_t n, size_t& begin, size_t& end) {
+  begin = n * blockIdx.x / gridDim.x;
+  end = n * (blockIdx.x + 1) / gridDim.x;
+}
+// A one-shot call's rows, padded to the grid; a two-shot call's slice (rows per rank), likewise.
+__device__ __forceinline__ size_t one_shot_rows(size_t n4) { return max(n4, static_cast<size_t>(gridDim.x)); }
+__device__ __forceinline__ size_t two_shot_slice(size_t n4, int ranks) {
+  return max((n4 + ranks - 1) / ranks, static_cast<size_t>(gridDim.x));
 }
 
+// This block's part of the previous call's arrivals (`last`: its float4 count and kind) back to the sentinel.
 template <int W>
-__device__ float4 sum_ranks(const PeerArgs& a, int region, size_t i) {
-  float4 s = __ldcg(slot_at(a.bufs[0], a.slot_bytes, region) + i);
+__device__ void clear_last(const PeerArgs& a, char* own, int slot, uint32_t last) {
+  const size_t n4 = last & ~kTwoShotCall;
+  if (n4 == 0) return;  // (no call yet)
+  const float4 empty = make_float4(-0.0f, -0.0f, -0.0f, -0.0f);
+  size_t b, e;
+  if ((last & kTwoShotCall) == 0) {
+    share(one_shot_rows(n4), b, e);
+    for (size_t i = b + threadIdx.x; i < e; i += kThreads)
 #pragma unroll
-  for (int p = 1; p < W; ++p) add4(s, __ldcg(slot_at(a.bufs[p], a.slot_bytes, region) + i));
-  return s;
+      for (int p = 0; p < W; ++p) one_shot_at(a, own, slot, p)[i] = empty;
+    return;
+  }
+  const size_t slice = two_shot_slice(n4, W);
+  share(slice, b, e);
+  float4* pieces = scatter_at(a, own, slot);
+  float4* sums = gather_at(a, own, slot);
+  for (size_t j = b + threadIdx.x; j < e; j += kThreads)
+#pragma unroll
+    for (int p = 0; p < W; ++p) {
+      pieces[p * slice + j] = empty;
+      if (p != a.rank) sums[p * slice + j] = empty;
+    }
 }
 
-// Launched programmatically dependent (cuda/pdl.cuh): its blocks are resident while the product before it finishes,
-// and once they have sent their rows the next kernel may be scheduled (the decode GEMV then prefetches its weights
-// while this one waits for the peers' rows).
+// Both kernels are launched programmatically dependent (cuda/pdl.cuh): their blocks are resident while the product
+// before them finishes, and once they have sent their rows the next kernel may be scheduled (the decode GEMV then
+// prefetches its weights while this one waits for the peers').
 template <int W>
 __global__ void __launch_bounds__(kThreads) one_shot_kernel(PeerArgs a, float4* data, size_t n4) {
   __shared__ uint32_t epoch_s, last_s;
   char* own = a.bufs[a.rank];
   cuda::pdl_wait();  // (before the header too: the call before may be the kernel just before this one)
   if (threadIdx.x == 0) {
-    epoch_s = *one_shot_epoch_at(own, blockIdx.x) + 1;
-    last_s = *one_shot_last_at(own, blockIdx.x);
+    epoch_s = *epoch_at(own, blockIdx.x) + 1;
+    last_s = *last_at(own, blockIdx.x);
   }
   __syncthreads();
   const uint32_t epoch = epoch_s;
   const int slot = static_cast<int>(epoch % 3), previous = static_cast<int>((epoch + 2) % 3);
   size_t begin, end;
-  block_range(n4, begin, end);
+  share(one_shot_rows(n4), begin, end);
   for (size_t i = begin + threadIdx.x; i < end; i += kThreads) {
-    float4 v = data[i];
-    v = make_float4(canonical(v.x), canonical(v.y), canonical(v.z), canonical(v.w));
+    const float4 v = i < n4 ? canonical4(data[i]) : make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-    for (int p = 0; p < W; ++p) arrivals_at(a, a.bufs[p], slot, a.rank)[i] = v;
+    for (int p = 0; p < W; ++p) one_shot_at(a, a.bufs[p], slot, a.rank)[i] = v;
   }
   cuda::pdl_trigger();
-  // The last call's arrivals back to the sentinel (its rows: this block's range of that call's size).
-  size_t lb, le;
-  block_range(last_s, lb, le);
-  const float4 empty = make_float4(-0.0f, -0.0f, -0.0f, -0.0f);
-  for (size_t i = lb + threadIdx.x; i < le; i += kThreads)
-#pragma unroll
-    for (int p = 0; p < W; ++p) arrivals_at(a, own, previous, p)[i] = empty;
+  clear_last<W>(a, own, previous, last_s);
   for (size_t i = begin + threadIdx.x; i < end; i += kThreads) {
-    float4 s;
+    float4 s = await(one_shot_at(a, own, slot, 0) + i);
 #pragma unroll
-    for (int p = 0; p < W; ++p) {
-      const float4* at = arrivals_at(a, own, slot, p) + i;
-      float4 v = load_volatile(at);
-      while (!arrived(v)) v = load_volatile(at);
-      if (p == 0)
-        s = v;
-      else
-        add4(s, v);
-    }
-    data[i] = s;
+    for (int p = 1; p < W; ++p) add4(s, await(one_shot_at(a, own, slot, p) + i));
+    if (i < n4) data[i] = s;
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    *one_shot_epoch_at(own, blockIdx.x) = epoch;
-    *one_shot_last_at(own, blockIdx.x) = static_cast<uint32_t>(n4);
+    *epoch_at(own, blockIdx.x) = epoch;
+    *last_at(own, blockIdx.x) = static_cast<uint32_t>(n4);
   }
 }
 
 template <int W>
 __global__ void __launch_bounds__(kThreads) two_shot_kernel(PeerArgs a, float4* data, size_t n4) {
-  __shared__ uint32_t epoch_s;
+  __shared__ uint32_t epoch_s, last_s;
   char* own = a.bufs[a.rank];
-  if (threadIdx.x == 0) epoch_s = *epoch_at(own, blockIdx.x) + 1;
+  cuda::pdl_wait();
+  if (threadIdx.x == 0) {
+    epoch_s = *epoch_at(own, blockIdx.x) + 1;
+    last_s = *last_at(own, blockIdx.x);
+  }
   __syncthreads();
   const uint32_t epoch = epoch_s;
-  const int slot = static_cast<int>(epoch & 1);
+  const int slot = static_cast<int>(epoch % 3), previous = static_cast<int>((epoch + 2) % 3);
+  const size_t slice = two_shot_slice(n4, W);
   size_t begin, end;
-  block_range(n4, begin, end);
-
-  float4* staged = slot_at(own, a.slot_bytes, slot);
-  for (size_t i = begin + threadIdx.x; i < end; i += kThreads) staged[i] = data[i];
-  meet<W>(a, 0, epoch);
-  const size_t part = (end - begin + W - 1) / W;
-  const size_t mine = min(end, begin + part * a.rank), mine_end = min(end, mine + part);
-  float4* sums = slot_at(own, a.slot_bytes, 2 + slot);
-  for (size_t i = mine + threadIdx.x; i < mine_end; i += kThreads) {
-    const float4 s = sum_ranks<W>(a, slot, i);
-    sums[i] = s;
-    data[i] = s;
+  share(slice, begin, end);
+  const size_t me = static_cast<size_t>(a.rank);
+  // 1. Each slice's rows to its owner (rows past the call: zeros).
+  for (size_t j = begin + threadIdx.x; j < end; j += kThreads) {
+#pragma unroll
+    for (int p = 0; p < W; ++p) {
+      const size_t i = p * slice + j;
+      const float4 v = i < n4 ? canonical4(data[i]) : make_float4(0.f, 0.f, 0.f, 0.f);
+      scatter_at(a, a.bufs[p], slot)[me * slice + j] = v;
+    }
   }
-  meet<W>(a, 1, epoch);
+  cuda::pdl_trigger();
+  clear_last<W>(a, own, previous, last_s);
+  // 2. This rank's slice summed, in rank order, and sent to every other rank.
+  const float4* pieces = scatter_at(a, own, slot);
+  for (size_t j = begin + threadIdx.x; j < end; j += kThreads) {
+    float4 s = await(pieces + j);
+#pragma unroll
+    for (int p = 1; p < W; ++p) add4(s, await(pieces + p * slice + j));
+    s = canonical4(s);
+#pragma unroll
+    for (int p = 0; p < W; ++p)
+      if (p != a.rank) gather_at(a, a.bufs[p], slot)[me * slice + j] = s;
+    if (me * slice + j < n4) data[me * slice + j] = s;
+  }
+  // 3. The other slices' sums.
+  const float4* sums = gather_at(a, own, slot);
+#pragma unroll
   for (int p = 0; p < W; ++p) {
     if (p == a.rank) continue;
-    const size_t from = min(end, begin + part * p), to = min(end, from + part);
-    const float4* theirs = slot_at(a.bufs[p], a.slot_bytes, 2 + slot);
-    for (size_t i = from + threadIdx.x; i < to; i += kThreads) data[i] = __ldcg(theirs + i);
+    for (size_t j = begin + threadIdx.x; j < end; j += kThreads) {
+      const float4 s = await(sums + p * slice + j);
+      if (p * slice + j < n4) data[p * slice + j] = s;
+    }
   }
-  if (threadIdx.x == 0) *epoch_at(own, blockIdx.x) = epoch;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    *epoch_at(own, blockIdx.x) = epoch;
+    *last_at(own, blockIdx.x) = static_cast<uint32_t>(n4) | kTwoShotCall;
+  }
 }
 
 __global__ void fill_sentinel(float4* p, size_t n4) {
@@ -209,9 +223,9 @@ __global__ void fill_sentinel(float4* p, size_t n4) {
 template <int W>
 void launch_w(const PeerArgs& a, float4* data, size_t n4, bool two_shot, cudaStream_t s) {
   if (two_shot)
-    two_shot_kernel<W><<<kPeerBlocks, kThreads, 0, s>>>(a, data, n4);
+    cuda::launch_pdl(two_shot_kernel<W>, dim3(a.blocks), dim3(kThreads), s, a, data, n4);
   else
-    cuda::launch_pdl(one_shot_kernel<W>, dim3(kPeerBlocks), dim3(kThreads), s, a, data, n4);
+    cuda::launch_pdl(one_shot_kernel<W>, dim3(a.blocks), dim3(kThreads), s, a, data, n4);
 }
 
 }  // namespace
@@ -242,10 +256,10 @@ void init_peer_buffer(const PeerArgs& a, void* own) {
     throw EngineError(ErrorCode::internal, std::string("peer all-reduce buffer: ") + what + ": " + cudaGetErrorString(e));
   };
   char* base = static_cast<char*>(own);
-  cudaError_t e = cudaMemset(base, 0, kPeerHeaderBytes + 4 * a.slot_bytes);
+  cudaError_t e = cudaMemset(base, 0, kPeerHeaderBytes);
   if (e != cudaSuccess) fail("cudaMemset", e);
-  const size_t arrivals = 3 * static_cast<size_t>(a.ranks) * a.one_shot_bytes;
-  fill_sentinel<<<256, 256>>>(reinterpret_cast<float4*>(base + kPeerHeaderBytes + 4 * a.slot_bytes), arrivals / 16);
+  const size_t areas = peer_buffer_bytes(a) - kPeerHeaderBytes;
+  fill_sentinel<<<256, 256>>>(reinterpret_cast<float4*>(base + kPeerHeaderBytes), areas / 16);
   if ((e = cudaGetLastError()) != cudaSuccess) fail("fill", e);
   if ((e = cudaDeviceSynchronize()) != cudaSuccess) fail("synchronize", e);
 }

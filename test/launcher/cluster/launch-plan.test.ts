@@ -41,6 +41,13 @@ t.test('mpirun (Open MPI): tp 2 x pp 2 as root, what --dry-run prints', async (t
   ]);
 });
 
+t.test('the all-reduce settings reach every rank when they are set (a tp group must agree on its path)', async (t) => {
+  const env = { ...facts.env, TRTLLM_ALL_REDUCE: 'nccl', TRTLLM_PEER_BLOCKS: '64' };
+  const args = planLaunch(base, { ...facts, env }).args;
+  const forwarded = args.flatMap((a, i) => (args[i - 1] === '-x' ? [a] : []));
+  t.same(forwarded, ['PATH', 'OMP_NUM_THREADS', 'TRTLLM_API_KEY', 'TRTLLM_ALL_REDUCE', 'TRTLLM_PEER_BLOCKS']);
+});
+
 t.test('mpirun: a user, a hostfile, the caller\'s OMP_NUM_THREADS, MPICH\'s spelling', async (t) => {
   const user = planLaunch({ ...base, parallel: { worldSize: 2, tp: 2, pp: 1 }, oversubscribe: false, hostfile: '/etc/hosts list', grpcPort: undefined, host: '10.0.0.5' },
     { ...facts, isRoot: false, env: { OMP_NUM_THREADS: '4' } });
