@@ -42,9 +42,18 @@ void CompiledGrammar::store(int32_t pos, std::unique_ptr<PositionMask> mask) con
     mask->accepted_ids.clear();
     mask->accepted_ids.shrink_to_fit();
   }
+  const size_t bytes = mask->accepted_bits.size() * sizeof(uint64_t) +
+                       (mask->accepted_ids.size() + mask->uncertain.size()) * sizeof(int32_t);
   std::lock_guard<std::mutex> lock(mutex_);
   auto& slot = masks_[static_cast<size_t>(pos)];
-  if (!slot) slot = std::move(mask);
+  if (slot) return;
+  slot = std::move(mask);
+  mask_bytes_ += bytes;
+}
+
+size_t CompiledGrammar::mask_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return mask_bytes_;
 }
 
 bool CompiledGrammar::has_mask(int32_t pos) const {

@@ -29,6 +29,8 @@ class CompiledGrammar {
   // Thread-safe; computed on first use (outside the lock: threads compute different positions at once).
   const PositionMask& position_mask(int32_t pos) const;
   bool has_mask(int32_t pos) const;
+  // Bytes the computed masks hold (bitsets and id lists).
+  size_t mask_bytes() const;
   // Computes the masks of `positions` not computed yet, each position's vocabulary split into rank ranges walked on
   // OpenMP threads: a position met for the first time costs a walk of the whole vocabulary (~100 ms at 128k
   // tokens on one core), which a batch would otherwise wait for on one thread.
@@ -44,6 +46,7 @@ class CompiledGrammar {
   std::shared_ptr<const TokenVocab> vocab_;
   mutable std::mutex mutex_;
   mutable std::vector<std::unique_ptr<PositionMask>> masks_;
+  mutable size_t mask_bytes_ = 0;
 };
 
 }  // namespace engine::grammar
