@@ -145,6 +145,24 @@ TEST_MAIN({
   CHECK_THROWS(parse_gbnf("root ::= @", "g"), "unexpected '@' at line 1, column 10");
   CHECK_THROWS(TokenVocab({"a", "b", "c"}, 2), "describes 3 tokens but the model's vocabulary has 2");
 
+  // A prefix's subtree in the sorted vocabulary ends at the first later token not starting with it (every rank,
+  // every depth, against a scan).
+  {
+    int32_t stop = 0;
+    const auto v = test_vocab(stop);
+    const auto n = static_cast<int32_t>(v->sorted().size());
+    int wrong = 0, checked = 0;
+    for (int32_t r = 0; r < n; ++r) {
+      const std::string_view t = v->sorted_bytes(r);
+      for (size_t d = 1; d <= t.size(); ++d, ++checked) {
+        int32_t end = r + 1;
+        while (end < n && v->sorted_bytes(end).substr(0, d) == t.substr(0, d)) ++end;
+        wrong += v->subtree_end(r, d) != end;
+      }
+    }
+    CHECK_MSG(wrong == 0 && checked > n, "%d of %d subtree ends differ from the scan", wrong, checked);
+  }
+
   // Masks equal the brute force along generated outputs, for grammars with loops, nesting, optional parts,
   // multi-byte characters and tokens that cross rule boundaries.
   for (uint32_t seed = 1; seed <= 6; ++seed) {

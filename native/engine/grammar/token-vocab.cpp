@@ -35,6 +35,17 @@ TokenVocab::TokenVocab(std::vector<std::string> token_bytes, int32_t vocab_size)
     sorted_text_ += t;
     sorted_at_.push_back(static_cast<int64_t>(sorted_text_.size()));
   }
+  // Backwards: the token after `r` shares r's first d bytes exactly when their common prefix is d long or more, and
+  // then r's subtree at depth d ends where that token's does.
+  subtree_end_.assign(sorted_text_.size(), 0);
+  const auto n = static_cast<int32_t>(sorted_.size());
+  for (int32_t r = n - 1; r >= 0; --r) {
+    const auto at = static_cast<size_t>(sorted_at_[static_cast<size_t>(r)]);
+    const auto len = static_cast<size_t>(sorted_at_[static_cast<size_t>(r) + 1]) - at;
+    const size_t shared = r + 1 < n ? static_cast<size_t>(lcp_[static_cast<size_t>(r) + 1]) : 0;
+    const size_t next_at = r + 1 < n ? static_cast<size_t>(sorted_at_[static_cast<size_t>(r) + 1]) : 0;
+    for (size_t d = 1; d <= len; ++d) subtree_end_[at + d - 1] = d <= shared ? subtree_end_[next_at + d - 1] : r + 1;
+  }
 }
 
 int32_t TokenVocab::find(const std::string& bytes) const {

@@ -69,16 +69,8 @@ int32_t TokenWalk::next_state(int32_t from, uint8_t b) {
 }
 
 int32_t TokenWalk::next_live_rank(int32_t rank) const {
-  if (dead_ == 0 || prev_rank_ < 0 || prev_.size() < dead_) return rank + 1;
-  const std::string_view prefix = prev_.substr(0, dead_);
-  // The ranks after `rank` that share the dead prefix: a binary search on the sorted bytes.
-  int32_t lo = rank + 1, hi = static_cast<int32_t>(vocab_.sorted().size());
-  while (lo < hi) {
-    const int32_t mid = lo + (hi - lo) / 2;
-    if (vocab_.sorted_bytes(mid).substr(0, prefix.size()) == prefix) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
+  if (dead_ == 0 || prev_rank_ != rank || prev_.size() < dead_) return rank + 1;
+  return vocab_.subtree_end(rank, dead_);  // (the ranks after `rank` that share the dead prefix, skipped at once)
 }
 
 TokenOutcome TokenWalk::step(int32_t rank) {

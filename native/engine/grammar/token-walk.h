@@ -29,7 +29,7 @@ class TokenWalk {
   TokenOutcome step(int32_t rank);
   // After a step: the first rank after it whose bytes do not start with the prefix that just died (every token in
   // between shares that prefix, so it has the same outcome); rank + 1 when nothing died. For walks over the whole
-  // vocabulary, which then skip a dead subtree in one binary search.
+  // vocabulary, which then skip a dead subtree at once (TokenVocab::subtree_end).
   int32_t next_live_rank(int32_t rank) const;
   // The stacks after the last step's token (when it was consumed).
   const StackSet& state_after() const { return interned_[static_cast<size_t>(states_[computed_])]; }
