@@ -4,7 +4,7 @@
 // tokenizer cannot be fetched here; what matters to the mask is the count and the spread of lengths and prefixes).
 // The guides are the JSON Schema suite (test/fixtures/json-schemas) plus a regex and a generic JSON guide. The
 // baseline, in the same run, walks every token from the real stacks for each mask.
-//   node dist/bench/grammar-mask.js [--steps 64] [--walks 2] [--vocab 128256] [--write-vocab <file>] [--background]
+//   node dist/bench/grammar-mask.js [--steps 64] [--walks 2] [--vocab 128256] [--write-vocab <file>]
 // --write-vocab only writes the vocabulary (for `bench --offline --guided-vocab` on a dummy checkpoint) and stops.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
@@ -69,9 +69,8 @@ const program = new Command()
   .option('--walks <n>', 'walks per guide', '2')
   .option('--vocab <n>', 'vocabulary size', '128256')
   .option('--write-vocab <file>', 'only write the vocabulary to this file')
-  .option('--background', 'also walk each guide while the background thread computes its masks (on cores 0 and 1)')
   .parse();
-const o = program.opts<{ steps: string; walks: string; vocab: string; writeVocab?: string; background?: boolean }>();
+const o = program.opts<{ steps: string; walks: string; vocab: string; writeVocab?: string }>();
 if (o.writeVocab !== undefined) {
   writeVocab(synthesize(Number(o.vocab) - 256), o.writeVocab);
   process.exit(0);
@@ -88,9 +87,5 @@ const any = join(dir, 'any.json');
 writeFileSync(any, '');
 const tool = join(packageRoot(), 'build', 'native', 'grammar-bench');
 console.log(`grammar-mask: ${guides.length} JSON schemas + a regex + any JSON; vocabulary ${o.vocab} ids (synthesized)`);
-// One core for the walks (the tool keeps OpenMP to one thread); --background adds a second for the thread that
-// computes masks ahead, as the executor's does.
-const cores = o.background === true ? '0,1' : '0';
-const env = o.background === true ? { ...process.env, GRAMMAR_BENCH_BACKGROUND: '1' } : process.env;
-const output = execFileSync('taskset', ['-c', cores, tool, vocabPath, o.steps, o.walks, ...guides, `regex:${regex}`, `json:${any}`], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], env });
+const output = execFileSync('taskset', ['-c', '0', tool, vocabPath, o.steps, o.walks, ...guides, `regex:${regex}`, `json:${any}`], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
 process.stdout.write(output);

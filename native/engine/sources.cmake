@@ -78,7 +78,6 @@ set(ENGINE_GRAMMAR_SOURCES
   ${ENGINE_DIR}/grammar/token-vocab.cpp
   ${ENGINE_DIR}/grammar/token-walk.cpp
   ${ENGINE_DIR}/grammar/compiled-grammar.cpp
-  ${ENGINE_DIR}/grammar/background-masks.cpp
   ${ENGINE_DIR}/grammar/grammar-matcher.cpp
   ${ENGINE_DIR}/grammar/grammar-cache.cpp
   ${ENGINE_DIR}/grammar/gbnf-writer.cpp

@@ -3,8 +3,7 @@
 // generator, timing each step's mask — cold (positions met for the first time compute their context-independent
 // masks) and warm (the same walks again) — against the same run's baseline, a mask made by walking every token of
 // the vocabulary from the real stacks (no precomputation); and each guide's every position computed at once (eager,
-// what XGrammar's compile step does) on one thread; GRAMMAR_BENCH_BACKGROUND=1: also the cold walks again over a fresh
-// copy while the executor's background thread computes its masks (background-masks.h).
+// what XGrammar's compile step does) on one thread.
 //   grammar-bench <vocab.bin> <steps> <walks> <kind>:<file> ...     kind: json_schema | regex | ebnf_grammar | json
 // vocab.bin: int32 count, int32 offsets[count + 1], then the bytes (little-endian).
 #include <omp.h>
@@ -20,7 +19,6 @@
 #include <vector>
 
 #include "errors.h"
-#include "grammar/background-masks.h"
 #include "grammar/grammar-cache.h"
 #include "grammar/grammar-matcher.h"
 #include "grammar/token-walk.h"
@@ -111,7 +109,7 @@ int main(int argc, char** argv) {
   const int32_t stop = static_cast<int32_t>(vocab_bytes.size());  // one more id: the end token
   auto vocab = std::make_shared<const TokenVocab>(vocab_bytes, stop + 1);
   GrammarCache cache(vocab, 1024);
-  std::vector<double> compile_ms, cold, warm, naive, advance, eager_ms, eager_positions, eager_mb, beside, ready_ms;
+  std::vector<double> compile_ms, cold, warm, naive, advance, eager_ms, eager_positions, eager_mb;
   int guides = 0, failed = 0;
   for (int a = 4; a < argc; ++a) {
     const std::string arg = argv[a];
@@ -148,28 +146,16 @@ int main(int argc, char** argv) {
     }
     std::vector<uint64_t> mask;
     const size_t warm_before = warm.size();
-    // GRAMMAR_BENCH_BACKGROUND=1: a third pass over a fresh copy of the grammar whose masks a background thread
-    // starts computing as the walks begin (what the executor does on a new guide; give the tool a second core).
-    const int passes = std::getenv("GRAMMAR_BENCH_BACKGROUND") != nullptr ? 3 : 2;
-    std::shared_ptr<const CompiledGrammar> fresh;
-    std::unique_ptr<BackgroundMasks> background;
-    Clock::time_point background_start;
-    for (int pass = 0; pass < passes; ++pass) {
-      if (pass == 2) {
-        fresh = std::make_shared<const CompiledGrammar>(g->grammar(), vocab);
-        background = std::make_unique<BackgroundMasks>(size_t{64} << 20);
-        background_start = Clock::now();
-        background->add(fresh);
-      }
+    for (int pass = 0; pass < 2; ++pass) {
       for (int w = 0; w < walks; ++w) {
-        GrammarMatcher m(pass == 2 ? fresh : g, {stop});
+        GrammarMatcher m(g, {stop});
         NaiveMask baseline(*g);
         std::mt19937 rng(static_cast<uint32_t>(1000 * a + w));
         for (int s = 0; s < steps; ++s) {
           const auto t1 = Clock::now();
           m.fill_mask(mask);
           const double us = micros(t1, Clock::now());
-          (pass == 0 ? cold : pass == 1 ? warm : beside).push_back(us);
+          (pass == 0 ? cold : warm).push_back(us);
           std::vector<int32_t> allowed;
           for (int32_t id = 0; id <= stop; ++id)
             if ((mask[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1u) allowed.push_back(id);
@@ -194,10 +180,6 @@ int main(int argc, char** argv) {
         }
       }
     }
-    if (background) {
-      background->wait_idle();
-      ready_ms.push_back(micros(background_start, Clock::now()) / 1000);
-    }
     if (std::getenv("GRAMMAR_BENCH_EACH") != nullptr) {
       const std::vector<double> mine(warm.begin() + static_cast<long>(warm_before), warm.end());
       std::printf("  %s: warm p50 %.1f us, max %.1f us\n", arg.c_str(), percentile(mine, 0.5), percentile(mine, 1.0));
@@ -214,11 +196,6 @@ int main(int argc, char** argv) {
               percentile(cold, 0.99), percentile(cold, 1.0), cold.size());
   std::printf("mask us, warm: p50 %.1f, p99 %.1f, max %.1f (%zu steps)\n", percentile(warm, 0.5), percentile(warm, 0.99),
               percentile(warm, 1.0), warm.size());
-  if (!beside.empty())
-    std::printf("mask us, cold beside the background thread: p50 %.1f, p99 %.1f, max %.1f (%zu steps); every mask "
-                "ready after ms p50 %.1f, max %.1f\n",
-                percentile(beside, 0.5), percentile(beside, 0.99), percentile(beside, 1.0), beside.size(),
-                percentile(ready_ms, 0.5), percentile(ready_ms, 1.0));
   std::printf("budget check + accept us, warm: p50 %.1f, p99 %.1f, max %.1f\n", percentile(advance, 0.5),
               percentile(advance, 0.99), percentile(advance, 1.0));
   std::printf("baseline (every token walked from the stacks) us: p50 %.1f, p99 %.1f (%zu steps); warm p50 ratio %.1fx\n",

@@ -8,7 +8,6 @@
 
 #include "check.h"
 #include "errors.h"
-#include "grammar/background-masks.h"
 #include "grammar/compiled-grammar.h"
 #include "grammar/gbnf-parser.h"
 #include "grammar/grammar-matcher.h"
@@ -238,47 +237,6 @@ TEST_MAIN({
       differ += a.accepted_bits != b.accepted_bits || a.accepted_ids != b.accepted_ids || a.uncertain != b.uncertain;
     }
     CHECK_MSG(differ == 0 && !all.empty(), "%d of %zu positions differ", differ, all.size());
-  }
-
-  // Computed ahead on the background thread, every position's mask is the one first use computes; a grammar nothing
-  // holds any more is left alone; the byte budget stops the thread adding masks to a grammar (what is missing is
-  // computed on first use, as before).
-  {
-    const std::string gbnf = json_schema_to_gbnf(R"({"type": "object", "properties": {"name": {"type": "string",
-        "maxLength": 6}, "tags": {"type": "array", "items": {"enum": ["x", "yz"]}}}, "required": ["name"]})");
-    auto lazy = compile(gbnf, vocab), ahead = compile(gbnf, vocab), capped = compile(gbnf, vocab),
-         dropped = compile(gbnf, vocab);
-    std::vector<int32_t> all;
-    for (int32_t p = 0; p < static_cast<int32_t>(lazy->grammar().positions().size()); ++p)
-      if (lazy->grammar().positions()[static_cast<size_t>(p)].kind == Position::bytes) all.push_back(p);
-    {
-      BackgroundMasks background(size_t{1} << 30);
-      std::weak_ptr<const CompiledGrammar> gone = dropped;
-      background.add(dropped);
-      dropped.reset();  // (the only owner: the thread finds it expired, or lets it go when it has done with it)
-      background.add(ahead);
-      background.wait_idle();
-      CHECK(gone.expired());
-      int differ = 0, missing = 0;
-      for (int32_t p : all) {
-        missing += !ahead->has_mask(p);
-        const PositionMask &a = lazy->position_mask(p), &b = ahead->position_mask(p);
-        differ += a.accepted_bits != b.accepted_bits || a.accepted_ids != b.accepted_ids || a.uncertain != b.uncertain;
-      }
-      CHECK_MSG(missing == 0 && differ == 0 && !all.empty(), "%d missing, %d of %zu positions differ", missing, differ,
-                all.size());
-      CHECK(ahead->mask_bytes() == lazy->mask_bytes() && lazy->mask_bytes() > 0);
-    }
-    {
-      BackgroundMasks background(1);  // one byte: the first few positions computed (one batch of them) end it
-      background.add(capped);
-      background.wait_idle();
-      int computed = 0;
-      for (int32_t p : all) computed += capped->has_mask(p);
-      CHECK_MSG(computed >= 1 && computed <= 16 && static_cast<size_t>(computed) < all.size(),
-                "%d of %zu positions computed under a one-byte budget", computed, all.size());
-      CHECK(capped->position_mask(all.back()).uncertain == lazy->position_mask(all.back()).uncertain);
-    }
   }
 
   // Near max_tokens the mask narrows to tokens after which the guide still fits: among the caller's candidates

@@ -1,7 +1,6 @@
 // Executor public API: construction (KV pool sizing), enqueue/cancel, response delivery, stats, shutdown, and the
 // test hook that holds the loop. The loop itself lives in executor-loop.cpp and executor-iteration.cpp.
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 
 #include "executor/executor-impl.h"
@@ -183,11 +182,7 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config, s
 
   if (c.guided_decoding) {
     auto vocab = std::make_shared<const grammar::TokenVocab>(c.guided_decoding->encoded_vocab, m.vocab_size);
-    // Each new guide's masks computed ahead of use on a background thread, unless TRTLLM_GUIDED_PRECOMPUTE=0
-    // (every position then computed when a request first reaches it).
-    const char* ahead = std::getenv("TRTLLM_GUIDED_PRECOMPUTE");
-    const bool precompute = ahead == nullptr || std::string(ahead) != "0";
-    m.grammars = std::make_unique<grammar::GrammarCache>(std::move(vocab), kGrammarCacheEntries, precompute);
+    m.grammars = std::make_unique<grammar::GrammarCache>(std::move(vocab), kGrammarCacheEntries);
     c.guided_decoding->encoded_vocab.clear();  // the vocabulary holds its own copy
     c.guided_decoding->encoded_vocab.shrink_to_fit();
   }

@@ -23,15 +23,6 @@ std::string guide_to_gbnf(const GuidedDecodingParams& guide) {
   return guide.guide;
 }
 
-// A grammar's masks past this are left to first use: the schemas of test/fixtures/json-schemas hold 6 MiB of masks
-// at the median and 92 MiB at most with every position computed over a 128k vocabulary (bench/RESULTS.md).
-constexpr size_t kBackgroundMaskBytes = size_t{64} << 20;
-
-GrammarCache::GrammarCache(std::shared_ptr<const TokenVocab> vocab, size_t capacity, bool precompute)
-    : vocab_(std::move(vocab)), capacity_(capacity) {
-  if (precompute) background_ = std::make_unique<BackgroundMasks>(kBackgroundMaskBytes);
-}
-
 std::shared_ptr<const CompiledGrammar> GrammarCache::get(const GuidedDecodingParams& guide) {
   std::string key = std::string(guide_type_name(guide.guide_type)) + '\n' + guide.guide;
   {
@@ -54,7 +45,6 @@ std::shared_ptr<const CompiledGrammar> GrammarCache::get(const GuidedDecodingPar
     entries_.erase(order_.back());
     order_.pop_back();
   }
-  if (background_) background_->add(compiled);
   return compiled;
 }
 

@@ -1,7 +1,6 @@
 // Guides compiled once: a request's guide (type + text) becomes a CompiledGrammar through the front-end for its type
 // (JSON Schema, regex, GBNF), kept by content so the next request with the same schema reuses the grammar and every
-// token mask already computed for it. Least recently used entries leave first. A new grammar's masks are computed
-// ahead of use on a background thread (background-masks.h) unless the cache was made without it.
+// token mask already computed for it. Least recently used entries leave first.
 #pragma once
 #include <cstddef>
 #include <list>
@@ -10,7 +9,6 @@
 #include <string>
 #include <unordered_map>
 
-#include "grammar/background-masks.h"
 #include "grammar/compiled-grammar.h"
 #include "scheduling/request.h"
 
@@ -21,8 +19,7 @@ std::string guide_to_gbnf(const GuidedDecodingParams& guide);
 
 class GrammarCache {
  public:
-  // precompute: compute new grammars' masks in the background (TRTLLM_GUIDED_PRECOMPUTE=0 turns it off).
-  GrammarCache(std::shared_ptr<const TokenVocab> vocab, size_t capacity, bool precompute = false);
+  GrammarCache(std::shared_ptr<const TokenVocab> vocab, size_t capacity) : vocab_(std::move(vocab)), capacity_(capacity) {}
   // Thread-safe. Throws what guide_to_gbnf / parse_gbnf throw.
   std::shared_ptr<const CompiledGrammar> get(const GuidedDecodingParams& guide);
   size_t size() const;
@@ -33,7 +30,6 @@ class GrammarCache {
   mutable std::mutex mutex_;
   std::list<std::string> order_;  // most recent first
   std::unordered_map<std::string, std::pair<std::shared_ptr<const CompiledGrammar>, std::list<std::string>::iterator>> entries_;
-  std::unique_ptr<BackgroundMasks> background_;  // (last: stopped before the entries go)
 };
 
 }  // namespace engine::grammar
