@@ -77,7 +77,8 @@ std::unique_ptr<DeviceComm> DeviceComm::create(const Comm& group, bool peer_all_
     } else {
       std::string why;
       dc->impl_->peer = PeerAllReduce::create(group, kPeerCapacity, dc->policy_.peer_blocks, why);
-      dc->peer_status_ = dc->impl_->peer ? peer_summary(dc->policy_, kPeerCapacity, dc->impl_->peer->blocks()) : "NCCL only: " + why;
+      dc->peer_status_ = dc->impl_->peer ? peer_summary(dc->policy_, kPeerCapacity, dc->impl_->peer->blocks())
+                                         : "NCCL only: " + why;
     }
   }
   return dc;
