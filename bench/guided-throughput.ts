@@ -6,7 +6,7 @@
 // round runs both; printed: output tokens/s of each, their ratio, the mean time of a decode-only iteration, and
 // the guided outputs checked against the schema. All requests are submitted at once (offline).
 //   node dist/bench/guided-throughput.js --model DIR --schema FILE [--vocab FILE] [--device cuda] [--load-format dummy]
-//     [--requests 640] [--prompt 128] [--max-tokens 128] [--max-batch 64] [--rounds 2]
+//     [--requests 640] [--prompt 128] [--max-tokens 128] [--max-batch 64] [--rounds 2] [--threads N]
 import { readFileSync } from 'node:fs';
 
 import { Command } from 'commander';
@@ -19,7 +19,7 @@ import { guidedVocabulary } from '../worker/token-bytes.js';
 
 interface Options {
   model: string; schema: string; vocab?: string; device: 'cpu' | 'cuda' | 'auto'; loadFormat: 'auto' | 'dummy';
-  requests: string; prompt: string; maxTokens: string; maxBatch: string; rounds: string;
+  requests: string; prompt: string; maxTokens: string; maxBatch: string; rounds: string; threads?: string;
 }
 
 interface RunResult { seconds: number; tokens: number; lengths: number[]; outputs: number[][]; decodeStepMs: number; decodeSteps: number }
@@ -59,12 +59,14 @@ async function main(): Promise<void> {
     .option('--max-tokens <n>', 'max_tokens of a guided request', '128')
     .option('--max-batch <n>', 'the executor\'s max batch size', '64')
     .option('--rounds <n>', 'guided + equal-length unconstrained runs', '2')
+    .option('--threads <n>', 'the executor\'s threads (--threads; default all cores): its host work beside a GPU')
     .parse(process.argv)
     .opts<Options>();
   const schema = readFileSync(o.schema, 'utf8');
   const fileVocab = o.vocab === undefined ? undefined : readGuidedVocab(o.vocab);
   const executor = await Executor.load(o.model, {
     device: o.device, loadFormat: o.loadFormat, maxBatchSize: Number(o.maxBatch),
+    ...(o.threads === undefined ? {} : { numThreads: Number(o.threads) }),
     ...(fileVocab === undefined ? {} : { guidedDecoding: fileVocab }),
   });
   const V = executor.modelConfig.vocabSize;

@@ -56,6 +56,18 @@ Request guided(std::vector<int32_t> prompt, int32_t max_tokens, GuideType type, 
 }  // namespace
 
 TEST_MAIN({
+  // A device model names the threads for the executor's host work beside it (guided masks, host-sampled rows): the
+  // loop thread takes them, whatever OMP_NUM_THREADS says (the launcher sets 1 for every rank).
+  for (int32_t threads : {3, 1}) {
+    auto m = std::make_unique<FakeModel>(kVocab);
+    m->host_threads_value = threads;
+    Harness h(std::move(m), config());
+    const RequestId id = h.executor->enqueue(guided(prompt_of(5, 1), 8, GuideType::ebnf_grammar, R"(root ::= "a" [0-9]+)"));
+    auto out = h.collect({id});
+    CHECK(!out[id].has_error);
+    CHECK_MSG(h.model->omp_threads_seen == threads, "loop thread ran %d OpenMP threads, the model named %d",
+              h.model->omp_threads_seen.load(), threads);
+  }
   // A closed grammar: the output matches it exactly and ends as soon as nothing can follow (no end token needed).
   {
     Harness h(config());

@@ -4,6 +4,8 @@
 // shared by two sequences, a lost or stale KV entry, or a resume that does not recompute the cache all change the
 // generated tokens (or throw, when a slot holds the wrong position).
 #pragma once
+#include <omp.h>
+
 #include <atomic>
 #include <cstdint>
 #include <set>
@@ -42,8 +44,11 @@ class FakeModel : public engine::Model {
       kv_[static_cast<size_t>(dst) * tokens_per_block_ + i] = kv_[static_cast<size_t>(src) * tokens_per_block_ + i];
   }
 
+  int32_t host_threads() const override { return host_threads_value; }
+
   void forward(const std::vector<engine::SequenceChunk>& chunks, engine::ForwardOutput& out) override {
     ++forward_calls;
+    omp_threads_seen = omp_get_max_threads();
     if (fail_on_call >= 0 && forward_calls.load() == fail_on_call) throw std::runtime_error("injected forward failure");
     max_chunks_seen = std::max<int>(max_chunks_seen.load(), static_cast<int>(chunks.size()));
 
@@ -107,6 +112,8 @@ class FakeModel : public engine::Model {
   }
 
   std::atomic<int> forward_calls{0};
+  int32_t host_threads_value = 0;        // what host_threads() answers (a device model's threads for host work)
+  std::atomic<int> omp_threads_seen{0};  // omp_get_max_threads() on the thread of the last forward()
   std::atomic<int> max_chunks_seen{0};
   std::atomic<int> fail_on_call{-1};  // throw on this forward call number (1-based); -1 never
   std::atomic<int> kv_copies{0};  // copy_kv_block calls (beam search copy-on-write)

@@ -1,5 +1,7 @@
 #include "cuda/cuda-decoder.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -62,6 +64,7 @@ CudaDecoder::CudaDecoder(const ModelConfig& config, const DecoderSpec& spec, con
     throw EngineError(ErrorCode::unsupported, "device cuda: head_dim " + std::to_string(config_.head_dim) +
                                                   " is not supported by the CUDA attention kernel (16, 32, 64, 128, "
                                                   "256); use device cpu");
+  host_threads_ = options.num_threads > 0 ? options.num_threads : std::max(1, omp_get_num_procs());
   device_ = pick_device(options);
   use_device();
   check_cuda(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_), "cudaDeviceGetAttribute");

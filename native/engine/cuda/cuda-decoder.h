@@ -87,6 +87,7 @@ class CudaDecoder : public Model {
   size_t activation_bytes() const override;
   // The leader holds the logits (the last stage sends them to it), so it is the rank that can sample.
   bool samples_on_device() const override { return layout_.leader(); }
+  int32_t host_threads() const override { return host_threads_; }
   bool sampled_row(int32_t chunk, std::vector<float>& row) override;
   std::string kv_cache_dtype() const override;
   std::string tp_all_reduce() const override { return tp_dev_ ? tp_dev_->peer_status() : ""; }
@@ -277,6 +278,9 @@ class CudaDecoder : public Model {
   // a separate pass, for comparison; the same bytes either way).
   bool fuse_quant_ = true;
   bool quantize_fp8_ = false;  // LoadOptions::quantization "fp8"
+  // LoadOptions::num_threads (--threads), or every core the process may use: the executor's host work beside the
+  // GPU would otherwise run on OMP_NUM_THREADS, which the launcher sets to 1 for every rank.
+  int32_t host_threads_ = 1;
   std::map<uint64_t, Graph> graphs_;  // by (batch size, context bucket, LoRA rows or not)
 
   // LoRA: the slots, and this step's rows (plan_lora): slot per token row then per logit row [T + R], the grouped

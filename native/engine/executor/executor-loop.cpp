@@ -1,6 +1,8 @@
 // The executor's loop thread: it sleeps on a condition variable whenever nothing is queued or running, takes new
 // requests and cancels, runs one iteration (executor-iteration.cpp), and delivers the responses. Also the ends of
 // a sequence's life (finish, fail, cancel) and the delivery of responses and stats.
+#include <omp.h>
+
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -11,6 +13,8 @@
 namespace engine {
 
 void Executor::Impl::run_loop() {
+  // A device model's host work on this thread (guided masks, host-sampled rows) takes the threads it names.
+  if (const int32_t threads = model->host_threads(); threads > 0) omp_set_num_threads(threads);
   for (;;) {
     std::vector<std::unique_ptr<Sequence>> arrived;
     std::vector<RequestId> to_cancel;

@@ -160,6 +160,10 @@ class Model {
   // True when forward() honours SequenceChunk::sample_on on this rank: it can take a row's argmax or sample it on its
   // device (the rank that holds the logits of a device model).
   virtual bool samples_on_device() const { return false; }
+  // Threads for the host work the executor's loop does beside a device model (guided masks, rows sampled on the
+  // host): the executor sets its loop thread's OpenMP count to this. 0: left alone (a host model sets the count
+  // for its own forward passes on the calling thread).
+  virtual int32_t host_threads() const { return 0; }
   // The logits row the device drew chunk `chunk`'s token from in the last forward(), as its sampler left it (NaN,
   // the guide's mask and the penalties applied, divided by the temperature when it sampled), copied to `row`;
   // false when it cannot be had (no device sampling, or its buffer was reused since). The executor redraws from it

@@ -34,6 +34,7 @@ class LeaderModel : public Model {
   size_t device_free_bytes() const override { return inner_->device_free_bytes(); }
   size_t activation_bytes() const override { return inner_->activation_bytes(); }
   bool samples_on_device() const override { return inner_->samples_on_device(); }
+  int32_t host_threads() const override { return inner_->host_threads(); }
   bool sampled_row(int32_t chunk, std::vector<float>& row) override { return inner_->sampled_row(chunk, row); }
   void set_sampling_prep(SamplingPrep prep) override { inner_->set_sampling_prep(std::move(prep)); }
   std::string kv_cache_dtype() const override { return inner_->kv_cache_dtype(); }
