@@ -190,7 +190,7 @@ const TABLE = [
 
   // The executor.
   { name: 'threads', flag: '--threads', placeholder: '<n>', env: 'TRTLLM_THREADS', kind: intKind(1),
-    help: 'compute threads (default: all cores)', rank: 'argv', executor: { field: 'numThreads', follower: true } },
+    help: 'compute threads; beside a GPU, the threads of its host work (guided masks, host sampling) (default: all cores)', rank: 'argv', executor: { field: 'numThreads', follower: true } },
   { name: 'maxBatchSize', flag: '--max-batch-size', placeholder: '<n>', env: 'TRTLLM_MAX_BATCH_SIZE', kind: intKind(1),
     help: 'requests per iteration (default 64)', file: { key: 'batching.max_batch_size', unset: '64' }, rank: 'argv',
     executor: { field: 'maxBatchSize', follower: true } },
