@@ -120,21 +120,40 @@ __device__ void clear_last(const PeerArgs& a, char* own, int slot, uint32_t last
     }
 }
 
-// Both kernels are launched programmatically dependent (cuda/pdl.cuh): their blocks are resident while the product
-// before them finishes, and once they have sent their rows the next kernel may be scheduled (the decode GEMV then
-// prefetches its weights while this one waits for the peers').
-template <int W>
-__global__ void __launch_bounds__(kThreads) one_shot_kernel(PeerArgs a, float4* data, size_t n4) {
+// A call's place in the slot rotation, read by every thread of the block from its header (after the PDL wait: the
+// call before may be the kernel just before this one), and written back once the block is done with the call.
+struct Call {
+  uint32_t epoch, last;  // this call's epoch; the previous call's `last` word (what it left to clear)
+  int slot, previous;    // this call's slot and the previous call's
+};
+
+__device__ __forceinline__ Call begin_call(char* own) {
   __shared__ uint32_t epoch_s, last_s;
-  char* own = a.bufs[a.rank];
-  cuda::pdl_wait();  // (before the header too: the call before may be the kernel just before this one)
+  cuda::pdl_wait();
   if (threadIdx.x == 0) {
     epoch_s = *epoch_at(own, blockIdx.x) + 1;
     last_s = *last_at(own, blockIdx.x);
   }
   __syncthreads();
-  const uint32_t epoch = epoch_s;
-  const int slot = static_cast<int>(epoch % 3), previous = static_cast<int>((epoch + 2) % 3);
+  return {epoch_s, last_s, static_cast<int>(epoch_s % 3), static_cast<int>((epoch_s + 2) % 3)};
+}
+
+__device__ __forceinline__ void end_call(char* own, uint32_t epoch, uint32_t last) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    *epoch_at(own, blockIdx.x) = epoch;
+    *last_at(own, blockIdx.x) = last;
+  }
+}
+
+// Both kernels are launched programmatically dependent (cuda/pdl.cuh): their blocks are resident while the product
+// before them finishes, and once they have sent their rows the next kernel may be scheduled (the decode GEMV then
+// prefetches its weights while this one waits for the peers').
+template <int W>
+__global__ void __launch_bounds__(kThreads) one_shot_kernel(PeerArgs a, float4* data, size_t n4) {
+  char* own = a.bufs[a.rank];
+  const Call call = begin_call(own);
+  const int slot = call.slot;
   size_t begin, end;
   share(one_shot_rows(n4), begin, end);
   for (size_t i = begin + threadIdx.x; i < end; i += kThreads) {
@@ -143,32 +162,21 @@ __global__ void __launch_bounds__(kThreads) one_shot_kernel(PeerArgs a, float4* 
     for (int p = 0; p < W; ++p) one_shot_at(a, a.bufs[p], slot, a.rank)[i] = v;
   }
   cuda::pdl_trigger();
-  clear_last<W>(a, own, previous, last_s);
+  clear_last<W>(a, own, call.previous, call.last);
   for (size_t i = begin + threadIdx.x; i < end; i += kThreads) {
     float4 s = await(one_shot_at(a, own, slot, 0) + i);
 #pragma unroll
     for (int p = 1; p < W; ++p) add4(s, await(one_shot_at(a, own, slot, p) + i));
     if (i < n4) data[i] = s;
   }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    *epoch_at(own, blockIdx.x) = epoch;
-    *last_at(own, blockIdx.x) = static_cast<uint32_t>(n4);
-  }
+  end_call(own, call.epoch, static_cast<uint32_t>(n4));
 }
 
 template <int W>
 __global__ void __launch_bounds__(kThreads) two_shot_kernel(PeerArgs a, float4* data, size_t n4) {
-  __shared__ uint32_t epoch_s, last_s;
   char* own = a.bufs[a.rank];
-  cuda::pdl_wait();
-  if (threadIdx.x == 0) {
-    epoch_s = *epoch_at(own, blockIdx.x) + 1;
-    last_s = *last_at(own, blockIdx.x);
-  }
-  __syncthreads();
-  const uint32_t epoch = epoch_s;
-  const int slot = static_cast<int>(epoch % 3), previous = static_cast<int>((epoch + 2) % 3);
+  const Call call = begin_call(own);
+  const int slot = call.slot;
   const size_t slice = two_shot_slice(n4, W);
   size_t begin, end;
   share(slice, begin, end);
@@ -183,7 +191,7 @@ __global__ void __launch_bounds__(kThreads) two_shot_kernel(PeerArgs a, float4* 
     }
   }
   cuda::pdl_trigger();
-  clear_last<W>(a, own, previous, last_s);
+  clear_last<W>(a, own, call.previous, call.last);
   // 2. This rank's slice summed, in rank order, and sent to every other rank.
   const float4* pieces = scatter_at(a, own, slot);
   for (size_t j = begin + threadIdx.x; j < end; j += kThreads) {
@@ -206,11 +214,7 @@ __global__ void __launch_bounds__(kThreads) two_shot_kernel(PeerArgs a, float4* 
       if (p * slice + j < n4) data[p * slice + j] = s;
     }
   }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    *epoch_at(own, blockIdx.x) = epoch;
-    *last_at(own, blockIdx.x) = static_cast<uint32_t>(n4) | kTwoShotCall;
-  }
+  end_call(own, call.epoch, static_cast<uint32_t>(n4) | kTwoShotCall);
 }
 
 __global__ void fill_sentinel(float4* p, size_t n4) {
