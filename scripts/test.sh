@@ -36,5 +36,14 @@ if [[ $tap_rc -ne 0 && $tf -eq 0 ]]; then
   failed=$((failed + 1))
 fi
 
+# What failed, again at the end: CI shows only the tail of this output.
+if [[ $failed -ne 0 ]]; then
+  echo "== what failed"
+  sed -n '/The following tests FAILED/,/^$/p' build/test-logs/ctest.log
+  # Each failing engine test's own output (ctest prints it after the test's result line), its first 40 lines.
+  awk '/\*\*\*(Failed|Timeout|Exception)/ {on=1; n=0} /^ *Start +[0-9]+:/ {on=0}
+       on && n < 40 {print; n++}' build/test-logs/ctest.log
+  grep -aE '^(\s{4})?not ok [0-9]+' build/test-logs/tap.log | grep -a '# time=' || true
+fi
 echo "${passed} passed, ${failed} failed, ${skipped} skipped"
 [[ $failed -eq 0 ]]

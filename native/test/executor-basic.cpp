@@ -142,7 +142,7 @@ static void test_inflight_batching() {
     expected[id] = exp;
     if (i == 2) {
       h.executor->hold_iterations(2);
-      CHECK(h.executor->wait_until_held(std::chrono::milliseconds(20000)));
+      CHECK(h.executor->wait_until_held(kWait));
     }
   }
   h.executor->hold_iterations(-1);
@@ -203,7 +203,7 @@ static void test_callback() {
   const RequestId id = h.executor->enqueue(make_request(prompt, 6, true));
   {
     std::unique_lock<std::mutex> lock(mu);
-    got_final.wait_for(lock, std::chrono::seconds(20), [&] { return got[id].is_final; });
+    got_final.wait_for(lock, kWait, [&] { return got[id].is_final; });
     CHECK(got[id].is_final);
     CHECK(got[id].tokens == reference_greedy(*h.model, prompt, 6));
     CHECK(cb_thread != std::this_thread::get_id());

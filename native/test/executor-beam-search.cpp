@@ -123,7 +123,8 @@ static void test_beam_streaming() {
   const auto prompt = prompt_of(5, 9);
   const RequestId id = h.executor->enqueue(beam_request(prompt, 6, 3, /*streaming=*/true));
   std::vector<Response> all;
-  for (int i = 0; i < 200 && (all.empty() || !all.back().result.is_final); ++i)
+  const auto deadline = std::chrono::steady_clock::now() + kWait;  // only a hung loop reaches it
+  while ((all.empty() || !all.back().result.is_final) && std::chrono::steady_clock::now() < deadline)
     for (auto& r : h.executor->await_responses(std::chrono::milliseconds(50))) all.push_back(std::move(r));
   CHECK(!all.empty() && all.back().result.is_final);
   CHECK_MSG(all.size() == 6, "streaming responses: %zu", all.size());
@@ -169,7 +170,7 @@ static void test_cancel_beam_request() {
   // Three steps (three streamed responses), then cancel mid-flight.
   h.executor->hold_iterations(3);
   const RequestId id = h.executor->enqueue(beam_request(prompt_of(6, 3), 60, 4, /*streaming=*/true));
-  CHECK(h.executor->wait_until_held(std::chrono::milliseconds(20000)));
+  CHECK(h.executor->wait_until_held(kWait));
   CHECK(h.executor->await_responses(std::chrono::milliseconds(0)).size() == 3);
   h.executor->cancel(id);
   h.executor->hold_iterations(-1);

@@ -46,7 +46,7 @@ static Run run(const ExecutorConfig& c) {
   const int order[] = {0, 2, 5, 1, 3, 4};
   std::vector<RequestId> ids;
   for (int i : order) ids.push_back(h.executor->enqueue(rs[static_cast<size_t>(i)]));
-  auto out = h.collect(std::set<RequestId>(ids.begin(), ids.end()), 60);
+  auto out = h.collect(std::set<RequestId>(ids.begin(), ids.end()));
   Run res;
   res.outcomes.resize(rs.size());
   for (size_t k = 0; k < ids.size(); ++k) {

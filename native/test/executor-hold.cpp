@@ -99,7 +99,7 @@ static void test_shutdown_while_held() {
   CHECK(h.executor->wait_until_held(kWait));
   const RequestId b = h.executor->enqueue(make_request(prompt_of(5, 7), 40));  // queued behind the hold
   h.executor->shutdown();
-  auto out = h.collect({a, b}, 20);
+  auto out = h.collect({a, b});
   CHECK(out[a].is_final && out[a].reason == FinishReason::cancelled);
   CHECK(out[b].is_final && out[b].reason == FinishReason::cancelled);
   CHECK(h.model->forward_calls.load() == 1);

@@ -34,9 +34,9 @@ static std::vector<int32_t> run_one(Harness& h, const std::vector<int32_t>& prom
   Request r = make_request(prompt, max_tokens);
   r.output.exclude_input_from_output = true;
   const RequestId id = h.executor->enqueue(r);
-  auto out = h.collect({id}, 60);
+  auto out = h.collect({id});
   CHECK_MSG(out[id].is_final && !out[id].has_error, "request failed: %s", out[id].error_message.c_str());
-  CHECK(h.executor->wait_until_idle(std::chrono::milliseconds(20000)));
+  CHECK(h.executor->wait_until_idle(kWait));
   return concat(prompt, out[id].tokens);
 }
 

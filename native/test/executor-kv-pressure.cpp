@@ -50,7 +50,7 @@ static RunResult run(CapacitySchedulerPolicy policy, int64_t kv_tokens) {
   Workload w = make_workload(*h.model);
   std::vector<RequestId> ids;
   for (const auto& r : w.requests) ids.push_back(h.executor->enqueue(r));
-  auto out = h.collect(std::set<RequestId>(ids.begin(), ids.end()), 60);
+  auto out = h.collect(std::set<RequestId>(ids.begin(), ids.end()));
   RunResult res;
   for (size_t i = 0; i < ids.size(); ++i) {
     const Outcome& o = out[ids[i]];

@@ -26,7 +26,7 @@ static void test_cancel_running_and_queued() {
   h.executor->cancel(a);  // running
   h.executor->cancel(12345);  // unknown: ignored
   h.executor->hold_iterations(-1);
-  auto rest = h.collect({a, b}, 5);
+  auto rest = h.collect({a, b});
   for (auto& kv : rest) {
     Outcome& o = out[kv.first];
     o.tokens.insert(o.tokens.end(), kv.second.tokens.begin(), kv.second.tokens.end());
@@ -115,7 +115,7 @@ static void test_shutdown_with_work_in_flight() {
   CHECK(h.model->forward_calls.load() == 3);
   h.executor->shutdown();
   h.executor->shutdown();  // idempotent
-  auto out = h.collect(ids, 2);
+  auto out = h.collect(ids);
   for (RequestId id : ids) {
     CHECK_MSG(out[id].is_final, "request %llu got no final response", (unsigned long long)id);
     CHECK(out[id].reason == FinishReason::cancelled);

@@ -36,7 +36,7 @@ static Request req(std::vector<int32_t> prompt, int32_t max_tokens, bool streami
 static std::vector<Outcome> run_all(Harness& h, const std::vector<Request>& requests) {
   std::vector<RequestId> ids;
   for (const Request& r : requests) ids.push_back(h.executor->enqueue(r));
-  auto out = h.collect(std::set<RequestId>(ids.begin(), ids.end()), 60);
+  auto out = h.collect(std::set<RequestId>(ids.begin(), ids.end()));
   std::vector<Outcome> res;
   for (RequestId id : ids) {
     const Outcome& o = out[id];
@@ -143,7 +143,7 @@ static void test_shared_blocks_count_once_for_no_evict() {
     // b arrives after a's first iteration: a's prompt blocks are written and registered by then, and a still runs.
     h.executor->hold_iterations(1);
     const RequestId ia = h.executor->enqueue(a);
-    CHECK(h.executor->wait_until_held(std::chrono::milliseconds(20000)));
+    CHECK(h.executor->wait_until_held(kWait));
     const RequestId ib = h.executor->enqueue(b);
     h.executor->hold_iterations(-1);
     auto out = h.collect({ia, ib});
@@ -206,7 +206,7 @@ static void test_cancel_and_pause_with_shared_blocks() {
   h.executor->hold_iterations(0);
   for (const auto& r : rs) ids.push_back(h.executor->enqueue(r));
   h.executor->hold_iterations(2);
-  CHECK(h.executor->wait_until_held(std::chrono::milliseconds(20000)));
+  CHECK(h.executor->wait_until_held(kWait));
   std::map<RequestId, Outcome> out;
   for (auto& r : h.executor->await_responses(std::chrono::milliseconds(0))) Harness::absorb(out, std::move(r));
   CHECK(out.size() >= 2);
@@ -216,7 +216,7 @@ static void test_cancel_and_pause_with_shared_blocks() {
   std::set<RequestId> pending;
   for (RequestId id : ids)
     if (!out[id].is_final) pending.insert(id);
-  for (auto& kv : h.collect(pending, 60)) {
+  for (auto& kv : h.collect(pending)) {
     Outcome& o = out[kv.first];
     o.tokens.insert(o.tokens.end(), kv.second.tokens.begin(), kv.second.tokens.end());
     o.reason = kv.second.reason;

@@ -121,7 +121,7 @@ TEST_MAIN({
       r.sampling.seed = seed;
       ids.insert(h.executor->enqueue(r));
     }
-    auto out = h.collect(ids, 120);
+    auto out = h.collect(ids);
     std::vector<double> counts(8, 0.0);
     double n = 0;
     for (auto& [id, o] : out)

@@ -1,5 +1,5 @@
 // Helpers for executor tests: build an executor over a FakeModel, and collect every response of a set of requests
-// until each has its final one (or a deadline passes, which the tests then report as a failure).
+// until each has its final one (or kWait passes: a hung loop, which the tests then report as a failure).
 #pragma once
 #include <chrono>
 #include <map>
@@ -11,6 +11,10 @@
 #include "fake-model.h"
 
 namespace test {
+
+// The bound of every wait in the executor tests (responses, the test hook's wait_until_held / _idle): only a hung
+// loop reaches it, never a slow or busy machine, so it is not a timing assertion (ctest's own limit is 600 s).
+inline constexpr std::chrono::milliseconds kWait{300000};
 
 struct Outcome {
   std::vector<int32_t> tokens;   // streaming: concatenation of every response; otherwise the final response's
@@ -57,10 +61,10 @@ struct Harness {
   }
 
   // Waits until every id in `ids` had a final response.
-  std::map<engine::RequestId, Outcome> collect(const std::set<engine::RequestId>& ids, double timeout_s = 20) {
+  std::map<engine::RequestId, Outcome> collect(const std::set<engine::RequestId>& ids) {
     std::map<engine::RequestId, Outcome> out;
     std::set<engine::RequestId> pending = ids;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    const auto deadline = std::chrono::steady_clock::now() + kWait;
     while (!pending.empty() && std::chrono::steady_clock::now() < deadline) {
       for (auto& r : executor->await_responses(std::chrono::milliseconds(100))) {
         const auto id = r.request_id;
@@ -111,9 +115,6 @@ inline engine::ExecutorConfig small_config() {
   return c;
 }
 
-// The bound of a wait on the executor's test hook (wait_until_held / _idle): only a hung loop reaches it, so it is
-// never a timing assertion.
-inline constexpr std::chrono::milliseconds kWait{60000};
 
 inline bool all_blocks_free(const engine::Executor& e) {
   const auto s = e.kv_cache_stats(), d = e.draft_kv_cache_stats();

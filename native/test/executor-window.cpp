@@ -94,7 +94,7 @@ Run run(const std::vector<Request>& requests, int32_t server_window, bool reuse,
   }
   std::map<RequestId, std::vector<int32_t>> got;
   size_t finals = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  const auto deadline = std::chrono::steady_clock::now() + test::kWait;
   while (finals < ids.size() && std::chrono::steady_clock::now() < deadline)
     for (Response& r : e.await_responses(std::chrono::milliseconds(100))) {
       CHECK_MSG(!r.has_error, "request %llu failed: %s", static_cast<unsigned long long>(r.request_id),

@@ -72,7 +72,7 @@ Run run(engine::ExecutorConfig c, int32_t max_tokens, const std::vector<engine::
   int k = 0;
   for (const auto& p : prompts()) ids.push_back(h.executor->enqueue(request(p, max_tokens, /*streaming=*/k++ % 2 == 1)));
   for (const engine::Request& r : extra) ids.push_back(h.executor->enqueue(r));
-  auto out = h.collect(std::set<engine::RequestId>(ids.begin(), ids.end()), 60);
+  auto out = h.collect(std::set<engine::RequestId>(ids.begin(), ids.end()));
   Run r;
   for (engine::RequestId id : ids) {
     CHECK_MSG(out[id].is_final && !out[id].has_error, "request %llu: %s", static_cast<unsigned long long>(id), out[id].error_message.c_str());
