@@ -9,7 +9,7 @@ import { packageRoot } from '../../worker/common/package-root.js';
 import { startServer } from '../../worker/serve.js';
 import { isFinal, type JobInfo, jobInfo, parseScontrolRecord } from '../../launcher/slurm/job-status.js';
 import { fixtureDir } from './fixtures.js';
-import { GENEROUS_MS } from './wait.js';
+import { GENEROUS_MS, LAUNCH_MS } from './wait.js';
 export { freePort } from './free-port.js';
 
 export const BIN = join(packageRoot(), 'bin', 'trtllm-launch.js');
@@ -17,7 +17,7 @@ export const SEEDS_BODY = '{"text_input": "What is machine learning?", "max_toke
 
 
 /** `trtllm-launch <args>` as a user runs it on a login node (cwd: where the job's output directory goes). */
-export async function trtllm(args: string[], cwd: string, env: Record<string, string>, timeoutMs = 120_000) {
+export async function trtllm(args: string[], cwd: string, env: Record<string, string>, timeoutMs = LAUNCH_MS) {
   return execa(process.execPath, [BIN, ...args], { cwd, env, reject: false, all: true, timeout: timeoutMs });
 }
 
@@ -91,7 +91,7 @@ export async function oneRankAnswer(body: string): Promise<string> {
 
 /** The seeds' curl command, verbatim but for the host and port. */
 export async function seedsCurl(hostPort: string): Promise<{ ok: boolean; json: { text_output?: string } | undefined; raw: string }> {
-  const r = await execa('curl', ['-s', '-X', 'POST', `${hostPort}/v2/models/ensemble/generate`, '-d', SEEDS_BODY], { reject: false, all: true, timeout: 60_000 });
+  const r = await execa('curl', ['-s', '-X', 'POST', `${hostPort}/v2/models/ensemble/generate`, '-d', SEEDS_BODY], { reject: false, all: true, timeout: GENEROUS_MS });
   try {
     return { ok: r.exitCode === 0, json: JSON.parse(r.stdout) as { text_output?: string }, raw: r.all ?? '' };
   } catch {

@@ -10,7 +10,7 @@ import t from 'tap';
 import { packageRoot } from '../../worker/common/package-root.js';
 import { fixtureDir } from '../helpers/fixtures.js';
 import { tempDir } from '../helpers/temp-dir.js';
-import { waitFor } from '../helpers/wait.js';
+import { LAUNCH_MS, waitFor } from '../helpers/wait.js';
 
 const program = join(packageRoot(), 'dist', 'test', 'programs', 'parallel-check.js');
 const MPI_ENV = { OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1', OMP_NUM_THREADS: '1' };
@@ -37,9 +37,9 @@ async function run(model: string, np: number, tp: number, pp: number, ppMicroBat
   const resultFile = join(tempDir('trtl-leader-'), 'result.txt');
   const env = { RESULT_FILE: resultFile, PP_MICRO_BATCHES: ppMicroBatches === undefined ? '' : String(ppMicroBatches) };
   const child = np === 1
-    ? await execa('node', [program, ...args], { reject: false, all: true, timeout: 120_000, env })
+    ? await execa('node', [program, ...args], { reject: false, all: true, timeout: LAUNCH_MS, env })
     : await execa('mpirun', ['-np', String(np), '--oversubscribe', '-x', 'RESULT_FILE', '-x', 'PP_MICRO_BATCHES', 'node', program, ...args],
-      { reject: false, all: true, timeout: 120_000, env: { ...MPI_ENV, ...env } });
+      { reject: false, all: true, timeout: LAUNCH_MS, env: { ...MPI_ENV, ...env } });
   const line = existsSync(resultFile) ? readFileSync(resultFile, 'utf8').trim() : undefined;
   return { result: line ? JSON.parse(line.slice(7)) as CheckResult : undefined, exitCode: child.exitCode, output: child.all };
 }
@@ -87,7 +87,7 @@ for (const model of ['tiny-llama', 'tiny-gpt2']) {
 
 t.test('tp x pp that does not match the ranks started is a clear error on every rank', async (t) => {
   const child = await execa('mpirun', ['-np', '2', '--oversubscribe', 'node', program, fixtureDir('tiny-llama'), '4', '1', 'tiny-llama'],
-    { reject: false, all: true, timeout: 60_000, env: MPI_ENV });
+    { reject: false, all: true, timeout: LAUNCH_MS, env: MPI_ENV });
   t.not(child.exitCode, 0);
   t.match(child.all, /tp 4 x pp 1 = 4 does not match the 2 rank\(s\) started by mpirun\/srun/);
 });
@@ -105,7 +105,7 @@ function alive(pid: number): boolean {
 for (const victim of [1, 0]) {
   t.test(`kill -9 of ${victim === 0 ? 'the leader' : 'a follower'} mid-generation brings every rank down`, async (t) => {
     const child = execa('mpirun', ['-np', '2', '--oversubscribe', 'node', program, fixtureDir('tiny-llama'), '2', '1', 'tiny-llama', 'busy'],
-      { reject: false, all: true, env: MPI_ENV, timeout: 60_000 });
+      { reject: false, all: true, env: MPI_ENV, timeout: LAUNCH_MS });
     const pids = new Map<number, number>();
     let busy = false;
     await new Promise<void>((resolve) => {

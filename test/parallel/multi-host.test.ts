@@ -15,6 +15,7 @@ import { fixtureDir, referenceCases } from '../helpers/fixtures.js';
 import { startLauncher } from '../helpers/launched-cluster.js';
 import { freePort, processesWith } from '../helpers/processes.js';
 import { postJson, waitFor } from '../helpers/serving.js';
+import { LAUNCH_MS } from '../helpers/wait.js';
 
 const tag = `t${process.pid % 10000}`;
 const subnet = `10.213.${(process.pid % 200) + 20}`;  // the test hosts' own addresses, nothing else is contacted
@@ -87,7 +88,7 @@ t.test('tp=2 across two network-namespace hosts matches HF transformers', { skip
     '-np', '2', '--hostfile', hostfile, '--mca', 'plm_rsh_agent', agent,
     '--mca', 'oob_tcp_if_include', `${subnet}.0/24`, '--mca', 'btl', 'tcp,self', '--mca', 'btl_tcp_if_include', `${subnet}.0/24`,
     '-x', 'OMP_NUM_THREADS=1', '-x', `RESULT_FILE=${join(dir, 'result.txt')}`, 'node', program, fixtureDir('tiny-llama'), '2', '1', 'tiny-llama',
-  ], { reject: false, all: true, timeout: 120_000, env: { OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1' } });
+  ], { reject: false, all: true, timeout: LAUNCH_MS, env: { OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1' } });
   let child = await launch();
   for (let retry = 1; retry <= 2 && child.exitCode !== 0 && ORTED_FAILED.test(child.all ?? ''); retry += 1) {
     t.comment(`orted did not start (${(child.all ?? '').split('\n').find((l) => /Segmentation|signal/.test(l)) ?? 'no reason given'}); try ${retry + 1} of 3`);

@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { BIN, freePort, parseSubmit, showJob, trtllm, waitNoProcesses } from '../helpers/slurm-jobs.js';
-import { waitFor } from '../helpers/wait.js';
+import { GENEROUS_MS, waitFor } from '../helpers/wait.js';
 
 const node = hostname().split('.')[0]!;
 const cluster = await startSlurm({ nodes: [{ name: node, addr: '127.0.0.1' }], cpusPerNode: 8 });
@@ -42,7 +42,7 @@ async function routed(metricsPort: number): Promise<number[]> {
 }
 
 t.test('inside salloc: --dp 2 --no-spawn runs under srun, both replicas answer HF greedy, Ctrl-C drains every rank', { skip }, async (t) => {
-  const alloc = await execa('salloc', ['--no-shell', '--ntasks=3', '--job-name=dp'], { env, reject: false, all: true, timeout: 30_000 });
+  const alloc = await execa('salloc', ['--no-shell', '--ntasks=3', '--job-name=dp'], { env, reject: false, all: true, timeout: GENEROUS_MS });
   const jobId = /Granted job allocation (\d+)/.exec(alloc.all ?? '')?.[1];
   t.ok(jobId, `salloc granted an allocation${jobId ? '' : ` (${alloc.all})`}`);
   if (!jobId) return;

@@ -17,7 +17,7 @@ import { fixtureDir, referenceCases } from '../helpers/fixtures.js';
 import { createNetnsHosts, netnsPids } from '../helpers/netns-hosts.js';
 import { processesWith as processesCarrying } from '../helpers/processes.js';
 import { pidsNamed, slurmUnavailable, startSlurm } from '../helpers/slurm-cluster.js';
-import { waitFor } from '../helpers/wait.js';
+import { GENEROUS_MS, waitFor } from '../helpers/wait.js';
 import { BIN, freePort, oneRankAnswer, parseSubmit, processesWith, SEEDS_BODY, seedsCurl, showJob, trtllm, waitFinal, waitNoProcesses } from '../helpers/slurm-jobs.js';
 
 const tag = `s${process.pid % 10000}`;
@@ -104,7 +104,7 @@ t.test('--nodes 2 --tp 2: one rank per namespace node, the answers of one rank; 
 t.test('inside salloc from the login side: srun runs the ranks on the nodes, Ctrl-C drains the remote leader', { skip }, async (t) => {
   if (!cluster || !('stop' in cluster) || !hostsReady || !('remove' in hostsReady)) return;
   const env = { ...cluster.env };
-  const alloc = await execa('salloc', ['--no-shell', '--nodes=2', '--ntasks-per-node=1', '--job-name=alloc'], { env, reject: false, all: true, timeout: 30_000 });
+  const alloc = await execa('salloc', ['--no-shell', '--nodes=2', '--ntasks-per-node=1', '--job-name=alloc'], { env, reject: false, all: true, timeout: GENEROUS_MS });
   const jobId = /Granted job allocation (\d+)/.exec(alloc.all ?? '')?.[1];
   t.ok(jobId, `salloc granted an allocation${jobId ? '' : ` (${alloc.all})`}`);
   if (!jobId) return;
