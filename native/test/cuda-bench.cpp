@@ -20,6 +20,10 @@
 // --ngram K: the offline run with prompt-lookup speculation of up to K guesses (ExecutorConfig::ngram_speculation).
 // --draft DIR (with --verify): a draft model's batch-1 decode step on the same GPU (dummy weights with --dummy), and
 // a whole speculative step at batch 1 — K draft steps and the check — against the model's decode step.
+// --medusa N (with --trees 4,8,16,32): N dummy Medusa heads (one residual block and a vocabulary projection each,
+// as the Medusa checkpoints for Vicuna have) and a Medusa step at batch 1 — the check of a tree of T candidates in
+// the shape default_medusa_choices gives, then the heads on one row — against the decode step, with the tokens a
+// step must gain to pay for itself and the speedup at 2.0 / 2.5 / 3.0 tokens a step.
 // --quantization fp8: the projections quantized to e4m3 per output channel at load (LoadOptions::quantization);
 // the step table then also gives the bytes a decode step reads (all weights but an untied embedding table).
 // --kv-cache-dtype fp8: K/V stored as e4m3 (LoadOptions::kv_cache_dtype); the offline run prints the tokens the pool
@@ -46,6 +50,8 @@
 #include "cuda/cuda-decoder.h"
 #include "cuda/kernels.h"
 #include "executor/executor.h"
+#include "medusa/medusa-heads.h"
+#include "medusa/medusa-tree.h"
 
 using namespace engine;
 
@@ -174,6 +180,61 @@ double verify_step_ms(Model& m, int batch, int k, int ctx, int steps, int blocks
   return times[times.size() / 2] * 1000;
 }
 
+// Dummy Medusa heads for a model of `hidden` and `vocab`: small uniform weights (what they guess does not matter).
+std::shared_ptr<const MedusaHeads> dummy_heads(int32_t hidden, int32_t vocab, int32_t n) {
+  auto h = std::make_shared<MedusaHeads>();
+  h->hidden = hidden;
+  h->vocab = vocab;
+  h->num_layers = 1;
+  h->source = "dummy heads";
+  uint64_t rng = 7;
+  auto next = [&]() {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<float>(static_cast<int64_t>(rng >> 40) - (1 << 23)) * 1e-9f;
+  };
+  for (int32_t k = 0; k < n; ++k) {
+    MedusaHead head;
+    head.blocks.resize(1);
+    head.blocks[0].w.resize(static_cast<size_t>(hidden) * hidden);
+    head.blocks[0].b.assign(static_cast<size_t>(hidden), 0.0f);
+    for (float& v : head.blocks[0].w) v = next();
+    head.out.resize(static_cast<size_t>(vocab) * hidden);
+    for (float& v : head.out) v = next();
+    h->heads.push_back(std::move(head));
+  }
+  return h;
+}
+
+// A Medusa step at batch 1: a tree of `nodes` tokens (the root and nodes - 1 candidates of `choices`) after `ctx`
+// positions with every row's argmax on the device, then the heads on one row, as the executor runs them.
+double medusa_step_ms(Model& m, const MedusaChoices& choices, int heads, int nodes, int ctx, int steps,
+                      int blocks_per_seq) {
+  const int32_t V = m.config().vocab_size;
+  std::vector<int32_t> top(static_cast<size_t>(heads) * kMedusaTopK);
+  for (size_t i = 0; i < top.size(); ++i) top[i] = static_cast<int32_t>((i * 7919) % V);
+  const TokenTree tree = build_token_tree(choices, top.data(), nodes - 1, heads);
+  ForwardOutput out;
+  std::vector<int32_t> guesses;
+  std::vector<double> times;
+  for (int step = 0; step < steps + 3; ++step) {
+    SequenceChunk c;
+    c.tokens.push_back((step * 31) % V);
+    c.tokens.insert(c.tokens.end(), tree.tokens.begin(), tree.tokens.end());
+    c.tree_parents.push_back(-1);
+    c.tree_parents.insert(c.tree_parents.end(), tree.parents.begin(), tree.parents.end());
+    c.past_len = ctx;
+    for (int b = 0; b < blocks_per_seq; ++b) c.block_ids.push_back(b);
+    c.all_logits = true;
+    c.sample_on = SampleOn::device_argmax;
+    const double t0 = now();
+    m.forward({c}, out);
+    m.head_guesses({static_cast<int32_t>(c.tokens.size()) - 1}, guesses);
+    if (step >= 3) times.push_back(now() - t0);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2] * 1000;
+}
+
 // Tokens one step yields with k guesses each kept with probability a (independently, until the first miss).
 double tokens_per_step(double a, int k) { return (1.0 - std::pow(a, k + 1)) / (1.0 - a); }
 
@@ -187,7 +248,8 @@ int main(int argc, char** argv) {
   }
   std::string dir = argv[1], dtype = "auto", json_path, quantization, kv_cache_dtype = "auto", draft_dir;
   bool dummy = false, sampled = false;
-  std::vector<int> batches = {1, 8, 64, 256}, verify;
+  std::vector<int> batches = {1, 8, 64, 256}, verify, trees = {4, 8, 16, 32};
+  int medusa = 0;
   int ctx = 128, steps = 30, requests = 1000, input = 128, output = 128, max_batch = 256, ngram = 0;
   int lora_n = 0, lora_rank = 16;
   for (int i = 2; i < argc; ++i) {
@@ -213,6 +275,8 @@ int main(int argc, char** argv) {
     }
     else if (a == "--sampled") sampled = true;
     else if (a == "--verify") verify = parse_list(next());
+    else if (a == "--medusa") medusa = std::stoi(next());
+    else if (a == "--trees") trees = parse_list(next());
     else if (a == "--ngram") ngram = std::stoi(next());
     else if (a == "--lora") {
       const std::vector<int> v = parse_list(next());
@@ -262,8 +326,13 @@ int main(int argc, char** argv) {
   lo.max_batch_size = max_batch;
   double t0 = now();
   std::unique_ptr<Model> model = load_model(dir, lo);
+  const size_t base_weight_bytes = model->weight_bytes();
+  if (medusa > 0) {
+    std::printf("making %d dummy Medusa heads ...\n", medusa);
+    model->set_medusa_heads(dummy_heads(model->config().hidden_size, model->config().vocab_size, medusa));
+  }
   const double load_s = now() - t0;
-  const double wbytes = static_cast<double>(model->weight_bytes());
+  const double wbytes = static_cast<double>(base_weight_bytes);  // (the model's own: not the --medusa heads)
   auto* cuda_model = dynamic_cast<cuda::CudaDecoder*>(model.get());
   // What a decode step reads: every weight but an embedding table the LM head does not share.
   const double rbytes = cuda_model != nullptr ? static_cast<double>(cuda_model->decode_read_bytes()) : wbytes;
@@ -387,6 +456,26 @@ int main(int argc, char** argv) {
         std::printf("| %d | %.3f | %.2fx | %.2fx / %.2fx / %.2fx |\n", k, k * draft_ms + check_ms, c,
                     tokens_per_step(0.5, k) / c, tokens_per_step(0.7, k) / c, tokens_per_step(0.9, k) / c);
       }
+    }
+  }
+  if (medusa > 0) {
+    const int max_t = *std::max_element(trees.begin(), trees.end());
+    if (ctx + max_t > blocks_per_seq * tpb) {
+      std::fprintf(stderr, "cuda-bench: --trees %d needs --steps >= %d\n", max_t, max_t - 8);
+      return 2;
+    }
+    double decode1 = 0;
+    for (const StepResult& r : results)
+      if (r.batch == 1) decode1 = r.step_ms;
+    const MedusaChoices choices = default_medusa_choices(medusa);
+    std::printf("\n%d dummy Medusa heads (%.2f GB in the model dtype); batch-1 decode step %.3f ms\n", medusa,
+                static_cast<double>(model->weight_bytes() - base_weight_bytes) / 1e9, decode1);
+    std::printf("\n| tree (tokens checked) | Medusa step (ms) | vs decode step | speedup at 2.0 / 2.5 / 3.0 tokens a step "
+                "|\n|---|---|---|---|\n");
+    for (int t : trees) {
+      const double ms = medusa_step_ms(*model, choices, medusa, t, ctx, steps, blocks_per_seq);
+      const double c = ms / decode1;
+      std::printf("| %d | %.3f | %.2fx | %.2fx / %.2fx / %.2fx |\n", t, ms, c, 2.0 / c, 2.5 / c, 3.0 / c);
     }
   }
   const double roofline_ms = wbytes / bw * 1000;

@@ -44,6 +44,11 @@
 #                                 step at batch 1 and 64, and offline 128/128 at max batch 64 without and with prompt
 #                                 lookup (its cost under load); then the addon and bench/speculative-ngram.js on the
 #                                 bundled model on the GPU (prompt lookup, and its first 2 layers as a draft model)
+#   scripts/gpu/check.sh medusa   one GPU: cuda-medusa (token trees and Medusa heads against the CPU model, the executor
+#                                 with heads = its plain greedy output), cuda-attention and cuda-model (nothing else
+#                                 moved), then on the Llama-3-8B shape (dummy weights) a Medusa step at batch 1 with
+#                                 MEDUSA (default 3) heads for trees of TREES (default 4,8,16,32,64) tokens against one
+#                                 decode step (the bundled model with its trained heads is among cuda-medusa's checks)
 #   scripts/gpu/check.sh lora     one GPU: cuda-lora (multi-LoRA batches against the CPU model), then on the Llama-3-8B
 #                                 shape (dummy weights) decode steps at batch 1 and 64 (BATCHES) and offline 128/128 at
 #                                 max batch 64 (REQUESTS, default 640), with --lora 0 and with --lora 8,16 (8 adapters of
@@ -100,6 +105,7 @@ fi
 [[ $mode == guided ]] && targets=(--target engine cuda-sampling)  # the addon is built below
 [[ $mode == speculative ]] && targets=(--target engine cuda-sampling cuda-bench)
 [[ $mode == lora ]] && targets=(--target cuda-lora cuda-bench)
+[[ $mode == medusa ]] && targets=(--target engine cuda-medusa cuda-attention cuda-model cuda-bench)
 t0=$(date +%s)
 if cmake -S native -B build-gpu "${gen[@]}" -DCMAKE_BUILD_TYPE=Release >"$out/configure.log" 2>&1 &&
    cmake --build build-gpu -j "$jobs" "${targets[@]}" >"$out/build.log" 2>&1; then
@@ -230,6 +236,17 @@ if [[ $mode == speculative ]]; then
     >"$out/speculative-sampled.log" 2>&1
   tail -12 "$out/speculative-sampled.log"
   note "bundled model on the GPU, sampled: $(grep -cE 'yes \|$' "$out/speculative-sampled.log") rows with outputs equal, $(grep -cE 'NO \|$' "$out/speculative-sampled.log") not"
+fi
+if [[ $mode == medusa ]]; then
+  for t in cuda-medusa cuda-attention cuda-model; do
+    if timeout 300 build-gpu/$t "$PWD" >"$out/$t.log" 2>&1; then note "$t: $(tail -1 "$out/$t.log")"
+    else note "$t FAILED: $(tail -1 "$out/$t.log")"; grep -iE "fail|error" "$out/$t.log" | head -30; fi
+  done
+  grep -E "rel err|top-k|heads|executor" "$out/cuda-medusa.log" | head -40
+  timeout 300 build-gpu/cuda-bench bench/configs/llama-3-8b --dummy --batches 1 --steps 60 --requests 0 \
+    --medusa ${MEDUSA:-3} --trees ${TREES:-4,8,16,32,64} >"$out/medusa-bench.log" 2>&1
+  grep -E "^\| |Medusa heads|batch-1 roofline" "$out/medusa-bench.log"
+  note "medusa bench: $(grep -cE '^\| [0-9]+ \| [0-9.]+ \| [0-9.]+x' "$out/medusa-bench.log") tree rows (medusa-bench.log)"
 fi
 if [[ $mode == lora ]]; then
   if timeout 300 build-gpu/cuda-lora "$PWD" >"$out/cuda-lora.log" 2>&1; then note "cuda-lora: $(tail -1 "$out/cuda-lora.log")"

@@ -248,7 +248,7 @@ const TABLE = [
     file: { key: 'decoding.draft_model', unset: 'none' }, rank: 'argv', executor: { field: 'draftModel' } },
   // Speculative decoding by Medusa heads (native/engine/medusa/), run by the model on the leading rank.
   { name: 'medusaHeads', flag: '--medusa-heads', placeholder: '<dir>', env: 'TRTLLM_MEDUSA_HEADS', kind: textKind,
-    help: 'speculative decoding by Medusa heads: a directory in the Medusa layout (config.json with medusa_num_heads, medusa_lm_head.safetensors) trained for this model; head k guesses the token k + 2 ahead, checked in the pass that computes the next token (the output is unchanged; CPU backend; under pp the last stage runs them, with --pp-micro-batches 1)',
+    help: 'speculative decoding by Medusa heads: a directory in the Medusa layout (config.json with medusa_num_heads, medusa_lm_head.safetensors) trained for this model; head k guesses the token k + 2 ahead, checked in the pass that computes the next token (the output is unchanged; CPU and CUDA backends; under pp the last stage runs them, with --pp-micro-batches 1)',
     file: { key: 'decoding.medusa_heads', unset: 'none' }, rank: 'argv', executor: { field: 'medusaHeads', follower: true } },
   { name: 'medusaChoices', flag: '--medusa-choices', placeholder: '<json>', env: 'TRTLLM_MEDUSA_CHOICES', kind: medusaChoicesKind,
     help: 'the candidates a Medusa step checks, as TensorRT-LLM\'s medusa_choices: paths of ranks ([[0], [0, 0], [1]]: head 0\'s first choice, then head 1\'s first after it, and head 0\'s second), each after its parent; the first --num-draft-tokens of them are checked as one tree (default: every path whose ranks sum to 2 at most, likeliest first)',

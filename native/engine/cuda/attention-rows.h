@@ -1,6 +1,7 @@
 // The query rows of one paged-attention launch, and how they are grouped into thread blocks. Plain C++ (no CUDA):
 // the decoder plans the groups on the host, and the CPU tests check the planning.
 #pragma once
+#include <climits>
 #include <cstdint>
 
 namespace engine::cuda {
@@ -9,11 +10,17 @@ namespace engine::cuda {
 // sequence's block table starts in the flat `block_tables` array, and its sequence's window cap
 // (SequenceChunk::window, 0: none), which the kernels combine with the launch's layer window
 // (attention-window.cuh). Per row, in device memory, so a captured decode graph reads each step's caps.
+//
+// A row of a token tree (SequenceChunk::tree_parents) also sees only some of its chunk's positions: those at or past
+// tree_base (its chunk's past_len) are visible where their bit of tree_visible (position - tree_base) is set — its
+// ancestors and itself. Rows outside a tree keep tree_base at INT32_MAX: every position below ctx is theirs.
 struct AttnRow {
   int32_t q_row;
   int32_t ctx;
   int32_t table;
   int32_t window = 0;
+  int32_t tree_base = INT32_MAX;
+  uint64_t tree_visible = 0;
 };
 
 // Rows [first, first + count) of the row list, served by one thread block: consecutive rows of one sequence (the

@@ -60,14 +60,22 @@ BatchMeta fill_batch_meta(const std::vector<SequenceChunk>& chunks, const BatchL
     std::memcpy(tables + table_at, ch.block_ids.data(), sizeof(int32_t) * ch.block_ids.size());
     // (the CPU decoder's rule: the sequence's length once this step is in)
     const bool long_rope = g.long_after > 0 && ch.past_len + static_cast<int64_t>(ch.tokens.size()) > g.long_after;
+    const bool tree = !ch.tree_parents.empty();
+    const int64_t first = row;
     for (size_t i = 0; i < ch.tokens.size(); ++i, ++row) {
+      // p: the token's K/V slot; its position (rope) is the layout's, which differs in a token tree (its depth).
       const int32_t p = ch.past_len + static_cast<int32_t>(i);
       tokens[row] = ch.tokens[i];
-      positions[row] = p;
+      positions[row] = layout.positions[static_cast<size_t>(row)];
       kv_dst[row] = static_cast<int64_t>(ch.block_ids[p / g.tokens_per_block]) * g.block_elems +
                     static_cast<int64_t>(p % g.tokens_per_block) * g.head_dim;
       use_long[row] = long_rope ? 1 : 0;
-      rows_all[row] = AttnRow{static_cast<int32_t>(row), p + 1, static_cast<int32_t>(table_at), ch.window};
+      AttnRow& r = rows_all[row];
+      r = AttnRow{static_cast<int32_t>(row), p + 1, static_cast<int32_t>(table_at), ch.window};
+      if (tree) {  // its ancestors' slots and its own (model.h's SequenceChunk::tree_parents)
+        r.tree_base = ch.past_len;
+        r.tree_visible = (i == 0 ? 0 : rows_all[first + ch.tree_parents[i]].tree_visible) | (uint64_t{1} << i);
+      }
       max_ctx = std::max(max_ctx, p + 1);
     }
     table_at += static_cast<int64_t>(ch.block_ids.size());

@@ -7,7 +7,8 @@
 //
 // One class over several files, by concept: cuda-decoder.cpp (construction, memory, KV pool), -weights (upload or
 // generate the weights), -forward (the iteration: metadata, layers), -logits (LM head, device sampling, copies to
-// the host), -graphs (decode batches as CUDA graphs), -lora (adapters in slots, each step's LoRA rows).
+// the host), -graphs (decode batches as CUDA graphs), -lora (adapters in slots, each step's LoRA rows), -medusa
+// (Medusa heads, token trees).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -94,6 +95,15 @@ class CudaDecoder : public Model {
   // LoRA (cuda-decoder-lora.cpp): adapters in slots on the device (lora-slots.h); each projection adds the deltas
   // of the rows whose chunk names a loaded slot with two grouped launches (lora-kernels.h), none in a step where no
   // row does. Decode steps with LoRA rows replay CUDA graphs of their own.
+  // cuda-decoder-medusa.cpp: Medusa heads on the device, token-tree checks.
+  void set_medusa_heads(std::shared_ptr<const MedusaHeads> heads) override;
+  int32_t medusa_heads() const override { return static_cast<int32_t>(medusa_.size()); }
+  void head_guesses(const std::vector<int32_t>& rows, std::vector<int32_t>& out) override;
+  int32_t head_guess_source() const override {
+    return layout_.last_stage() ? -1 : (pp_.size() - 1) * tp_.size();  // (world rank = pp_rank * tp + tp_rank)
+  }
+  bool serves_head_guesses() const override { return pp_.size() > 1 && layout_.last_stage() && tp_.rank() == 0; }
+  bool supports_token_trees() const override;
   bool supports_lora() const override { return true; }
   void load_lora(int32_t slot, const LoraAdapter& adapter) override;
   void unload_lora(int32_t slot) override;
@@ -302,6 +312,18 @@ class CudaDecoder : public Model {
   // Between lora_begin and lora_end: whether a shrink was enqueued, for an input of lora_in_ columns under a norm.
   bool lora_pending_ = false, lora_norm_ = false;
   int64_t lora_in_ = 0;
+
+  // Medusa heads (cuda-decoder-medusa.cpp): each head's residual blocks and vocabulary projection, and the scratch
+  // of one pass over up to medusa_cap_rows_ rows: the rows asked (device / pinned), the gathered final-norm rows
+  // and a head's running copy of them, a block's product, every head's logits, their best ids.
+  struct DMedusaHead {
+    std::vector<DLinear> blocks;
+    DLinear out;
+  };
+  std::vector<DMedusaHead> medusa_;
+  int64_t medusa_cap_rows_ = 0;
+  DeviceBuffer medusa_rows_, medusa_x0_, medusa_x_, medusa_t_, medusa_logits_, medusa_ids_;
+  PinnedBuffer medusa_rows_host_, medusa_ids_host_;
 
   ForwardCommStats comm_stats_;
 };

@@ -17,6 +17,7 @@ set(ENGINE_CUDA_KERNELS
   ${ENGINE_CUDA_DIR}/kernels-sampling.cu
   ${ENGINE_CUDA_DIR}/kernels-moe.cu
   ${ENGINE_CUDA_DIR}/kernels-lora.cu
+  ${ENGINE_CUDA_DIR}/kernels-medusa.cu
 )
 # Host code that needs the CUDA runtime's headers alone (compile-checked wherever nvcc is, see below) ...
 set(ENGINE_CUDA_HOST_RUNTIME
@@ -28,6 +29,7 @@ set(ENGINE_CUDA_HOST_RUNTIME
   ${ENGINE_CUDA_DIR}/cuda-decoder-graphs.cpp
   ${ENGINE_CUDA_DIR}/cuda-decoder-moe.cpp
   ${ENGINE_CUDA_DIR}/cuda-decoder-lora.cpp
+  ${ENGINE_CUDA_DIR}/cuda-decoder-medusa.cpp
   ${ENGINE_CUDA_DIR}/lora-slots.cpp
   ${ENGINE_CUDA_DIR}/lora-rows.cpp
   ${ENGINE_CUDA_DIR}/batch-meta.cpp

@@ -202,15 +202,25 @@ struct ScoreMap {
   float mul, cap;
 };
 
+// Which positions the rows of a lane's two fragment row halves h see: [lo[h], lim[h]) — below lo is before its
+// window, at or past lim past its context or this partition — and, in a token tree, of the positions from tb[h]
+// only those whose bit of vis[h] is set (AttnRow::tree_visible; tb is INT_MAX elsewhere). A tree's rows lie
+// within 64 positions of tb, so the shift stays in range.
+struct FragMask {
+  int lo[2], lim[2], tb[2];
+  uint64_t vis[2];
+  __device__ __forceinline__ bool sees(int pos, int h) const {
+    return pos >= lo[h] && pos < lim[h] && (pos < tb[h] || ((vis[h] >> (pos - tb[h])) & 1u) != 0);
+  }
+};
+
 // One tile of keys / values (ks, vs in shared memory, positions from t0) for this warp's 16 positions (pw within
-// the tile): S = Q Kᵀ, the mask (for fragment row half h, positions below lo[h], where its window starts, and at
-// or past lim[h]), the online softmax update of the running max m (log2 units), lane-partial sum l and outputs o,
+// the tile): S = Q Kᵀ, the mask (FragMask), the online softmax update of the running max m (log2 units), lane-partial sum l and outputs o,
 // then O += P V.
 template <typename T, int HD>
 __device__ __forceinline__ void attend_tile(const T* ks, const T* vs, int t0, int pw, int lane, int qc,
-                                            const int (&lo)[2], const int (&lim)[2], ScoreMap sm,
-                                            const uint32_t (&qf)[HD / 16][4], float (&o)[HD / 8][4], float (&m)[2],
-                                            float (&l)[2]) {
+                                            const FragMask& fm, ScoreMap sm, const uint32_t (&qf)[HD / 16][4],
+                                            float (&o)[HD / 8][4], float (&m)[2], float (&l)[2]) {
   constexpr int RS = row_stride<HD>(), KSTEPS = HD / 16, NT = HD / 8;
   // S = Q Kᵀ for the warp's 16 positions: two n-tiles of 8.
   float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
@@ -230,7 +240,7 @@ __device__ __forceinline__ void attend_tile(const T* ks, const T* vs, int t0, in
       const int pos = t0 + pw + 8 * j + 2 * qc + (e & 1), h = e >> 1;
       float x = s[j][e] * sm.mul;
       if (sm.cap > 0) x = sm.cap * tanhf(x);  // (uniform branch)
-      s[j][e] = pos >= lo[h] && pos < lim[h] ? x : -INFINITY;
+      s[j][e] = fm.sees(pos, h) ? x : -INFINITY;
       mx[h] = fmaxf(mx[h], s[j][e]);
     }
   float alpha[2], base[2];
@@ -393,9 +403,8 @@ __device__ __forceinline__ void widen_tiles(const uint8_t* stage_mem, int stage,
 template <typename T, int HD, int W, bool EARLY, bool F8>
 __device__ __forceinline__ void attend_tiles(const TileLoader<T, HD, W, EARLY, F8>& load_tile, T* tiles, int start,
                                              int end, int n_tiles, int tid, int warp, int lane, int qc,
-                                             const int (&lo)[2], const int (&lim)[2], ScoreMap sm,
-                                             const uint32_t (&qf)[HD / 16][4], float (&o)[HD / 8][4], float (&m)[2],
-                                             float (&l)[2]) {
+                                             const FragMask& fm, ScoreMap sm, const uint32_t (&qf)[HD / 16][4],
+                                             float (&o)[HD / 8][4], float (&m)[2], float (&l)[2]) {
   constexpr int kTile = Shape<W>::kTile, RS = row_stride<HD>();
   const int pw = 16 * warp;  // this warp's positions within a tile
   for (int it = 0; it < n_tiles; ++it) {
@@ -417,7 +426,7 @@ __device__ __forceinline__ void attend_tiles(const TileLoader<T, HD, W, EARLY, F
     }
     const T* vs = ks + kTile * RS;
     // (warp-uniform) some of this warp's 16 positions are in the context
-    if (t0 + pw < end) attend_tile<T, HD>(ks, vs, t0, pw, lane, qc, lo, lim, sm, qf, o, m, l);
+    if (t0 + pw < end) attend_tile<T, HD>(ks, vs, t0, pw, lane, qc, fm, sm, qf, o, m, l);
     __syncthreads();  // every warp is done with this stage before it is refilled
   }
 }
@@ -472,17 +481,20 @@ __global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
   const int begin = max(start, glo), end = min(gctx, start + part_size);
   // Positions [begin, fresh) of the first two tiles load before the wait.
   const int fresh = max(begin, min(oldest_new, end));
-  // Tile row i is token i / G of the group, head h0 + i % G. Positions below `lo` (its window) or at or past `lim`
-  // are masked for it.
-  int lo[2], lim[2];
+  // Tile row i is token i / G of the group, head h0 + i % G: what it sees (FragMask).
+  FragMask fm;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int t = (qr + 8 * h) / G;
-    lo[h] = lim[h] = 0;
+    fm.lo[h] = fm.lim[h] = 0;
+    fm.tb[h] = INT_MAX;
+    fm.vis[h] = 0;
     if (t < grp.count) {
       const AttnRow row = a.rows[grp.first + t];
-      lo[h] = attn_row_lo(row, a.window);
-      lim[h] = min(row.ctx, end);
+      fm.lo[h] = attn_row_lo(row, a.window);
+      fm.lim[h] = min(row.ctx, end);
+      fm.tb[h] = row.tree_base;
+      fm.vis[h] = row.tree_visible;
     }
   }
   const int tpb = a.tokens_per_block;
@@ -547,8 +559,7 @@ __global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};  // running max (log2 units) and lane-partial sum per row
   const float scale = F8 ? a.scale * a.kv.k_scale : a.scale;  // (q . k) of the widened keys times k_scale
   const ScoreMap sm = a.softcap > 0 ? ScoreMap{scale / a.softcap, a.softcap * kLog2e} : ScoreMap{scale * kLog2e, 0.0f};
-  attend_tiles<T, HD, W, EARLY, F8>(load_tile, tiles, begin, end, n_tiles, tid, warp, lane, qc, lo, lim, sm, qf, o, m,
-                                    l);
+  attend_tiles<T, HD, W, EARLY, F8>(load_tile, tiles, begin, end, n_tiles, tid, warp, lane, qc, fm, sm, qf, o, m, l);
   combine_warps<T, HD, G, W>(a, grp, h0, part_size, part0, F8 ? a.kv.v_scale : 1.0f, smem, tid, warp, qr, qc, o, m, l,
                              ws_out, ws_ms);
 }

@@ -38,12 +38,13 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// Scores of one tile: G x TK dot products of the (pre-scaled) queries with the tile's keys (S: the pool's
-// elements, kv-element.cuh), soft-capped when softcap > 0, -inf past the n positions in the context (lanes of a
-// warp take consecutive positions of one head).
+// Scores of one tile (positions from t0): G x TK dot products of the (pre-scaled) queries with the tile's keys (S:
+// the pool's elements, kv-element.cuh), soft-capped when softcap > 0, -inf past the n positions in the context and,
+// for a token tree's row, at positions from row.tree_base it does not see (AttnRow) (lanes of a warp take
+// consecutive positions of one head).
 template <typename S, int HD, int G, int TK, int RS>
-__device__ __forceinline__ void tile_scores(const S* ks, const float (&qs)[G][HD], float (&sc)[G][TK], int n,
-                                            float softcap, int tid) {
+__device__ __forceinline__ void tile_scores(const S* ks, const float (&qs)[G][HD], float (&sc)[G][TK], int t0, int n,
+                                            const AttnRow& row, float softcap, int tid) {
   constexpr int VPR = HD / 8;                                     // 8-element loads per key row
   constexpr int SCORES = (G * TK + kThreads - 1) / kThreads;     // scores per thread
 #pragma unroll
@@ -52,7 +53,8 @@ __device__ __forceinline__ void tile_scores(const S* ks, const float (&qs)[G][HD
     if (idx >= G * TK) break;
     const int g = idx / TK, p = idx % TK;
     float dot = -INFINITY;
-    if (p < n) {
+    const int pos = t0 + p;
+    if (p < n && (pos < row.tree_base || ((row.tree_visible >> (pos - row.tree_base)) & 1u) != 0)) {
       dot = 0;
 #pragma unroll
       for (int c = 0; c < VPR; ++c) {
@@ -70,7 +72,9 @@ __device__ __forceinline__ void tile_scores(const S* ks, const float (&qs)[G][HD
 }
 
 // Online softmax over one tile's scores, one warp per head: the tile's max, its weights in place of the scores,
-// the running max m_s / sum l_s, and alpha_s, the factor the accumulated outputs are rescaled by.
+// the running max m_s / sum l_s, and alpha_s, the factor the accumulated outputs are rescaled by. A masked score
+// weighs 0 even while nothing of the row is seen yet (a token tree's tile of positions it does not see: the max is
+// -inf then, and -inf - -inf is not a number).
 template <int G, int TK>
 __device__ __forceinline__ void tile_softmax(float (&sc)[G][TK], float (&m_s)[G], float (&l_s)[G],
                                              float (&alpha_s)[G], int n, int warp, int lane) {
@@ -81,7 +85,7 @@ __device__ __forceinline__ void tile_softmax(float (&sc)[G][TK], float (&m_s)[G]
     const float m_old = m_s[g], m_new = fmaxf(m_old, mx);
     float sum = 0;
     for (int p = lane; p < TK; p += 32) {
-      const float e = p < n ? expf(sc[g][p] - m_new) : 0.0f;
+      const float e = p < n && sc[g][p] != -INFINITY ? expf(sc[g][p] - m_new) : 0.0f;
       sc[g][p] = e;
       sum += e;
     }
@@ -198,7 +202,7 @@ __global__ void __launch_bounds__(kThreads, 5) attention_kernel(AttnArgs a, int 
     cp_async_wait_all();
     __syncthreads();
     // 2. Scores.
-    tile_scores<S, HD, G, TK, RS>(ks, qs, sc, n, a.softcap, tid);
+    tile_scores<S, HD, G, TK, RS>(ks, qs, sc, t0, n, row, a.softcap, tid);
     __syncthreads();
     // 3. Online softmax.
     tile_softmax<G, TK>(sc, m_s, l_s, alpha_s, n, warp, lane);

@@ -173,23 +173,10 @@ void DecoderModel::head_guesses(const std::vector<int32_t>& rows, std::vector<in
   medusa_guesses(*medusa_, medusa_rows_.data(), n, out.data(), medusa_scratch_);
 }
 
-bool DecoderModel::supports_token_trees() const {
-  for (int32_t w : config_.layer_window)
-    if (w > 0) return false;
-  return true;
-}
+bool DecoderModel::supports_token_trees() const { return token_trees_fit(config_); }
 
 void DecoderModel::set_medusa_heads(std::shared_ptr<const MedusaHeads> heads) {
-  // (Under pp the leader keeps only the heads' count and asks the last stage for guesses: LeaderModel.)
-  if (heads && !layout_.last_stage())
-    throw EngineError(ErrorCode::internal, "Medusa heads given to pipeline stage " + std::to_string(pp_.rank()) + " of " +
-                                               std::to_string(pp_.size()) + ", whose forward does not end with the final norm");
-  if (heads && (heads->hidden != config_.hidden_size || heads->vocab != config_.vocab_size))
-    throw EngineError(ErrorCode::bad_checkpoint, "Medusa heads (" + heads->source + ") are for hidden_size " +
-                                                     std::to_string(heads->hidden) + " and vocab_size " +
-                                                     std::to_string(heads->vocab) + ", the model has " +
-                                                     std::to_string(config_.hidden_size) + " and " +
-                                                     std::to_string(config_.vocab_size));
+  if (heads) check_medusa_heads(*heads, config_, layout_.last_stage(), pp_.rank(), pp_.size());
   medusa_ = std::move(heads);
 }
 

@@ -118,9 +118,7 @@ class DecoderModel : public Model {
   void load_lora(int32_t slot, const LoraAdapter& adapter) override;
   void unload_lora(int32_t slot) override;
   void set_medusa_heads(std::shared_ptr<const MedusaHeads> heads) override;
-  // Token trees need every layer's visible span to follow slots (a sliding window counts positions back from a
-  // token's slot, which a tree's depth-based positions do not match): full attention only.
-  bool supports_token_trees() const override;
+  bool supports_token_trees() const override;  // token_trees_fit (model-checks.h)
   int32_t medusa_heads() const override { return medusa_ ? medusa_->num_heads() : 0; }
   int32_t head_guess_source() const override {
     return layout_.last_stage() ? -1 : (pp_.size() - 1) * tp_.size();  // (world rank = pp_rank * tp + tp_rank)

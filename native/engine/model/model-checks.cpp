@@ -79,4 +79,24 @@ void validate_chunks(const std::vector<SequenceChunk>& chunks, const ModelConfig
   }
 }
 
+bool token_trees_fit(const ModelConfig& config) {
+  for (int32_t w : config.layer_window)
+    if (w > 0) return false;
+  return true;
+}
+
+void check_medusa_heads(const MedusaHeads& heads, const ModelConfig& config, bool last_stage, int32_t pp_rank,
+                        int32_t pp_size) {
+  // (Under pp the leader keeps only the heads' count and asks the last stage for guesses: LeaderModel.)
+  if (!last_stage)
+    throw EngineError(ErrorCode::internal, "Medusa heads given to pipeline stage " + std::to_string(pp_rank) + " of " +
+                                               std::to_string(pp_size) + ", whose forward does not end with the final norm");
+  if (heads.hidden != config.hidden_size || heads.vocab != config.vocab_size)
+    throw EngineError(ErrorCode::bad_checkpoint, "Medusa heads (" + heads.source + ") are for hidden_size " +
+                                                     std::to_string(heads.hidden) + " and vocab_size " +
+                                                     std::to_string(heads.vocab) + ", the model has " +
+                                                     std::to_string(config.hidden_size) + " and " +
+                                                     std::to_string(config.vocab_size));
+}
+
 }  // namespace engine

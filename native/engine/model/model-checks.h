@@ -27,6 +27,15 @@ std::string fp8_kv_dtype_name(const std::string& from);
 // be -1 (released); attention kernels never read them.
 int32_t first_read_position(const SequenceChunk& ch, const ModelConfig& config);
 
+// Whether chunks may be token trees (Model::supports_token_trees): a sliding window counts positions back from a
+// token's slot, which a tree's depth-based positions do not match, so full attention only.
+bool token_trees_fit(const ModelConfig& config);
+// Medusa heads given to a model whose forward ends on pipeline stage pp_rank of pp_size (last_stage: this one does,
+// with the final norm): EngineError(internal) elsewhere, (bad_checkpoint) for heads of another hidden size or
+// vocabulary, naming both.
+void check_medusa_heads(const MedusaHeads& heads, const ModelConfig& config, bool last_stage, int32_t pp_rank,
+                        int32_t pp_size);
+
 // Throws EngineError (internal for executor bugs, invalid_argument for token ids and positions).
 // `learned_positions`: the model adds a position table of max_position_embeddings rows (GPT-2).
 void validate_chunks(const std::vector<SequenceChunk>& chunks, const ModelConfig& config, bool learned_positions,
