@@ -1,8 +1,8 @@
 // The liveness watch with real processes (run under `mpirun -np 3`; a plain run skips). A rank that stops itself
 // (SIGSTOP, as a debugger or an operator would) is what a hang looks like; the watch's hang action is the test's, so
 // the verdict is recorded and the stopped rank continued (SIGCONT) instead of the job aborting. The order of events
-// is fixed by the stop itself — the stopped rank moves only once the verdict names it — so nothing here races the
-// clock; the hang timeout only says when the verdict comes.
+// is fixed by the stop itself — the stopped rank moves only once the verdict names it; the hang timeout says when the
+// verdict comes, and gives the waiting follower half of it to answer the leader's question (see below).
 #include <signal.h>
 
 #include <cstdlib>
@@ -56,7 +56,9 @@ int main(int argc, char** argv) {
   liveness_set_sink([](const LivenessEvent& e) { g_events.push_back(e); });
   liveness_set_hang_action(record_and_continue);
   LivenessSettings settings;
-  settings.hang_timeout = std::chrono::milliseconds(1000);
+  // The one window here is the leader's for answers (half the timeout after it asks): rank 1, waiting for a plan,
+  // must get a turn on the CPU within it. 4 s leaves a busy 2-core machine (3 ranks and whatever else runs) room.
+  settings.hang_timeout = std::chrono::milliseconds(4000);
   LeaderChannel channel(world, settings);
   if (r == 0) CHECK_MSG(channel.followers_linked() == 2, "both followers share the leader's host: %d linked", channel.followers_linked());
 
