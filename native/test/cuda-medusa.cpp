@@ -204,6 +204,7 @@ void executor_checks(const std::string& dir, const std::function<std::shared_ptr
     if (heads) model->set_medusa_heads(make_heads());
     ExecutorConfig c;
     c.tokens_per_block = 16;
+    c.iter_stats_max_iterations = 100000;  // every iteration's speculation counts
     c.draft_model_tokens = tree ? 12 : 3;
     if (heads && !tree) c.medusa_choices = {{0}, {0, 0}, {0, 0, 0}};
     Executor ex(std::move(model), c);

@@ -74,7 +74,54 @@ class Recording : public Model {
     head_rows += static_cast<int>(rows.size());
     inner_->head_guesses(rows, out);
   }
+  // device_: as a model that samples on its device (the CUDA decoder): a chunk whose SampleOn is not host gets its
+  // argmax rows back as tokens, without a logits row (greedy only here).
+  bool samples_on_device() const override { return device_; }
   void forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) override {
+    count(chunks);
+    if (!device_) {
+      inner_->forward(chunks, out);
+      return;
+    }
+    std::vector<SequenceChunk> host = chunks;
+    for (SequenceChunk& c : host) c.sample_on = SampleOn::host;
+    ForwardOutput all;
+    inner_->forward(host, all);
+    run_sampling_prep();
+    const auto V = static_cast<size_t>(all.vocab_size);
+    out.vocab_size = all.vocab_size;
+    out.logits.clear();
+    out.first_row.assign(chunks.size(), -1);
+    out.sampled.assign(chunks.size(), DeviceSample{});
+    out.first_sample.assign(chunks.size(), -1);
+    out.row_samples.clear();
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const SequenceChunk& c = chunks[i];
+      const size_t rows = c.all_logits ? c.tokens.size() : 1;
+      const float* first = all.logits.data() + static_cast<size_t>(all.first_row[i]) * V;
+      if (c.sample_on == SampleOn::host) {
+        out.first_row[i] = static_cast<int32_t>(out.logits.size() / V);
+        out.logits.insert(out.logits.end(), first, first + rows * V);
+        continue;
+      }
+      if (c.sample_on != SampleOn::device_argmax && !c.device_sampling.greedy)
+        throw std::logic_error("Recording: only greedy device rows are emulated");
+      auto argmax = [&](const float* row) {
+        const auto best = static_cast<int32_t>(std::max_element(row, row + V) - row);
+        double z = 0;
+        for (size_t t = 0; t < V; ++t) z += std::exp(static_cast<double>(row[t]) - row[best]);
+        return DeviceSample{best, static_cast<float>(-std::log(z))};
+      };
+      if (c.all_logits) {
+        out.first_sample[i] = static_cast<int32_t>(out.row_samples.size());
+        for (size_t r = 0; r < rows; ++r) out.row_samples.push_back(argmax(first + r * V));
+        out.sampled[i] = out.row_samples.back();
+      } else {
+        out.sampled[i] = argmax(first + (rows - 1) * V);
+      }
+    }
+  }
+  void count(const std::vector<SequenceChunk>& chunks) {
     for (const SequenceChunk& c : chunks) {
       tree_chunks += c.tree_parents.empty() ? 0 : 1;
       // A kept branch's tokens computed again before the next guesses: the chunk's first token has a single child
@@ -83,9 +130,9 @@ class Recording : public Model {
       const bool under_fed = !c.tree_parents.empty() && std::count(c.tree_parents.begin(), c.tree_parents.end(), 0) == 1;
       catch_up_chunks += under_fed || (!c.all_logits && c.tokens.size() > 1 && c.past_len > 0) ? 1 : 0;
     }
-    inner_->forward(chunks, out);
   }
   bool trees_ = true;
+  bool device_ = false;
   int tree_chunks = 0, catch_up_chunks = 0;  // (catch-ups: a kept branch off the first choices computed again)
   int head_rows = 0;                          // rows the heads ran on
 
@@ -125,10 +172,11 @@ struct Run {
 // Each request alone (so the iteration stats are one request's), with the heads given (none: plain decoding).
 // choices: ExecutorConfig::medusa_choices; trees false: a model without token trees (each head's first choice).
 Run run(std::shared_ptr<const MedusaHeads> heads, const std::vector<Request>& requests, int32_t tokens = 4,
-        const MedusaChoices& choices = {}, bool trees = true) {
+        const MedusaChoices& choices = {}, bool trees = true, bool device = false) {
   auto model = std::make_unique<Recording>(tiny_llama());
   Recording* recording = model.get();
   model->trees_ = trees;
+  model->device_ = device;
   if (heads) model->set_medusa_heads(heads);
   ExecutorConfig c = config(tokens);
   c.iter_stats_max_iterations = 100000;
@@ -399,6 +447,23 @@ TEST_MAIN({
     }
   }
   CHECK_MSG(tree_chunks > 0 && catch_ups > 0, "%d tree steps, %d steps computing a kept branch again", tree_chunks, catch_ups);
+  // On a model that samples on its device (the CUDA decoder: no host logits rows), the heads read the logit rows of
+  // device-drawn chunks: the plain output, and the very guesses kept on the host.
+  {
+    const auto requests = greedy_requests(24);
+    const Run plain = run(nullptr, requests);
+    for (bool trees : {true, false}) {
+      const Run host = run(heads, requests, 12, {}, trees);
+      const Run device = run(heads, requests, 12, {}, trees, true);
+      for (size_t i = 0; i < requests.size(); ++i)
+        CHECK_MSG(device.outcomes[i].tokens == plain.outcomes[i].tokens, "device rows, trees %d, request %zu", trees, i);
+      CHECK_MSG(device.drafted == host.drafted && device.accepted == host.accepted && device.accepted > 0,
+                "trees %d: device rows %lld guessed, %lld kept; host rows %lld, %lld", trees,
+                static_cast<long long>(device.drafted), static_cast<long long>(device.accepted),
+                static_cast<long long>(host.drafted), static_cast<long long>(host.accepted));
+      CHECK(device.head_rows == host.head_rows);
+    }
+  }
   // Requests that will not speculate (num_draft_tokens 0, a guide) cost no head rows; the others one a step.
   {
     std::vector<Request> requests = greedy_requests(12);

@@ -219,6 +219,9 @@ struct Executor::Impl {
   void keep_head_guesses(Sequence& s, size_t row);
   void run_heads();
   std::vector<int32_t> head_rows, head_scratch;
+  // Per chunk of the iteration being sampled: its first logit row (Model::head_guesses' numbering), set by
+  // sample_and_update.
+  std::vector<size_t> logit_first;
   std::vector<Sequence*> head_seqs;
   void verify_drafts(Sequence& s, const IterationBatch& batch, size_t i, const ForwardOutput& fo, double t_tok,
                      std::vector<Response>& out);

@@ -92,6 +92,11 @@ void Executor::Impl::sample_and_update(const IterationBatch& batch, const Forwar
   for (size_t i = 0; i < batch.seqs.size() && i < fo.first_row.size(); ++i)
     if (batch.seqs[i]->matcher && fo.first_row[i] >= 0 && !batch.seqs[i]->is_finished()) host_guided.push_back(batch.seqs[i]);
   if (host_guided.size() > 1) precompute_guided_positions(host_guided);
+  logit_first.resize(batch.chunks.size());
+  for (size_t i = 0, r = 0; i < batch.chunks.size(); ++i) {
+    logit_first[i] = r;
+    r += batch.chunks[i].all_logits ? batch.chunks[i].tokens.size() : 1;
+  }
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     Sequence& s = *batch.seqs[i];
     if (s.is_finished()) continue;
@@ -208,7 +213,7 @@ void Executor::Impl::advance_sequence(Sequence& s, const IterationBatch& batch, 
     }
   }
   emit_token(s, tok, logits, t_tok, out, on_device && !redrawn ? guided_accepted[i] : -1);
-  if (!on_device) keep_head_guesses(s, row);
+  keep_head_guesses(s, logit_first[i] + (c.all_logits ? c.tokens.size() - 1 : 0));
 }
 
 SamplingContext Executor::Impl::sampling_context(const Sequence& s) const {

@@ -178,7 +178,7 @@ void Executor::Impl::verify_drafts(Sequence& s, const IterationBatch& batch, siz
     ++depth;
     if (placed == depth - 1 && node == root + depth) placed = depth;
   }
-  if (!on_device) keep_head_guesses(s, first + static_cast<size_t>(node));  // the row that drew the last token
+  keep_head_guesses(s, logit_first[i] + static_cast<size_t>(node));  // the row that drew the last token
   if (!s.is_finished()) kv.commit_full_blocks(s.block_table, s.tokens, s.num_computed, kv_block_root(s.lora.key));  // prefix reuse
   // The draft model's K/V holds for the guesses that were kept; past them it is written again before it is read.
   s.draft_computed = std::min(s.draft_computed, s.num_computed);

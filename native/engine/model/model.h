@@ -195,8 +195,9 @@ class Model {
 
   // Medusa heads (medusa/), before the first forward(), on the rank that drives the model (the leader of a grid)
   // and, under pp, on the follower that serves its head guesses; models and layouts that cannot run them throw
-  // unsupported, saying why. head_guesses runs them on host logits rows of the last forward() (rows of its
-  // ForwardOutput::logits; the hidden states behind them are kept until the next forward): for the i-th row asked,
+  // unsupported, saying why. head_guesses runs them on logit rows of the last forward() (numbered in chunk order, a
+  // chunk's rows being all its tokens' with all_logits, else its last one's — ForwardOutput::logits' rows where every
+  // row is a host row; the hidden states behind them are kept until the next forward): for the i-th row asked,
   // head k's kMedusaTopK best tokens from out[(i * medusa_heads() + k) * kMedusaTopK] (medusa_guesses). Only the
   // rows the executor needs — the one that drew each sequence's last token — so the heads cost one row a sequence a
   // step, whatever the check fed.
