@@ -215,8 +215,8 @@ struct FragMask {
 };
 
 // One tile of keys / values (ks, vs in shared memory, positions from t0) for this warp's 16 positions (pw within
-// the tile): S = Q Kᵀ, the mask (FragMask), the online softmax update of the running max m (log2 units), lane-partial sum l and outputs o,
-// then O += P V.
+// the tile): S = Q Kᵀ, the mask (FragMask), the online softmax update of the running max m (log2 units),
+// lane-partial sum l and outputs o, then O += P V.
 template <typename T, int HD>
 __device__ __forceinline__ void attend_tile(const T* ks, const T* vs, int t0, int pw, int lane, int qc,
                                             const FragMask& fm, ScoreMap sm, const uint32_t (&qf)[HD / 16][4],
@@ -318,7 +318,8 @@ __device__ __forceinline__ void combine_warps(const AttnArgs& a, const AttnGroup
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) mm = fmaxf(mm, ml[(w * kRows + i) * 2]);
     // Nothing of this row's window in the partition: its context ends before it, or (a row of a group whose
-    // windows start at different positions) its window starts after it. The merge reads neither.
+    // windows start at different positions) its window starts after it. The merge reads neither. (A token tree's
+    // row never meets a partition inside its context that it sees nothing of: kernels-attention.cu's kMinPartSize.)
     if (mm == -INFINITY) continue;
     float acc = 0, total = 0;
 #pragma unroll

@@ -21,6 +21,7 @@
 #include "cuda/kernels.h"
 #include "cuda/kv-element.cuh"
 #include "cuda/pdl.cuh"
+#include "model/model.h"
 
 namespace engine::cuda {
 namespace {
@@ -28,6 +29,12 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr int kMaxParts = 64;  // partitions of one context at most
+// The fewest positions a partition holds. A token tree's row sees every position before its tree and itself (the
+// last of its context), so a partition within its context that it sees nothing of would lie wholly between its tree's
+// first position and its own: fewer than kMaxTreeTokens positions. Partitions are never that short, so every cell
+// the merge reads of such a row holds something.
+constexpr int kMinPartSize = 64;
+static_assert(kMinPartSize >= kMaxTreeTokens, "a tree row's partitions each hold a position it sees");
 
 __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -285,7 +292,7 @@ Split choose_split(int64_t blocks, int32_t max_ctx, int32_t reach, int num_sms) 
   if (windowed) want = std::max<int64_t>(want - 1, 1);
   int64_t part = (span + want - 1) / want;
   part = (part + 31) / 32 * 32;
-  if (part < 64) part = 64;
+  if (part < kMinPartSize) part = kMinPartSize;
   int64_t parts = (ctx + part - 1) / part;
   if (windowed) parts = std::min(parts, (span + part - 1) / part + 1);
   return {static_cast<int>(part), static_cast<int>(parts)};
