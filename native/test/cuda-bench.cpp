@@ -50,7 +50,7 @@
 #include "cuda/cuda-decoder.h"
 #include "cuda/kernels.h"
 #include "executor/executor.h"
-#include "medusa/medusa-heads.h"
+#include "medusa-test-util.h"
 #include "medusa/medusa-tree.h"
 
 using namespace engine;
@@ -180,31 +180,6 @@ double verify_step_ms(Model& m, int batch, int k, int ctx, int steps, int blocks
   return times[times.size() / 2] * 1000;
 }
 
-// Dummy Medusa heads for a model of `hidden` and `vocab`: small uniform weights (what they guess does not matter).
-std::shared_ptr<const MedusaHeads> dummy_heads(int32_t hidden, int32_t vocab, int32_t n) {
-  auto h = std::make_shared<MedusaHeads>();
-  h->hidden = hidden;
-  h->vocab = vocab;
-  h->num_layers = 1;
-  h->source = "dummy heads";
-  uint64_t rng = 7;
-  auto next = [&]() {
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return static_cast<float>(static_cast<int64_t>(rng >> 40) - (1 << 23)) * 1e-9f;
-  };
-  for (int32_t k = 0; k < n; ++k) {
-    MedusaHead head;
-    head.blocks.resize(1);
-    head.blocks[0].w.resize(static_cast<size_t>(hidden) * hidden);
-    head.blocks[0].b.assign(static_cast<size_t>(hidden), 0.0f);
-    for (float& v : head.blocks[0].w) v = next();
-    head.out.resize(static_cast<size_t>(vocab) * hidden);
-    for (float& v : head.out) v = next();
-    h->heads.push_back(std::move(head));
-  }
-  return h;
-}
-
 // A Medusa step at batch 1: a tree of `nodes` tokens (the root and nodes - 1 candidates of `choices`) after `ctx`
 // positions with every row's argmax on the device, then the heads on one row, as the executor runs them.
 double medusa_step_ms(Model& m, const MedusaChoices& choices, int heads, int nodes, int ctx, int steps,
@@ -329,7 +304,7 @@ int main(int argc, char** argv) {
   const size_t base_weight_bytes = model->weight_bytes();
   if (medusa > 0) {
     std::printf("making %d dummy Medusa heads ...\n", medusa);
-    model->set_medusa_heads(dummy_heads(model->config().hidden_size, model->config().vocab_size, medusa));
+    model->set_medusa_heads(test::random_medusa_heads(model->config().hidden_size, model->config().vocab_size, medusa));
   }
   const double load_s = now() - t0;
   const double wbytes = static_cast<double>(base_weight_bytes);  // (the model's own: not the --medusa heads)

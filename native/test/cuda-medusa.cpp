@@ -12,8 +12,7 @@
 #include "cuda/cuda-backend.h"
 #include "cuda/device-buffer.h"
 #include "cuda/medusa-kernels.h"
-#include "loading/safetensors.h"
-#include "medusa/medusa-heads.h"
+#include "medusa-test-util.h"
 
 using namespace engine;
 using cudatest::rel_err;
@@ -68,29 +67,6 @@ void top_k_checks() {
   }
 }
 
-// Random heads of one residual block (small weights, as trained heads' blocks stay near their zero start).
-std::shared_ptr<MedusaHeads> random_heads(int32_t hidden, int32_t vocab, int32_t n) {
-  auto h = std::make_shared<MedusaHeads>();
-  h->hidden = hidden;
-  h->vocab = vocab;
-  h->num_layers = 1;
-  h->source = "random heads";
-  const float ws = 0.5f / std::sqrt(static_cast<float>(hidden));
-  for (int32_t k = 0; k < n; ++k) {
-    MedusaHead head;
-    MedusaHead::Block b;
-    b.w.resize(static_cast<size_t>(hidden) * hidden);
-    b.b.resize(static_cast<size_t>(hidden));
-    for (float& v : b.w) v = uniform() * ws;
-    for (float& v : b.b) v = uniform() * 0.1f;
-    head.blocks.push_back(std::move(b));
-    head.out.resize(static_cast<size_t>(vocab) * hidden);
-    for (float& v : head.out) v = uniform() * 4.0f * ws;
-    h->heads.push_back(std::move(head));
-  }
-  return h;
-}
-
 void tree_and_heads_vs_cpu(const std::string& label, const char* config) {
   const std::string dir = cudatest::write_config(label, config);
   auto gpu = load_model(dir, cudatest::options(Device::cuda, "dummy"));
@@ -136,7 +112,7 @@ void tree_and_heads_vs_cpu(const std::string& label, const char* config) {
   CHECK_MSG(worst < kTol, "%s: tree rows differ from their paths: %g", label.c_str(), worst);
 
   // The heads on the rows of the last forward: the same guesses as the CPU heads but where bf16 moves a near tie.
-  const auto heads = random_heads(H, V, 3);
+  const auto heads = test::random_medusa_heads(H, V, 3);
   gpu->set_medusa_heads(heads);
   cpu->set_medusa_heads(heads);
   CHECK(gpu->medusa_heads() == 3);
@@ -161,36 +137,7 @@ void tree_and_heads_vs_cpu(const std::string& label, const char* config) {
   std::vector<int32_t> none;
   CHECK_THROWS(gpu->head_guesses({30}, none), "not a logits row");
   // Heads for another shape are refused, naming both.
-  CHECK_THROWS(gpu->set_medusa_heads(random_heads(H + 8, V, 1)), "hidden_size");
-}
-
-// The bundled model's trained heads (bench/medusa: scripts/train/train_medusa_heads.py's blocks, each head
-// projecting with the model's tied LM head, as the bench writes them).
-std::shared_ptr<MedusaHeads> trained_heads(const std::string& model_dir, const std::string& blocks_file, int32_t n) {
-  SafetensorsFile model(model_dir + "/model.safetensors"), blocks(blocks_file);
-  const TensorInfo* lm = model.find("lm_head.weight");
-  if (lm == nullptr) lm = model.find("model.embed_tokens.weight");
-  if (lm == nullptr) throw EngineError(ErrorCode::not_found, model_dir + ": no LM head");
-  auto h = std::make_shared<MedusaHeads>();
-  h->vocab = static_cast<int32_t>(lm->shape[0]);
-  h->hidden = static_cast<int32_t>(lm->shape[1]);
-  h->num_layers = 1;
-  h->source = blocks_file;
-  const std::vector<float> out = tensor_as_f32(*lm, model.path(), "the LM head");
-  for (int32_t k = 0; k < n; ++k) {
-    MedusaHead head;
-    MedusaHead::Block b;
-    const std::string p = std::to_string(k) + ".0.linear.";
-    const TensorInfo* w = blocks.find(p + "weight");
-    const TensorInfo* bias = blocks.find(p + "bias");
-    if (w == nullptr || bias == nullptr) throw EngineError(ErrorCode::not_found, blocks_file + ": no " + p + "weight/bias");
-    b.w = tensor_as_f32(*w, blocks.path(), "a block");
-    b.b = tensor_as_f32(*bias, blocks.path(), "a block");
-    head.blocks.push_back(std::move(b));
-    head.out = out;
-    h->heads.push_back(std::move(head));
-  }
-  return h;
+  CHECK_THROWS(gpu->set_medusa_heads(test::random_medusa_heads(H + 8, V, 1)), "hidden_size");
 }
 
 // The executor with heads on the GPU: every greedy output equals the plain one, checked as trees and as the chain.
@@ -268,10 +215,11 @@ TEST_MAIN({
   try {
     const std::string tiny = check::repo_root + "/test/fixtures/models/tiny-llama";
     const auto cfg = load_model(tiny, cudatest::options(Device::cpu))->config();
-    executor_checks(tiny, [&] { return random_heads(cfg.hidden_size, cfg.vocab_size, 3); });
+    executor_checks(tiny, [&] { return test::random_medusa_heads(cfg.hidden_size, cfg.vocab_size, 3); });
     const std::string brown = check::repo_root + "/examples/models/brown-llama-17m";
+    // (the bundled model's trained blocks, each head projecting with its tied LM head, as the bench writes them)
     executor_checks(brown, [&] {
-      return trained_heads(brown, check::repo_root + "/bench/medusa/brown-llama-17m-heads.safetensors", 3);
+      return test::lm_head_medusa_heads(brown, 3, check::repo_root + "/bench/medusa/brown-llama-17m-heads.safetensors");
     });
   } catch (const std::exception& e) {
     CHECK_MSG(false, "executor: %s", e.what());

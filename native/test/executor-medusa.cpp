@@ -18,6 +18,7 @@
 
 #include "check.h"
 #include "executor-test-util.h"
+#include "medusa-test-util.h"
 #include "loading/safetensors.h"
 #include "medusa/medusa-checkpoint.h"
 #include "medusa/medusa-tree.h"
@@ -213,22 +214,7 @@ std::vector<Request> greedy_requests(int32_t max_tokens) {
 
 // Heads that guess exactly what the model's LM head picks from the row they read: no blocks' effect (zero
 // weights), the model's own (tied) LM head as each head's projection.
-std::shared_ptr<const MedusaHeads> echo_heads(int32_t num_heads) {
-  SafetensorsFile f(model_dir() + "/model.safetensors");
-  const TensorInfo* embed = f.find("model.embed_tokens.weight");
-  auto m = std::make_shared<MedusaHeads>();
-  m->hidden = static_cast<int32_t>(embed->shape[1]);
-  m->vocab = static_cast<int32_t>(embed->shape[0]);
-  m->num_layers = 1;
-  m->source = "echo heads";
-  const size_t H = static_cast<size_t>(m->hidden);
-  for (int32_t k = 0; k < num_heads; ++k) {
-    MedusaHead& h = m->heads.emplace_back();
-    h.blocks.push_back({std::vector<float>(H * H, 0.0f), std::vector<float>(H, 0.0f)});
-    h.out = tensor_as_f32(*embed, f.path(), "embeddings");
-  }
-  return m;
-}
+std::shared_ptr<const MedusaHeads> echo_heads(int32_t num_heads) { return test::lm_head_medusa_heads(model_dir(), num_heads); }
 
 // The guesses echo heads get kept, read off the plain output: after each drawn token x, `room` guesses of x are
 // checked, and kept while the tokens that follow are x again.
