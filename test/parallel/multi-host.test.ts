@@ -65,10 +65,13 @@ function hostsDir(t: Test, slots: number[], named = false): { dir: string; agent
   const dir = mkdtempSync(join(tmpdir(), 'trtl-netns-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const agent = join(dir, 'rsh-netns.sh');
-  // mpirun calls the agent as `<agent> <host> <command...>`: run the command inside that host's namespace.
+  // mpirun calls the agent as `<agent> <host> <command...>`: run the command inside that host's network namespace.
+  // nsenter joins only that namespace: ip netns exec would also remount /sys, hiding the cgroup mounts that the
+  // remote daemon's hwloc reads (slurm-cluster.ts starts its namespace nodes the same way).
+  const enter = `nsenter --net=/run/netns/trtl-${tag}-$host`;
   const run = named
-    ? `case "$host" in ${hosts.map((h, i) => `${h}) a=${subnet}.${i + 2};;`).join(' ')} esac\nexec ip netns exec "trtl-${tag}-$host" unshare --uts sh -c "hostname $a; $*"`
-    : `exec ip netns exec "trtl-${tag}-$host" sh -c "$*"`;
+    ? `case "$host" in ${hosts.map((h, i) => `${h}) a=${subnet}.${i + 2};;`).join(' ')} esac\nexec ${enter} unshare --uts sh -c "hostname $a; $*"`
+    : `exec ${enter} sh -c "$*"`;
   writeFileSync(agent, `#!/bin/sh\nhost="$1"; shift\n${run}\n`);
   chmodSync(agent, 0o755);
   const hostfile = join(dir, 'hosts');
@@ -76,9 +79,9 @@ function hostsDir(t: Test, slots: number[], named = false): { dir: string; agent
   return { dir, agent, hostfile };
 }
 
-// Open MPI's remote daemon (orted) has been seen to crash while starting inside a namespace (a segfault in its
-// hwloc component), before any rank of ours ran: that is the test host's fault, so a start gets two more tries (one
-// was not always enough on a busy 2-core machine, 2026-11-26).
+// Open MPI's remote daemon (orted) was seen to crash while starting inside a namespace entered by ip netns exec (a
+// segfault in its hwloc component; three tries in a row once, 2026-11-27), before any rank of ours ran. The agent
+// now leaves the mounts alone (hostsDir); should the host still fail to start a daemon, a start gets two more tries.
 const ORTED_FAILED = /ORTE was unable to reliably start one or more daemons/;
 
 t.test('tp=2 across two network-namespace hosts matches HF transformers', { skip }, async (t) => {
