@@ -181,16 +181,20 @@ double verify_step_ms(Model& m, int batch, int k, int ctx, int steps, int blocks
 }
 
 // A Medusa step at batch 1: a tree of `nodes` tokens (the root and nodes - 1 candidates of `choices`) after `ctx`
-// positions with every row's argmax on the device, then the heads on one row, as the executor runs them.
-double medusa_step_ms(Model& m, const MedusaChoices& choices, int heads, int nodes, int ctx, int steps,
-                      int blocks_per_seq) {
+// positions with every row's argmax on the device, then the heads on one row, as the executor runs them. Medians
+// of the whole step and of its two parts (each ends in a synchronisation: the check's argmaxes, the heads' ids).
+struct MedusaStep {
+  double step_ms, check_ms, heads_ms;
+};
+MedusaStep medusa_step_ms(Model& m, const MedusaChoices& choices, int heads, int nodes, int ctx, int steps,
+                          int blocks_per_seq) {
   const int32_t V = m.config().vocab_size;
   std::vector<int32_t> top(static_cast<size_t>(heads) * kMedusaTopK);
   for (size_t i = 0; i < top.size(); ++i) top[i] = static_cast<int32_t>((i * 7919) % V);
   const TokenTree tree = build_token_tree(choices, top.data(), nodes - 1, heads);
   ForwardOutput out;
   std::vector<int32_t> guesses;
-  std::vector<double> times;
+  std::vector<double> times, checks, head_times;
   for (int step = 0; step < steps + 3; ++step) {
     SequenceChunk c;
     c.tokens.push_back((step * 31) % V);
@@ -203,11 +207,19 @@ double medusa_step_ms(Model& m, const MedusaChoices& choices, int heads, int nod
     c.sample_on = SampleOn::device_argmax;
     const double t0 = now();
     m.forward({c}, out);
+    const double t1 = now();
     m.head_guesses({static_cast<int32_t>(c.tokens.size()) - 1}, guesses);
-    if (step >= 3) times.push_back(now() - t0);
+    const double t2 = now();
+    if (step < 3) continue;
+    times.push_back(t2 - t0);
+    checks.push_back(t1 - t0);
+    head_times.push_back(t2 - t1);
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2] * 1000;
+  auto median_ms = [](std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2] * 1000;
+  };
+  return {median_ms(times), median_ms(checks), median_ms(head_times)};
 }
 
 // Tokens one step yields with k guesses each kept with probability a (independently, until the first miss).
@@ -445,12 +457,13 @@ int main(int argc, char** argv) {
     const MedusaChoices choices = default_medusa_choices(medusa);
     std::printf("\n%d dummy Medusa heads (%.2f GB in the model dtype); batch-1 decode step %.3f ms\n", medusa,
                 static_cast<double>(model->weight_bytes() - base_weight_bytes) / 1e9, decode1);
-    std::printf("\n| tree (tokens checked) | Medusa step (ms) | vs decode step | speedup at 2.0 / 2.5 / 3.0 tokens a step "
-                "|\n|---|---|---|---|\n");
+    std::printf("\n| tree (tokens checked) | Medusa step (ms) | the check (ms) | the heads (ms) | vs decode step | "
+                "speedup at 2.0 / 2.5 / 3.0 tokens a step |\n|---|---|---|---|---|---|\n");
     for (int t : trees) {
-      const double ms = medusa_step_ms(*model, choices, medusa, t, ctx, steps, blocks_per_seq);
-      const double c = ms / decode1;
-      std::printf("| %d | %.3f | %.2fx | %.2fx / %.2fx / %.2fx |\n", t, ms, c, 2.0 / c, 2.5 / c, 3.0 / c);
+      const MedusaStep ms = medusa_step_ms(*model, choices, medusa, t, ctx, steps, blocks_per_seq);
+      const double c = ms.step_ms / decode1;
+      std::printf("| %d | %.3f | %.3f | %.3f | %.2fx | %.2fx / %.2fx / %.2fx |\n", t, ms.step_ms, ms.check_ms,
+                  ms.heads_ms, c, 2.0 / c, 2.5 / c, 3.0 / c);
     }
   }
   const double roofline_ms = wbytes / bw * 1000;

@@ -1,8 +1,8 @@
 // Medusa on the GPU (issue 28): token trees through the CUDA attention (both kernels: head_dim 128 on tensor cores,
-// 256 on the SIMT kernel) against the CPU model with the very same dummy weights, alone (a split context) and
-// beside a decode row; a tree's rows against causal chunks of their own paths on the GPU itself; the top-k kernel
-// against a host sort, ties and a vocabulary smaller than k included; the heads' guesses against the CPU heads;
-// and the executor with heads on the GPU giving exactly its plain greedy output, as a tree and as a chain.
+// 256 on the SIMT kernel) against the CPU model with the very same dummy weights, alone and beside a decode row,
+// after a long context (a split one) and a short one; each tree row against the causal chunk of its own path; the
+// top-k kernel against a host sort, ties and a vocabulary smaller than k included; the heads' guesses against the
+// CPU heads; and the executor with heads on the GPU giving its plain greedy output, as a tree and as a chain.
 #include <cmath>
 #include <cstdio>
 #include <numeric>
@@ -76,40 +76,59 @@ void tree_and_heads_vs_cpu(const std::string& label, const char* config) {
   gpu->allocate_kv(nb, tpb);
   cpu->allocate_kv(nb, tpb);
   std::vector<int32_t> t0(64), t1(64);
-  for (int i = 0; i < 64; ++i) t0[i] = (i * 37 + 5) % nb, t1[i] = 64 + (i * 29 + 3) % 64;
+  // Two sequences in disjoint halves of the pool, their blocks out of order.
+  for (int i = 0; i < 64; ++i) t0[i] = (i * 37 + 5) % 64, t1[i] = 64 + (i * 29 + 3) % 64;
   auto both = [&](const std::vector<SequenceChunk>& chunks, ForwardOutput& og, ForwardOutput& oc) {
     gpu->forward(chunks, og);
     cpu->forward(chunks, oc);
   };
-  auto compare = [&](const std::vector<SequenceChunk>& chunks, const char* what) {
+  // Each row's own L2 error against the CPU's (a row whose mask is off by one key among hundreds would hide in an
+  // error taken over all rows together).
+  auto compare = [&](const std::vector<SequenceChunk>& chunks, const std::string& what) {
     ForwardOutput og, oc;
     both(chunks, og, oc);
     const bool same = og.logits.size() == oc.logits.size() && !oc.logits.empty();
-    const double e = same ? rel_err(og.logits.data(), oc.logits.data(), oc.logits.size()) : 1;
-    std::printf("%s/%s: logits rel err vs CPU %.3g (%zu rows)\n", label.c_str(), what, e, oc.logits.size() / V);
-    CHECK_MSG(e < kTol, "%s/%s: rel err %g", label.c_str(), what, e);
+    double e = same ? 0 : 1;
+    for (size_t r = 0; same && r < oc.logits.size() / V; ++r)
+      e = std::max(e, rel_err(og.logits.data() + r * V, oc.logits.data() + r * V, V));
+    std::printf("%s/%s: logits rel err vs CPU, worst row %.3g (%zu rows)\n", label.c_str(), what.c_str(), e,
+                oc.logits.size() / V);
+    CHECK_MSG(e < kTol, "%s/%s: rel err %g", label.c_str(), what.c_str(), e);
     return og;
   };
-  const int past = 700;  // several tiles, and a split context at batch 1
-  compare({{tokens(past, 1, V), 0, t0, false}, {tokens(40, 2, V), 0, t1, false}}, "prefill");
-  // A tree of 14 candidates after the 700 positions: branches at several depths, a deep chain, a lone leaf.
-  SequenceChunk tree{tokens(14, 3, V), past, t0, true};
-  tree.tree_parents = {-1, 0, 1, 2, 3, 0, 5, 1, 7, 2, 0, 10, 11, 12};
-  const ForwardOutput alone = compare({tree}, "tree");
-  // Beside a decode row of the other sequence (one launch, rows of both).
-  compare({tree, SequenceChunk{{7}, 40, t1, false}}, "tree+decode");
-  // Each node's row is the last row of the causal chunk of its path (on the GPU itself, the same slots written
-  // as the tree's first tokens: the path's tokens at consecutive positions).
-  double worst = 0;
-  for (int node : {4, 6, 9, 13}) {
-    std::vector<int32_t> path;
-    for (int n = node; n >= 0; n = tree.tree_parents[static_cast<size_t>(n)]) path.insert(path.begin(), tree.tokens[n]);
-    ForwardOutput o;
-    gpu->forward({SequenceChunk{path, past, t0, false}}, o);
-    worst = std::max(worst, rel_err(alone.logits.data() + static_cast<size_t>(node) * V, o.logits.data(), V));
+  compare({{tokens(700, 1, V), 0, t0, false}, {tokens(40, 2, V), 0, t1, false}}, "prefill");
+  // A tree of 14 candidates after `past` positions: branches at several depths, a deep chain, a lone leaf. After 700
+  // positions it spans several tiles and a split context at batch 1; after 9 each key weighs enough that a tree row
+  // seeing one position too many or too few shows.
+  for (const int past : {700, 9}) {
+    const std::string at = "after " + std::to_string(past);
+    if (past != 700) compare({{tokens(past, 5, V), 0, t0, false}}, "prefill " + std::to_string(past));
+    SequenceChunk tree{tokens(14, 3, V), past, t0, true};
+    tree.tree_parents = {-1, 0, 1, 2, 3, 0, 5, 1, 7, 2, 0, 10, 11, 12};
+    const ForwardOutput alone = compare({tree}, "tree " + at);
+    // Beside a decode row of the other sequence (one launch, rows of both).
+    compare({tree, SequenceChunk{{7}, 40, t1, false}}, "tree+decode " + at);
+    // Each node's row against the last row of the causal chunk of its path (the path's tokens at consecutive
+    // positions, written to the slots the tree's first tokens had) on the CPU; that chunk on the GPU too.
+    double tree_vs_path = 0, gpu_path = 0, gpu_vs_gpu = 0;
+    for (int node : {4, 6, 9, 13}) {
+      std::vector<int32_t> path;
+      for (int n = node; n >= 0; n = tree.tree_parents[static_cast<size_t>(n)]) path.insert(path.begin(), tree.tokens[n]);
+      ForwardOutput og, oc;
+      both({SequenceChunk{path, past, t0, false}}, og, oc);
+      const float* row = alone.logits.data() + static_cast<size_t>(node) * V;
+      tree_vs_path = std::max(tree_vs_path, rel_err(row, oc.logits.data(), V));
+      gpu_path = std::max(gpu_path, rel_err(og.logits.data(), oc.logits.data(), V));
+      gpu_vs_gpu = std::max(gpu_vs_gpu, rel_err(row, og.logits.data(), V));
+    }
+    std::printf("%s %s: tree rows vs their paths as causal chunks on the CPU: rel err %.3g (the paths on the GPU "
+                "%.3g; tree rows vs the GPU's paths %.3g)\n", label.c_str(), at.c_str(), tree_vs_path, gpu_path,
+                gpu_vs_gpu);
+    CHECK_MSG(tree_vs_path < kTol, "%s %s: tree rows differ from their paths: %g", label.c_str(), at.c_str(),
+              tree_vs_path);
+    CHECK_MSG(gpu_path < kTol, "%s %s: the paths on the GPU differ from the CPU's: %g", label.c_str(), at.c_str(),
+              gpu_path);
   }
-  std::printf("%s: tree rows vs their paths as causal chunks (GPU) rel err %.3g\n", label.c_str(), worst);
-  CHECK_MSG(worst < kTol, "%s: tree rows differ from their paths: %g", label.c_str(), worst);
 
   // The heads on the rows of the last forward: the same guesses as the CPU heads but where bf16 moves a near tie.
   const auto heads = test::random_medusa_heads(H, V, 3);
@@ -140,7 +159,10 @@ void tree_and_heads_vs_cpu(const std::string& label, const char* config) {
   CHECK_THROWS(gpu->set_medusa_heads(test::random_medusa_heads(H + 8, V, 1)), "hidden_size");
 }
 
-// The executor with heads on the GPU: every greedy output equals the plain one, checked as trees and as the chain.
+// The executor with heads on the GPU: every greedy output equals the plain one, checked as trees and as the chain,
+// but where the two leave each other at a close call: a check pass runs several rows through other kernels than a
+// decode step does, so on random weights (near ties) bf16 may tip a step either way. Such a step is judged on the
+// CPU model (fp32): the two tokens' logits there lie within twice the GPU's largest logit error on that context.
 // Random heads guess badly, so most checks reject most of a tree: what they hold is that a rejected branch leaves
 // nothing behind (the node after the kept ones is drawn from the model's own row, and its KV slots are rewritten);
 // trained heads keep some, and the steps they save are printed (tokens a check pass).
@@ -181,15 +203,48 @@ void executor_checks(const std::string& dir, const std::function<std::shared_ptr
     return std::make_tuple(got, drafted, accepted, passes);
   };
   const auto [plain, d0, a0, p0] = run(false, false);
+  // The context's last row on both models (fresh KV each time): the CPU's logits of tokens a and b, the GPU's error.
+  auto cpu = load_model(dir, cudatest::options(Device::cpu));
+  auto gpu = load_model(dir, cudatest::options(Device::cuda));
+  cpu->allocate_kv(16, 16);
+  gpu->allocate_kv(16, 16);
+  std::vector<int32_t> blocks(16);
+  std::iota(blocks.begin(), blocks.end(), 0);
+  auto close_call = [&](const std::vector<int32_t>& ctx, int32_t a, int32_t b, double& margin, double& err) {
+    ForwardOutput oc, og;
+    cpu->forward({SequenceChunk{ctx, 0, blocks, false}}, oc);
+    gpu->forward({SequenceChunk{ctx, 0, blocks, false}}, og);
+    margin = std::fabs(static_cast<double>(oc.logits[static_cast<size_t>(a)]) - oc.logits[static_cast<size_t>(b)]);
+    err = cudatest::max_abs_err(og.logits.data(), oc.logits.data(), static_cast<size_t>(V));
+    return margin <= 2 * err;
+  };
   for (bool tree : {true, false}) {
     const auto [got, drafted, accepted, passes] = run(true, tree);
-    int equal = 0;
-    for (size_t i = 0; i < plain.size(); ++i) equal += got[i] == plain[i];
-    std::printf("executor (%s): Medusa %s on the GPU: %d of %zu greedy outputs equal to the plain ones; %lld guesses "
-                "checked in %lld passes, %lld kept (%.2f tokens a pass)\n", dir.c_str(), tree ? "trees of 12" : "chain of 3",
-                equal, plain.size(), static_cast<long long>(drafted), static_cast<long long>(passes),
-                static_cast<long long>(accepted), passes > 0 ? 1.0 + static_cast<double>(accepted) / passes : 0.0);
-    CHECK(equal == static_cast<int>(plain.size()));
+    int equal = 0, close = 0;
+    for (size_t i = 0; i < plain.size(); ++i) {
+      if (got[i] == plain[i]) {
+        ++equal;
+        continue;
+      }
+      size_t at = 0;
+      while (at < got[i].size() && at < plain[i].size() && got[i][at] == plain[i][at]) ++at;
+      const bool ended = at == got[i].size() || at == plain[i].size();  // one stopped early: never a close call
+      std::vector<int32_t> ctx = tokens(5 + 3 * static_cast<int>(i), 10 + static_cast<int>(i), V);
+      ctx.insert(ctx.end(), plain[i].begin(), plain[i].begin() + static_cast<std::ptrdiff_t>(at));
+      double margin = 0, err = 0;
+      const bool ok = !ended && close_call(ctx, plain[i][at], got[i][at], margin, err);
+      std::printf("  request %zu leaves the plain output at token %zu (%d for %d): CPU logits %.4g apart, GPU error "
+                  "%.4g: %s\n", i, at, ended ? -1 : got[i][at], ended ? -1 : plain[i][at], margin, err,
+                  ok ? "a close call" : "CLEAR");
+      close += ok ? 1 : 0;
+      CHECK_MSG(ok, "%s: Medusa %s output %zu differs from the plain one at a clear margin", dir.c_str(),
+                tree ? "tree" : "chain", i);
+    }
+    std::printf("executor (%s): Medusa %s on the GPU: %d of %zu greedy outputs equal to the plain ones, %d leave them "
+                "at a close call; %lld guesses checked in %lld passes, %lld kept (%.2f tokens a pass)\n", dir.c_str(),
+                tree ? "trees of 12" : "chain of 3", equal, plain.size(), close, static_cast<long long>(drafted),
+                static_cast<long long>(passes), static_cast<long long>(accepted),
+                passes > 0 ? 1.0 + static_cast<double>(accepted) / passes : 0.0);
     CHECK(drafted > 0);
   }
 }

@@ -246,7 +246,7 @@ if [[ $mode == medusa ]]; then
   timeout 300 build-gpu/cuda-bench bench/configs/llama-3-8b --dummy --batches 1 --steps 60 --requests 0 \
     --medusa ${MEDUSA:-3} --trees ${TREES:-4,8,16,32,64} >"$out/medusa-bench.log" 2>&1
   grep -E "^\| |Medusa heads|batch-1 roofline" "$out/medusa-bench.log"
-  note "medusa bench: $(grep -cE '^\| [0-9]+ \| [0-9.]+ \| [0-9.]+x' "$out/medusa-bench.log") tree rows (medusa-bench.log)"
+  note "medusa bench: $(grep -cE '^\| [0-9]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+x' "$out/medusa-bench.log") tree rows (medusa-bench.log)"
 fi
 if [[ $mode == lora ]]; then
   if timeout 300 build-gpu/cuda-lora "$PWD" >"$out/cuda-lora.log" 2>&1; then note "cuda-lora: $(tail -1 "$out/cuda-lora.log")"
