@@ -77,6 +77,9 @@ set(ENGINE_GRAMMAR_SOURCES
   ${ENGINE_DIR}/grammar/grammar-stacks.cpp
   ${ENGINE_DIR}/grammar/token-vocab.cpp
   ${ENGINE_DIR}/grammar/token-walk.cpp
+  ${ENGINE_DIR}/grammar/position-signature.cpp
+  ${ENGINE_DIR}/grammar/position-walk.cpp
+  ${ENGINE_DIR}/grammar/mask-store.cpp
   ${ENGINE_DIR}/grammar/compiled-grammar.cpp
   ${ENGINE_DIR}/grammar/grammar-matcher.cpp
   ${ENGINE_DIR}/grammar/grammar-cache.cpp

@@ -35,7 +35,8 @@ std::shared_ptr<const CompiledGrammar> GrammarCache::get(const GuidedDecodingPar
   }
   // Compiled outside the lock: a large schema must not hold up requests whose grammar is cached.
   const std::string gbnf = guide_to_gbnf(guide);
-  auto compiled = std::make_shared<const CompiledGrammar>(parse_gbnf(gbnf, guide_type_name(guide.guide_type)), vocab_);
+  auto compiled = std::make_shared<const CompiledGrammar>(parse_gbnf(gbnf, guide_type_name(guide.guide_type)), vocab_,
+                                                          CompiledGrammarOptions{share_masks_, masks_});
   std::lock_guard<std::mutex> lock(mutex_);
   const auto it = entries_.find(key);
   if (it != entries_.end()) return it->second.first;  // compiled meanwhile by another caller

@@ -3,6 +3,7 @@
 // token mask already computed for it. Least recently used entries leave first.
 #pragma once
 #include <cstddef>
+#include <cstdlib>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -26,6 +27,13 @@ class GrammarCache {
 
  private:
   std::shared_ptr<const TokenVocab> vocab_;
+  // The masks every guide's positions share (mask-store.h): a new guide reuses the walks of earlier ones.
+  std::shared_ptr<MaskStore> masks_ = std::make_shared<MaskStore>(/*long_lived=*/true);
+  // TRTLLM_GRAMMAR_SHARE_MASKS=0: every position walks the vocabulary itself (to measure what sharing gains).
+  bool share_masks_ = [] {
+    const char* v = std::getenv("TRTLLM_GRAMMAR_SHARE_MASKS");
+    return v == nullptr || std::string(v) != "0";
+  }();
   size_t capacity_;
   mutable std::mutex mutex_;
   std::list<std::string> order_;  // most recent first

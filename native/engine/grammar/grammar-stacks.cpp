@@ -59,6 +59,10 @@ void Stacks::run(StackSet& out) {
       if (seen_large_.empty()) seen_large_.insert(seen_small_.begin(), seen_small_.end());
       if (!seen_large_.insert(k).second) continue;
     }
+    if (pos == cut_ && is_sentinel(parent)) {
+      out.popped = true;
+      continue;
+    }
     const Position& p = positions[static_cast<size_t>(pos)];
     switch (p.kind) {
       case Position::bytes:

@@ -52,6 +52,10 @@ class Stacks {
   void expand(int32_t pos, int32_t parent, StackSet& out);
   // The stacks of `in` whose top accepts byte b, each advanced past it and expanded.
   void advance(const StackSet& in, uint8_t b, StackSet& out);
+  // While analysing (sentinel stacks): a stack that reaches position `pos` over an unknown caller pops there, so a
+  // mask walk sees only as far as that point of its return sites (a cut walk, shared by copies of a rule whose
+  // callers differ: compiled-grammar.cpp). Never the walk's own start. -1: none.
+  void set_cut(int32_t pos) { cut_ = pos; }
 
  private:
   void push(int32_t pos, int32_t parent);
@@ -59,6 +63,7 @@ class Stacks {
 
   const Grammar& g_;
   StackPool& pool_;
+  int32_t cut_ = -1;
   std::vector<std::pair<int32_t, int32_t>> work_;
   std::vector<uint64_t> seen_small_;
   std::unordered_set<uint64_t> seen_large_;

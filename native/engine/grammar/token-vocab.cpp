@@ -32,6 +32,7 @@ TokenVocab::TokenVocab(std::vector<std::string> token_bytes, int32_t vocab_size)
       while (common < p.size() && common < t.size() && p[common] == t[common]) ++common;
     }
     lcp_.push_back(static_cast<int32_t>(common));
+    max_token_bytes_ = std::max(max_token_bytes_, static_cast<int32_t>(t.size()));
     sorted_text_ += t;
     sorted_at_.push_back(static_cast<int64_t>(sorted_text_.size()));
   }

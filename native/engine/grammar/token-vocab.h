@@ -31,6 +31,8 @@ class TokenVocab {
     return std::string_view(sorted_text_).substr(static_cast<size_t>(sorted_at_[r]), static_cast<size_t>(sorted_at_[r + 1] - sorted_at_[r]));
   }
   int32_t common_with_previous(int32_t rank) const { return lcp_[static_cast<size_t>(rank)]; }
+  // The longest token's byte length: how far past a grammar position a mask can see.
+  int32_t max_token_bytes() const { return max_token_bytes_; }
   // The first rank after `rank` whose bytes do not start with the first `depth` bytes of the token at `rank`
   // (1 <= depth <= its length): the end of that prefix's subtree, which a walk skips at once when the prefix dies.
   int32_t subtree_end(int32_t rank, size_t depth) const {
@@ -46,6 +48,7 @@ class TokenVocab {
   std::vector<int64_t> sorted_at_;   // rank -> offset in sorted_text_ (one more entry: the end)
   std::vector<int32_t> lcp_;         // rank -> bytes shared with rank - 1
   std::vector<int32_t> subtree_end_;  // [sorted_at_[rank] + depth - 1]: subtree_end(rank, depth)
+  int32_t max_token_bytes_ = 0;
 };
 
 }  // namespace engine::grammar
