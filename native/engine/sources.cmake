@@ -81,6 +81,7 @@ set(ENGINE_GRAMMAR_SOURCES
   ${ENGINE_DIR}/grammar/position-walk.cpp
   ${ENGINE_DIR}/grammar/mask-store.cpp
   ${ENGINE_DIR}/grammar/compiled-grammar.cpp
+  ${ENGINE_DIR}/grammar/background-masks.cpp
   ${ENGINE_DIR}/grammar/grammar-matcher.cpp
   ${ENGINE_DIR}/grammar/grammar-cache.cpp
   ${ENGINE_DIR}/grammar/gbnf-writer.cpp

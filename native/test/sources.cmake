@@ -23,6 +23,7 @@ engine_test(liveness-verdict-test)
 engine_test(grammar-test)
 engine_test(grammar-front-ends-test)
 engine_test(grammar-sharing-test)
+engine_test(grammar-background-test)
 engine_test(lora-loading-test)
 
 # comm runs alone (size 1, no MPI) and under the MPI launcher with 2 and 3 ranks.

@@ -129,6 +129,10 @@ void CompiledGrammar::precompute(std::vector<int32_t> positions, int32_t ranks_p
   compute(std::move(positions), ranks_per_part, /*parallel=*/true);
 }
 
+void CompiledGrammar::compute_serial(std::vector<int32_t> positions) const {
+  compute(std::move(positions), 1, /*parallel=*/false);
+}
+
 // A position's mask, cheapest first: the store's mask for its signature (an equal position's, of this guide or an
 // earlier one); else a walk cut at a point up its chain of return sites (cuts_of), shared by every position with
 // the same cut signature — a string's characters cut past its closing quote look the same in every property of

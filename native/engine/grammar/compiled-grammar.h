@@ -49,6 +49,8 @@ class CompiledGrammar {
   // tokens on one core), which a batch would otherwise wait for on one thread.
   // ranks_per_part: the fewest tokens a range holds (small vocabularies are not worth splitting).
   void precompute(std::vector<int32_t> positions, int32_t ranks_per_part = 1024) const;
+  // The same on the calling thread alone (background-masks.h: no OpenMP region beside the executor's).
+  void compute_serial(std::vector<int32_t> positions) const;
 
  private:
   // The masks of `positions`, in rounds (compiled-grammar.cpp); parallel: walks split over OpenMP threads.

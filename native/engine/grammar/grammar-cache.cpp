@@ -23,6 +23,16 @@ std::string guide_to_gbnf(const GuidedDecodingParams& guide) {
   return guide.guide;
 }
 
+GrammarCache::GrammarCache(std::shared_ptr<const TokenVocab> vocab, size_t capacity, bool background)
+    : vocab_(std::move(vocab)), capacity_(capacity) {
+  const char* env = std::getenv("TRTLLM_GRAMMAR_BACKGROUND_MASKS");
+  if (background && (env == nullptr || std::string(env) != "0")) background_ = std::make_unique<BackgroundMasks>();
+}
+
+void GrammarCache::wait_for_background() {
+  if (background_) background_->wait_idle();
+}
+
 std::shared_ptr<const CompiledGrammar> GrammarCache::get(const GuidedDecodingParams& guide) {
   std::string key = std::string(guide_type_name(guide.guide_type)) + '\n' + guide.guide;
   {
@@ -42,6 +52,7 @@ std::shared_ptr<const CompiledGrammar> GrammarCache::get(const GuidedDecodingPar
   if (it != entries_.end()) return it->second.first;  // compiled meanwhile by another caller
   order_.push_front(key);
   entries_.emplace(std::move(key), std::make_pair(compiled, order_.begin()));
+  if (background_) background_->submit(compiled);
   while (entries_.size() > capacity_) {
     entries_.erase(order_.back());
     order_.pop_back();

@@ -10,6 +10,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "grammar/background-masks.h"
 #include "grammar/compiled-grammar.h"
 #include "scheduling/request.h"
 
@@ -20,10 +21,14 @@ std::string guide_to_gbnf(const GuidedDecodingParams& guide);
 
 class GrammarCache {
  public:
-  GrammarCache(std::shared_ptr<const TokenVocab> vocab, size_t capacity) : vocab_(std::move(vocab)), capacity_(capacity) {}
+  // background: every new guide's masks are computed ahead on a thread of the cache's (background-masks.h);
+  // TRTLLM_GRAMMAR_BACKGROUND_MASKS=0 turns that off for every cache.
+  GrammarCache(std::shared_ptr<const TokenVocab> vocab, size_t capacity, bool background = true);
   // Thread-safe. Throws what guide_to_gbnf / parse_gbnf throw.
   std::shared_ptr<const CompiledGrammar> get(const GuidedDecodingParams& guide);
   size_t size() const;
+  // Returns once the background thread has done every guide compiled so far (at once without one).
+  void wait_for_background();
 
  private:
   std::shared_ptr<const TokenVocab> vocab_;
@@ -38,6 +43,7 @@ class GrammarCache {
   mutable std::mutex mutex_;
   std::list<std::string> order_;  // most recent first
   std::unordered_map<std::string, std::pair<std::shared_ptr<const CompiledGrammar>, std::list<std::string>::iterator>> entries_;
+  std::unique_ptr<BackgroundMasks> background_;  // (last: stopped before the rest goes)
 };
 
 }  // namespace engine::grammar

@@ -1,0 +1,147 @@
+// GrammarCache's background thread (background-masks.h): once it is idle every position of a new guide has its
+// mask, equal to the mask the position computes itself without sharing; steps that race it still get exact masks;
+// a guide evicted before the thread reaches it is dropped; a cache destroyed with guides queued stops at once;
+// without the thread positions are computed on first use only. Ordering by wait_for_background, never by the clock.
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "check.h"
+#include "grammar/gbnf-parser.h"
+#include "grammar/grammar-cache.h"
+#include "grammar/grammar-matcher.h"
+
+using namespace engine;
+using namespace engine::grammar;
+
+namespace {
+
+std::shared_ptr<const TokenVocab> make_vocab(int32_t& stop) {
+  std::vector<std::string> t;
+  for (int b = 1; b < 256; ++b) t.push_back(std::string(1, static_cast<char>(b)));
+  for (const char* p : {"\"", "\",", "\"}", "\": \"", "{\"", "\", \"", "true", "false", "null", "ab", "abc", "12",
+                        "123", "name", "\"name\": \"", "\", \"tags\": [", "\"]", "]}", "x\"", "0.5"})
+    t.push_back(p);
+  std::sort(t.begin(), t.end());
+  t.erase(std::unique(t.begin(), t.end()), t.end());
+  stop = static_cast<int32_t>(t.size());
+  t.push_back("");
+  return std::make_shared<TokenVocab>(std::move(t), stop + 1);
+}
+
+GuidedDecodingParams schema(int salt) {
+  GuidedDecodingParams p;
+  p.guide_type = GuideType::json_schema;
+  p.guide = R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": )" + std::to_string(8 + salt) +
+            R"(}, "tags": {"type": "array", "maxItems": 3, "items": {"type": "string", "maxLength": 5}},
+             "n": {"type": "integer"}}, "required": ["name", "tags"], "additionalProperties": false})";
+  return p;
+}
+
+std::vector<int32_t> byte_positions(const CompiledGrammar& g) {
+  std::vector<int32_t> all;
+  for (size_t p = 0; p < g.grammar().positions().size(); ++p)
+    if (g.grammar().positions()[p].kind == Position::bytes) all.push_back(static_cast<int32_t>(p));
+  return all;
+}
+
+std::vector<uint64_t> accepted(const PositionMask& m, const TokenVocab& vocab) {
+  std::vector<uint64_t> bits = m.accepted_bits;
+  bits.resize(vocab.mask_words(), 0);
+  for (int32_t id : m.accepted_ids) bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+  return bits;
+}
+
+void every_position_ahead(const std::shared_ptr<const TokenVocab>& vocab) {
+  GrammarCache cache(vocab, 16);
+  const auto g = cache.get(schema(0));
+  cache.wait_for_background();
+  const auto all = byte_positions(*g);
+  CHECK(!all.empty());
+  int missing = 0, differ = 0;
+  // The reference: the same guide, every position walking the vocabulary itself.
+  CompiledGrammar own(g->grammar(), vocab, CompiledGrammarOptions{false, nullptr});
+  for (int32_t p : all) {
+    if (!g->has_mask(p)) {
+      ++missing;
+      continue;
+    }
+    const PositionMask& a = g->position_mask(p);
+    const PositionMask& b = own.position_mask(p);
+    differ += accepted(a, *vocab) != accepted(b, *vocab) || a.uncertain != b.uncertain;
+  }
+  std::printf("background: %zu positions, %d without a mask once idle, %d differ from their own walks\n", all.size(),
+              missing, differ);
+  CHECK(missing == 0);
+  CHECK(differ == 0);
+}
+
+// Steps taken while the thread works on the same guide (whichever computes a position first, the mask is exact).
+void steps_race_the_thread(const std::shared_ptr<const TokenVocab>& vocab, int32_t stop) {
+  GrammarCache cache(vocab, 16), off(vocab, 16, /*background=*/false);
+  for (uint32_t seed = 1; seed <= 3; ++seed) {
+    const auto g = cache.get(schema(static_cast<int>(seed)));
+    const auto r = off.get(schema(static_cast<int>(seed)));
+    GrammarMatcher m(g, {stop}), ref(r, {stop});
+    std::mt19937 rng(seed);
+    std::vector<uint64_t> mask, want;
+    int steps = 0, mismatches = 0;
+    for (; steps < 80; ++steps) {
+      m.fill_mask(mask);
+      ref.fill_mask(want);
+      mismatches += mask != want;
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < stop; ++id)
+        if ((want[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1u) allowed.push_back(id);
+      if (allowed.empty()) break;
+      const int32_t pick = allowed[rng() % allowed.size()];
+      CHECK(m.accept_token(pick) && ref.accept_token(pick));
+    }
+    CHECK_MSG(mismatches == 0, "seed %u: %d of %d steps' masks differ beside the background thread", seed, mismatches,
+              steps);
+  }
+  cache.wait_for_background();
+}
+
+void evicted_and_destroyed(const std::shared_ptr<const TokenVocab>& vocab) {
+  {
+    GrammarCache cache(vocab, 1);  // the second guide evicts the first; nothing else holds it
+    std::weak_ptr<const CompiledGrammar> first = cache.get(schema(1));
+    const auto second = cache.get(schema(2));
+    cache.wait_for_background();  // returns: the first guide was done or dropped
+    CHECK(cache.size() == 1);
+    int missing = 0;
+    for (int32_t p : byte_positions(*second)) missing += second->has_mask(p) ? 0 : 1;
+    CHECK(missing == 0);
+  }
+  {
+    GrammarCache cache(vocab, 64);
+    for (int i = 0; i < 20; ++i) cache.get(schema(i));
+  }  // destroyed with guides queued: stops at the next slice (a hang would fail the run's time limit)
+  CHECK(true);
+}
+
+void without_the_thread(const std::shared_ptr<const TokenVocab>& vocab) {
+  ::setenv("TRTLLM_GRAMMAR_BACKGROUND_MASKS", "0", 1);
+  GrammarCache cache(vocab, 16);
+  ::unsetenv("TRTLLM_GRAMMAR_BACKGROUND_MASKS");
+  const auto g = cache.get(schema(3));
+  cache.wait_for_background();  // (no thread: at once)
+  int computed = 0;
+  for (int32_t p : byte_positions(*g)) computed += g->has_mask(p) ? 1 : 0;
+  CHECK_MSG(computed == 0, "%d positions computed with the background thread off", computed);
+}
+
+}  // namespace
+
+TEST_MAIN({
+  int32_t stop = 0;
+  const auto vocab = make_vocab(stop);
+  every_position_ahead(vocab);
+  steps_race_the_thread(vocab, stop);
+  evicted_and_destroyed(vocab);
+  without_the_thread(vocab);
+})
