@@ -13,6 +13,7 @@
 #include "grammar/gbnf-parser.h"
 #include "grammar/grammar-cache.h"
 #include "grammar/grammar-matcher.h"
+#include "grammar-test-util.h"
 
 using namespace engine;
 using namespace engine::grammar;
@@ -20,16 +21,9 @@ using namespace engine::grammar;
 namespace {
 
 std::shared_ptr<const TokenVocab> make_vocab(int32_t& stop) {
-  std::vector<std::string> t;
-  for (int b = 1; b < 256; ++b) t.push_back(std::string(1, static_cast<char>(b)));
-  for (const char* p : {"\"", "\",", "\"}", "\": \"", "{\"", "\", \"", "true", "false", "null", "ab", "abc", "12",
-                        "123", "name", "\"name\": \"", "\", \"tags\": [", "\"]", "]}", "x\"", "0.5"})
-    t.push_back(p);
-  std::sort(t.begin(), t.end());
-  t.erase(std::unique(t.begin(), t.end()), t.end());
-  stop = static_cast<int32_t>(t.size());
-  t.push_back("");
-  return std::make_shared<TokenVocab>(std::move(t), stop + 1);
+  return test::byte_vocab({"\"", "\",", "\"}", "\": \"", "{\"", "\", \"", "true", "false", "null", "ab", "abc", "12", "123",
+                           "name", "\"name\": \"", "\", \"tags\": [", "\"]", "]}", "x\"", "0.5"},
+                          stop);
 }
 
 GuidedDecodingParams schema(int salt) {
@@ -48,13 +42,6 @@ std::vector<int32_t> byte_positions(const CompiledGrammar& g) {
   return all;
 }
 
-std::vector<uint64_t> accepted(const PositionMask& m, const TokenVocab& vocab) {
-  std::vector<uint64_t> bits = m.accepted_bits;
-  bits.resize(vocab.mask_words(), 0);
-  for (int32_t id : m.accepted_ids) bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
-  return bits;
-}
-
 void every_position_ahead(const std::shared_ptr<const TokenVocab>& vocab) {
   GrammarCache cache(vocab, 16);
   const auto g = cache.get(schema(0));
@@ -71,7 +58,7 @@ void every_position_ahead(const std::shared_ptr<const TokenVocab>& vocab) {
     }
     const PositionMask& a = g->position_mask(p);
     const PositionMask& b = own.position_mask(p);
-    differ += accepted(a, *vocab) != accepted(b, *vocab) || a.uncertain != b.uncertain;
+    differ += test::accepted_bits(a, *vocab) != test::accepted_bits(b, *vocab) || a.uncertain != b.uncertain;
   }
   std::printf("background: %zu positions, %d without a mask once idle, %d differ from their own walks\n", all.size(),
               missing, differ);

@@ -17,6 +17,7 @@
 #include "grammar/gbnf-parser.h"
 #include "grammar/grammar-cache.h"
 #include "grammar/grammar-matcher.h"
+#include "grammar-test-util.h"
 
 using namespace engine;
 using namespace engine::grammar;
@@ -25,7 +26,6 @@ namespace {
 
 std::shared_ptr<const TokenVocab> make_vocab(int32_t& stop) {
   std::vector<std::string> t;
-  for (int b = 1; b < 256; ++b) t.push_back(std::string(1, static_cast<char>(b)));
   const std::vector<std::string> pieces = {
       "\"", "\",", "\"}", "\", \"", "\": \"", "\": ", "{\"", "\"]", "}, {\"", "}]", "}}", "]}", "[\"", "[{\"",
       "true", "false", "null", "ab", "abc", "abcdef", "abcdefghij", "the", " the", "ing", "name", "\"name\": \"",
@@ -45,20 +45,10 @@ std::shared_ptr<const TokenVocab> make_vocab(int32_t& stop) {
     std::string s = pieces[rng() % pieces.size()] + pieces[rng() % pieces.size()];
     if (s.size() <= 16) t.push_back(s);
   }
-  std::sort(t.begin(), t.end());
-  t.erase(std::unique(t.begin(), t.end()), t.end());
-  stop = static_cast<int32_t>(t.size());
-  t.push_back("");  // the stop token
-  return std::make_shared<TokenVocab>(std::move(t), stop + 1);
+  return test::byte_vocab(std::move(t), stop);
 }
 
-// Accepted ids as one bitset, whichever form the mask keeps them in.
-std::vector<uint64_t> accepted(const PositionMask& m, const TokenVocab& vocab) {
-  std::vector<uint64_t> bits = m.accepted_bits;
-  bits.resize(vocab.mask_words(), 0);
-  for (int32_t id : m.accepted_ids) bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
-  return bits;
-}
+std::vector<uint64_t> accepted(const PositionMask& m, const TokenVocab& vocab) { return test::accepted_bits(m, vocab); }
 
 const CompiledGrammarOptions kOwnWalks{/*share_equal_positions=*/false, nullptr};
 size_t completed_from_cuts = 0;

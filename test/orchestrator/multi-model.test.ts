@@ -67,10 +67,16 @@ async function unavailable(base: string, model: string): Promise<{ status: numbe
   return last;
 }
 
-async function metric(base: string, name: string, labels: string): Promise<number | undefined> {
-  const text = await (await fetch(`${base}/metrics`)).text();
+// One sample of a scrape's text (undefined: absent).
+function sample(text: string, name: string, labels: string): number | undefined {
   const line = text.split('\n').find((l) => l.startsWith(`${name}{`) && labels.split(',').every((kv) => l.includes(kv)));
   return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
+const scrape = async (base: string): Promise<string> => (await fetch(`${base}/metrics`)).text();
+
+async function metric(base: string, name: string, labels: string): Promise<number | undefined> {
+  return sample(await scrape(base), name, labels);
 }
 
 // What one rank in this process serves for each model: the orchestrator must answer the same.
@@ -146,13 +152,22 @@ t.test('spawn mode: two models with different tp serve what one rank serves; one
   }
   t.ok((seen.match(/data: /g) ?? []).length >= 2, 'the long stream is flowing');
   aborter.abort();
-  const used = () => metric(cluster.metrics, 'nv_trt_llm_kv_cache_block_metrics', 'model="alpha",kv_cache_block_type="used"');
   // Two states that arrive separately: the group's KV stats (every 500 ms) and the cancelled request's final
-  // response, which ends it at the orchestrator (active). Either may come first: wait for both.
-  const active = () => metric(cluster.metrics, 'nv_trt_llm_request_metrics', 'model="alpha",request_type="active"');
-  await waitFor(async () => (await used()) === 0 && (await active()) === 0);
-  t.equal(await used(), 0, 'the cancelled request left no KV block in use');
-  t.equal(await active(), 0, 'and no active request');
+  // response, which ends it at the orchestrator (active). Both are read from one scrape: once that shows the final
+  // response in, the stats beside it were sent after every earlier message on the group's link — after the blocks
+  // were freed (the group frees them before it answers), or before the request ever showed in them — and later
+  // stats cannot show blocks again. (Read from two scrapes, a stale "0 used" could pair with the new "0 active".)
+  const state = async () => {
+    const text = await scrape(cluster.metrics);
+    return {
+      used: sample(text, 'nv_trt_llm_kv_cache_block_metrics', 'model="alpha",kv_cache_block_type="used"'),
+      active: sample(text, 'nv_trt_llm_request_metrics', 'model="alpha",request_type="active"'),
+    };
+  };
+  await waitFor(async () => { const s = await state(); return s.used === 0 && s.active === 0; });
+  const after = await state();
+  t.equal(after.used, 0, 'the cancelled request left no KV block in use');
+  t.equal(after.active, 0, 'and no active request');
   t.ok((await metric(cluster.metrics, 'nv_inference_request_success', 'model="beta"'))! >= 3, 'metrics are labelled per model');
   for (const model of ['alpha', 'beta']) {
     t.equal(await metric(cluster.metrics, 'trtllm_model_precision_info', `model="${model}",weights="as stored (16-bit)",kv_cache="float32"`), 1,
