@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <functional>
 
 namespace engine::grammar {
 namespace {
@@ -53,22 +52,10 @@ void PositionSignatures::find_copies() {
   std::unordered_map<std::vector<int32_t>, int32_t, VectorHash> classes;
   rep_rule_.assign(n, 0);
   std::vector<int32_t> rep_of_class;
-  std::function<int32_t(int32_t)> visit = [&](int32_t r) -> int32_t {
+  // Depth first without recursion (a chain of many rules must not exhaust the thread's stack): a frame per rule
+  // being classed, its alternatives' tuple built as its referenced rules finish.
+  auto finish = [&](int32_t r, std::vector<int32_t>&& tuple) {
     const auto ur = static_cast<size_t>(r);
-    if (state[ur] == 2) return cls[ur];
-    if (state[ur] == 1) {
-      looped[ur] = 1;
-      return -(r + 1);
-    }
-    state[ur] = 1;
-    std::vector<int32_t> tuple;
-    for (const auto& alt : g_.rules[ur].alternatives) {
-      tuple.push_back(static_cast<int32_t>(alt.size()));
-      for (const Element& e : alt) {
-        tuple.push_back(e.kind);
-        tuple.push_back(e.kind == Element::bytes ? e.index : visit(e.index));
-      }
-    }
     state[ur] = 2;
     if (looped[ur]) {
       cls[ur] = -(r + 1);
@@ -79,9 +66,65 @@ void PositionSignatures::find_copies() {
       cls[ur] = it->second;
       rep_rule_[ur] = rep_of_class[static_cast<size_t>(it->second)];
     }
-    return cls[ur];
   };
-  for (size_t r = 0; r < n; ++r) visit(static_cast<int32_t>(r));
+  struct Frame {
+    explicit Frame(int32_t r) : rule(r) {}
+    int32_t rule;
+    size_t alt = 0, element = 0;
+    bool opened = false;  // the alternative's size is in the tuple
+    std::vector<int32_t> tuple;
+  };
+  std::vector<Frame> stack;
+  for (size_t root = 0; root < n; ++root) {
+    if (state[root] != 0) continue;
+    state[root] = 1;
+    stack.push_back(Frame{static_cast<int32_t>(root)});
+    while (!stack.empty()) {
+      Frame& f = stack.back();
+      const auto& alts = g_.rules[static_cast<size_t>(f.rule)].alternatives;
+      int32_t descend = -1;
+      while (f.alt < alts.size()) {
+        const auto& alt = alts[f.alt];
+        if (!f.opened) {
+          f.tuple.push_back(static_cast<int32_t>(alt.size()));
+          f.opened = true;
+        }
+        if (f.element == alt.size()) {
+          ++f.alt;
+          f.element = 0;
+          f.opened = false;
+          continue;
+        }
+        const Element& e = alt[f.element];
+        if (e.kind == Element::bytes) {
+          f.tuple.insert(f.tuple.end(), {e.kind, e.index});
+        } else if (state[static_cast<size_t>(e.index)] == 2) {
+          f.tuple.insert(f.tuple.end(), {e.kind, cls[static_cast<size_t>(e.index)]});
+        } else if (state[static_cast<size_t>(e.index)] == 1) {  // met again while being classed: recursion
+          looped[static_cast<size_t>(e.index)] = 1;
+          f.tuple.insert(f.tuple.end(), {e.kind, -(e.index + 1)});
+        } else {
+          descend = e.index;
+          break;
+        }
+        ++f.element;
+      }
+      if (descend >= 0) {
+        state[static_cast<size_t>(descend)] = 1;
+        stack.push_back(Frame{descend});  // (f is not used past this point)
+        continue;
+      }
+      const int32_t done = f.rule;
+      finish(done, std::move(f.tuple));
+      stack.pop_back();
+      if (!stack.empty()) {
+        Frame& parent = stack.back();
+        const Element& e = g_.rules[static_cast<size_t>(parent.rule)].alternatives[parent.alt][parent.element];
+        parent.tuple.insert(parent.tuple.end(), {e.kind, cls[static_cast<size_t>(done)]});
+        ++parent.element;
+      }
+    }
+  }
   // Equal classes have equal layouts, so a position's offset in its rule names the same element in the copy.
   canonical_.resize(g_.positions().size());
   for (size_t p = 0; p < canonical_.size(); ++p) {
