@@ -167,7 +167,9 @@ void tree_and_heads_vs_cpu(const std::string& label, const char* config) {
 // nothing behind (the node after the kept ones is drawn from the model's own row, and its KV slots are rewritten);
 // trained heads keep some, and the steps they save are printed (tokens a check pass).
 void executor_checks(const std::string& dir, const std::function<std::shared_ptr<MedusaHeads>()>& make_heads) {
-  const int32_t V = load_model(dir, cudatest::options(Device::cpu))->config().vocab_size;
+  // (also the judge of close calls below, with a GPU model of its own: both with fresh KV for each context)
+  auto cpu = load_model(dir, cudatest::options(Device::cpu));
+  const int32_t V = cpu->config().vocab_size;
   auto run = [&](bool heads, bool tree) {
     auto model = load_model(dir, cudatest::options(Device::cuda));
     if (heads) model->set_medusa_heads(make_heads());
@@ -203,8 +205,7 @@ void executor_checks(const std::string& dir, const std::function<std::shared_ptr
     return std::make_tuple(got, drafted, accepted, passes);
   };
   const auto [plain, d0, a0, p0] = run(false, false);
-  // The context's last row on both models (fresh KV each time): the CPU's logits of tokens a and b, the GPU's error.
-  auto cpu = load_model(dir, cudatest::options(Device::cpu));
+  // The context's last row on both models: the CPU's logits of tokens a and b, the GPU's error.
   auto gpu = load_model(dir, cudatest::options(Device::cuda));
   cpu->allocate_kv(16, 16);
   gpu->allocate_kv(16, 16);

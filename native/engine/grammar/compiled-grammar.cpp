@@ -33,6 +33,28 @@ void settle(PositionMask& mask, const TokenVocab& vocab) {
   mask.accepted_ids.shrink_to_fit();
 }
 
+// Runs job(0 .. n - 1), on up to `threads` OpenMP threads when parallel. A job's exception (out of memory) is
+// rethrown on this thread when serial; after a parallel round the answer is false and the positions left are
+// computed by position_mask when asked.
+template <typename Job>
+bool run_jobs(int n, int threads, bool parallel, const Job& job) {
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+#pragma omp parallel for schedule(dynamic, 1) num_threads(std::max(1, std::min(n, threads))) if (parallel && n > 1)
+  for (int k = 0; k < n; ++k) {
+    try {
+      job(k);
+    } catch (...) {
+      errors[static_cast<size_t>(k)] = std::current_exception();
+    }
+  }
+  for (const auto& e : errors)
+    if (e) {
+      if (!parallel) std::rethrow_exception(e);
+      return false;
+    }
+  return true;
+}
+
 }  // namespace
 
 CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocab> vocab, CompiledGrammarOptions options)
@@ -227,25 +249,15 @@ void CompiledGrammar::compute(std::vector<int32_t> positions, int32_t ranks_per_
     const int items = static_cast<int>(walks.size()) * parts;
     std::vector<PositionMask> done(static_cast<size_t>(items));
     std::vector<WalkResult> results(static_cast<size_t>(items));
-    std::vector<std::exception_ptr> errors(static_cast<size_t>(items));
-#pragma omp parallel for schedule(dynamic, 1) num_threads(std::max(1, std::min(items, threads))) if (parallel && items > 1)
-    for (int k = 0; k < items; ++k) {
+    const bool walked = run_jobs(items, threads, parallel, [&](int k) {
       const Walk& w = walks[static_cast<size_t>(k / parts)];
       const int32_t part = k % parts;
       const int32_t first = static_cast<int32_t>(static_cast<int64_t>(ranks) * part / parts);
       const int32_t end = static_cast<int32_t>(static_cast<int64_t>(ranks) * (part + 1) / parts);
-      try {
-        results[static_cast<size_t>(k)] = walk_position(grammar_, *vocab_, w.pos, w.cut, first, end,
-                                                        w.cut < 0 ? SIZE_MAX : cut_limit, done[static_cast<size_t>(k)]);
-      } catch (...) {  // (out of memory) rethrown on this thread, or left to position_mask after a parallel round
-        errors[static_cast<size_t>(k)] = std::current_exception();
-      }
-    }
-    for (const auto& e : errors)
-      if (e) {
-        if (!parallel) std::rethrow_exception(e);
-        return;
-      }
+      results[static_cast<size_t>(k)] = walk_position(grammar_, *vocab_, w.pos, w.cut, first, end,
+                                                      w.cut < 0 ? SIZE_MAX : cut_limit, done[static_cast<size_t>(k)]);
+    });
+    if (!walked) return;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       vocabulary_walks_ += walks.size();
@@ -283,23 +295,12 @@ void CompiledGrammar::compute(std::vector<int32_t> positions, int32_t ranks_per_
     }
     // The positions whose cut walk was ready: their own masks from its uncertain tokens alone.
     std::vector<std::unique_ptr<PositionMask>> resolved(resolve.size());
-    std::vector<std::exception_ptr> resolve_errors(resolve.size());
-    const int jobs = static_cast<int>(resolve.size());
-#pragma omp parallel for schedule(dynamic, 1) num_threads(std::max(1, std::min(jobs, threads))) if (parallel && jobs > 1)
-    for (int j = 0; j < jobs; ++j) {
+    const bool completed = run_jobs(static_cast<int>(resolve.size()), threads, parallel, [&](int j) {
       const auto& [index, cut_walk] = resolve[static_cast<size_t>(j)];
-      try {
-        resolved[static_cast<size_t>(j)] =
-            std::make_unique<PositionMask>(resolve_cut(grammar_, *vocab_, pending[index].pos, *cut_walk));
-      } catch (...) {
-        resolve_errors[static_cast<size_t>(j)] = std::current_exception();
-      }
-    }
-    for (const auto& e : resolve_errors)
-      if (e) {
-        if (!parallel) std::rethrow_exception(e);
-        return;
-      }
+      resolved[static_cast<size_t>(j)] =
+          std::make_unique<PositionMask>(resolve_cut(grammar_, *vocab_, pending[index].pos, *cut_walk));
+    });
+    if (!completed) return;
     std::lock_guard<std::mutex> lock(mutex_);
     for (size_t j = 0; j < resolve.size(); ++j) {
       const Pending& q = pending[resolve[j].first];

@@ -2,7 +2,7 @@
 
 namespace engine::grammar {
 
-size_t MaskStore::VectorHash::operator()(const std::vector<int32_t>& v) const {
+size_t TupleHash::operator()(const std::vector<int32_t>& v) const {
   uint64_t h = 1469598103934665603ull;
   for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull;
   return static_cast<size_t>(h ^ (h >> 29));

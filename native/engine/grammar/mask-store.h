@@ -19,6 +19,11 @@
 
 namespace engine::grammar {
 
+// A hash of a tuple of ints (signature nodes, rule layouts).
+struct TupleHash {
+  size_t operator()(const std::vector<int32_t>& v) const;
+};
+
 class MaskStore {
  public:
   // long_lived: buckets for every tuple it may hold are made at once (8 MB), so the table never rehashes — a
@@ -51,14 +56,11 @@ class MaskStore {
   std::unordered_set<int32_t>& costly() { return costly_; }
 
  private:
-  struct VectorHash {
-    size_t operator()(const std::vector<int32_t>& v) const;
-  };
   mutable std::mutex mutex_;
   const void* vocabulary_ = nullptr;
   size_t max_bytes_;
   size_t bytes_ = 0;
-  std::unordered_map<std::vector<int32_t>, int32_t, VectorHash> tuples_;
+  std::unordered_map<std::vector<int32_t>, int32_t, TupleHash> tuples_;
   std::map<std::array<uint64_t, 4>, int32_t> sets_;
   std::unordered_map<int32_t, std::unique_ptr<PositionMask>> masks_;
   std::unordered_set<int32_t> shallow_, costly_;

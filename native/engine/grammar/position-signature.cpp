@@ -25,12 +25,6 @@ uint64_t memo_key(Node node, int32_t index, int32_t depth) {
 
 }  // namespace
 
-size_t PositionSignatures::VectorHash::operator()(const std::vector<int32_t>& v) const {
-  uint64_t h = 1469598103934665603ull;
-  for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull;
-  return static_cast<size_t>(h ^ (h >> 29));
-}
-
 PositionSignatures::PositionSignatures(const Grammar& grammar, int32_t lookahead, MaskStore& store)
     : g_(grammar), lookahead_(std::min<int32_t>(lookahead, (1 << 29) - 1)), shortest_(grammar.rules.size(), 0),
       store_(store), set_ids_(grammar.sets.size(), -1) {
@@ -49,7 +43,7 @@ void PositionSignatures::find_copies() {
   // copied (rule-cloning.h), and a copy that refers to one refers to the same rule.
   std::vector<int32_t> cls(n, 0);
   std::vector<uint8_t> state(n, 0), looped(n, 0);  // state: 0 new, 1 in progress, 2 done
-  std::unordered_map<std::vector<int32_t>, int32_t, VectorHash> classes;
+  std::unordered_map<std::vector<int32_t>, int32_t, TupleHash> classes;
   rep_rule_.assign(n, 0);
   std::vector<int32_t> rep_of_class;
   // Depth first without recursion (a chain of many rules must not exhaust the thread's stack): a frame per rule

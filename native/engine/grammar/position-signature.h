@@ -41,9 +41,6 @@ class PositionSignatures {
   int32_t of(int32_t pos, int32_t cut = -1);
 
  private:
-  struct VectorHash {
-    size_t operator()(const std::vector<int32_t>& v) const;
-  };
   // The continuation from `pos` with `depth` bytes still observable. returns_to_caller: the alternative's end pops
   // into a caller on a real stack (a rule referenced from inside the walk); otherwise it goes where the rule returns.
   int32_t sequence(int32_t pos, bool returns_to_caller, int32_t depth);
