@@ -44,6 +44,8 @@ if [[ $failed -ne 0 ]]; then
   awk '/\*\*\*(Failed|Timeout|Exception)/ {on=1; n=0} /^ *Start +[0-9]+:/ {on=0}
        on && n < 40 {print; n++}' build/test-logs/ctest.log
   grep -aE '^(\s{4})?not ok [0-9]+' build/test-logs/tap.log | grep -a '# time=' || true
+  # Each failing assertion with its diagnostic (tap's YAML block: what was found, what was wanted, where), 30 lines.
+  awk '/^[ \t]*not ok [0-9]+/ && !/# time=/ {on=1; n=0} on && n < 30 {print; n++} on && /^[ \t]*\.\.\.$/ {on=0}' build/test-logs/tap.log
 fi
 echo "${passed} passed, ${failed} failed, ${skipped} skipped"
 [[ $failed -eq 0 ]]

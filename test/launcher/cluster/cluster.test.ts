@@ -43,7 +43,8 @@ t.test('world size 2: serves what one rank serves; Ctrl-C drains and exits 0 wit
   const cluster = await startCluster();
   t.ok(await cluster.ready, `ready (output: ${cluster.output().slice(-1500)})`);
   t.match(cluster.output(), /\[rank 0\] /, 'rank-prefixed output');
-  t.match(cluster.output(), /curl -X POST localhost:\d+\/v2\/models\/ensemble\/generate/, 'prints how to query it');
+  // The banner follows the ready line in writes of its own: the chunk that carried "ready after" may end before it.
+  t.ok(await waitFor(() => /curl -X POST localhost:\d+\/v2\/models\/ensemble\/generate/.test(cluster.output())), 'prints how to query it');
   const reference = JSON.parse(readFileSync(join(MODEL, 'reference.json'), 'utf8')) as { cases: { input_ids: number[]; greedy_output_ids: number[] }[] };
   for (const c of reference.cases.slice(0, 2)) {
     const r = await generate(cluster.port, { input_ids: c.input_ids, request_output_len: 16 });
