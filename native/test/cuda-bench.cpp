@@ -10,7 +10,7 @@
 //          above; with the tokens a step then yields at per-guess acceptance rates 0.5 / 0.7 /
 //          0.9, the speedup a drafter that costs nothing (prompt lookup) would give can be read off.
 // usage: cuda-bench <checkpoint dir> [--dummy] [--batches 1,8,64,256] [--ctx 128] [--steps 30] [--requests 1000]
-//        [--input 128] [--output 128] [--max-batch 256] [--dtype bfloat16] [--json out.json]
+//        [--input 128] [--output 128] [--max-batch 256] [--max-num-tokens 8192] [--dtype bfloat16] [--json out.json]
 //        [--profile prefill|decode] [--sampled] [--quantization fp8] [--kv-cache-dtype fp8] [--verify 1,2,4,8]
 //        [--ngram K] [--lora N,R]
 // --lora N,R: N random adapters of rank R on q, k, v, o, gate, up and down of every layer (values scaled so the
@@ -238,6 +238,7 @@ int main(int argc, char** argv) {
   std::vector<int> batches = {1, 8, 64, 256}, verify, trees = {4, 8, 16, 32};
   int medusa = 0;
   int ctx = 128, steps = 30, requests = 1000, input = 128, output = 128, max_batch = 256, ngram = 0;
+  int max_num_tokens = 8192;
   int lora_n = 0, lora_rank = 16;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
@@ -250,6 +251,7 @@ int main(int argc, char** argv) {
     else if (a == "--input") input = std::stoi(next());
     else if (a == "--output") output = std::stoi(next());
     else if (a == "--max-batch") max_batch = std::stoi(next());
+    else if (a == "--max-num-tokens") max_num_tokens = std::stoi(next());
     else if (a == "--dtype") dtype = next();
     else if (a == "--json") json_path = next();
     else if (a == "--profile") {
@@ -309,7 +311,7 @@ int main(int argc, char** argv) {
   lo.dtype = dtype;
   lo.quantization = quantization;
   lo.kv_cache_dtype = kv_cache_dtype;
-  lo.max_num_tokens = 8192;
+  lo.max_num_tokens = max_num_tokens;
   lo.max_batch_size = max_batch;
   double t0 = now();
   std::unique_ptr<Model> model = load_model(dir, lo);
@@ -482,8 +484,9 @@ int main(int argc, char** argv) {
     std::unique_ptr<Model> m2 = load_model(dir, lo);
     ExecutorConfig cfg;
     cfg.max_batch_size = max_batch;
-    cfg.max_num_tokens = 8192;
+    cfg.max_num_tokens = max_num_tokens;
     cfg.tokens_per_block = tpb;
+    cfg.iter_stats_max_iterations = 1 << 20;  // every measured iteration, for the breakdown
     cfg.ngram_speculation.max_draft_tokens = ngram;
     if (with_lora) {
       cfg.lora.enabled = true;
@@ -527,15 +530,17 @@ int main(int argc, char** argv) {
     out_tokens = res.tokens;
     tok_s = out_tokens / offline_s;
     int64_t drafted = 0, accepted = 0;
-    for (const IterationStats& st : ex.get_latest_iteration_stats())
+    const std::deque<IterationStats> stats = ex.get_latest_iteration_stats();
+    for (const IterationStats& st : stats)
       drafted += st.spec_decoding_stats.num_draft_tokens, accepted += st.spec_decoding_stats.num_accepted_tokens;
     if (ngram > 0)
-      std::printf("\nprompt lookup (--ngram %d): %lld guesses checked, %lld kept (in the last %d iterations' stats)\n",
-                  ngram, static_cast<long long>(drafted), static_cast<long long>(accepted), cfg.iter_stats_max_iterations);
+      std::printf("\nprompt lookup (--ngram %d): %lld guesses checked, %lld kept\n",
+                  ngram, static_cast<long long>(drafted), static_cast<long long>(accepted));
     std::printf("\noffline (executor, C++%s%s): %d requests %d/%d, max batch %d: %lld output tokens in %.2f s = %.0f "
                 "output tokens/s (%d failed, %zu answered)\n",
                 sampled ? ", sampled: t 0.8, top-p 0.95" : "", ngram > 0 ? ", prompt lookup" : "", requests, input, output, max_batch,
                 static_cast<long long>(out_tokens), offline_s, tok_s, res.failed, res.answered);
+    cudatest::print_breakdown(stats, offline_s);
   }
   if (!json_path.empty()) {
     FILE* f = std::fopen(json_path.c_str(), "w");

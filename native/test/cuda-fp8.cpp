@@ -11,11 +11,13 @@
 //  - tiny-llama quantized per channel at load: context logits and greedy tokens of the CUDA model against the CPU
 //    model running the same dequantized weights, with activation quantization off (W8A16) and on;
 //  - bad inputs: an unknown quantization, scales that do not fit the matrix.
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -161,6 +163,100 @@ void quantization_kernel_matches_host() {
   CHECK(scales[5] == 1.0f);
   std::printf("weight quantization kernel: %zu bytes and %lld scales equal the host's quantize_per_channel\n",
               bytes.size(), static_cast<long long>(n));
+}
+
+// norm_e4m3 / gated_activation_e4m3 (the kernels that quantize the rows they make, from registers where the row
+// fits or by reading it back) against norm / gated_activation followed by the separate quantize pass: the same
+// 16-bit outputs, e4m3 bytes and scales, bit for bit, in every quantization mode, over shapes on both sides of the
+// register paths' limits (row width, a group that is not a power-of-two number of vectors, widths not a multiple
+// of the vector) and with fewer rows quantized than made.
+void fused_quantization_matches_separate() {
+  std::mt19937 rng(2024);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  struct Mode {
+    cuda::Fp8Quant mode;
+    int32_t group;
+    float fixed;
+  };
+  const Mode modes[] = {{cuda::Fp8Quant::row, 0, 1}, {cuda::Fp8Quant::group, 128, 1}, {cuda::Fp8Quant::group, 64, 1},
+                        {cuda::Fp8Quant::group, 96, 1}, {cuda::Fp8Quant::group, 256, 1}, {cuda::Fp8Quant::fixed, 0, 0.05f}};
+  auto f16_bits = [](float v, cuda::DType dt) {
+    return dt == cuda::DType::bf16 ? to_bf16(v) : __half_as_ushort(__float2half_rn(v));
+  };
+  int cases = 0, mismatched = 0;
+  // make(out, qa) runs the fused kernel when qa is set, else the plain one; the separate pass quantizes its output.
+  auto compare = [&](const char* what, int64_t rows, int64_t cols, int64_t qrows, const Mode& m, cuda::DType dt,
+                     const std::function<void(cuda::DeviceBuffer&, const cuda::Fp8ActOut*)>& make) {
+    const int64_t groups = m.mode == cuda::Fp8Quant::group ? (cols + m.group - 1) / m.group : 1;
+    const size_t nscale = static_cast<size_t>(groups * rows);
+    cuda::DeviceBuffer out_f(static_cast<size_t>(rows * cols) * 2), out_s(static_cast<size_t>(rows * cols) * 2);
+    cuda::DeviceBuffer q_f(static_cast<size_t>(rows * cols)), q_s(static_cast<size_t>(rows * cols));
+    cuda::DeviceBuffer sc_f(nscale * 4), sc_s(nscale * 4);
+    for (cuda::DeviceBuffer* b : {&q_f, &q_s, &sc_f, &sc_s})
+      cuda::check_cuda(cudaMemset(b->get(), 0, b->bytes()), "memset");
+    cuda::Fp8ActOut qa;
+    qa.q = static_cast<uint8_t*>(q_f.get());
+    qa.scales = static_cast<float*>(sc_f.get());
+    qa.scale_ld = rows;
+    qa.rows = qrows;
+    qa.mode = m.mode;
+    qa.group = m.group;
+    qa.fixed = m.fixed;
+    make(out_f, &qa);
+    make(out_s, nullptr);
+    cuda::quantize_e4m3(out_s.get(), dt, qrows, cols, m.mode, m.group, m.fixed, static_cast<uint8_t*>(q_s.get()),
+                        static_cast<float*>(sc_s.get()), rows, g_stream);
+    const bool same = download<uint16_t>(out_f, static_cast<size_t>(rows * cols)) ==
+                          download<uint16_t>(out_s, static_cast<size_t>(rows * cols)) &&
+                      download<uint8_t>(q_f, static_cast<size_t>(qrows * cols)) ==
+                          download<uint8_t>(q_s, static_cast<size_t>(qrows * cols)) &&
+                      download<float>(sc_f, nscale) == download<float>(sc_s, nscale);
+    ++cases;
+    if (!same) ++mismatched;
+    CHECK_MSG(same, "%s %s: %lld rows (%lld quantized) x %lld, mode %d group %d: fused outputs / bytes / scales differ "
+                    "from the separate pass", what, dt == cuda::DType::bf16 ? "bf16" : "fp16",
+              static_cast<long long>(rows), static_cast<long long>(qrows), static_cast<long long>(cols),
+              static_cast<int>(m.mode), m.group);
+  };
+  for (cuda::DType dt : {cuda::DType::bf16, cuda::DType::f16}) {
+    for (int64_t dim : {64, 200, 4096, 5120, 8192, 16384, 18000, 130}) {
+      for (int64_t rows : {1, 7}) {
+        std::vector<float> x(static_cast<size_t>(rows * dim)), w(static_cast<size_t>(dim));
+        for (size_t i = 0; i < x.size(); ++i) x[i] = nd(rng) * (i % 97 == 0 ? 20.0f : 1.0f);
+        for (float& v : w) v = 0.5f + 0.1f * nd(rng);
+        cuda::DeviceBuffer dx = upload(x), dw = upload(w);
+        for (const Mode& m : modes)
+          compare("norm_e4m3", rows, dim, rows == 1 ? 1 : rows - 2, m, dt,
+                  [&](cuda::DeviceBuffer& out, const cuda::Fp8ActOut* qa) {
+                    if (qa) cuda::norm_e4m3(static_cast<const float*>(dx.get()), out.get(), dt, rows, dim,
+                                            static_cast<const float*>(dw.get()), nullptr, 1e-5f, *qa, g_stream);
+                    else cuda::norm(static_cast<const float*>(dx.get()), out.get(), dt, rows, dim,
+                                    static_cast<const float*>(dw.get()), nullptr, 1e-5f, g_stream);
+                  });
+      }
+    }
+    for (int64_t inter : {64, 256, 1000, 14336, 28672, 36000, 100}) {
+      for (int64_t rows : {1, 5}) {
+        for (bool bias : {false, true}) {
+          std::vector<uint16_t> gu(static_cast<size_t>(rows * 2 * inter));
+          for (size_t i = 0; i < gu.size(); ++i) gu[i] = f16_bits(nd(rng) * (i % 89 == 0 ? 8.0f : 1.0f), dt);
+          std::vector<float> b(static_cast<size_t>(2 * inter));
+          for (float& v : b) v = 0.1f * nd(rng);
+          cuda::DeviceBuffer dgu = upload(gu), db = upload(b);
+          const float* bp = bias ? static_cast<const float*>(db.get()) : nullptr;
+          const cuda::Act act = bias ? cuda::Act::gelu : cuda::Act::silu;
+          for (const Mode& m : modes)
+            compare("gated_activation_e4m3", rows, inter, rows == 1 ? 1 : rows - 1, m, dt,
+                    [&](cuda::DeviceBuffer& out, const cuda::Fp8ActOut* qa) {
+                      if (qa) cuda::gated_activation_e4m3(dgu.get(), out.get(), dt, rows, inter, act, bp, *qa, g_stream);
+                      else cuda::gated_activation(dgu.get(), out.get(), dt, rows, inter, act, bp, g_stream);
+                    });
+        }
+      }
+    }
+  }
+  std::printf("fused activation quantization: %d of %d (kernel, shape, mode) cases give the separate pass's outputs, "
+              "bytes and scales bit for bit\n", cases - mismatched, cases);
 }
 
 struct Kind {
@@ -496,6 +592,7 @@ int main(int argc, char** argv) {
   cuda::check_cuda(cudaStreamCreate(&g_stream), "cudaStreamCreate");
   try {
     quantization_kernel_matches_host();
+    fused_quantization_matches_separate();
     gemm_against_reference();
     tiny_model();
     bad_inputs();

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <functional>
 #include <map>
 #include <set>
@@ -162,6 +163,7 @@ inline OfflineResult run_offline(engine::Executor& ex, int requests, int input, 
     warm.insert(ex.enqueue(r));
   }
   collect(ex, warm, 600);
+  ex.get_latest_iteration_stats();  // the warm-up's iterations are not part of the breakdown
   std::set<engine::RequestId> ids;
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < requests; ++i) {
@@ -183,6 +185,30 @@ inline OfflineResult run_offline(engine::Executor& ex, int requests, int input, 
     if (o.has_error) ++res.failed;
   }
   return res;
+}
+
+// Where an offline run's time went, from the executor's iteration stats: iterations that carried prompt tokens
+// (mixed with decode rows) against decode-only ones, and the wall time no iteration accounts for (the loop between
+// iterations: delivery, waiting for work).
+inline void print_breakdown(const std::deque<engine::IterationStats>& stats, double wall_s) {
+  int64_t ctx_iters = 0, dec_iters = 0, ctx_tokens = 0, ctx_gen_rows = 0, dec_rows = 0;
+  double ctx_ms = 0, dec_ms = 0;
+  for (const engine::IterationStats& st : stats) {
+    const auto& ib = st.inflight_batching_stats;
+    if (ib.num_ctx_tokens > 0) {
+      ++ctx_iters, ctx_ms += st.iter_latency_ms, ctx_tokens += ib.num_ctx_tokens, ctx_gen_rows += ib.num_gen_requests;
+    } else if (ib.num_gen_requests > 0) {
+      ++dec_iters, dec_ms += st.iter_latency_ms, dec_rows += ib.num_gen_requests;
+    }
+  }
+  std::printf("offline breakdown (%zu iterations): %lld with prompt tokens %.3f s (%lld prompt tokens, %.0f a step, "
+              "%.1f decode rows beside them, %.2f ms a step); %lld decode-only %.3f s (mean batch %.1f, %.3f ms a step); "
+              "outside iterations %.3f s of %.3f s\n",
+              stats.size(), static_cast<long long>(ctx_iters), ctx_ms / 1e3, static_cast<long long>(ctx_tokens),
+              ctx_iters ? static_cast<double>(ctx_tokens) / ctx_iters : 0.0,
+              ctx_iters ? static_cast<double>(ctx_gen_rows) / ctx_iters : 0.0, ctx_iters ? ctx_ms / ctx_iters : 0.0,
+              static_cast<long long>(dec_iters), dec_ms / 1e3, dec_iters ? static_cast<double>(dec_rows) / dec_iters : 0.0,
+              dec_iters ? dec_ms / dec_iters : 0.0, wall_s - (ctx_ms + dec_ms) / 1e3, wall_s);
 }
 
 }  // namespace cudatest

@@ -55,3 +55,83 @@ __device__ __forceinline__ void quantize_row(const T* __restrict__ xr, int64_t c
 }
 
 }  // namespace engine::cuda
+
+namespace engine::cuda {
+
+// Whether quantize_regs can quantize a row held as vectors of W values a thread in `mode`: a group must be whole
+// vectors of lanes of one warp (a power-of-two number of vectors up to 32, and a block's sweep of the row ending
+// on a group boundary).
+__host__ __device__ inline bool quantize_regs_fits(Fp8Quant mode, int32_t group, int W, int threads) {
+  if (mode != Fp8Quant::group) return true;
+  if (group <= 0 || group % W != 0) return false;
+  const int lanes = group / W;
+  return lanes <= 32 && (lanes & (lanes - 1)) == 0 && (threads * W) % group == 0;
+}
+
+// quantize_row for a row the block holds in registers: thread t's vector k is columns [(k * blockDim.x + t) * W,
+// + W) and holds their values as rounded to the row's 16-bit type (what quantize_row would read back); vectors at
+// or past `cols` are skipped (cols % W == 0). The very bytes and scales quantize_row gives (a max does not depend
+// on its order; each byte is the same division), without reading the row back from memory, in one round of
+// stores of W bytes. Every thread of the block calls it; mode group needs quantize_regs_fits. qr aligned to W.
+template <int K, int W>
+__device__ __forceinline__ void quantize_regs(const float (&v)[K][W], int64_t cols, Fp8Quant mode, int32_t group,
+                                              float fixed, uint8_t* __restrict__ qr, float* __restrict__ scales,
+                                              int64_t scale_ld, int64_t r) {
+  static_assert(W == 4 || W == 8, "4 or 8 bytes a store");
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  float s[K];
+  if (mode == Fp8Quant::group) {
+    const int lanes = group / W;  // a power of two up to 32: the group's vectors are those lanes of one warp
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int64_t col = (static_cast<int64_t>(k) * blockDim.x + threadIdx.x) * W;
+      float amax = 0.0f;
+      if (col < cols) {
+#pragma unroll
+        for (int e = 0; e < W; ++e) amax = fmaxf(amax, fabsf(v[k][e]));
+      }
+      for (int o = lanes / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+      s[k] = quant_scale_for(amax);
+      if (col < cols && lane % lanes == 0) scales[(col / group) * scale_ld + r] = s[k];
+    }
+  } else {
+    float row_s = fixed;
+    if (mode == Fp8Quant::row) {
+      __shared__ float part[32];
+      float amax = 0.0f;
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const int64_t col = (static_cast<int64_t>(k) * blockDim.x + threadIdx.x) * W;
+        if (col >= cols) continue;
+#pragma unroll
+        for (int e = 0; e < W; ++e) amax = fmaxf(amax, fabsf(v[k][e]));
+      }
+      amax = quant_warp_max(amax);
+      if (lane == 0) part[warp] = amax;
+      __syncthreads();
+      amax = lane < warps ? part[lane] : 0.0f;
+      row_s = quant_scale_for(quant_warp_max(amax));
+    }
+    if (threadIdx.x == 0) scales[r] = row_s;
+#pragma unroll
+    for (int k = 0; k < K; ++k) s[k] = row_s;
+  }
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int64_t col = (static_cast<int64_t>(k) * blockDim.x + threadIdx.x) * W;
+    if (col >= cols) continue;
+    uint8_t b[W];
+#pragma unroll
+    for (int e = 0; e < W; ++e) b[e] = to_e4m3(v[k][e] / s[k]);
+    if constexpr (W == 8) {
+      uint2 raw;
+      raw.x = b[0] | (b[1] << 8) | (b[2] << 16) | (static_cast<uint32_t>(b[3]) << 24);
+      raw.y = b[4] | (b[5] << 8) | (b[6] << 16) | (static_cast<uint32_t>(b[7]) << 24);
+      *reinterpret_cast<uint2*>(qr + col) = raw;
+    } else {
+      *reinterpret_cast<uint32_t*>(qr + col) = b[0] | (b[1] << 8) | (b[2] << 16) | (static_cast<uint32_t>(b[3]) << 24);
+    }
+  }
+}
+
+}  // namespace engine::cuda

@@ -2,6 +2,10 @@
 // activations, bias, and the small reshuffles around the LM head. Math in fp32, as the CPU backend does.
 #include <algorithm>
 #include <cfloat>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <type_traits>
 
 #include "cuda/activation.cuh"
 #include "cuda/cuda-check.h"
@@ -17,6 +21,16 @@ namespace engine::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+
+// TRTLLM_FP8_ROW_REGS=0: the norm / gated activation that quantize their rows read them back from memory as before
+// (the kernels that keep them in registers are measured against that, bench/RESULTS.md).
+bool fp8_row_regs() {
+  static const bool on = [] {
+    const char* v = std::getenv("TRTLLM_FP8_ROW_REGS");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
+}
 
 // Grid-stride loops: one launch covers any size with a bounded grid.
 __device__ __forceinline__ int64_t global_thread() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
@@ -87,33 +101,48 @@ __device__ __forceinline__ void norm_row(const float* __restrict__ xr, int64_t d
 // One block per row. RMSNorm keeps the row in registers between the two passes when it fits (dim <= 4 * 4 *
 // blockDim, every realistic hidden size), so x is read from memory once.
 constexpr int kNormCached = 4;  // float4s per thread kept in registers
+__host__ __device__ inline bool rms_fits_registers(int64_t dim, int64_t threads) {
+  return dim % 4 == 0 && dim <= static_cast<int64_t>(kNormCached) * 4 * threads;
+}
+
+// The block's row xr RMS-normed with the row in registers (rms_fits_registers): emit(c, i, e) gets the 4 outputs
+// of columns [i, i + 4) as rounded to T, the thread's c-th float4.
+template <typename T, typename Emit>
+__device__ __forceinline__ void rms_row_cached(const float* __restrict__ xr, int64_t dim, const float* __restrict__ w,
+                                               float eps, float* scratch, Emit emit) {
+  float4 v[kNormCached];
+  float ss = 0;
+#pragma unroll
+  for (int c = 0; c < kNormCached; ++c) {
+    const int64_t i = (static_cast<int64_t>(c) * blockDim.x + threadIdx.x) * 4;
+    v[c] = i < dim ? *reinterpret_cast<const float4*>(xr + i) : make_float4(0, 0, 0, 0);
+    ss += v[c].x * v[c].x + v[c].y * v[c].y + v[c].z * v[c].z + v[c].w * v[c].w;
+  }
+  ss = block_sum(ss, scratch);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(dim) + eps);
+#pragma unroll
+  for (int c = 0; c < kNormCached; ++c) {
+    const int64_t i = (static_cast<int64_t>(c) * blockDim.x + threadIdx.x) * 4;
+    if (i >= dim) break;
+    const float4 wv = *reinterpret_cast<const float4*>(w + i);
+    const T e[4] = {from_float<T>(wv.x * (v[c].x * inv)), from_float<T>(wv.y * (v[c].y * inv)),
+                    from_float<T>(wv.z * (v[c].z * inv)), from_float<T>(wv.w * (v[c].w * inv))};
+    emit(c, i, e);
+  }
+}
 template <typename T>
 __device__ __forceinline__ void norm_block_row(const float* __restrict__ x, T* __restrict__ out, int64_t dim,
                                                const float* __restrict__ w, const float* __restrict__ b, float eps) {
   __shared__ float scratch[32];
   const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
   T* o = out + static_cast<int64_t>(blockIdx.x) * dim;
-  if (b == nullptr && dim % 4 == 0 && dim <= static_cast<int64_t>(kNormCached) * 4 * blockDim.x) {
-    float4 v[kNormCached];
-    float ss = 0;
-#pragma unroll
-    for (int c = 0; c < kNormCached; ++c) {
-      const int64_t i = (static_cast<int64_t>(c) * blockDim.x + threadIdx.x) * 4;
-      v[c] = i < dim ? *reinterpret_cast<const float4*>(xr + i) : make_float4(0, 0, 0, 0);
-      ss += v[c].x * v[c].x + v[c].y * v[c].y + v[c].z * v[c].z + v[c].w * v[c].w;
-    }
-    ss = block_sum(ss, scratch);
-    const float inv = 1.0f / sqrtf(ss / static_cast<float>(dim) + eps);
-#pragma unroll
-    for (int c = 0; c < kNormCached; ++c) {
-      const int64_t i = (static_cast<int64_t>(c) * blockDim.x + threadIdx.x) * 4;
-      if (i >= dim) break;
-      const float4 wv = *reinterpret_cast<const float4*>(w + i);
-      o[i] = from_float<T>(wv.x * (v[c].x * inv));
-      o[i + 1] = from_float<T>(wv.y * (v[c].y * inv));
-      o[i + 2] = from_float<T>(wv.z * (v[c].z * inv));
-      o[i + 3] = from_float<T>(wv.w * (v[c].w * inv));
-    }
+  if (b == nullptr && rms_fits_registers(dim, blockDim.x)) {
+    rms_row_cached<T>(xr, dim, w, eps, scratch, [&](int, int64_t i, const T (&e)[4]) {
+      o[i] = e[0];
+      o[i + 1] = e[1];
+      o[i + 2] = e[2];
+      o[i + 3] = e[3];
+    });
     return;
   }
   // RMSNorm of a row too wide for the registers, or LayerNorm.
@@ -138,6 +167,30 @@ __global__ void norm_e4m3_kernel(const float* __restrict__ x, T* __restrict__ ou
   if (r >= qa.rows) return;
   __syncthreads();
   quantize_row(out + r * dim, dim, qa.mode, qa.group, qa.fixed, qa.q + r * dim, qa.scales, qa.scale_ld, r);
+}
+
+// norm_e4m3_kernel for an RMSNorm row that fits the registers (rms_fits_registers): the normed row is stored with
+// one 8-byte store a float4 and quantized from the registers (quantize_regs), not read back twice.
+template <typename T>
+__global__ void norm_e4m3_regs_kernel(const float* __restrict__ x, T* __restrict__ out, int64_t dim,
+                                      const float* __restrict__ w, float eps, Fp8ActOut qa) {
+  pdl_enter();  // pdl.cuh
+  __shared__ float scratch[32];
+  const int64_t r = blockIdx.x;
+  T* o = out + r * dim;
+  float v[kNormCached][4];
+  rms_row_cached<T>(x + r * dim, dim, w, eps, scratch, [&](int c, int64_t i, const T (&e)[4]) {
+    uint2 raw;
+    T* re = reinterpret_cast<T*>(&raw);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      re[j] = e[j];
+      v[c][j] = to_float(e[j]);  // the value as stored: what the separate quantize pass would read
+    }
+    *reinterpret_cast<uint2*>(o + i) = raw;
+  });
+  if (r >= qa.rows) return;
+  quantize_regs<kNormCached, 4>(v, dim, qa.mode, qa.group, qa.fixed, qa.q + r * dim, qa.scales, qa.scale_ld, r);
 }
 
 // One thread per job of a row, a row's jobs spread over several blocks (grid: (job blocks, rows)): a job is one
@@ -251,6 +304,54 @@ __global__ void gated_e4m3_kernel(const T* __restrict__ gu, T* __restrict__ out,
   if (r >= qa.rows) return;
   __syncthreads();
   quantize_row(o, inter, qa.mode, qa.group, qa.fixed, qa.q + r * inter, qa.scales, qa.scale_ld, r);
+}
+
+// gated_e4m3_kernel for rows of inter % 8 == 0 up to K * 8 * blockDim.x values: every thread loads its K vectors
+// of gate and up at once (16-byte loads, all in flight before any arithmetic), keeps the activations in registers
+// and quantizes them from there (quantize_regs): one read of gu, one write of out and of the bytes. The loop of
+// the kernel above waits for each element's loads in turn and reads the row back twice (a 14,336-wide row of a
+// batch of 512 took ~48 µs, bench/RESULTS.md).
+constexpr int kGatedThreads = 512;
+template <typename T, int K>
+__global__ void __launch_bounds__(kGatedThreads) gated_e4m3_vec_kernel(const T* __restrict__ gu, T* __restrict__ out, int64_t inter, Act act,
+                                      const float* __restrict__ b, Fp8ActOut qa) {
+  pdl_enter();  // pdl.cuh
+  const int64_t r = blockIdx.x;
+  const T* g = gu + r * 2 * inter;
+  const T* u = g + inter;
+  T* o = out + r * inter;
+  uint4 graw[K], uraw[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int64_t i = (static_cast<int64_t>(k) * blockDim.x + threadIdx.x) * 8;
+    if (i < inter) {
+      graw[k] = *reinterpret_cast<const uint4*>(g + i);
+      uraw[k] = *reinterpret_cast<const uint4*>(u + i);
+    }
+  }
+  float v[K][8];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int64_t i = (static_cast<int64_t>(k) * blockDim.x + threadIdx.x) * 8;
+    if (i >= inter) continue;
+    const T* gv = reinterpret_cast<const T*>(&graw[k]);
+    const T* uv = reinterpret_cast<const T*>(&uraw[k]);
+    uint4 oraw;
+    T* ov = reinterpret_cast<T*>(&oraw);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      float gf = to_float(gv[e]), uf = to_float(uv[e]);
+      if (b != nullptr) {
+        gf += b[i + e];
+        uf += b[inter + i + e];
+      }
+      ov[e] = from_float<T>(apply_act(gf, act) * uf);
+      v[k][e] = to_float(ov[e]);  // the value as stored: what the separate quantize pass would read
+    }
+    *reinterpret_cast<uint4*>(o + i) = oraw;
+  }
+  if (r >= qa.rows) return;
+  quantize_regs<K, 8>(v, inter, qa.mode, qa.group, qa.fixed, qa.q + r * inter, qa.scales, qa.scale_ld, r);
 }
 
 template <typename T>
@@ -420,6 +521,15 @@ void norm_e4m3(const float* x, void* out, DType dt, int64_t rows, int64_t dim, c
   if (rows == 0) return;
   if (rows > 2147483647) throw EngineError(ErrorCode::internal, "norm_e4m3 over too many rows");
   const int threads = dim <= 4096 ? 256 : dim <= 8192 ? 512 : 1024;  // (norm()'s choice)
+  const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 8 == 0 &&
+                       reinterpret_cast<uintptr_t>(w) % 16 == 0 && reinterpret_cast<uintptr_t>(qa.q) % 4 == 0;
+  if (b == nullptr && rms_fits_registers(dim, threads) && aligned && quantize_regs_fits(qa.mode, qa.group, 4, threads) &&
+      fp8_row_regs()) {
+    ENGINE_DISPATCH_DTYPE(dt, launch_pdl(norm_e4m3_regs_kernel<T>, dim3(static_cast<unsigned>(rows)), dim3(threads),
+                                         s, x, static_cast<T*>(out), dim, w, eps, qa));
+    check_launch("norm_e4m3");
+    return;
+  }
   ENGINE_DISPATCH_DTYPE(dt, launch_pdl(norm_e4m3_kernel<T>, dim3(static_cast<unsigned>(rows)), dim3(threads), s, x,
                                        static_cast<T*>(out), dim, w, b, eps, qa));
   check_launch("norm_e4m3");
@@ -429,6 +539,24 @@ void gated_activation_e4m3(const void* gu, void* out, DType dt, int64_t rows, in
                            const Fp8ActOut& qa, cudaStream_t s) {
   if (rows == 0) return;
   if (rows > 2147483647) throw EngineError(ErrorCode::internal, "gated_activation_e4m3 over too many rows");
+  const int64_t vectors = (inter + 8 * kGatedThreads - 1) / (8 * kGatedThreads);  // a thread's 8-value vectors
+  const bool aligned = reinterpret_cast<uintptr_t>(gu) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(qa.q) % 8 == 0;
+  if (inter % 8 == 0 && vectors <= 8 && aligned && quantize_regs_fits(qa.mode, qa.group, 8, kGatedThreads) &&
+      fp8_row_regs()) {
+    const dim3 grid(static_cast<unsigned>(rows)), block(kGatedThreads);
+    auto go = [&](auto k_tag) {
+      constexpr int K = decltype(k_tag)::value;
+      ENGINE_DISPATCH_DTYPE(dt, launch_pdl(gated_e4m3_vec_kernel<T, K>, grid, block, s, static_cast<const T*>(gu),
+                                           static_cast<T*>(out), inter, act, b, qa));
+    };
+    if (vectors <= 1) go(std::integral_constant<int, 1>{});
+    else if (vectors <= 2) go(std::integral_constant<int, 2>{});
+    else if (vectors <= 4) go(std::integral_constant<int, 4>{});
+    else go(std::integral_constant<int, 8>{});
+    check_launch("gated_activation_e4m3");
+    return;
+  }
   ENGINE_DISPATCH_DTYPE(dt, launch_pdl(gated_e4m3_kernel<T>, dim3(static_cast<unsigned>(rows)), dim3(512), s,
                                        static_cast<const T*>(gu), static_cast<T*>(out), inter, act, b, qa));
   check_launch("gated_activation_e4m3");
