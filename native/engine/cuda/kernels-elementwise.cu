@@ -247,6 +247,26 @@ __global__ void __launch_bounds__(kRopeThreads)
   }
 }
 
+// Columns [i, i + 8) of a gated row from their gate and up values (16 bytes each): act(gate + b) * (up + b).
+template <typename T>
+__device__ __forceinline__ uint4 gated8(const uint4& graw, const uint4& uraw, const float* __restrict__ b, int64_t i,
+                                        int64_t inter, Act act) {
+  const T* gv = reinterpret_cast<const T*>(&graw);
+  const T* uv = reinterpret_cast<const T*>(&uraw);
+  uint4 oraw;
+  T* ov = reinterpret_cast<T*>(&oraw);
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    float gf = to_float(gv[k]), uf = to_float(uv[k]);
+    if (b != nullptr) {
+      gf += b[i + k];
+      uf += b[inter + i + k];
+    }
+    ov[k] = from_float<T>(apply_act(gf, act) * uf);
+  }
+  return oraw;
+}
+
 // grid: (column blocks, rows); 8 columns per thread with 16-byte loads when inter % 8 == 0, else one.
 template <typename T, int V>
 __global__ void gated_kernel(const T* __restrict__ gu, T* __restrict__ out, int64_t inter, Act act,
@@ -259,21 +279,8 @@ __global__ void gated_kernel(const T* __restrict__ gu, T* __restrict__ out, int6
   const T* u = g + inter;
   T* o = out + r * inter + i;
   if constexpr (V == 8) {
-    const uint4 graw = *reinterpret_cast<const uint4*>(g), uraw = *reinterpret_cast<const uint4*>(u);
-    const T* gv = reinterpret_cast<const T*>(&graw);
-    const T* uv = reinterpret_cast<const T*>(&uraw);
-    uint4 oraw;
-    T* ov = reinterpret_cast<T*>(&oraw);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      float gf = to_float(gv[k]), uf = to_float(uv[k]);
-      if (b != nullptr) {
-        gf += b[i + k];
-        uf += b[inter + i + k];
-      }
-      ov[k] = from_float<T>(apply_act(gf, act) * uf);
-    }
-    *reinterpret_cast<uint4*>(o) = oraw;
+    *reinterpret_cast<uint4*>(o) = gated8<T>(*reinterpret_cast<const uint4*>(g), *reinterpret_cast<const uint4*>(u),
+                                             b, i, inter, act);
   } else {
     float gf = to_float(g[0]), uf = to_float(u[0]);
     if (b != nullptr) {
@@ -313,8 +320,9 @@ __global__ void gated_e4m3_kernel(const T* __restrict__ gu, T* __restrict__ out,
 // batch of 512 took ~48 µs, bench/RESULTS.md).
 constexpr int kGatedThreads = 512;
 template <typename T, int K>
-__global__ void __launch_bounds__(kGatedThreads) gated_e4m3_vec_kernel(const T* __restrict__ gu, T* __restrict__ out, int64_t inter, Act act,
-                                      const float* __restrict__ b, Fp8ActOut qa) {
+__global__ void __launch_bounds__(kGatedThreads)
+    gated_e4m3_vec_kernel(const T* __restrict__ gu, T* __restrict__ out, int64_t inter, Act act,
+                          const float* __restrict__ b, Fp8ActOut qa) {
   pdl_enter();  // pdl.cuh
   const int64_t r = blockIdx.x;
   const T* g = gu + r * 2 * inter;
@@ -334,20 +342,10 @@ __global__ void __launch_bounds__(kGatedThreads) gated_e4m3_vec_kernel(const T* 
   for (int k = 0; k < K; ++k) {
     const int64_t i = (static_cast<int64_t>(k) * blockDim.x + threadIdx.x) * 8;
     if (i >= inter) continue;
-    const T* gv = reinterpret_cast<const T*>(&graw[k]);
-    const T* uv = reinterpret_cast<const T*>(&uraw[k]);
-    uint4 oraw;
-    T* ov = reinterpret_cast<T*>(&oraw);
+    const uint4 oraw = gated8<T>(graw[k], uraw[k], b, i, inter, act);
+    const T* ov = reinterpret_cast<const T*>(&oraw);
 #pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      float gf = to_float(gv[e]), uf = to_float(uv[e]);
-      if (b != nullptr) {
-        gf += b[i + e];
-        uf += b[inter + i + e];
-      }
-      ov[e] = from_float<T>(apply_act(gf, act) * uf);
-      v[k][e] = to_float(ov[e]);  // the value as stored: what the separate quantize pass would read
-    }
+    for (int e = 0; e < 8; ++e) v[k][e] = to_float(ov[e]);  // as stored: what the separate quantize pass would read
     *reinterpret_cast<uint4*>(o + i) = oraw;
   }
   if (r >= qa.rows) return;
