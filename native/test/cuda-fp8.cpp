@@ -178,8 +178,9 @@ void fused_quantization_matches_separate() {
     int32_t group;
     float fixed;
   };
-  const Mode modes[] = {{cuda::Fp8Quant::row, 0, 1}, {cuda::Fp8Quant::group, 128, 1}, {cuda::Fp8Quant::group, 64, 1},
-                        {cuda::Fp8Quant::group, 96, 1}, {cuda::Fp8Quant::group, 256, 1}, {cuda::Fp8Quant::fixed, 0, 0.05f}};
+  const Mode modes[] = {{cuda::Fp8Quant::row, 0, 1},      {cuda::Fp8Quant::group, 128, 1},
+                        {cuda::Fp8Quant::group, 64, 1},  {cuda::Fp8Quant::group, 96, 1},
+                        {cuda::Fp8Quant::group, 256, 1}, {cuda::Fp8Quant::fixed, 0, 0.05f}};
   auto f16_bits = [](float v, cuda::DType dt) {
     return dt == cuda::DType::bf16 ? to_bf16(v) : __half_as_ushort(__float2half_rn(v));
   };
@@ -248,7 +249,8 @@ void fused_quantization_matches_separate() {
           for (const Mode& m : modes)
             compare("gated_activation_e4m3", rows, inter, rows == 1 ? 1 : rows - 1, m, dt,
                     [&](cuda::DeviceBuffer& out, const cuda::Fp8ActOut* qa) {
-                      if (qa) cuda::gated_activation_e4m3(dgu.get(), out.get(), dt, rows, inter, act, bp, *qa, g_stream);
+                      if (qa)
+                        cuda::gated_activation_e4m3(dgu.get(), out.get(), dt, rows, inter, act, bp, *qa, g_stream);
                       else cuda::gated_activation(dgu.get(), out.get(), dt, rows, inter, act, bp, g_stream);
                     });
         }

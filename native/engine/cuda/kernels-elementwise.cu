@@ -521,8 +521,8 @@ void norm_e4m3(const float* x, void* out, DType dt, int64_t rows, int64_t dim, c
   const int threads = dim <= 4096 ? 256 : dim <= 8192 ? 512 : 1024;  // (norm()'s choice)
   const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 8 == 0 &&
                        reinterpret_cast<uintptr_t>(w) % 16 == 0 && reinterpret_cast<uintptr_t>(qa.q) % 4 == 0;
-  if (b == nullptr && rms_fits_registers(dim, threads) && aligned && quantize_regs_fits(qa.mode, qa.group, 4, threads) &&
-      fp8_row_regs()) {
+  if (b == nullptr && rms_fits_registers(dim, threads) && aligned &&
+      quantize_regs_fits(qa.mode, qa.group, 4, threads) && fp8_row_regs()) {
     ENGINE_DISPATCH_DTYPE(dt, launch_pdl(norm_e4m3_regs_kernel<T>, dim3(static_cast<unsigned>(rows)), dim3(threads),
                                          s, x, static_cast<T*>(out), dim, w, eps, qa));
     check_launch("norm_e4m3");
