@@ -1,6 +1,7 @@
 // preprocessing (text → ids) and postprocessing (ids → text), the tokenizer halves of Triton's ensemble, with
 // Triton's tensor names, served from our tokenizer pool (prompt-bounds.ts: bounded, off the event loop).
 import { describeValue } from '../common/errors.js';
+import { biasFromWords, biasWordList, readBiasWords } from './embedding-bias.js';
 import { checkBatch } from './fan-out.js';
 import { badRequest } from './http-errors.js';
 import { immediateRun, type ModelRun, type OutputTensor, type RunOptions } from './model-run.js';
@@ -22,6 +23,8 @@ export async function runPreprocessing(ctx: ServingContext, values: NamedValues,
   const queries = strings(values, 'QUERY');
   const batch = queries.length;
   checkBatch(ctx, batch, `QUERY's batch of ${batch} queries`, 'QUERY');
+  const biasWords = readBiasWords(values.get('EMBEDDING_BIAS_WORDS'), values.get('EMBEDDING_BIAS_WEIGHTS'),
+    { words: 'EMBEDDING_BIAS_WORDS', weights: 'EMBEDDING_BIAS_WEIGHTS' });
   // Every element is read and checked before anything is tokenized.
   const elements = queries.map((query, i) => {
     const get = (name: string) => elementAt(values, name, i, batch);
@@ -38,8 +41,10 @@ export async function runPreprocessing(ctx: ServingContext, values: NamedValues,
   });
   const tokens = await tokenize(
     ctx, elements.map((e, i) => ({ text: e.query, field: batch > 1 ? `QUERY[${i}]` : 'QUERY' })),
-    elements.flatMap((e) => [...e.bad, ...e.stop]), options.signal,
+    [...elements.flatMap((e) => [...e.bad, ...e.stop]), ...biasWordList(biasWords)], options.signal,
   );
+  // Every query's bias is the same ([0] without words, as Triton's preprocessing gives an empty one).
+  const bias = Array.from(biasFromWords(tokens.words, biasWords, ctx.executor.modelConfig.vocabSize) ?? []);
   return immediateRun(elements.map((e, i): OutputTensor[] => {
     const ids = tokens.prompts[i]!;
     const bad = toWordTensor(wordIds(tokens.words, e.bad));
@@ -52,6 +57,7 @@ export async function runPreprocessing(ctx: ServingContext, values: NamedValues,
       { name: 'REQUEST_OUTPUT_LEN', datatype: 'INT32', shape: [1], data: [e.outputLen] },
       { name: 'OUT_END_ID', datatype: 'INT32', shape: [1], data: [e.endId] },
       { name: 'OUT_PAD_ID', datatype: 'INT32', shape: [1], data: [e.padId] },
+      { name: 'EMBEDDING_BIAS', datatype: 'FP32', shape: [bias.length], data: bias },
     ];
   }));
 }

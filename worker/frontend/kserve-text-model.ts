@@ -5,6 +5,7 @@ import type { RequestHandle } from '../executor/request-handle.js';
 import { AbortFanOut } from './abort-fan-out.js';
 import { ATTENTION_WINDOW_NAMES } from './attention-window.js';
 import { DRAFT_TOKENS_NAMES } from './draft-tokens.js';
+import { biasFromWords, biasWordList } from './embedding-bias.js';
 import { guideErrorsIn, withGuideErrors } from './guided/guide-errors.js';
 import { KSERVE_GUIDE_SOURCE } from './guided/kserve-guide.js';
 import { inClientTerms } from './http-errors.js';
@@ -46,16 +47,18 @@ export async function runTextModel(ctx: ServingContext, model: ServedModel, valu
   // refused for its length leaves nothing running.
   const tokens = await tokenize(
     ctx, params.map((p, i) => ({ text: p.prompt, field: textInputField(i, batch) })),
-    params.flatMap((p) => [...p.stopWords, ...p.badWords]), options.signal,
+    params.flatMap((p) => [...p.stopWords, ...p.badWords, ...biasWordList(p.biasWords)]), options.signal,
   );
+  const vocab = ctx.executor.modelConfig.vocabSize;
   const prepared = params.map((p, i) => {
     // Only generate_stream streams (per iteration unless the request says stream: false); generate collects.
     const streaming = options.streamEndpoint && (p.stream ?? options.streamByDefault ?? true);
     const promptIds = tokens.prompts[i]!;
-    return { p, streaming, promptIds, request: textNativeRequest(p, promptIds, tokens.words, ctx.defaults, streaming) };
+    const bias = biasFromWords(tokens.words, p.biasWords, vocab);
+    return { p, streaming, promptIds, request: textNativeRequest(p, promptIds, tokens.words, ctx.defaults, streaming, bias) };
   });
   // Logits are decided before anything runs: over the budget, no prompt starts.
-  const lease = ctx.logitsBudget.reserve(logitsCost(prepared.map((x) => x.request), ctx.executor.modelConfig.vocabSize, TEXT_LOGITS_NAMES));
+  const lease = ctx.logitsBudget.reserve(logitsCost(prepared.map((x) => x.request), vocab, TEXT_LOGITS_NAMES));
   const started: RequestHandle[] = [];
   const elements = new AbortFanOut(options.signal);
   let runs: AsyncIterable<ElementEvent>[];

@@ -4,6 +4,7 @@ import type { NativeRequest, NativeResponse } from '../binding/addon-types.js';
 import { AbortFanOut } from './abort-fan-out.js';
 import { ATTENTION_WINDOW, ATTENTION_WINDOW_NAMES, readAttentionWindow } from './attention-window.js';
 import { DRAFT_TOKENS, DRAFT_TOKENS_NAMES, readDraftTokens } from './draft-tokens.js';
+import { BIAS_TENSOR, readBiasTensor } from './embedding-bias.js';
 import { describeValue } from '../common/errors.js';
 import { checkBatch } from './fan-out.js';
 import { guideErrorsIn, withGuideErrors } from './guided/guide-errors.js';
@@ -94,6 +95,7 @@ export function runTokenModel(ctx: ServingContext, model: ServedModel, values: N
       padId: optInt(get('pad_id'), 'pad_id', -1) ?? ctx.defaults.padId,
       stopWords: wordsAt(values, 'stop_words_list', i, batch),
       badWords: wordsAt(values, 'bad_words_list', i, batch),
+      embeddingBias: readBiasTensor(values.get(BIAS_TENSOR), ctx.executor.modelConfig.vocabSize, i, batch),
       sampling: samplingFrom(get, { topK: 'runtime_top_k', topP: 'runtime_top_p' }),
       maxAttentionWindow: readAttentionWindow(get(ATTENTION_WINDOW)),
       numDraftTokens: readDraftTokens(get(DRAFT_TOKENS)),

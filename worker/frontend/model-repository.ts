@@ -33,7 +33,7 @@ const TEXT_INPUTS: TensorSpec[] = [
   t('return_context_logits', 'BOOL', [1]), t('return_generation_logits', 'BOOL', [1]), t('beam_width', 'INT32', [1]),
   t('stream', 'BOOL', [1]), t('exclude_input_in_output', 'BOOL', [1]), t('stop', 'BOOL', [1]),
   t('max_attention_window_size', 'INT32', [1]), t('num_draft_tokens', 'INT32', [1]), t('use_draft_logits', 'BOOL', [1]),
-  ...GUIDE_INPUTS, ...LORA_INPUTS,
+  t('embedding_bias_words', 'BYTES', [-1]), t('embedding_bias_weights', 'FP32', [-1]), ...GUIDE_INPUTS, ...LORA_INPUTS,
 ];
 const TEXT_OUTPUTS: TensorSpec[] = [
   t('text_output', 'BYTES', [-1]), t('cum_log_probs', 'FP32', [-1]), t('output_log_probs', 'FP32', [-1, -1]),
@@ -50,7 +50,7 @@ const TOKEN_INPUTS: TensorSpec[] = [
   t('return_context_logits', 'BOOL', [1]), t('return_generation_logits', 'BOOL', [1]), t('stop_words_list', 'INT32', [2, -1]),
   t('bad_words_list', 'INT32', [2, -1]), t('streaming', 'BOOL', [1]), t('stop', 'BOOL', [1]),
   t('exclude_input_in_output', 'BOOL', [1]), t('max_attention_window_size', 'INT32', [1]),
-  t('num_draft_tokens', 'INT32', [1]), ...GUIDE_INPUTS, ...LORA_INPUTS,
+  t('num_draft_tokens', 'INT32', [1]), t('embedding_bias', 'FP32', [-1]), ...GUIDE_INPUTS, ...LORA_INPUTS,
 ];
 const TOKEN_OUTPUTS: TensorSpec[] = [
   t('output_ids', 'INT32', [-1, -1]), t('sequence_length', 'INT32', [-1]), t('cum_log_probs', 'FP32', [-1]),
@@ -61,11 +61,12 @@ const TOKEN_OUTPUTS: TensorSpec[] = [
 const PRE_INPUTS: TensorSpec[] = [
   t('QUERY', 'BYTES', [1], false), t('REQUEST_OUTPUT_LEN', 'INT32', [1], false), t('BAD_WORDS_DICT', 'BYTES', [-1]),
   t('STOP_WORDS_DICT', 'BYTES', [-1]), t('END_ID', 'INT32', [1]), t('PAD_ID', 'INT32', [1]),
+  t('EMBEDDING_BIAS_WORDS', 'BYTES', [-1]), t('EMBEDDING_BIAS_WEIGHTS', 'FP32', [-1]),
 ];
 const PRE_OUTPUTS: TensorSpec[] = [
   t('INPUT_ID', 'INT32', [-1]), t('REQUEST_INPUT_LEN', 'INT32', [1]), t('BAD_WORDS_IDS', 'INT32', [2, -1]),
   t('STOP_WORDS_IDS', 'INT32', [2, -1]), t('REQUEST_OUTPUT_LEN', 'INT32', [-1]), t('OUT_END_ID', 'INT32', [1]),
-  t('OUT_PAD_ID', 'INT32', [1]),
+  t('OUT_PAD_ID', 'INT32', [1]), t('EMBEDDING_BIAS', 'FP32', [-1]),
 ];
 const POST_INPUTS: TensorSpec[] = [t('TOKENS_BATCH', 'INT32', [-1, -1], false), t('SEQUENCE_LENGTH', 'INT32', [-1])];
 const POST_OUTPUTS: TensorSpec[] = [t('OUTPUT', 'BYTES', [-1])];

@@ -4,6 +4,7 @@ import type { LoraRequest, NativeRequest } from '../binding/addon-types.js';
 import { AbortFanOut } from './abort-fan-out.js';
 import { ATTENTION_WINDOW_NAMES } from './attention-window.js';
 import { DRAFT_TOKENS_NAMES } from './draft-tokens.js';
+import { logitBiasVector } from './embedding-bias.js';
 import { guideErrorsIn, withGuideErrors } from './guided/guide-errors.js';
 import type { RequestGuide } from './guided/openai-guide.js';
 import { inClientTerms } from './http-errors.js';
@@ -41,6 +42,7 @@ export function startChoices(ctx: ServingContext, prompts: PromptInput[], p: Ope
   const streams: AsyncIterable<ChoiceDelta>[] = [];
   const source = o.guide ? { field: o.guide.field, param: o.guide.field, paths: o.guide.paths } : undefined;
   try {
+    const embeddingBias = logitBiasVector(p.logitBias, ctx.executor.modelConfig.vocabSize);
     prompts.forEach((prompt, pi) => {
       for (let j = 0; j < p.n; j += 1) {
         const index = pi * p.n + j;
@@ -54,6 +56,7 @@ export function startChoices(ctx: ServingContext, prompts: PromptInput[], p: Ope
           sampling,
           maxAttentionWindow: p.maxAttentionWindow,
           numDraftTokens: p.numDraftTokens,
+          embeddingBias,
           output: { returnLogProbs: o.returnLogProbs, excludeInputFromOutput: true },
           guidedDecoding: o.guide?.guided,
           lora: o.lora,

@@ -5,6 +5,7 @@ import { describeValue } from '../common/errors.js';
 import { quoteName } from '../common/quote-value.js';
 import { ATTENTION_WINDOW, readAttentionWindow } from './attention-window.js';
 import { DRAFT_TOKENS, readDraftTokens } from './draft-tokens.js';
+import { readLogitBias } from './embedding-bias.js';
 import { GUIDE_KEYS } from './guided/openai-guide.js';
 import { badRequest } from './http-errors.js';
 import { optBool, optInt, optNumber } from './named-values.js';
@@ -22,6 +23,7 @@ export interface OpenAiParams {
   ignoreEos: boolean;
   maxAttentionWindow: number | undefined;   // max_attention_window_size; undefined: the server's
   numDraftTokens: number | undefined;       // num_draft_tokens; undefined: the server's
+  logitBias: ReadonlyMap<number, number> | undefined;   // logit_bias: token id -> bias (every choice)
 }
 // The output constraint (response_format, guided_*) is read by each route (guided/openai-guide.ts): chat adds the
 // one a forced tool call brings.
@@ -55,11 +57,6 @@ function stopList(value: unknown): string[] {
   throw badRequest(`stop must be a string or an array of strings, got ${describeValue(value)}`, 'stop');
 }
 
-function unsupportedIfSet(body: Record<string, unknown>, key: string, allowed: (v: unknown) => boolean, why: string): void {
-  const v = body[key];
-  if (v !== undefined && v !== null && !allowed(v)) throw badRequest(`${key} ${describeValue(v)} is not supported: ${why}`, key);
-}
-
 export function readOpenAiParams(body: Record<string, unknown>, maxTokensKey: 'max_tokens' | 'max_completion_tokens' = 'max_tokens'): OpenAiParams {
   if (typeof body.model !== 'string' || body.model === '') throw badRequest(`model must be a non-empty string, got ${describeValue(body.model)}`, 'model');
   const temperature = optNumber(body.temperature, 'temperature', (t) => t >= 0 && t <= 2, 'in [0, 2]') ?? 1;
@@ -68,7 +65,6 @@ export function readOpenAiParams(body: Record<string, unknown>, maxTokensKey: 'm
   const n = optInt(body.n, 'n', 1, MAX_N) ?? 1;
   const bestOf = optInt(body.best_of, 'best_of', 1, MAX_N);
   if (bestOf !== undefined && bestOf !== n) throw badRequest(`best_of ${bestOf} is not supported: only best_of = n (${n})`, 'best_of');
-  unsupportedIfSet(body, 'logit_bias', (v) => typeof v === 'object' && Object.keys(v as object).length === 0, 'logit bias is not implemented');
   if (body.user !== undefined && body.user !== null && typeof body.user !== 'string') throw badRequest(`user must be a string, got ${describeValue(body.user)}`, 'user');
   const streamOptions = body.stream_options;
   if (streamOptions !== undefined && streamOptions !== null && (typeof streamOptions !== 'object' || Array.isArray(streamOptions))) {
@@ -101,6 +97,7 @@ export function readOpenAiParams(body: Record<string, unknown>, maxTokensKey: 'm
     ignoreEos: optBool(body.ignore_eos, 'ignore_eos') ?? false,
     maxAttentionWindow: readAttentionWindow(body[ATTENTION_WINDOW]),
     numDraftTokens: readDraftTokens(body[DRAFT_TOKENS]),
+    logitBias: readLogitBias(body.logit_bias),
   };
 }
 

@@ -5,6 +5,7 @@ import type { GuidedDecodingParams, LoraRequest, NativeRequest, SamplingParams }
 import { describeValue } from '../common/errors.js';
 import { ATTENTION_WINDOW, readAttentionWindow } from './attention-window.js';
 import { DRAFT_TOKENS, readDraftTokens, readUseDraftLogits, USE_DRAFT_LOGITS } from './draft-tokens.js';
+import { BIAS_WEIGHTS, BIAS_WORDS, type BiasWords, readBiasWords } from './embedding-bias.js';
 import { checkBatch } from './fan-out.js';
 import { readKserveGuide } from './guided/kserve-guide.js';
 import { badRequest } from './http-errors.js';
@@ -29,6 +30,7 @@ export interface TextParams {
   stream: boolean | undefined;   // unset: generate_stream streams, generate does not
   guidedDecoding: GuidedDecodingParams | undefined;   // guided_decoding_guide_type + guided_decoding_guide
   lora: LoraRequest | undefined;   // lora_task_id (+ lora_weights, lora_config); undefined: the base model
+  biasWords: BiasWords | undefined;   // embedding_bias_words + embedding_bias_weights (every prompt of the batch)
 }
 
 /** Drops undefined entries: the facade rejects nothing for them, but the native side should not see them at all. */
@@ -81,6 +83,7 @@ export function readTextParams(values: NamedValues, maxBatchSize: number): TextP
   const prompts = textBatch(values, maxBatchSize);
   const batch = prompts.length;
   const loras = readKserveLora(values, batch);
+  const biasWords = readBiasWords(values.get(BIAS_WORDS), values.get(BIAS_WEIGHTS));
   return prompts.map((prompt, i) => {
     const get = (name: string) => elementAt(values, name, i, batch);
     const maxTokens = optInt(get('max_tokens'), 'max_tokens', 1);
@@ -110,6 +113,7 @@ export function readTextParams(values: NamedValues, maxBatchSize: number): TextP
       numDraftTokens: readDraftTokens(get(DRAFT_TOKENS)),
       guidedDecoding: readKserveGuide(get),
       lora: loras[i],
+      biasWords,
     };
   });
 }
@@ -122,8 +126,10 @@ export function wordIds(encoded: ReadonlyMap<string, number[]>, words: readonly 
 
 export interface TokenDefaults { endId: number; padId: number }
 
+/** `embeddingBias`: what p.biasWords make once tokenized (embedding-bias.ts's biasFromWords). */
 export function textNativeRequest(
   p: TextParams, inputTokenIds: number[], words: ReadonlyMap<string, number[]>, defaults: TokenDefaults, streaming: boolean,
+  embeddingBias?: Float32Array,
 ): NativeRequest {
   const stopWords = wordIds(words, p.stopWords);
   const badWords = wordIds(words, p.badWords);
@@ -135,6 +141,7 @@ export function textNativeRequest(
     padId: p.padId ?? defaults.padId,
     stopWords: stopWords.length > 0 ? stopWords : undefined,
     badWords: badWords.length > 0 ? badWords : undefined,
+    embeddingBias,
     sampling: p.sampling,
     maxAttentionWindow: p.maxAttentionWindow,
     numDraftTokens: p.numDraftTokens,

@@ -27,17 +27,19 @@ const TEXT_FIELDS: Record<string, readonly unknown[]> = {
   repetition_penalty: [...BAD_POSITIVE_FLOAT, 0], min_length: BAD_INT, presence_penalty: BAD_ANY_FLOAT,
   frequency_penalty: BAD_ANY_FLOAT, random_seed: BAD_INT, return_log_probs: BAD_BOOL, return_context_logits: BAD_BOOL,
   return_generation_logits: BAD_BOOL, beam_width: [...BAD_INT, 0], stream: BAD_BOOL, exclude_input_in_output: BAD_BOOL,
-  stop_words: BAD_WORDS, bad_words: BAD_WORDS, bogus_field: [1, 'x'],
+  stop_words: BAD_WORDS, bad_words: BAD_WORDS, bogus_field: [1, 'x'], embedding_bias_words: [1, {}, [1], '[1,'],
+  embedding_bias_weights: ['x', [1, 2, 3], [{}], [true]],
 };
 const TOKEN_FIELDS: Record<string, readonly unknown[]> = {
   input_ids: [[], 'x', [-1], [1.5], [99999], [[1, 2], [3]], {}], request_output_len: [...BAD_INT, 0, 100000],
   runtime_top_k: BAD_INT, runtime_top_p: [...BAD_POSITIVE_FLOAT, 2], streaming: BAD_BOOL, end_id: BAD_INT,
   stop_words_list: [[1, 2, 3], 'x', [[1, 2], [5, 9]]], beam_width: [...BAD_INT, 0], wat: [1],
+  embedding_bias: [[1, 2], 'x', [[1], [2]], [Number.MAX_VALUE * 0]],
 };
 const OPENAI_FIELDS: Record<string, readonly unknown[]> = {
   model: [1, '', 'nope', {}], max_tokens: [...BAD_INT, 0, 100000], temperature: [...BAD_POSITIVE_FLOAT, 3], top_p: [0, 2, 'x'],
   n: [0, 17, 'x', 1.5], stream: BAD_BOOL, stop: [1, [1], {}], seed: BAD_INT, presence_penalty: [3, 'x'],
-  frequency_penalty: [-3, {}], logit_bias: [{ 1: 5 }], best_of: [5, 'x'], stream_options: ['x', 1, { include_usage: 'x' }],
+  frequency_penalty: [-3, {}], logit_bias: [{ x: 5 }, { 1: 500 }, { 99999: 1 }, 'x', [1], { 1: 'a' }], best_of: [5, 'x'], stream_options: ['x', 1, { include_usage: 'x' }],
   unknown_param: [1], response_format: [{ type: 'xml' }, 'json', { type: 'json_schema' }, { type: 'json_schema', json_schema: { name: 'x', schema: 1 } }],
   guided_json: ['not json', 5, []], guided_regex: ['', 1], guided_grammar: [{}], guided_choice: [[], [1], 'a'],
 };

@@ -184,6 +184,21 @@ t.test('KServe v2 over gRPC = over HTTP', async (t) => {
     t.same(byName(outputs(typed)).output_ids!.shape, [1, 1, ids.length + 6]);
   });
 
+  t.test("ModelInfer with tensorrt_llm's embedding_bias, typed and raw FP32: +100 on a token makes it every choice", async (t) => {
+    const vocab = executor.modelConfig.vocabSize;
+    const bias = new Array<number>(vocab).fill(0);
+    bias[7] = 100;
+    const inputs = tokenInputs(ids, 3, [{ name: 'embedding_bias', datatype: 'FP32', shape: [1, vocab], data: bias }]);
+    for (const raw of [false, true]) {
+      const got = byName(outputs(await unary(client, 'ModelInfer', request('tensorrt_llm', inputs, {}, raw))));
+      t.same(got.output_ids!.data.slice(ids.length), [7, 7, 7], raw ? 'raw_input_contents' : 'fp32_contents');
+    }
+    const short = tokenInputs(ids, 3, [{ name: 'embedding_bias', datatype: 'FP32', shape: [1, 3], data: [1, 2, 3] }]);
+    const refused = await rejected(client, 'ModelInfer', request('tensorrt_llm', short));
+    t.equal(refused.code, status.INVALID_ARGUMENT);
+    t.match(refused.details, new RegExp(`embedding_bias must have shape \\[${vocab}\\] \\(vocab_size\\) or \\[1, ${vocab}\\], got \\[1, 3\\]`));
+  });
+
   t.test('ModelInfer = POST /infer: ensemble batch, requested outputs; preprocessing and postprocessing', async (t) => {
     const inputs = textInputs([PROMPT, 'The cat is'], [5, 3], [flag('return_log_probs', true, 2)]);
     const http = await postJson(`${base}/v2/models/ensemble/infer`, { inputs, outputs: [{ name: 'text_output' }, { name: 'cum_log_probs' }] });
