@@ -115,6 +115,7 @@ function serveAction(command: Command) {
       for (const s of ignoredSettings(config)) {
         process.stderr.write(`trtllm-launch: ${s.key} = ${JSON.stringify(s.value)} (${s.origin}) ${s.ignored}\n`);
       }
+      for (const note of config.file?.notes ?? []) process.stderr.write(`trtllm-launch: ${note}\n`);
       if ((config.options.dp ?? 1) > 1) {
         const { runDataParallel } = await import('./multi-model/data-parallel.js');
         const flags = command.opts<{ spawn: boolean; failFast: boolean }>();

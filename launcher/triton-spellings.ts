@@ -7,12 +7,12 @@ const RENAMES: Record<string, string> = {
   '--http_port': '--http-port',
   '--metrics_port': '--metrics-port',
   '--no-mpi': '--launcher=none',
+  '--model_repo': '--model-repo',   // a Triton TensorRT-LLM repository is read (config/triton-repo.ts)
 };
 const DROPPED = new Set(['--force', '--log']);
-const DROPPED_WITH_VALUE = new Set(['--model_repo', '--tritonserver', '--backend', '--log-file']);
+const DROPPED_WITH_VALUE = new Set(['--tritonserver', '--backend', '--log-file']);
 
 const HINTS: Record<string, string> = {
-  '--model_repo': 'use --model <checkpoint dir> or --model-repo <dir of YAML model files>',
   '--log-file': 'use --log-dir <dir> (one file per rank)',
 };
 

@@ -11,7 +11,7 @@ const MODEL_FILE = /\.ya?ml$/i;
 export function pickModelFile(dir: string, entries: readonly string[], option = '--model-repo'): string {
   const files = entries.filter((name) => MODEL_FILE.test(name)).sort();
   if (files.length === 0) {
-    throw new InvalidArgumentError(`${option} ${dir} has no model files (*.yaml, *.yml)`);
+    throw new InvalidArgumentError(`${option} ${dir} has no model files (*.yaml, *.yml) and is not a Triton model repository (no tensorrt_llm/config.pbtxt)`);
   }
   if (files.length > 1) {
     throw new InvalidArgumentError(

@@ -22,6 +22,7 @@ const RELATIVE_TO_FILE: Readonly<Record<string, (value: unknown, base: string) =
 export interface FileValues {
   path: string;
   values: ReadonlyMap<string, unknown>;   // 'batching.max_batch_size' → 8
+  notes?: readonly string[];              // what the file holds that sets nothing (a Triton repository's, triton-repo.ts)
 }
 
 /** A received value as an error message quotes it: strings quoted, everything else as JSON. */

@@ -17,7 +17,8 @@ export function renderConfigText(config: EffectiveConfig): string {
   const width = (i: number) => Math.max(header[i]!.length, ...rows.map((r) => r[i]!.length));
   const line = (r: readonly string[]) => `${r[0]!.padEnd(width(0))}  ${r[1]!.padEnd(width(1))}  ${r[2]}`;
   const file = config.file ? `configuration file: ${config.file.path} (${config.file.via})` : 'configuration file: none (--config, TRTLLM_CONFIG or --model-repo)';
-  return [file, line(header), ...rows.map(line)].join('\n');
+  const notes = (config.file?.notes ?? []).map((n) => `note: ${n}`);
+  return [file, line(header), ...rows.map(line), ...notes].join('\n');
 }
 
 export function renderConfigJson(config: EffectiveConfig): string {
@@ -26,5 +27,6 @@ export function renderConfigJson(config: EffectiveConfig): string {
     ...(s.flag ? { flag: s.flag } : {}), ...(s.ignored ? { ignored: s.ignored } : {}),
     ...(s.value === undefined && s.unset ? { unset: s.unset } : {}),
   }]));
-  return JSON.stringify({ file: config.file ? { path: config.file.path, via: config.file.via } : null, settings }, null, 2);
+  const file = config.file ? { path: config.file.path, via: config.file.via, ...(config.file.notes?.length ? { notes: config.file.notes } : {}) } : null;
+  return JSON.stringify({ file, settings }, null, 2);
 }

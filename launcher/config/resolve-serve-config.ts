@@ -10,6 +10,7 @@ import type { Backends } from '../../worker/options/device-ids.js';
 import type { ConfigSourceOptions } from '../serve-options.js';
 import { type CliValue, type ConfigFile, effectiveConfig, type EffectiveConfig } from './effective-config.js';
 import { modelRepoFile } from './model-repo.js';
+import { isTritonRepo, readTritonRepo } from './triton-repo.js';
 
 export function cliValues(command: Command): CliValue[] {
   const values = command.opts();
@@ -55,7 +56,9 @@ export async function resolveServeConfig(command: Command, build?: Backends): Pr
   if (config !== undefined) file = await readConfigFile(config, named(command, 'config', '--config', 'TRTLLM_CONFIG'));
   else if (modelRepo !== undefined) {
     const option = named(command, 'modelRepo', '--model-repo', 'TRTLLM_MODEL_REPO');
-    file = await readConfigFile(modelRepoFile(modelRepo, option), `${option} ${modelRepo}`);
+    // A Triton TensorRT-LLM repository (tensorrt_llm/config.pbtxt), or a directory of YAML model files.
+    file = isTritonRepo(modelRepo) ? { ...readTritonRepo(modelRepo), via: `${option} ${modelRepo}` }
+      : await readConfigFile(modelRepoFile(modelRepo, option), `${option} ${modelRepo}`);
   }
   return effectiveConfig(cliValues(command), file, build);
 }

@@ -126,7 +126,7 @@ t.test('--model-repo: one file is the configuration; several need --multi-model'
   t.throws(() => pickModelFile('/repo', ['b.yaml', 'a.yml']), {
     message: '--model-repo /repo has 2 model files (a.yml, b.yaml): serve them all with --multi-model, or one of them with --config <file>',
   });
-  t.throws(() => pickModelFile('/repo', ['notes.txt']), { message: '--model-repo /repo has no model files (*.yaml, *.yml)' });
+  t.throws(() => pickModelFile('/repo', ['notes.txt']), { message: '--model-repo /repo has no model files (*.yaml, *.yml) and is not a Triton model repository (no tensorrt_llm/config.pbtxt)' });
 });
 
 const cli = (attr: string, flag: string, value: unknown, source: string | undefined): CliValue => ({ attr, flag, env: `TRTLLM_${attr.toUpperCase()}`, value, source });
