@@ -8,6 +8,7 @@ import t from 'tap';
 
 import { packageRoot } from '../../../worker/common/package-root.js';
 import { fixtureDir } from '../../helpers/fixtures.js';
+import { cleanEnv, startServeProcess } from '../../helpers/serve-process.js';
 import { tempDir } from '../../helpers/temp-dir.js';
 
 const bin = join(packageRoot(), 'bin', 'trtllm-launch.js');
@@ -19,13 +20,6 @@ function write(name: string, text: string): string {
   mkdirSync(join(path, '..'), { recursive: true });
   writeFileSync(path, text);
   return path;
-}
-
-// No TRTLLM_* from the caller's environment may leak into what a test asserts.
-function cleanEnv(extra: Record<string, string> = {}): Record<string, string | undefined> {
-  const env: Record<string, string | undefined> = { ...process.env };
-  for (const name of Object.keys(env)) if (name.startsWith('TRTLLM_') && name !== 'TRTLLM_ADDON_PATH') env[name] = undefined;
-  return { ...env, ...extra };
 }
 
 const run = (args: string[], env: Record<string, string> = {}) =>
@@ -122,17 +116,7 @@ batching: { max_num_tokens: 32, enable_chunked_context: true }
 kv_cache: { tokens_per_block: 16, enable_reuse: true }
 serving: { http_port: 0, grpc_port: 0, metrics_port: 0, host: 127.0.0.1 }
 `);
-  const child = execa('node', [bin, '--config', file, '--max-beam-width', '2', '--threads', '1'], { reject: false, env: cleanEnv(), extendEnv: false });
-  let out = '';
-  await new Promise<void>((resolve, reject) => {
-    child.stdout!.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      if (/metrics: curl/.test(out)) resolve();
-    });
-    void child.then((r) => reject(new Error(`exited early (${r.exitCode}): ${r.stderr}`)));
-  });
-  const port = /Started HTTPService at 127\.0\.0\.1:(\d+)/.exec(out)![1];
-  const metricsPort = /Started Metrics Service at 127\.0\.0\.1:(\d+)/.exec(out)![1];
+  const { child, output: out, httpPort: port, metricsPort } = await startServeProcess(['--config', file, '--max-beam-width', '2', '--threads', '1']);
   t.match(out, /Started GRPCInferenceService at 127\.0\.0\.1:\d+/, 'serving.grpc_port from the file');
   const config = await (await fetch(`http://127.0.0.1:${port}/v2/models/tensorrt_llm/config`)).json() as { parameters: Record<string, { string_value: string }> };
   t.equal(config.parameters.max_beam_width?.string_value, '2', '--max-beam-width');
@@ -149,5 +133,5 @@ serving: { http_port: 0, grpc_port: 0, metrics_port: 0, host: 127.0.0.1 }
   t.ok(reused && Number(reused[1]) >= 2, `reused blocks after the same 40-token prompt twice: ${reused?.[1]}`);
   child.kill('SIGTERM');
   const result = await child;
-  t.equal(result.exitCode, 0, result.stderr);
+  t.equal(result.exitCode, 0, String(result.stderr));
 });

@@ -12,18 +12,12 @@ import { messages, parsePbtxt, scalarOf } from '../../../launcher/config/pbtxt.j
 import { isTritonRepo, readTritonRepo } from '../../../launcher/config/triton-repo.js';
 import { packageRoot } from '../../../worker/common/package-root.js';
 import { fixtureDir } from '../../helpers/fixtures.js';
+import { cleanEnv, LAUNCHER_BIN as bin, startServeProcess } from '../../helpers/serve-process.js';
 import { tempDir } from '../../helpers/temp-dir.js';
 
-const bin = join(packageRoot(), 'bin', 'trtllm-launch.js');
 const REPO = join(packageRoot(), 'test', 'fixtures', 'triton-repo');
 const dir = tempDir('trtllm-triton-repo-');
 t.teardown(() => execa('rm', ['-rf', dir]));
-
-function cleanEnv(): Record<string, string | undefined> {
-  const env: Record<string, string | undefined> = { ...process.env };
-  for (const name of Object.keys(env)) if (name.startsWith('TRTLLM_') && name !== 'TRTLLM_ADDON_PATH') env[name] = undefined;
-  return env;
-}
 
 /** A repository whose tensorrt_llm/config.pbtxt is `text`. */
 function repo(name: string, text: string): string {
@@ -122,17 +116,7 @@ t.test("the seeds' command: launch_triton_server.py's spelling with a model repo
 });
 
 t.test('serving from a Triton repository: its model, max batch size and beam width', async (t) => {
-  const child = execa('node', [bin, 'serve', '--model-repo', REPO, '--host', '127.0.0.1', '--http-port', '0', '--metrics-port', '0', '--threads', '1'],
-    { reject: false, env: cleanEnv(), extendEnv: false });
-  let out = '';
-  await new Promise<void>((resolve, reject) => {
-    child.stdout!.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      if (/metrics: curl/.test(out)) resolve();
-    });
-    void child.then((r) => reject(new Error(`exited early (${r.exitCode}): ${r.stderr}`)));
-  });
-  const port = /Started HTTPService at 127\.0\.0\.1:(\d+)/.exec(out)![1];
+  const { child, output: out, httpPort: port } = await startServeProcess(['serve', '--model-repo', REPO, '--host', '127.0.0.1', '--http-port', '0', '--metrics-port', '0', '--threads', '1']);
   t.match(out, /OpenAI base URL: \S+ \(model "tiny-llama"/, 'the repository\'s checkpoint, not the bundled model');
   const config = await (await fetch(`http://127.0.0.1:${port}/v2/models/tensorrt_llm/config`)).json() as { max_batch_size: number; parameters: Record<string, { string_value: string }> };
   t.equal(config.max_batch_size, 4, 'max_batch_size from config.pbtxt');
@@ -141,5 +125,5 @@ t.test('serving from a Triton repository: its model, max batch size and beam wid
   t.equal(r.status, 200, 'beam width 2 accepted');
   child.kill('SIGTERM');
   const result = await child;
-  t.equal(result.exitCode, 0, result.stderr);
+  t.equal(result.exitCode, 0, String(result.stderr));
 });
