@@ -147,6 +147,22 @@ export function readTritonRepo(dir: string): FileValues {
   } else if (engineFiles(model).length > 0 && !existsSync(join(model, 'model.safetensors')) && !existsSync(join(model, 'model.safetensors.index.json'))) {
     errors.push(`parameter gpt_model_path in ${path} holds TensorRT engines (${engineFiles(model).slice(0, 2).join(', ')}), which do not run here: point it at the Hugging Face checkpoint (config.json, *.safetensors, tokenizer.json) the engines were built from`);
   }
+  if (model !== undefined && errors.length === 0 && !existsSync(join(model, 'tokenizer.json'))) {
+    const elsewhere = tokenizerDirs(dir).find((d) => existsSync(join(d, 'tokenizer.json')));
+    if (elsewhere) {
+      errors.push(`parameter gpt_model_path in ${path}: ${model} has no tokenizer.json, which the server reads from the checkpoint itself; the repository's tokenizer_dir ${elsewhere} has one: copy it into ${model}`);
+    }
+  }
   if (errors.length > 0) throw new InvalidArgumentError(errors.join('\n'));
   return { path, values, notes };
+}
+
+/** The tokenizer_dir of the repository's preprocessing and postprocessing models (relative to their config files). */
+function tokenizerDirs(dir: string): string[] {
+  return ['preprocessing', 'postprocessing'].flatMap((name) => {
+    const path = resolve(dir, name, 'config.pbtxt');
+    if (!existsSync(path)) return [];
+    const found = parameters(parsePbtxt(readText(path), path)).find(([key]) => key === 'tokenizer_dir');
+    return found && !/^\$\{.*\}$/.test(found[1].trim()) ? [resolve(dirname(path), found[1].trim())] : [];
+  });
 }

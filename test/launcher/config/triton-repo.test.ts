@@ -93,6 +93,14 @@ t.test('bad repositories: every problem at once, naming the file and the paramet
   writeFileSync(join(engines, 'config.json'), '{}');
   t.throws(() => readTritonRepo(repo('engine', param('gpt_model_path', engines))), /holds TensorRT engines \(rank0\.engine\), which do not run here: point it at the Hugging Face checkpoint/);
   t.throws(() => readTritonRepo(repo('syntax', 'max_batch_size 4')), /config\.pbtxt:1: expected ":" after max_batch_size/);
+  // A checkpoint without tokenizer.json whose repository's preprocessing names a tokenizer_dir that has one.
+  const bare = join(dir, 'bare-checkpoint');
+  mkdirSync(bare, { recursive: true });
+  writeFileSync(join(bare, 'config.json'), '{}');
+  const split = repo('split', param('gpt_model_path', bare));
+  mkdirSync(join(split, 'preprocessing'), { recursive: true });
+  writeFileSync(join(split, 'preprocessing', 'config.pbtxt'), param('tokenizer_dir', fixtureDir('tiny-llama')));
+  t.throws(() => readTritonRepo(split), new RegExp(`${bare} has no tokenizer\\.json, which the server reads from the checkpoint itself; the repository's tokenizer_dir ${fixtureDir('tiny-llama')} has one: copy it into`));
 });
 
 t.test("the seeds' command: launch_triton_server.py's spelling with a model repository", async (t) => {
