@@ -71,7 +71,9 @@ set(ENGINE_SAMPLING_SOURCES
 # Structured output: guides (JSON Schema, regex, GBNF) compiled to byte-level grammars, and per-request token masks.
 set(ENGINE_GRAMMAR_SOURCES
   ${ENGINE_DIR}/grammar/grammar.cpp
+  ${ENGINE_DIR}/grammar/graph-components.cpp
   ${ENGINE_DIR}/grammar/rule-cloning.cpp
+  ${ENGINE_DIR}/grammar/rule-fixpoints.cpp
   ${ENGINE_DIR}/grammar/utf8-ranges.cpp
   ${ENGINE_DIR}/grammar/gbnf-parser.cpp
   ${ENGINE_DIR}/grammar/grammar-stacks.cpp

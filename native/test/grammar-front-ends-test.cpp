@@ -10,6 +10,7 @@
 #include "grammar/json-schema-to-gbnf.h"
 #include "grammar/numeric-range-gbnf.h"
 #include "grammar/regex-to-gbnf.h"
+#include "grammar-test-util.h"
 #include "json-schema-suite.h"
 
 using namespace engine;
@@ -278,6 +279,60 @@ static void test_sizes() {
   CHECK(h.size() < 20000 && parses(h));
 }
 
+// Deep inputs on a thread with a 1 MB stack (grammar-test-util.h): the regex parser and the schema compiler recurse
+// per level of nesting, so both cap it well within that stack and refuse past the cap; the checks a schema's $refs
+// get, and the tries of its enums and extra keys, are iterative.
+static void test_deep_inputs() {
+  auto groups = [](int n) {
+    return std::string(static_cast<size_t>(n), '(') + "a|b" + std::string(static_cast<size_t>(n), ')') + "*c";
+  };
+  std::string rules;
+  CHECK(parses("root ::= " + regex_to_gbnf(groups(256), "re", rules) + "\n" + rules));
+  CHECK_THROWS(regex_to_gbnf(groups(257), "re", rules), "regex: groups nested more than 256 deep at offset 256");
+  CHECK_THROWS(regex_to_gbnf(groups(100000), "re", rules), "flatten the pattern");
+  // Schemas nested through "items" (a level each) up to the cap, past it, and a chain of 10,000 $refs.
+  auto items = [](int n) {
+    std::string s;
+    for (int i = 0; i < n; ++i) s += "{\"items\": ";
+    return s + "{\"type\": \"integer\"}" + std::string(static_cast<size_t>(n), '}');
+  };
+  CHECK(parses(json_schema_to_gbnf(std::string_view(items(127)))));
+  CHECK_THROWS(json_schema_to_gbnf(std::string_view(items(128))),
+               "json_schema: schemas nested more than 128 deep (each $ref followed counts) at /items/items/");
+  std::string refs = "{\"$ref\": \"#/$defs/d0\", \"$defs\": {";
+  for (int i = 0; i < 10000; ++i)
+    refs += "\"d" + std::to_string(i) + "\": {\"items\": {\"$ref\": \"#/$defs/d" + std::to_string(i + 1) + "\"}}, ";
+  CHECK_THROWS(json_schema_to_gbnf(std::string_view(refs + "\"d10000\": {}}}")), "schemas nested more than 128 deep");
+  CHECK_THROWS(json_schema_to_gbnf(std::string_view(items(100000))),
+               "json_schema: invalid JSON: at byte 2570: nesting deeper than 256 levels");
+  // 3,000 definitions compiled one level deep, each able to begin with the one before: the left-recursion check
+  // walks that chain; closed into a cycle (d0 able to begin with d50), it refuses it.
+  auto leading = [](const std::string& first) {
+    std::string s = "{\"anyOf\": [";
+    auto ref = [](int i) { return "{\"$ref\": \"#/$defs/d" + std::to_string(i) + "\"}"; };
+    for (int i = 0; i <= 3000; ++i) s += (i ? ", " : "") + ref(i);
+    s += "], \"$defs\": {\"d0\": " + first;
+    for (int i = 1; i <= 3000; ++i)
+      s += ", \"d" + std::to_string(i) + "\": {\"anyOf\": [" + ref(i - 1) + ", {\"type\": \"null\"}]}";
+    return s + "}}";
+  };
+  CHECK(parses(json_schema_to_gbnf(std::string_view(leading("{\"type\": \"integer\"}")))));
+  const std::string cycle = "{\"anyOf\": [{\"$ref\": \"#/$defs/d50\"}, {\"type\": \"null\"}]}";
+  CHECK_THROWS(json_schema_to_gbnf(std::string_view(leading(cycle))),
+               "json_schema: $ref \"#/$defs/d0\" can begin with itself before any text (#/$defs/d0 -> #/$defs/d50 -> ");
+  // A declared name is kept apart from extra members one nested group a character: capped below the GBNF parser's
+  // cap on groups.
+  auto keyed = [](size_t length) {
+    return "{\"properties\": {\"" + std::string(length, 'k') + "\": {}}, \"additionalProperties\": true}";
+  };
+  CHECK(parses(json_schema_to_gbnf(std::string_view(keyed(512)))));
+  CHECK_THROWS(json_schema_to_gbnf(std::string_view(keyed(513))),
+               "json_schema: property name \"kkkkkkkkkkkkkkkkkkkk...\" of 513 characters is longer than 512, the most "
+               "that additional properties can be told apart from at the root: shorten it, or set "
+               "additionalProperties to false");
+  CHECK_THROWS(json_schema_to_gbnf(std::string_view(keyed(1000000))), "of 1000000 characters is longer than 512");
+}
+
 static void test_suite() {
   const auto suite = json_schema_suite::load(check::repo_root);
   CHECK_MSG(suite.size() >= 50, "%zu schemas in test/fixtures/json-schemas", suite.size());
@@ -311,4 +366,4 @@ static void test_refused_fixtures() {
 }
 
 TEST_MAIN(test_regex_golden(); test_regex_errors(); test_numeric_ranges(); test_schema_golden(); test_schema_errors();
-          test_sizes(); test_suite(); test_refused_fixtures())
+          test_sizes(); grammar::test::on_small_stack(test_deep_inputs); test_suite(); test_refused_fixtures())

@@ -13,6 +13,7 @@
 #include "grammar/grammar-matcher.h"
 #include "grammar/json-schema-to-gbnf.h"
 #include "grammar/regex-to-gbnf.h"
+#include "grammar-test-util.h"
 #include "json-schema-suite.h"
 
 using namespace engine;
@@ -88,6 +89,63 @@ int compare_masks(const std::string& gbnf, uint32_t seed, int steps) {
     history.push_back(pick);
   }
   return mismatches;
+}
+
+// `root ::= r0 <after>`, then n rules each referring to the next, `rI ::= <before> rI+1 <rest>`, and `rn ::= <last>`.
+std::string chain(int n, const std::string& before, const std::string& rest, const std::string& last,
+                  const std::string& after = "") {
+  std::string g = "root ::= r0" + after + "\n";
+  for (int i = 0; i < n; ++i)
+    g += "r" + std::to_string(i) + " ::= " + before + "r" + std::to_string(i + 1) + rest + "\n";
+  return g + "r" + std::to_string(n) + " ::= " + last + "\n";
+}
+
+// Deep inputs on a thread with a 1 MB stack: every pass over the rules is iterative, so rules nested 100,000 deep
+// compile and match there, and what recursion is left (groups in the parser) is capped well within that stack.
+void deep_inputs() {
+  // rI ::= "a" rI+1 | "b": the crash this guards against (the rule graph's passes recursed per level).
+  const std::string deep = chain(100000, "\"a\" ", " | \"b\"", "\"c\"");
+  CHECK(compare_masks(deep, 7, 12) == 0);
+  CHECK(matches(deep, std::string(100000, 'a') + "c"));
+  // Each rule needs the next, so each can finish only once the last can: the fixpoints took a pass per rule.
+  const std::string strict = chain(100000, "\"a\" ", "", "\"c\"");
+  CHECK(matches(strict, std::string(100000, 'a') + "c"));
+  CHECK(!matches(strict, std::string(99999, 'a') + "c"));
+  // Each rule may be empty, so the stacks expand through all of them before a byte.
+  const std::string nullable = chain(100000, "", " \"a\" | \"\"", "\"c\"", " \"z\"");
+  int32_t stop = 0;
+  auto vocab = test_vocab(stop);
+  GrammarMatcher m(compile(nullable, vocab), {stop});
+  auto allowed = [&]() {
+    std::vector<uint64_t> mask;
+    m.fill_mask(mask);
+    std::string out;
+    for (int32_t id = 0; id < vocab->vocab_size(); ++id)
+      if (bit(mask, id)) out += (id == stop ? "<stop>" : vocab->bytes(id)) + " ";
+    return out;
+  };
+  std::string first = allowed();  // r0 is "a" up to 100,000 times, or "c" then 100,000 "a"
+  CHECK_MSG(first == "a c z ", "allowed: %s", first.c_str());
+  CHECK(m.accept_token('a' - 32) && m.accept_token('a' - 32));
+  first = allowed();
+  CHECK_MSG(first == "a z ", "allowed: %s", first.c_str());
+  CHECK(m.accept_token('z' - 32) && allowed() == "<stop> ");
+  // A million rules pass the grammar's size limit; a left-recursive cycle through 100,000 rules is found.
+  CHECK_THROWS(parse_gbnf(chain(1000000, "\"a\" ", " | \"b\"", "\"c\""), "g"),
+               "g: the grammar expands to more than 1048576 elements");
+  CHECK_THROWS(parse_gbnf(chain(100000, "", " \"a\"", "r0 \"b\" | \"c\""), "g"), "g: rule 'r0' is left-recursive");
+  // Groups nest up to the cap, not past it.
+  auto nested = [](int n) {
+    return "root ::= " + std::string(static_cast<size_t>(n), '(') + "\"a\"" + std::string(static_cast<size_t>(n), ')');
+  };
+  CHECK(matches(nested(kMaxGroupNesting), "a"));
+  CHECK_THROWS(parse_gbnf(nested(kMaxGroupNesting + 1), "ebnf_grammar"),
+               "ebnf_grammar: groups ( ... ) nested more than 1000 deep at line 1, column 1010; "
+               "give inner groups rules of their own");
+  CHECK_THROWS(parse_gbnf(nested(100000), "g"), "groups ( ... ) nested more than 1000 deep");
+  // An enum value of a million characters: one long word of a trie, and one long literal.
+  const std::string word(1000000, 'e');
+  CHECK(matches(json_schema_to_gbnf("{\"enum\": [\"" + word + "\", \"" + word + "f\"]}"), "\"" + word + "f\""));
 }
 
 const char* kJsonish = R"(
@@ -264,6 +322,13 @@ TEST_MAIN({
     m.restrict_to_budget(narrow, 5, {1, 3});  // room enough for "a" and "abc" (candidates); "b" was not asked about
     CHECK(bit(narrow, 1) && bit(narrow, 3) && !bit(narrow, 2) && bit(narrow, 4) && bit(narrow, 6));
   }
+
+  // A rule copied for a later use (rule-cloning.h) before a rule using the first is measured: the measure counts the
+  // copy (it read past the rules' tables).
+  CHECK(matches("a ::= b b\nroot ::= a a\nb ::= \"x\"", "xxxx"));
+  CHECK(!matches("a ::= b b\nroot ::= a a\nb ::= \"x\"", "xxx"));
+
+  test::on_small_stack(deep_inputs);
 
   // A long output keeps the stack pool small (compaction) and the matcher right.
   {

@@ -60,13 +60,14 @@ class Parser {
     char op;
   };
 
-  [[noreturn]] void fail(const std::string& problem, size_t at) const {
+  [[noreturn]] void fail(const std::string& problem, size_t at, const std::string& hint = "") const {
     size_t line = 1, col = 1;
     for (size_t k = 0; k < at && k < s_.size(); ++k) {
       if (s_[k] == '\n') { ++line; col = 1; } else { ++col; }
     }
-    throw EngineError(ErrorCode::invalid_argument,
-                      what_ + ": " + problem + " at line " + std::to_string(line) + ", column " + std::to_string(col));
+    throw EngineError(ErrorCode::invalid_argument, what_ + ": " + problem + " at line " + std::to_string(line) +
+                                                       ", column " + std::to_string(col) +
+                                                       (hint.empty() ? "" : "; " + hint));
   }
 
   void skip_space() {
@@ -114,7 +115,7 @@ class Parser {
     return r;
   }
 
-  void count(size_t n, size_t at) {
+  [[gnu::noinline]] void count(size_t n, size_t at) {
     elements_ += n;
     if (elements_ > kMaxGrammarElements)
       fail("the grammar expands to more than " + std::to_string(kMaxGrammarElements) +
@@ -135,39 +136,46 @@ class Parser {
     }
   }
 
+  // Groups recurse through sequence -> group -> alternatives -> sequence, so these frames repeat per level of
+  // nesting and are kept lean: the postfix operators and the other atoms are handled off that path.
   Seq sequence(const std::string& context) {
     Seq out;
     for (;;) {
       skip_space();
       if (i_ >= s_.size() || s_[i_] == ')' || s_[i_] == '|' || at_rule_start()) return out;
       const size_t atom_at = i_;
-      Seq s = atom(context);
-      // The first postfix operator repeats fresh copies of the atom (parsed again), so a class or group copied by
-      // {m,n} gets its own rules, each with one caller; later operators copy what the earlier ones made.
-      std::function<Seq()> make = [this, atom_at, &context]() {
-        const size_t saved = i_;
-        i_ = atom_at;
-        Seq copy = atom(context);
-        i_ = saved;
-        return copy;
-      };
-      for (;;) {
-        if (i_ >= s_.size()) break;
-        const char c = s_[i_];
-        if (c != '*' && c != '+' && c != '?' && c != '{') break;
-        const size_t op_at = i_;
-        int32_t lo = 0, hi = -1;  // -1: unbounded
-        ++i_;
-        if (c == '+') lo = 1;
-        if (c == '?') hi = 1;
-        if (c == '{') bounds(lo, hi, op_at);
-        s = repeat(std::move(s), make, lo, hi, context, atom_at, c);
-        const Seq made = s;
-        make = [made]() { return made; };
-      }
+      Seq s = postfix(s_[i_] == '(' ? group(context) : atom(context), atom_at, context);
       count(s.size(), atom_at);
       out.insert(out.end(), s.begin(), s.end());
     }
+  }
+
+  // The atom `s` read at atom_at with its postfix operators applied, if any.
+  [[gnu::noinline]] Seq postfix(Seq s, size_t atom_at, const std::string& context) {
+    // The first postfix operator repeats fresh copies of the atom (parsed again), so a class or group copied by
+    // {m,n} gets its own rules, each with one caller; later operators copy what the earlier ones made.
+    std::function<Seq()> make = [this, atom_at, &context]() {
+      const size_t saved = i_;
+      i_ = atom_at;
+      Seq copy = atom(context);
+      i_ = saved;
+      return copy;
+    };
+    for (;;) {
+      if (i_ >= s_.size()) break;
+      const char c = s_[i_];
+      if (c != '*' && c != '+' && c != '?' && c != '{') break;
+      const size_t op_at = i_;
+      int32_t lo = 0, hi = -1;  // -1: unbounded
+      ++i_;
+      if (c == '+') lo = 1;
+      if (c == '?') hi = 1;
+      if (c == '{') bounds(lo, hi, op_at);
+      s = repeat(std::move(s), make, lo, hi, context, atom_at, c);
+      const Seq made = s;
+      make = [made]() { return made; };
+    }
+    return s;
   }
 
   void bounds(int32_t& lo, int32_t& hi, size_t at) {
@@ -241,31 +249,42 @@ class Parser {
     return out;
   }
 
-  Seq atom(const std::string& context) {
+  [[gnu::noinline]] Seq atom(const std::string& context) {
     const size_t at = i_;
     const char c = s_[i_];
+    if (c == '(') return group(context);
     if (c == '"') return literal();
     if (c == '[') return char_class(context);
     if (c == '.') {
       ++i_;
       return lower_class({{0, kMaxCodePoint}}, context, at);
     }
-    if (c == '(') {
-      ++i_;
-      auto alts = alternatives(context);
-      skip_space();
-      if (i_ >= s_.size() || s_[i_] != ')') fail("expected ')' to close the group opened", at);
-      ++i_;
-      if (alts.size() == 1) return std::move(alts[0]);
-      const int32_t r = fresh_rule(context, "()", at);
-      g_.rules[static_cast<size_t>(r)].alternatives = std::move(alts);
-      return {Element{Element::rule, r}};
-    }
     if (is_name_char(c)) {
       const std::string name = ident();
       return {Element{Element::rule, rule_id(name, at)}};
     }
     fail(std::string("unexpected '") + c + "'", at);
+  }
+
+  Seq group(const std::string& context) {
+    const size_t at = i_++;
+    if (++depth_ > kMaxGroupNesting) too_deep(at);
+    auto alts = alternatives(context);
+    skip_space();
+    if (i_ >= s_.size() || s_[i_] != ')') unclosed(at);
+    ++i_;
+    --depth_;
+    if (alts.size() == 1) return std::move(alts[0]);
+    const int32_t r = fresh_rule(context, "()", at);
+    g_.rules[static_cast<size_t>(r)].alternatives = std::move(alts);
+    return {Element{Element::rule, r}};
+  }
+
+  // (the failures of group, out of line: their messages' temporaries would enlarge its frame)
+  [[noreturn, gnu::noinline]] void unclosed(size_t at) const { fail("expected ')' to close the group opened", at); }
+  [[noreturn, gnu::noinline]] void too_deep(size_t at) const {
+    fail("groups ( ... ) nested more than " + std::to_string(kMaxGroupNesting) + " deep", at,
+         "give inner groups rules of their own");
   }
 
   uint32_t hex(size_t digits, size_t at) {
@@ -407,6 +426,7 @@ class Parser {
   std::vector<size_t> first_use_;
   std::vector<Repeat> repeats_;
   size_t elements_ = 0;
+  int32_t depth_ = 0;  // groups open at the cursor
 };
 
 }  // namespace

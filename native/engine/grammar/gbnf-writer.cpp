@@ -185,11 +185,22 @@ std::string as_atom(const Expr& e) {
 
 Expr sequence(std::vector<Expr> items) {
   std::vector<Expr> parts;
+  // A run of adjacent literals is quoted once, when it ends: merging them two at a time quoted the text again for
+  // each, quadratic in a long literal (a regex or enum value of 40,000 characters took 10 s).
+  std::string run;
+  bool running = false;  // parts.back() starts a run of two or more literals, whose text is `run`
+  auto end_run = [&]() {
+    if (running) parts.back() = literal(run);
+    running = false;
+  };
   auto push = [&](Expr item) {
     if (item.literal && !parts.empty() && parts.back().literal) {
-      parts.back() = literal(*parts.back().literal + *item.literal);
+      if (!running) run = *parts.back().literal;
+      running = true;
+      run += *item.literal;
       return;
     }
+    end_run();
     parts.push_back(std::move(item));
   };
   for (Expr& item : items) {
@@ -200,6 +211,7 @@ Expr sequence(std::vector<Expr> items) {
       push(std::move(item));
     }
   }
+  end_run();
   if (parts.empty()) return Expr{};
   if (parts.size() == 1) return std::move(parts[0]);
   Expr out;
@@ -256,44 +268,84 @@ Expr optional(Expr item) { return repeat(std::move(item), 0, 1); }
 
 // ---- word sets ----
 
+TrieNode::~TrieNode() {
+  // The children's children are moved out before each child is destroyed, so no destructor nests another.
+  std::vector<std::unique_ptr<TrieNode>> doomed;
+  auto adopt = [&doomed](TrieNode& node) {
+    for (auto& [cp, child] : node.children)
+      if (child) doomed.push_back(std::move(child));
+  };
+  adopt(*this);
+  while (!doomed.empty()) {
+    std::unique_ptr<TrieNode> node = std::move(doomed.back());
+    doomed.pop_back();
+    adopt(*node);
+  }
+}
+
+void TrieNode::insert(const std::vector<uint32_t>& word) {
+  TrieNode* at = this;
+  for (uint32_t cp : word) {
+    auto& child = at->children[cp];
+    if (!child) child = std::make_unique<TrieNode>();
+    at = child.get();
+  }
+  at->terminal = true;
+}
+
+Expr fold_trie(const TrieNode& root, const std::function<const TrieNode&(const TrieNode&)>& below,
+               const std::function<Expr(const TrieNode&, std::vector<Expr>)>& combine) {
+  struct Frame {
+    const TrieNode* node;
+    std::map<uint32_t, std::unique_ptr<TrieNode>>::const_iterator next;  // the child to fold next
+    std::vector<Expr> results;                                           // the children folded so far
+  };
+  std::vector<Frame> stack;
+  stack.push_back(Frame{&root, root.children.begin(), {}});
+  for (;;) {
+    Frame& f = stack.back();
+    if (f.next != f.node->children.end()) {
+      const TrieNode& child = below(*f.next->second);
+      ++f.next;
+      stack.push_back(Frame{&child, child.children.begin(), {}});  // (f is not used past this point)
+      continue;
+    }
+    Expr done = combine(*f.node, std::move(f.results));
+    stack.pop_back();
+    if (stack.empty()) return done;
+    stack.back().results.push_back(std::move(done));
+  }
+}
+
 namespace {
 
-struct TrieNode {
-  std::map<uint32_t, std::unique_ptr<TrieNode>> children;  // ordered: the output is deterministic
-  bool terminal = false;
-};
-
-Expr emit_trie(const TrieNode& node, const std::function<Expr(uint32_t)>& spell) {
-  std::vector<Expr> alternatives;
-  for (const auto& [cp, child] : node.children) {
-    // A run of single-child, non-terminal nodes is one literal: "january" rather than "j" ("a" ("n" ...)).
-    std::vector<Expr> run{spell(cp)};
-    const TrieNode* at = child.get();
-    while (!at->terminal && at->children.size() == 1) {
-      run.push_back(spell(at->children.begin()->first));
-      at = at->children.begin()->second.get();
-    }
-    run.push_back(emit_trie(*at, spell));
-    alternatives.push_back(sequence(std::move(run)));
-  }
-  if (node.terminal) alternatives.push_back(Expr{});
-  return alternation(std::move(alternatives));
+// The end of the run of single-child, non-terminal nodes that starts at `node` (itself when there is none).
+const TrieNode& run_end(const TrieNode& node) {
+  const TrieNode* at = &node;
+  while (!at->terminal && at->children.size() == 1) at = at->children.begin()->second.get();
+  return *at;
 }
 
 }  // namespace
 
 Expr word_set(const std::vector<std::vector<uint32_t>>& words, const std::function<Expr(uint32_t)>& spell) {
   TrieNode root;
-  for (const auto& word : words) {
-    TrieNode* at = &root;
-    for (uint32_t cp : word) {
-      auto& child = at->children[cp];
-      if (!child) child = std::make_unique<TrieNode>();
-      at = child.get();
+  for (const auto& word : words) root.insert(word);
+  return fold_trie(root, run_end, [&](const TrieNode& node, std::vector<Expr> below) {
+    std::vector<Expr> alternatives;
+    size_t k = 0;
+    for (const auto& [cp, child] : node.children) {
+      // A run of single-child, non-terminal nodes is one literal: "january" rather than "j" ("a" ("n" ...)).
+      std::vector<Expr> run{spell(cp)};
+      for (const TrieNode* at = child.get(); !at->terminal && at->children.size() == 1;
+           at = at->children.begin()->second.get())
+        run.push_back(spell(at->children.begin()->first));
+      run.push_back(std::move(below[k++]));
+      alternatives.push_back(sequence(std::move(run)));
     }
-    at->terminal = true;
-  }
-  return emit_trie(root, spell);
+    if (node.terminal) alternatives.push_back(Expr{});
+    return alternation(std::move(alternatives));
+  });
 }
 
 // ---- rules ----

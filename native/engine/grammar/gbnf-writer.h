@@ -5,6 +5,8 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -66,6 +68,25 @@ Expr alternation(std::vector<Expr> items);  // duplicates dropped; an epsilon al
 Expr repeat(Expr item, uint64_t min, std::optional<uint64_t> max);
 Expr optional(Expr item);
 std::string as_atom(const Expr& e);  // the text, parenthesized unless it already binds as an atom
+
+// A trie of words (code point sequences), children in code point order (so output built from it is deterministic).
+// Torn down without recursion: one word of a million characters is a chain of a million nodes.
+struct TrieNode {
+  std::map<uint32_t, std::unique_ptr<TrieNode>> children;
+  bool terminal = false;  // a word ends here
+
+  TrieNode() = default;
+  TrieNode(const TrieNode&) = delete;
+  TrieNode& operator=(const TrieNode&) = delete;
+  ~TrieNode();
+  void insert(const std::vector<uint32_t>& word);
+};
+
+// An expression for every node of a trie, bottom up with an explicit stack (a trie is as deep as its longest word):
+// `combine(node, results)` gets, per child in order, the result of `below(child)` — the child itself, or a node
+// further down a run the combiner spells out itself.
+Expr fold_trie(const TrieNode& root, const std::function<const TrieNode&(const TrieNode&)>& below,
+               const std::function<Expr(const TrieNode&, std::vector<Expr>)>& combine);
 
 // Alternatives of words (code point sequences) as a trie, so that words sharing a prefix share its text and the
 // matcher decides between them one character at a time: ("ja" ("n" | "r") | "feb"). `spell` writes one code point

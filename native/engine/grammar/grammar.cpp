@@ -1,10 +1,11 @@
 #include "grammar/grammar.h"
 
 #include <algorithm>
-#include <functional>
 
 #include "errors.h"
+#include "grammar/graph-components.h"
 #include "grammar/rule-cloning.h"
+#include "grammar/rule-fixpoints.h"
 
 namespace engine::grammar {
 
@@ -24,32 +25,14 @@ namespace {
 
 [[noreturn]] void refuse(const std::string& message) { throw EngineError(ErrorCode::invalid_argument, message); }
 
-// Rules that can match the empty string, and rules that can match anything at all (a fixpoint each).
-std::vector<uint8_t> fixpoint(const std::vector<Rule>& rules, bool nullable) {
-  std::vector<uint8_t> yes(rules.size(), 0);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < rules.size(); ++r) {
-      if (yes[r]) continue;
-      for (const auto& alt : rules[r].alternatives) {
-        bool all = true;
-        for (const Element& e : alt)
-          if (e.kind == Element::rule ? !yes[static_cast<size_t>(e.index)] : nullable) { all = false; break; }
-        if (all) { yes[r] = 1; changed = true; break; }
-      }
-    }
-  }
-  return yes;
-}
-
 }  // namespace
 
-std::vector<uint8_t> nullable_rules(const std::vector<Rule>& rules) { return fixpoint(rules, /*nullable=*/true); }
+std::vector<uint8_t> nullable_rules(const std::vector<Rule>& rules) { return settled_rules(rules, /*nullable=*/true); }
 
 void Grammar::finalize() {
   clone_shared_rules(rules, root);
-  nullable_ = fixpoint(rules, /*nullable=*/true);
-  const std::vector<uint8_t> productive = fixpoint(rules, /*nullable=*/false);
+  nullable_ = settled_rules(rules, /*nullable=*/true);
+  const std::vector<uint8_t> productive = settled_rules(rules, /*nullable=*/false);
   for (size_t r = 0; r < rules.size(); ++r)
     if (!productive[r]) refuse("grammar: rule '" + rules[r].name + "' can never finish (every alternative refers back to it)");
 
@@ -63,21 +46,33 @@ void Grammar::finalize() {
         leftmost[r].push_back(e.index);
         if (!nullable_[static_cast<size_t>(e.index)]) break;
       }
+  // Depth first with an explicit path, not recursion: rules may nest as deep as the grammar is long.
   std::vector<uint8_t> colour(rules.size(), 0);  // 0 unvisited, 1 on the path, 2 done
-  std::function<void(int32_t)> visit = [&](int32_t r) {
-    colour[static_cast<size_t>(r)] = 1;
-    for (int32_t s : leftmost[static_cast<size_t>(r)]) {
-      if (colour[static_cast<size_t>(s)] == 1) {
-        refuse("grammar: rule '" + rules[static_cast<size_t>(s)].name +
+  std::vector<std::pair<size_t, size_t>> path;   // a rule on the path, and its next leftmost rule to look at
+  for (size_t start = 0; start < rules.size(); ++start) {
+    if (colour[start] != 0) continue;
+    colour[start] = 1;
+    path.emplace_back(start, 0);
+    while (!path.empty()) {
+      const size_t r = path.back().first;
+      const size_t next = path.back().second++;
+      if (next == leftmost[r].size()) {
+        colour[r] = 2;
+        path.pop_back();
+        continue;
+      }
+      const auto s = static_cast<size_t>(leftmost[r][next]);
+      if (colour[s] == 1) {
+        refuse("grammar: rule '" + rules[s].name +
                "' is left-recursive (it can refer to itself before matching any character); rewrite it with "
                "repetition, e.g. `list ::= item (\",\" item)*` instead of `list ::= list \",\" item | item`");
       }
-      if (colour[static_cast<size_t>(s)] == 0) visit(s);
+      if (colour[s] == 0) {
+        colour[s] = 1;
+        path.emplace_back(s, 0);
+      }
     }
-    colour[static_cast<size_t>(r)] = 2;
-  };
-  for (size_t r = 0; r < rules.size(); ++r)
-    if (colour[r] == 0) visit(static_cast<int32_t>(r));
+  }
 
   positions_.clear();
   starts_.assign(rules.size(), {});
@@ -99,18 +94,8 @@ void Grammar::finalize() {
       positions_.push_back(Position{Position::end, 0, static_cast<int32_t>(r)});
     }
   }
-  // Shortest text of each rule (a fixpoint from "unreachable"), then of each alternative's suffixes.
-  constexpr int64_t kFar = int64_t{1} << 40;
-  std::vector<int64_t> shortest(rules.size(), kFar);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < rules.size(); ++r)
-      for (const auto& alt : rules[r].alternatives) {
-        int64_t n = 0;
-        for (const Element& e : alt) n = std::min(kFar, n + (e.kind == Element::bytes ? 1 : shortest[static_cast<size_t>(e.index)]));
-        if (n < shortest[r]) { shortest[r] = n; changed = true; }
-      }
-  }
+  // Shortest text of each rule, then of each alternative's suffixes.
+  const std::vector<int64_t> shortest = shortest_texts(rules, int64_t{1} << 40);
   min_suffix_.assign(positions_.size(), 0);
   for (size_t p = positions_.size(); p-- > 0;) {
     const Position& q = positions_[p];
@@ -118,27 +103,30 @@ void Grammar::finalize() {
     min_suffix_[p] = (q.kind == Position::bytes ? 1 : shortest[static_cast<size_t>(q.index)]) + min_suffix_[p + 1];
   }
 
-  unique_return_.assign(rules.size(), -1);
-  for (size_t r = 0; r < rules.size(); ++r) {
-    // The distinct sites reachable through tail callers; more than one (or the root among them): none.
-    std::vector<int32_t> found;
-    std::vector<uint8_t> seen(rules.size(), 0);
-    std::vector<int32_t> todo{static_cast<int32_t>(r)};
-    bool several = false;
-    while (!todo.empty() && !several) {
-      const int32_t t = todo.back();
-      todo.pop_back();
-      if (seen[static_cast<size_t>(t)]) continue;
-      seen[static_cast<size_t>(t)] = 1;
-      if (t == root) { several = true; break; }
-      for (int32_t site : sites[static_cast<size_t>(t)]) {
-        if (std::find(found.begin(), found.end(), site) == found.end()) found.push_back(site);
-        if (found.size() > 1) { several = true; break; }
-      }
-      for (int32_t c : tail_callers[static_cast<size_t>(t)]) todo.push_back(c);
+  // A rule's end returns to the sites of its own references and, through each tail caller, to that caller's: the
+  // answer is one site when all those reachable are one and the root is not among the callers. Joined bottom up
+  // over the tail-caller graph's components (callers first), once per rule and edge: walking every rule's callers
+  // anew was quadratic in a chain of rules, each a tail caller of the next.
+  constexpr int32_t kNoSite = -1, kSeveral = -2;
+  auto join = [](int32_t& into, int32_t site) {
+    if (site == kNoSite || into == site) return;
+    into = into == kNoSite ? site : kSeveral;
+  };
+  const std::vector<int32_t> component = strongly_connected_components(tail_callers);
+  std::vector<std::vector<int32_t>> members(rules.size());
+  for (size_t r = 0; r < rules.size(); ++r)
+    members[static_cast<size_t>(component[r])].push_back(static_cast<int32_t>(r));
+  std::vector<int32_t> returns(rules.size(), kNoSite);  // per component
+  for (size_t c = 0; c < rules.size(); ++c)
+    for (int32_t r : members[c]) {
+      if (r == root) join(returns[c], kSeveral);
+      for (int32_t site : sites[static_cast<size_t>(r)]) join(returns[c], site);
+      for (int32_t caller : tail_callers[static_cast<size_t>(r)])
+        join(returns[c], returns[static_cast<size_t>(component[static_cast<size_t>(caller)])]);
     }
-    if (!several && found.size() == 1) unique_return_[r] = found[0];
-  }
+  unique_return_.assign(rules.size(), -1);
+  for (size_t r = 0; r < rules.size(); ++r)
+    unique_return_[r] = std::max(-1, returns[static_cast<size_t>(component[r])]);
 }
 
 }  // namespace engine::grammar

@@ -30,6 +30,14 @@ namespace layout = json_layout;
 constexpr uint64_t kMaxCount = 1000;
 // An expression this short stays inline in its parent's rule; a longer one gets a rule of its own.
 constexpr size_t kMaxInline = 48;
+// Subschemas are compiled by recursion, a $ref's definition too where it is first met, about 3 kB of stack a level:
+// the nesting is capped where a 1 MB stack holds it with room to spare. The JSON reader's cap (256 levels) is not
+// enough: "items" nests a schema a level, and a chain of $refs nests as deep as it is long. Real schemas nest a
+// dozen or so.
+constexpr int kMaxSchemaNesting = 128;
+// additionalProperties besides "properties" writes one nested group per character of each declared name (to keep
+// extra members off them), and the GBNF parser caps group nesting (gbnf-parser.h): longer names are refused here.
+constexpr size_t kMaxExcludedKey = 512;
 
 // Keywords we implement, beyond the annotations (json_schema::is_annotation).
 const std::set<std::string, std::less<>>& supported_keywords() {
@@ -111,6 +119,10 @@ struct Member {
   bool required = false;
 };
 
+// Compiling recurses, compile -> compile_body -> typed -> object / array / any_of -> compile_to_rule -> compile, once
+// per level of nesting (kMaxSchemaNesting). The functions marked noinline keep frames of their own: inlined, a
+// helper's locals would sit in every frame of that recursion, and its steps would merge into frames as big as all of
+// them. That halves its stack, to about 3 kB a level.
 class SchemaCompiler {
  public:
   explicit SchemaCompiler(const json::Value& root) : root_(root) {}
@@ -133,6 +145,7 @@ class SchemaCompiler {
   std::map<std::string, std::string> ref_names_;            // rule -> the $ref that made it (messages)
   std::map<std::string, std::set<std::string>> leading_;    // rule -> rules it can begin with
   std::deque<json::Value> merged_;                          // schemas made by merging, alive until the end
+  int depth_ = 0;                                           // schemas being compiled (compile's recursion)
 
   void define(const std::string& name, const SchemaExpr& e) {
     rules_.define(name, e.expr);
@@ -154,6 +167,11 @@ class SchemaCompiler {
   // ---- dispatch ----
 
   SchemaExpr compile(const json::Value& schema, const std::string& pointer, const std::string& name) {
+    struct Nested {
+      int& depth;
+      ~Nested() { --depth; }
+    } nested{++depth_};
+    if (depth_ > kMaxSchemaNesting) too_deep(pointer);
     if (schema.is_bool()) {
       if (!schema.as_bool()) fail("the schema is false", pointer, "no value is valid there, so nothing can be generated");
       return fixed(layout::kValue, used_);
@@ -168,7 +186,12 @@ class SchemaCompiler {
     return body;
   }
 
-  void check_keywords(const json::Value& schema, const std::string& pointer) {
+  [[noreturn]] static void too_deep(const std::string& pointer) {
+    fail("schemas nested more than " + std::to_string(kMaxSchemaNesting) + " deep (each $ref followed counts)", pointer,
+         "flatten the schema or shorten its chain of $refs");
+  }
+
+  [[gnu::noinline]] void check_keywords(const json::Value& schema, const std::string& pointer) {
     for (const auto& [key, value] : schema.as_object()) {
       if (json_schema::is_annotation(key)) continue;
       if (supported_keywords().count(key)) continue;
@@ -203,7 +226,7 @@ class SchemaCompiler {
   // ---- types ----
 
   // The "type" keyword as bits; 0 when absent.
-  static unsigned declared_types(const json::Value& schema, const std::string& pointer) {
+  [[gnu::noinline]] static unsigned declared_types(const json::Value& schema, const std::string& pointer) {
     const json::Value* t = schema.find("type");
     if (!t) return 0;
     const std::string at = child_pointer(pointer, "type");
@@ -224,7 +247,7 @@ class SchemaCompiler {
 
   // Without "type", a schema whose keywords all belong to one kind of value is taken to be of that kind: what the
   // writer of {"properties": {...}} means. One with no such keyword is any value.
-  static unsigned inferred_types(const json::Value& schema) {
+  [[gnu::noinline]] static unsigned inferred_types(const json::Value& schema) {
     unsigned bits = 0;
     for (const auto& [key, v] : schema.as_object()) {
       if (key == "properties" || key == "required" || key == "additionalProperties") bits |= kObject;
@@ -252,6 +275,7 @@ class SchemaCompiler {
 
   // const / enum: the listed values (those of the declared type), serialized in the layout. A trie keeps a long
   // enum cheap to match: values sharing a prefix share its text.
+  [[gnu::noinline]]
   SchemaExpr values(const std::vector<const json::Value*>& list, unsigned types, const char* keyword, const std::string& pointer) {
     std::vector<std::vector<uint32_t>> words;
     for (const json::Value* v : list)
@@ -279,6 +303,7 @@ class SchemaCompiler {
   }
 
   // The schema without some keywords (annotations and $defs dropped too), kept alive in merged_.
+  [[gnu::noinline]]
   const json::Value& without(const json::Value& schema, std::initializer_list<std::string_view> drop) {
     std::string text = "{";
     for (const auto& [key, v] : schema.as_object()) {
@@ -291,7 +316,7 @@ class SchemaCompiler {
     return merged_.back();
   }
 
-  const json::Value& merged(const json::Value& a, const json::Value& b, const std::string& pointer) {
+  [[gnu::noinline]] const json::Value& merged(const json::Value& a, const json::Value& b, const std::string& pointer) {
     const std::string text = json_schema::merge_schemas(
         a, b, pointer, [this](const std::string& ref, const std::string& at) -> const json::Value& { return resolve(ref, at); });
     merged_.push_back(json::parse(text, "json_schema"));
@@ -299,7 +324,7 @@ class SchemaCompiler {
   }
 
   // allOf: the schema's other keywords and every subschema merged into one (json-schema-merge.h).
-  const json::Value& all_of(const json::Value& schema, const std::string& pointer) {
+  [[gnu::noinline]] const json::Value& all_of(const json::Value& schema, const std::string& pointer) {
     const json::Value& list = *schema.find("allOf");
     if (!list.is_array() || list.as_array().empty()) fail("\"allOf\" must be a non-empty array of schemas, got " + shown(list), pointer);
     const json::Value* acc = &without(schema, {"allOf", "nullable"});
@@ -310,7 +335,7 @@ class SchemaCompiler {
 
   // anyOf / oneOf: the branches as alternatives, each merged with the keywords beside the list. oneOf is generated
   // as anyOf: a grammar cannot check that exactly one branch matches.
-  SchemaExpr any_of(const json::Value& schema, const std::string& pointer, const std::string& name) {
+  [[gnu::noinline]] SchemaExpr any_of(const json::Value& schema, const std::string& pointer, const std::string& name) {
     if (schema.find("anyOf") && schema.find("oneOf"))
       fail("\"anyOf\" together with \"oneOf\" is not supported", pointer, "wrap one of them in allOf");
     const char* keyword = schema.find("anyOf") ? "anyOf" : "oneOf";
@@ -379,7 +404,7 @@ class SchemaCompiler {
   }
 
   // One rule per referenced schema, made the first time it is referenced, so recursion refers back to it.
-  SchemaExpr ref_rule(const std::string& ref, const std::string& pointer) {
+  [[gnu::noinline]] SchemaExpr ref_rule(const std::string& ref, const std::string& pointer) {
     const std::string target = ref_pointer(ref, pointer);
     auto it = refs_.find(target);
     if (it != refs_.end()) return {gbnf_writer::rule_ref(it->second), {it->second}};
@@ -393,42 +418,54 @@ class SchemaCompiler {
 
   // A rule that can begin with itself loops in the matcher without reading anything: refused, naming the $refs.
   void check_left_recursion() const {
-    std::map<std::string, int> state;  // 1: on the path, 2: done
-    std::vector<std::string> path;
-    std::function<void(const std::string&)> visit = [&](const std::string& rule) {
-      state[rule] = 1;
-      path.push_back(rule);
-      auto it = leading_.find(rule);
-      if (it != leading_.end()) {
-        for (const std::string& next : it->second) {
-          if (state[next] == 2) continue;
-          if (state[next] == 1) {
-            std::string cycle;
-            bool on = false;
-            for (const std::string& r : path) {
-              on = on || r == next;
-              if (on && ref_names_.count(r)) cycle += (cycle.empty() ? "" : " -> ") + ref_names_.at(r);
-            }
-            const auto ref = ref_names_.find(next);
-            throw EngineError(ErrorCode::invalid_argument,
-                              "json_schema: $ref \"" + (ref == ref_names_.end() ? next : ref->second) +
-                                  "\" can begin with itself before any text (" + cycle + " -> " +
-                                  (ref == ref_names_.end() ? next : ref->second) +
-                                  "): a grammar cannot generate such a left-recursive schema");
-          }
-          visit(next);
-        }
-      }
-      path.pop_back();
-      state[rule] = 2;
+    // Depth first with an explicit path, not recursion: $refs may lead one into the next as far as the schema goes.
+    struct Step {
+      const std::string* rule;
+      std::set<std::string>::const_iterator next, end;  // the rules it can begin with, those left to look at
     };
-    for (const auto& [rule, unused] : leading_)
-      if (!state[rule]) visit(rule);
+    static const std::set<std::string> kNone;
+    std::map<std::string, int> state;  // 1: on the path, 2: done
+    std::vector<Step> path;
+    auto enter = [&](const std::string& rule) {
+      state[rule] = 1;
+      const auto it = leading_.find(rule);
+      const std::set<std::string>& leads = it == leading_.end() ? kNone : it->second;
+      path.push_back(Step{&rule, leads.begin(), leads.end()});
+    };
+    for (const auto& [start, unused] : leading_) {
+      if (state[start]) continue;
+      enter(start);
+      while (!path.empty()) {
+        Step& step = path.back();
+        if (step.next == step.end) {
+          state[*step.rule] = 2;
+          path.pop_back();
+          continue;
+        }
+        const std::string& next = *step.next++;
+        if (state[next] == 2) continue;
+        if (state[next] == 1) {
+          std::string cycle;
+          bool on = false;
+          for (const Step& s : path) {
+            on = on || *s.rule == next;
+            if (on && ref_names_.count(*s.rule)) cycle += (cycle.empty() ? "" : " -> ") + ref_names_.at(*s.rule);
+          }
+          const auto ref = ref_names_.find(next);
+          throw EngineError(ErrorCode::invalid_argument,
+                            "json_schema: $ref \"" + (ref == ref_names_.end() ? next : ref->second) +
+                                "\" can begin with itself before any text (" + cycle + " -> " +
+                                (ref == ref_names_.end() ? next : ref->second) +
+                                "): a grammar cannot generate such a left-recursive schema");
+        }
+        enter(next);
+      }
+    }
   }
 
   // ---- objects ----
 
-  SchemaExpr object(const json::Value& schema, const std::string& pointer, const std::string& name) {
+  [[gnu::noinline]] SchemaExpr object(const json::Value& schema, const std::string& pointer, const std::string& name) {
     const json::Value* props = schema.find("properties");
     const json::Value* required = schema.find("required");
     const json::Value* extra = schema.find("additionalProperties");
@@ -480,7 +517,7 @@ class SchemaCompiler {
     }
     std::optional<Expr> extra_member;
     if (extra_allowed) {
-      const Expr key = declared.empty() ? fixed(layout::kString, used_).expr : key_not_in(declared, name);
+      const Expr key = declared.empty() ? fixed(layout::kString, used_).expr : key_not_in(declared, name, pointer);
       extra_member = gbnf_writer::sequence({key, gbnf_writer::literal(layout::kKeySeparator), extra_value().expr});
     }
     return {gbnf_writer::sequence({gbnf_writer::literal("{"), members_expr(members, extra_member, name), gbnf_writer::literal("}")}), {}};
@@ -493,6 +530,7 @@ class SchemaCompiler {
   //   after-mi  ::= ( ", " m(i+1) )? after-m(i+1)                      (optional members; required ones without ?)
   // and after-mr written out in full (referred to from one place). Linear in the number of members. Extra members
   // (additionalProperties) come last, any number of them.
+  [[gnu::noinline]]
   Expr members_expr(const std::vector<Member>& members, const std::optional<Expr>& extra_member, const std::string& name) {
     const size_t n = members.size();
     auto kv = [&](size_t i) {
@@ -545,41 +583,44 @@ class SchemaCompiler {
   // A key (quotes included) that is none of `keys`: extra members may not reuse a declared name, or their value would
   // escape that property's schema. A trie of the keys' characters, where leaving the trie frees the rest:
   //   not-in(node) ::= c1 not-in(child1) | ... | [^c1..] json-char*      (optional when node is not a whole key)
-  Expr key_not_in(const std::vector<std::string>& keys, const std::string& name) {
-    struct Node {
-      std::map<uint32_t, std::unique_ptr<Node>> children;
-      bool terminal = false;
-    };
-    Node root;
+  [[gnu::noinline]]
+  Expr key_not_in(const std::vector<std::string>& keys, const std::string& name, const std::string& pointer) {
+    gbnf_writer::TrieNode root;
     for (const std::string& key : keys) {
-      Node* at = &root;
-      for (uint32_t cp : gbnf_writer::decode_utf8(key, "json_schema")) {
-        auto& child = at->children[cp];
-        if (!child) child = std::make_unique<Node>();
-        at = child.get();
+      const std::vector<uint32_t> cps = gbnf_writer::decode_utf8(key, "json_schema");
+      if (cps.size() > kMaxExcludedKey) {
+        std::string start;
+        for (size_t k = 0; k < 20; ++k) gbnf_writer::append_utf8(start, cps[k]);
+        fail("property name \"" + start + "...\" of " + std::to_string(cps.size()) + " characters is longer than " +
+                 std::to_string(kMaxExcludedKey) + ", the most that additional properties can be told apart from",
+             pointer, "shorten it, or set additionalProperties to false");
       }
-      at->terminal = true;
+      root.insert(cps);
     }
     used_.insert(layout::kChar);
     const Expr rest = gbnf_writer::repeat(gbnf_writer::rule_ref(layout::kChar), 0, std::nullopt);
-    std::function<Expr(const Node&)> not_in = [&](const Node& node) {
+    auto itself = [](const gbnf_writer::TrieNode& child) -> const gbnf_writer::TrieNode& { return child; };
+    const std::string rule = rules_.reserve(name + "-extra-key");
+    auto combine = [&](const gbnf_writer::TrieNode& node, std::vector<Expr> below) {
       std::vector<Expr> alternatives;
       CodePointSet others = CodePointSet::all();
+      size_t k = 0;
       for (const auto& [cp, child] : node.children) {
-        alternatives.push_back(gbnf_writer::sequence({json_content_char(cp), not_in(*child)}));
+        alternatives.push_back(gbnf_writer::sequence({json_content_char(cp), std::move(below[k++])}));
         others = others.minus(CodePointSet::range(cp, cp));
       }
       alternatives.push_back(gbnf_writer::sequence({json_content_chars(others), rest}));
       Expr e = gbnf_writer::alternation(std::move(alternatives));
       return node.terminal ? e : gbnf_writer::optional(std::move(e));
     };
-    const std::string rule = rules_.reserve(name + "-extra-key");
-    rules_.define(rule, gbnf_writer::sequence({gbnf_writer::literal("\""), not_in(root), gbnf_writer::literal("\"")}));
+    const Expr not_in = gbnf_writer::fold_trie(root, itself, combine);
+    rules_.define(rule, gbnf_writer::sequence({gbnf_writer::literal("\""), not_in, gbnf_writer::literal("\"")}));
     return gbnf_writer::rule_ref(rule);
   }
 
   // ---- arrays ----
 
+  [[gnu::noinline]]
   std::optional<uint64_t> count(const json::Value& schema, const char* key, const std::string& pointer) const {
     const json::Value* v = schema.find(key);
     if (!v) return std::nullopt;
@@ -592,7 +633,7 @@ class SchemaCompiler {
     return static_cast<uint64_t>(d);
   }
 
-  SchemaExpr array(const json::Value& schema, const std::string& pointer, const std::string& name) {
+  [[gnu::noinline]] SchemaExpr array(const json::Value& schema, const std::string& pointer, const std::string& name) {
     const json::Value* prefix = schema.find("prefixItems");
     const json::Value* items = schema.find("items");
     const json::Value* additional = schema.find("additionalItems");
@@ -657,7 +698,7 @@ class SchemaCompiler {
 
   // ---- strings ----
 
-  Expr string(const json::Value& schema, const std::string& pointer, const std::string& name) {
+  [[gnu::noinline]] Expr string(const json::Value& schema, const std::string& pointer, const std::string& name) {
     const json::Value* pattern = schema.find("pattern");
     const json::Value* format = schema.find("format");
     const std::optional<uint64_t> min = count(schema, "minLength", pointer);
@@ -714,7 +755,7 @@ class SchemaCompiler {
     return d;
   }
 
-  Expr integer(const json::Value& schema, const std::string& pointer) {
+  [[gnu::noinline]] Expr integer(const json::Value& schema, const std::string& pointer) {
     std::optional<int64_t> lo, hi;
     auto raise = [&](int64_t v) { lo = lo ? std::max(*lo, v) : v; };
     auto lower = [&](int64_t v) { hi = hi ? std::min(*hi, v) : v; };
@@ -727,7 +768,7 @@ class SchemaCompiler {
     return integer_range_gbnf(lo, hi);
   }
 
-  Expr number(const json::Value& schema, const std::string& pointer) {
+  [[gnu::noinline]] Expr number(const json::Value& schema, const std::string& pointer) {
     std::optional<DecimalBound> lo, hi;
     auto whole = [&](const char* key) -> std::optional<int64_t> {
       auto v = bound(schema, key, pointer);

@@ -19,6 +19,11 @@ constexpr uint64_t kMaxBound = 1000;
 // Nested bounded repetitions multiply ((a{100}){100} is 10,000 copies): past this the regex is refused.
 constexpr uint64_t kMaxExpanded = 100000;
 constexpr uint64_t kSaturated = uint64_t{1} << 62;
+// Groups are parsed, and the regex's tree walked, by recursion: their nesting is capped where it takes at most about
+// 400 kB of stack (a 1 MB thread holds it; the threads that compile guides have 8 MB), and below the GBNF parser's
+// cap on nested groups (gbnf-parser.h), which the written grammar's groups count against. Patterns nest a handful
+// deep.
+constexpr int kMaxRegexNesting = 256;
 
 uint64_t sat_add(uint64_t a, uint64_t b) { return std::min(kSaturated, a + b); }
 uint64_t sat_mul(uint64_t a, uint64_t b) {
@@ -158,6 +163,8 @@ class RegexParser {
   static constexpr const char* kAnchorHint =
       "only a leading ^ and a trailing $ (of the pattern or of a top-level alternative) are supported";
 
+  // Groups recurse through disjunction -> alternative -> quantified -> group -> disjunction, so these frames repeat
+  // per level of nesting and are kept lean: other atoms, quantifiers and failures are handled off that path.
   Node disjunction(int depth) {
     std::vector<Node> alternatives{alternative(depth)};
     while (!at_end() && peek() == '|') {
@@ -173,18 +180,24 @@ class RegexParser {
       const uint32_t c = peek();
       if (c == '|') break;
       if (c == ')') {
-        if (depth == 0) fail(i_, "unbalanced parenthesis \")\"", "it closes no group");
+        if (depth == 0) stray(c);
         break;
       }
       if (c == '$' && depth == 0 && (i_ + 1 == cps_.size() || peek(1) == '|')) break;  // the trailing anchor
-      if (c == '^' || c == '$') fail(i_, std::string("anchor \"") + static_cast<char>(c) + "\" in the middle", kAnchorHint);
+      if (c == '^' || c == '$') stray(c);
       items.push_back(quantified(depth));
     }
     return Node::list(Node::Kind::seq, std::move(items));
   }
 
-  Node quantified(int depth) {
-    Node atom_node = atom(depth);
+  [[noreturn, gnu::noinline]] void stray(uint32_t c) const {
+    if (c == ')') fail(i_, "unbalanced parenthesis \")\"", "it closes no group");
+    fail(i_, std::string("anchor \"") + static_cast<char>(c) + "\" in the middle", kAnchorHint);
+  }
+
+  Node quantified(int depth) { return quantify(peek() == '(' ? group(depth) : atom()); }
+
+  [[gnu::noinline]] Node quantify(Node atom_node) {
     uint64_t min = 0;
     std::optional<uint64_t> max;
     if (!quantifier(min, max)) return atom_node;
@@ -238,10 +251,10 @@ class RegexParser {
     return true;
   }
 
-  Node atom(int depth) {
+  // An atom other than a group.
+  [[gnu::noinline]] Node atom() {
     const size_t at = i_;
     const uint32_t c = peek();
-    if (c == '(') return group(depth);
     if (c == '[') return char_class();
     if (c == '.') {
       ++i_;
@@ -258,6 +271,18 @@ class RegexParser {
 
   Node group(int depth) {
     const size_t at = i_;
+    opening(depth);
+    Node inner = disjunction(depth + 1);
+    if (at_end() || peek() != ')') unclosed(at);
+    ++i_;
+    return inner;
+  }
+
+  // Past a group's opening: "(", "(?:" or "(?<name>"; the constructs a grammar cannot have are refused.
+  [[gnu::noinline]] void opening(int depth) {
+    const size_t at = i_;
+    if (depth >= kMaxRegexNesting)
+      fail(at, "groups nested more than " + std::to_string(kMaxRegexNesting) + " deep", "flatten the pattern");
     ++i_;  // (
     if (!at_end() && peek() == '?') {
       const uint32_t k = peek(1);
@@ -279,10 +304,10 @@ class RegexParser {
              "only (...), (?:...) and (?<name>...) are supported (no inline flags)");
       }
     }
-    Node inner = disjunction(depth + 1);
-    if (at_end() || peek() != ')') fail(at, "unbalanced parenthesis \"(\"", "it is never closed");
-    ++i_;
-    return inner;
+  }
+
+  [[noreturn, gnu::noinline]] void unclosed(size_t at) const {
+    fail(at, "unbalanced parenthesis \"(\"", "it is never closed");
   }
 
   Node char_class() {
