@@ -34,9 +34,10 @@ export function modelRepoFile(dir: string, option = '--model-repo'): string {
   return pickModelFile(dir, repoEntries(dir, option), option);
 }
 
-/** --multi-model: every model file of the repository, in name order (the first one also answers Triton's names). */
-export function modelRepoFiles(dir: string, option = '--model-repo'): string[] {
+/** --multi-model: every model file of the repository, in name order (the first one also answers Triton's names);
+ * `required` false: none is no error. */
+export function modelRepoFiles(dir: string, option = '--model-repo', required = true): string[] {
   const files = repoEntries(dir, option).filter((name) => MODEL_FILE.test(name)).sort();
-  if (files.length === 0) throw new InvalidArgumentError(`${option} ${dir} has no model files (*.yaml, *.yml)`);
+  if (files.length === 0 && required) throw new InvalidArgumentError(`${option} ${dir} has no model files (*.yaml, *.yml)`);
   return files.map((name) => join(dir, name));
 }

@@ -11,6 +11,7 @@ import { chooseLauncher } from '../cluster/mpirun-command.js';
 import { resolveExperts } from '../cluster/parallel-plan.js';
 import { effectiveConfig } from '../config/effective-config.js';
 import { modelRepoFiles } from '../config/model-repo.js';
+import { isTritonRepo } from '../config/triton-repo.js';
 import { cliValues, readConfigFile } from '../config/resolve-serve-config.js';
 import { serveOptions } from '../../worker/options/serve-options-from-cli.js';
 import type { ConfigSourceOptions, MultiModelOptions, ServeCliOptions } from '../serve-options.js';
@@ -23,6 +24,9 @@ export async function runMultiModel(command: Command): Promise<number> {
   if (modelRepo === undefined) throw new InvalidArgumentError('--multi-model needs --model-repo <dir>: a directory with one YAML file per model (model, name, parallel.tp, ...)');
   const cli = cliValues(command);
   const models: ModelFile[] = [];
+  if (isTritonRepo(modelRepo) && modelRepoFiles(modelRepo, '--model-repo', false).length === 0) {
+    throw new InvalidArgumentError(`--model-repo ${modelRepo} is a Triton model repository (tensorrt_llm/config.pbtxt), which serves one model: drop --multi-model, or give a directory with one YAML file per model`);
+  }
   for (const path of modelRepoFiles(modelRepo)) {
     const file = await readConfigFile(path, `--model-repo ${modelRepo}`);
     models.push({ path, options: effectiveConfig(cli, file).options, values: file.values });

@@ -118,6 +118,9 @@ t.test("the seeds' command: launch_triton_server.py's spelling with a model repo
   t.equal(json.file.path, join(REPO, 'tensorrt_llm', 'config.pbtxt'));
   t.equal(json.file.notes.length, 3);
   t.match(json.settings['batching.max_batch_size'], { value: 4, source: 'file', origin: json.file.path });
+  const multi = await execa('node', [bin, '--multi-model', '--model-repo', REPO, '--dry-run'], { reject: false, env: cleanEnv(), extendEnv: false });
+  t.equal(multi.exitCode, 2);
+  t.match(multi.stderr, /is a Triton model repository \(tensorrt_llm\/config\.pbtxt\), which serves one model: drop --multi-model/);
   const neither = await execa('node', [bin, '--model_repo', fixtureDir('tiny-llama'), '--dry-run'], { reject: false, env: cleanEnv(), extendEnv: false });
   t.equal(neither.exitCode, 2);
   t.match(neither.stderr, /has no model files \(\*\.yaml, \*\.yml\) and is not a Triton model repository \(no tensorrt_llm\/config\.pbtxt\)/);
