@@ -2,8 +2,10 @@
 // the seeds' triton_model_repo, with tensorrt_llm/config.pbtxt — read into the same checked values as a YAML model
 // file: its parameters (gpt_model_path, batch_scheduler_policy, kv_cache_free_gpu_mem_fraction, ...), its
 // max_batch_size and its decoupled policy, each checked as the matching flag would be, every problem reported at once
-// naming the file and the parameter. Parameters with nothing to set here, and values fill_template.py left as
-// ${...} (unset, as Triton's backend reads them), come back as notes, never silently dropped.
+// naming the file and the parameter. The BLS model's tensorrt_llm_model_name and tensorrt_llm_draft_model_name
+// (the seeds' draft-target flow) choose the target model and a draft model, whose gpt_model_path becomes the draft
+// checkpoint. Parameters with nothing to set here, and values fill_template.py left as ${...} (unset, as Triton's
+// backend reads them), come back as notes, never silently dropped.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 
@@ -59,9 +61,20 @@ const NOT_USED: Readonly<Record<string, string>> = {
   tokenizer_type: 'the tokenizer is the checkpoint\'s own tokenizer.json (gpt_model_path)',
 };
 
-/** Whether `dir` is a Triton model repository with a tensorrt_llm model. */
+const BLS_CONFIG = join('tensorrt_llm_bls', 'config.pbtxt');
+
+/** Whether `dir` is a Triton model repository with a tensorrt_llm model (or a BLS model naming its target). */
 export function isTritonRepo(dir: string): boolean {
-  return existsSync(join(dir, TRITON_CONFIG));
+  return existsSync(join(dir, TRITON_CONFIG)) || existsSync(join(dir, BLS_CONFIG));
+}
+const isPlaceholder = (v: unknown) => typeof v === 'string' && /^\$\{.*\}$/.test(v.trim());
+
+/** A parameter of one of the repository's model configs, when the config exists and the value is filled in. */
+function parameterOf(dir: string, config: string, name: string): string | undefined {
+  const path = resolve(dir, config);
+  if (!existsSync(path)) return undefined;
+  const found = parameters(parsePbtxt(readText(path), path)).find(([key]) => key === name);
+  return found && !isPlaceholder(found[1]) && found[1].trim() !== '' ? found[1].trim() : undefined;
 }
 
 function readText(path: string): string {
@@ -110,7 +123,16 @@ function engineFiles(dir: string): string[] {
 
 /** The repository's tensorrt_llm configuration as a model file's values, with notes for what sets nothing. */
 export function readTritonRepo(dir: string): FileValues {
-  const path = resolve(dir, TRITON_CONFIG);
+  // The target: tensorrt_llm, or the model the BLS names (a repository may call it otherwise).
+  const named = parameterOf(dir, BLS_CONFIG, 'tensorrt_llm_model_name');
+  const target = named ?? 'tensorrt_llm';
+  const shown = join(target, 'config.pbtxt');
+  const path = resolve(dir, shown);
+  if (!existsSync(path)) {
+    throw new InvalidArgumentError(named !== undefined
+      ? `parameter tensorrt_llm_model_name in ${resolve(dir, BLS_CONFIG)} names "${target}", but ${path} does not exist`
+      : `${dir} has ${BLS_CONFIG} but no ${shown}: add the tensorrt_llm model, or name it with the BLS's tensorrt_llm_model_name`);
+  }
   const config = parsePbtxt(readText(path), path);
   const values = new Map<string, unknown>();
   const errors: string[] = [];
@@ -121,7 +143,6 @@ export function readTritonRepo(dir: string): FileValues {
     else values.set(key, checked.value);
   };
   const unfilled: string[] = [];
-  const isPlaceholder = (v: unknown) => typeof v === 'string' && /^\$\{.*\}$/.test(v.trim());
   const maxBatch = scalarOf(config, 'max_batch_size');
   if (isPlaceholder(maxBatch)) unfilled.push('max_batch_size');
   else if (maxBatch !== undefined && maxBatch !== 0) take('max_batch_size', 'batching.max_batch_size', maxBatch);
@@ -136,9 +157,9 @@ export function readTritonRepo(dir: string): FileValues {
     }
     const known = PARAMETERS[name];
     if (known) take(`parameter ${name}`, known.key, valueOf(text, known.form, dirname(path)));
-    else notes.push(`${TRITON_CONFIG} parameter ${name} = ${showValue(text)} sets nothing here: ${NOT_USED[name] ?? 'trtllm-launch has no such setting'}`);
+    else notes.push(`${shown} parameter ${name} = ${showValue(text)} sets nothing here: ${NOT_USED[name] ?? 'trtllm-launch has no such setting'}`);
   }
-  if (unfilled.length > 0) notes.push(`${TRITON_CONFIG}: ${unfilled.join(', ')} left as \${...} (unset, as Triton reads them)`);
+  if (unfilled.length > 0) notes.push(`${shown}: ${unfilled.join(', ')} left as \${...} (unset, as Triton reads them)`);
   const model = values.get('model') as string | undefined;
   if (model === undefined) {
     errors.push(`parameter gpt_model_path in ${path} must name the model's Hugging Face checkpoint directory${unfilled.includes('gpt_model_path') ? ' (it was left as ${...}: fill it in)' : ' (it is not set)'}`);
@@ -146,6 +167,23 @@ export function readTritonRepo(dir: string): FileValues {
     errors.push(`parameter gpt_model_path in ${path} must be an existing checkpoint directory, got "${model}" (no such directory)`);
   } else if (engineFiles(model).length > 0 && !existsSync(join(model, 'model.safetensors')) && !existsSync(join(model, 'model.safetensors.index.json'))) {
     errors.push(`parameter gpt_model_path in ${path} holds TensorRT engines (${engineFiles(model).slice(0, 2).join(', ')}), which do not run here: point it at the Hugging Face checkpoint (config.json, *.safetensors, tokenizer.json) the engines were built from`);
+  }
+  // The seeds' draft-target flow: the BLS names a draft model of the repository; its checkpoint drafts (--draft-model).
+  const draft = parameterOf(dir, BLS_CONFIG, 'tensorrt_llm_draft_model_name');
+  if (draft !== undefined) {
+    const where = `parameter tensorrt_llm_draft_model_name in ${resolve(dir, BLS_CONFIG)}`;
+    const draftConfig = resolve(dir, draft, 'config.pbtxt');
+    const draftPath = existsSync(draftConfig) ? parameterOf(dir, join(draft, 'config.pbtxt'), 'gpt_model_path') : undefined;
+    if (!existsSync(draftConfig)) errors.push(`${where} names "${draft}", but ${draftConfig} does not exist`);
+    else if (draftPath === undefined) errors.push(`parameter gpt_model_path in ${draftConfig} (the draft model) must name its Hugging Face checkpoint directory`);
+    else {
+      const checkpoint = resolve(dirname(draftConfig), draftPath);
+      if (!statSync(checkpoint, { throwIfNoEntry: false })?.isDirectory()) {
+        errors.push(`parameter gpt_model_path in ${draftConfig} (the draft model) must be an existing checkpoint directory, got "${checkpoint}" (no such directory)`);
+      } else {
+        take(where, 'decoding.draft_model', checkpoint);
+      }
+    }
   }
   if (model !== undefined && errors.length === 0 && !existsSync(join(model, 'tokenizer.json'))) {
     const elsewhere = tokenizerDirs(dir).find((d) => existsSync(join(d, 'tokenizer.json')));
@@ -160,9 +198,8 @@ export function readTritonRepo(dir: string): FileValues {
 /** The tokenizer_dir of the repository's preprocessing and postprocessing models (relative to their config files). */
 function tokenizerDirs(dir: string): string[] {
   return ['preprocessing', 'postprocessing'].flatMap((name) => {
-    const path = resolve(dir, name, 'config.pbtxt');
-    if (!existsSync(path)) return [];
-    const found = parameters(parsePbtxt(readText(path), path)).find(([key]) => key === 'tokenizer_dir');
-    return found && !/^\$\{.*\}$/.test(found[1].trim()) ? [resolve(dirname(path), found[1].trim())] : [];
+    const config = join(name, 'config.pbtxt');
+    const found = parameterOf(dir, config, 'tokenizer_dir');
+    return found !== undefined ? [resolve(dir, name, found)] : [];
   });
 }

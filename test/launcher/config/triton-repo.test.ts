@@ -103,6 +103,41 @@ t.test('bad repositories: every problem at once, naming the file and the paramet
   t.throws(() => readTritonRepo(split), new RegExp(`${bare} has no tokenizer\\.json, which the server reads from the checkpoint itself; the repository's tokenizer_dir ${fixtureDir('tiny-llama')} has one: copy it into`));
 });
 
+t.test("the BLS's target and draft models (the seeds' draft-target flow)", async (t) => {
+  const model = fixtureDir('tiny-llama');
+  const write = (root: string, name: string, text: string) => {
+    mkdirSync(join(root, name), { recursive: true });
+    writeFileSync(join(root, name, 'config.pbtxt'), text);
+  };
+  const root = join(dir, 'draft-target');
+  write(root, 'llama_target', `max_batch_size: 2\n${param('gpt_model_path', model)}`);
+  write(root, 'llama_draft', param('gpt_model_path', model));
+  write(root, 'tensorrt_llm_bls', `${param('tensorrt_llm_model_name', 'llama_target')}${param('tensorrt_llm_draft_model_name', 'llama_draft')}`);
+  t.ok(isTritonRepo(root), 'a BLS naming its target makes a repository');
+  const file = readTritonRepo(root);
+  t.equal(file.path, join(root, 'llama_target', 'config.pbtxt'), 'the target the BLS names');
+  t.equal(file.values.get('batching.max_batch_size'), 2);
+  t.equal(file.values.get('decoding.draft_model'), model, "the draft model's gpt_model_path drafts");
+  const dry = await execa('node', [bin, '--world_size=2', '--oversubscribe', `--model_repo=${root}`, '--dry-run'], { reject: false, env: cleanEnv(), extendEnv: false });
+  t.equal(dry.exitCode, 0, dry.stderr);
+  t.match(dry.stdout, ` --draft-model ${model}`);
+  const noDraft = join(dir, 'no-draft');
+  write(noDraft, 'tensorrt_llm', param('gpt_model_path', model));
+  write(noDraft, 'tensorrt_llm_bls', param('tensorrt_llm_draft_model_name', 'missing_draft'));
+  t.throws(() => readTritonRepo(noDraft), /parameter tensorrt_llm_draft_model_name in \S+ names "missing_draft", but \S+missing_draft\/config\.pbtxt does not exist/);
+  const unsetDraft = join(dir, 'unset-draft');
+  write(unsetDraft, 'tensorrt_llm', param('gpt_model_path', model));
+  write(unsetDraft, 'tensorrt_llm_draft', param('gpt_model_path', '${draft_engine_dir}'));
+  write(unsetDraft, 'tensorrt_llm_bls', param('tensorrt_llm_draft_model_name', 'tensorrt_llm_draft'));
+  t.throws(() => readTritonRepo(unsetDraft), /parameter gpt_model_path in \S+tensorrt_llm_draft\/config\.pbtxt \(the draft model\) must name its Hugging Face checkpoint directory/);
+  const noTarget = join(dir, 'no-target');
+  write(noTarget, 'tensorrt_llm_bls', param('accumulate_tokens', 'false'));
+  t.throws(() => readTritonRepo(noTarget), /has tensorrt_llm_bls\/config\.pbtxt but no tensorrt_llm\/config\.pbtxt: add the tensorrt_llm model, or name it with the BLS's tensorrt_llm_model_name/);
+  const wrongTarget = join(dir, 'wrong-target');
+  write(wrongTarget, 'tensorrt_llm_bls', param('tensorrt_llm_model_name', 'nope'));
+  t.throws(() => readTritonRepo(wrongTarget), /parameter tensorrt_llm_model_name in \S+ names "nope", but \S+nope\/config\.pbtxt does not exist/);
+});
+
 t.test("the seeds' command: launch_triton_server.py's spelling with a model repository", async (t) => {
   const dry = await execa('node', [bin, '--world_size=2', `--model_repo=${REPO}`, '--oversubscribe', '--dry-run'], { reject: false, env: cleanEnv(), extendEnv: false });
   t.equal(dry.exitCode, 0, dry.stderr);
