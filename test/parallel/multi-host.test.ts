@@ -133,6 +133,8 @@ t.test('--dp 2 --no-spawn across the two hosts: the orchestrator and replica 0 o
   t.ok(await cluster.ready, `ready (output: ${cluster.output().slice(-2000)})`);
   // The hostfile's slots: ranks 0 (the orchestrator) and 1 (replica 0) on h1, rank 2 (replica 1) on h2.
   const pid = (r: number) => Number(new RegExp(`model tiny-llama replica ${r}: ready on 1 rank\\(s\\) \\(pid (\\d+)@`).exec(cluster.output())?.[1]);
+  // The orchestrator's lines reach the launcher through mpirun, its readiness directly: wait for the lines.
+  t.ok(await waitFor(() => pid(0) > 0 && pid(1) > 0), 'both replicas said where they run');
   const netns = async (p: number) => (await execa('ip', ['netns', 'identify', String(p)], { reject: false })).stdout.trim();
   t.equal(await netns(pid(0)), `trtl-${tag}-h1`, 'replica 0 runs on h1');
   t.equal(await netns(pid(1)), `trtl-${tag}-h2`, 'replica 1 runs on h2');

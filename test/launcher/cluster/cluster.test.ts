@@ -42,7 +42,7 @@ async function generate(port: number, body: object): Promise<{ status: number; j
 t.test('world size 2: serves what one rank serves; Ctrl-C drains and exits 0 with nothing left behind', async (t) => {
   const cluster = await startCluster();
   t.ok(await cluster.ready, `ready (output: ${cluster.output().slice(-1500)})`);
-  t.match(cluster.output(), /\[rank 0\] /, 'rank-prefixed output');
+  t.ok(await waitFor(() => /\[rank 0\] /.test(cluster.output())), 'rank-prefixed output');
   // The banner follows the ready line in writes of its own: the chunk that carried "ready after" may end before it.
   t.ok(await waitFor(() => /curl -X POST localhost:\d+\/v2\/models\/ensemble\/generate/.test(cluster.output())), 'prints how to query it');
   const reference = JSON.parse(readFileSync(join(MODEL, 'reference.json'), 'utf8')) as { cases: { input_ids: number[]; greedy_output_ids: number[] }[] };
@@ -89,6 +89,8 @@ for (const victim of ['follower', 'mpirun'] as const) {
   t.test(`SIGKILL of ${victim === 'mpirun' ? 'mpirun itself' : 'a follower rank'} stops the cluster with a root cause and no orphans`, async (t) => {
     const cluster = await startCluster();
     t.ok(await cluster.ready, 'ready');
+    // The leader's pid line comes through mpirun, readiness directly: the follower is told apart once it is here.
+    t.ok(await waitFor(() => /leader pid \d+ on /.test(cluster.output())), 'the leader said its pid');
     const marker = `--http-port ${cluster.port}`;
     const all = processesWith(marker);
     const target = victim === 'mpirun'
