@@ -69,12 +69,12 @@ export function isTritonRepo(dir: string): boolean {
 }
 const isPlaceholder = (v: unknown) => typeof v === 'string' && /^\$\{.*\}$/.test(v.trim());
 
-/** A parameter of one of the repository's model configs, when the config exists and the value is filled in. */
-function parameterOf(dir: string, config: string, name: string): string | undefined {
+/** The filled-in parameters of one of the repository's model configs (none when it has no such config), trimmed. */
+function filledParameters(dir: string, config: string): ReadonlyMap<string, string> {
   const path = resolve(dir, config);
-  if (!existsSync(path)) return undefined;
-  const found = parameters(parsePbtxt(readText(path), path)).find(([key]) => key === name);
-  return found && !isPlaceholder(found[1]) && found[1].trim() !== '' ? found[1].trim() : undefined;
+  if (!existsSync(path)) return new Map();
+  return new Map(parameters(parsePbtxt(readText(path), path))
+    .filter(([, text]) => !isPlaceholder(text) && text.trim() !== '').map(([key, text]) => [key, text.trim()]));
 }
 
 function readText(path: string): string {
@@ -124,7 +124,8 @@ function engineFiles(dir: string): string[] {
 /** The repository's tensorrt_llm configuration as a model file's values, with notes for what sets nothing. */
 export function readTritonRepo(dir: string): FileValues {
   // The target: tensorrt_llm, or the model the BLS names (a repository may call it otherwise).
-  const named = parameterOf(dir, BLS_CONFIG, 'tensorrt_llm_model_name');
+  const bls = filledParameters(dir, BLS_CONFIG);
+  const named = bls.get('tensorrt_llm_model_name');
   const target = named ?? 'tensorrt_llm';
   const shown = join(target, 'config.pbtxt');
   const path = resolve(dir, shown);
@@ -169,11 +170,11 @@ export function readTritonRepo(dir: string): FileValues {
     errors.push(`parameter gpt_model_path in ${path} holds TensorRT engines (${engineFiles(model).slice(0, 2).join(', ')}), which do not run here: point it at the Hugging Face checkpoint (config.json, *.safetensors, tokenizer.json) the engines were built from`);
   }
   // The seeds' draft-target flow: the BLS names a draft model of the repository; its checkpoint drafts (--draft-model).
-  const draft = parameterOf(dir, BLS_CONFIG, 'tensorrt_llm_draft_model_name');
+  const draft = bls.get('tensorrt_llm_draft_model_name');
   if (draft !== undefined) {
     const where = `parameter tensorrt_llm_draft_model_name in ${resolve(dir, BLS_CONFIG)}`;
     const draftConfig = resolve(dir, draft, 'config.pbtxt');
-    const draftPath = existsSync(draftConfig) ? parameterOf(dir, join(draft, 'config.pbtxt'), 'gpt_model_path') : undefined;
+    const draftPath = filledParameters(dir, join(draft, 'config.pbtxt')).get('gpt_model_path');
     if (!existsSync(draftConfig)) errors.push(`${where} names "${draft}", but ${draftConfig} does not exist`);
     else if (draftPath === undefined) errors.push(`parameter gpt_model_path in ${draftConfig} (the draft model) must name its Hugging Face checkpoint directory`);
     else {
@@ -198,8 +199,7 @@ export function readTritonRepo(dir: string): FileValues {
 /** The tokenizer_dir of the repository's preprocessing and postprocessing models (relative to their config files). */
 function tokenizerDirs(dir: string): string[] {
   return ['preprocessing', 'postprocessing'].flatMap((name) => {
-    const config = join(name, 'config.pbtxt');
-    const found = parameterOf(dir, config, 'tokenizer_dir');
+    const found = filledParameters(dir, join(name, 'config.pbtxt')).get('tokenizer_dir');
     return found !== undefined ? [resolve(dir, name, found)] : [];
   });
 }

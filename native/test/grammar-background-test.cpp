@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -73,20 +72,7 @@ void steps_race_the_thread(const std::shared_ptr<const TokenVocab>& vocab, int32
     const auto g = cache.get(schema(static_cast<int>(seed)));
     const auto r = off.get(schema(static_cast<int>(seed)));
     GrammarMatcher m(g, {stop}), ref(r, {stop});
-    std::mt19937 rng(seed);
-    std::vector<uint64_t> mask, want;
-    int steps = 0, mismatches = 0;
-    for (; steps < 80; ++steps) {
-      m.fill_mask(mask);
-      ref.fill_mask(want);
-      mismatches += mask != want;
-      std::vector<int32_t> allowed;
-      for (int32_t id = 0; id < stop; ++id)
-        if ((want[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1u) allowed.push_back(id);
-      if (allowed.empty()) break;
-      const int32_t pick = allowed[rng() % allowed.size()];
-      CHECK(m.accept_token(pick) && ref.accept_token(pick));
-    }
+    const auto [steps, mismatches] = test::walk_side_by_side(m, ref, stop, seed, 80, /*may_stop=*/false);
     CHECK_MSG(mismatches == 0, "seed %u: %d of %d steps' masks differ beside the background thread", seed, mismatches,
               steps);
   }

@@ -90,22 +90,7 @@ void compare_grammar(const std::string& what, const std::string& gbnf, const std
                                                    CompiledGrammarOptions{true, seed % 2 ? store : nullptr});
     auto fresh_own = std::make_shared<CompiledGrammar>(parse_gbnf(gbnf, what), vocab, kOwnWalks);
     GrammarMatcher m(fresh, {stop}), r(fresh_own, {stop});
-    std::mt19937 rng(seed);
-    std::vector<uint64_t> mask, ref;
-    int steps = 0, mismatches = 0;
-    for (; steps < 120; ++steps) {
-      m.fill_mask(mask);
-      r.fill_mask(ref);
-      if (mask != ref) ++mismatches;
-      std::vector<int32_t> allowed;
-      for (int32_t id = 0; id <= stop; ++id)
-        if ((ref[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1u) allowed.push_back(id);
-      if (allowed.empty()) break;
-      int32_t pick = allowed[rng() % allowed.size()];
-      if (pick == stop && allowed.size() > 1 && rng() % 8 != 0) pick = allowed[rng() % (allowed.size() - 1)];
-      if (pick == stop) break;
-      CHECK(m.accept_token(pick) && r.accept_token(pick));
-    }
+    const auto [steps, mismatches] = test::walk_side_by_side(m, r, stop, seed, 120, /*may_stop=*/true);
     CHECK_MSG(mismatches == 0, "%s seed %u: %d of %d steps' masks differ with sharing", what.c_str(), seed,
               mismatches, steps);
   }

@@ -1,5 +1,5 @@
-// What the grammar tests share: a byte-level vocabulary, a position mask's accepted ids as one bitset, and a thread
-// with a small stack for deep inputs.
+// What the grammar tests share: a byte-level vocabulary, a position mask's accepted ids as one bitset, two matchers
+// walked side by side, and a thread with a small stack for deep inputs.
 #pragma once
 #include <pthread.h>
 
@@ -8,11 +8,14 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "check.h"
 #include "grammar/compiled-grammar.h"
+#include "grammar/grammar-matcher.h"
 
 namespace engine::grammar::test {
 
@@ -33,6 +36,34 @@ inline std::vector<uint64_t> accepted_bits(const PositionMask& m, const TokenVoc
   bits.resize(vocab.mask_words(), 0);
   for (int32_t id : m.accepted_ids) bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
   return bits;
+}
+
+struct SideBySide {
+  int steps = 0, mismatches = 0;
+};
+
+// Walks `m` and `ref` (matchers of one guide) together for up to `max_steps` tokens drawn from ref's mask with
+// std::mt19937(seed), counting the steps whose masks differ. `stop` (the vocabulary's last id) is drawn only when
+// `may_stop`, and then mostly passed over for another allowed token; drawing it ends the walk.
+inline SideBySide walk_side_by_side(GrammarMatcher& m, GrammarMatcher& ref, int32_t stop, uint32_t seed,
+                                    int max_steps, bool may_stop) {
+  std::mt19937 rng(seed);
+  std::vector<uint64_t> mask, want;
+  SideBySide out;
+  for (; out.steps < max_steps; ++out.steps) {
+    m.fill_mask(mask);
+    ref.fill_mask(want);
+    if (mask != want) ++out.mismatches;
+    std::vector<int32_t> allowed;
+    for (int32_t id = 0; id < (may_stop ? stop + 1 : stop); ++id)
+      if ((want[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1u) allowed.push_back(id);
+    if (allowed.empty()) break;
+    int32_t pick = allowed[rng() % allowed.size()];
+    if (pick == stop && allowed.size() > 1 && rng() % 8 != 0) pick = allowed[rng() % (allowed.size() - 1)];
+    if (pick == stop) break;
+    CHECK(m.accept_token(pick) && ref.accept_token(pick));
+  }
+  return out;
 }
 
 // Runs `fn` on a thread whose stack is `bytes` and rethrows what it threw. 1 MB is an eighth of what the threads
