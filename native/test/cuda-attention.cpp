@@ -15,6 +15,9 @@
 // x / scale (NaN bytes where nothing may be read), with scales of 1 and others; the reference reads the host's
 // decoded bytes times the scales, and this step's new keys / values must come out as the host's bytes (one e4m3
 // step apart at most, for a value the device rounds on the other side of a rounding boundary).
+// Decode launches with enough blocks (here num_sms 1 with new_last_only) take the decode kernel
+// (kernels-attention-decode.cu: heads as the MMA's columns, e4m3 read from the staged bytes) for head sizes 64 and
+// 128, groups 1 to 32 (two blocks per kv head past 8), windows, caps, the soft cap and both FP8 scalings among them.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -389,6 +392,9 @@ TEST_MAIN({
     const std::vector<Seq> decode_short = {{0, 1}, {17, 1}, {127, 1}, {128, 1}, {255, 1}};
     const std::vector<Seq> decode_long = {{1999, 1}, {1500, 1}, {1024, 1}, {700, 1}, {0, 1}, {300, 1}, {1800, 1}, {999, 1}};
     const std::vector<Seq> decode_one = {{2999, 1}};
+    // A larger decode batch: 24 rows of 1 to ~600 positions (tiles cut anywhere, warps past the context).
+    std::vector<Seq> decode_batch;
+    for (int32_t i = 0; i < 24; ++i) decode_batch.push_back(Seq{(i * 97 + i * i * 13) % 600, 1});
     std::vector<Case> cases;
     for (cuda::DType dt : {cuda::DType::bf16, cuda::DType::f16}) {
       cases.push_back(Case{32, 8, 128, 32, dt, mixed, 1});   // Llama-3-8B's layout
@@ -403,6 +409,8 @@ TEST_MAIN({
       cases.push_back(Case{32, 8, 128, 64, dt, decode_long, 1});
       cases.push_back(Case{32, 8, 128, 16, dt, decode_one, 2});
       cases.push_back(Case{8, 8, 64, 16, dt, decode_long, 1});
+      cases.push_back(Case{32, 8, 128, 16, dt, decode_batch, 2});
+      cases.push_back(Case{32, 4, 64, 32, dt, decode_batch, 1});  // group 8: every MMA column a head
     }
     // Windows: decode rows with and without caps of their own (some narrower than the layer's window, some wider),
     // prefill chunks whose tile rows start their windows at different positions (a long capped chunk crosses
@@ -449,6 +457,9 @@ TEST_MAIN({
       cases.push_back(Case{32, 8, 128, 16, dt, win_decode, 1, 256, 0, f8_scaled});
       cases.push_back(Case{32, 8, 128, 32, dt, win_prefill, 4, 48, 5, f8_scaled});
       cases.push_back(Case{8, 2, 256, 16, dt, win_decode, 1, 256, 30, f8_scaled});
+      cases.push_back(Case{32, 8, 128, 16, dt, decode_batch, 2, 0, 0, f8_scaled});
+      cases.push_back(Case{32, 4, 64, 32, dt, decode_batch, 1, 0, 5, f8_one});
+      cases.push_back(Case{32, 1, 64, 16, dt, decode, 1, 0, 0, f8_scaled});  // MQA: two blocks per kv head
     }
     for (const Case& c : cases) {
       const bool window = c.window > 0 || c.softcap > 0 || std::any_of(c.seqs.begin(), c.seqs.end(),

@@ -1,5 +1,5 @@
 // What kernels-attention.cu (the split plan, the SIMT kernel, the merge) needs of kernels-attention-mma.cu (the
-// tensor-core kernel).
+// tensor-core kernel) and kernels-attention-decode.cu (large decode batches).
 #pragma once
 #include "cuda/kernels.h"
 
@@ -21,5 +21,13 @@ bool attention_mma_fuses_new_kv(const AttnArgs& a, int part_size, bool wide);
 // wide: 8 warps per block instead of 4 (attention_mma_wide).
 void attention_mma(const AttnArgs& a, int part_size, int parts, bool wide, float* ws_out, float* ws_ms,
                    cudaStream_t s);
+
+// Query heads one decode block serves: the largest power of two dividing the GQA group, at most 8 (the MMA's columns).
+int attention_decode_heads(int group);
+// Whether the decode kernel serves a launch of decode rows (a.new_last_only, one row per sequence) that the EARLY
+// kernels do not take: unsplit (parts 1), one row a group, head size 64 or 128, and TRTLLM_ATTN_DECODE_KERNEL not 0.
+// The pools must already hold every position (a.fresh written by the separate kernel).
+bool attention_decode_applies(const AttnArgs& a, int parts);
+void attention_decode(const AttnArgs& a, cudaStream_t s);
 
 }  // namespace engine::cuda

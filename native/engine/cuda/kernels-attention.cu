@@ -409,11 +409,15 @@ void attention(const AttnArgs& a, float* workspace, int32_t num_sms, cudaStream_
   b.new_last_only = mma && a.new_last_only && blocks < 2 * static_cast<int64_t>(num_sms);
   // The EARLY kernels also rotate q and write the new keys / values when the launch's shape allows.
   const bool wide = use_wide(a, blocks, num_sms);
-  if (fresh && !attention_mma_fuses_new_kv(b, sp.part_size, wide)) {
+  // Larger decode batches: the kernel whose MMA columns are the query heads (kernels-attention-decode.cu).
+  const bool decode = mma && a.new_last_only && !b.new_last_only && attention_decode_applies(a, sp.parts);
+  if (fresh && (decode || !attention_mma_fuses_new_kv(b, sp.part_size, wide))) {
     write_fresh(a, s);
     b.fresh = NewKv{};
   }
-  if (mma) {
+  if (decode) {
+    attention_decode(b, s);
+  } else if (mma) {
     attention_mma(b, sp.part_size, sp.parts, wide, ws_out, ws_ms, s);
   } else {
     ENGINE_DISPATCH_DTYPE(a.dt, (launch_hd<T, 256>(b, sp, ws_out, ws_ms, s)));
