@@ -3,7 +3,7 @@
 // ensemble / tensorrt_llm_bls (the table's rows lead the text's tokens). The reference cannot lie: a table whose
 // row i is the checkpoint's embedding of a real token t_i must give exactly what the prompt with t_i in place of the
 // virtual id gives. Bad inputs are 400s (INVALID_ARGUMENT) naming the input and the numbers, and the server keeps
-// serving with its KV cache free.
+// serving with its KV cache free. Under mpirun (tp 2) the leader's iteration plan carries the rows to the follower.
 import { join } from 'node:path';
 
 import { type ServiceError, status } from '@grpc/grpc-js';
@@ -12,6 +12,7 @@ import t from 'tap';
 import { loadTokenizer } from '../../../worker/tokenizer.js';
 import { fixtureDir, readSafetensorsF32 } from '../../helpers/fixtures.js';
 import { kserveClient, unary } from '../../helpers/kserve-grpc.js';
+import { startServingCluster } from '../../helpers/launched-cluster.js';
 import { localExecutor, postJson, recordRequests, startTestServer, waitFor } from '../../helpers/serving.js';
 
 const MODEL = fixtureDir('tiny-llama');
@@ -170,4 +171,19 @@ t.test('bad p-tuning inputs are 400s naming the input, and the server keeps serv
   t.same((await trt({ input_ids: REAL })).json.output_ids, want, 'still serving');
   t.ok(await waitFor(() => { const s = executor.kvCacheStats(); return s.freeNumBlocks === s.maxNumBlocks && executor.numActiveRequests() === 0; }),
     'the KV cache is free');
+});
+
+t.test('tp 2 under mpirun: the followers get the rows their chunks use', async (t) => {
+  const cluster = await startServingCluster(t, ['--model', MODEL, '--world-size', '2', '--oversubscribe', '--threads', '1']);
+  const run = (body: Record<string, unknown>) => postJson(`${cluster.base}/v2/models/tensorrt_llm/generate`, {
+    request_output_len: 6, exclude_input_in_output: true, ...body,
+  });
+  // Each embedding row comes from one rank, the others add zeros: the grid's own real-token run is the reference.
+  const real = await run({ input_ids: REAL });
+  t.equal(real.status, 200, JSON.stringify(real.json));
+  const virtual = await run({ input_ids: VIRTUAL, prompt_embedding_table: TABLE, prompt_vocab_size: 4 });
+  t.equal(virtual.status, 200, JSON.stringify(virtual.json));
+  t.same(virtual.json.output_ids, real.json.output_ids, 'virtual ids: the real tokens\' output on the grid');
+  const text = await postJson(`${cluster.base}/v2/models/ensemble/generate`, { text_input: 'hello', max_tokens: 3, prompt_embedding_table: TABLE });
+  t.equal(text.status, 200, JSON.stringify(text.json));
 });
