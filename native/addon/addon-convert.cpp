@@ -91,6 +91,19 @@ engine::LoraRequest to_lora_request(Napi::Env env, const Fields& l, const engine
   return lora;
 }
 
+// A request's p-tuning table ([rows, hidden] floats; the facade checked the shape against the array). What the
+// rows must be for the model (its hidden_size, finite values, the ids they serve) is validate_request's check.
+std::shared_ptr<const engine::PromptTable> to_prompt_table(Napi::Env env, const Fields& p) {
+  auto table = p.typed_array<Napi::Float32Array>("embeddingTable", napi_float32_array, "a Float32Array");
+  const std::vector<int32_t> shape = p.int_array("shape");
+  if (shape.size() != 2 || shape[0] < 1 || shape[1] < 1 ||
+      static_cast<size_t>(shape[0]) * static_cast<size_t>(shape[1]) != table.ElementLength()) {
+    throw make_error(env, "invalid_argument", "field 'promptTuning.shape' must be [rows, hidden] holding the table's " +
+                                                  std::to_string(table.ElementLength()) + " values");
+  }
+  return engine::make_prompt_table(shape[0], shape[1], std::vector<float>(table.Data(), table.Data() + table.ElementLength()));
+}
+
 }  // namespace
 
 engine::Request to_request(Napi::Env env, Napi::Object object, const engine::Executor& executor) {
@@ -144,6 +157,7 @@ engine::Request to_request(Napi::Env env, Napi::Object object, const engine::Exe
   r.output.exclude_input_from_output = o.boolean("excludeInputFromOutput", false);
 
   if (f.has("lora")) r.lora = to_lora_request(env, f.child("lora"), executor);
+  if (f.has("promptTuning")) r.prompt_table = to_prompt_table(env, f.child("promptTuning"));
   return r;
 }
 

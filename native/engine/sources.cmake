@@ -9,6 +9,7 @@ set(ENGINE_MODEL_SOURCES
   ${ENGINE_DIR}/model/model.cpp
   ${ENGINE_DIR}/model/model-config.cpp
   ${ENGINE_DIR}/model/model-checks.cpp
+  ${ENGINE_DIR}/model/prompt-table.cpp
   ${ENGINE_DIR}/model/batch-layout.cpp
   ${ENGINE_DIR}/model/decoder.cpp
   ${ENGINE_DIR}/model/decoder-moe.cpp

@@ -26,8 +26,8 @@ TEST_MAIN({
   a.tree_parents = {-1, 0, 0};  // a token tree (speculation by Medusa heads)
   plan.chunks = {a, b};
   std::vector<uint8_t> bytes = serialize_plan(plan);
-  // header 4 words; per chunk 7 words, then its tokens, block ids and tree parents
-  CHECK(bytes.size() == 4 * (4 + 7 + 3 + 1 + 3 + 7 + 1 + 3));
+  // header 4 words; per chunk 7 words, then its tokens, block ids and tree parents, and 1 (no prompt-table rows)
+  CHECK(bytes.size() == 4 * (4 + 7 + 3 + 1 + 3 + 1 + 7 + 1 + 3 + 1));
   IterationPlan back = deserialize_plan(bytes);
   CHECK(back.op == PlanOp::forward && back.chunks.size() == 2);
   CHECK(back.chunks[0].tokens == a.tokens && back.chunks[0].block_ids == a.block_ids && back.chunks[0].all_logits);
@@ -35,6 +35,31 @@ TEST_MAIN({
   CHECK(!back.chunks[1].all_logits && back.chunks[1].window == 100 && back.chunks[0].window == 0);
   CHECK(back.chunks[0].lora_slot == -1 && back.chunks[1].lora_slot == 3);
   CHECK(back.chunks[0].tree_parents == a.tree_parents && back.chunks[1].tree_parents.empty());
+
+  // P-tuning: only the table rows the chunk's virtual tokens use go (vocab 100: ids 102 and 100, 102 twice), bit for
+  // bit at their indices; a follower's other rows are zeros it never reads. A decode chunk of real ids sends none.
+  {
+    IterationPlan p;
+    p.op = PlanOp::forward;
+    p.vocab_size = 100;
+    SequenceChunk c;
+    c.tokens = {5, 102, 7, 100, 102};
+    c.block_ids = {0, 1};
+    c.prompt_table = make_prompt_table(4, 2, {1, 2, 3, 4, 5.5f, -6e-9f, 7, 8});
+    SequenceChunk d = c;
+    d.tokens = {99};
+    p.chunks = {c, d};
+    const std::vector<uint8_t> table_bytes = serialize_plan(p);
+    CHECK(table_bytes.size() == 4 * (4 + 7 + 5 + 2 + (3 + 2 * (1 + 2)) + 7 + 1 + 2 + 1));
+    IterationPlan q = deserialize_plan(table_bytes);
+    const PromptTable* t = q.chunks[0].prompt_table.get();
+    CHECK(t != nullptr && t->rows == 4 && t->hidden == 2);
+    if (t != nullptr) CHECK((t->data == std::vector<float>{1, 2, 0, 0, 5.5f, -6e-9f, 0, 0}));
+    CHECK(q.chunks[0].tokens == c.tokens && !q.chunks[1].prompt_table);
+    IterationPlan no_vocab = p;
+    no_vocab.vocab_size = 0;
+    CHECK_THROWS(serialize_plan(no_vocab), "a prompt table without the vocab_size");
+  }
 
   // A LoRA adapter goes whole, its floats bit for bit.
   IterationPlan load;

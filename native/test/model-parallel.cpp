@@ -25,7 +25,9 @@
 #include "loading/load-agreement.h"
 #include "loading/safetensors.h"
 #include "model/model.h"
+#include "parallel/iteration-plan.h"
 #include "parallel/parallel-grid.h"
+#include "prompt-table-test-util.h"
 #include "temp-dir.h"
 
 using namespace engine;
@@ -332,6 +334,7 @@ void check_lora(const Grid& g, const std::string& dir) {
   }
   ForwardOutput got, want;
   model->forward(chunks, got);
+  g.world.barrier();  // the last stage's send of the logits has landed before its model (and buffers) go
   if (!g.leader()) return;
   single->forward(chunks, want);
   const double err = want.logits.size() == got.logits.size()
@@ -345,6 +348,42 @@ void check_lora(const Grid& g, const std::string& dir) {
   single->allocate_kv(4, 16);
   single->forward(chunks, plain);
   CHECK(rel_err(plain.logits.data(), want.logits.data(), want.logits.size()) > 1e-2);
+}
+
+// P-tuning on a grid: a chunk whose virtual tokens take rows equal to real tokens' embeddings against the single
+// rank with those real tokens (under tp one rank writes each row, or the all-reduce would add it tp times). The
+// followers' chunks come through the iteration plan (serialised and read back), as in leader mode.
+void check_prompt_table(const Grid& g, const std::string& dir) {
+  std::unique_ptr<Model> model = load_model_collective(dir, grid_options(g));
+  const int32_t vocab = model->config().vocab_size;
+  SequenceChunk c;
+  c.tokens = {5, vocab + 1, 8, vocab + 0, 12, vocab + 1};
+  c.block_ids = {0};
+  c.all_logits = true;
+  c.prompt_table = test::table_of_tokens(dir, {250, 17});
+  std::vector<SequenceChunk> chunks{c};
+  if (!g.leader()) {
+    IterationPlan plan;
+    plan.chunks = chunks;
+    plan.vocab_size = vocab;
+    chunks = deserialize_plan(serialize_plan(plan)).chunks;
+  }
+  model->allocate_kv(2, 16);
+  ForwardOutput got, want;
+  model->forward(chunks, got);
+  g.world.barrier();  // (as in check_lora)
+  if (!g.leader()) return;
+  std::unique_ptr<Model> single = load_model(dir, single_options());
+  single->allocate_kv(2, 16);
+  SequenceChunk real = c;
+  real.tokens = {5, 17, 8, 250, 12, 17};
+  real.prompt_table = nullptr;
+  single->forward({real}, want);
+  const double err = want.logits.size() == got.logits.size()
+                         ? rel_err(got.logits.data(), want.logits.data(), want.logits.size()) : 1.0;
+  std::printf("%s prompt table: virtual tokens against their real tokens on one rank, max rel err %.3g\n",
+              grid_name(g).c_str(), err);
+  CHECK_MSG(err < 1e-4, "%s prompt table: rel err %g", grid_name(g).c_str(), err);
 }
 
 void run(int argc, char** argv) {
@@ -385,6 +424,7 @@ void run(int argc, char** argv) {
       check_fixture(g, fixtures + "/" + name, name);
     check_odd_llama(g);
     check_lora(g, fixtures + "/tiny-llama");
+    check_prompt_table(g, fixtures + "/tiny-llama");
     if (pp > 1) check_one_stage_load_failure(g);
   } catch (const std::exception& e) {
     // One rank's failure would leave the others waiting in a collective: take the job down.

@@ -49,6 +49,14 @@ export interface LoraRequest {
   configShape?: [number, number];    // [rows, 3]
 }
 
+/** TensorRT-LLM's PromptTuningConfig (p-tuning; the seeds' prompt_embedding_table): inputTokenIds vocabSize + i
+ * embed as row i of the table instead of a vocabulary row ("virtual tokens"). Needs a model whose backend embeds
+ * them (the CPU one today); the prefix cache keeps each table's blocks apart. */
+export interface PromptTuning {
+  embeddingTable: Float32Array;      // [rows, hidden], rows being the prompt_vocab_size
+  shape: [number, number];           // [rows, hidden]; hidden must be the model's hiddenSize
+}
+
 export interface NativeRequest {
   inputTokenIds: number[];
   maxTokens: number;
@@ -72,6 +80,8 @@ export interface NativeRequest {
   guidedDecoding?: GuidedDecodingParams;
   /** The LoRA adapter it runs with; absent: the base model. */
   lora?: LoraRequest;
+  /** P-tuning: the table the prompt's virtual tokens embed from; absent: every id is below vocabSize. */
+  promptTuning?: PromptTuning;
 }
 
 export interface NativeResponse {

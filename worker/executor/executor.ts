@@ -87,6 +87,7 @@ export class Executor implements ServingExecutor {
       maxBeamWidth: config.maxBeamWidth ?? 1,
       chunkedContext: config.enableChunkedContext ?? false,
       maxLogitsElements: config.maxLogitsElements ?? 2 ** 28,
+      hiddenSize: modelConfig.hiddenSize,
     };
     return new Executor(native, { ...modelConfig, kvCacheDtype: native.modelConfig().kvCacheDtype }, limits, router);
   }

@@ -12,11 +12,13 @@ export interface RequestLimits {
   maxBeamWidth: number;
   chunkedContext: boolean;
   maxLogitsElements?: number; // context/generation logits values one request may ask for; 0 or absent: no cap
+  hiddenSize?: number;        // the width of a promptTuning table's rows; absent: not checked here (the engine does)
 }
 
 const REQUEST_KEYS = new Set([
   'inputTokenIds', 'maxTokens', 'streaming', 'endId', 'padId', 'stopWords', 'badWords', 'clientId', 'sampling',
   'output', 'embeddingBias', 'numReturnSequences', 'maxAttentionWindow', 'numDraftTokens', 'guidedDecoding', 'lora',
+  'promptTuning',
 ]);
 const LORA_KEYS = new Set(['taskId', 'weights', 'weightsShape', 'config', 'configShape']);
 const GUIDE_TYPES = new Set(['json', 'json_schema', 'regex', 'ebnf_grammar']);
@@ -62,9 +64,9 @@ function optionalBool(object: Record<string, unknown>, key: string, where: strin
   }
 }
 
-function tokenList(value: unknown, field: string, vocabSize: number): number[] {
+function tokenList(value: unknown, field: string, vocabSize: number, limitText = 'vocab_size'): number[] {
   if (!Array.isArray(value)) fail(`${field} must be an array of token ids, got ${describeValue(value)}`);
-  value.forEach((id, i) => intIn(id, `${field}[${i}]`, 0, vocabSize - 1, `in [0, ${vocabSize}) (vocab_size)`));
+  value.forEach((id, i) => intIn(id, `${field}[${i}]`, 0, vocabSize - 1, `in [0, ${vocabSize}) (${limitText})`));
   return value as number[];
 }
 
@@ -186,6 +188,22 @@ function loraRequest(value: unknown): void {
   matrixShape(l.configShape, 'lora.configShape', l.config.length, 3);
 }
 
+// P-tuning: a [rows, hidden] Float32Array (its values' finiteness is the engine's check, which names the row);
+// returns the rows, which widen the ids a prompt may hold (virtual tokens vocabSize + i).
+function promptTuning(value: unknown, limits: RequestLimits): number {
+  if (value === undefined) return 0;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) fail(`promptTuning must be an object, got ${describeValue(value)}`);
+  checkKeys(value, new Set(['embeddingTable', 'shape']), 'promptTuning.');
+  const p = value as Record<string, unknown>;
+  if (!(p.embeddingTable instanceof Float32Array)) fail(`promptTuning.embeddingTable must be a Float32Array, got ${describeValue(p.embeddingTable)}`);
+  matrixShape(p.shape, 'promptTuning.shape', p.embeddingTable.length);
+  const [rows, hidden] = p.shape as [number, number];
+  if (limits.hiddenSize !== undefined && hidden !== limits.hiddenSize) {
+    fail(`promptTuning.shape [${rows}, ${hidden}]: rows must have the model's hidden_size ${limits.hiddenSize}`);
+  }
+  return rows;
+}
+
 /** Throws TrtllmError('invalid_argument') on the first problem; returns the request typed. */
 export function validateRequest(request: unknown, limits: RequestLimits): NativeRequest {
   if (typeof request !== 'object' || request === null || Array.isArray(request)) {
@@ -193,7 +211,9 @@ export function validateRequest(request: unknown, limits: RequestLimits): Native
   }
   checkKeys(request, REQUEST_KEYS, '');
   const r = request as Record<string, unknown>;
-  const ids = tokenList(r.inputTokenIds, 'inputTokenIds', limits.vocabSize);
+  const virtualRows = promptTuning(r.promptTuning, limits);
+  const ids = virtualRows === 0 ? tokenList(r.inputTokenIds, 'inputTokenIds', limits.vocabSize)
+    : tokenList(r.inputTokenIds, 'inputTokenIds', limits.vocabSize + virtualRows, `vocab_size ${limits.vocabSize} + prompt_vocab_size ${virtualRows}`);
   if (ids.length === 0) fail('inputTokenIds is empty; a prompt needs at least one token');
   const maxTokens = intIn(r.maxTokens, 'maxTokens', 1, limits.maxSeqLen, `in [1, ${limits.maxSeqLen}] (max_seq_len)`);
   if (ids.length + maxTokens > limits.maxSeqLen) {

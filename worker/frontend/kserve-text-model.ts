@@ -14,6 +14,7 @@ import { LORA_NAMES } from './kserve-lora.js';
 import { holdLease, logitsCost } from './logits-budget.js';
 import { mergeStreams } from './merge-streams.js';
 import type { ServedModel } from './model-repository.js';
+import { PROMPT_TABLE_NAMES, readPromptTable, virtualIds } from './prompt-table.js';
 import type { NamedValues } from './named-values.js';
 import type { ElementEvent, ModelRun, OutputTensor, RunOptions } from './model-run.js';
 import { tokenize } from './prompt-bounds.js';
@@ -24,7 +25,7 @@ import { startText, type TextDelta } from './text-generation.js';
 const TEXT_NAMES = {
   maxTokens: 'max_tokens', inputTokenIds: 'text_input (as tokens)', 'sampling.': '', endId: 'end_id', padId: 'pad_id',
   topK: 'top_k', topP: 'top_p', beamWidth: 'beam_width', minTokens: 'min_length', seed: 'random_seed',
-  ...ATTENTION_WINDOW_NAMES, ...DRAFT_TOKENS_NAMES, ...LORA_NAMES,
+  ...ATTENTION_WINDOW_NAMES, ...DRAFT_TOKENS_NAMES, ...LORA_NAMES, ...PROMPT_TABLE_NAMES,
 };
 
 const TEXT_LOGITS_NAMES = { prompt: 'text_input (as tokens)', maxTokens: 'max_tokens' };
@@ -43,19 +44,24 @@ function extraOutputs(p: TextParams, logProbs: number[], final: NativeResponse |
 export async function runTextModel(ctx: ServingContext, model: ServedModel, values: NamedValues, options: RunOptions): Promise<ModelRun> {
   const params = readTextParams(values, ctx.maxBatchSize);
   const batch = params.length;
+  // P-tuning: the table's rows run as virtual tokens before each prompt's own (prompt-table.ts's virtualIds).
+  const vocab = ctx.executor.modelConfig.vocabSize;
+  const promptTuning = readPromptTable(values, ctx.executor.modelConfig.hiddenSize);
+  const leading = virtualIds(vocab, promptTuning);
   // Every prompt and word is tokenized (off the event loop) before the first request is enqueued, so a prompt
   // refused for its length leaves nothing running.
   const tokens = await tokenize(
     ctx, params.map((p, i) => ({ text: p.prompt, field: textInputField(i, batch) })),
     params.flatMap((p) => [...p.stopWords, ...p.badWords, ...biasWordList(p.biasWords)]), options.signal,
   );
-  const vocab = ctx.executor.modelConfig.vocabSize;
   const prepared = params.map((p, i) => {
     // Only generate_stream streams (per iteration unless the request says stream: false); generate collects.
     const streaming = options.streamEndpoint && (p.stream ?? options.streamByDefault ?? true);
     const promptIds = tokens.prompts[i]!;
     const bias = biasFromWords(tokens.words, p.biasWords, vocab);
-    return { p, streaming, promptIds, request: textNativeRequest(p, promptIds, tokens.words, ctx.defaults, streaming, bias) };
+    const request = textNativeRequest(p, [...leading, ...promptIds], tokens.words, ctx.defaults, streaming, bias);
+    // (The detokenizer's context is the text's own tokens: the virtual ones are no vocabulary entries.)
+    return { p, streaming, promptIds, request: promptTuning ? { ...request, promptTuning } : request };
   });
   // Logits are decided before anything runs: over the budget, no prompt starts.
   const lease = ctx.logitsBudget.reserve(logitsCost(prepared.map((x) => x.request), vocab, TEXT_LOGITS_NAMES));

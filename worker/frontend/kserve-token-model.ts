@@ -15,6 +15,7 @@ import { LORA_NAMES, readKserveLora } from './kserve-lora.js';
 import { holdLease, logitsCost } from './logits-budget.js';
 import { mergeStreams } from './merge-streams.js';
 import type { ServedModel } from './model-repository.js';
+import { checkVirtualIds, PROMPT_TABLE_NAMES, readPromptTable } from './prompt-table.js';
 import { elementAt, type NamedValues, optBool, optInt } from './named-values.js';
 import type { ElementEvent, ModelRun, OutputTensor, RunOptions } from './model-run.js';
 import type { ServingContext } from './serving-context.js';
@@ -24,7 +25,7 @@ import { parseWordTensor } from './word-lists.js';
 const TOKEN_NAMES = {
   maxTokens: 'request_output_len', inputTokenIds: 'input_ids', 'sampling.': '', endId: 'end_id', padId: 'pad_id',
   topK: 'runtime_top_k', topP: 'runtime_top_p', beamWidth: 'beam_width', minTokens: 'min_length', seed: 'random_seed',
-  ...ATTENTION_WINDOW_NAMES, ...DRAFT_TOKENS_NAMES, ...LORA_NAMES,
+  ...ATTENTION_WINDOW_NAMES, ...DRAFT_TOKENS_NAMES, ...LORA_NAMES, ...PROMPT_TABLE_NAMES,
 };
 
 const TOKEN_LOGITS_NAMES = { prompt: 'input_ids', maxTokens: 'request_output_len' };
@@ -81,6 +82,10 @@ export function runTokenModel(ctx: ServingContext, model: ServedModel, values: N
   const rows = inputRows(values, ctx.maxBatchSize);
   const batch = rows.length;
   const loras = readKserveLora(values, batch);
+  // P-tuning: one table for every row; its virtual ids appear in input_ids.
+  const { vocabSize, hiddenSize } = ctx.executor.modelConfig;
+  const promptTuning = readPromptTable(values, hiddenSize);
+  if (promptTuning) for (const row of rows) checkVirtualIds(row, vocabSize, promptTuning, 'input_ids');
   const requests = rows.map((inputTokenIds, i) => {
     const get = (name: string) => elementAt(values, name, i, batch);
     const maxTokens = optInt(get('request_output_len'), 'request_output_len', 1);
@@ -101,6 +106,7 @@ export function runTokenModel(ctx: ServingContext, model: ServedModel, values: N
       numDraftTokens: readDraftTokens(get(DRAFT_TOKENS)),
       guidedDecoding: readKserveGuide(get),
       lora: loras[i],
+      promptTuning,
       output: {
         returnLogProbs: optBool(get('return_log_probs'), 'return_log_probs') ?? false,
         returnContextLogits: optBool(get('return_context_logits'), 'return_context_logits') ?? false,

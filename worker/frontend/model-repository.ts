@@ -5,6 +5,7 @@ import { GUIDE_INPUT, GUIDE_TYPE_INPUT } from './guided/kserve-guide.js';
 import { notFound } from './http-errors.js';
 import { LORA_INPUT_SPECS } from './kserve-lora.js';
 import { MODEL_VERSION } from './metrics.js';
+import { PROMPT_TABLE_INPUT_SPECS } from './prompt-table.js';
 
 export type ModelKind = 'text' | 'tokens' | 'preprocessing' | 'postprocessing';
 export interface TensorSpec { name: string; datatype: string; shape: number[]; optional?: boolean }
@@ -22,6 +23,8 @@ const t = (name: string, datatype: string, shape: number[], optional = true): Te
 const GUIDE_INPUTS: TensorSpec[] = [t(GUIDE_TYPE_INPUT, 'BYTES', [1]), t(GUIDE_INPUT, 'BYTES', [1])];
 // LoRA adapters (kserve-lora.ts), likewise.
 const LORA_INPUTS: TensorSpec[] = LORA_INPUT_SPECS.map((s) => t(s.name, s.datatype, [...s.shape]));
+// P-tuning tables (prompt-table.ts), likewise.
+const PROMPT_TABLE_INPUTS: TensorSpec[] = PROMPT_TABLE_INPUT_SPECS.map((s) => t(s.name, s.datatype, [...s.shape]));
 
 // The text interface of ensemble and tensorrt_llm_bls (the seeds' BLS tables).
 const TEXT_INPUTS: TensorSpec[] = [
@@ -33,7 +36,7 @@ const TEXT_INPUTS: TensorSpec[] = [
   t('return_context_logits', 'BOOL', [1]), t('return_generation_logits', 'BOOL', [1]), t('beam_width', 'INT32', [1]),
   t('stream', 'BOOL', [1]), t('exclude_input_in_output', 'BOOL', [1]), t('stop', 'BOOL', [1]),
   t('max_attention_window_size', 'INT32', [1]), t('num_draft_tokens', 'INT32', [1]), t('use_draft_logits', 'BOOL', [1]),
-  t('embedding_bias_words', 'BYTES', [-1]), t('embedding_bias_weights', 'FP32', [-1]), ...GUIDE_INPUTS, ...LORA_INPUTS,
+  t('embedding_bias_words', 'BYTES', [-1]), t('embedding_bias_weights', 'FP32', [-1]), ...GUIDE_INPUTS, ...LORA_INPUTS, ...PROMPT_TABLE_INPUTS,
 ];
 const TEXT_OUTPUTS: TensorSpec[] = [
   t('text_output', 'BYTES', [-1]), t('cum_log_probs', 'FP32', [-1]), t('output_log_probs', 'FP32', [-1, -1]),
@@ -50,7 +53,7 @@ const TOKEN_INPUTS: TensorSpec[] = [
   t('return_context_logits', 'BOOL', [1]), t('return_generation_logits', 'BOOL', [1]), t('stop_words_list', 'INT32', [2, -1]),
   t('bad_words_list', 'INT32', [2, -1]), t('streaming', 'BOOL', [1]), t('stop', 'BOOL', [1]),
   t('exclude_input_in_output', 'BOOL', [1]), t('max_attention_window_size', 'INT32', [1]),
-  t('num_draft_tokens', 'INT32', [1]), t('embedding_bias', 'FP32', [-1]), ...GUIDE_INPUTS, ...LORA_INPUTS,
+  t('num_draft_tokens', 'INT32', [1]), t('embedding_bias', 'FP32', [-1]), ...GUIDE_INPUTS, ...LORA_INPUTS, ...PROMPT_TABLE_INPUTS,
 ];
 const TOKEN_OUTPUTS: TensorSpec[] = [
   t('output_ids', 'INT32', [-1, -1]), t('sequence_length', 'INT32', [-1]), t('cum_log_probs', 'FP32', [-1]),

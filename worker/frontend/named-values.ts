@@ -8,6 +8,7 @@ import { badRequest } from './http-errors.js';
 export interface NamedValue {
   shape: number[];
   data: unknown[] | Float32Array;   // flattened, row-major (raw FP16 / BF16 / FP32 tensors come typed: tensor-codec.ts)
+  datatype?: string;                // a KServe tensor's; absent for a generate-body field (JSON numbers)
 }
 export type NamedValues = Map<string, NamedValue>;
 
@@ -74,7 +75,7 @@ export function checkTensor(name: string, datatype: unknown, shape: unknown, dat
       const x = data[i]!;
       if (x - x !== 0) throw badRequest(`input ${quoteName(name)}: element ${i} is ${describeValue(x)}, not a ${dt} value`, name);
     }
-    return { shape, data };
+    return { shape, data, datatype: dt };
   }
   const ok = dt === 'BYTES' ? (x: unknown) => typeof x === 'string'
     : dt === 'BOOL' ? (x: unknown) => typeof x === 'boolean'
@@ -82,7 +83,7 @@ export function checkTensor(name: string, datatype: unknown, shape: unknown, dat
         : (x: unknown) => Number.isSafeInteger(x) && (!dt.startsWith('U') || (x as number) >= 0);
   const bad = data.findIndex((x) => !ok(x));
   if (bad >= 0) throw badRequest(`input ${quoteName(name)}: element ${bad} is ${describeValue(data[bad])}, not a ${dt} value`, name);
-  return { shape, data };
+  return { shape, data, datatype: dt };
 }
 
 /** Rejects names the model does not declare, listing those it does. */

@@ -118,7 +118,7 @@ SchedulePlan Executor::Impl::plan_iteration(int32_t max_batch_size, int32_t max_
     for (size_t i = 0; i < n; ++i) {
       SchedulerEntry& e = queued_entries[i];
       e.num_computed = kv.probe_prefix(queue[i]->tokens, reusable_tokens(*queue[i], vocab_size), &e.num_shared_blocks,
-                                       kv_block_root(queue[i]->lora.key));
+                                       queue[i]->kv_root());
     }
   }
   SchedulerConfig config = scheduler_config;
@@ -151,7 +151,7 @@ void Executor::Impl::start_admitted(const SchedulePlan& plan) {
     if (!w.is_new) continue;
     Sequence* s = live.at(w.id).get();
     s->num_computed =
-        kv.attach_prefix(s->block_table, s->tokens, reusable_tokens(*s, vocab_size), kv_block_root(s->lora.key));
+        kv.attach_prefix(s->block_table, s->tokens, reusable_tokens(*s, vocab_size), s->kv_root());
   }
   // The admitted ones are the first entries of the queue (FIFO).
   for (const ScheduledWork& w : plan.work) {
@@ -196,6 +196,7 @@ IterationBatch Executor::Impl::build_chunks(const SchedulePlan& plan, std::vecto
     c.past_len = s->num_computed;
     c.block_ids = s->block_table;
     c.window = s->window_cap;
+    c.prompt_table = s->request.prompt_table;  // p-tuning: the prompt's virtual tokens embed from it
     int32_t from = std::max(s->num_computed, s->context_logits_rows(vocab_size));
     int32_t to = std::min(end, s->prompt_len);
     c.all_logits = s->request.output.return_context_logits && from < to;

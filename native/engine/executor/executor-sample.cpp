@@ -164,7 +164,7 @@ void Executor::Impl::advance_sequence(Sequence& s, const IterationBatch& batch, 
       redrawn = redraw_in_budget(s, row_scratch.data());
     } else {
       s.num_computed += static_cast<int32_t>(c.tokens.size()) - 1;
-      kv.commit_full_blocks(s.block_table, s.tokens, s.num_computed, kv_block_root(s.lora.key));
+      kv.commit_full_blocks(s.block_table, s.tokens, s.num_computed, s.kv_root());
       s.budget_redraw = true;
       return;
     }
@@ -175,7 +175,7 @@ void Executor::Impl::advance_sequence(Sequence& s, const IterationBatch& batch, 
     s.context_logits.insert(s.context_logits.end(), fo.logits.begin() + a * V, fo.logits.begin() + b * V);
   }
   s.num_computed += static_cast<int32_t>(c.tokens.size());
-  kv.commit_full_blocks(s.block_table, s.tokens, s.num_computed, kv_block_root(s.lora.key));  // prefix reuse: newly full blocks
+  kv.commit_full_blocks(s.block_table, s.tokens, s.num_computed, s.kv_root());  // prefix reuse: newly full blocks
   // Sliding window: the blocks no later token reads go back to the pool (after the commit, so cached ones stay).
   if (s.release_window > 0)
     kv.release_front(s.block_table, kv_first_kept_block(s.num_computed, s.release_window, kv.tokens_per_block()));

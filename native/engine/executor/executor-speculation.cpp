@@ -72,6 +72,7 @@ void Executor::Impl::add_drafts(IterationBatch& b) {
     const auto fed = static_cast<int64_t>(c.tokens.size());
     const bool catch_up = fed > 1 && medusa_heads > 0;
     if (!can_speculate(s) || (fed != 1 && !catch_up) || c.all_logits || c.past_len + fed != s.num_tokens()) continue;
+    if (draft_model && s.request.prompt_table) continue;  // the draft model has no rows for the virtual tokens
     // Never past max_tokens: the last token a request may output is never fed back, so it needs no guess.
     const int32_t asked = s.request.num_draft_tokens >= 0 ? s.request.num_draft_tokens : default_room;
     const int64_t depth_left = static_cast<int64_t>(s.request.max_tokens) - s.num_generated() - 1;
@@ -179,7 +180,7 @@ void Executor::Impl::verify_drafts(Sequence& s, const IterationBatch& batch, siz
     if (placed == depth - 1 && node == root + depth) placed = depth;
   }
   keep_head_guesses(s, logit_first[i] + static_cast<size_t>(node));  // the row that drew the last token
-  if (!s.is_finished()) kv.commit_full_blocks(s.block_table, s.tokens, s.num_computed, kv_block_root(s.lora.key));  // prefix reuse
+  if (!s.is_finished()) kv.commit_full_blocks(s.block_table, s.tokens, s.num_computed, s.kv_root());  // prefix reuse
   // The draft model's K/V holds for the guesses that were kept; past them it is written again before it is read.
   s.draft_computed = std::min(s.draft_computed, s.num_computed);
 }

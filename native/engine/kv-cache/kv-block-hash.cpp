@@ -27,8 +27,10 @@ uint64_t kv_block_hash(uint64_t parent, const int32_t* tokens, int32_t n) {
   return h;
 }
 
-uint64_t kv_block_root(uint64_t lora_key) {
-  return lora_key == 0 ? kv_root_block_hash : avalanche(kv_root_block_hash ^ avalanche(lora_key));
+uint64_t kv_block_root(uint64_t lora_key, uint64_t table_key) {
+  const uint64_t root = lora_key == 0 ? kv_root_block_hash : avalanche(kv_root_block_hash ^ avalanche(lora_key));
+  // (A second mix so an adapter key and a table key of equal value still give different roots.)
+  return table_key == 0 ? root : avalanche(root ^ avalanche(avalanche(table_key) + 0x243f6a8885a308d3ull));
 }
 
 }  // namespace engine

@@ -11,8 +11,9 @@ namespace engine {
 constexpr uint64_t kv_root_block_hash = 0x6a09e667f3bcc908ull;
 
 // The root a sequence's blocks chain from: kv_root_block_hash for the base model, another one per LoRA adapter
-// (lora_key: the executor's number for the adapter, 0: none), since the same tokens give other K/V under an adapter.
-uint64_t kv_block_root(uint64_t lora_key);
+// (lora_key: the executor's number for the adapter, 0: none) and per p-tuning table (table_key: its content hash,
+// prompt-table.h; 0: none), since the same tokens give other K/V under an adapter or (virtual ones) another table.
+uint64_t kv_block_root(uint64_t lora_key, uint64_t table_key = 0);
 
 // Hash of the block holding `tokens[0, n)` whose parent block (the previous tokens_per_block positions) hashes to
 // `parent` (kv_root_block_hash for the first block).

@@ -115,7 +115,7 @@ size_t DecoderModel::weight_bytes() const {
 }
 
 void DecoderModel::validate(const std::vector<SequenceChunk>& chunks) const {
-  validate_chunks(chunks, config_, !spec_.rope, num_blocks_, tokens_per_block_);
+  validate_chunks(chunks, config_, !spec_.rope, num_blocks_, tokens_per_block_, /*prompt_tables=*/true);
 }
 
 void DecoderModel::norm(const Norm& n, const float* x, float* out, int64_t rows) const {
@@ -211,8 +211,12 @@ void DecoderModel::embed(const std::vector<SequenceChunk>& chunks, const int32_t
     for (int32_t t : ch.tokens) {
       float* xr = x + row * H;
       const int64_t local = t - v0;
-      if (local >= 0 && local < nv) {
-        std::memcpy(xr, w_.embed.data() + local * H, sizeof(float) * H);
+      // A virtual token (p-tuning) takes its table row; under tp one rank writes it, as one owns each real id.
+      const float* virt = prompt_table_row(ch.prompt_table.get(), t, config_.vocab_size);
+      const float* src = virt != nullptr ? (tp_.rank() == 0 ? virt : nullptr)
+                         : local >= 0 && local < nv ? w_.embed.data() + local * H : nullptr;
+      if (src != nullptr) {
+        std::memcpy(xr, src, sizeof(float) * H);
         if (config_.embed_scale != 1.0f)
           for (int64_t i = 0; i < H; ++i) xr[i] *= config_.embed_scale;
       } else

@@ -119,6 +119,7 @@ class DecoderModel : public Model {
   void unload_lora(int32_t slot) override;
   void set_medusa_heads(std::shared_ptr<const MedusaHeads> heads) override;
   bool supports_token_trees() const override;  // token_trees_fit (model-checks.h)
+  bool supports_prompt_tables() const override { return true; }  // embed() takes virtual tokens' rows
   int32_t medusa_heads() const override { return medusa_ ? medusa_->num_heads() : 0; }
   int32_t head_guess_source() const override {
     return layout_.last_stage() ? -1 : (pp_.size() - 1) * tp_.size();  // (world rank = pp_rank * tp + tp_rank)

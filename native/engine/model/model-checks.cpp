@@ -37,7 +37,7 @@ int32_t first_read_position(const SequenceChunk& ch, const ModelConfig& config) 
 }
 
 void validate_chunks(const std::vector<SequenceChunk>& chunks, const ModelConfig& config, bool learned_positions,
-                     int32_t num_blocks, int32_t tokens_per_block) {
+                     int32_t num_blocks, int32_t tokens_per_block, bool prompt_tables) {
   if (num_blocks == 0) throw EngineError(ErrorCode::internal, "forward called before allocate_kv");
   for (size_t c = 0; c < chunks.size(); ++c) {
     const SequenceChunk& ch = chunks[c];
@@ -61,11 +61,12 @@ void validate_chunks(const std::vector<SequenceChunk>& chunks, const ModelConfig
           throw EngineError(ErrorCode::internal, which + ": token tree parent " + std::to_string(ch.tree_parents[static_cast<size_t>(i)]) +
                                                      " of token " + std::to_string(i) + " is not an earlier token");
     }
+    const int64_t ids = static_cast<int64_t>(config.vocab_size) +
+                        (prompt_tables && ch.prompt_table ? ch.prompt_table->rows : 0);  // virtual ids: p-tuning
     for (int32_t t : ch.tokens)
-      if (t < 0 || t >= config.vocab_size)
+      if (t < 0 || t >= ids)
         throw EngineError(ErrorCode::invalid_argument, which + " has token id " + std::to_string(t) +
-                                                           " outside the vocabulary [0, " +
-                                                           std::to_string(config.vocab_size) + ")");
+                                                           " outside the vocabulary [0, " + std::to_string(ids) + ")");
     const int64_t blocks_needed = (total + tokens_per_block - 1) / tokens_per_block;
     if (static_cast<int64_t>(ch.block_ids.size()) < blocks_needed)
       throw EngineError(ErrorCode::internal, which + " covers " + std::to_string(total) + " positions and needs " +

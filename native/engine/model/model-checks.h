@@ -37,8 +37,9 @@ void check_medusa_heads(const MedusaHeads& heads, const ModelConfig& config, boo
                         int32_t pp_size);
 
 // Throws EngineError (internal for executor bugs, invalid_argument for token ids and positions).
-// `learned_positions`: the model adds a position table of max_position_embeddings rows (GPT-2).
+// `learned_positions`: the model adds a position table of max_position_embeddings rows (GPT-2). `prompt_tables`:
+// the model embeds virtual tokens (Model::supports_prompt_tables), so a chunk's table widens its ids by its rows.
 void validate_chunks(const std::vector<SequenceChunk>& chunks, const ModelConfig& config, bool learned_positions,
-                     int32_t num_blocks, int32_t tokens_per_block);
+                     int32_t num_blocks, int32_t tokens_per_block, bool prompt_tables = false);
 
 }  // namespace engine

@@ -14,6 +14,7 @@
 #include "lora/lora-adapter.h"
 #include "medusa/medusa-heads.h"
 #include "model/model-config.h"
+#include "model/prompt-table.h"
 
 namespace engine {
 
@@ -82,6 +83,9 @@ struct SequenceChunk {
   // position past_len + its depth (rope, learned positions) and attends to the past and to its ancestors and itself
   // only; with every parent the token before, the chunk is the causal one.
   std::vector<int32_t> tree_parents;
+  // P-tuning: the request's table (model/prompt-table.h); a token vocab_size + i embeds as its row i. Null: every
+  // token is below vocab_size. Only for a model whose supports_prompt_tables() is true.
+  std::shared_ptr<const PromptTable> prompt_table;
 };
 inline constexpr int32_t kMaxTreeTokens = 64;
 
@@ -211,6 +215,9 @@ class Model {
   virtual bool serves_head_guesses() const { return false; }
   // Whether forward() takes chunks with tree_parents (SequenceChunk): how speculation checks a tree of candidates.
   virtual bool supports_token_trees() const { return false; }
+  // Whether forward() embeds the virtual tokens of chunks with a prompt_table (p-tuning). The executor refuses a
+  // request with a table at enqueue when it is false, so a backend without it never sees one.
+  virtual bool supports_prompt_tables() const { return false; }
 
  protected:
   // Runs the prep the executor set, at most once per forward() (a model that samples on its device calls it).

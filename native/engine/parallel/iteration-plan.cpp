@@ -1,5 +1,6 @@
 #include "parallel/iteration-plan.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -27,6 +28,34 @@ void put_floats(std::vector<uint8_t>& out, const std::vector<float>& v) {
   if (!v.empty()) std::memcpy(out.data() + at, v.data(), v.size() * 4);
 }
 
+// The rows of `c`'s table its virtual tokens use (each once, in first-use order): what a follower's embedding reads.
+std::vector<int32_t> used_rows(const SequenceChunk& c, int32_t vocab_size) {
+  std::vector<int32_t> rows;
+  if (!c.prompt_table) return rows;
+  if (vocab_size <= 0) throw EngineError(ErrorCode::internal, "iteration plan: a prompt table without the vocab_size");
+  for (int32_t t : c.tokens) {
+    if (prompt_table_row(c.prompt_table.get(), t, vocab_size) == nullptr) continue;
+    const int32_t row = t - vocab_size;
+    if (std::find(rows.begin(), rows.end(), row) == rows.end()) rows.push_back(row);
+  }
+  return rows;
+}
+
+void put_table_rows(std::vector<uint8_t>& out, const SequenceChunk& c, int32_t vocab_size) {
+  const std::vector<int32_t> rows = used_rows(c, vocab_size);
+  put(out, static_cast<int32_t>(rows.size()));
+  if (rows.empty()) return;
+  const PromptTable& t = *c.prompt_table;
+  put(out, t.rows);
+  put(out, t.hidden);
+  for (int32_t row : rows) {
+    put(out, row);
+    const size_t at = out.size(), bytes = static_cast<size_t>(t.hidden) * 4;
+    out.resize(at + bytes);
+    std::memcpy(out.data() + at, t.data.data() + static_cast<size_t>(row) * static_cast<size_t>(t.hidden), bytes);
+  }
+}
+
 struct Reader {
   const std::vector<uint8_t>& in;
   size_t at = 0;
@@ -52,6 +81,27 @@ struct Reader {
     if (!words.empty()) std::memcpy(v.data(), words.data(), words.size() * 4);
     return v;
   }
+  std::shared_ptr<const PromptTable> get_table_rows() {
+    const int32_t n = get();
+    if (n == 0) return nullptr;
+    const int32_t rows = get(), hidden = get();
+    if (n < 0 || rows < n || hidden < 1) {
+      throw EngineError(ErrorCode::internal, "iteration plan: bad prompt table (" + std::to_string(n) + " of " +
+                                                 std::to_string(rows) + " rows, width " + std::to_string(hidden) + ")");
+    }
+    std::vector<float> data(static_cast<size_t>(rows) * static_cast<size_t>(hidden), 0.0f);
+    for (int32_t k = 0; k < n; ++k) {
+      const int32_t row = get();
+      if (row < 0 || row >= rows) throw EngineError(ErrorCode::internal, "iteration plan: prompt table row " + std::to_string(row));
+      const std::vector<int32_t> words = get_all(hidden);
+      std::memcpy(data.data() + static_cast<size_t>(row) * static_cast<size_t>(hidden), words.data(), words.size() * 4);
+    }
+    auto table = std::make_shared<PromptTable>();  // (no key: followers never look blocks up)
+    table->rows = rows;
+    table->hidden = hidden;
+    table->data = std::move(data);
+    return table;
+  }
 };
 
 }  // namespace
@@ -73,6 +123,7 @@ std::vector<uint8_t> serialize_plan(const IterationPlan& plan) {
     put_all(out, c.tokens);
     put_all(out, c.block_ids);
     put_all(out, c.tree_parents);
+    put_table_rows(out, c, plan.vocab_size);
   }
   if (plan.op == PlanOp::load_lora) {
     if (!plan.lora) throw EngineError(ErrorCode::internal, "iteration plan: load_lora without an adapter");
@@ -113,6 +164,7 @@ IterationPlan deserialize_plan(const std::vector<uint8_t>& bytes) {
     c.tokens = r.get_all(n_tokens);
     c.block_ids = r.get_all(n_blocks);
     c.tree_parents = r.get_all(n_tree);
+    c.prompt_table = r.get_table_rows();
   }
   if (plan.op == PlanOp::load_lora) {
     auto lora = std::make_shared<LoraAdapter>();

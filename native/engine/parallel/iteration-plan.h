@@ -26,11 +26,17 @@ struct IterationPlan {
   std::vector<SequenceChunk> chunks;  // forward only
   std::shared_ptr<const LoraAdapter> lora;  // load_lora only
   std::vector<int32_t> rows;                // head_guesses only
+  // Forward with prompt tables: the model's vocab_size, which tells virtual tokens apart (not sent: every rank
+  // knows it).
+  int32_t vocab_size = 0;
 };
 
-// Words per chunk header: n_tokens, past_len, n_blocks, all_logits, window, lora_slot. An adapter goes as its
-// weights' (layer, module, rank, in, out) words followed by A's and B's floats, bit for bit; head-guess rows as
-// their count and the rows.
+// Words per chunk header: n_tokens, past_len, n_blocks, all_logits, window, lora_slot, n_tree; then the tokens,
+// blocks and tree parents; then the prompt-table rows its virtual tokens use (p-tuning): their count (0: no table
+// sent), the table's row count and width, and each row's index and floats, bit for bit. A follower's table holds
+// those rows at their indices (zeros elsewhere, never read), so vocab_size + i embeds as on the leader. An adapter
+// goes as its weights' (layer, module, rank, in, out) words followed by A's and B's floats, bit for bit; head-guess
+// rows as their count and the rows.
 std::vector<uint8_t> serialize_plan(const IterationPlan& plan);
 // Throws EngineError(internal) on a malformed buffer (a protocol bug, never user input).
 IterationPlan deserialize_plan(const std::vector<uint8_t>& bytes);

@@ -114,6 +114,7 @@ void LeaderModel::forward(const std::vector<SequenceChunk>& chunks, ForwardOutpu
   IterationPlan plan;
   plan.op = PlanOp::forward;
   plan.chunks = chunks;
+  plan.vocab_size = inner_->config().vocab_size;
   broadcast(plan);
   in_lock_step(world_, "forward", [&] { inner_->forward(chunks, out); });
 }
@@ -122,6 +123,7 @@ void LeaderModel::forward_begin(const std::vector<SequenceChunk>& chunks) {
   IterationPlan plan;
   plan.op = PlanOp::forward;
   plan.chunks = chunks;
+  plan.vocab_size = inner_->config().vocab_size;
   broadcast(plan);
   in_lock_step(world_, "forward", [&] { inner_->forward_begin(chunks); });
 }

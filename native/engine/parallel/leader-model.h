@@ -41,6 +41,8 @@ class LeaderModel : public Model {
   std::string tp_all_reduce() const override { return inner_->tp_all_reduce(); }
   bool supports_lora() const override { return inner_->supports_lora(); }
   bool supports_token_trees() const override { return inner_->supports_token_trees(); }
+  // The plan carries the rows of a chunk's table its virtual tokens use (iteration-plan.h).
+  bool supports_prompt_tables() const override { return inner_->supports_prompt_tables(); }
   // The adapter goes to the followers whole; every rank keeps its own slice.
   void load_lora(int32_t slot, const LoraAdapter& adapter) override;
   void unload_lora(int32_t slot) override;

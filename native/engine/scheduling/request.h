@@ -8,6 +8,7 @@
 
 #include "errors.h"
 #include "lora/lora-adapter.h"
+#include "model/prompt-table.h"
 
 namespace engine {
 
@@ -92,6 +93,9 @@ struct Request {
   std::optional<GuidedDecodingParams> guided_decoding;
   // LoRA: the adapter this request runs with; absent: the base model.
   std::optional<LoraRequest> lora;
+  // P-tuning (TensorRT-LLM's PromptTuningConfig): input_token_ids vocab_size + i embed as row i of this table
+  // (model/prompt-table.h); null: every id must be below vocab_size. Needs Model::supports_prompt_tables.
+  std::shared_ptr<const PromptTable> prompt_table;
 };
 
 enum class FinishReason { not_finished = 0, end_id = 1, stop_words = 2, length = 3, timed_out = 4, cancelled = 5 };

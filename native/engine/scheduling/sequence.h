@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "grammar/grammar-matcher.h"
+#include "kv-cache/kv-block-hash.h"
 #include "kv-cache/kv-cache.h"
 #include "lora/lora-cache.h"
 #include "sampling/beam.h"
@@ -54,7 +55,7 @@ struct Sequence {
   // gets no new work, and outlives its own cancel until its micro-batch ends.
   bool in_flight = false;
   // LoRA: the adapter it runs with, held from enqueue to its end (key 0: the base model). Its KV blocks' prefix
-  // chain starts from kv_block_root(lora.key): the same tokens have other K/V under another adapter.
+  // chain starts from kv_root(): the same tokens have other K/V under another adapter.
   CachedLora lora;
 
   // Guided decoding: where the output stands in the request's grammar (null: unconstrained). budget_redraw: the
@@ -93,6 +94,9 @@ struct Sequence {
   // Tokens whose K/V a lifetime can need: the last generated token is never fed back, but TRT-LLM (and our
   // admission/validation) count prompt + max_tokens, which keeps the three consistent.
   int64_t lifetime_tokens() const { return static_cast<int64_t>(prompt_len) + request.max_tokens; }
+  // The root its KV blocks' prefix chain starts from: the same tokens have other K/V under another LoRA adapter or
+  // another p-tuning table (virtual tokens embed from it), so each has chains of its own.
+  uint64_t kv_root() const { return kv_block_root(lora.key, request.prompt_table ? request.prompt_table->key : 0); }
   bool is_finished() const { return state == SequenceState::finished; }
   bool is_beam_search() const { return request.sampling.beam_width > 1; }
 };

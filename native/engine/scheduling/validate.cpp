@@ -43,13 +43,43 @@ void check_word_lists(const char* field, const std::vector<TokenIds>& lists, int
   }
 }
 
+// P-tuning: the table fits the model ([prompt_vocab_size, hidden_size], finite) and every prompt id is a real token
+// or one of the table's virtual ones. Checked here, never in the forward pass, so a bad table fails only its request.
+void check_prompt_table(const Request& r, const ValidationLimits& lim) {
+  const PromptTable* t = r.prompt_table.get();
+  if (t == nullptr) {
+    for (size_t i = 0; i < r.input_token_ids.size(); ++i)
+      check_token("input_token_ids[" + std::to_string(i) + "]", r.input_token_ids[i], lim.vocab_size);
+    return;
+  }
+  if (!lim.prompt_tables) fail("prompt_embedding_table: " + lim.prompt_table_refusal);
+  if (t->rows < 1) fail("prompt_embedding_table has " + std::to_string(t->rows) + " rows (prompt_vocab_size); it needs >= 1");
+  if (t->hidden != lim.hidden_size)
+    fail("prompt_embedding_table rows have width " + std::to_string(t->hidden) + " but must have the model's hidden_size " +
+         std::to_string(lim.hidden_size));
+  if (t->data.size() != static_cast<size_t>(t->rows) * static_cast<size_t>(t->hidden))
+    fail("prompt_embedding_table holds " + std::to_string(t->data.size()) + " values, not prompt_vocab_size " +
+         std::to_string(t->rows) + " x hidden_size " + std::to_string(t->hidden));
+  for (size_t i = 0; i < t->data.size(); ++i)
+    if (!std::isfinite(t->data[i]))
+      fail("prompt_embedding_table[" + std::to_string(i / static_cast<size_t>(t->hidden)) + "][" +
+           std::to_string(i % static_cast<size_t>(t->hidden)) + "] must be finite, got " + num(t->data[i]));
+  const int64_t end = static_cast<int64_t>(lim.vocab_size) + t->rows;
+  for (size_t i = 0; i < r.input_token_ids.size(); ++i) {
+    const int32_t id = r.input_token_ids[i];
+    if (id < 0 || id >= end)
+      fail("input_token_ids[" + std::to_string(i) + "] = " + std::to_string(id) + " is out of range [0, " +
+           std::to_string(end) + ") (vocab_size " + std::to_string(lim.vocab_size) + " + prompt_vocab_size " +
+           std::to_string(t->rows) + ")");
+  }
+}
+
 }  // namespace
 
 void validate_request(const Request& r, const ValidationLimits& lim) {
   const int64_t prompt = static_cast<int64_t>(r.input_token_ids.size());
   if (prompt == 0) fail("input_token_ids is empty");
-  for (size_t i = 0; i < r.input_token_ids.size(); ++i)
-    check_token("input_token_ids[" + std::to_string(i) + "]", r.input_token_ids[i], lim.vocab_size);
+  check_prompt_table(r, lim);
   if (r.max_tokens <= 0) fail("max_tokens must be > 0, got " + std::to_string(r.max_tokens));
 
   const int64_t total = prompt + r.max_tokens;

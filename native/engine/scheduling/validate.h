@@ -2,6 +2,7 @@
 // field, the value received and the limit, so the caller can fix the request without reading engine code.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "scheduling/request.h"
@@ -22,6 +23,11 @@ struct ValidationLimits {
   std::vector<int32_t> layer_window;      // the model's (model-config.h); empty: none
   int32_t num_layers = 0;
   int32_t max_attention_window = 0;       // the server's cap; 0: none
+  // P-tuning: the width a prompt table's rows must have, and whether the model takes tables at all
+  // (Model::supports_prompt_tables; `prompt_table_refusal` says why not).
+  int32_t hidden_size = 0;
+  bool prompt_tables = false;
+  std::string prompt_table_refusal;
 };
 
 void validate_request(const Request& request, const ValidationLimits& limits);

@@ -42,9 +42,9 @@ t.test('binary inputs beside JSON ones, in order', async (t) => {
     ],
   }, bytesElement('hi'), f32(0.5, -1, 2));
   t.equal(id, 'r1');
-  t.same(inputs.get('text_input'), { shape: [1, 1], data: ['hi'] });
-  t.same(inputs.get('max_tokens'), { shape: [1, 1], data: [4] });
-  t.same(inputs.get('lora_weights'), { shape: [1, 1, 3], data: [0.5, -1, 2] });
+  t.same(inputs.get('text_input'), { shape: [1, 1], data: ['hi'], datatype: 'BYTES' });
+  t.same(inputs.get('max_tokens'), { shape: [1, 1], data: [4], datatype: 'INT32' });
+  t.same(inputs.get('lora_weights'), { shape: [1, 1, 3], data: [0.5, -1, 2], datatype: 'FP32' });
 });
 
 t.test('sizes that do not add up, and binary sizes without binary data', async (t) => {

@@ -29,12 +29,14 @@ const TEXT_FIELDS: Record<string, readonly unknown[]> = {
   return_generation_logits: BAD_BOOL, beam_width: [...BAD_INT, 0], stream: BAD_BOOL, exclude_input_in_output: BAD_BOOL,
   stop_words: BAD_WORDS, bad_words: BAD_WORDS, bogus_field: [1, 'x'], embedding_bias_words: [1, {}, [1], '[1,'],
   embedding_bias_weights: ['x', [1, 2, 3], [{}], [true]],
+  prompt_embedding_table: ['x', [1, 2], [[1, 2]], [[{}]], [[[1]], [[2]]]], prompt_vocab_size: [...BAD_INT, 7],
 };
 const TOKEN_FIELDS: Record<string, readonly unknown[]> = {
   input_ids: [[], 'x', [-1], [1.5], [99999], [[1, 2], [3]], {}], request_output_len: [...BAD_INT, 0, 100000],
   runtime_top_k: BAD_INT, runtime_top_p: [...BAD_POSITIVE_FLOAT, 2], streaming: BAD_BOOL, end_id: BAD_INT,
   stop_words_list: [[1, 2, 3], 'x', [[1, 2], [5, 9]]], beam_width: [...BAD_INT, 0], wat: [1],
   embedding_bias: [[1, 2], 'x', [[1], [2]], [Number.MAX_VALUE * 0]],
+  prompt_embedding_table: ['x', [1, 2], [[1, 2]], [[{}]]], prompt_vocab_size: [...BAD_INT, 7],
 };
 const OPENAI_FIELDS: Record<string, readonly unknown[]> = {
   model: [1, '', 'nope', {}], max_tokens: [...BAD_INT, 0, 100000], temperature: [...BAD_POSITIVE_FLOAT, 3], top_p: [0, 2, 'x'],

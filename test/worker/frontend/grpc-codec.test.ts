@@ -89,7 +89,7 @@ t.test('a whole request: raw or typed, parameters, requested outputs', async (t)
     outputs: [{ name: 'output_ids' }], raw_input_contents: [encodeRaw('INT32', [5, 6]), encodeRaw('UINT32', [3])],
     parameters: { triton_enable_empty_final_response: { bool_param: true, parameter_choice: 'bool_param' } },
   });
-  t.same(raw.request.inputs.get('input_ids'), { shape: [1, 2], data: [5, 6] });
+  t.same(raw.request.inputs.get('input_ids'), { shape: [1, 2], data: [5, 6], datatype: 'INT32' });
   t.same([...raw.request.outputs!], ['output_ids']);
   t.match(raw, { rawOutputs: true, emptyFinal: true, request: { modelName: 'tensorrt_llm', modelVersion: undefined, id: 'r' } });
   const typed = decodeInferRequest({

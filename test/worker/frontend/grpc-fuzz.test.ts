@@ -18,7 +18,8 @@ const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
 const DATATYPES = ['INT32', 'UINT32', 'BOOL', 'BYTES', 'FP32'] as const;
 const MODELS = ['ensemble', 'tensorrt_llm', 'preprocessing', 'postprocessing', 'tensorrt_llm_bls', 'nope', '', 'x'.repeat(5000)];
 const NAMES = ['text_input', 'max_tokens', 'input_ids', 'input_lengths', 'request_output_len', 'stream', 'temperature', 'top_k',
-  'end_id', 'bad_words', 'stop_words', 'embedding_bias', 'return_log_probs', 'beam_width', 'QUERY', 'x', ''];
+  'end_id', 'bad_words', 'stop_words', 'embedding_bias', 'prompt_embedding_table', 'prompt_vocab_size', 'return_log_probs',
+  'beam_width', 'QUERY', 'x', ''];
 const BAD_STATUSES = new Set([status.INTERNAL, status.UNKNOWN]);
 
 function value(datatype: (typeof DATATYPES)[number]): unknown {

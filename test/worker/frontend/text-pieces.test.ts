@@ -111,7 +111,7 @@ t.test('text interface: max_attention_window_size reaches the executor request; 
 });
 
 t.test('KServe tensors are checked; stacking pads ragged elements', async (t) => {
-  t.same(fromKserveTensor({ name: 'x', datatype: 'INT32', shape: [2, 2], data: [[1, 2], [3, 4]] }, 0), ['x', { shape: [2, 2], data: [1, 2, 3, 4] }]);
+  t.same(fromKserveTensor({ name: 'x', datatype: 'INT32', shape: [2, 2], data: [[1, 2], [3, 4]] }, 0), ['x', { shape: [2, 2], data: [1, 2, 3, 4], datatype: 'INT32' }]);
   throws400(t, () => fromKserveTensor({ name: 'x', datatype: 'INT32', shape: [3], data: [1, 2] }, 0), /shape \[3\] needs 3 elements, data has 2/);
   throws400(t, () => fromKserveTensor({ name: 'x', datatype: 'INT32', shape: [1], data: [1.5] }, 0), /element 0 is 1.5 \(number\), not a INT32/);
   throws400(t, () => fromKserveTensor({ name: 'x', datatype: 'FLOAT', shape: [1], data: [1] }, 0), /datatype must be one of/);
