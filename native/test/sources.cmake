@@ -56,7 +56,7 @@ target_link_libraries(quantization-quality PRIVATE engine)
 # and the CPU model, the executor over it, GPU sampling against the host sampler; skipped where no GPU is visible.
 # cuda-bench is a benchmark, not a test.
 if(ENGINE_CUDA_BUILT)
-  foreach(name cuda-model cuda-attention cuda-sampling cuda-fp8 cuda-moe cuda-lora cuda-lora-peft cuda-medusa)
+  foreach(name cuda-model cuda-attention cuda-sampling cuda-fp8 cuda-moe cuda-lora cuda-lora-peft cuda-medusa cuda-prompt-table)
     add_executable(${name} ${CMAKE_CURRENT_LIST_DIR}/${name}.cpp ${CMAKE_CURRENT_LIST_DIR}/cuda-test-util.h)
     target_link_libraries(${name} PRIVATE engine)
     add_test(NAME ${name} COMMAND ${name} ${ENGINE_REPO_ROOT})

@@ -7,11 +7,12 @@
 #include <utility>
 
 #include "model/model-checks.h"
+#include "model/prompt-table.h"
 
 namespace engine::cuda {
 
 void CudaDecoder::forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) {
-  validate_chunks(chunks, config_, !spec_.rope, num_blocks_, tokens_per_block_);
+  validate_chunks(chunks, config_, !spec_.rope, num_blocks_, tokens_per_block_, /*prompt_tables=*/true);
   use_device();
   comm_stats_ = {};
   sampler_.clear();
@@ -26,7 +27,8 @@ void CudaDecoder::forward(const std::vector<SequenceChunk>& chunks, ForwardOutpu
   if (T > cap_tokens_) reserve(T, cap_logit_rows_);
   plan_lora(chunks);
 
-  const bool graph = use_graph(chunks);
+  stage_virtual_rows(chunks);
+  const bool graph = virtual_rows_.empty() && use_graph(chunks);
   const BatchMeta meta = upload_meta(chunks, graph);
   if (graph) {
     run_graph(meta, chunks, out);
@@ -39,6 +41,23 @@ void CudaDecoder::forward(const std::vector<SequenceChunk>& chunks, ForwardOutpu
       lm_head_rows(xn_.get(), r0, std::min(cap_logit_rows_, R - r0), chunks, out);
   }
   check_cuda(cudaStreamSynchronize(stream_), "forward");
+}
+
+void CudaDecoder::stage_virtual_rows(const std::vector<SequenceChunk>& chunks) {
+  virtual_rows_.clear();
+  virtual_stage_.clear();
+  if (!layout_.first_stage()) return;
+  const int64_t H = config_.hidden_size;
+  int64_t row = 0;
+  for (const SequenceChunk& ch : chunks) {
+    for (int32_t t : ch.tokens) {
+      if (const float* src = prompt_table_row(ch.prompt_table.get(), t, config_.vocab_size)) {
+        virtual_rows_.push_back(row);
+        for (int64_t i = 0; i < H; ++i) virtual_stage_.push_back(src[i] * config_.embed_scale);
+      }
+      ++row;
+    }
+  }
 }
 
 bool CudaDecoder::use_graph(const std::vector<SequenceChunk>& chunks) const {
@@ -83,6 +102,12 @@ void CudaDecoder::enqueue_layers(const BatchMeta& m, int64_t T, int64_t R, int32
           stream_);
     // Vocab parallel: each token's row came from the one tp rank owning its id, the others gave zeros.
     all_reduce(x, static_cast<size_t>(T * H));
+    // A virtual token's id is past every rank's vocabulary, so its row is zeros so far: every rank writes its table
+    // row (virtual_stage_ lives until the next forward, past these copies).
+    for (size_t i = 0; i < virtual_rows_.size(); ++i)
+      check_cuda(cudaMemcpyAsync(x + virtual_rows_[i] * H, virtual_stage_.data() + static_cast<int64_t>(i) * H,
+                                 sizeof(float) * static_cast<size_t>(H), cudaMemcpyHostToDevice, stream_),
+                 "copy a p-tuning table row");
     if (!spec_.rope) add_position_embedding(x, m.positions, T, pos_embed_.get(), dt_, H, stream_);
   } else {
     pp_dev_->recv(x, static_cast<size_t>(T * H) * 4, pp_.rank() - 1, stream_);

@@ -105,6 +105,7 @@ class CudaDecoder : public Model {
   bool serves_head_guesses() const override { return pp_.size() > 1 && layout_.last_stage() && tp_.rank() == 0; }
   bool supports_token_trees() const override;
   bool supports_lora() const override { return true; }
+  bool supports_prompt_tables() const override { return true; }  // (cuda-decoder-forward.cpp: stage_virtual_rows)
   void load_lora(int32_t slot, const LoraAdapter& adapter) override;
   void unload_lora(int32_t slot) override;
   // --kv-cache-dtype fp8: K/V stored as e4m3 with these per-layer scales (empty: 1 everywhere; `from` says where
@@ -143,6 +144,12 @@ class CudaDecoder : public Model {
   bool use_graph(const std::vector<SequenceChunk>& chunks) const;
   // Fills and uploads the iteration's metadata (batch-meta.h), sized for a graph when `graph`.
   BatchMeta upload_meta(const std::vector<SequenceChunk>& chunks, bool graph);
+  // P-tuning: the input embeddings of this batch's virtual tokens (model/prompt-table.h), on the first stage: their
+  // table rows times embed_scale in virtual_stage_, their batch rows in virtual_rows_ (empty: none). Such a batch
+  // never runs as a graph (a one-token prompt can look like a decode step).
+  void stage_virtual_rows(const std::vector<SequenceChunk>& chunks);
+  std::vector<int64_t> virtual_rows_;
+  std::vector<float> virtual_stage_;
   // Everything from the embedding to the final norm (into xn_), enqueued on the stream.
   void enqueue_layers(const BatchMeta& m, int64_t T, int64_t R, int32_t max_ctx);
   void attention_layer(int32_t l, const BatchMeta& m, float* x, int64_t T, int64_t R, int32_t max_ctx, bool last);

@@ -181,8 +181,7 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config, s
   m.limits.max_attention_window = c.max_attention_window;
   m.limits.hidden_size = mc.hidden_size;
   m.limits.prompt_tables = m.model->supports_prompt_tables();
-  m.limits.prompt_table_refusal = std::string("this model's ") + (m.model->on_device() ? "GPU backend" : "backend") +
-                                  " does not embed virtual tokens (p-tuning) yet; serve it with --device cpu";
+  m.limits.prompt_table_refusal = "this model does not embed virtual tokens (p-tuning)";
 
   if (c.guided_decoding) {
     auto vocab = std::make_shared<const grammar::TokenVocab>(c.guided_decoding->encoded_vocab, m.vocab_size);
