@@ -3,9 +3,10 @@
 // greedy and seeded sampled outputs equal those without heads, token for token, streamed or not and batched; a
 // reference request makes and keeps exactly the guesses the numpy run did. Through the server: the same text, also
 // streamed, the guesses in the metrics, num_draft_tokens 0 turning them off; on a world-size-2 (tp 2) cluster under
-// mpirun the heads run on the leading rank: the same text and the same guesses kept as on one rank. Refused: heads
-// together with another drafter (naming both options), a missing directory, heads made for another model. The
-// engine's own checks (the layout, the guesses against the numpy reference, bad heads): native/test/executor-eagle.
+// mpirun the heads run on the leading rank: the same text and the same guesses kept as on one rank; pp 2 is refused
+// at load, saying why. Refused: heads together with another drafter (naming both options), a missing directory,
+// heads made for another model. The engine's own checks (the layout, the guesses against the numpy reference, bad
+// heads): native/test/executor-eagle.
 import { readFileSync } from 'node:fs';
 
 import t from 'tap';
@@ -14,7 +15,7 @@ import { defaultModelDir, packageRoot } from '../../../worker/common/package-roo
 import { Executor } from '../../../worker/executor/executor.js';
 import { loadTokenizer } from '../../../worker/tokenizer.js';
 import { fixtureDir } from '../../helpers/fixtures.js';
-import { startServingCluster } from '../../helpers/launched-cluster.js';
+import { launchCluster, startServingCluster } from '../../helpers/launched-cluster.js';
 import { metricValue, postJson, postSse, startTestServer } from '../../helpers/serving.js';
 import { expectSameText, runPrompts, type SpeculationRun } from '../../helpers/speculation-runs.js';
 
@@ -96,6 +97,13 @@ t.test('world size 2 (tp 2) under mpirun: the heads run on the leader; the same 
   const one = await counts(single.metricsBase), parallel = await counts(cluster.metricsBase);
   t.ok(one.drafted > 0, `one rank made ${one.drafted} guesses`);
   t.same(parallel, one, 'the same guesses checked and kept as on one rank');
+});
+
+t.test('pp 2 under mpirun: refused at load, saying why (the final hidden states are on the last stage)', async (t) => {
+  const cluster = await launchCluster(['--pp', '2', '--eagle-heads', heads]);
+  t.notOk(await cluster.ready, 'never ready');
+  await cluster.child;
+  t.match(cluster.output(), /EAGLE heads \(--eagle-heads\) read the model's final hidden states on the leading rank, and with pp 2 they are on the last stage; use --medusa-heads or --draft-model/);
 });
 
 t.test('refused, with the reason', async (t) => {
