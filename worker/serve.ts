@@ -90,6 +90,8 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
   } else if (options.medusaHeads !== undefined) {
     log.info(`speculative decoding: Medusa heads ${resolve(options.medusaHeads)} propose up to ${options.numDraftTokens ?? 4} candidate(s) a step, ` +
       `checked as one tree (${options.medusaChoices === undefined ? 'default choices' : `--medusa-choices ${options.medusaChoices}`}; a request's num_draft_tokens overrides the count)`);
+  } else if (options.eagleHeads !== undefined) {
+    log.info(`speculative decoding: EAGLE heads ${resolve(options.eagleHeads)} guess ${options.numDraftTokens ?? 4} token(s) a step from the model's hidden states (a request's num_draft_tokens overrides it)`);
   } else if ((options.speculativeNgram ?? 0) > 0) {
     log.info(`speculative decoding: prompt lookup guesses up to ${options.speculativeNgram} token(s) a step`);
   }
@@ -97,7 +99,7 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
   for (const a of adapters) log.info(`LoRA adapter ${a.name}: lora_task_id ${a.taskId}, from ${a.dir}`);
   if (adapters.length === 0 && loraEnabled(options)) log.info('LoRA: requests may bring adapters (lora_task_id with lora_weights + lora_config)');
   const pipelined = (options.pp ?? 1) > 1 && (options.ppMicroBatches || options.pp || 1) > 1;  // (0: one per stage)
-  if (pipelined && (options.draftModel !== undefined || options.medusaHeads !== undefined || (options.speculativeNgram ?? 0) > 0)) {
+  if (pipelined && (options.draftModel !== undefined || options.medusaHeads !== undefined || options.eagleHeads !== undefined || (options.speculativeNgram ?? 0) > 0)) {
     log.warn('speculative decoding is off while pp micro-batches are pipelined; pass --pp-micro-batches 1 to speculate');
   }
 

@@ -16,6 +16,7 @@ const RELATIVE_TO_FILE: Readonly<Record<string, (value: unknown, base: string) =
   'model': (v, base) => resolve(base, v as string),
   'decoding.draft_model': (v, base) => resolve(base, v as string),
   'decoding.medusa_heads': (v, base) => resolve(base, v as string),
+  'decoding.eagle_heads': (v, base) => resolve(base, v as string),
   'lora.modules': (v, base) => loraModulesRelativeTo(v as readonly string[], base),
 };
 

@@ -14,6 +14,7 @@
 #include "addon-progress.h"
 #include "comm/comm.h"
 #include "loading/load-agreement.h"
+#include "eagle/eagle-checkpoint.h"
 #include "medusa/medusa-checkpoint.h"
 #include "parallel/leader-model.h"
 
@@ -40,12 +41,13 @@ void deliver(Napi::Env env, Napi::Function callback, std::vector<engine::Respons
 // Loads the model and builds the executor off the main thread; resolves with an AddonExecutor.
 class LoadWorker : public Napi::AsyncWorker {
  public:
-  LoadWorker(Napi::Env env, std::string dir, std::string draft_dir, std::string medusa_dir, engine::ExecutorConfig config,
+  LoadWorker(Napi::Env env, std::string dir, std::string draft_dir, std::string medusa_dir, std::string eagle_dir,
+             engine::ExecutorConfig config,
              int32_t num_threads,
              int32_t tp, int32_t pp, int32_t ep, DeviceFields device, engine::LivenessSettings liveness,
              Napi::ThreadSafeFunction on_responses, Napi::ThreadSafeFunction on_progress, bool has_progress)
       : Napi::AsyncWorker(env, "trtllm.loadExecutor"), deferred_(Napi::Promise::Deferred::New(env)),
-        dir_(std::move(dir)), draft_dir_(std::move(draft_dir)), medusa_dir_(std::move(medusa_dir)), config_(config), num_threads_(num_threads), tp_(tp), pp_(pp), ep_(ep), device_(std::move(device)),
+        dir_(std::move(dir)), draft_dir_(std::move(draft_dir)), medusa_dir_(std::move(medusa_dir)), eagle_dir_(std::move(eagle_dir)), config_(config), num_threads_(num_threads), tp_(tp), pp_(pp), ep_(ep), device_(std::move(device)),
         liveness_(liveness), on_responses_(on_responses),
         on_progress_(on_progress), has_progress_(has_progress) {}
 
@@ -62,6 +64,10 @@ class LoadWorker : public Napi::AsyncWorker {
         };
         options.progress_user = this;
       }
+      // EAGLE heads read the model's final hidden states on the host: refused before anything loads elsewhere.
+      if (!eagle_dir_.empty() && engine::resolve_device(options.device) != engine::Device::cpu)
+        throw engine::EngineError(engine::ErrorCode::unsupported,
+                                  "EAGLE heads run on the CPU backend for now; on CUDA use --medusa-heads or --draft-model");
       std::unique_ptr<engine::Model> model = engine::load_model_collective(dir_, options);
       if (engine::comm_info().mpi && engine::comm_info().world_size > 1) {
         // World rank 0 leads: every KV action and forward pass goes out to the followers first.
@@ -81,6 +87,8 @@ class LoadWorker : public Napi::AsyncWorker {
         device_.apply(d);
         d.shard.pp_layers.clear();
         draft = engine::load_model(draft_dir_, d);
+      } else if (!eagle_dir_.empty()) {  // EAGLE heads: a draft on this rank that reads the model's hidden states
+        draft = engine::load_eagle_heads(eagle_dir_, dir_, model->config(), num_threads_);
       }
       executor_ = std::make_unique<engine::Executor>(std::move(model), config_, std::move(draft));
       Napi::ThreadSafeFunction tsfn = on_responses_;
@@ -116,7 +124,7 @@ class LoadWorker : public Napi::AsyncWorker {
     if (has_progress_) on_progress_.Release();
   }
   Napi::Promise::Deferred deferred_;
-  std::string dir_, draft_dir_, medusa_dir_;
+  std::string dir_, draft_dir_, medusa_dir_, eagle_dir_;
   engine::ExecutorConfig config_;
   int32_t num_threads_, tp_, pp_, ep_;
   DeviceFields device_;
@@ -374,6 +382,7 @@ Napi::Value load_executor(const Napi::CallbackInfo& info) {
   const auto ep = static_cast<int32_t>(parallel.integer("ep", 1));
   const std::string draft_dir = parallel.string("draftModel", "");
   const std::string medusa_dir = parallel.string("medusaHeads", "");
+  const std::string eagle_dir = parallel.string("eagleHeads", "");
   Napi::Function on_responses = require_function(info, 3, "onResponses");
   bool has_progress = info.Length() > 4 && info[4].IsFunction();
   // Every option is read before the thread-safe functions exist: one made and then left by a throw keeps the
@@ -386,7 +395,7 @@ Napi::Value load_executor(const Napi::CallbackInfo& info) {
   if (has_progress) {
     progress_tsfn = Napi::ThreadSafeFunction::New(env, info[4].As<Napi::Function>(), "trtllm.progress", 0, 1);
   }
-  auto* worker = new LoadWorker(env, dir, draft_dir, medusa_dir, config, num_threads, tp, pp, ep, std::move(device), liveness,
+  auto* worker = new LoadWorker(env, dir, draft_dir, medusa_dir, eagle_dir, config, num_threads, tp, pp, ep, std::move(device), liveness,
                                 responses_tsfn, progress_tsfn, has_progress);
   Napi::Promise promise = worker->promise();
   worker->Queue();

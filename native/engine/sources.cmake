@@ -142,6 +142,7 @@ set(ENGINE_LORA_SOURCES
   ${ENGINE_DIR}/medusa/medusa-heads.cpp
   ${ENGINE_DIR}/medusa/medusa-checkpoint.cpp
   ${ENGINE_DIR}/medusa/medusa-tree.cpp
+  ${ENGINE_DIR}/eagle/eagle-checkpoint.cpp
 )
 set(ENGINE_SOURCES ${ENGINE_COMMON_SOURCES} ${ENGINE_MODEL_SOURCES} ${ENGINE_LOADING_SOURCES} ${ENGINE_QUANT_SOURCES} ${ENGINE_CPU_SOURCES}
     ${ENGINE_LORA_SOURCES}

@@ -24,6 +24,7 @@
 #include "medusa/medusa-tree.h"
 #include "model/model.h"
 #include "temp-dir.h"
+#include "wrapped-model.h"
 
 using namespace engine;
 
@@ -60,14 +61,9 @@ std::vector<double> reference_logits(const MedusaHead& head, const std::vector<f
 }
 
 // A model that records the chunks of every forward() and passes everything on to the CPU model.
-class Recording : public Model {
+class Recording : public test::WrappedModel {
  public:
-  explicit Recording(std::unique_ptr<Model> inner) : inner_(std::move(inner)) {}
-  const ModelConfig& config() const override { return inner_->config(); }
-  size_t kv_bytes_per_token() const override { return inner_->kv_bytes_per_token(); }
-  void allocate_kv(int32_t blocks, int32_t tokens_per_block) override { inner_->allocate_kv(blocks, tokens_per_block); }
-  void copy_kv_block(int32_t src, int32_t dst) override { inner_->copy_kv_block(src, dst); }
-  size_t weight_bytes() const override { return inner_->weight_bytes(); }
+  explicit Recording(std::unique_ptr<Model> inner) : WrappedModel(std::move(inner)) {}
   bool supports_token_trees() const override { return trees_ && inner_->supports_token_trees(); }
   int32_t medusa_heads() const override { return inner_->medusa_heads(); }
   void set_medusa_heads(std::shared_ptr<const MedusaHeads> heads) override { inner_->set_medusa_heads(std::move(heads)); }
@@ -136,22 +132,12 @@ class Recording : public Model {
   bool device_ = false;
   int tree_chunks = 0, catch_up_chunks = 0;  // (catch-ups: a kept branch off the first choices computed again)
   int head_rows = 0;                          // rows the heads ran on
-
- private:
-  std::unique_ptr<Model> inner_;
 };
 
-// A copy of the fixture with config.json replaced (when given) and its tensors passed through `edit`.
+// A copy of the fixture with config.json replaced and its tensors passed through `edit`.
 std::string broken_copy(const std::string& config_json,
                         const std::function<void(std::vector<TensorToWrite>&)>& edit = nullptr) {
-  const std::string dir = test::make_temp_dir("medusa-broken");
-  std::ofstream(dir + "/config.json") << config_json;
-  SafetensorsFile f(heads_dir() + "/medusa_lm_head.safetensors");
-  std::vector<TensorToWrite> ts;
-  for (const TensorInfo& t : f.tensors()) ts.push_back({t.name, t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.nbytes)});
-  if (edit) edit(ts);
-  write_safetensors(dir + "/medusa_lm_head.safetensors", ts);
-  return dir;
+  return test::edited_copy(heads_dir(), "medusa_lm_head.safetensors", config_json, edit);
 }
 
 ExecutorConfig config(int32_t tokens = 4) {

@@ -189,6 +189,10 @@ export interface NativeLoadOptions {
   /** Speculative decoding by Medusa heads: a directory in the Medusa layout (config.json with medusa_num_heads,
    * medusa_lm_head.safetensors) for the model's hidden size and vocabulary, run on the leading rank. Absent: none. */
   medusaHeads?: string;
+  /** Speculative decoding by EAGLE heads: a directory in the EAGLE-1/2 layout (a one-layer LlamaConfig config.json,
+   * model.safetensors with fc.weight and layers.0.*) for the model's hidden size and vocabulary, run on the leading
+   * rank on the model's final hidden states (CPU backend). Absent: none. */
+  eagleHeads?: string;
 }
 
 export interface CommInfo {

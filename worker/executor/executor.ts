@@ -46,7 +46,7 @@ export class Executor implements ServingExecutor {
   static async load(modelDir: string, options: ExecutorOptions = {}): Promise<Executor> {
     const addon = loadAddon();
     const { lora, rest } = takeLoraOptions(options);
-    const { onProgress, numThreads, tp, pp, ep, ppLayers, device, loadFormat, quantization, kvCacheDtype, dtype, gpuDeviceId, hangTimeoutMs, draftModel, medusaHeads, medusaChoices, ...engineConfig } = rest;
+    const { onProgress, numThreads, tp, pp, ep, ppLayers, device, loadFormat, quantization, kvCacheDtype, dtype, gpuDeviceId, hangTimeoutMs, draftModel, medusaHeads, medusaChoices, eagleHeads, ...engineConfig } = rest;
     const config: NativeExecutorConfig = { ...engineConfig, ...(medusaChoices === undefined ? {} : { medusaChoices: medusaChoicesOf(medusaChoices) }) };
     // The LoRA options together, and the preloaded adapters' directories: named here, not as an engine error.
     const loraOptions = loraProblem(options) ?? (lora ? loraModuleDirsProblem(options.loraModules) : undefined);
@@ -56,6 +56,7 @@ export class Executor implements ServingExecutor {
     const drafters = [
       ...(draftModel === undefined ? [] : [`--draft-model ${draftModel}`]), ...(medusaHeads === undefined ? [] : [`--medusa-heads ${medusaHeads}`]),
       ...((config.ngramDraftTokens ?? 0) > 0 ? [`--speculative-ngram ${config.ngramDraftTokens}`] : []),
+      ...(eagleHeads === undefined ? [] : [`--eagle-heads ${eagleHeads}`]),
     ];
     if (drafters.length > 1) {
       throw new TrtllmError(`${drafters.join(' and ')} each choose how guesses are made; give one of them`, 'invalid_argument');
@@ -76,7 +77,7 @@ export class Executor implements ServingExecutor {
         ...(quantization === undefined ? {} : { quantization }), ...(kvCacheDtype === undefined ? {} : { kvCacheDtype }),
         ...(dtype === undefined ? {} : { dtype }), ...(gpuDeviceId === undefined ? {} : { gpuDeviceId }),
         ...(hangTimeoutMs === undefined ? {} : { hangTimeoutMs }), ...(draftModel === undefined ? {} : { draftModel }),
-        ...(medusaHeads === undefined ? {} : { medusaHeads }),
+        ...(medusaHeads === undefined ? {} : { medusaHeads }), ...(eagleHeads === undefined ? {} : { eagleHeads }),
       },
       (batch) => router.deliver?.(batch), onProgress,
     );

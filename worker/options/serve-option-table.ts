@@ -77,6 +77,7 @@ export interface ServeCliOptions {
   draftModel?: string;
   medusaHeads?: string;
   medusaChoices?: string;
+  eagleHeads?: string;
   numDraftTokens?: number;
   speculativeMaxBatch?: number;
   loraModules?: readonly string[];
@@ -253,11 +254,16 @@ const TABLE = [
   { name: 'medusaChoices', flag: '--medusa-choices', placeholder: '<json>', env: 'TRTLLM_MEDUSA_CHOICES', kind: medusaChoicesKind,
     help: 'the candidates a Medusa step checks, as TensorRT-LLM\'s medusa_choices: paths of ranks ([[0], [0, 0], [1]]: head 0\'s first choice, then head 1\'s first after it, and head 0\'s second), each after its parent; the first --num-draft-tokens of them are checked as one tree (default: every path whose ranks sum to 2 at most, likeliest first)',
     file: { key: 'decoding.medusa_choices', unset: 'ranks summing to 2 at most' }, rank: 'argv', executor: { field: 'medusaChoices' } },
+  // Speculative decoding by EAGLE heads (native/engine/eagle/): a one-layer draft on the leading rank that reads the
+  // model's final hidden states (CPU backend; tp, not pp).
+  { name: 'eagleHeads', flag: '--eagle-heads', placeholder: '<dir>', env: 'TRTLLM_EAGLE_HEADS', kind: textKind,
+    help: 'speculative decoding by EAGLE heads: a directory in the EAGLE-1/2 layout (a one-layer LlamaConfig config.json, model.safetensors with fc.weight and layers.0.*) trained for this model; beside each token it reads the model\'s final hidden state and guesses --num-draft-tokens tokens one after the other, checked in the pass that computes the next token (the output is unchanged; CPU backend, tp on the leading rank, not pp)',
+    file: { key: 'decoding.eagle_heads', unset: 'none' }, rank: 'argv', executor: { field: 'eagleHeads' } },
   { name: 'numDraftTokens', flag: '--num-draft-tokens', placeholder: '<n>', env: 'TRTLLM_NUM_DRAFT_TOKENS', kind: intKind(1, 64),
-    help: 'tokens the draft model guesses a step, or candidates the Medusa heads propose (default 4; a request\'s num_draft_tokens overrides it)',
+    help: 'tokens the draft model or EAGLE heads guess a step, or candidates the Medusa heads propose (default 4; a request\'s num_draft_tokens overrides it)',
     file: { key: 'decoding.num_draft_tokens', unset: '4' }, rank: 'argv', executor: { field: 'draftModelTokens' } },
   { name: 'speculativeMaxBatch', flag: '--speculative-max-batch', placeholder: '<n>', env: 'TRTLLM_SPECULATIVE_MAX_BATCH', kind: intKind(0),
-    help: 'speculation (prompt lookup, draft model or Medusa heads) is off in an iteration with more than n requests decoding, where checking guesses costs more than it saves (default 32; 0: no limit)',
+    help: 'speculation (prompt lookup, draft model, Medusa or EAGLE heads) is off in an iteration with more than n requests decoding, where checking guesses costs more than it saves (default 32; 0: no limit)',
     file: { key: 'decoding.speculative_max_batch', unset: '32' }, rank: 'argv', executor: { field: 'speculationMaxBatch' } },
 
   // LoRA adapters (native/engine/lora/; TensorRT-LLM's PEFT cache, sized by the backend's lora_cache_* parameters):

@@ -4,6 +4,11 @@
 // guesses' last one and the model's own next token — which gives its first guess, then feeds each guess back for
 // the next. Guesses are argmaxes (a drafter whose mass sits on one token), so checking them against the model's
 // draws keeps the output exactly the plain one for greedy and sampled requests alike (executor-speculation.cpp).
+// EAGLE heads (eagle/eagle-checkpoint.h) are such a draft whose slot i reads token i + 1 beside the model's final
+// hidden state at position i (Sequence::eagle_features, kept from the model's passes): it catches up on the
+// positions the model has computed, its last slot's output gives the first guess, and each guess is fed back with
+// the draft's own output as its feature. Slots fed with guesses are never kept (draft_computed stays at the model's
+// positions): the model's own features for them arrive with the pass that checks the guesses.
 #include <algorithm>
 #include <utility>
 
@@ -30,6 +35,32 @@ void Executor::Impl::release_draft(Sequence& s) {
   if (!draft_model) return;
   draft_kv.release(s.draft_blocks);
   s.draft_computed = 0;
+  s.eagle_features.clear();
+}
+
+bool Executor::Impl::eagle_may_draft(const Sequence& s) const {
+  const Request& r = s.request;
+  return eagle && !s.is_beam_search() && !s.matcher && !r.output.return_generation_logits && s.release_window == 0 &&
+         s.window_cap == 0 && r.num_draft_tokens != 0;
+}
+
+void Executor::Impl::keep_eagle_features(Sequence& s, const SequenceChunk& c, size_t first_row) {
+  if (!eagle_may_draft(s) || s.is_finished()) return;
+  const auto H = static_cast<size_t>(model_config.hidden_size);
+  const int64_t kept = static_cast<int64_t>(s.eagle_features.size() / H);
+  const int64_t rows = s.num_computed - c.past_len;  // positions this pass computed for good
+  const int64_t have = c.all_logits ? static_cast<int64_t>(c.tokens.size()) : 1;
+  int64_t total = 0;
+  const float* hidden = model->final_hidden(total);
+  if (rows <= 0) return;
+  if (s.draft_computed + kept != c.past_len || rows > have || static_cast<int64_t>(first_row) + rows > total) {
+    // A gap (a cached prefix the model never computed here): the draft cannot catch up, so it stays out until the
+    // sequence starts over (a pause releases it).
+    s.eagle_features.clear();
+    return;
+  }
+  const float* from = hidden + first_row * H;
+  s.eagle_features.insert(s.eagle_features.end(), from, from + static_cast<size_t>(rows) * H);
 }
 
 std::vector<std::vector<int32_t>> Executor::Impl::draft_model_guesses(const IterationBatch& b,
@@ -38,71 +69,104 @@ std::vector<std::vector<int32_t>> Executor::Impl::draft_model_guesses(const Iter
   std::vector<int32_t> room(asks.size(), 0);
   const int32_t max_pos = draft_model->config().max_position_embeddings;
   const SampleOn pick = draft_model->samples_on_device() ? SampleOn::device_argmax : SampleOn::host;
-  // The draft's next chunk of `s`: `tokens` at the positions after those it has computed.
-  auto chunk_of = [&](const Sequence& s, std::vector<int32_t> tokens) {
+  const auto H = static_cast<size_t>(model_config.hidden_size);
+  // The positions the draft computes from the sequence itself: every token for a draft model; for EAGLE those the
+  // model has computed (slot i reads token i + 1 and the model's feature of position i).
+  const int32_t shift = eagle ? 1 : 0;
+  auto known = [&](const Sequence& s) { return eagle ? s.num_computed : s.num_tokens(); };
+  // The draft's chunk of `s` at position `past`.
+  auto chunk_of = [&](const Sequence& s, std::vector<int32_t> tokens, int32_t past) {
     SequenceChunk c;
     c.tokens = std::move(tokens);
-    c.past_len = s.draft_computed;
+    c.past_len = past;
     c.block_ids = s.draft_blocks;
     c.sample_on = pick;
     return c;
   };
-  // Blocks for every position the draft will have fed: the sequence's tokens and all guesses but the last.
+  // Blocks for every position the draft will have fed: the known ones and all guesses but the last.
   std::vector<size_t> pending;
   for (size_t k = 0; k < asks.size(); ++k) {
     Sequence& s = *b.seqs[asks[k].chunk];
-    const int32_t n = s.num_tokens();
+    const int32_t n = known(s);
     room[k] = max_pos > 0 ? std::min(asks[k].room, max_pos - n + 1) : asks[k].room;
-    s.draft_computed = std::min(s.draft_computed, n - 1);
+    if (eagle) {  // the model's features must cover every position the draft has not computed
+      if (s.draft_computed >= n || s.draft_computed + static_cast<int64_t>(s.eagle_features.size() / H) != n) continue;
+    } else {
+      s.draft_computed = std::min(s.draft_computed, n - 1);
+    }
     if (room[k] <= 0 || !draft_kv.ensure_capacity(s.draft_blocks, static_cast<int64_t>(n) + room[k] - 1)) continue;
     pending.push_back(k);
   }
   // Catch-up passes, within an iteration's token budget each; a sequence's last one gives its first guess.
   std::vector<SequenceChunk> chunks;
   std::vector<size_t> who;
+  std::vector<float> features;  // EAGLE: the pass's feature rows, in chunk order
+  std::vector<float> last(eagle ? asks.size() * H : 0);  // EAGLE: each sequence's last output, its next feature
   ForwardOutput fo;
   const int32_t vocab = vocab_size;
+  // The draft's pass over `chunks`; EAGLE keeps each chunk's last output row for its next guess.
+  auto run = [&] {
+    if (eagle) draft_model->set_input_features(features.data());
+    draft_model->forward(chunks, fo);
+    if (!eagle) return;
+    int64_t rows = 0;
+    const float* hidden = draft_model->final_hidden(rows);
+    for (size_t i = 0; i < who.size(); ++i)
+      std::copy_n(hidden + static_cast<size_t>(fo.first_row[i]) * H, H, last.data() + who[i] * H);
+  };
   while (!pending.empty()) {
     chunks.clear();
     who.clear();
+    features.clear();
     std::vector<size_t> later;
     int64_t pass_budget = scheduler_config.max_num_tokens;
     for (size_t k : pending) {
       Sequence& s = *b.seqs[asks[k].chunk];
-      const int64_t left = s.num_tokens() - s.draft_computed;
+      const int64_t left = known(s) - s.draft_computed;
       if (pass_budget <= 0 || static_cast<int32_t>(chunks.size()) >= scheduler_config.max_batch_size) {
         later.push_back(k);
         continue;
       }
       const int32_t take = static_cast<int32_t>(std::min(left, pass_budget));
-      chunks.push_back(chunk_of(s, {s.tokens.begin() + s.draft_computed, s.tokens.begin() + s.draft_computed + take}));
+      const auto from = s.tokens.begin() + s.draft_computed + shift;
+      chunks.push_back(chunk_of(s, {from, from + take}, s.draft_computed));
       who.push_back(k);
+      if (eagle) {
+        const auto rows = s.eagle_features.begin() + static_cast<std::ptrdiff_t>(take * H);
+        features.insert(features.end(), s.eagle_features.begin(), rows);
+        s.eagle_features.erase(s.eagle_features.begin(), rows);
+      }
       pass_budget -= take;
       s.draft_computed += take;
       if (take < left) later.push_back(k);
     }
-    draft_model->forward(chunks, fo);
+    run();
     for (size_t i = 0; i < who.size(); ++i) {
       const Sequence& s = *b.seqs[asks[who[i]].chunk];
-      if (s.draft_computed != s.num_tokens()) continue;  // more to catch up on
+      if (s.draft_computed != known(s)) continue;  // more to catch up on
       const int32_t t = draft_choice(fo, i, vocab);
       if (t >= 0) out[who[i]].push_back(t);
     }
     pending = std::move(later);
   }
-  // Each guess fed back for the next, one token per sequence a pass.
+  // Each guess fed back for the next, one token per sequence a pass (EAGLE: with the draft's own last output).
   for (size_t j = 1;; ++j) {
     chunks.clear();
     who.clear();
+    features.clear();
     for (size_t k = 0; k < asks.size(); ++k) {
       if (out[k].size() != j || static_cast<int32_t>(j) >= room[k]) continue;
       Sequence& s = *b.seqs[asks[k].chunk];
-      chunks.push_back(chunk_of(s, {out[k].back()}));
+      chunks.push_back(chunk_of(s, {out[k].back()}, known(s) + static_cast<int32_t>(j) - 1));
       who.push_back(k);
-      ++s.draft_computed;
+      if (eagle)
+        features.insert(features.end(), last.begin() + static_cast<std::ptrdiff_t>(k * H),
+                        last.begin() + static_cast<std::ptrdiff_t>((k + 1) * H));
+      else
+        ++s.draft_computed;
     }
     if (chunks.empty()) break;
-    draft_model->forward(chunks, fo);
+    run();
     for (size_t i = 0; i < who.size(); ++i) {
       const int32_t t = draft_choice(fo, i, vocab);
       if (t >= 0) out[who[i]].push_back(t);

@@ -87,6 +87,7 @@ struct Executor::Impl {
   // Speculation by draft model (null: none): the model that guesses, on this rank alone, and what it holds (weights,
   // activations and its KV pool).
   std::unique_ptr<Model> draft_model;
+  bool eagle = false;  // the draft is EAGLE heads (Model::takes_features): it reads the model's final hidden states
   int32_t medusa_heads = 0;  // the model's Medusa heads (Model::medusa_heads): they guess when > 0
   // The candidates a step checks (ExecutorConfig::medusa_choices or default_medusa_choices), as a tree where the
   // model takes token trees; else the chain of each head's first choice.
@@ -214,6 +215,10 @@ struct Executor::Impl {
   };
   std::vector<std::vector<int32_t>> draft_model_guesses(const IterationBatch& b, const std::vector<DraftAsk>& asks);
   void release_draft(Sequence& s);  // its draft blocks back to the pool; the draft starts over
+  // EAGLE: whether the sequence's passes keep the model's hidden states for the draft (a request that may
+  // speculate), and the keeping of those a pass computed for good, its rows from logits row `first_row` on.
+  bool eagle_may_draft(const Sequence& s) const;
+  void keep_eagle_features(Sequence& s, const SequenceChunk& c, size_t first_row);
   // The Medusa heads' guesses for the token logits row `row` drew (just emitted): asked for by run_heads, once the
   // iteration's draws are done, for every such row at once (Model::head_guesses).
   void keep_head_guesses(Sequence& s, size_t row);

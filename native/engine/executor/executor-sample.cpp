@@ -110,6 +110,7 @@ void Executor::Impl::sample_and_update(const IterationBatch& batch, const Forwar
       continue;
     }
     advance_sequence(s, batch, i, fo, t_tok, out);
+    if (eagle) keep_eagle_features(s, batch.chunks[i], logit_first[i]);
   }
   run_heads();
 }

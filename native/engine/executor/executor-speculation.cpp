@@ -7,7 +7,7 @@
 // one draw from p followed by "is it x?" does. The draw of step s is a function of (seed, s) alone (sampler.h), so
 // the speculating request even draws the plain request's tokens. Rejected guesses' K/V slots lie past num_computed and
 // are written again before anything reads them: nothing is copied or freed. The same check serves a draft model's
-// guesses (executor-draft-model.cpp) and Medusa heads' (medusa/): those come as a tree of candidates, fed in one
+// and EAGLE heads' guesses (executor-draft-model.cpp) and Medusa heads' (medusa/): those come as a tree of candidates, fed in one
 // pass (SequenceChunk::tree_parents), the walk following the model's draws from branch to branch.
 #include <algorithm>
 #include <cstdio>

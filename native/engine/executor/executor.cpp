@@ -81,6 +81,14 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config, s
                        std::to_string(mc.vocab_size) + "; a draft model must share the model's tokenizer");
     require_config(!m.draft_model->on_device() || m.model->on_device(),
                    "the draft model is on the GPU but the model is not; load both on one device");
+    m.eagle = m.draft_model->takes_features();
+    if (m.eagle) {  // EAGLE heads read the model's final hidden states: the model must keep them (or say why not)
+      require_config(dc.hidden_size == mc.hidden_size && dc.vocab_size == mc.vocab_size,
+                     "the EAGLE heads' hidden_size " + std::to_string(dc.hidden_size) + " and vocab_size " +
+                         std::to_string(dc.vocab_size) + " are not the model's " + std::to_string(mc.hidden_size) +
+                         " and " + std::to_string(mc.vocab_size));
+      m.model->keep_final_hidden();
+    }
   }
   m.medusa_heads = m.model->medusa_heads();
   require_config(m.medusa_heads == 0 || (!m.draft_model && c.ngram_speculation.max_draft_tokens == 0),

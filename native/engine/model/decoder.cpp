@@ -37,6 +37,7 @@ DecoderModel::DecoderModel(ModelConfig config, DecoderSpec spec, DecoderWeights 
   if (static_cast<int32_t>(w_.layers.size()) != num_layers_)
     throw EngineError(ErrorCode::internal, "decoder got " + std::to_string(w_.layers.size()) +
                                                " layers of weights for a stage of " + std::to_string(num_layers_));
+  keep_hidden_ = !w_.fc.w.empty();  // an EAGLE draft's output is its next guess's feature
   if (spec_.rope) inv_freq_ = cpu::rope_inv_freq(config_.head_dim, config_.rope_theta, config_.rope_scaling);
   if (spec_.rope && config_.rope_scaling.longrope())
     inv_freq_long_ = cpu::rope_inv_freq(config_.head_dim, config_.rope_theta, config_.rope_scaling, true);
@@ -102,7 +103,7 @@ void DecoderModel::copy_kv_block(int32_t src, int32_t dst) {
 
 size_t DecoderModel::weight_bytes() const {
   size_t n = w_.embed.size() + w_.pos_embed.size() + w_.lm_head.size() + w_.final_norm.w.size() +
-             w_.final_norm.b.size();
+             w_.final_norm.b.size() + w_.fc.w.size() + w_.fc.b.size();
   for (const auto& l : w_.layers) {
     for (const Norm* nm : {&l.attn_norm, &l.mlp_norm, &l.q_norm, &l.k_norm, &l.post_attn_norm, &l.post_mlp_norm})
       n += nm->w.size() + nm->b.size();
@@ -119,6 +120,10 @@ void DecoderModel::validate(const std::vector<SequenceChunk>& chunks) const {
 }
 
 void DecoderModel::norm(const Norm& n, const float* x, float* out, int64_t rows) const {
+  if (n.w.empty()) {  // none here (an EAGLE draft's first input norm and final norm)
+    if (out != x) std::memcpy(out, x, sizeof(float) * static_cast<size_t>(rows * config_.hidden_size));
+    return;
+  }
   if (spec_.rms_norm)
     cpu::rms_norm(x, out, rows, config_.hidden_size, n.w.data(), config_.norm_eps);
   else
@@ -165,9 +170,9 @@ void DecoderModel::head_guesses(const std::vector<int32_t>& rows, std::vector<in
   medusa_rows_.resize(static_cast<size_t>(n * H));
   for (int64_t i = 0; i < n; ++i) {
     const int64_t r = rows[static_cast<size_t>(i)];
-    if (r < 0 || (r + 1) * H > static_cast<int64_t>(medusa_hidden_.size()))
+    if (r < 0 || (r + 1) * H > static_cast<int64_t>(final_hidden_.size()))
       throw EngineError(ErrorCode::internal, "head_guesses: row " + std::to_string(r) + " is not a logits row of the last forward");
-    std::copy_n(medusa_hidden_.data() + r * H, H, medusa_rows_.data() + i * H);
+    std::copy_n(final_hidden_.data() + r * H, H, medusa_rows_.data() + i * H);
   }
   out.resize(static_cast<size_t>(n * medusa_->num_heads() * kMedusaTopK));
   medusa_guesses(*medusa_, medusa_rows_.data(), n, out.data(), medusa_scratch_);
@@ -178,6 +183,20 @@ bool DecoderModel::supports_token_trees() const { return token_trees_fit(config_
 void DecoderModel::set_medusa_heads(std::shared_ptr<const MedusaHeads> heads) {
   if (heads) check_medusa_heads(*heads, config_, layout_.last_stage(), pp_.rank(), pp_.size());
   medusa_ = std::move(heads);
+  keep_hidden_ = keep_hidden_ || medusa_ != nullptr;
+}
+
+void DecoderModel::keep_final_hidden() {
+  if (pp_.size() > 1)
+    throw EngineError(ErrorCode::unsupported, "EAGLE heads (--eagle-heads) read the model's final hidden states on the "
+                                              "leading rank, and with pp " + std::to_string(pp_.size()) +
+                                                  " they are on the last stage; use --medusa-heads or --draft-model");
+  keep_hidden_ = true;
+}
+
+const float* DecoderModel::final_hidden(int64_t& rows) const {
+  rows = static_cast<int64_t>(final_hidden_.size()) / config_.hidden_size;
+  return final_hidden_.data();
 }
 
 const int32_t* DecoderModel::lora_row_slots(bool logit_rows_only) const {
@@ -232,11 +251,24 @@ void DecoderModel::embed(const std::vector<SequenceChunk>& chunks, const int32_t
     }
 }
 
+void DecoderModel::mix_features(float* x, int64_t T) {
+  if (input_features_ == nullptr)
+    throw EngineError(ErrorCode::internal, "an EAGLE draft's forward() without its feature rows (set_input_features)");
+  const int64_t H = config_.hidden_size;
+  float* in = grow(fc_in_, T * 2 * H);
+  for (int64_t r = 0; r < T; ++r) {  // [embedding; feature], embedding first (EAGLE's torch.cat order)
+    std::memcpy(in + r * 2 * H, x + r * H, sizeof(float) * static_cast<size_t>(H));
+    std::memcpy(in + r * 2 * H + H, input_features_ + r * H, sizeof(float) * static_cast<size_t>(H));
+  }
+  input_features_ = nullptr;
+  linear(w_.fc, in, T, x, false);
+}
+
 void DecoderModel::lm_head(const float* xn, int64_t rows, ForwardOutput& out) {
   const int64_t H = config_.hidden_size, V = config_.vocab_size;
   const float* head = w_.lm_head.empty() ? w_.embed.data() : w_.lm_head.data();
   out.logits.resize(static_cast<size_t>(rows * V));
-  if (medusa_) medusa_hidden_.assign(xn, xn + rows * H);  // for head_guesses, after the executor's draws
+  if (keep_hidden_) final_hidden_.assign(xn, xn + rows * H);  // for Medusa or EAGLE heads, after the executor's draws
   if (tp_.size() == 1) {
     cpu::gemm_xwt(rows, V, H, xn, H, head, out.logits.data(), V, false);
     return;
@@ -337,6 +369,7 @@ void DecoderModel::run_stage(const std::vector<SequenceChunk>& chunks, ForwardOu
   float* x = grow(x_, T * H);
   if (layout_.first_stage()) {
     embed(chunks, batch_.positions.data(), x);
+    if (!w_.fc.w.empty()) mix_features(x, T);
   } else {
     const size_t bytes = static_cast<size_t>(T * H) * sizeof(float);
     timed_comm(bytes, [&] { pp_.recv(x, bytes, pp_.rank() - 1, tag_act); });

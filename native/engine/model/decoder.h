@@ -76,8 +76,11 @@ struct DecoderWeights {
   std::vector<float> embed;      // [vocab_local, hidden]; first stage only
   std::vector<float> pos_embed;  // [max_positions, hidden]; first stage only; empty when positions come from rope
   std::vector<DecoderLayerWeights> layers;  // this stage's layers, in order
-  Norm final_norm;               // last stage only
+  Norm final_norm;               // last stage only; empty weight: none (an EAGLE draft)
   std::vector<float> lm_head;    // [vocab_local, hidden]; last stage only; empty: tied to embed (pp == 1)
+  // An EAGLE draft (eagle/eagle-checkpoint.h): the layers' input is fc([embedding; feature]) of each token; empty:
+  // the embedding alone.
+  Linear fc;                     // [hidden, 2 * hidden]
 };
 
 struct DecoderSpec {
@@ -126,6 +129,10 @@ class DecoderModel : public Model {
   }
   bool serves_head_guesses() const override { return pp_.size() > 1 && layout_.last_stage() && tp_.rank() == 0; }
   void head_guesses(const std::vector<int32_t>& rows, std::vector<int32_t>& out) override;
+  void keep_final_hidden() override;
+  const float* final_hidden(int64_t& rows) const override;
+  bool takes_features() const override { return !w_.fc.w.empty(); }
+  void set_input_features(const float* rows) override { input_features_ = rows; }
 
  private:
   void validate(const std::vector<SequenceChunk>& chunks) const;
@@ -145,6 +152,8 @@ class DecoderModel : public Model {
   // Each row's slot for the rows a layer computes: all T token rows, or the last layer's R logit rows.
   const int32_t* lora_row_slots(bool logit_rows_only) const;
   void embed(const std::vector<SequenceChunk>& chunks, const int32_t* positions, float* x);
+  // An EAGLE draft: x[T, hidden] (the tokens' embeddings) becomes fc([embedding; feature]) of each row.
+  void mix_features(float* x, int64_t T);
   void lm_head(const float* xn, int64_t rows, ForwardOutput& out);
   // The stage's layers over the T token rows of x ([T, hidden], updated in place); the model's last layer leaves
   // only the R logit rows in x's first R rows.
@@ -232,7 +241,10 @@ class DecoderModel : public Model {
   std::shared_ptr<const MedusaHeads> medusa_;
   std::vector<uint64_t> tree_visible_;  // [T] each tree token's visible chunk tokens (cpu::AttentionChunk)
   std::vector<float> medusa_scratch_;
-  std::vector<float> medusa_hidden_, medusa_rows_;  // [logit rows, hidden]: the last forward's; the rows asked
+  std::vector<float> final_hidden_, medusa_rows_;  // [logit rows, hidden]: the last forward's; the rows asked
+  bool keep_hidden_ = false;  // final_hidden_ kept for Medusa or EAGLE heads
+  const float* input_features_ = nullptr;  // an EAGLE draft's for the next forward (set_input_features)
+  std::vector<float> fc_in_;  // [n_tokens, 2 * hidden]: [embedding; feature] rows
 };
 
 }  // namespace engine

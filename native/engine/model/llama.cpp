@@ -74,16 +74,19 @@ DecoderSpec llama_spec(const ModelConfig& c) {
   return spec;
 }
 
-DecoderWeights read_llama_weights(const ModelConfig& c, WeightReader& r, const ParallelLayout& pl) {
+DecoderWeights read_llama_weights(const ModelConfig& c, WeightReader& r, const ParallelLayout& pl,
+                                  const LlamaTensors& names) {
   const int64_t H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size, hd = c.head_dim;
   const int64_t q = int64_t{c.num_heads} * hd;
   const bool bias_here = pl.shard.tp_rank == 0;
   DecoderWeights w;
-  if (pl.first_stage()) w.embed = r.read_rows_padded("model.embed_tokens.weight", V, H, pl.vocab_begin, pl.vocab_end);
+  if (pl.first_stage() && !names.eagle)
+    w.embed = r.read_rows_padded("model.embed_tokens.weight", V, H, pl.vocab_begin, pl.vocab_end);
   for (int32_t i = pl.layer_begin; i < pl.layer_end; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
+    const std::string p = (names.eagle ? names.prefix : std::string("model.")) + "layers." + std::to_string(i) + ".";
     DecoderLayerWeights lw;
-    lw.attn_norm.w = r.read(p + "input_layernorm.weight", {H});
+    // (EAGLE's first layer takes fc's output as it is: no input norm)
+    if (!names.eagle || i > 0) lw.attn_norm.w = r.read(p + "input_layernorm.weight", {H});
     lw.qkv = read_qkv(r, p + "self_attn.", c, pl);
     if (c.qk_norm) {
       lw.q_norm.w = r.read(p + "self_attn.q_norm.weight", {hd});
@@ -131,7 +134,7 @@ DecoderWeights read_llama_weights(const ModelConfig& c, WeightReader& r, const P
     lw.down = read_row_parallel(r, p + "mlp.down_proj", H, I, c.mlp_bias, pl.inter_begin, pl.inter_end, bias_here);
     w.layers.push_back(std::move(lw));
   }
-  if (pl.last_stage()) {
+  if (pl.last_stage() && !names.eagle) {
     w.final_norm.w = r.read("model.norm.weight", {H});
     if (c.norm_plus_one) plus_one(w.final_norm.w);
     const bool tied = c.tie_word_embeddings || !r.has("lm_head.weight");

@@ -1,6 +1,7 @@
 // Llama-family checkpoints (Llama, Mistral, Qwen2): RMSNorm, fused q/k/v with rotary embeddings, GQA, SwiGLU.
 #pragma once
 #include <memory>
+#include <string>
 
 #include "loading/weight-reader.h"
 #include "model/decoder.h"
@@ -11,9 +12,17 @@ namespace engine {
 
 DecoderSpec llama_spec(const ModelConfig& config);
 
-// This rank's weights from tensors named as in transformers' LlamaForCausalLM ("model.layers.{i}.self_attn.q_proj
-// .weight", ...). lm_head is tied to embed_tokens when tie_word_embeddings is set or lm_head.weight is absent.
+// Where the tensors are: transformers' LlamaForCausalLM ("model.layers.{i}.self_attn.q_proj.weight", ...), or an
+// EAGLE draft's layers ("layers.{i}..." after `prefix`), whose first layer has no input norm and which keeps no
+// embedding, final norm or LM head of its own (eagle/eagle-checkpoint.h).
+struct LlamaTensors {
+  bool eagle = false;
+  std::string prefix;  // before "layers." in an EAGLE draft ("" or "model.")
+};
+
+// This rank's weights. lm_head is tied to embed_tokens when tie_word_embeddings is set or lm_head.weight is absent.
 // Reads only the slices `layout` gives this rank.
-DecoderWeights read_llama_weights(const ModelConfig& config, WeightReader& reader, const ParallelLayout& layout);
+DecoderWeights read_llama_weights(const ModelConfig& config, WeightReader& reader, const ParallelLayout& layout,
+                                  const LlamaTensors& names = {});
 
 }  // namespace engine

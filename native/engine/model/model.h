@@ -219,6 +219,18 @@ class Model {
   // request with a table at enqueue when it is false, so a backend without it never sees one.
   virtual bool supports_prompt_tables() const { return false; }
 
+  // EAGLE heads (eagle/eagle-checkpoint.h). A model an EAGLE draft reads from keeps, once asked (before the first
+  // forward(), on the rank that drives it), each forward()'s hidden states after the final norm, one row per logits
+  // row (numbered as head_guesses' rows), until the next forward(); models and layouts that cannot throw
+  // unsupported, saying why. final_hidden: those rows, [rows, hidden].
+  virtual void keep_final_hidden();
+  virtual const float* final_hidden(int64_t& rows) const;
+  // An EAGLE draft: each forward() reads, beside each token, a feature row (the model's hidden state at that
+  // position, or the draft's own output for a guess), set just before it: [tokens of the pass in chunk order,
+  // hidden]. Its final_hidden() is its output before the LM head, a guess's next feature.
+  virtual bool takes_features() const { return false; }
+  virtual void set_input_features(const float* rows);
+
  protected:
   // Runs the prep the executor set, at most once per forward() (a model that samples on its device calls it).
   void run_sampling_prep() {

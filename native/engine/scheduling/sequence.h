@@ -39,6 +39,9 @@ struct Sequence {
   // Speculation by draft model: positions [0, draft_computed) have K/V in the draft model's blocks draft_blocks.
   int32_t draft_computed = 0;
   BlockTable draft_blocks;
+  // EAGLE heads: the model's final hidden states of positions [draft_computed, num_computed), [rows, hidden]: what
+  // the draft has yet to read (executor-draft-model.cpp).
+  std::vector<float> eagle_features;
   // Speculation by Medusa heads: their guesses for the tokens after the last one, from the row that drew it; they
   // stand only while num_tokens() == head_guesses_for (a token dropped or added since makes them stale).
   std::vector<int32_t> head_guesses;

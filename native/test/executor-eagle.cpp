@@ -1,0 +1,363 @@
+// EAGLE heads (eagle/): read from the published EAGLE-1 layout (the fixture made by scripts/fixtures/
+// make_eagle_heads.py, and broken copies of it); the draft's chains of guesses at every decode step equal the fixture's
+// float64 numpy computation of the same heads on the same model (what shows the draft computes EAGLE's function:
+// fc over [embedding; feature], no input norm on layer 0, no final norm, the model's LM head); through the executor,
+// a greedy request makes and keeps exactly the guesses the numpy run of the same checks made and kept (which shows
+// the executor feeds the draft the model's features of the right positions, and drops those of refused guesses);
+// outputs equal the plain executor's token for token — greedy and seeded sampled, streaming, stop words, end_id,
+// max_tokens, prompts over several passes, pauses, a cached prefix, a batch of speculating and plain requests, a
+// cancel mid-draft. Refusals: heads of another shape, a missing tensor, an architecture not read, a pickle-only
+// directory, a model that cannot keep its hidden states, another drafter at once.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+
+#include "check.h"
+#include "executor-test-util.h"
+#include "eagle/eagle-checkpoint.h"
+#include "loading/json.h"
+#include "loading/safetensors.h"
+#include "medusa-test-util.h"
+#include "model/model.h"
+#include "temp-dir.h"
+#include "wrapped-model.h"
+
+using namespace engine;
+
+namespace {
+
+std::string model_dir() { return check::repo_root + "/test/fixtures/models/tiny-llama"; }
+std::string heads_dir() { return check::repo_root + "/test/fixtures/eagle/tiny-llama-heads"; }
+
+std::unique_ptr<Model> tiny_llama() {
+  LoadOptions o;
+  o.num_threads = 1;
+  return load_model(model_dir(), o);
+}
+
+std::unique_ptr<Model> heads(const std::string& dir = heads_dir()) {
+  return load_eagle_heads(dir, model_dir(), load_model_config(model_dir()), 1);
+}
+
+std::vector<int32_t> ints(const json::Value& v) {
+  std::vector<int32_t> out;
+  for (const json::Value& x : v.as_array()) out.push_back(static_cast<int32_t>(x.as_int64()));
+  return out;
+}
+
+struct Chain {
+  int32_t tokens = 0;  // the guesses follow the prompt and the output's first tokens - prompt
+  std::vector<int32_t> guesses;
+};
+
+struct Case {
+  std::string name;
+  std::vector<int32_t> prompt, output;
+  std::vector<Chain> chains;  // one a decode step
+  int64_t drafted = 0, accepted = 0;
+};
+
+struct Reference {
+  int32_t draft_tokens = 0, max_tokens = 0;
+  std::vector<Case> cases;
+};
+
+Reference reference() {
+  const json::Value doc = json::parse_file(heads_dir() + "/reference.json");
+  Reference r;
+  r.draft_tokens = static_cast<int32_t>(doc.find("num_draft_tokens")->as_int64());
+  r.max_tokens = static_cast<int32_t>(doc.find("max_tokens")->as_int64());
+  for (const json::Value& c : doc.find("cases")->as_array()) {
+    Case k;
+    k.name = c.find("name")->as_string();
+    k.prompt = ints(*c.find("input_ids"));
+    for (const json::Value& g : c.find("chains")->as_array())
+      k.chains.push_back({static_cast<int32_t>(g.find("tokens")->as_int64()), ints(*g.find("guesses"))});
+    k.output = ints(*c.find("output_ids"));
+    k.drafted = c.find("draft_tokens")->as_int64();
+    k.accepted = c.find("accepted_tokens")->as_int64();
+    r.cases.push_back(k);
+  }
+  return r;
+}
+
+int32_t argmax(const float* row, int32_t n) { return static_cast<int32_t>(std::max_element(row, row + n) - row); }
+
+// The draft's n guesses after `tokens`, driven by hand through the Model interface: the model's final hidden
+// states of every position but the last (whose token it drew), then the draft over slots 0..P-2 (token i + 1
+// beside feature i), then each guess fed back with the draft's own output.
+std::vector<int32_t> guesses_by_hand(const std::vector<int32_t>& tokens, int32_t n) {
+  std::unique_ptr<Model> m = tiny_llama();
+  m->keep_final_hidden();
+  m->allocate_kv(32, 4);
+  std::vector<int32_t> blocks(32);
+  for (int32_t i = 0; i < 32; ++i) blocks[static_cast<size_t>(i)] = i;
+  SequenceChunk c;
+  c.tokens.assign(tokens.begin(), tokens.end() - 1);
+  c.block_ids = blocks;
+  c.all_logits = true;
+  ForwardOutput fo;
+  m->forward({c}, fo);
+  const int32_t V = fo.vocab_size, P = static_cast<int32_t>(c.tokens.size());
+  int64_t rows = 0;
+  const float* hidden = m->final_hidden(rows);
+  CHECK(rows == P);
+  const int64_t H = m->config().hidden_size;
+  std::vector<float> features(hidden, hidden + rows * H);
+
+  std::unique_ptr<Model> d = heads();
+  CHECK(d->takes_features());
+  d->allocate_kv(32, 4);
+  SequenceChunk s;
+  s.tokens.assign(tokens.begin() + 1, tokens.end());
+  s.block_ids = blocks;
+  std::vector<int32_t> out;
+  for (int32_t j = 0; j < n; ++j) {
+    d->set_input_features(features.data());
+    d->forward({s}, fo);
+    out.push_back(argmax(fo.logits.data(), V));
+    const float* h = d->final_hidden(rows);
+    CHECK(rows == 1);
+    features.assign(h, h + H);
+    s.past_len += static_cast<int32_t>(s.tokens.size());
+    s.tokens = {out.back()};
+  }
+  return out;
+}
+
+ExecutorConfig config(int32_t tokens = 4) {
+  ExecutorConfig c;
+  c.max_batch_size = 8;
+  c.max_num_tokens = 512;
+  c.tokens_per_block = 4;
+  c.max_seq_len = 128;
+  c.draft_model_tokens = tokens;
+  c.iter_stats_max_iterations = 100000;
+  return c;
+}
+
+struct Run {
+  std::vector<test::Outcome> outcomes;
+  int64_t drafted = 0, accepted = 0;
+};
+
+// The requests enqueued together (or each alone, so the stats are one request's), with EAGLE heads or without;
+// `before` may act on the executor once they are in (a cancel).
+Run run(bool eagle, const std::vector<Request>& requests, const ExecutorConfig& c = config(), bool alone = false,
+        const std::function<void(Executor&, const std::vector<RequestId>&)>& before = nullptr) {
+  Executor e(tiny_llama(), c, eagle ? heads() : nullptr);
+  Run r;
+  auto wait = [&](const std::vector<RequestId>& ids) {
+    std::map<RequestId, test::Outcome> out;
+    auto done = [&] {
+      for (RequestId id : ids)
+        if (!out[id].is_final) return false;
+      return true;
+    };
+    while (!done())
+      for (auto& resp : e.await_responses(std::chrono::milliseconds(100))) test::Harness::absorb(out, std::move(resp));
+    for (RequestId id : ids) r.outcomes.push_back(out[id]);
+  };
+  if (alone) {
+    for (const Request& req : requests) wait({e.enqueue(req)});
+  } else {
+    std::vector<RequestId> ids;
+    for (const Request& req : requests) ids.push_back(e.enqueue(req));
+    if (before) before(e, ids);
+    wait(ids);
+  }
+  for (const auto& s : e.get_latest_iteration_stats()) {
+    r.drafted += s.spec_decoding_stats.num_draft_tokens;
+    r.accepted += s.spec_decoding_stats.num_accepted_tokens;
+  }
+  CHECK(test::all_blocks_free(e));
+  return r;
+}
+
+bool same_outputs(const Run& a, const Run& b) {
+  if (a.outcomes.size() != b.outcomes.size()) return false;
+  for (size_t i = 0; i < a.outcomes.size(); ++i) {
+    const test::Outcome &x = a.outcomes[i], &y = b.outcomes[i];
+    if (x.tokens != y.tokens || x.reason != y.reason || x.has_error || y.has_error) {
+      std::fprintf(stderr, "request %zu differs (errors: '%s' / '%s')\n", i, x.error_message.c_str(), y.error_message.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+std::vector<Request> mixed_requests(int32_t max_tokens) {
+  std::vector<Request> out;
+  const Reference ref = reference();
+  for (const Case& k : ref.cases) out.push_back(test::make_request(k.prompt, max_tokens));
+  for (int32_t salt = 1; salt <= 3; ++salt) {
+    out.push_back(test::make_request(test::prompt_of(5 + 7 * salt, salt, 512), max_tokens, /*streaming=*/salt != 2));
+    out.back().output.exclude_input_from_output = true;  // (streamed outputs never hold the prompt)
+  }
+  return out;
+}
+
+// The model as a backend that cannot keep its final hidden states (Model's default: the CUDA decoder's).
+class KeepsNoHidden : public test::WrappedModel {
+ public:
+  using WrappedModel::WrappedModel;
+};
+
+// A copy of the fixture with config.json replaced (empty: kept) and its tensors passed through `edit`.
+std::string broken_copy(const std::string& config_json,
+                        const std::function<void(std::vector<TensorToWrite>&)>& edit = nullptr) {
+  return test::edited_copy(heads_dir(), "model.safetensors", config_json, edit);
+}
+
+std::string fixture_config_with(const std::string& from, const std::string& to) {
+  std::ifstream in(heads_dir() + "/config.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t at = text.find(from);
+  CHECK_MSG(at != std::string::npos, "the fixture's config.json has no '%s'", from.c_str());
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+}  // namespace
+
+TEST_MAIN({
+  const Reference ref = reference();
+  CHECK(ref.cases.size() >= 2 && ref.draft_tokens == 4);
+  // The draft's guesses equal the float64 reference's at every decode step of its runs.
+  for (const Case& k : ref.cases) {
+    CHECK(!k.chains.empty());
+    for (const Chain& chain : k.chains) {
+      std::vector<int32_t> tokens = k.prompt;
+      tokens.insert(tokens.end(), k.output.begin(), k.output.begin() + (chain.tokens - static_cast<int32_t>(k.prompt.size())));
+      const std::vector<int32_t> g = guesses_by_hand(tokens, static_cast<int32_t>(chain.guesses.size()));
+      CHECK_MSG(g == chain.guesses, "%s after %d tokens: the draft's guesses differ from the numpy reference's",
+                k.name.c_str(), chain.tokens);
+    }
+  }
+  // Through the executor: the reference's output, its guesses made and kept.
+  for (const Case& k : ref.cases) {
+    Request r = test::make_request(k.prompt, ref.max_tokens);
+    r.output.exclude_input_from_output = true;
+    const Run spec = run(true, {r}, config(ref.draft_tokens), /*alone=*/true);
+    CHECK_MSG(spec.outcomes[0].tokens == k.output, "%s: output differs from the reference", k.name.c_str());
+    CHECK_MSG(spec.drafted == k.drafted && spec.accepted == k.accepted,
+              "%s: %lld guesses made, %lld kept; the reference made %lld and kept %lld", k.name.c_str(),
+              static_cast<long long>(spec.drafted), static_cast<long long>(spec.accepted),
+              static_cast<long long>(k.drafted), static_cast<long long>(k.accepted));
+  }
+  // Plain and speculating outputs are the same: greedy (streaming and not), any max_tokens, any guess count.
+  for (int32_t max_tokens : {1, 2, 7, 30}) {
+    const Run plain = run(false, mixed_requests(max_tokens));
+    for (int32_t k : {1, 4}) {
+      const Run spec = run(true, mixed_requests(max_tokens), config(k));
+      CHECK_MSG(same_outputs(plain, spec), "max_tokens %d, %d guesses a step", max_tokens, k);
+      if (max_tokens == 30) CHECK(spec.drafted > 0 && spec.accepted > 0);
+    }
+  }
+  // Seeded sampled requests draw the plain tokens; a batch mixing speculating and plain (num_draft_tokens 0).
+  {
+    std::vector<Request> rs = mixed_requests(20);
+    for (size_t i = 0; i < rs.size(); ++i) {
+      if (i % 2 == 0) {
+        rs[i].sampling.temperature = 0.9f;
+        rs[i].sampling.top_p = 0.95f;
+        rs[i].sampling.seed = 11 + i;
+      }
+      if (i % 3 == 0) rs[i].num_draft_tokens = 0;
+    }
+    CHECK(same_outputs(run(false, rs), run(true, rs)));
+  }
+  // end_id and stop words end the output where the plain executor does, also when a guess ran past them.
+  {
+    std::vector<Request> rs;
+    for (const Case& k : ref.cases) {
+      Request a = test::make_request(k.prompt, 30);
+      a.end_id = k.output[5];
+      rs.push_back(a);
+      Request b = test::make_request(k.prompt, 30, /*streaming=*/true);
+      b.stop_words = {{k.output[8], k.output[9]}};
+      b.output.exclude_input_from_output = true;
+      rs.push_back(b);
+    }
+    const Run plain = run(false, rs), spec = run(true, rs);
+    CHECK(same_outputs(plain, spec));
+    CHECK(spec.outcomes[0].reason == FinishReason::end_id && spec.outcomes[1].reason == FinishReason::stop_words);
+  }
+  // Prompts over several passes (chunked context; the draft catches up over several), pauses under a small pool,
+  // a cached prefix (no features for it: that request goes without guesses, still the plain output).
+  {
+    ExecutorConfig chunked = config(3);
+    chunked.max_num_tokens = 8;
+    chunked.enable_chunked_context = true;
+    ExecutorConfig plain_chunked = chunked;
+    CHECK(same_outputs(run(false, mixed_requests(16), plain_chunked), run(true, mixed_requests(16), chunked)));
+    for (auto policy : {CapacitySchedulerPolicy::guaranteed_no_evict, CapacitySchedulerPolicy::max_utilization}) {
+      ExecutorConfig small = config(4);
+      small.policy = policy;
+      small.max_tokens_in_paged_kv_cache = 96;
+      CHECK_MSG(same_outputs(run(false, mixed_requests(24), small), run(true, mixed_requests(24), small)), "policy %d",
+                static_cast<int>(policy));
+    }
+    ExecutorConfig reuse = config(4);
+    reuse.enable_kv_cache_reuse = true;
+    std::vector<Request> twice = mixed_requests(12);
+    twice.push_back(twice[2]);
+    CHECK(same_outputs(run(false, twice, reuse, /*alone=*/true), run(true, twice, reuse, /*alone=*/true)));
+  }
+  // A cancel mid-draft frees both pools' blocks; the others go on to the plain outputs.
+  {
+    std::vector<Request> rs = mixed_requests(40);
+    rs[0].streaming = true;
+    rs[0].output.exclude_input_from_output = true;
+    const Run plain = run(false, rs);
+    const Run spec = run(true, rs, config(), false, [](Executor& e, const std::vector<RequestId>& ids) {
+      e.hold_iterations(3);
+      CHECK(e.wait_until_held(test::kWait));
+      CHECK(e.draft_kv_cache_stats().used_num_blocks > 0);
+      e.cancel(ids[0]);
+      e.hold_iterations(-1);
+    });
+    CHECK(spec.outcomes[0].reason == FinishReason::cancelled);
+    for (size_t i = 1; i < rs.size(); ++i) CHECK_MSG(spec.outcomes[i].tokens == plain.outcomes[i].tokens, "request %zu", i);
+  }
+  // Bad heads: each a load error naming the field or tensor and the values.
+  {
+    const std::string cfg = heads_dir() + "/config.json";
+    CHECK_THROWS(heads(broken_copy(fixture_config_with("\"hidden_size\": 64", "\"hidden_size\": 32"))),
+                 "hidden_size 32 but the model's is 64");
+    CHECK_THROWS(heads(broken_copy("", [](std::vector<TensorToWrite>& ts) {
+                   ts.erase(std::remove_if(ts.begin(), ts.end(), [](const TensorToWrite& t) { return t.name == "layers.0.mlp.down_proj.weight"; }),
+                            ts.end());
+                 })),
+                 "layers.0.mlp.down_proj.weight");
+    CHECK_THROWS(heads(broken_copy("", [](std::vector<TensorToWrite>& ts) {
+                   for (TensorToWrite& t : ts)
+                     if (t.name == "fc.weight") {
+                       t.shape = {64, 64};
+                       t.bytes.resize(64 * 64 * 2);
+                     }
+                 })),
+                 "fc.weight");
+    CHECK_THROWS(heads(broken_copy(fixture_config_with("LlamaForCausalLM", "MistralForCausalLM"))),
+                 "architecture MistralForCausalLM is not read");
+    CHECK_THROWS(heads(broken_copy(fixture_config_with("LlamaForCausalLM", "LlamaForCausalLMEagle3"))),
+                 "LlamaForCausalLMEagle3 is EAGLE-3, which is not read yet");
+    const std::string pickle = test::make_temp_dir("eagle-pickle");
+    std::filesystem::copy_file(cfg, pickle + "/config.json");
+    std::ofstream(pickle + "/pytorch_model.bin") << "not read";
+    CHECK_THROWS(heads(pickle), "has only pytorch_model.bin, a pickle, and pickles are not read; convert it once with");
+    CHECK_THROWS(heads(check::repo_root + "/test/fixtures/no-such-heads"), "is not a directory");
+  }
+  // Refusals: a model that keeps no hidden states (the CUDA backend's), EAGLE beside Medusa heads.
+  {
+    CHECK_THROWS(Executor(std::make_unique<KeepsNoHidden>(tiny_llama()), config(), heads()),
+                 "EAGLE heads run on the CPU backend for now; on CUDA use --medusa-heads or --draft-model");
+    std::unique_ptr<Model> m = tiny_llama();
+    m->set_medusa_heads(test::lm_head_medusa_heads(model_dir(), 2));
+    CHECK_THROWS(Executor(std::move(m), config(), heads()), "one drafter guesses at a time");
+  }
+})
