@@ -17,7 +17,8 @@
 // step apart at most, for a value the device rounds on the other side of a rounding boundary).
 // Decode launches with enough blocks (here num_sms 1 with new_last_only) take the decode kernel
 // (kernels-attention-decode.cu: heads as the MMA's columns, e4m3 read from the staged bytes) for head sizes 64 and
-// 128, groups 1 to 32 (two blocks per kv head past 8), windows, caps, the soft cap and both FP8 scalings among them.
+// 128, groups 1 to 32 (two blocks per kv head past 8), windows, caps, the soft cap and both FP8 scalings among them,
+// after the separate kernel wrote this step's keys / values (rotated, longrope, no rope).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -479,6 +480,7 @@ TEST_MAIN({
         run_case(c, 1, "one partition, new k/v + rope", true, Fresh::rope);
         run_case(c, sms, "split, new k/v + rope", true, Fresh::rope);
         run_case(c, sms, "split, new k/v, no rope", true, Fresh::plain);
+        run_case(c, 1, "one partition, new k/v, no rope", true, Fresh::plain);
         run_case(c, 1, "one partition, new k/v + longrope", true, Fresh::longrope);
         run_case(c, sms, "split, new k/v + longrope", true, Fresh::longrope);
         if (window) run_case(c, 1000, "many partitions, new k/v + rope", true, Fresh::rope);

@@ -166,7 +166,8 @@ void quantization_kernel_matches_host() {
 }
 
 // norm_e4m3 / gated_activation_e4m3 (the kernels that quantize the rows they make, from registers where the row
-// fits or by reading it back) against norm / gated_activation followed by the separate quantize pass: the same
+// fits or by reading it back) and the separate pass from registers against norm / gated_activation followed by the
+// separate quantize pass reading its rows back (quantize_row): the same
 // 16-bit outputs, e4m3 bytes and scales, bit for bit, in every quantization mode, over shapes on both sides of the
 // register paths' limits (row width, a group that is not a power-of-two number of vectors, widths not a multiple
 // of the vector) and with fewer rows quantized than made.
@@ -205,13 +206,25 @@ void fused_quantization_matches_separate() {
     qa.fixed = m.fixed;
     make(out_f, &qa);
     make(out_s, nullptr);
+    // The reference: the separate pass reading its rows element by element (quantize_row); the separate pass from
+    // registers (its default where the row fits) must give the same too.
     cuda::quantize_e4m3(out_s.get(), dt, qrows, cols, m.mode, m.group, m.fixed, static_cast<uint8_t*>(q_s.get()),
-                        static_cast<float*>(sc_s.get()), rows, g_stream);
+                        static_cast<float*>(sc_s.get()), rows, g_stream, /*from_registers=*/false);
+    cuda::DeviceBuffer q_r(static_cast<size_t>(rows * cols)), sc_r(nscale * 4);
+    for (cuda::DeviceBuffer* b : {&q_r, &sc_r}) cuda::check_cuda(cudaMemset(b->get(), 0, b->bytes()), "memset");
+    cuda::quantize_e4m3(out_s.get(), dt, qrows, cols, m.mode, m.group, m.fixed, static_cast<uint8_t*>(q_r.get()),
+                        static_cast<float*>(sc_r.get()), rows, g_stream);
+    const std::vector<uint8_t> want_q = download<uint8_t>(q_s, static_cast<size_t>(qrows * cols));
+    const std::vector<float> want_s = download<float>(sc_s, nscale);
     const bool same = download<uint16_t>(out_f, static_cast<size_t>(rows * cols)) ==
                           download<uint16_t>(out_s, static_cast<size_t>(rows * cols)) &&
-                      download<uint8_t>(q_f, static_cast<size_t>(qrows * cols)) ==
-                          download<uint8_t>(q_s, static_cast<size_t>(qrows * cols)) &&
-                      download<float>(sc_f, nscale) == download<float>(sc_s, nscale);
+                      download<uint8_t>(q_f, static_cast<size_t>(qrows * cols)) == want_q &&
+                      download<float>(sc_f, nscale) == want_s;
+    const bool separate_same = download<uint8_t>(q_r, static_cast<size_t>(qrows * cols)) == want_q &&
+                               download<float>(sc_r, nscale) == want_s;
+    CHECK_MSG(separate_same, "%s %s: %lld rows x %lld, mode %d group %d: the separate pass from registers differs from "
+                             "quantize_row", what, dt == cuda::DType::bf16 ? "bf16" : "fp16", static_cast<long long>(qrows),
+              static_cast<long long>(cols), static_cast<int>(m.mode), m.group);
     ++cases;
     if (!same) ++mismatched;
     CHECK_MSG(same, "%s %s: %lld rows (%lld quantized) x %lld, mode %d group %d: fused outputs / bytes / scales differ "

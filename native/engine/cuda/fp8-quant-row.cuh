@@ -3,6 +3,9 @@
 // them in the same launch (norm_e4m3, gated_activation_e4m3 in kernels-elementwise.cu) share it, so both give the
 // very same bytes and scales.
 #pragma once
+#include <cstdlib>
+#include <string>
+
 #include "cuda/dtype.cuh"
 #include "cuda/kernels.h"
 #include "cuda/kv-element.cuh"
@@ -57,6 +60,17 @@ __device__ __forceinline__ void quantize_row(const T* __restrict__ xr, int64_t c
 }  // namespace engine::cuda
 
 namespace engine::cuda {
+
+// TRTLLM_FP8_ROW_REGS=0: the kernels that quantize rows (the norm / gated activation's fused quantization, the
+// separate pass) read them back from memory as before (the register kernels are measured against that,
+// bench/RESULTS.md).
+inline bool fp8_row_regs() {
+  static const bool on = [] {
+    const char* v = std::getenv("TRTLLM_FP8_ROW_REGS");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
+}
 
 // Whether quantize_regs can quantize a row held as vectors of W values a thread in `mode`: a group must be whole
 // vectors of lanes of one warp (a power-of-two number of vectors up to 32, and a block's sweep of the row ending

@@ -22,16 +22,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// TRTLLM_FP8_ROW_REGS=0: the norm / gated activation that quantize their rows read them back from memory as before
-// (the kernels that keep them in registers are measured against that, bench/RESULTS.md).
-bool fp8_row_regs() {
-  static const bool on = [] {
-    const char* v = std::getenv("TRTLLM_FP8_ROW_REGS");
-    return v == nullptr || std::string(v) != "0";
-  }();
-  return on;
-}
-
 // Grid-stride loops: one launch covers any size with a bounded grid.
 __device__ __forceinline__ int64_t global_thread() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ int64_t grid_threads() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
@@ -319,8 +309,11 @@ __global__ void gated_e4m3_kernel(const T* __restrict__ gu, T* __restrict__ out,
 // the kernel above waits for each element's loads in turn and reads the row back twice (a 14,336-wide row of a
 // batch of 512 took ~48 µs, bench/RESULTS.md).
 constexpr int kGatedThreads = 512;
+// Two blocks an SM where the row's registers allow it (K <= 4: 64 registers, no spills; the 8B shape's 14,336-wide
+// rows are K = 4): with one, a batch of 512 rows went through the SMs in four waves of latency-bound blocks
+// (82 registers, 1.12 ms a batch-512 decode step on an H200, ~1 TB/s). K = 8 spills at 64, so stays at one.
 template <typename T, int K>
-__global__ void __launch_bounds__(kGatedThreads)
+__global__ void __launch_bounds__(kGatedThreads, K <= 4 ? 2 : 1)
     gated_e4m3_vec_kernel(const T* __restrict__ gu, T* __restrict__ out, int64_t inter, Act act,
                           const float* __restrict__ b, Fp8ActOut qa) {
   pdl_enter();  // pdl.cuh

@@ -215,9 +215,12 @@ enum class Fp8Quant {
   fixed,   // every element divided by `fixed_scale` (a static input_scale); scales[r] = fixed_scale
 };
 // q[r, c] = e4m3(x[r, c] / scale), round to nearest even, saturating at +-448 (quant/fp8-matrix.h's encode_e4m3).
-// x: [rows, cols] of dtype `dt`, row stride cols.
+// x: [rows, cols] of dtype `dt`, row stride cols. Rows that fit are read into registers at once and quantized from
+// there (fp8-quant-row.cuh's quantize_regs); `from_registers` false (the tests' reference) reads them element by
+// element and back (quantize_row): the same bytes and scales either way.
 void quantize_e4m3(const void* x, DType dt, int64_t rows, int64_t cols, Fp8Quant mode, int32_t group,
-                   float fixed_scale, uint8_t* q, float* scales, int64_t scale_ld, cudaStream_t s);
+                   float fixed_scale, uint8_t* q, float* scales, int64_t scale_ld, cudaStream_t s,
+                   bool from_registers = true);
 // An FP8 GEMM's quantized activations, made by the kernel that produces them (Gemm::fp8_activation_plan): rows
 // [0, rows) quantized as quantize_e4m3(.., mode, group, fixed, q, scales, scale_ld) would quantize them.
 struct Fp8ActOut {
