@@ -43,8 +43,8 @@ bool check_architecture(const json::Value& doc, const std::string& config_path) 
 void check_model_shape(const ModelConfig& c, const ModelConfig& model, const std::string& config_path) {
   auto same = [&](const char* field, int64_t heads, int64_t mine) {
     if (heads != mine)
-      fail(ErrorCode::bad_checkpoint, config_path + ": " + field + " " + std::to_string(heads) + " but the model's is " +
-                                          std::to_string(mine) + "; the heads must be the model's");
+      fail(ErrorCode::bad_checkpoint, config_path + ": " + field + " " + std::to_string(heads) +
+                                          " but the model's is " + std::to_string(mine) + "; the heads must be the model's");
   };
   same("hidden_size", c.hidden_size, model.hidden_size);
   same("vocab_size", c.vocab_size, model.vocab_size);

@@ -111,7 +111,8 @@ size_t DecoderModel::weight_bytes() const {
              w_.final_norm.b.size() + w_.fc.w.size() + w_.fc.b.size();
   n += w_.lm_head_ids.size();  // (int32, as a float)
   for (const auto& l : w_.layers) {
-    for (const Norm* nm : {&l.attn_norm, &l.hidden_norm, &l.mlp_norm, &l.q_norm, &l.k_norm, &l.post_attn_norm, &l.post_mlp_norm})
+    for (const Norm* nm :
+         {&l.attn_norm, &l.hidden_norm, &l.mlp_norm, &l.q_norm, &l.k_norm, &l.post_attn_norm, &l.post_mlp_norm})
       n += nm->w.size() + nm->b.size();
     for (const Linear* li : {&l.qkv, &l.o, &l.up, &l.down, &l.moe.router, &l.moe.shared.up, &l.moe.shared.down,
                              &l.moe.shared_gate})
@@ -451,8 +452,11 @@ void DecoderModel::run_stage(const std::vector<SequenceChunk>& chunks, ForwardOu
   float* xn = grow(xn_, T * H);
   norm(w_.final_norm, x, xn, R);
   // Kept for Medusa or EAGLE heads, after the executor's draws: the rows after the final norm, or an EAGLE-3
-  // draft's before it (its next guess's feature, as EAGLE-3 feeds back)
-  if (keep_hidden_) final_hidden_.assign(eagle3_draft() ? x : xn, (eagle3_draft() ? x : xn) + R * H);
+  // draft's before it (its next guess's feature, as EAGLE-3 feeds back).
+  if (keep_hidden_) {
+    const float* kept = eagle3_draft() ? x : xn;
+    final_hidden_.assign(kept, kept + R * H);
+  }
   lm_head(xn, R, out);
   soft_cap(out.logits.data(), out.logits.size(), config_.final_softcap);
   // The leader (stage 0, tp rank 0) schedules and samples: the last stage's tp rank 0 (same pp group) sends it
