@@ -391,13 +391,17 @@ TEST_MAIN({
                    fc.bytes.resize(64 * 128 * 2);
                  })),
                  "tensor 'fc.weight' has shape [64, 128], expected [64, 192]");
-    CHECK_THROWS(heads(broken_copy(with("\"eagle_aux_hidden_state_layer_ids\": [\n      0,\n      1,\n      2\n    ]",
-                                        "\"eagle_aux_hidden_state_layer_ids\": [0, 1, 3]"),
-                                   nullptr, e3)),
-                 "eagle_config.eagle_aux_hidden_state_layer_ids is [0, 1, 3]: layer 3 is outside the model's 0..2");
-    // Without eagle_config: the default (2, L // 2, L - 3) does not fit a model of 2 layers.
+    // Layer ids name layer outputs (-1: the embeddings): tiny-llama's are -1..1.
+    const std::string ids = "\"eagle_aux_hidden_state_layer_ids\": [\n      -1,\n      0,\n      1\n    ]";
+    CHECK_THROWS(heads(broken_copy(with(ids, "\"eagle_aux_hidden_state_layer_ids\": [0, 1, 2]"), nullptr, e3)),
+                 "eagle_config.eagle_aux_hidden_state_layer_ids is [0, 1, 2]: layer 2 is outside the model's -1..1 (id i: "
+                 "the residual stream after layer i; -1: the embeddings)");
+    CHECK_THROWS(heads(broken_copy(with(ids, "\"eagle_aux_hidden_state_layer_ids\": [-2, 0, 1]"), nullptr, e3)),
+                 "layer -2 is outside the model's -1..1");
+    // Without the ids: the default (2, L // 2, L - 3) does not fit a model of 2 layers.
     CHECK_THROWS(heads(broken_copy(with("\"eagle_aux_hidden_state_layer_ids\"", "\"other_ids\""), nullptr, e3)),
-                 "(absent: the default (2, L // 2, L - 3) for the model's 2 layers) is [2, 1, -1]: layer -1 is outside");
+                 "no eagle_config.eagle_aux_hidden_state_layer_ids, and the default, the streams entering layers (2, L // "
+                 "2, L - 3) of the model's 2, is [2, 1, -1]: layer -1 is outside 0..2");
     CHECK_THROWS(heads(broken_copy(with("\"draft_vocab_size\": 256", "\"draft_vocab_size\": 600"), nullptr, e3)),
                  "draft_vocab_size 600 must be 1..512 (the model's vocab_size)");
     CHECK_THROWS(heads(broken_copy(with("\"target_hidden_size\": 64", "\"target_hidden_size\": 4096"), nullptr, e3)),

@@ -55,11 +55,12 @@ int64_t int_field(const json::Value& doc, const std::string& key, int64_t fallba
   return v == nullptr || v->is_null() ? fallback : v->as_int64(config_path + " " + key);
 }
 
-// The model's layers EAGLE-3 heads read: eagle_config.eagle_aux_hidden_state_layer_ids, or vLLM's and SGLang's
-// default (2, L // 2, L - 3) for the model's L layers, each the residual stream entering that layer (0: the
-// embeddings, L: the last layer's output before the final norm).
+// The model's residual streams EAGLE-3 heads read, as the layers they enter (Model::keep_final_hidden's aux_layers:
+// 0 the embeddings, L after the last layer). eagle_config.eagle_aux_hidden_state_layer_ids names layer outputs, as
+// SGLang reads it (layers_to_capture = id + 1) and as SpecForge and TensorRT-LLM number the layers they capture: id
+// i is the stream after layer i, the one entering layer i + 1 (-1: the embeddings); vLLM reads the same ids one
+// layer earlier. Without it, the default of vLLM and SGLang: the streams entering layers (2, L // 2, L - 3).
 std::vector<int32_t> aux_layer_ids(const json::Value& doc, int32_t L, const std::string& config_path) {
-  std::vector<int32_t> ids;
   const json::Value* ec = doc.find("eagle_config");
   const json::Value* list = ec != nullptr && ec->is_object() ? ec->find("eagle_aux_hidden_state_layer_ids") : nullptr;
   const std::string field = "eagle_config.eagle_aux_hidden_state_layer_ids";
@@ -67,26 +68,35 @@ std::vector<int32_t> aux_layer_ids(const json::Value& doc, int32_t L, const std:
     if (const json::Value* use = ec->find("use_aux_hidden_state"); use != nullptr && use->is_bool() && !use->as_bool())
       fail(ErrorCode::unsupported, config_path + ": eagle_config.use_aux_hidden_state is false (fc reads no model "
                                                  "layers); EAGLE-3 heads that read the model's layers are read");
-  std::string what = field;
+  auto text = [](const std::vector<int32_t>& ids) {
+    std::string t;
+    for (int32_t x : ids) t += (t.empty() ? "" : ", ") + std::to_string(x);
+    return "[" + t + "]";
+  };
+  std::vector<int32_t> entering;
   if (list != nullptr && !list->is_null()) {
     if (!list->is_array() || list->as_array().empty())
       fail(ErrorCode::bad_checkpoint, config_path + ": " + field + " must be a non-empty list of layer ids");
+    std::vector<int32_t> ids;
     for (const json::Value& v : list->as_array())
       ids.push_back(static_cast<int32_t>(v.as_int64(config_path + " " + field)));
-  } else {
-    ids = {2, L / 2, L - 3};
-    what = field + " (absent: the default (2, L // 2, L - 3) for the model's " + std::to_string(L) + " layers)";
-  }
-  for (int32_t id : ids)
-    if (id < 0 || id > L) {
-      std::string list_text;
-      for (int32_t x : ids) list_text += (list_text.empty() ? "" : ", ") + std::to_string(x);
-      fail(ErrorCode::bad_checkpoint, config_path + ": " + what + " is [" + list_text + "]: layer " +
-                                          std::to_string(id) + " is outside the model's 0.." + std::to_string(L) +
-                                          " (the residual stream entering layer i; " + std::to_string(L) +
-                                          ": after the last)");
+    for (int32_t id : ids) {
+      if (id < -1 || id >= L)
+        fail(ErrorCode::bad_checkpoint, config_path + ": " + field + " is " + text(ids) + ": layer " +
+                                            std::to_string(id) + " is outside the model's -1.." + std::to_string(L - 1) +
+                                            " (id i: the residual stream after layer i; -1: the embeddings)");
+      entering.push_back(id + 1);
     }
-  return ids;
+    return entering;
+  }
+  entering = {2, L / 2, L - 3};
+  for (int32_t l : entering)
+    if (l < 0 || l > L)
+      fail(ErrorCode::bad_checkpoint, config_path + ": no " + field + ", and the default, the streams entering layers "
+                                          "(2, L // 2, L - 3) of the model's " + std::to_string(L) + ", is " +
+                                          text(entering) + ": layer " + std::to_string(l) + " is outside 0.." +
+                                          std::to_string(L) + "; name the layers in " + field);
+  return entering;
 }
 
 // d2t [draft vocab] (int64): target id = draft id + d2t[draft id], each inside the model's vocabulary.
