@@ -141,4 +141,6 @@ t.test('refused, with the reason', async (t) => {
   // The fixture heads are tiny-llama's (hidden 64): not the bundled model's.
   await t.rejects(Executor.load(defaultModelDir(), { numThreads: 1, eagleHeads: heads }),
     { code: 'bad_checkpoint', message: /hidden_size 64 but the model's is 384/ });
+  await t.rejects(Executor.load(defaultModelDir(), { numThreads: 1, eagleHeads: heads3 }),
+    { code: 'bad_checkpoint', message: /EAGLE heads: .*tiny-llama-eagle3-heads\/config.json: hidden_size 64 but the model's is 384/ });
 });
