@@ -1,14 +1,21 @@
-// EAGLE heads (eagle/): read from the published EAGLE-1 layout (the fixture made by scripts/fixtures/
-// make_eagle_heads.py, and broken copies of it); the draft's chains of guesses at every decode step equal the fixture's
-// float64 numpy computation of the same heads on the same model (what shows the draft computes EAGLE's function:
-// fc over [embedding; feature], no input norm on layer 0, no final norm, the model's LM head); through the executor,
+// EAGLE heads (eagle/): read from the published EAGLE-1 and EAGLE-3 layouts (the fixtures made by scripts/fixtures/
+// make_eagle_heads.py, and broken copies of them); the draft's chains of guesses at every decode step equal the
+// fixture's float64 numpy computation of the same heads on the same model (what shows the draft computes EAGLE's
+// function: fc over [embedding; feature], no input norm on layer 0, no final norm, the model's LM head; EAGLE-3's:
+// fc over the residual streams entering the model's layers 0, 1 and after 1, [input_layernorm(embedding);
+// hidden_norm(h)] into q/k/v with h the residual, its own final norm and LM head over 256 ids mapped by d2t, a guess
+// fed back before the final norm; the same chains under vLLM's layers.0. names); through the executor,
 // a greedy request makes and keeps exactly the guesses the numpy run of the same checks made and kept (which shows
 // the executor feeds the draft the model's features of the right positions, and drops those of refused guesses);
 // outputs equal the plain executor's token for token — greedy and seeded sampled, streaming, stop words, end_id,
 // max_tokens, prompts over several passes, pauses, a cached prefix, a batch of speculating and plain requests, a
-// cancel mid-draft. Refusals: heads of another shape, a missing tensor, an architecture not read, a pickle-only
-// directory, a model that cannot keep its hidden states, another drafter at once.
+// cancel mid-draft — for both fixtures. Refusals: heads of another shape, a missing tensor, an architecture not
+// read, a pickle-only directory, a model that cannot keep its hidden states, another drafter at once; EAGLE-3 heads
+// whose fc is not over the listed layers, whose aux layer ids (or the default's) do not fit the model, whose draft
+// vocabulary exceeds the model's, whose d2t has another length or maps outside the vocabulary, with more than one
+// layer, another target_hidden_size, q/k/v not over [embedding; hidden], a missing tensor.
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -32,6 +39,7 @@ namespace {
 
 std::string model_dir() { return check::repo_root + "/test/fixtures/models/tiny-llama"; }
 std::string heads_dir() { return check::repo_root + "/test/fixtures/eagle/tiny-llama-heads"; }
+std::string eagle3_dir() { return check::repo_root + "/test/fixtures/eagle/tiny-llama-eagle3-heads"; }
 
 std::unique_ptr<Model> tiny_llama() {
   LoadOptions o;
@@ -39,7 +47,7 @@ std::unique_ptr<Model> tiny_llama() {
   return load_model(model_dir(), o);
 }
 
-std::unique_ptr<Model> heads(const std::string& dir = heads_dir()) {
+std::unique_ptr<Model> heads(const std::string& dir) {
   return load_eagle_heads(dir, model_dir(), load_model_config(model_dir()), 1);
 }
 
@@ -66,8 +74,8 @@ struct Reference {
   std::vector<Case> cases;
 };
 
-Reference reference() {
-  const json::Value doc = json::parse_file(heads_dir() + "/reference.json");
+Reference reference(const std::string& dir) {
+  const json::Value doc = json::parse_file(dir + "/reference.json");
   Reference r;
   r.draft_tokens = static_cast<int32_t>(doc.find("num_draft_tokens")->as_int64());
   r.max_tokens = static_cast<int32_t>(doc.find("max_tokens")->as_int64());
@@ -87,12 +95,15 @@ Reference reference() {
 
 int32_t argmax(const float* row, int32_t n) { return static_cast<int32_t>(std::max_element(row, row + n) - row); }
 
-// The draft's n guesses after `tokens`, driven by hand through the Model interface: the model's final hidden
-// states of every position but the last (whose token it drew), then the draft over slots 0..P-2 (token i + 1
-// beside feature i), then each guess fed back with the draft's own output.
-std::vector<int32_t> guesses_by_hand(const std::vector<int32_t>& tokens, int32_t n) {
+// The draft's n guesses after `tokens`, driven by hand through the Model interface: the model's features (final
+// hidden states, or EAGLE-3's layers) of every position but the last (whose token it drew), then the draft over
+// slots 0..P-2 (token i + 1 beside feature i), then each guess fed back with the draft's own output.
+std::vector<int32_t> guesses_by_hand(const std::vector<int32_t>& tokens, int32_t n, const std::string& dir) {
+  std::unique_ptr<Model> d = heads(dir);
+  CHECK(d->takes_features());
+  const std::vector<int32_t> layers = d->feature_layers();
   std::unique_ptr<Model> m = tiny_llama();
-  m->keep_final_hidden();
+  m->keep_final_hidden(layers);
   m->allocate_kv(32, 4);
   std::vector<int32_t> blocks(32);
   for (int32_t i = 0; i < 32; ++i) blocks[static_cast<size_t>(i)] = i;
@@ -107,22 +118,22 @@ std::vector<int32_t> guesses_by_hand(const std::vector<int32_t>& tokens, int32_t
   const float* hidden = m->final_hidden(rows);
   CHECK(rows == P);
   const int64_t H = m->config().hidden_size;
-  std::vector<float> features(hidden, hidden + rows * H);
+  int64_t width = H * std::max<int64_t>(1, static_cast<int64_t>(layers.size()));
+  std::vector<float> features(hidden, hidden + rows * width);
 
-  std::unique_ptr<Model> d = heads();
-  CHECK(d->takes_features());
   d->allocate_kv(32, 4);
   SequenceChunk s;
   s.tokens.assign(tokens.begin() + 1, tokens.end());
   s.block_ids = blocks;
   std::vector<int32_t> out;
   for (int32_t j = 0; j < n; ++j) {
-    d->set_input_features(features.data());
+    d->set_input_features(features.data(), width);
     d->forward({s}, fo);
     out.push_back(argmax(fo.logits.data(), V));
     const float* h = d->final_hidden(rows);
     CHECK(rows == 1);
     features.assign(h, h + H);
+    width = H;
     s.past_len += static_cast<int32_t>(s.tokens.size());
     s.tokens = {out.back()};
   }
@@ -145,11 +156,11 @@ struct Run {
   int64_t drafted = 0, accepted = 0;
 };
 
-// The requests enqueued together (or each alone, so the stats are one request's), with EAGLE heads or without;
-// `before` may act on the executor once they are in (a cancel).
-Run run(bool eagle, const std::vector<Request>& requests, const ExecutorConfig& c = config(), bool alone = false,
-        const std::function<void(Executor&, const std::vector<RequestId>&)>& before = nullptr) {
-  Executor e(tiny_llama(), c, eagle ? heads() : nullptr);
+// The requests enqueued together (or each alone, so the stats are one request's), with the EAGLE heads in `eagle`
+// or without (empty); `before` may act on the executor once they are in (a cancel).
+Run run(const std::string& eagle, const std::vector<Request>& requests, const ExecutorConfig& c = config(),
+        bool alone = false, const std::function<void(Executor&, const std::vector<RequestId>&)>& before = nullptr) {
+  Executor e(tiny_llama(), c, eagle.empty() ? nullptr : heads(eagle));
   Run r;
   auto wait = [&](const std::vector<RequestId>& ids) {
     std::map<RequestId, test::Outcome> out;
@@ -192,7 +203,7 @@ bool same_outputs(const Run& a, const Run& b) {
 
 std::vector<Request> mixed_requests(int32_t max_tokens) {
   std::vector<Request> out;
-  const Reference ref = reference();
+  const Reference ref = reference(heads_dir());
   for (const Case& k : ref.cases) out.push_back(test::make_request(k.prompt, max_tokens));
   for (int32_t salt = 1; salt <= 3; ++salt) {
     out.push_back(test::make_request(test::prompt_of(5 + 7 * salt, salt, 512), max_tokens, /*streaming=*/salt != 2));
@@ -207,14 +218,15 @@ class KeepsNoHidden : public test::WrappedModel {
   using WrappedModel::WrappedModel;
 };
 
-// A copy of the fixture with config.json replaced (empty: kept) and its tensors passed through `edit`.
+// A copy of the fixture in `dir` with config.json replaced (empty: kept) and its tensors passed through `edit`.
 std::string broken_copy(const std::string& config_json,
-                        const std::function<void(std::vector<TensorToWrite>&)>& edit = nullptr) {
-  return test::edited_copy(heads_dir(), "model.safetensors", config_json, edit);
+                        const std::function<void(std::vector<TensorToWrite>&)>& edit = nullptr,
+                        const std::string& dir = heads_dir()) {
+  return test::edited_copy(dir, "model.safetensors", config_json, edit);
 }
 
-std::string fixture_config_with(const std::string& from, const std::string& to) {
-  std::ifstream in(heads_dir() + "/config.json");
+std::string fixture_config_with(const std::string& from, const std::string& to, const std::string& dir = heads_dir()) {
+  std::ifstream in(dir + "/config.json");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const size_t at = text.find(from);
   CHECK_MSG(at != std::string::npos, "the fixture's config.json has no '%s'", from.c_str());
@@ -222,10 +234,10 @@ std::string fixture_config_with(const std::string& from, const std::string& to) 
   return text;
 }
 
-}  // namespace
-
-TEST_MAIN({
-  const Reference ref = reference();
+// What both fixtures' heads are checked for: the guess chains against the numpy reference, by hand and through the
+// executor, and outputs equal to the plain executor's in every way a request can go.
+void check_heads(const std::string& dir) {
+  const Reference ref = reference(dir);
   CHECK(ref.cases.size() >= 2 && ref.draft_tokens == 4);
   // The draft's guesses equal the float64 reference's at every decode step of its runs.
   for (const Case& k : ref.cases) {
@@ -233,7 +245,7 @@ TEST_MAIN({
     for (const Chain& chain : k.chains) {
       std::vector<int32_t> tokens = k.prompt;
       tokens.insert(tokens.end(), k.output.begin(), k.output.begin() + (chain.tokens - static_cast<int32_t>(k.prompt.size())));
-      const std::vector<int32_t> g = guesses_by_hand(tokens, static_cast<int32_t>(chain.guesses.size()));
+      const std::vector<int32_t> g = guesses_by_hand(tokens, static_cast<int32_t>(chain.guesses.size()), dir);
       CHECK_MSG(g == chain.guesses, "%s after %d tokens: the draft's guesses differ from the numpy reference's",
                 k.name.c_str(), chain.tokens);
     }
@@ -242,7 +254,7 @@ TEST_MAIN({
   for (const Case& k : ref.cases) {
     Request r = test::make_request(k.prompt, ref.max_tokens);
     r.output.exclude_input_from_output = true;
-    const Run spec = run(true, {r}, config(ref.draft_tokens), /*alone=*/true);
+    const Run spec = run(dir, {r}, config(ref.draft_tokens), /*alone=*/true);
     CHECK_MSG(spec.outcomes[0].tokens == k.output, "%s: output differs from the reference", k.name.c_str());
     CHECK_MSG(spec.drafted == k.drafted && spec.accepted == k.accepted,
               "%s: %lld guesses made, %lld kept; the reference made %lld and kept %lld", k.name.c_str(),
@@ -251,9 +263,9 @@ TEST_MAIN({
   }
   // Plain and speculating outputs are the same: greedy (streaming and not), any max_tokens, any guess count.
   for (int32_t max_tokens : {1, 2, 7, 30}) {
-    const Run plain = run(false, mixed_requests(max_tokens));
+    const Run plain = run("", mixed_requests(max_tokens));
     for (int32_t k : {1, 4}) {
-      const Run spec = run(true, mixed_requests(max_tokens), config(k));
+      const Run spec = run(dir, mixed_requests(max_tokens), config(k));
       CHECK_MSG(same_outputs(plain, spec), "max_tokens %d, %d guesses a step", max_tokens, k);
       if (max_tokens == 30) CHECK(spec.drafted > 0 && spec.accepted > 0);
     }
@@ -269,7 +281,7 @@ TEST_MAIN({
       }
       if (i % 3 == 0) rs[i].num_draft_tokens = 0;
     }
-    CHECK(same_outputs(run(false, rs), run(true, rs)));
+    CHECK(same_outputs(run("", rs), run(dir, rs)));
   }
   // end_id and stop words end the output where the plain executor does, also when a guess ran past them.
   {
@@ -283,7 +295,7 @@ TEST_MAIN({
       b.output.exclude_input_from_output = true;
       rs.push_back(b);
     }
-    const Run plain = run(false, rs), spec = run(true, rs);
+    const Run plain = run("", rs), spec = run(dir, rs);
     CHECK(same_outputs(plain, spec));
     CHECK(spec.outcomes[0].reason == FinishReason::end_id && spec.outcomes[1].reason == FinishReason::stop_words);
   }
@@ -294,27 +306,27 @@ TEST_MAIN({
     chunked.max_num_tokens = 8;
     chunked.enable_chunked_context = true;
     ExecutorConfig plain_chunked = chunked;
-    CHECK(same_outputs(run(false, mixed_requests(16), plain_chunked), run(true, mixed_requests(16), chunked)));
+    CHECK(same_outputs(run("", mixed_requests(16), plain_chunked), run(dir, mixed_requests(16), chunked)));
     for (auto policy : {CapacitySchedulerPolicy::guaranteed_no_evict, CapacitySchedulerPolicy::max_utilization}) {
       ExecutorConfig small = config(4);
       small.policy = policy;
       small.max_tokens_in_paged_kv_cache = 96;
-      CHECK_MSG(same_outputs(run(false, mixed_requests(24), small), run(true, mixed_requests(24), small)), "policy %d",
+      CHECK_MSG(same_outputs(run("", mixed_requests(24), small), run(dir, mixed_requests(24), small)), "policy %d",
                 static_cast<int>(policy));
     }
     ExecutorConfig reuse = config(4);
     reuse.enable_kv_cache_reuse = true;
     std::vector<Request> twice = mixed_requests(12);
     twice.push_back(twice[2]);
-    CHECK(same_outputs(run(false, twice, reuse, /*alone=*/true), run(true, twice, reuse, /*alone=*/true)));
+    CHECK(same_outputs(run("", twice, reuse, /*alone=*/true), run(dir, twice, reuse, /*alone=*/true)));
   }
   // A cancel mid-draft frees both pools' blocks; the others go on to the plain outputs.
   {
     std::vector<Request> rs = mixed_requests(40);
     rs[0].streaming = true;
     rs[0].output.exclude_input_from_output = true;
-    const Run plain = run(false, rs);
-    const Run spec = run(true, rs, config(), false, [](Executor& e, const std::vector<RequestId>& ids) {
+    const Run plain = run("", rs);
+    const Run spec = run(dir, rs, config(), false, [](Executor& e, const std::vector<RequestId>& ids) {
       e.hold_iterations(3);
       CHECK(e.wait_until_held(test::kWait));
       CHECK(e.draft_kv_cache_stats().used_num_blocks > 0);
@@ -324,6 +336,13 @@ TEST_MAIN({
     CHECK(spec.outcomes[0].reason == FinishReason::cancelled);
     for (size_t i = 1; i < rs.size(); ++i) CHECK_MSG(spec.outcomes[i].tokens == plain.outcomes[i].tokens, "request %zu", i);
   }
+}
+
+}  // namespace
+
+TEST_MAIN({
+  check_heads(heads_dir());
+  check_heads(eagle3_dir());
   // Bad heads: each a load error naming the field or tensor and the values.
   {
     const std::string cfg = heads_dir() + "/config.json";
@@ -344,20 +363,95 @@ TEST_MAIN({
                  "fc.weight");
     CHECK_THROWS(heads(broken_copy(fixture_config_with("LlamaForCausalLM", "MistralForCausalLM"))),
                  "architecture MistralForCausalLM is not read");
-    CHECK_THROWS(heads(broken_copy(fixture_config_with("LlamaForCausalLM", "LlamaForCausalLMEagle3"))),
-                 "LlamaForCausalLMEagle3 is EAGLE-3, which is not read yet");
+    CHECK_THROWS(heads(broken_copy(fixture_config_with("LlamaForCausalLM", "Eagle3Speculator"))),
+                 "architecture Eagle3Speculator is not read; EAGLE-3 heads are read as LlamaForCausalLMEagle3");
+    CHECK_THROWS(heads(broken_copy(fixture_config_with("\"vocab_size\": 512", "\"vocab_size\": 512, \"draft_vocab_size\": 256"))),
+                 "draft_vocab_size is set (EAGLE-3) but the architecture is LlamaForCausalLM");
     const std::string pickle = test::make_temp_dir("eagle-pickle");
     std::filesystem::copy_file(cfg, pickle + "/config.json");
     std::ofstream(pickle + "/pytorch_model.bin") << "not read";
     CHECK_THROWS(heads(pickle), "has only pytorch_model.bin, a pickle, and pickles are not read; convert it once with");
     CHECK_THROWS(heads(check::repo_root + "/test/fixtures/no-such-heads"), "is not a directory");
   }
+  // Bad EAGLE-3 heads: each a load error naming the field or tensor and the numbers.
+  {
+    const std::string e3 = eagle3_dir();
+    auto with = [&](const std::string& from, const std::string& to) { return fixture_config_with(from, to, e3); };
+    auto edited = [&](const std::function<void(std::vector<TensorToWrite>&)>& edit) { return broken_copy("", edit, e3); };
+    auto tensor = [](std::vector<TensorToWrite>& ts, const std::string& name) -> TensorToWrite& {
+      for (TensorToWrite& t : ts)
+        if (t.name == name) return t;
+      CHECK_MSG(false, "the fixture has no %s", name.c_str());
+      return ts.front();
+    };
+    // fc over two layers' states where the config names three.
+    CHECK_THROWS(heads(edited([&](std::vector<TensorToWrite>& ts) {
+                   TensorToWrite& fc = tensor(ts, "fc.weight");
+                   fc.shape = {64, 128};
+                   fc.bytes.resize(64 * 128 * 2);
+                 })),
+                 "tensor 'fc.weight' has shape [64, 128], expected [64, 192]");
+    // Layer ids name layer outputs (-1: the embeddings): tiny-llama's are -1..1.
+    const std::string ids = "\"eagle_aux_hidden_state_layer_ids\": [\n      -1,\n      0,\n      1\n    ]";
+    CHECK_THROWS(heads(broken_copy(with(ids, "\"eagle_aux_hidden_state_layer_ids\": [0, 1, 2]"), nullptr, e3)),
+                 "eagle_config.eagle_aux_hidden_state_layer_ids is [0, 1, 2]: layer 2 is outside the model's -1..1 (id i: "
+                 "the residual stream after layer i; -1: the embeddings)");
+    CHECK_THROWS(heads(broken_copy(with(ids, "\"eagle_aux_hidden_state_layer_ids\": [-2, 0, 1]"), nullptr, e3)),
+                 "layer -2 is outside the model's -1..1");
+    // Without the ids: the default (2, L // 2, L - 3) does not fit a model of 2 layers.
+    CHECK_THROWS(heads(broken_copy(with("\"eagle_aux_hidden_state_layer_ids\"", "\"other_ids\""), nullptr, e3)),
+                 "no eagle_config.eagle_aux_hidden_state_layer_ids, and the default, the streams entering layers (2, L // "
+                 "2, L - 3) of the model's 2, is [2, 1, -1]: layer -1 is outside 0..2");
+    CHECK_THROWS(heads(broken_copy(with("\"draft_vocab_size\": 256", "\"draft_vocab_size\": 600"), nullptr, e3)),
+                 "draft_vocab_size 600 must be 1..512 (the model's vocab_size)");
+    CHECK_THROWS(heads(broken_copy(with("\"target_hidden_size\": 64", "\"target_hidden_size\": 4096"), nullptr, e3)),
+                 "target_hidden_size 4096 but the model's hidden_size is 64");
+    CHECK_THROWS(heads(broken_copy(with("\"num_hidden_layers\": 1", "\"num_hidden_layers\": 2"), nullptr, e3)),
+                 "num_hidden_layers 2; EAGLE-3 heads of one layer are read");
+    CHECK_THROWS(heads(edited([&](std::vector<TensorToWrite>& ts) {
+                   TensorToWrite& d2t = tensor(ts, "d2t");
+                   d2t.shape = {255};
+                   d2t.bytes.resize(255 * 8);
+                 })),
+                 "d2t is I64 [255]; the heads' draft_vocab_size 256 needs I64 [256]");
+    CHECK_THROWS(heads(edited([&](std::vector<TensorToWrite>& ts) {
+                   const int64_t far = 1000;
+                   std::memcpy(tensor(ts, "d2t").bytes.data() + 255 * 8, &far, 8);
+                 })),
+                 "d2t[255] = 1000 maps draft id 255 to 1255, outside the model's vocab_size 512");
+    CHECK_THROWS(heads(edited([&](std::vector<TensorToWrite>& ts) {
+                   ts.erase(std::remove_if(ts.begin(), ts.end(), [](const TensorToWrite& t) { return t.name == "midlayer.hidden_norm.weight"; }),
+                            ts.end());
+                 })),
+                 "midlayer.hidden_norm.weight");
+    CHECK_THROWS(heads(edited([&](std::vector<TensorToWrite>& ts) {
+                   ts.erase(std::remove_if(ts.begin(), ts.end(), [](const TensorToWrite& t) { return t.name == "d2t"; }), ts.end());
+                 })),
+                 "d2t");
+    CHECK_THROWS(heads(edited([&](std::vector<TensorToWrite>& ts) {
+                   TensorToWrite& q = tensor(ts, "midlayer.self_attn.q_proj.weight");
+                   q.shape = {64, 64};
+                   q.bytes.resize(64 * 64 * 2);
+                 })),
+                 "tensor 'midlayer.self_attn.q_proj.weight' has shape [64, 64], expected [64, 128]");
+    // The published layout under vLLM's names (layers.0. for midlayer.) reads the same heads.
+    const std::string renamed = edited([](std::vector<TensorToWrite>& ts) {
+      for (TensorToWrite& t : ts)
+        if (t.name.rfind("midlayer.", 0) == 0) t.name = "layers.0." + t.name.substr(9);
+    });
+    const Reference ref3 = reference(e3);
+    const Chain& chain = ref3.cases[0].chains[0];
+    std::vector<int32_t> tokens = ref3.cases[0].prompt;
+    tokens.insert(tokens.end(), ref3.cases[0].output.begin(),
+                  ref3.cases[0].output.begin() + (chain.tokens - static_cast<int32_t>(tokens.size())));
+    CHECK(guesses_by_hand(tokens, static_cast<int32_t>(chain.guesses.size()), renamed) == chain.guesses);
+  }
   // Refusals: a model that keeps no hidden states (the CUDA backend's), EAGLE beside Medusa heads.
   {
-    CHECK_THROWS(Executor(std::make_unique<KeepsNoHidden>(tiny_llama()), config(), heads()),
+    CHECK_THROWS(Executor(std::make_unique<KeepsNoHidden>(tiny_llama()), config(), heads(heads_dir())),
                  "EAGLE heads run on the CPU backend for now; on CUDA use --medusa-heads or --draft-model");
     std::unique_ptr<Model> m = tiny_llama();
     m->set_medusa_heads(test::lm_head_medusa_heads(model_dir(), 2));
-    CHECK_THROWS(Executor(std::move(m), config(), heads()), "one drafter guesses at a time");
+    CHECK_THROWS(Executor(std::move(m), config(), heads(heads_dir())), "one drafter guesses at a time");
   }
 })

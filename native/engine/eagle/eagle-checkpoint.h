@@ -7,8 +7,13 @@
 // fc([embed(t_{i+1}); feature_i]) enters the layers at position i (layer 0 without an input norm), and with no final
 // norm the output goes through the model's own LM head to guess t_{i+2}; a guess's output is the next position's
 // feature. The embedding and LM head are the model's (read from its checkpoint); an `embed_tokens.weight` in the
-// heads' file is left unread, as vLLM leaves it. EAGLE-3 heads (LlamaForCausalLMEagle3: fc over three layers'
-// hidden states, a vocabulary of their own) are refused by name.
+// heads' file is left unread, as vLLM leaves it.
+// EAGLE-3 heads (LlamaForCausalLMEagle3, Li et al., 2025; the layout EAGLE-3 publishes, read alike by vLLM's
+// llama_eagle3.py and SGLang's): slot i reads t_{i+1} and, where the model computed position i, fc of three of the
+// model's residual streams ([low; mid; high]: after the layers eagle_config.eagle_aux_hidden_state_layer_ids names,
+// as SGLang and TensorRT-LLM read it, or entering layers (2, L // 2, L - 3)); the one layer (`midlayer.`) feeds q/k/v [input_layernorm(embed(t)); hidden_norm(h)] with h as
+// the residual, its final norm and LM head over draft_vocab_size ids guess (d2t maps a draft id to the model's:
+// id + d2t[id]), and a guess's slot reads the draft's own output before its final norm instead of fc's.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -8,7 +8,10 @@
 // hidden state at position i (Sequence::eagle_features, kept from the model's passes): it catches up on the
 // positions the model has computed, its last slot's output gives the first guess, and each guess is fed back with
 // the draft's own output as its feature. Slots fed with guesses are never kept (draft_computed stays at the model's
-// positions): the model's own features for them arrive with the pass that checks the guesses.
+// positions): the model's own features for them arrive with the pass that checks the guesses. EAGLE-3 heads read
+// the model's residual streams of three layers instead (eagle_feature_width floats a position, through their fc),
+// and a guess's slot still reads the draft's own output (hidden wide): catch-up and guess passes never mix, so each
+// pass's features have one width.
 #include <algorithm>
 #include <utility>
 
@@ -46,8 +49,8 @@ bool Executor::Impl::eagle_may_draft(const Sequence& s) const {
 
 void Executor::Impl::keep_eagle_features(Sequence& s, const SequenceChunk& c, size_t first_row) {
   if (!eagle_may_draft(s) || s.is_finished()) return;
-  const auto H = static_cast<size_t>(model_config.hidden_size);
-  const int64_t kept = static_cast<int64_t>(s.eagle_features.size() / H);
+  const auto F = static_cast<size_t>(eagle_feature_width);
+  const int64_t kept = static_cast<int64_t>(s.eagle_features.size() / F);
   const int64_t rows = s.num_computed - c.past_len;  // positions this pass computed for good
   const int64_t have = c.all_logits ? static_cast<int64_t>(c.tokens.size()) : 1;
   int64_t total = 0;
@@ -59,8 +62,8 @@ void Executor::Impl::keep_eagle_features(Sequence& s, const SequenceChunk& c, si
     s.eagle_features.clear();
     return;
   }
-  const float* from = hidden + first_row * H;
-  s.eagle_features.insert(s.eagle_features.end(), from, from + static_cast<size_t>(rows) * H);
+  const float* from = hidden + first_row * F;
+  s.eagle_features.insert(s.eagle_features.end(), from, from + static_cast<size_t>(rows) * F);
 }
 
 std::vector<std::vector<int32_t>> Executor::Impl::draft_model_guesses(const IterationBatch& b,
@@ -69,7 +72,8 @@ std::vector<std::vector<int32_t>> Executor::Impl::draft_model_guesses(const Iter
   std::vector<int32_t> room(asks.size(), 0);
   const int32_t max_pos = draft_model->config().max_position_embeddings;
   const SampleOn pick = draft_model->samples_on_device() ? SampleOn::device_argmax : SampleOn::host;
-  const auto H = static_cast<size_t>(model_config.hidden_size);
+  const auto H = static_cast<size_t>(model_config.hidden_size);  // a guess's feature: the draft's own output
+  const auto F = static_cast<size_t>(eagle_feature_width);        // a position the model computed
   // The positions the draft computes from the sequence itself: every token for a draft model; for EAGLE those the
   // model has computed (slot i reads token i + 1 and the model's feature of position i).
   const int32_t shift = eagle ? 1 : 0;
@@ -90,7 +94,7 @@ std::vector<std::vector<int32_t>> Executor::Impl::draft_model_guesses(const Iter
     const int32_t n = known(s);
     room[k] = max_pos > 0 ? std::min(asks[k].room, max_pos - n + 1) : asks[k].room;
     if (eagle) {  // the model's features must cover every position the draft has not computed
-      if (s.draft_computed >= n || s.draft_computed + static_cast<int64_t>(s.eagle_features.size() / H) != n) continue;
+      if (s.draft_computed >= n || s.draft_computed + static_cast<int64_t>(s.eagle_features.size() / F) != n) continue;
     } else {
       s.draft_computed = std::min(s.draft_computed, n - 1);
     }
@@ -100,13 +104,14 @@ std::vector<std::vector<int32_t>> Executor::Impl::draft_model_guesses(const Iter
   // Catch-up passes, within an iteration's token budget each; a sequence's last one gives its first guess.
   std::vector<SequenceChunk> chunks;
   std::vector<size_t> who;
-  std::vector<float> features;  // EAGLE: the pass's feature rows, in chunk order
+  std::vector<float> features;  // EAGLE: the pass's feature rows, in chunk order (F wide catching up, H guessing)
+  size_t width = F;
   std::vector<float> last(eagle ? asks.size() * H : 0);  // EAGLE: each sequence's last output, its next feature
   ForwardOutput fo;
   const int32_t vocab = vocab_size;
   // The draft's pass over `chunks`; EAGLE keeps each chunk's last output row for its next guess.
   auto run = [&] {
-    if (eagle) draft_model->set_input_features(features.data());
+    if (eagle) draft_model->set_input_features(features.data(), static_cast<int64_t>(width));
     draft_model->forward(chunks, fo);
     if (!eagle) return;
     int64_t rows = 0;
@@ -132,7 +137,7 @@ std::vector<std::vector<int32_t>> Executor::Impl::draft_model_guesses(const Iter
       chunks.push_back(chunk_of(s, {from, from + take}, s.draft_computed));
       who.push_back(k);
       if (eagle) {
-        const auto rows = s.eagle_features.begin() + static_cast<std::ptrdiff_t>(take * H);
+        const auto rows = s.eagle_features.begin() + static_cast<std::ptrdiff_t>(take * F);
         features.insert(features.end(), s.eagle_features.begin(), rows);
         s.eagle_features.erase(s.eagle_features.begin(), rows);
       }
@@ -150,6 +155,7 @@ std::vector<std::vector<int32_t>> Executor::Impl::draft_model_guesses(const Iter
     pending = std::move(later);
   }
   // Each guess fed back for the next, one token per sequence a pass (EAGLE: with the draft's own last output).
+  width = H;
   for (size_t j = 1;; ++j) {
     chunks.clear();
     who.clear();

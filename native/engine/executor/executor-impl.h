@@ -88,6 +88,9 @@ struct Executor::Impl {
   // activations and its KV pool).
   std::unique_ptr<Model> draft_model;
   bool eagle = false;  // the draft is EAGLE heads (Model::takes_features): it reads the model's final hidden states
+  // Floats of the model's a position the EAGLE draft reads (Sequence::eagle_features): hidden, or EAGLE-3's
+  // feature_layers() * hidden.
+  int64_t eagle_feature_width = 0;
   int32_t medusa_heads = 0;  // the model's Medusa heads (Model::medusa_heads): they guess when > 0
   // The candidates a step checks (ExecutorConfig::medusa_choices or default_medusa_choices), as a tree where the
   // model takes token trees; else the chain of each head's first choice.

@@ -82,12 +82,15 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config, s
     require_config(!m.draft_model->on_device() || m.model->on_device(),
                    "the draft model is on the GPU but the model is not; load both on one device");
     m.eagle = m.draft_model->takes_features();
-    if (m.eagle) {  // EAGLE heads read the model's final hidden states: the model must keep them (or say why not)
+    if (m.eagle) {  // EAGLE heads read the model's final hidden states (EAGLE-3: some layers' residual streams): the
+                    // model must keep them (or say why not)
       require_config(dc.hidden_size == mc.hidden_size && dc.vocab_size == mc.vocab_size,
                      "the EAGLE heads' hidden_size " + std::to_string(dc.hidden_size) + " and vocab_size " +
                          std::to_string(dc.vocab_size) + " are not the model's " + std::to_string(mc.hidden_size) +
                          " and " + std::to_string(mc.vocab_size));
-      m.model->keep_final_hidden();
+      const std::vector<int32_t> layers = m.draft_model->feature_layers();
+      m.model->keep_final_hidden(layers);
+      m.eagle_feature_width = mc.hidden_size * std::max<int64_t>(1, static_cast<int64_t>(layers.size()));
     }
   }
   m.medusa_heads = m.model->medusa_heads();

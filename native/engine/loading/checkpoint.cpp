@@ -122,7 +122,7 @@ void Checkpoint::read_f32_into(const std::string& name, const std::vector<int64_
     throw EngineError(ErrorCode::bad_checkpoint, "tensor '" + name + "' has shape " + shape_to_string(t.shape) +
                                                      ", expected " + shape_to_string(expected_shape) + " (in " +
                                                      source_ + ")");
-  if (t.dtype == DType::unsupported)
+  if (t.dtype != DType::f32 && t.dtype != DType::f16 && t.dtype != DType::bf16 && t.dtype != DType::f8_e4m3)
     throw EngineError(ErrorCode::bad_checkpoint, "tensor '" + name + "' has dtype " + t.dtype_name +
                                                      ", which is not supported (F32, F16, BF16, F8_E4M3)");
   if (!slice) {

@@ -22,6 +22,8 @@ DType parse_dtype(const std::string& s) {
   if (s == "F16") return DType::f16;
   if (s == "BF16") return DType::bf16;
   if (s == "F8_E4M3") return DType::f8_e4m3;
+  if (s == "I64") return DType::i64;
+  if (s == "BOOL") return DType::boolean;
   return DType::unsupported;
 }
 
@@ -40,6 +42,8 @@ const char* dtype_label(DType d) {
     case DType::f16: return "F16";
     case DType::bf16: return "BF16";
     case DType::f8_e4m3: return "F8_E4M3";
+    case DType::i64: return "I64";
+    case DType::boolean: return "BOOL";
     default: return "?";
   }
 }
@@ -63,6 +67,8 @@ size_t dtype_size(DType dtype) {
     case DType::f16: return 2;
     case DType::bf16: return 2;
     case DType::f8_e4m3: return 1;
+    case DType::i64: return 8;
+    case DType::boolean: return 1;
     default: return 0;
   }
 }

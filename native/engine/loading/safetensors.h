@@ -10,8 +10,9 @@
 
 namespace engine {
 
-// f8_e4m3: FP8 weights, read raw (quant/fp8-checkpoint.h applies their scales).
-enum class DType { f32, f16, bf16, f8_e4m3, unsupported };
+// f8_e4m3: FP8 weights, read raw (quant/fp8-checkpoint.h applies their scales). i64, boolean: index tensors read
+// raw (EAGLE-3's d2t, t2d), never as weights.
+enum class DType { f32, f16, bf16, f8_e4m3, i64, boolean, unsupported };
 
 struct TensorInfo {
   std::string name;

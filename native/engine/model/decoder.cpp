@@ -38,6 +38,11 @@ DecoderModel::DecoderModel(ModelConfig config, DecoderSpec spec, DecoderWeights 
     throw EngineError(ErrorCode::internal, "decoder got " + std::to_string(w_.layers.size()) +
                                                " layers of weights for a stage of " + std::to_string(num_layers_));
   keep_hidden_ = !w_.fc.w.empty();  // an EAGLE draft's output is its next guess's feature
+  if (!w_.lm_head_ids.empty() &&
+      static_cast<int64_t>(w_.lm_head.size()) != static_cast<int64_t>(w_.lm_head_ids.size()) * config_.hidden_size)
+    throw EngineError(ErrorCode::internal, "decoder got " + std::to_string(w_.lm_head_ids.size()) +
+                                               " LM head ids for an LM head of " +
+                                               std::to_string(w_.lm_head.size() / config_.hidden_size) + " rows");
   if (spec_.rope) inv_freq_ = cpu::rope_inv_freq(config_.head_dim, config_.rope_theta, config_.rope_scaling);
   if (spec_.rope && config_.rope_scaling.longrope())
     inv_freq_long_ = cpu::rope_inv_freq(config_.head_dim, config_.rope_theta, config_.rope_scaling, true);
@@ -104,8 +109,10 @@ void DecoderModel::copy_kv_block(int32_t src, int32_t dst) {
 size_t DecoderModel::weight_bytes() const {
   size_t n = w_.embed.size() + w_.pos_embed.size() + w_.lm_head.size() + w_.final_norm.w.size() +
              w_.final_norm.b.size() + w_.fc.w.size() + w_.fc.b.size();
+  n += w_.lm_head_ids.size();  // (int32, as a float)
   for (const auto& l : w_.layers) {
-    for (const Norm* nm : {&l.attn_norm, &l.mlp_norm, &l.q_norm, &l.k_norm, &l.post_attn_norm, &l.post_mlp_norm})
+    for (const Norm* nm :
+         {&l.attn_norm, &l.hidden_norm, &l.mlp_norm, &l.q_norm, &l.k_norm, &l.post_attn_norm, &l.post_mlp_norm})
       n += nm->w.size() + nm->b.size();
     for (const Linear* li : {&l.qkv, &l.o, &l.up, &l.down, &l.moe.router, &l.moe.shared.up, &l.moe.shared.down,
                              &l.moe.shared_gate})
@@ -186,15 +193,26 @@ void DecoderModel::set_medusa_heads(std::shared_ptr<const MedusaHeads> heads) {
   keep_hidden_ = keep_hidden_ || medusa_ != nullptr;
 }
 
-void DecoderModel::keep_final_hidden() {
+void DecoderModel::keep_final_hidden(const std::vector<int32_t>& aux_layers) {
   if (pp_.size() > 1)
     throw EngineError(ErrorCode::unsupported, "EAGLE heads (--eagle-heads) read the model's final hidden states on the "
                                               "leading rank, and with pp " + std::to_string(pp_.size()) +
                                                   " they are on the last stage; use --medusa-heads or --draft-model");
-  keep_hidden_ = true;
+  for (int32_t l : aux_layers)
+    if (l < 0 || l > num_layers_)
+      throw EngineError(ErrorCode::unsupported, "EAGLE-3 heads read layer " + std::to_string(l) +
+                                                    "'s hidden states; the model has layers 0.." +
+                                                    std::to_string(num_layers_ - 1) + " (and " +
+                                                    std::to_string(num_layers_) + ": after the last)");
+  aux_layers_ = aux_layers;
+  keep_hidden_ = keep_hidden_ || aux_layers_.empty();  // (the aux rows are kept by run_layers)
 }
 
 const float* DecoderModel::final_hidden(int64_t& rows) const {
+  if (!aux_layers_.empty()) {
+    rows = static_cast<int64_t>(aux_hidden_.size() / aux_layers_.size()) / config_.hidden_size;
+    return aux_hidden_.data();
+  }
   rows = static_cast<int64_t>(final_hidden_.size()) / config_.hidden_size;
   return final_hidden_.data();
 }
@@ -255,20 +273,72 @@ void DecoderModel::mix_features(float* x, int64_t T) {
   if (input_features_ == nullptr)
     throw EngineError(ErrorCode::internal, "an EAGLE draft's forward() without its feature rows (set_input_features)");
   const int64_t H = config_.hidden_size;
+  const float* features = input_features_;
+  const int64_t width = input_width_;
+  input_features_ = nullptr;
+  if (eagle3_draft()) {
+    // EAGLE-3: the embeddings join the layer's input later ([attn_norm(e); hidden_norm(x)]), x is the model's
+    // residual streams through fc (a slot the model computed) or the draft's own output (a guess's slot).
+    std::copy_n(x, T * H, grow(eagle_embed_, T * H));
+    if (width == w_.fc.in)
+      linear(w_.fc, features, T, x, false);
+    else if (width == H)
+      std::copy_n(features, T * H, x);
+    else
+      throw EngineError(ErrorCode::internal, "an EAGLE-3 draft's feature rows are " + std::to_string(width) +
+                                                 " wide; fc takes " + std::to_string(w_.fc.in) + ", a guess " +
+                                                 std::to_string(H));
+    return;
+  }
+  if (width != H)
+    throw EngineError(ErrorCode::internal, "an EAGLE draft's feature rows are " + std::to_string(width) +
+                                               " wide, not the hidden size " + std::to_string(H));
   float* in = grow(fc_in_, T * 2 * H);
   for (int64_t r = 0; r < T; ++r) {  // [embedding; feature], embedding first (EAGLE's torch.cat order)
     std::memcpy(in + r * 2 * H, x + r * H, sizeof(float) * static_cast<size_t>(H));
-    std::memcpy(in + r * 2 * H + H, input_features_ + r * H, sizeof(float) * static_cast<size_t>(H));
+    std::memcpy(in + r * 2 * H + H, features + r * H, sizeof(float) * static_cast<size_t>(H));
   }
-  input_features_ = nullptr;
   linear(w_.fc, in, T, x, false);
+}
+
+const float* DecoderModel::eagle3_layer_input(const DecoderLayerWeights& lw, const float* x, int64_t T) {
+  const int64_t H = config_.hidden_size;
+  float* e = grow(eagle_norm_, T * H);
+  float* h = grow(xn_, T * H);
+  norm(lw.attn_norm, eagle_embed_.data(), e, T);
+  norm(lw.hidden_norm, x, h, T);
+  float* in = grow(fc_in_, T * 2 * H);
+  for (int64_t r = 0; r < T; ++r) {  // [embedding; hidden], embedding first (EAGLE-3's torch.cat order)
+    std::memcpy(in + r * 2 * H, e + r * H, sizeof(float) * static_cast<size_t>(H));
+    std::memcpy(in + r * 2 * H + H, h + r * H, sizeof(float) * static_cast<size_t>(H));
+  }
+  return in;
+}
+
+void DecoderModel::keep_aux_rows(int32_t layer, const float* x, int64_t R, bool compacted) {
+  const int64_t H = config_.hidden_size, n = static_cast<int64_t>(aux_layers_.size());
+  for (int64_t j = 0; j < n; ++j) {
+    if (aux_layers_[static_cast<size_t>(j)] != layer) continue;
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t from = compacted ? r : batch_.out_rows[static_cast<size_t>(r)];
+      std::memcpy(aux_hidden_.data() + (r * n + j) * H, x + from * H, sizeof(float) * static_cast<size_t>(H));
+    }
+  }
 }
 
 void DecoderModel::lm_head(const float* xn, int64_t rows, ForwardOutput& out) {
   const int64_t H = config_.hidden_size, V = config_.vocab_size;
   const float* head = w_.lm_head.empty() ? w_.embed.data() : w_.lm_head.data();
   out.logits.resize(static_cast<size_t>(rows * V));
-  if (keep_hidden_) final_hidden_.assign(xn, xn + rows * H);  // for Medusa or EAGLE heads, after the executor's draws
+  if (!w_.lm_head_ids.empty()) {  // EAGLE-3's own vocabulary: each row's logit lands on its target id
+    const int64_t Vd = static_cast<int64_t>(w_.lm_head_ids.size());
+    float* local = grow(lm_head_local_, static_cast<size_t>(rows * Vd));
+    cpu::gemm_xwt(rows, Vd, H, xn, H, head, local, Vd, false);
+    std::fill(out.logits.begin(), out.logits.end(), -std::numeric_limits<float>::infinity());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < Vd; ++i) out.logits[static_cast<size_t>(r * V + w_.lm_head_ids[i])] = local[r * Vd + i];
+    return;
+  }
   if (tp_.size() == 1) {
     cpu::gemm_xwt(rows, V, H, xn, H, head, out.logits.data(), V, false);
     return;
@@ -381,6 +451,12 @@ void DecoderModel::run_stage(const std::vector<SequenceChunk>& chunks, ForwardOu
   }
   float* xn = grow(xn_, T * H);
   norm(w_.final_norm, x, xn, R);
+  // Kept for Medusa or EAGLE heads, after the executor's draws: the rows after the final norm, or an EAGLE-3
+  // draft's before it (its next guess's feature, as EAGLE-3 feeds back).
+  if (keep_hidden_) {
+    const float* kept = eagle3_draft() ? x : xn;
+    final_hidden_.assign(kept, kept + R * H);
+  }
   lm_head(xn, R, out);
   soft_cap(out.logits.data(), out.logits.size(), config_.final_softcap);
   // The leader (stage 0, tp rank 0) schedules and samples: the last stage's tp rank 0 (same pp group) sends it
@@ -420,13 +496,16 @@ void DecoderModel::run_layers(float* x, int64_t T, int64_t R) {
     cos_t = c;
     sin_t = sn;
   }
+  if (!aux_layers_.empty()) aux_hidden_.resize(static_cast<size_t>(R) * aux_layers_.size() * config_.hidden_size);
   for (int32_t l = 0; l < num_layers_; ++l) {
     // Past the model's last attention only rows that produce logits matter (K/V of every token are written by
     // then), so the last layer's out projection and MLP run on those rows alone.
     const bool last = layout_.last_stage() && l == num_layers_ - 1;
+    if (!aux_layers_.empty()) keep_aux_rows(l, x, R, false);
     attention_block(l, x, T, last ? R : -1, cos_t, sin_t);
     mlp_block(l, x, last ? R : T, last);
   }
+  if (!aux_layers_.empty()) keep_aux_rows(num_layers_, x, R, true);
 }
 
 void DecoderModel::attention_block(int32_t l, float* x, int64_t T, int64_t logit_rows, const float* cos_t,
@@ -445,9 +524,13 @@ void DecoderModel::attention_block(int32_t l, float* x, int64_t T, int64_t logit
   const cpu::AttentionScores how{attention_scale(config_), config_.attn_softcap,
                                  config_.window_of(layout_.layer_begin + l)};
 
-  norm(lw.attn_norm, x, xn, T);
-  linear(lw.qkv, xn, T, qkv, false);
-  add_lora({l, LoraTarget::qkv, lora_row_slots(false)}, xn, H, T, qkv, qkv_w);
+  const float* in = xn;
+  if (lw.hidden_norm.w.empty())
+    norm(lw.attn_norm, x, xn, T);
+  else
+    in = eagle3_layer_input(lw, x, T);
+  linear(lw.qkv, in, T, qkv, false);
+  add_lora({l, LoraTarget::qkv, lora_row_slots(false)}, in, lw.qkv.in, T, qkv, qkv_w);
   if (!lw.q_norm.w.empty()) {
     cpu::head_rms_norm(qkv, T, qkv_w, num_heads_, hd, lw.q_norm.w.data(), config_.norm_eps);
     cpu::head_rms_norm(qkv + q_dim_, T, qkv_w, num_kv_heads_, hd, lw.k_norm.w.data(), config_.norm_eps);

@@ -59,6 +59,9 @@ struct MoeWeights {
 // Row-parallel biases (o, down) are held by tp rank 0 only, so the all-reduce adds them once.
 struct DecoderLayerWeights {
   Norm attn_norm;
+  // EAGLE-3's layer: the norm of the hidden input, beside attn_norm's of the token's embedding; q/k/v then read
+  // [attn_norm(embedding); hidden_norm(x)] ([.., 2 * hidden]) and the residual is x. Empty: none.
+  Norm hidden_norm;
   Linear qkv;   // [q_dim + 2 * kv_dim, hidden]: q rows, then k, then v (one GEMM for all three)
   Norm q_norm, k_norm;  // [head_dim], applied to every query / key head before rope (Qwen3); empty: none
   Linear o;     // [hidden, q_dim]
@@ -79,8 +82,13 @@ struct DecoderWeights {
   Norm final_norm;               // last stage only; empty weight: none (an EAGLE draft)
   std::vector<float> lm_head;    // [vocab_local, hidden]; last stage only; empty: tied to embed (pp == 1)
   // An EAGLE draft (eagle/eagle-checkpoint.h): the layers' input is fc([embedding; feature]) of each token; empty:
-  // the embedding alone.
-  Linear fc;                     // [hidden, 2 * hidden]
+  // the embedding alone. EAGLE-3 (layers[0].hidden_norm set): fc([aux_0; aux_1; aux_2]) of the model's residual
+  // streams entering `fc_layers`, or a guess's feature as it is.
+  Linear fc;                     // [hidden, 2 * hidden]; EAGLE-3: [hidden, fc_layers.size() * hidden]
+  std::vector<int32_t> fc_layers;  // EAGLE-3: the model's layers fc reads (Model::feature_layers)
+  // EAGLE-3's LM head over its own vocabulary: row i's target token id (d2t applied); the logits of the other ids
+  // are -inf. Empty: row i is token i.
+  std::vector<int32_t> lm_head_ids;  // [lm_head rows]
 };
 
 struct DecoderSpec {
@@ -129,10 +137,14 @@ class DecoderModel : public Model {
   }
   bool serves_head_guesses() const override { return pp_.size() > 1 && layout_.last_stage() && tp_.rank() == 0; }
   void head_guesses(const std::vector<int32_t>& rows, std::vector<int32_t>& out) override;
-  void keep_final_hidden() override;
+  void keep_final_hidden(const std::vector<int32_t>& aux_layers) override;
   const float* final_hidden(int64_t& rows) const override;
   bool takes_features() const override { return !w_.fc.w.empty(); }
-  void set_input_features(const float* rows) override { input_features_ = rows; }
+  std::vector<int32_t> feature_layers() const override { return w_.fc_layers; }
+  void set_input_features(const float* rows, int64_t width) override {
+    input_features_ = rows;
+    input_width_ = width;
+  }
 
  private:
   void validate(const std::vector<SequenceChunk>& chunks) const;
@@ -152,8 +164,15 @@ class DecoderModel : public Model {
   // Each row's slot for the rows a layer computes: all T token rows, or the last layer's R logit rows.
   const int32_t* lora_row_slots(bool logit_rows_only) const;
   void embed(const std::vector<SequenceChunk>& chunks, const int32_t* positions, float* x);
-  // An EAGLE draft: x[T, hidden] (the tokens' embeddings) becomes fc([embedding; feature]) of each row.
+  // An EAGLE draft: x[T, hidden] (the tokens' embeddings) becomes fc([embedding; feature]) of each row; EAGLE-3's,
+  // fc(feature) or the feature itself (a guess's), with the embeddings kept in eagle_embed_ for its layer.
   void mix_features(float* x, int64_t T);
+  // EAGLE-3's layer input: [attn_norm(embedding); hidden_norm(x)] of the T rows, [T, 2 * hidden].
+  const float* eagle3_layer_input(const DecoderLayerWeights& lw, const float* x, int64_t T);
+  // The model an EAGLE-3 draft reads: x's rows that will produce logits (all T rows, `compacted`: the first R) as
+  // the residual stream entering `layer` (num_layers: after the last), into each aux_hidden_ slot it fills.
+  void keep_aux_rows(int32_t layer, const float* x, int64_t R, bool compacted);
+  bool eagle3_draft() const { return !w_.layers.empty() && !w_.layers[0].hidden_norm.w.empty(); }
   void lm_head(const float* xn, int64_t rows, ForwardOutput& out);
   // The stage's layers over the T token rows of x ([T, hidden], updated in place); the model's last layer leaves
   // only the R logit rows in x's first R rows.
@@ -243,8 +262,15 @@ class DecoderModel : public Model {
   std::vector<float> medusa_scratch_;
   std::vector<float> final_hidden_, medusa_rows_;  // [logit rows, hidden]: the last forward's; the rows asked
   bool keep_hidden_ = false;  // final_hidden_ kept for Medusa or EAGLE heads
+  // EAGLE-3 heads read these layers' residual streams (keep_final_hidden): the last forward's logit rows of each,
+  // side by side, [logit rows, aux_layers_.size() * hidden]; final_hidden() returns them.
+  std::vector<int32_t> aux_layers_;
+  std::vector<float> aux_hidden_;
   const float* input_features_ = nullptr;  // an EAGLE draft's for the next forward (set_input_features)
-  std::vector<float> fc_in_;  // [n_tokens, 2 * hidden]: [embedding; feature] rows
+  int64_t input_width_ = 0;                // floats per row of input_features_
+  std::vector<float> fc_in_;  // [n_tokens, 2 * hidden]: [embedding; feature] rows (EAGLE-3: its layer's input)
+  std::vector<float> eagle_embed_, eagle_norm_;  // EAGLE-3: [n_tokens, hidden] the embeddings; a normed copy
+  std::vector<float> lm_head_local_;             // EAGLE-3: [logit rows, lm_head rows]
 };
 
 }  // namespace engine

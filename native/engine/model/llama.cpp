@@ -15,9 +15,9 @@ void plus_one(std::vector<float>& w) {
 }
 
 // Reads this rank's [q; k; v] rows (its heads, its kv heads) and biases into one fused projection so attention
-// inputs take a single GEMM.
-Linear read_qkv(WeightReader& r, const std::string& p, const ModelConfig& c, const ParallelLayout& pl) {
-  const int64_t H = c.hidden_size, hd = c.head_dim;
+// inputs take a single GEMM. H: the input width (the hidden size; twice it in EAGLE-3's layer).
+Linear read_qkv(WeightReader& r, const std::string& p, const ModelConfig& c, const ParallelLayout& pl, int64_t H) {
+  const int64_t hd = c.head_dim;
   const int64_t q = int64_t{c.num_heads} * hd, kv = int64_t{c.num_kv_heads} * hd;
   const TensorSlice qs = rows_of(pl.head_begin * hd, pl.head_end * hd);
   const TensorSlice kvs = rows_of(pl.kv_head_begin * hd, pl.kv_head_end * hd);
@@ -83,11 +83,13 @@ DecoderWeights read_llama_weights(const ModelConfig& c, WeightReader& r, const P
   if (pl.first_stage() && !names.eagle)
     w.embed = r.read_rows_padded("model.embed_tokens.weight", V, H, pl.vocab_begin, pl.vocab_end);
   for (int32_t i = pl.layer_begin; i < pl.layer_end; ++i) {
-    const std::string p = (names.eagle ? names.prefix : std::string("model.")) + "layers." + std::to_string(i) + ".";
+    const std::string p = names.eagle3 ? names.prefix + names.layer
+                          : (names.eagle ? names.prefix : std::string("model.")) + "layers." + std::to_string(i) + ".";
     DecoderLayerWeights lw;
-    // (EAGLE's first layer takes fc's output as it is: no input norm)
-    if (!names.eagle || i > 0) lw.attn_norm.w = r.read(p + "input_layernorm.weight", {H});
-    lw.qkv = read_qkv(r, p + "self_attn.", c, pl);
+    // (EAGLE's first layer takes fc's output as it is: no input norm; EAGLE-3's norms the embedding with it)
+    if (!names.eagle || i > 0 || names.eagle3) lw.attn_norm.w = r.read(p + "input_layernorm.weight", {H});
+    if (names.eagle3) lw.hidden_norm.w = r.read(p + "hidden_norm.weight", {H});
+    lw.qkv = read_qkv(r, p + "self_attn.", c, pl, names.eagle3 ? 2 * H : H);
     if (c.qk_norm) {
       lw.q_norm.w = r.read(p + "self_attn.q_norm.weight", {hd});
       lw.k_norm.w = r.read(p + "self_attn.k_norm.weight", {hd});

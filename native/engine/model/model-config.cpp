@@ -407,7 +407,9 @@ int32_t kv_release_window(const std::vector<int32_t>& layer_window, int32_t num_
   return widest;
 }
 
-ModelConfig load_model_config(const std::string& checkpoint_dir) {
+ModelConfig load_model_config(const std::string& checkpoint_dir) { return load_model_config(checkpoint_dir, ""); }
+
+ModelConfig load_model_config(const std::string& checkpoint_dir, const std::string& architecture) {
   const std::string path = checkpoint_dir + "/config.json";
   if (!file_exists(path)) throw EngineError(ErrorCode::not_found, "config.json not found: " + path);
   json::Value doc = json::parse_file(path);
@@ -429,7 +431,7 @@ ModelConfig load_model_config(const std::string& checkpoint_dir) {
       throw EngineError(ErrorCode::bad_checkpoint, path + " lacks required field 'architectures'");
   }
   const std::string& a = c.architecture_name;
-  const Family* fam = family_named(a);
+  const Family* fam = family_named(architecture.empty() ? a : architecture);
   if (fam == nullptr)
     throw EngineError(ErrorCode::unsupported, "architecture '" + a + "' in config.json is not supported; supported: " +
                                                   supported_architectures());

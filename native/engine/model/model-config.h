@@ -114,5 +114,8 @@ inline int32_t sequence_window_cap(int32_t server, int32_t request) { return eff
 // Parses <dir>/config.json and, when present, <dir>/generation_config.json.
 // Throws EngineError(not_found | bad_checkpoint | unsupported) naming the file, field and value.
 ModelConfig load_model_config(const std::string& checkpoint_dir);
+// The same, read as the family `architecture` names whatever config.json's architectures say (EAGLE-3 heads:
+// LlamaForCausalLMEagle3 is a LlamaConfig, read as LlamaForCausalLM; architecture_name stays as the file has it).
+ModelConfig load_model_config(const std::string& checkpoint_dir, const std::string& architecture);
 
 }  // namespace engine

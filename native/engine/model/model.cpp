@@ -25,7 +25,7 @@ void Model::set_medusa_heads(std::shared_ptr<const MedusaHeads> heads) {
                                                 "): this backend does not run them; use the CPU backend (--device cpu)");
 }
 
-void Model::keep_final_hidden() {
+void Model::keep_final_hidden(const std::vector<int32_t>&) {
   throw EngineError(ErrorCode::unsupported, "EAGLE heads run on the CPU backend for now; on CUDA use --medusa-heads or "
                                             "--draft-model");
 }
@@ -35,7 +35,7 @@ const float* Model::final_hidden(int64_t& rows) const {
   throw EngineError(ErrorCode::internal, "final_hidden on a model that keeps no hidden states");
 }
 
-void Model::set_input_features(const float*) {
+void Model::set_input_features(const float*, int64_t) {
   throw EngineError(ErrorCode::internal, "set_input_features on a model that is not an EAGLE draft");
 }
 

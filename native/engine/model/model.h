@@ -222,14 +222,21 @@ class Model {
   // EAGLE heads (eagle/eagle-checkpoint.h). A model an EAGLE draft reads from keeps, once asked (before the first
   // forward(), on the rank that drives it), each forward()'s hidden states after the final norm, one row per logits
   // row (numbered as head_guesses' rows), until the next forward(); models and layouts that cannot throw
-  // unsupported, saying why. final_hidden: those rows, [rows, hidden].
-  virtual void keep_final_hidden();
+  // unsupported, saying why. final_hidden: those rows, [rows, hidden]. With aux_layers (EAGLE-3's
+  // feature_layers()) each row is instead the residual stream entering each listed layer (0: the embeddings;
+  // num_hidden_layers: the last layer's output, before the final norm), side by side in list order,
+  // [rows, aux_layers.size() * hidden].
+  virtual void keep_final_hidden(const std::vector<int32_t>& aux_layers);
   virtual const float* final_hidden(int64_t& rows) const;
   // An EAGLE draft: each forward() reads, beside each token, a feature row (the model's hidden state at that
   // position, or the draft's own output for a guess), set just before it: [tokens of the pass in chunk order,
-  // hidden]. Its final_hidden() is its output before the LM head, a guess's next feature.
+  // width] (EAGLE-1/2: width hidden; EAGLE-3: the model's feature_layers().size() * hidden where the model
+  // computed the position, hidden for a guess's). Its final_hidden() is its output before the LM head (EAGLE-3:
+  // before its final norm), a guess's next feature.
   virtual bool takes_features() const { return false; }
-  virtual void set_input_features(const float* rows);
+  // The model's layers an EAGLE-3 draft reads (keep_final_hidden's aux_layers); empty: its final hidden states.
+  virtual std::vector<int32_t> feature_layers() const { return {}; }
+  virtual void set_input_features(const float* rows, int64_t width);
 
  protected:
   // Runs the prep the executor set, at most once per forward() (a model that samples on its device calls it).

@@ -53,7 +53,7 @@ class LeaderModel : public Model {
   int32_t medusa_heads() const override { return remote_heads_ > 0 ? remote_heads_ : inner_->medusa_heads(); }
   void head_guesses(const std::vector<int32_t>& rows, std::vector<int32_t>& out) override;
   // EAGLE heads read this rank's own final hidden states (whole on every tp rank): followers hear nothing of them.
-  void keep_final_hidden() override { inner_->keep_final_hidden(); }
+  void keep_final_hidden(const std::vector<int32_t>& aux_layers) override { inner_->keep_final_hidden(aux_layers); }
   const float* final_hidden(int64_t& rows) const override { return inner_->final_hidden(rows); }
   // The inner model's communication plus this forward's plan broadcast.
   ForwardCommStats last_comm_stats() const override;

@@ -5,11 +5,14 @@
 // streamed, the guesses in the metrics, num_draft_tokens 0 turning them off; on a world-size-2 (tp 2) cluster under
 // mpirun the heads run on the leading rank: the same text and the same guesses kept as on one rank; pp 2 is refused
 // at load, saying why. Refused: heads together with another drafter (naming both options), a missing directory,
-// heads made for another model. The engine's own checks (the layout, the guesses against the numpy reference, bad
-// heads): native/test/executor-eagle.
+// heads made for another model. EAGLE-3 heads (the fixture's LlamaForCausalLMEagle3, fc over three of the model's
+// layers, a draft vocabulary of 256 ids): the reference request's guesses, the same tokens as without heads, and
+// through the server on one rank and on a tp 2 cluster the same text, with guesses. The engine's own checks (the
+// layout, the guesses against the numpy reference, bad heads): native/test/executor-eagle.
 import { readFileSync } from 'node:fs';
 
 import t from 'tap';
+import type { Test } from 'tap';
 
 import { defaultModelDir, packageRoot } from '../../../worker/common/package-root.js';
 import { Executor } from '../../../worker/executor/executor.js';
@@ -22,11 +25,13 @@ import { expectSameText, runPrompts, type SpeculationRun } from '../../helpers/s
 const dir = fixtureDir('tiny-llama');
 const tokenizer = loadTokenizer(dir);
 const heads = `${packageRoot()}/test/fixtures/eagle/tiny-llama-heads`;
+const heads3 = `${packageRoot()}/test/fixtures/eagle/tiny-llama-eagle3-heads`;
 const PROMPTS = ['What is machine learning?', 'The quick brown fox', 'Once upon a time there was', 'Hello hello hello'];
 const MAX_TOKENS = 24;
 
 interface ReferenceCase { input_ids: number[]; output_ids: number[]; draft_tokens: number; accepted_tokens: number }
-const reference = JSON.parse(readFileSync(`${heads}/reference.json`, 'utf8')) as { num_draft_tokens: number; max_tokens: number; cases: ReferenceCase[] };
+interface Reference { num_draft_tokens: number; max_tokens: number; cases: ReferenceCase[] }
+const referenceOf = (headsDir: string) => JSON.parse(readFileSync(`${headsDir}/reference.json`, 'utf8')) as Reference;
 
 async function outputs(eagleHeads: string | undefined, streaming: boolean, perStep = 4): Promise<SpeculationRun> {
   const executor = await Executor.load(dir, { numThreads: 2, ...(eagleHeads ? { eagleHeads, draftModelTokens: perStep } : {}) });
@@ -40,16 +45,21 @@ async function outputs(eagleHeads: string | undefined, streaming: boolean, perSt
 t.test('the same tokens with EAGLE heads as without', async (t) => {
   const plain = await outputs(undefined, false);
   t.equal(plain.drafted, 0);
-  for (const [streaming, perStep] of [[false, 4], [true, 2]] as const) {
-    const spec = await outputs(heads, streaming, perStep);
-    t.same(spec.tokens, plain.tokens, `streaming ${streaming}, ${perStep} a step: every request's tokens`);
+  for (const [headsDir, streaming, perStep] of [[heads, false, 4], [heads, true, 2], [heads3, false, 4]] as const) {
+    const spec = await outputs(headsDir, streaming, perStep);
+    t.same(spec.tokens, plain.tokens, `${headsDir}, streaming ${streaming}, ${perStep} a step: every request's tokens`);
     t.ok(spec.drafted > 0, `${spec.accepted} of ${spec.drafted} guesses kept`);
   }
 });
 
-t.test('a reference request makes and keeps the guesses the numpy run did', async (t) => {
+t.test('a reference request makes and keeps the guesses the numpy run did (EAGLE-1 and EAGLE-3 heads)', async (t) => {
+  for (const headsDir of [heads, heads3]) await checkReference(t, headsDir);
+});
+
+async function checkReference(t: Test, headsDir: string): Promise<void> {
+  const reference = referenceOf(headsDir);
   for (const c of reference.cases) {
-    const executor = await Executor.load(dir, { numThreads: 2, eagleHeads: heads, draftModelTokens: reference.num_draft_tokens });
+    const executor = await Executor.load(dir, { numThreads: 2, eagleHeads: headsDir, draftModelTokens: reference.num_draft_tokens });
     try {
       const ids: number[] = [];
       for await (const r of executor.enqueue({ inputTokenIds: c.input_ids, maxTokens: reference.max_tokens, output: { excludeInputFromOutput: true } })) {
@@ -63,7 +73,7 @@ t.test('a reference request makes and keeps the guesses the numpy run did', asyn
       await executor.shutdown();
     }
   }
-});
+}
 
 t.test('--eagle-heads through the server: the same text, streamed too, the guesses in the metrics', async (t) => {
   const plain = await startTestServer(t, { model: dir });
@@ -99,6 +109,19 @@ t.test('world size 2 (tp 2) under mpirun: the heads run on the leader; the same 
   t.same(parallel, one, 'the same guesses checked and kept as on one rank');
 });
 
+t.test('EAGLE-3 heads through the server, on one rank and on a tp 2 cluster: the same text as without, with guesses', async (t) => {
+  const plain = await startTestServer(t, { model: dir });
+  const spec = await startTestServer(t, { model: dir, eagleHeads: heads3, numDraftTokens: 4 });
+  await expectSameText(t, plain.base, spec.base, PROMPTS.slice(0, 2), 30);
+  const drafted = await metricValue(spec.metricsBase, 'trtllm_spec_decode_draft_tokens_total');
+  t.ok(drafted > 0, `guesses: ${drafted}`);
+  const cluster = await startServingCluster(t, ['--model', dir, '--world-size', '2', '--oversubscribe', '--threads', '1',
+    '--eagle-heads', heads3, '--num-draft-tokens', '4']);
+  await expectSameText(t, plain.base, cluster.base, PROMPTS.slice(0, 2), 30);
+  t.equal(await metricValue(cluster.metricsBase, 'trtllm_spec_decode_draft_tokens_total'), drafted,
+    'tp 2: the same guesses as one rank (the layers\' streams are whole on the leading rank)');
+});
+
 t.test('pp 2 under mpirun: refused at load, saying why (the final hidden states are on the last stage)', async (t) => {
   const cluster = await launchCluster(['--pp', '2', '--eagle-heads', heads]);
   t.notOk(await cluster.ready, 'never ready');
@@ -118,4 +141,6 @@ t.test('refused, with the reason', async (t) => {
   // The fixture heads are tiny-llama's (hidden 64): not the bundled model's.
   await t.rejects(Executor.load(defaultModelDir(), { numThreads: 1, eagleHeads: heads }),
     { code: 'bad_checkpoint', message: /hidden_size 64 but the model's is 384/ });
+  await t.rejects(Executor.load(defaultModelDir(), { numThreads: 1, eagleHeads: heads3 }),
+    { code: 'bad_checkpoint', message: /EAGLE heads: .*tiny-llama-eagle3-heads\/config.json: hidden_size 64 but the model's is 384/ });
 });
