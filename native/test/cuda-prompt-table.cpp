@@ -44,15 +44,7 @@ Request request(std::vector<int32_t> prompt, std::shared_ptr<const PromptTable> 
 std::vector<test::Outcome> run(Executor& e, const std::vector<Request>& requests) {
   std::vector<RequestId> ids;
   for (const Request& r : requests) ids.push_back(e.enqueue(r));
-  std::set<RequestId> pending(ids.begin(), ids.end());
-  std::map<RequestId, test::Outcome> out;
-  while (!pending.empty())
-    for (auto& resp : e.await_responses(std::chrono::milliseconds(100))) {
-      const RequestId rid = resp.request_id;
-      const bool fin = resp.result.is_final;
-      test::Harness::absorb(out, std::move(resp));
-      if (fin) pending.erase(rid);
-    }
+  const std::map<RequestId, test::Outcome> out = test::collect(e, std::set<RequestId>(ids.begin(), ids.end()));
   std::vector<test::Outcome> got;
   for (RequestId id : ids) got.push_back(out.at(id));
   return got;

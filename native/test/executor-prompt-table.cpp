@@ -39,16 +39,7 @@ test::Outcome run(Executor& e, std::vector<int32_t> prompt, std::shared_ptr<cons
   r.output.return_context_logits = context_logits;
   r.prompt_table = std::move(table);
   const RequestId id = e.enqueue(r);
-  std::set<RequestId> pending{id};
-  std::map<RequestId, test::Outcome> out;
-  while (!pending.empty())
-    for (auto& resp : e.await_responses(std::chrono::milliseconds(100))) {
-      const RequestId rid = resp.request_id;
-      const bool fin = resp.result.is_final;
-      test::Harness::absorb(out, std::move(resp));
-      if (fin) pending.erase(rid);
-    }
-  return out.at(id);
+  return test::collect(e, {id}).at(id);
 }
 
 // The real tokens the table's rows copy, and a prompt using them through virtual ids (vocab + i) among real ones.

@@ -61,21 +61,28 @@ struct Harness {
   }
 
   // Waits until every id in `ids` had a final response.
-  std::map<engine::RequestId, Outcome> collect(const std::set<engine::RequestId>& ids) {
-    std::map<engine::RequestId, Outcome> out;
-    std::set<engine::RequestId> pending = ids;
-    const auto deadline = std::chrono::steady_clock::now() + kWait;
-    while (!pending.empty() && std::chrono::steady_clock::now() < deadline) {
-      for (auto& r : executor->await_responses(std::chrono::milliseconds(100))) {
-        const auto id = r.request_id;
-        const bool fin = r.result.is_final;
-        absorb(out, std::move(r));
-        if (fin) pending.erase(id);
-      }
-    }
-    return out;
-  }
+  std::map<engine::RequestId, Outcome> collect(const std::set<engine::RequestId>& ids);
 };
+
+// Waits until every id in `ids` had a final response from `e` (any executor: over a FakeModel or a real model).
+inline std::map<engine::RequestId, Outcome> collect(engine::Executor& e, const std::set<engine::RequestId>& ids) {
+  std::map<engine::RequestId, Outcome> out;
+  std::set<engine::RequestId> pending = ids;
+  const auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (!pending.empty() && std::chrono::steady_clock::now() < deadline) {
+    for (auto& r : e.await_responses(std::chrono::milliseconds(100))) {
+      const auto id = r.request_id;
+      const bool fin = r.result.is_final;
+      Harness::absorb(out, std::move(r));
+      if (fin) pending.erase(id);
+    }
+  }
+  return out;
+}
+
+inline std::map<engine::RequestId, Outcome> Harness::collect(const std::set<engine::RequestId>& ids) {
+  return test::collect(*executor, ids);
+}
 
 inline engine::Request make_request(std::vector<int32_t> prompt, int32_t max_tokens, bool streaming = false) {
   engine::Request r;

@@ -7,6 +7,17 @@
 
 namespace engine {
 
+// A strong 64-bit finaliser: every input bit flips about half the output bits, so nearby inputs (one token or one
+// value different, tokens swapped) land far apart. The block hashes chain through it, as prompt-table.h's table keys do.
+inline uint64_t hash_avalanche(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return x;
+}
+
 // The "parent" of a sequence's first block.
 constexpr uint64_t kv_root_block_hash = 0x6a09e667f3bcc908ull;
 

@@ -2,28 +2,18 @@
 
 #include <cstring>
 
+#include "kv-cache/kv-block-hash.h"
+
 namespace engine {
-namespace {
-
-// The finaliser kv-block-hash.cpp uses: nearby tables (one value different) land far apart.
-uint64_t mix(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
-
-}  // namespace
 
 uint64_t prompt_table_key(const PromptTable& table) {
-  uint64_t h = mix(0x3c6ef372fe94f82bull ^ (static_cast<uint64_t>(static_cast<uint32_t>(table.rows)) << 32) ^
-                   static_cast<uint32_t>(table.hidden));
+  uint64_t h = hash_avalanche(0x3c6ef372fe94f82bull ^
+                              (static_cast<uint64_t>(static_cast<uint32_t>(table.rows)) << 32) ^
+                              static_cast<uint32_t>(table.hidden));
   for (size_t i = 0; i < table.data.size(); ++i) {
     uint32_t bits;
     std::memcpy(&bits, &table.data[i], 4);
-    h = mix(h ^ (bits + (static_cast<uint64_t>(i) << 32)));
+    h = hash_avalanche(h ^ (bits + (static_cast<uint64_t>(i) << 32)));
   }
   return h == 0 ? 1 : h;
 }

@@ -7,23 +7,12 @@ import t from 'tap';
 
 import { validateRequest } from '../../../worker/executor/validate-request.js';
 import { decodeRaw } from '../../../worker/frontend/grpc/tensor-codec.js';
-import { HttpError } from '../../../worker/frontend/http-errors.js';
 import { readKserveLora } from '../../../worker/frontend/kserve-lora.js';
 import { checkTensor, fromJsonField, type NamedValues } from '../../../worker/frontend/named-values.js';
 import { readTextParams } from '../../../worker/frontend/text-params.js';
+import { jsonInputs, refusal } from '../../helpers/named-inputs.js';
 
-const values = (fields: Record<string, unknown>): NamedValues => new Map(Object.entries(fields).map(([k, v]) => [k, fromJsonField(k, v)]));
-
-/** The 400 `fn` throws: its message and the field it names. */
-function refusal(fn: () => unknown): { message: string; param: string | undefined } | undefined {
-  try {
-    fn();
-  } catch (error) {
-    if (error instanceof HttpError && error.status === 400) return { message: error.message, param: error.param };
-    throw error;
-  }
-  return undefined;
-}
+const values = jsonInputs;
 
 const weights2x4 = [[0.5, 0.25, 0, -1], [1, 2, 3, 4]];
 const config2 = [[1, 0, 1], [2, 1, 1]];

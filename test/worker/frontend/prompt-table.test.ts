@@ -5,23 +5,12 @@
 import t from 'tap';
 
 import { validateRequest } from '../../../worker/executor/validate-request.js';
-import { HttpError } from '../../../worker/frontend/http-errors.js';
-import { checkTensor, fromJsonField, type NamedValues } from '../../../worker/frontend/named-values.js';
+import { checkTensor } from '../../../worker/frontend/named-values.js';
 import { checkVirtualIds, readPromptTable, virtualIds } from '../../../worker/frontend/prompt-table.js';
 import { expectError } from '../../helpers/expect-error.js';
+import { jsonInputs, refusal } from '../../helpers/named-inputs.js';
 
-const values = (fields: Record<string, unknown>): NamedValues => new Map(Object.entries(fields).map(([k, v]) => [k, fromJsonField(k, v)]));
-
-/** The 400 `fn` throws: its message and the field it names. */
-function refusal(fn: () => unknown): { message: string; param: string | undefined } | undefined {
-  try {
-    fn();
-  } catch (error) {
-    if (error instanceof HttpError && error.status === 400) return { message: error.message, param: error.param };
-    throw error;
-  }
-  return undefined;
-}
+const values = jsonInputs;
 
 const rows3x2 = [[1, 2], [3, 4], [5.5, -6]];
 
