@@ -201,6 +201,9 @@ bool same_outputs(const Run& a, const Run& b) {
   return true;
 }
 
+// A prompt of several KV blocks (tokens_per_block 4): a repeat of it finds most of it cached.
+std::vector<int32_t> ref_prompt_long() { return test::prompt_of(21, 5, 512); }
+
 std::vector<Request> mixed_requests(int32_t max_tokens) {
   std::vector<Request> out;
   const Reference ref = reference(heads_dir());
@@ -300,7 +303,7 @@ void check_heads(const std::string& dir) {
     CHECK(spec.outcomes[0].reason == FinishReason::end_id && spec.outcomes[1].reason == FinishReason::stop_words);
   }
   // Prompts over several passes (chunked context; the draft catches up over several), pauses under a small pool,
-  // a cached prefix (no features for it: that request goes without guesses, still the plain output).
+  // a cached prefix (no features for it: the draft starts after it, Sequence::draft_base; still the plain output).
   {
     ExecutorConfig chunked = config(3);
     chunked.max_num_tokens = 8;
@@ -319,6 +322,14 @@ void check_heads(const std::string& dir) {
     std::vector<Request> twice = mixed_requests(12);
     twice.push_back(twice[2]);
     CHECK(same_outputs(run("", twice, reuse, /*alone=*/true), run(dir, twice, reuse, /*alone=*/true)));
+    // The repeat starts on the first one's cached blocks and still gets guesses.
+    const Request again = test::make_request(ref_prompt_long(), 12);
+    const Run once = run(dir, {again}, reuse, true), repeated = run(dir, {again, again}, reuse, true);
+    const Run plain_repeated = run("", {again, again}, reuse, true);
+    CHECK(same_outputs(plain_repeated, repeated));
+    CHECK_MSG(repeated.drafted > once.drafted && once.drafted > 0,
+              "a request on a cached prefix drafts too: %lld guesses for one, %lld for two",
+              static_cast<long long>(once.drafted), static_cast<long long>(repeated.drafted));
   }
   // A cancel mid-draft frees both pools' blocks; the others go on to the plain outputs.
   {

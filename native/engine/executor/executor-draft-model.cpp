@@ -38,7 +38,17 @@ void Executor::Impl::release_draft(Sequence& s) {
   if (!draft_model) return;
   draft_kv.release(s.draft_blocks);
   s.draft_computed = 0;
+  s.draft_base = 0;
   s.eagle_features.clear();
+}
+
+bool Executor::Impl::eagle_takes_chunk(Sequence& s, const SequenceChunk& c) {
+  const int64_t kept = static_cast<int64_t>(s.eagle_features.size()) / eagle_feature_width;
+  // Nothing read or kept yet (a new sequence, one whose prefix came from the cache, one that starts over): the
+  // draft starts at this chunk. Rope sees only distances, so the draft over positions from draft_base guesses as it
+  // would for a sequence that began there.
+  if (s.draft_computed == 0 && kept == 0) s.draft_base = c.past_len;
+  return s.draft_base + s.draft_computed + kept == c.past_len;
 }
 
 bool Executor::Impl::eagle_may_draft(const Sequence& s) const {
@@ -56,9 +66,8 @@ void Executor::Impl::keep_eagle_features(Sequence& s, const SequenceChunk& c, si
   int64_t total = 0;
   const float* hidden = model->final_hidden(total);
   if (rows <= 0) return;
-  if (s.draft_computed + kept != c.past_len || rows > have || static_cast<int64_t>(first_row) + rows > total) {
-    // A gap (a cached prefix the model never computed here): the draft cannot catch up, so it stays out until the
-    // sequence starts over (a pause releases it).
+  if (!eagle_takes_chunk(s, c) || rows > have || static_cast<int64_t>(first_row) + rows > total) {
+    // A gap the draft cannot read across: it stays out until it starts over (a pause releases it).
     s.eagle_features.clear();
     return;
   }
@@ -77,7 +86,7 @@ std::vector<std::vector<int32_t>> Executor::Impl::draft_model_guesses(const Iter
   // The positions the draft computes from the sequence itself: every token for a draft model; for EAGLE those the
   // model has computed (slot i reads token i + 1 and the model's feature of position i).
   const int32_t shift = eagle ? 1 : 0;
-  auto known = [&](const Sequence& s) { return eagle ? s.num_computed : s.num_tokens(); };
+  auto known = [&](const Sequence& s) { return eagle ? s.num_computed - s.draft_base : s.num_tokens(); };
   // The draft's chunk of `s` at position `past`.
   auto chunk_of = [&](const Sequence& s, std::vector<int32_t> tokens, int32_t past) {
     SequenceChunk c;
@@ -133,7 +142,7 @@ std::vector<std::vector<int32_t>> Executor::Impl::draft_model_guesses(const Iter
         continue;
       }
       const int32_t take = static_cast<int32_t>(std::min(left, pass_budget));
-      const auto from = s.tokens.begin() + s.draft_computed + shift;
+      const auto from = s.tokens.begin() + s.draft_base + s.draft_computed + shift;
       chunks.push_back(chunk_of(s, {from, from + take}, s.draft_computed));
       who.push_back(k);
       if (eagle) {

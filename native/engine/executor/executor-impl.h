@@ -221,6 +221,9 @@ struct Executor::Impl {
   // EAGLE: whether the sequence's passes keep the model's hidden states for the draft (a request that may
   // speculate), and the keeping of those a pass computed for good, its rows from logits row `first_row` on.
   bool eagle_may_draft(const Sequence& s) const;
+  // Whether the draft can read the features of chunk `c` of `s` (they follow those it has): where it has nothing yet,
+  // it starts at the chunk (Sequence::draft_base).
+  bool eagle_takes_chunk(Sequence& s, const SequenceChunk& c);
   void keep_eagle_features(Sequence& s, const SequenceChunk& c, size_t first_row);
   // The Medusa heads' guesses for the token logits row `row` drew (just emitted): asked for by run_heads, once the
   // iteration's draws are done, for every such row at once (Model::head_guesses).

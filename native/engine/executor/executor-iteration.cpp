@@ -202,9 +202,7 @@ IterationBatch Executor::Impl::build_chunks(const SchedulePlan& plan, std::vecto
     c.all_logits = s->request.output.return_context_logits && from < to;
     if (!c.all_logits) from = to = 0;
     // EAGLE heads read the model's hidden state at every position, the prompt's too: a row each.
-    if (c.tokens.size() > 1 && eagle_may_draft(*s) &&
-        s->draft_computed + static_cast<int64_t>(s->eagle_features.size()) / eagle_feature_width == c.past_len)
-      c.all_logits = true;
+    if (c.tokens.size() > 1 && eagle_may_draft(*s) && eagle_takes_chunk(*s, c)) c.all_logits = true;
     choose_device_sampling(*s, device, c);
     b.seqs.push_back(s);
     b.chunks.push_back(std::move(c));

@@ -182,7 +182,7 @@ void Executor::Impl::verify_drafts(Sequence& s, const IterationBatch& batch, siz
   keep_head_guesses(s, logit_first[i] + static_cast<size_t>(node));  // the row that drew the last token
   if (!s.is_finished()) kv.commit_full_blocks(s.block_table, s.tokens, s.num_computed, s.kv_root());  // prefix reuse
   // The draft model's K/V holds for the guesses that were kept; past them it is written again before it is read.
-  s.draft_computed = std::min(s.draft_computed, s.num_computed);
+  s.draft_computed = std::min(s.draft_computed, s.num_computed - s.draft_base);
 }
 
 void Executor::Impl::keep_head_guesses(Sequence& s, size_t row) {

@@ -39,8 +39,11 @@ struct Sequence {
   // Speculation by draft model: positions [0, draft_computed) have K/V in the draft model's blocks draft_blocks.
   int32_t draft_computed = 0;
   BlockTable draft_blocks;
-  // EAGLE heads: the model's final hidden states of positions [draft_computed, num_computed), [rows, hidden]: what
-  // the draft has yet to read (executor-draft-model.cpp).
+  // EAGLE heads: the draft reads positions from draft_base on (its own position 0), and the model's features of
+  // positions [draft_base + draft_computed, num_computed) are what it has yet to read, [rows, width]
+  // (executor-draft-model.cpp). draft_base is where the sequence's computed positions began: a prefix it found in the
+  // cache has no features here, so the draft starts after it.
+  int32_t draft_base = 0;
   std::vector<float> eagle_features;
   // Speculation by Medusa heads: their guesses for the tokens after the last one, from the row that drew it; they
   // stand only while num_tokens() == head_guesses_for (a token dropped or added since makes them stale).
