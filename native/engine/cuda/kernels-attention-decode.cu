@@ -4,7 +4,7 @@
 // them, and each warp still holds 16 rows of outputs: 168 registers a thread, 3 blocks an SM, too few blocks in
 // flight to hide each one's chain of dependent loads (row, block table, keys). Here the products are turned around —
 // Sᵀ = K Qᵀ and Oᵀ = Vᵀ Pᵀ: positions and head dims are the MMA's 16 rows, the block's (up to 8) query heads its 8
-// columns — so a warp's accumulators are a quarter as many.
+// columns — so a warp holds half the output accumulators and half the q fragments (96 registers a thread).
 // FP8 pools are read from the staged e4m3 bytes themselves (no widened copy, no pass between two barriers):
 // ldmatrix gives a lane four consecutive bytes of a key row, which stand for the MMA's k columns {2c, 2c + 1,
 // 2c + 8, 2c + 9} when q's dims are loaded in that same order (a dot product does not mind the order of its
