@@ -27,8 +27,8 @@ void CudaDecoder::forward(const std::vector<SequenceChunk>& chunks, ForwardOutpu
   if (T > cap_tokens_) reserve(T, cap_logit_rows_);
   plan_lora(chunks);
 
-  stage_virtual_rows(chunks);
-  const bool graph = virtual_rows_.empty() && use_graph(chunks);
+  const bool virtual_tokens = stage_virtual_rows(chunks);
+  const bool graph = !virtual_tokens && use_graph(chunks);
   const BatchMeta meta = upload_meta(chunks, graph);
   if (graph) {
     run_graph(meta, chunks, out);
@@ -43,21 +43,25 @@ void CudaDecoder::forward(const std::vector<SequenceChunk>& chunks, ForwardOutpu
   check_cuda(cudaStreamSynchronize(stream_), "forward");
 }
 
-void CudaDecoder::stage_virtual_rows(const std::vector<SequenceChunk>& chunks) {
+bool CudaDecoder::stage_virtual_rows(const std::vector<SequenceChunk>& chunks) {
   virtual_rows_.clear();
   virtual_stage_.clear();
-  if (!layout_.first_stage()) return;
   const int64_t H = config_.hidden_size;
+  bool any = false;
   int64_t row = 0;
   for (const SequenceChunk& ch : chunks) {
     for (int32_t t : ch.tokens) {
       if (const float* src = prompt_table_row(ch.prompt_table.get(), t, config_.vocab_size)) {
-        virtual_rows_.push_back(row);
-        for (int64_t i = 0; i < H; ++i) virtual_stage_.push_back(src[i] * config_.embed_scale);
+        any = true;
+        if (layout_.first_stage()) {  // (the only stage that embeds)
+          virtual_rows_.push_back(row);
+          for (int64_t i = 0; i < H; ++i) virtual_stage_.push_back(src[i] * config_.embed_scale);
+        }
       }
       ++row;
     }
   }
+  return any;
 }
 
 bool CudaDecoder::use_graph(const std::vector<SequenceChunk>& chunks) const {

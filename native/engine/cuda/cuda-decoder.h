@@ -144,10 +144,10 @@ class CudaDecoder : public Model {
   bool use_graph(const std::vector<SequenceChunk>& chunks) const;
   // Fills and uploads the iteration's metadata (batch-meta.h), sized for a graph when `graph`.
   BatchMeta upload_meta(const std::vector<SequenceChunk>& chunks, bool graph);
-  // P-tuning: the input embeddings of this batch's virtual tokens (model/prompt-table.h), on the first stage: their
-  // table rows times embed_scale in virtual_stage_, their batch rows in virtual_rows_ (empty: none). Such a batch
-  // never runs as a graph (a one-token prompt can look like a decode step).
-  void stage_virtual_rows(const std::vector<SequenceChunk>& chunks);
+  // P-tuning: whether this batch has virtual tokens (model/prompt-table.h) and, on the first stage, their input
+  // embeddings: table rows times embed_scale in virtual_stage_, their batch rows in virtual_rows_. Such a batch never
+  // runs as a graph on any rank of the grid (a one-token prompt can look like a decode step).
+  bool stage_virtual_rows(const std::vector<SequenceChunk>& chunks);
   std::vector<int64_t> virtual_rows_;
   std::vector<float> virtual_stage_;
   // Everything from the embedding to the final norm (into xn_), enqueued on the stream.
