@@ -50,6 +50,10 @@ bool CudaDecoder::stage_virtual_rows(const std::vector<SequenceChunk>& chunks) {
   bool any = false;
   int64_t row = 0;
   for (const SequenceChunk& ch : chunks) {
+    if (!ch.prompt_table) {  // (every chunk of a batch without p-tuning: nothing to look at)
+      row += static_cast<int64_t>(ch.tokens.size());
+      continue;
+    }
     for (int32_t t : ch.tokens) {
       if (const float* src = prompt_table_row(ch.prompt_table.get(), t, config_.vocab_size)) {
         any = true;

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 
 #include "cuda/dtype.cuh"
 #include "cuda/kernels.h"
@@ -80,6 +81,16 @@ __host__ __device__ inline bool quantize_regs_fits(Fp8Quant mode, int32_t group,
   if (group <= 0 || group % W != 0) return false;
   const int lanes = group / W;
   return lanes <= 32 && (lanes & (lanes - 1)) == 0 && (threads * W) % group == 0;
+}
+
+// The register kernels' launch for `vectors` 16-byte vectors a thread (1 to 8), known at run time:
+// go(std::integral_constant<int, K>{}) with K the next of 1, 2, 4, 8.
+template <typename F>
+inline void with_row_vectors(int64_t vectors, F&& go) {
+  if (vectors <= 1) go(std::integral_constant<int, 1>{});
+  else if (vectors <= 2) go(std::integral_constant<int, 2>{});
+  else if (vectors <= 4) go(std::integral_constant<int, 4>{});
+  else go(std::integral_constant<int, 8>{});
 }
 
 // quantize_row for a row the block holds in registers: thread t's vector k is columns [(k * blockDim.x + t) * W,

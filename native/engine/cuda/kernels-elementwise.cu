@@ -541,10 +541,7 @@ void gated_activation_e4m3(const void* gu, void* out, DType dt, int64_t rows, in
       ENGINE_DISPATCH_DTYPE(dt, launch_pdl(gated_e4m3_vec_kernel<T, K>, grid, block, s, static_cast<const T*>(gu),
                                            static_cast<T*>(out), inter, act, b, qa));
     };
-    if (vectors <= 1) go(std::integral_constant<int, 1>{});
-    else if (vectors <= 2) go(std::integral_constant<int, 2>{});
-    else if (vectors <= 4) go(std::integral_constant<int, 4>{});
-    else go(std::integral_constant<int, 8>{});
+    with_row_vectors(vectors, go);
     check_launch("gated_activation_e4m3");
     return;
   }

@@ -313,10 +313,7 @@ void quantize_e4m3(const void* x, DType dt, int64_t rows, int64_t cols, Fp8Quant
                                            dim3(threads), s, static_cast<const T*>(x), cols, mode, group,
                                            fixed_scale, q, scales, scale_ld));
     };
-    if (vectors <= 1) go(std::integral_constant<int, 1>{});
-    else if (vectors <= 2) go(std::integral_constant<int, 2>{});
-    else if (vectors <= 4) go(std::integral_constant<int, 4>{});
-    else go(std::integral_constant<int, 8>{});
+    with_row_vectors(vectors, go);
     check_launch("quantize_e4m3");
     return;
   }

@@ -7,6 +7,7 @@
 #include "errors.h"
 #include "loading/checkpoint.h"
 #include "loading/json.h"
+#include "loading/safetensors.h"
 #include "loading/weight-reader.h"
 #include "model/decoder.h"
 #include "model/llama.h"
@@ -214,10 +215,7 @@ std::unique_ptr<Model> load_eagle_heads(const std::string& dir, const std::strin
   const bool eagle3 = check_architecture(doc, config_path);
   if (!fs::exists(dir + "/model.safetensors") && !fs::exists(dir + "/model.safetensors.index.json")) {
     if (fs::exists(dir + "/pytorch_model.bin"))
-      fail(ErrorCode::unsupported,
-           dir + " has only pytorch_model.bin, a pickle, and pickles are not read; convert it once with "
-                 "python -c \"import torch; from safetensors.torch import save_file; "
-                 "save_file(torch.load('pytorch_model.bin', map_location='cpu'), 'model.safetensors')\"");
+      fail(ErrorCode::unsupported, pickle_refusal(dir, "pytorch_model.bin", "model.safetensors"));
     fail(ErrorCode::not_found, dir + "/model.safetensors does not exist");
   }
   if (model.architecture != Architecture::llama)

@@ -274,4 +274,10 @@ uint16_t f32_to_f16(float f) {
   return sign | static_cast<uint16_t>(v);
 }
 
+std::string pickle_refusal(const std::string& dir, const std::string& pickle, const std::string& safetensors) {
+  return dir + " has only " + pickle + ", a pickle, and pickles are not read; convert it once with python -c \"import "
+         "torch; from safetensors.torch import save_file; save_file(torch.load('" + pickle +
+         "', map_location='cpu'), '" + safetensors + "')\"";
+}
+
 }  // namespace engine

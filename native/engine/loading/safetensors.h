@@ -66,4 +66,8 @@ float bf16_to_f32(uint16_t b);
 uint16_t f32_to_f16(float f);
 uint16_t f32_to_bf16(float f);
 
+// Why `dir`'s weights, a pickle file `pickle` only, are not read, with the one-line conversion to `safetensors`
+// (the name the reader looks for).
+std::string pickle_refusal(const std::string& dir, const std::string& pickle, const std::string& safetensors);
+
 }  // namespace engine

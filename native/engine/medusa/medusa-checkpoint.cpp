@@ -49,10 +49,7 @@ MedusaHeads load_medusa_heads(const std::string& dir, const ModelConfig& model) 
   if (!fs::exists(config_path)) fail(ErrorCode::not_found, config_path + " does not exist");
   if (!fs::exists(weights_path)) {
     if (fs::exists(dir + "/medusa_lm_head.pt"))
-      fail(ErrorCode::unsupported,
-           dir + " has only medusa_lm_head.pt, a pickle, and pickles are not read; convert it once with "
-                 "python -c \"import torch; from safetensors.torch import save_file; "
-                 "save_file(torch.load('medusa_lm_head.pt', map_location='cpu'), 'medusa_lm_head.safetensors')\"");
+      fail(ErrorCode::unsupported, pickle_refusal(dir, "medusa_lm_head.pt", "medusa_lm_head.safetensors"));
     fail(ErrorCode::not_found, weights_path + " does not exist");
   }
   const json::Value doc = json::parse_file(config_path);
