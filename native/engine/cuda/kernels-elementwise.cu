@@ -184,10 +184,13 @@ __global__ void norm_e4m3_regs_kernel(const float* __restrict__ x, T* __restrict
 }
 
 // One thread per job of a row, a row's jobs spread over several blocks (grid: (job blocks, rows)): a job is one
-// (head, pair) rotation of q or k (with the bias), or one q / k element when nothing rotates, or one v element. A
-// decode step has a single row, so the jobs must run side by side, not in a loop of one block: each read of the
-// row would wait for the previous iteration's writes (the compiler cannot tell they do not alias).
+// pair (i, i + half) of up to kRopeHeads heads of q and k, rotated by one (cos, sin) (with the bias), or one q / k
+// element when nothing rotates, or one v element. A decode step has a single row, so the jobs must run side by side,
+// not in a loop of one block: each read of the row would wait for the previous iteration's writes (the compiler
+// cannot tell they do not alias) — a job's heads are all loaded before any is written. The (cos, sin) in double is
+// what costs (a prompt chunk of the 8B shape: 40 heads x 64 pairs of every token): one per kRopeHeads heads.
 constexpr int kRopeThreads = 256;
+constexpr int kRopeHeads = 8;
 // S: the pool's element (kv-element.cuh); k_inv / v_inv: 1 / the layer's scales (fp8).
 template <typename T, bool F8, typename S = KvStore<T, F8>>
 __global__ void __launch_bounds__(kRopeThreads)
@@ -198,8 +201,9 @@ __global__ void __launch_bounds__(kRopeThreads)
   pdl_enter();  // pdl.cuh
   const int64_t t = blockIdx.y;
   float* row = qkv + t * stride;
-  const int32_t q_dim = n_heads * hd, kv_dim = n_kv * hd, half = hd / 2;
-  const int32_t rotations = inv_freq != nullptr ? (n_heads + n_kv) * half : 0;  // q heads, then the k heads
+  const int32_t q_dim = n_heads * hd, kv_dim = n_kv * hd, half = hd / 2, heads = n_heads + n_kv;
+  // Rotation jobs: (group of kRopeHeads heads, pair) — q heads, then the k heads.
+  const int32_t rotations = inv_freq != nullptr ? (heads + kRopeHeads - 1) / kRopeHeads * half : 0;
   const int32_t plain = inv_freq != nullptr ? 0 : q_dim + kv_dim;
   const int32_t j = static_cast<int32_t>(blockIdx.x) * kRopeThreads + static_cast<int32_t>(threadIdx.x);
   const int64_t base = kv_dst[t];
@@ -207,21 +211,35 @@ __global__ void __launch_bounds__(kRopeThreads)
     return base + static_cast<int64_t>(i / hd) * tpb * hd + i % hd;
   };
   if (j < rotations) {
-    const int32_t h = j / half, i = j % half, at = h * hd + i;
-    float a = row[at], b = row[at + half];
-    if (bias != nullptr) {
-      a += bias[at];
-      b += bias[at + half];
+    const int32_t h0 = j / half * kRopeHeads, i = j % half;
+    float a[kRopeHeads], b[kRopeHeads];
+#pragma unroll
+    for (int k = 0; k < kRopeHeads; ++k) {
+      const int32_t at = (h0 + k) * hd + i;
+      a[k] = b[k] = 0;
+      if (h0 + k < heads) {
+        a[k] = row[at];
+        b[k] = row[at + half];
+        if (bias != nullptr) {
+          a[k] += bias[at];
+          b[k] += bias[at + half];
+        }
+      }
     }
     const float* inv = use_long != nullptr && use_long[t] ? inv_freq + half : inv_freq;  // longrope's long table
     const float2 cs = rope_cos_sin(positions[t], inv[i]);  // rope.cuh
-    const float ra = rope_pair(a, b, cs, true), rb = rope_pair(b, a, cs, false);
-    if (h < n_heads) {
-      row[at] = ra;
-      row[at + half] = rb;
-    } else {
-      k_pool[pool_at(at - q_dim)] = kv_encode<T, F8>(ra, k_inv);
-      k_pool[pool_at(at - q_dim + half)] = kv_encode<T, F8>(rb, k_inv);
+#pragma unroll
+    for (int k = 0; k < kRopeHeads; ++k) {
+      const int32_t h = h0 + k, at = h * hd + i;
+      if (h >= heads) break;
+      const float ra = rope_pair(a[k], b[k], cs, true), rb = rope_pair(b[k], a[k], cs, false);
+      if (h < n_heads) {
+        row[at] = ra;
+        row[at + half] = rb;
+      } else {
+        k_pool[pool_at(at - q_dim)] = kv_encode<T, F8>(ra, k_inv);
+        k_pool[pool_at(at - q_dim + half)] = kv_encode<T, F8>(rb, k_inv);
+      }
     }
   } else if (j < rotations + plain) {
     float v = row[j - rotations];
@@ -491,7 +509,8 @@ void rope_and_write_kv(float* qkv, int64_t rows, int64_t stride, const float* bi
   if (rows == 0) return;
   if (rows > 65535) throw EngineError(ErrorCode::internal, "rope_and_write_kv over more than 65535 rows");
   const int64_t q_dim = static_cast<int64_t>(n_heads) * head_dim, kv_dim = static_cast<int64_t>(n_kv) * head_dim;
-  const int64_t jobs = (inv_freq != nullptr ? (n_heads + n_kv) * (head_dim / 2) : q_dim + kv_dim) + kv_dim;
+  const int64_t rotation_jobs = (n_heads + n_kv + kRopeHeads - 1) / kRopeHeads * (head_dim / 2);
+  const int64_t jobs = (inv_freq != nullptr ? rotation_jobs : q_dim + kv_dim) + kv_dim;
   const dim3 grid(static_cast<unsigned>((jobs + kRopeThreads - 1) / kRopeThreads), static_cast<unsigned>(rows));
   if (kv.fp8) {
     ENGINE_DISPATCH_DTYPE(dt, launch_pdl(rope_kv_kernel<T, true>, grid, dim3(kRopeThreads), s, qkv, stride, bias,
