@@ -1,7 +1,8 @@
 // The CUDA decoder's per-iteration metadata (cuda/batch-meta.h, host code, checked here without a GPU): a decode
 // row beside a token tree (a Medusa check) — each tree token written to the next K/V slot but rotated at its depth,
 // attending to what came before the tree and to its ancestors and itself only; rows outside a tree see their whole
-// context; the logit rows' copies carry the same.
+// context; the logit rows' copies carry the same. The prompt-rows kernel's wider row groups are planned for a batch
+// with more rows than sequences, never across a sequence, and not for a decode batch.
 #include <climits>
 #include <vector>
 
@@ -65,6 +66,23 @@ TEST_MAIN({
     CHECK(a.ctx == b.ctx && a.tree_base == b.tree_base && a.tree_visible == b.tree_visible);
   }
   CHECK(m.max_ctx == 26 && !m.one_token_each);
+  CHECK(m.n_groups_wide == 0);  // (rows_per_wide_group unset: not planned)
+  // Wide groups of up to 5 rows: the decode row alone, the tree's 6 rows as 5 + 1.
+  g.rows_per_wide_group = 5;
+  const cuda::BatchMeta mw = cuda::fill_batch_meta(chunks, layout, ml, g, host.data(), host.data());
+  CHECK(mw.n_groups_wide == 3);
+  const auto* wide = mw.groups_wide;
+  CHECK(wide[0].first == 0 && wide[0].count == 1 && wide[1].first == 1 && wide[1].count == 5 &&
+        wide[2].first == 6 && wide[2].count == 1);
+  CHECK(mw.n_groups_all == 3);  // (groups of 4: 1, 4 and 2 rows)
+  // A decode batch (every chunk one token) plans none.
+  BatchLayout ld;
+  layout_batch({decode, decode}, false, 100, ld, out);
+  const cuda::MetaLayout mld = cuda::meta_layout(ld.num_tokens, ld.num_out_rows(), ld.num_table_entries);
+  std::vector<char> hostd(mld.total);
+  const cuda::BatchMeta md = cuda::fill_batch_meta({decode, decode}, ld, mld, g, hostd.data(), hostd.data());
+  CHECK(md.one_token_each && md.n_groups_wide == 0 && md.n_groups_all == 2);
+  g.rows_per_wide_group = 0;
   // Without a tree, positions are the slots (a plain chunk of the same tokens).
   SequenceChunk causal = tree;
   causal.tree_parents.clear();

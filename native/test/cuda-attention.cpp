@@ -19,6 +19,9 @@
 // (kernels-attention-decode.cu: heads as the MMA's columns, e4m3 read from the staged bytes) for head sizes 64 and
 // 128, groups 1 to 32 (two blocks per kv head past 8), windows, caps, the soft cap and both FP8 scalings among them,
 // after the separate kernel wrote this step's keys / values (rotated, longrope, no rope).
+// Launches of prompt rows with enough blocks (num_sms 1) take the prompt-rows kernel (kernels-attention-prefill.cu:
+// each warp its own rows over every position) for head sizes 64 and 128, and run once more with the general
+// kernel's row groups; the same cases.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -111,8 +114,10 @@ int32_t row_lo(const Case& c, int32_t ctx, int32_t cap) {
 
 // new_last_only: the launch is told each row's last position is the only one written this step (decode), which
 // lets the kernel read the older keys / values before its wait and take the wide block for small batches.
+// wide: the rows' groups for the prompt-rows kernel are planned too (AttnArgs::wide_groups), so launches with
+// enough blocks take it (false: the general kernel's row groups serve the prompt rows).
 void run_case(const Case& c, int num_sms, const char* split_label, bool new_last_only = false,
-              Fresh fresh = Fresh::none) {
+              Fresh fresh = Fresh::none, bool wide = true) {
   const int64_t hd = c.hd, kv_dim = static_cast<int64_t>(c.n_kv) * hd;
   const int64_t q_stride = static_cast<int64_t>(c.n_heads) * hd + 2 * kv_dim;  // q, k, v as the decoder's qkv rows
   const int64_t out_stride = static_cast<int64_t>(c.n_heads) * hd + 8;         // 8 spare columns must stay untouched
@@ -222,6 +227,9 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
   std::vector<cuda::AttnGroup> groups(rows.size());
   const int32_t n_groups = cuda::group_attention_rows(
       rows.data(), n_rows, cuda::attention_rows_per_group(c.n_heads, c.n_kv, c.hd), groups.data());
+  std::vector<cuda::AttnGroup> wide_groups(rows.size());
+  const int32_t per_wide = wide ? cuda::attention_prefill_rows_per_group(c.n_heads, c.n_kv, c.hd) : 0;
+  const int32_t n_wide = per_wide > 0 ? cuda::group_attention_rows(rows.data(), n_rows, per_wide, wide_groups.data()) : 0;
 
   // Reference: float64 softmax over each row's own window of its context, of soft-capped scores with a cap.
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -258,13 +266,14 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
     }
   }
 
-  void *d_q, *d_k, *d_v, *d_rows, *d_groups, *d_tables, *d_out, *d_ws = nullptr;
+  void *d_q, *d_k, *d_v, *d_rows, *d_groups, *d_tables, *d_out, *d_ws = nullptr, *d_wide = nullptr;
   void *d_bias = nullptr, *d_inv = nullptr, *d_pos = nullptr, *d_dst = nullptr, *d_long = nullptr;
   auto upload = [](void** d, const void* h, size_t bytes) {
     if (bytes == 0) return;
     cudaMalloc(d, bytes);
     cudaMemcpy(*d, h, bytes, cudaMemcpyHostToDevice);
   };
+  upload(&d_wide, wide_groups.data(), static_cast<size_t>(n_wide) * sizeof(cuda::AttnGroup));
   upload(&d_bias, bias.data(), bias.size() * 4);
   upload(&d_inv, inv_freq.data(), inv_freq.size() * 4);
   upload(&d_pos, positions.data(), positions.size() * 4);
@@ -297,6 +306,8 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
   a.block_tables = static_cast<const int32_t*>(d_tables);
   a.n_rows = n_rows;
   a.n_groups = n_groups;
+  a.wide_groups = static_cast<const cuda::AttnGroup*>(d_wide);
+  a.n_wide_groups = n_wide;
   a.n_heads = c.n_heads;
   a.n_kv = c.n_kv;
   a.head_dim = c.hd;
@@ -356,7 +367,7 @@ void run_case(const Case& c, int num_sms, const char* split_label, bool new_last
             c.n_kv, c.hd, split_label, far_new);
   CHECK_MSG(off_slots == 0, "attention heads %d/%d hd %d %s: %zu pool slots changed that are not this step's",
             c.n_heads, c.n_kv, c.hd, split_label, off_slots);
-  for (void* p : {d_q, d_k, d_v, d_rows, d_groups, d_tables, d_out, d_ws, d_bias, d_inv, d_pos, d_dst, d_long})
+  for (void* p : {d_q, d_k, d_v, d_rows, d_groups, d_tables, d_out, d_ws, d_bias, d_inv, d_pos, d_dst, d_long, d_wide})
     cudaFree(p);
 
   std::vector<float> got(want.size());
@@ -465,7 +476,8 @@ TEST_MAIN({
     for (const Case& c : cases) {
       const bool window = c.window > 0 || c.softcap > 0 || std::any_of(c.seqs.begin(), c.seqs.end(),
                                                                        [](const Seq& q) { return q.cap > 0; });
-      run_case(c, 1, "one partition");  // num_sms 1: enough blocks, no split
+      run_case(c, 1, "one partition");  // num_sms 1: enough blocks, no split (prompt rows: the prompt-rows kernel)
+      run_case(c, 1, "one partition, general kernel", false, Fresh::none, false);
       run_case(c, sms, "split when few blocks");
       // (num_sms only plans the split: 1,000 cuts every context into many short partitions, so that windows and
       // row groups start inside partitions and cross their boundaries)

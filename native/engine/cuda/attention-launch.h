@@ -1,5 +1,6 @@
 // What kernels-attention.cu (the split plan, the SIMT kernel, the merge) needs of kernels-attention-mma.cu (the
-// tensor-core kernel) and kernels-attention-decode.cu (large decode batches).
+// tensor-core kernel), kernels-attention-decode.cu (large decode batches) and kernels-attention-prefill.cu (prompt
+// rows).
 #pragma once
 #include "cuda/kernels.h"
 
@@ -29,5 +30,14 @@ int attention_decode_heads(int group);
 // The pools must already hold every position (a.fresh written by the separate kernel).
 bool attention_decode_applies(const AttnArgs& a, int parts);
 void attention_decode(const AttnArgs& a, cudaStream_t s);
+
+// Warps of a prompt-rows block, each serving attention_rows_per_group() rows: a.wide_groups are planned with this
+// many times that (attention_prefill_rows_per_group).
+constexpr int kAttentionPrefillWarps = 4;
+// Whether the prompt-rows kernel serves this launch: rows not all decode rows (not new_last_only), wide_groups
+// planned, head size 64 or 128, enough blocks that no context would be split, TRTLLM_ATTN_PREFILL_KERNEL not 0.
+// The pools must already hold every position (a.fresh written by the separate kernel).
+bool attention_prefill_applies(const AttnArgs& a, int num_sms);
+void attention_prefill(const AttnArgs& a, cudaStream_t s);
 
 }  // namespace engine::cuda

@@ -36,6 +36,7 @@ MetaLayout meta_layout(int64_t T, int64_t R, int64_t table_entries) {
   m.rows_last = take(sizeof(AttnRow) * R);
   m.groups_all = take(sizeof(AttnGroup) * T);
   m.groups_last = take(sizeof(AttnGroup) * R);
+  m.groups_wide = take(sizeof(AttnGroup) * T);
   m.out_rows = take(4 * R);
   m.tables = take(4 * std::max<int64_t>(table_entries, 1));
   m.total = offset;
@@ -90,6 +91,10 @@ BatchMeta fill_batch_meta(const std::vector<SequenceChunk>& chunks, const BatchL
                                         at<AttnGroup>(host, ml.groups_all));
   m.n_groups_last = group_attention_rows(rows_last, static_cast<int32_t>(R), g.rows_per_group,
                                          at<AttnGroup>(host, ml.groups_last));
+  m.n_groups_wide = 0;
+  if (g.rows_per_wide_group > 0 && !one_token_each)  // (a decode batch's rows are one a sequence)
+    m.n_groups_wide = group_attention_rows(rows_all, static_cast<int32_t>(row), g.rows_per_wide_group,
+                                           at<AttnGroup>(host, ml.groups_wide));
   m.tokens = at<int32_t>(device, ml.tokens);
   m.positions = at<int32_t>(device, ml.positions);
   m.kv_dst = at<int64_t>(device, ml.kv_dst);
@@ -98,6 +103,7 @@ BatchMeta fill_batch_meta(const std::vector<SequenceChunk>& chunks, const BatchL
   m.rows_last = at<AttnRow>(device, ml.rows_last);
   m.groups_all = at<AttnGroup>(device, ml.groups_all);
   m.groups_last = at<AttnGroup>(device, ml.groups_last);
+  m.groups_wide = at<AttnGroup>(device, ml.groups_wide);
   m.out_rows = at<int32_t>(device, ml.out_rows);
   m.tables = at<int32_t>(device, ml.tables);
   m.one_token_each = one_token_each;

@@ -14,7 +14,8 @@ namespace engine::cuda {
 
 // Byte offsets of each array in the block, each 8-byte aligned.
 struct MetaLayout {
-  size_t tokens, positions, kv_dst, use_long, rows_all, rows_last, groups_all, groups_last, out_rows, tables, total;
+  size_t tokens, positions, kv_dst, use_long, rows_all, rows_last, groups_all, groups_last, groups_wide, out_rows, tables,
+      total;
 };
 // For T token rows, R logit rows and room for `table_entries` block-table entries (a CUDA graph's block is sized
 // for a fixed number, so its layout depends on the batch size alone).
@@ -26,6 +27,8 @@ struct MetaGeometry {
   int64_t block_elems = 0;  // elements of one block of one layer's K (or V): kv heads * tokens_per_block * head_dim
   int32_t head_dim = 0;
   int32_t rows_per_group = 1;  // attention_rows_per_group(): most rows one attention block serves
+  // attention_prefill_rows_per_group(): the same for the prompt-rows kernel (0: its groups are not planned).
+  int32_t rows_per_wide_group = 0;
   // longrope's original_max_position_embeddings (0: not longrope): a sequence longer than this after the step
   // rotates its tokens by the long frequencies.
   int32_t long_after = 0;
@@ -42,6 +45,10 @@ struct BatchMeta {
   const AttnGroup* groups_all;  // rows_all / rows_last grouped for the attention kernel (attention-rows.h)
   const AttnGroup* groups_last;
   int32_t n_groups_all, n_groups_last;
+  // rows_all grouped for the prompt-rows kernel (AttnArgs::wide_groups); n_groups_wide 0 (not planned) for a
+  // decode batch or without rows_per_wide_group.
+  const AttnGroup* groups_wide;
+  int32_t n_groups_wide;
   const int32_t* out_rows;    // [R] token row of each logit row
   const int32_t* tables;      // every chunk's block table, concatenated in chunk order
   bool one_token_each;        // every chunk is one token (a decode batch): AttnArgs::new_last_only

@@ -93,6 +93,7 @@ BatchMeta CudaDecoder::upload_meta(const std::vector<SequenceChunk>& chunks, boo
   g.block_elems = block_elems_;
   g.head_dim = config_.head_dim;
   g.rows_per_group = attention_rows_per_group(num_heads_, num_kv_heads_, config_.head_dim);
+  g.rows_per_wide_group = attention_prefill_rows_per_group(num_heads_, num_kv_heads_, config_.head_dim);
   if (spec_.rope && config_.rope_scaling.longrope())
     g.long_after = config_.rope_scaling.original_max_position_embeddings;
   const BatchMeta m = fill_batch_meta(chunks, batch_, ml, g, meta_host_.as<char>(), meta_dev_.as<char>());
@@ -190,6 +191,10 @@ void CudaDecoder::attention_layer(int32_t l, const BatchMeta& m, float* x, int64
   a.n_rows = static_cast<int32_t>(last ? R : T);
   a.groups = last ? m.groups_last : m.groups_all;
   a.n_groups = last ? m.n_groups_last : m.n_groups_all;
+  if (!last && m.n_groups_wide > 0) {  // (the last layer's logit rows are one a prompt: the general kernel)
+    a.wide_groups = m.groups_wide;
+    a.n_wide_groups = m.n_groups_wide;
+  }
   attention(a, attn_ws_.as<float>(), num_sms_, stream_);
   const LoraAt lora_o{l, LoraTarget::o, last};
   if (last) {

@@ -12,6 +12,7 @@ set(ENGINE_CUDA_KERNELS
   ${ENGINE_CUDA_DIR}/kernels-attention.cu
   ${ENGINE_CUDA_DIR}/kernels-attention-mma.cu
   ${ENGINE_CUDA_DIR}/kernels-attention-decode.cu
+  ${ENGINE_CUDA_DIR}/kernels-attention-prefill.cu
   ${ENGINE_CUDA_DIR}/kernels-gemv.cu
   ${ENGINE_CUDA_DIR}/kernels-fp8.cu
   ${ENGINE_CUDA_DIR}/kernels-fp8-mma.cu

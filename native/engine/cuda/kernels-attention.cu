@@ -362,6 +362,11 @@ int32_t attention_rows_per_group(int32_t n_heads, int32_t n_kv, int32_t head_dim
   return 16 / attention_mma_heads(n_heads / n_kv);
 }
 
+int32_t attention_prefill_rows_per_group(int32_t n_heads, int32_t n_kv, int32_t head_dim) {
+  if (head_dim != 64 && head_dim != 128) return 0;
+  return kAttentionPrefillWarps * attention_rows_per_group(n_heads, n_kv, head_dim);
+}
+
 size_t attention_workspace_floats(const AttnArgs& a, int32_t num_sms) {
   if (a.n_rows == 0) return 0;
   const Split sp = plan_split(a, num_sms);
@@ -398,10 +403,17 @@ void attention(const AttnArgs& a, float* workspace, int32_t num_sms, cudaStream_
   if (!attention_supports_head_dim(a.head_dim))
     throw EngineError(ErrorCode::unsupported, "CUDA attention: head_dim " + std::to_string(a.head_dim) +
                                                   " is not supported (16, 32, 64, 128, 256)");
+  const bool mma = attention_mma_supports(a.head_dim);
+  if (mma && attention_prefill_applies(a, num_sms)) {  // prompt rows (kernels-attention-prefill.cu)
+    AttnArgs b = a;
+    if (fresh) write_fresh(a, s);
+    b.fresh = NewKv{};
+    attention_prefill(b, s);
+    return;
+  }
   const Split sp = plan_split(a, num_sms);
   float* ws_out = workspace;
   float* ws_ms = workspace + static_cast<int64_t>(a.n_rows) * a.n_heads * sp.parts * a.head_dim;
-  const bool mma = attention_mma_supports(a.head_dim);
   // Reading keys / values before the wait (the EARLY kernels) only for small batches: batch 64 / 256 of the 8B
   // shape were 1-5 % slower with it in a build that chose at run time, and are unchanged with the plain kernel.
   const int64_t blocks = blocks_per_part(a);

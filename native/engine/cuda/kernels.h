@@ -99,6 +99,10 @@ struct AttnArgs {
   KvFormat kv;
   const AttnRow* rows;         // [n_rows] (device)
   const AttnGroup* groups;     // [n_groups] (device): rows grouped by group_attention_rows(.., attention_rows_per_group())
+  // [n_wide_groups] (device): the same rows grouped by attention_prefill_rows_per_group(), for the prompt-rows
+  // kernel (kernels-attention-prefill.cu); null: not planned (that kernel is not used).
+  const AttnGroup* wide_groups = nullptr;
+  int32_t n_wide_groups = 0;
   const int32_t* block_tables; // (device)
   int32_t n_rows, n_groups, n_heads, n_kv, head_dim, tokens_per_block;
   float scale;    // scores are (q . k) * scale
@@ -120,6 +124,9 @@ struct AttnArgs {
 // How many consecutive rows of one sequence a thread block serves together for this head layout (the `per_group`
 // of group_attention_rows): 16 / (query heads per block) on the tensor-core path, 1 on the SIMT one.
 int32_t attention_rows_per_group(int32_t n_heads, int32_t n_kv, int32_t head_dim);
+// The same for the prompt-rows kernel's blocks (AttnArgs::wide_groups); 0 where that kernel is not built for the
+// head size (the rows need no such grouping).
+int32_t attention_prefill_rows_per_group(int32_t n_heads, int32_t n_kv, int32_t head_dim);
 // Workspace floats attention() needs for `args` (0 when no context is split).
 size_t attention_workspace_floats(const AttnArgs& args, int32_t num_sms);
 void attention(const AttnArgs& args, float* workspace, int32_t num_sms, cudaStream_t s);
