@@ -3,7 +3,11 @@
 // punctuation, and concatenations of its tokens drawn with a fixed seed until the size is reached (Llama-3's
 // tokenizer cannot be fetched here; what matters to the mask is the count and the spread of lengths and prefixes).
 // The guides are the JSON Schema suite (test/fixtures/json-schemas) plus a regex and a generic JSON guide. The
-// baseline, in the same run, walks every token from the real stacks for each mask.
+// baseline, in the same run, walks every token from the real stacks for each mask. "As served" is what the executor
+// does: a new guide's requests wait until the grammar cache's background thread has computed every position, so the
+// tool reports that wait (compile + every position, one core) and the steps' mask time after it.
+// GRAMMAR_BENCH_OWN_STORE=1: each guide as a server's first (no masks shared with earlier guides);
+// GRAMMAR_BENCH_EACH=1: per-guide lines.
 //   node dist/bench/grammar-mask.js [--steps 64] [--walks 2] [--vocab 128256] [--write-vocab <file>]
 // --write-vocab only writes the vocabulary (for `bench --offline --guided-vocab` on a dummy checkpoint) and stops.
 import { execFileSync } from 'node:child_process';

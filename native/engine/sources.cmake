@@ -98,6 +98,7 @@ set(ENGINE_GRAMMAR_SOURCES
 set(ENGINE_EXECUTOR_SOURCES
   ${ENGINE_DIR}/executor/executor.cpp
   ${ENGINE_DIR}/executor/executor-loop.cpp
+  ${ENGINE_DIR}/executor/executor-guide-wait.cpp
   ${ENGINE_DIR}/executor/executor-pipeline.cpp
   ${ENGINE_DIR}/executor/executor-iteration.cpp
   ${ENGINE_DIR}/executor/executor-sample.cpp

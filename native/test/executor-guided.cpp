@@ -8,49 +8,26 @@
 
 #include "check.h"
 #include "device-sampling-fake-model.h"
-#include "executor-test-util.h"
+#include "guided-test-util.h"
 
 using namespace engine;
 using namespace test;
 
 namespace {
 
-constexpr int32_t kVocab = 64;
-constexpr int32_t kEnd = 0;
-
-// Token 0 ends sequences (no text); 1-10 are digits, 11-36 letters, then punctuation and a few multi-byte pieces;
-// the last two are special (no text).
-std::vector<std::string> vocabulary() {
-  std::vector<std::string> v{""};
-  for (char c = '0'; c <= '9'; ++c) v.push_back(std::string(1, c));
-  for (char c = 'a'; c <= 'z'; ++c) v.push_back(std::string(1, c));
-  for (const char* s : {"{", "}", "\"", ":", ",", " ", "[", "]", "-", ".", "ab", "12", "\": ", "\", \"", "true",
-                        "false", "null", "az", "9z", "{\"", "\"}", "x\"", "é"})
-    v.push_back(s);
-  while (v.size() < static_cast<size_t>(kVocab)) v.push_back("");
-  return v;
-}
+constexpr int32_t kVocab = kGuidedVocab;
 
 ExecutorConfig config(bool with_vocab = true) {
   ExecutorConfig c = small_config();
   c.max_beam_width = 2;
-  if (with_vocab) c.guided_decoding = ExecutorConfig::GuidedDecodingConfig{vocabulary()};
+  if (with_vocab) c.guided_decoding = guided_config();
   return c;
 }
 
-std::string text_of(const std::vector<int32_t>& ids) {
-  const auto v = vocabulary();
-  std::string s;
-  for (int32_t id : ids) s += v[static_cast<size_t>(id)];
-  return s;
-}
+std::string text_of(const std::vector<int32_t>& ids) { return guided_text(ids); }
 
 Request guided(std::vector<int32_t> prompt, int32_t max_tokens, GuideType type, std::string guide, bool streaming = false) {
-  Request r = make_request(std::move(prompt), max_tokens, streaming);
-  r.end_id = kEnd;
-  r.output.exclude_input_from_output = true;
-  r.guided_decoding = GuidedDecodingParams{type, std::move(guide)};
-  return r;
+  return guided_request(std::move(prompt), max_tokens, type, std::move(guide), streaming);
 }
 
 }  // namespace

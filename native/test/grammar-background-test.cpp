@@ -1,8 +1,12 @@
 // GrammarCache's background thread (background-masks.h): once it is idle every position of a new guide has its
 // mask, equal to the mask the position computes itself without sharing; steps that race it still get exact masks;
 // a guide evicted before the thread reaches it is dropped; a cache destroyed with guides queued stops at once;
-// without the thread positions are computed on first use only. Ordering by wait_for_background, never by the clock.
+// without the thread positions are computed on first use only. A guide is pending (its requests wait) from its
+// compile until the thread is done with it, unless it is over the waited-work bound; the thread tells of each guide
+// it settles; a held thread keeps guides pending, and destroying the cache settles them. Ordering by
+// wait_for_background and the hold hook, never by the clock.
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -108,6 +112,54 @@ void without_the_thread(const std::shared_ptr<const TokenVocab>& vocab) {
   CHECK_MSG(computed == 0, "%d positions computed with the background thread off", computed);
 }
 
+// positions * tokens of a guide (BackgroundMasks's measure of the work of computing every position).
+int64_t work_of(const CompiledGrammar& g) {
+  return static_cast<int64_t>(byte_positions(g).size()) * static_cast<int64_t>(g.vocab().sorted().size());
+}
+
+void pending_until_done(const std::shared_ptr<const TokenVocab>& vocab) {
+  std::atomic<int> settled{0};
+  int64_t work = 0;
+  {
+    GrammarCache probe(vocab, 16, /*background=*/false);
+    work = work_of(*probe.get(schema(4)));
+  }
+  // The bound between the two guides: schema(4) is waited for, the larger schema(40) is not.
+  GrammarCache cache(vocab, 16, /*background=*/true, work);
+  cache.set_on_masks_ready([&] { ++settled; });
+  cache.hold_background(true);
+  const auto waited = cache.get(schema(4));
+  const auto large = cache.get(schema(40));
+  CHECK_MSG(work_of(*large) > work, "schema(40): %lld, bound %lld", static_cast<long long>(work_of(*large)),
+            static_cast<long long>(work));
+  CHECK(waited->masks_pending());
+  CHECK(!large->masks_pending());
+  CHECK(cache.get(schema(4))->masks_pending());  // (the cached guide, still pending)
+  cache.hold_background(false);
+  cache.wait_for_background();
+  CHECK(!waited->masks_pending() && !large->masks_pending());
+  CHECK_MSG(settled.load() == 1, "told of %d settled guides, 1 was pending", settled.load());
+  int missing = 0;
+  for (int32_t p : byte_positions(*waited)) missing += waited->has_mask(p) ? 0 : 1;
+  CHECK(missing == 0);
+}
+
+void destroyed_while_held(const std::shared_ptr<const TokenVocab>& vocab) {
+  std::vector<std::shared_ptr<const CompiledGrammar>> kept;
+  {
+    GrammarCache cache(vocab, 16);
+    cache.hold_background(true);
+    for (int i = 0; i < 3; ++i) kept.push_back(cache.get(schema(50 + i)));
+    for (const auto& g : kept) CHECK(g->masks_pending());
+  }  // stops though held; the guides it never finished are no longer pending (their requests run lazily)
+  for (const auto& g : kept) CHECK(!g->masks_pending());
+}
+
+void never_pending_without_the_thread(const std::shared_ptr<const TokenVocab>& vocab) {
+  GrammarCache off(vocab, 16, /*background=*/false);
+  CHECK(!off.get(schema(5))->masks_pending());
+}
+
 }  // namespace
 
 TEST_MAIN({
@@ -117,4 +169,7 @@ TEST_MAIN({
   steps_race_the_thread(vocab, stop);
   evicted_and_destroyed(vocab);
   without_the_thread(vocab);
+  pending_until_done(vocab);
+  destroyed_while_held(vocab);
+  never_pending_without_the_thread(vocab);
 })

@@ -2,8 +2,10 @@
 // given: the time to compile it, then walks outputs through it choosing among the allowed tokens with a seeded
 // generator, timing each step's mask — cold (positions met for the first time compute their context-independent
 // masks) and warm (the same walks again) — against the same run's baseline, a mask made by walking every token of
-// the vocabulary from the real stacks (no precomputation); and each guide's every position computed at once (eager,
-// what XGrammar's compile step does) on one thread.
+// the vocabulary from the real stacks (no precomputation); each guide's every position computed at once (eager,
+// what XGrammar's compile step does) on one thread; and as served: the guide compiled in a cache with its background
+// thread (background-masks.h), the time from compile start until that thread has computed every position (a new
+// guide's requests wait that long in the executor's queue), then the same walks' steps, which start only after it.
 //   grammar-bench <vocab.bin> <steps> <walks> <kind>:<file> ...     kind: json_schema | regex | ebnf_grammar | json
 // vocab.bin: int32 count, int32 offsets[count + 1], then the bytes (little-endian).
 #include <omp.h>
@@ -96,6 +98,20 @@ class NaiveMask {
   StackSet state_;
 };
 
+// The token a walk takes after a step's mask (chosen among the allowed ones with `rng`), or -1 where it ends: ending
+// where allowed after a while, as a model would, so walks cover whole outputs.
+int32_t choose(const std::vector<uint64_t>& mask, int32_t stop, int s, int steps, std::mt19937& rng) {
+  std::vector<int32_t> allowed;
+  for (int32_t id = 0; id <= stop; ++id)
+    if ((mask[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1u) allowed.push_back(id);
+  if (allowed.empty()) return -1;
+  const bool can_stop = std::find(allowed.begin(), allowed.end(), stop) != allowed.end();
+  if (can_stop && (s > steps / 2 || rng() % 8 == 0)) return -1;
+  int32_t pick = allowed[rng() % allowed.size()];
+  if (pick == stop) pick = allowed[0] == stop && allowed.size() > 1 ? allowed[1] : allowed[0];
+  return pick == stop ? -1 : pick;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -110,10 +126,14 @@ int main(int argc, char** argv) {
   const int32_t stop = static_cast<int32_t>(vocab_bytes.size());  // one more id: the end token
   auto vocab = std::make_shared<const TokenVocab>(vocab_bytes, stop + 1);
   // GRAMMAR_BENCH_OWN_STORE=1: each guide compiled in a cache of its own, so no guide reuses another's masks
-  // (mask-store.h): the cold figures of a guide met on a server that has seen no other.
+  // (mask-store.h): the cold and as-served figures of a guide met on a server that has seen no other.
   const bool own_store = std::getenv("GRAMMAR_BENCH_OWN_STORE") != nullptr;
   auto cache = std::make_unique<GrammarCache>(vocab, 1024, /*background=*/false);  // (cold: first use, as measured)
+  // As served: the executor's cache, whose background thread computes a new guide's positions before its requests
+  // start (its own store: the cold figures above are not helped by its walks, nor it by theirs).
+  auto served = std::make_unique<GrammarCache>(vocab, 1024, /*background=*/true);
   std::vector<double> compile_ms, cold, warm, naive, advance, eager_ms, eager_positions, eager_walks, eager_mb;
+  std::vector<double> ready_ms, served_steps;
   int guides = 0, failed = 0;
   for (int a = 4; a < argc; ++a) {
     const std::string arg = argv[a];
@@ -151,6 +171,27 @@ int main(int argc, char** argv) {
       eager_mb.push_back(static_cast<double>(eager.mask_bytes()) / (1 << 20));
     }
     std::vector<uint64_t> mask;
+    const size_t served_before = served_steps.size();
+    {  // As served: compile, every position computed by the cache's thread, then the walks' steps.
+      if (own_store) served = std::make_unique<GrammarCache>(vocab, 1024, true);
+      const auto ts = Clock::now();
+      const auto sg = served->get(p);
+      served->wait_for_background();
+      ready_ms.push_back(micros(ts, Clock::now()) / 1000);
+      for (int w = 0; w < walks; ++w) {
+        GrammarMatcher m(sg, {stop});
+        std::mt19937 rng(static_cast<uint32_t>(1000 * a + w));
+        for (int s = 0; s < steps; ++s) {
+          const auto t1 = Clock::now();
+          m.fill_mask(mask);
+          served_steps.push_back(micros(t1, Clock::now()));
+          const int32_t pick = choose(mask, stop, s, steps, rng);
+          if (pick < 0) break;
+          m.fits_budget(pick, 64);
+          m.accept_token(pick);
+        }
+      }
+    }
     const size_t warm_before = warm.size();
     for (int pass = 0; pass < 2; ++pass) {
       for (int w = 0; w < walks; ++w) {
@@ -162,22 +203,14 @@ int main(int argc, char** argv) {
           m.fill_mask(mask);
           const double us = micros(t1, Clock::now());
           (pass == 0 ? cold : warm).push_back(us);
-          std::vector<int32_t> allowed;
-          for (int32_t id = 0; id <= stop; ++id)
-            if ((mask[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1u) allowed.push_back(id);
           if (pass == 1 && w == 0 && s % 4 == 0) {  // the baseline is slow: every fourth step of one walk
             std::vector<uint64_t> other;
             const auto t2 = Clock::now();
             baseline.fill(other);
             naive.push_back(micros(t2, Clock::now()));
           }
-          if (allowed.empty()) break;
-          // Ending where allowed after a while, as a model would, so walks cover whole outputs.
-          const bool can_stop = std::find(allowed.begin(), allowed.end(), stop) != allowed.end();
-          if (can_stop && (s > steps / 2 || rng() % 8 == 0)) break;
-          int32_t pick = allowed[rng() % allowed.size()];
-          if (pick == stop) pick = allowed[0] == stop && allowed.size() > 1 ? allowed[1] : allowed[0];
-          if (pick == stop) break;
+          const int32_t pick = choose(mask, stop, s, steps, rng);
+          if (pick < 0) break;
           const auto t3 = Clock::now();
           m.fits_budget(pick, 64);  // as the executor checks each drawn token against the tokens left
           m.accept_token(pick);
@@ -188,7 +221,9 @@ int main(int argc, char** argv) {
     }
     if (std::getenv("GRAMMAR_BENCH_EACH") != nullptr) {
       const std::vector<double> mine(warm.begin() + static_cast<long>(warm_before), warm.end());
-      std::printf("  %s: warm p50 %.1f us, max %.1f us\n", arg.c_str(), percentile(mine, 0.5), percentile(mine, 1.0));
+      const std::vector<double> as_served(served_steps.begin() + static_cast<long>(served_before), served_steps.end());
+      std::printf("  %s: warm p50 %.1f us, max %.1f us; as served: ready after %.1f ms, max %.1f us\n", arg.c_str(),
+                  percentile(mine, 0.5), percentile(mine, 1.0), ready_ms.back(), percentile(as_served, 1.0));
     }
   }
   std::printf("vocabulary %d tokens, %d guides compiled (%d refused), %d walks x up to %d steps each\n",
@@ -203,6 +238,13 @@ int main(int argc, char** argv) {
               percentile(cold, 0.99), percentile(cold, 1.0), cold.size());
   std::printf("mask us, warm: p50 %.1f, p99 %.1f, max %.1f (%zu steps)\n", percentile(warm, 0.5), percentile(warm, 0.99),
               percentile(warm, 1.0), warm.size());
+  std::printf("as served: compile + every position computed by the background thread (a new guide's requests wait "
+              "for it) ms: p50 %.1f, max %.1f\n",
+              percentile(ready_ms, 0.5), percentile(ready_ms, 1.0));
+  std::printf("mask us, as served (steps start once every position is computed): p50 %.1f, p99 %.1f, max %.1f "
+              "(%zu steps)\n",
+              percentile(served_steps, 0.5), percentile(served_steps, 0.99), percentile(served_steps, 1.0),
+              served_steps.size());
   std::printf("budget check + accept us, warm: p50 %.1f, p99 %.1f, max %.1f\n", percentile(advance, 0.5),
               percentile(advance, 0.99), percentile(advance, 1.0));
   std::printf("baseline (every token walked from the stacks) us: p50 %.1f, p99 %.1f (%zu steps); warm p50 ratio %.1fx\n",

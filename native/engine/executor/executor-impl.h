@@ -36,7 +36,7 @@ enum class LoopStep { iterate, cancels_only, stop };
 // What the loop thread is doing, for the test hook's waits.
 enum class LoopState {
   running,  // draining, iterating or delivering
-  idle,     // asleep with nothing queued or running
+  idle,     // asleep with nothing it can run (queued guided requests may be waiting for their guide's masks)
   held,     // asleep because its iteration allowance is spent (work may be waiting)
 };
 
@@ -134,6 +134,9 @@ struct Executor::Impl {
   // Guided decoding: compiled guides by content (null: no vocabulary configured, guided requests refused), and the
   // loop thread's mask of the sequence being sampled.
   std::unique_ptr<grammar::GrammarCache> grammars;
+  // Guided requests wait queued for their guide's masks (executor-guide-wait.cpp); TRTLLM_GRAMMAR_WAIT_FOR_MASKS=0:
+  // they start at once. Set at construction.
+  bool wait_for_masks = false;
   std::vector<uint64_t> allowed_scratch;
   std::vector<float> row_scratch;  // a device-sampled row fetched back for a guided redraw
   std::vector<int8_t> guided_fits, guided_accepted;  // check_device_guided's answers for this iteration's chunks
@@ -166,6 +169,12 @@ struct Executor::Impl {
   void fail_sequence(Sequence& seq, ErrorCode code, const std::string& message, std::vector<Response>& out);
   void detach(Sequence& seq);  // frees its blocks and removes it from queue/running
   void deliver(std::vector<Response>&& out, IterationStats* stats);
+
+  // executor-guide-wait.cpp: the grammar cache (its background thread wakes the loop when a guide's masks are
+  // done), whether a queued sequence still waits for its guide's masks, and whether any queued one may start.
+  void setup_guided_decoding();
+  bool awaits_masks(const Sequence& s) const;
+  bool queue_has_ready() const;
 
   // executor-iteration.cpp: one iteration, appending its responses to `out` (which may already hold the final
   // responses of this pass's cancels), in these steps:

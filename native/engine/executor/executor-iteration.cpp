@@ -97,7 +97,10 @@ void Executor::Impl::run_iteration(std::vector<Response>& out) {
     if (forward_ran) sample_and_update(batch, fo, out);
   }
   if (plan.work.empty() && plan.paused.empty() && final_responses(out) == 0) {
-    // Nothing could run (should not happen: the oldest running sequence always fits). Avoid a hot spin.
+    // Nothing could run (should not happen: the oldest running sequence always fits). Avoid a hot spin. (Nothing to
+    // run because every queued request waits for its guide's masks is no such case: the loop then sleeps until
+    // woken.)
+    if (running.empty() && !queue_has_ready()) return;
     std::unique_lock<std::mutex> lock(mu);
     wake.wait_for(lock, std::chrono::milliseconds(1));
     return;
@@ -110,15 +113,20 @@ void Executor::Impl::run_iteration(std::vector<Response>& out) {
 SchedulePlan Executor::Impl::plan_iteration(int32_t max_batch_size, int32_t max_num_tokens) {
   std::vector<SchedulerEntry> running_entries, queued_entries;
   for (const Sequence* s : running) running_entries.push_back(scheduler_entry(*s));
-  for (const Sequence* s : queue) queued_entries.push_back(scheduler_entry(*s));
+  // The scheduler sees the queue without the guided requests still waiting for their guide's masks, so those
+  // behind them are admitted as if they were not there (executor-guide-wait.cpp).
+  std::vector<const Sequence*> ready;
+  for (const Sequence* s : queue)
+    if (!awaits_masks(*s)) ready.push_back(s);
+  for (const Sequence* s : ready) queued_entries.push_back(scheduler_entry(*s));
   if (kv.reuse_enabled()) {
     // What each queued sequence would find cached. Only the first max_batch_size can start this iteration, so
     // only those pay for the lookup.
-    const size_t n = std::min(queue.size(), static_cast<size_t>(scheduler_config.max_batch_size));
+    const size_t n = std::min(ready.size(), static_cast<size_t>(scheduler_config.max_batch_size));
     for (size_t i = 0; i < n; ++i) {
       SchedulerEntry& e = queued_entries[i];
-      e.num_computed = kv.probe_prefix(queue[i]->tokens, reusable_tokens(*queue[i], vocab_size), &e.num_shared_blocks,
-                                       queue[i]->kv_root());
+      e.num_computed = kv.probe_prefix(ready[i]->tokens, reusable_tokens(*ready[i], vocab_size), &e.num_shared_blocks,
+                                       ready[i]->kv_root());
     }
   }
   SchedulerConfig config = scheduler_config;
@@ -153,7 +161,7 @@ void Executor::Impl::start_admitted(const SchedulePlan& plan) {
     s->num_computed =
         kv.attach_prefix(s->block_table, s->tokens, reusable_tokens(*s, vocab_size), s->kv_root());
   }
-  // The admitted ones are the first entries of the queue (FIFO).
+  // The admitted ones are the first entries of the queue (FIFO) that do not wait for masks.
   for (const ScheduledWork& w : plan.work) {
     if (!w.is_new) continue;
     Sequence* s = live.at(w.id).get();

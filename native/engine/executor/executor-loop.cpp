@@ -56,7 +56,9 @@ LoopStep Executor::Impl::wait_for_work(std::vector<std::unique_ptr<Sequence>>& a
       step = LoopStep::stop;
       break;
     }
-    const bool has_work = !incoming.empty() || !cancels.empty() || !queue.empty() || !running.empty();
+    // Queued guided requests waiting for their guide's masks are no work: the background thread wakes the loop when
+    // they may start (executor-guide-wait.cpp).
+    const bool has_work = !incoming.empty() || !cancels.empty() || queue_has_ready() || !running.empty();
     // A micro-batch in flight always ends (it was begun within the allowance, so it counts against it).
     if (!in_flight.empty() || (has_work && hold_allowance != 0)) break;
     // Held: a cancel still ends its request at once (final response, blocks freed) — what a test holding the loop

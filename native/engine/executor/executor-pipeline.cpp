@@ -54,7 +54,8 @@ bool Executor::Impl::begin_micro_batch(std::vector<Response>& out) {
   };
   for (const Sequence* s : running)
     if (!s->in_flight) count(*s);
-  for (const Sequence* s : queue) count(*s);
+  for (const Sequence* s : queue)
+    if (!awaits_masks(*s)) count(*s);
   const int64_t free_slots = micro_batches - static_cast<int64_t>(in_flight.size());
   const int64_t share = std::max<int64_t>(1, (ready + free_slots - 1) / free_slots);
   const int64_t budget = std::max({(tokens + micro_batches - 1) / micro_batches, share, largest_step});

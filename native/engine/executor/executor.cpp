@@ -12,9 +12,6 @@ void require_config(bool ok, const std::string& message) {
   if (!ok) throw EngineError(ErrorCode::invalid_argument, message);
 }
 
-// Distinct guides kept compiled (with their token masks); a service's schemas are usually a handful.
-constexpr size_t kGrammarCacheEntries = 256;
-
 // The request's grammar, compiled (or found in the cache) on the caller's thread, so a bad guide is an error of
 // enqueue and the loop only ever computes masks.
 std::unique_ptr<grammar::GrammarMatcher> guide_matcher(const Request& r, grammar::GrammarCache* grammars) {
@@ -194,12 +191,7 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config, s
   m.limits.prompt_tables = m.model->supports_prompt_tables();
   m.limits.prompt_table_refusal = "this model does not embed virtual tokens (p-tuning)";
 
-  if (c.guided_decoding) {
-    auto vocab = std::make_shared<const grammar::TokenVocab>(c.guided_decoding->encoded_vocab, m.vocab_size);
-    m.grammars = std::make_unique<grammar::GrammarCache>(std::move(vocab), kGrammarCacheEntries);
-    c.guided_decoding->encoded_vocab.clear();  // the vocabulary holds its own copy
-    c.guided_decoding->encoded_vocab.shrink_to_fit();
-  }
+  if (c.guided_decoding) m.setup_guided_decoding();
 
   const int32_t depth = std::max(1, m.model->pipeline_depth());
   m.micro_batches = c.pp_micro_batches == 0 ? depth : std::min(c.pp_micro_batches, depth);
@@ -371,6 +363,10 @@ bool Executor::wait_until_idle(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(m.mu);
   m.parked_cv.wait_for(lock, timeout, [&] { return m.loop_done || m.loop_state == LoopState::idle; });
   return !m.loop_done && m.loop_state == LoopState::idle;
+}
+
+void Executor::hold_guide_masks(bool held) {
+  if (impl_->grammars) impl_->grammars->hold_background(held);
 }
 
 int64_t Executor::iterations_run() const {

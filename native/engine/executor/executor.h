@@ -82,8 +82,15 @@ struct ExecutorConfig {
   int32_t speculation_max_batch = 32;
   // TensorRT-LLM's GuidedDecodingConfig: the bytes each token id stands for (empty: a special token, never allowed
   // inside a guide). Absent: requests with guided_decoding are refused.
+  // A guided request waits in the queue until its guide's every position has its mask (computed on a background
+  // thread after the guide is compiled; grammar/background-masks.h), so none of its steps walks the vocabulary while
+  // the batch waits; the other requests run meanwhile. TRTLLM_GRAMMAR_WAIT_FOR_MASKS=0: guided requests start at
+  // once and compute the positions the thread has not reached (as does TRTLLM_GRAMMAR_BACKGROUND_MASKS=0).
   struct GuidedDecodingConfig {
     std::vector<std::string> encoded_vocab;
+    // A guide of more byte positions x vocabulary tokens than this is not waited for (0: the default,
+    // BackgroundMasks::kMaxWaitedWork, ~33,500 positions at 128k tokens).
+    int64_t max_waited_work = 0;
   };
   std::optional<GuidedDecodingConfig> guided_decoding;
   // LoRA (lora/; TensorRT-LLM's PeftCacheManagerConfig and the backend's lora_cache_* parameters). Off unless
@@ -160,8 +167,12 @@ class Executor {
   // True once the loop has run its allowed iterations and holds; false on timeout or once the loop has stopped.
   // Every response of the iterations run before is delivered by then.
   bool wait_until_held(std::chrono::milliseconds timeout);
-  // True once the loop sleeps with nothing queued or running (and not held); false on timeout or once it stopped.
+  // True once the loop sleeps with nothing it can run (and not held): nothing running, and nothing queued but guided
+  // requests waiting for their guide's masks. False on timeout or once it stopped.
   bool wait_until_idle(std::chrono::milliseconds timeout);
+  // Test hook: holds (true) or releases the background thread that computes new guides' masks, so a guided request
+  // stays queued waiting for them as long as a test needs. Nothing without a guided-decoding vocabulary or the thread.
+  void hold_guide_masks(bool held);
   int64_t iterations_run() const;  // iterations recorded in the stats since construction
 
  private:

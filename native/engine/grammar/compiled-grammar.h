@@ -7,6 +7,7 @@
 // grammar and with the other grammars of its MaskStore; where only what follows a return site differs, one walk cut
 // there is shared and each position walks again only the tokens that reached the cut (compiled-grammar.cpp).
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -19,6 +20,7 @@
 
 namespace engine::grammar {
 
+class BackgroundMasks;
 class PositionSignatures;
 
 struct CompiledGrammarOptions {
@@ -51,6 +53,10 @@ class CompiledGrammar {
   void precompute(std::vector<int32_t> positions, int32_t ranks_per_part = 1024) const;
   // The same on the calling thread alone (background-masks.h: no OpenMP region beside the executor's).
   void compute_serial(std::vector<int32_t> positions) const;
+  // True while the background thread (background-masks.h) has yet to finish this guide's positions and the guide is
+  // worth waiting for: the executor keeps its requests queued meanwhile. Lock-free, since the loop asks it of every
+  // queued guided request each iteration; once false it stays false.
+  bool masks_pending() const { return masks_pending_.load(std::memory_order_acquire); }
 
  private:
   // The masks of `positions`, in rounds (compiled-grammar.cpp); parallel: walks split over OpenMP threads.
@@ -73,6 +79,9 @@ class CompiledGrammar {
   mutable size_t mask_bytes_ = 0;
   mutable size_t vocabulary_walks_ = 0;
   mutable size_t completed_from_cuts_ = 0;
+  // Set and cleared by BackgroundMasks alone (a property of its work on this guide, not of the grammar).
+  friend class BackgroundMasks;
+  mutable std::atomic<bool> masks_pending_{false};
 };
 
 }  // namespace engine::grammar

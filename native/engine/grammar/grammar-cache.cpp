@@ -23,14 +23,24 @@ std::string guide_to_gbnf(const GuidedDecodingParams& guide) {
   return guide.guide;
 }
 
-GrammarCache::GrammarCache(std::shared_ptr<const TokenVocab> vocab, size_t capacity, bool background)
+GrammarCache::GrammarCache(std::shared_ptr<const TokenVocab> vocab, size_t capacity, bool background,
+                           int64_t max_waited_work)
     : vocab_(std::move(vocab)), capacity_(capacity) {
   const char* env = std::getenv("TRTLLM_GRAMMAR_BACKGROUND_MASKS");
-  if (background && (env == nullptr || std::string(env) != "0")) background_ = std::make_unique<BackgroundMasks>();
+  if (background && (env == nullptr || std::string(env) != "0"))
+    background_ = std::make_unique<BackgroundMasks>(max_waited_work);
 }
 
 void GrammarCache::wait_for_background() {
   if (background_) background_->wait_idle();
+}
+
+void GrammarCache::set_on_masks_ready(std::function<void()> on_ready) {
+  if (background_) background_->set_on_settled(std::move(on_ready));
+}
+
+void GrammarCache::hold_background(bool held) {
+  if (background_) background_->hold(held);
 }
 
 std::shared_ptr<const CompiledGrammar> GrammarCache::get(const GuidedDecodingParams& guide) {

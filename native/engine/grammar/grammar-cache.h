@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdlib>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -22,13 +23,20 @@ std::string guide_to_gbnf(const GuidedDecodingParams& guide);
 class GrammarCache {
  public:
   // background: every new guide's masks are computed ahead on a thread of the cache's (background-masks.h);
-  // TRTLLM_GRAMMAR_BACKGROUND_MASKS=0 turns that off for every cache.
-  GrammarCache(std::shared_ptr<const TokenVocab> vocab, size_t capacity, bool background = true);
+  // TRTLLM_GRAMMAR_BACKGROUND_MASKS=0 turns that off for every cache (and with it every wait for masks).
+  // max_waited_work: BackgroundMasks's bound on the guides worth waiting for (tests lower it).
+  GrammarCache(std::shared_ptr<const TokenVocab> vocab, size_t capacity, bool background = true,
+               int64_t max_waited_work = BackgroundMasks::kMaxWaitedWork);
   // Thread-safe. Throws what guide_to_gbnf / parse_gbnf throw.
   std::shared_ptr<const CompiledGrammar> get(const GuidedDecodingParams& guide);
   size_t size() const;
   // Returns once the background thread has done every guide compiled so far (at once without one).
   void wait_for_background();
+  // Called on the background thread whenever a guide stops being pending (BackgroundMasks::set_on_settled). Set it
+  // before the first get(); it must outlive the cache's thread (the cache joins it when destroyed).
+  void set_on_masks_ready(std::function<void()> on_ready);
+  // Test hook: holds / releases the background thread (BackgroundMasks::hold); nothing without one.
+  void hold_background(bool held);
 
  private:
   std::shared_ptr<const TokenVocab> vocab_;
