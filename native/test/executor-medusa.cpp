@@ -232,9 +232,9 @@ void tree_pass_equals_paths() {
   ForwardOutput out;
   m->forward({prompt}, out);
   //        0
-  //      / | \
+  //      / | \ .
   //     1  4  6
-  //    / \  \
+  //    / \  \ .
   //   2   3  5
   SequenceChunk tree;
   tree.past_len = 9;

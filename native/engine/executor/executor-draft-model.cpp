@@ -60,7 +60,6 @@ bool Executor::Impl::eagle_may_draft(const Sequence& s) const {
 void Executor::Impl::keep_eagle_features(Sequence& s, const SequenceChunk& c, size_t first_row) {
   if (!eagle_may_draft(s) || s.is_finished()) return;
   const auto F = static_cast<size_t>(eagle_feature_width);
-  const int64_t kept = static_cast<int64_t>(s.eagle_features.size() / F);
   const int64_t rows = s.num_computed - c.past_len;  // positions this pass computed for good
   const int64_t have = c.all_logits ? static_cast<int64_t>(c.tokens.size()) : 1;
   int64_t total = 0;
