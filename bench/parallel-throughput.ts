@@ -6,9 +6,10 @@
 // --vary-output gives requests gen/2 .. 3gen/2 output tokens; --repeats n runs every layout n times, round-robin,
 // and keeps each batch's median (the VM's noise between single runs is ~10%).
 //   node dist/bench/parallel-throughput.js [--model 100m|22m] [--prompt 128] [--gen 64] [--batches 1,8] [--max-batch 64]
-//                                          [--vary-output] [--repeats 1] [--chunked <max num tokens>]
+//                                          [--vary-output] [--repeats 1] [--chunked <max num tokens>] [--pp-layers a,b]
 // --chunked n: every layout with chunked context and an iteration budget of n tokens (prompts then share iterations
 // with the decodes, so a wave of new prompts no longer fills one micro-batch alone).
+// --pp-layers spec: one more pipelined layout with that split of the layers (e.g. 4,2).
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 
@@ -51,6 +52,8 @@ async function main(): Promise<void> {
     { name: 'pp=2, pipelined (the default)', np: 2, tp: 1, pp: 2, threads: Math.max(1, cores / 2) },
     { name: 'pp=2, pipelined, --pp-layers balanced', np: 2, tp: 1, pp: 2, threads: Math.max(1, cores / 2), ppLayers: 'balanced' },
   ];
+  const split = arg('--pp-layers', '');
+  if (split) layouts.push({ name: `pp=2, pipelined, --pp-layers ${split}`, np: 2, tp: 1, pp: 2, threads: Math.max(1, cores / 2), ppLayers: split });
   const repeats = Number(arg('--repeats', '1'));
   const vary = process.argv.includes('--vary-output') ? 'vary' : '';
   if (arg('--chunked', '')) console.log(`chunked context, max num tokens ${arg('--chunked', '')}`);
