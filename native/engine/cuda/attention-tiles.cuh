@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "cuda/cp-async.cuh"
+#include "cuda/kernels.h"
 #include "cuda/kv-element.cuh"
 
 namespace engine::cuda {
@@ -49,6 +50,14 @@ struct ScoreMap {
   float mul, cap;
 };
 
+// The launch's ScoreMap: its scale (times an FP8 pool's k scale: the keys are read as their stored values) and
+// its soft cap.
+template <bool F8>
+__device__ __forceinline__ ScoreMap score_map(const AttnArgs& a) {
+  const float scale = F8 ? a.scale * a.kv.k_scale : a.scale;
+  return a.softcap > 0 ? ScoreMap{scale / a.softcap, a.softcap * kLog2e} : ScoreMap{scale * kLog2e, 0.0f};
+}
+
 // Loads positions [from, to) of the tile at t0 into stage `stage` of the shared K / V tiles as the pool stores
 // them (zeros past the context: their values must not be NaN garbage, weight 0 x NaN), as one cp.async group.
 // Positions come from the block table of the group's sequence; `skip` (EARLY) is one position not to load.
@@ -87,5 +96,16 @@ struct TileLoader {
     cp_async_commit();
   }
 };
+
+// The loader of a block serving kv head kvh for rows whose block table starts at entry `table`, positions below
+// `end`, its thread `tid`.
+template <typename T, int HD, int W, bool EARLY, bool F8>
+__device__ __forceinline__ TileLoader<T, HD, W, EARLY, F8> tile_loader(const AttnArgs& a, KvStore<T, F8>* stage_mem,
+                                                                       int32_t table, int kvh, int end, int tid) {
+  using S = KvStore<T, F8>;
+  const int tpb = a.tokens_per_block;
+  return {stage_mem, static_cast<const S*>(a.k_pool), static_cast<const S*>(a.v_pool), a.block_tables + table, tpb,
+          static_cast<int64_t>(a.n_kv) * tpb * HD, kvh, end, tid};
+}
 
 }  // namespace engine::cuda

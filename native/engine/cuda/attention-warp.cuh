@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "cuda/attention-tiles.cuh"
+#include "cuda/attention-window.cuh"
 #include "cuda/dtype.cuh"
 #include "cuda/kernels.h"
 #include "cuda/mma.cuh"
@@ -86,6 +87,28 @@ struct FragMask {
     return pos >= lo[h] && pos < lim[h] && (pos < tb[h] || ((vis[h] >> (pos - tb[h])) & 1u) != 0);
   }
 };
+
+// The FragMask of a lane whose fragment rows qr and qr + 8 are tokens (qr + 8 h) / G of `grp`, positions capped at
+// `cap` (a partition's end; INT_MAX: none). Rows past the group's see nothing.
+template <int G>
+__device__ __forceinline__ FragMask frag_mask(const AttnArgs& a, const AttnGroup& grp, int qr, int cap) {
+  FragMask fm;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int t = (qr + 8 * h) / G;
+    fm.lo[h] = fm.lim[h] = 0;
+    fm.tb[h] = INT_MAX;
+    fm.vis[h] = 0;
+    if (t < grp.count) {
+      const AttnRow row = a.rows[grp.first + t];
+      fm.lo[h] = attn_row_lo(row, a.window);
+      fm.lim[h] = min(row.ctx, cap);
+      fm.tb[h] = row.tree_base;
+      fm.vis[h] = row.tree_visible;
+    }
+  }
+  return fm;
+}
 
 // One tile of keys / values (ks, vs in shared memory, positions from t0) for this warp's 16 positions (pw within
 // the tile): S = Q Kᵀ, the mask (FragMask), the online softmax update of the running max m (log2 units),

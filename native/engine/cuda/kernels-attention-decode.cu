@@ -198,16 +198,7 @@ __global__ void __launch_bounds__(Block::kThreads, 5) attention_decode_kernel(At
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, r = lane >> 2, c = lane & 3;
   const AttnRow row = a.rows[blockIdx.x];
   const int lo = attn_row_lo(row, a.window), end = row.ctx;
-  const int tpb = a.tokens_per_block;
-  const TileLoader<T, HD, kWarps, false, F8> load_tile{stage_mem,
-                                                       static_cast<const S*>(a.k_pool),
-                                                       static_cast<const S*>(a.v_pool),
-                                                       a.block_tables + row.table,
-                                                       tpb,
-                                                       static_cast<int64_t>(a.n_kv) * tpb * HD,
-                                                       kvh,
-                                                       end,
-                                                       tid};
+  const auto load_tile = tile_loader<T, HD, kWarps, false, F8>(a, stage_mem, row.table, kvh, end, tid);
   const int n_tiles = (end - lo + kTile - 1) / kTile;
   if (n_tiles > 0) load_tile(lo, 0, lo, lo + kTile);
   uint32_t qb[MT][2];
@@ -218,8 +209,7 @@ __global__ void __launch_bounds__(Block::kThreads, 5) attention_decode_kernel(At
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[mt][e] = 0;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};
-  const float scale = F8 ? a.scale * a.kv.k_scale : a.scale;
-  const ScoreMap sm = a.softcap > 0 ? ScoreMap{scale / a.softcap, a.softcap * kLog2e} : ScoreMap{scale * kLog2e, 0.0f};
+  const ScoreMap sm = score_map<F8>(a);
   const int pw = 16 * warp;
   for (int it = 0; it < n_tiles; ++it) {
     const int t0 = lo + it * kTile;
@@ -272,26 +262,15 @@ __global__ void __launch_bounds__(Block::kThreads, 5) attention_decode_kernel(At
   }
 }
 
-template <typename T, int HD, int G, bool F8>
-void launch(const AttnArgs& a, cudaStream_t s) {
-  auto* kernel = attention_decode_kernel<T, HD, G, F8>;
-  constexpr size_t smem = decode_smem_bytes<HD, F8>();
-  if constexpr (smem > 48 * 1024) {
-    static const cudaError_t opted = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                          static_cast<int>(smem));
-    check_cuda(opted, "cudaFuncSetAttribute (decode attention shared memory)");
-  }
-  const int per_kv = (a.n_heads / a.n_kv) / G;
-  const dim3 grid(static_cast<unsigned>(a.n_rows), static_cast<unsigned>(a.n_kv * per_kv));
-  launch_pdl_smem(kernel, grid, dim3(Block::kThreads), smem, s, a);
-}
-
 template <typename T, int HD, int G>
 void launch_kv(const AttnArgs& a, cudaStream_t s) {
+  const int per_kv = (a.n_heads / a.n_kv) / G;
+  const dim3 grid(static_cast<unsigned>(a.n_rows), static_cast<unsigned>(a.n_kv * per_kv));
+  const dim3 block(Block::kThreads);
   if (a.kv.fp8)
-    launch<T, HD, G, true>(a, s);
+    launch_pdl_opted<attention_decode_kernel<T, HD, G, true>, decode_smem_bytes<HD, true>()>(grid, block, s, a);
   else
-    launch<T, HD, G, false>(a, s);
+    launch_pdl_opted<attention_decode_kernel<T, HD, G, false>, decode_smem_bytes<HD, false>()>(grid, block, s, a);
 }
 
 template <typename T, int HD>

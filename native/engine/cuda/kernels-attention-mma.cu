@@ -256,31 +256,9 @@ __global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
   // Positions [begin, fresh) of the first two tiles load before the wait.
   const int fresh = max(begin, min(oldest_new, end));
   // Tile row i is token i / G of the group, head h0 + i % G: what it sees (FragMask).
-  FragMask fm;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int t = (qr + 8 * h) / G;
-    fm.lo[h] = fm.lim[h] = 0;
-    fm.tb[h] = INT_MAX;
-    fm.vis[h] = 0;
-    if (t < grp.count) {
-      const AttnRow row = a.rows[grp.first + t];
-      fm.lo[h] = attn_row_lo(row, a.window);
-      fm.lim[h] = min(row.ctx, end);
-      fm.tb[h] = row.tree_base;
-      fm.vis[h] = row.tree_visible;
-    }
-  }
+  const FragMask fm = frag_mask<G>(a, grp, qr, end);
   const int tpb = a.tokens_per_block;
-  const TileLoader<T, HD, W, EARLY, F8> load_tile{stage_mem,
-                                                  static_cast<const S*>(a.k_pool),
-                                                  static_cast<const S*>(a.v_pool),
-                                                  a.block_tables + a.rows[grp.first].table,
-                                                  tpb,
-                                                  static_cast<int64_t>(a.n_kv) * tpb * HD,
-                                                  kvh,
-                                                  end,
-                                                  tid};
+  const auto load_tile = tile_loader<T, HD, W, EARLY, F8>(a, stage_mem, a.rows[grp.first].table, kvh, end, tid);
   const int n_tiles = (end - begin + kTile - 1) / kTile;
   const int t1 = begin + kTile;  // the second tile (if n_tiles > 1)
   // a.fresh (EARLY only; attention_mma_fuses_new_kv: one row per block, its partition within the first two
@@ -331,8 +309,7 @@ __global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[n][e] = 0;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};  // running max (log2 units) and lane-partial sum per row
-  const float scale = F8 ? a.scale * a.kv.k_scale : a.scale;  // (q . k) of the widened keys times k_scale
-  const ScoreMap sm = a.softcap > 0 ? ScoreMap{scale / a.softcap, a.softcap * kLog2e} : ScoreMap{scale * kLog2e, 0.0f};
+  const ScoreMap sm = score_map<F8>(a);
   attend_tiles<T, HD, W, EARLY, F8>(load_tile, tiles, begin, end, n_tiles, tid, warp, lane, qc, fm, sm, qf, o, m, l);
   combine_warps<T, HD, G, W>(a, grp, h0, part_size, part0, F8 ? a.kv.v_scale : 1.0f, smem, tid, warp, qr, qc, o, m, l,
                              ws_out, ws_ms);
@@ -340,17 +317,11 @@ __global__ void __launch_bounds__(Shape<W>::kThreads, W == 4 ? 3 : 1)
 
 template <typename T, int HD, int G, int W, bool EARLY, bool F8>
 void launch_kernel(const AttnArgs& a, int part_size, int parts, float* ws_out, float* ws_ms, cudaStream_t s) {
-  auto* kernel = attention_mma_kernel<T, HD, G, W, EARLY, F8>;
-  constexpr size_t smem = smem_bytes<HD, W, F8>();
-  if constexpr (smem > 48 * 1024) {
-    static const cudaError_t opted = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                          static_cast<int>(smem));
-    check_cuda(opted, "cudaFuncSetAttribute (attention shared memory)");
-  }
   const int per_kv = (a.n_heads / a.n_kv) / G;
   const dim3 grid(static_cast<unsigned>(a.n_groups), static_cast<unsigned>(a.n_kv * per_kv),
                   static_cast<unsigned>(parts));
-  launch_pdl_smem(kernel, grid, dim3(Shape<W>::kThreads), smem, s, a, part_size, ws_out, ws_ms);
+  launch_pdl_opted<attention_mma_kernel<T, HD, G, W, EARLY, F8>, smem_bytes<HD, W, F8>()>(
+      grid, dim3(Shape<W>::kThreads), s, a, part_size, ws_out, ws_ms);
 }
 
 template <typename T, int HD, int G, int W, bool EARLY>

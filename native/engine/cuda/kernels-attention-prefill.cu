@@ -72,31 +72,8 @@ __global__ void __launch_bounds__(Sh::kThreads) attention_prefill_kernel(AttnArg
       wlo = min(wlo, lo);
     }
   }
-  FragMask fm;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int t = (qr + 8 * h) / G;
-    fm.lo[h] = fm.lim[h] = 0;
-    fm.tb[h] = INT_MAX;
-    fm.vis[h] = 0;
-    if (t < wg.count) {
-      const AttnRow row = a.rows[wg.first + t];
-      fm.lo[h] = attn_row_lo(row, a.window);
-      fm.lim[h] = row.ctx;
-      fm.tb[h] = row.tree_base;
-      fm.vis[h] = row.tree_visible;
-    }
-  }
-  const int tpb = a.tokens_per_block;
-  const TileLoader<T, HD, kWarps, false, F8> load_tile{stage_mem,
-                                                       static_cast<const S*>(a.k_pool),
-                                                       static_cast<const S*>(a.v_pool),
-                                                       a.block_tables + a.rows[grp.first].table,
-                                                       tpb,
-                                                       static_cast<int64_t>(a.n_kv) * tpb * HD,
-                                                       kvh,
-                                                       gctx,
-                                                       tid};
+  const FragMask fm = frag_mask<G>(a, wg, qr, INT_MAX);
+  const auto load_tile = tile_loader<T, HD, kWarps, false, F8>(a, stage_mem, a.rows[grp.first].table, kvh, gctx, tid);
   const int begin = glo, n_tiles = (gctx - glo + kTile - 1) / kTile;
   if (n_tiles > 0) load_tile(begin, 0, begin, begin + kTile);
   uint32_t qf[KSTEPS][4];
@@ -108,9 +85,7 @@ __global__ void __launch_bounds__(Sh::kThreads) attention_prefill_kernel(AttnArg
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[n][e] = 0;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};  // running max (log2 units) and lane-partial sum per row
-  const float scale = F8 ? a.scale * a.kv.k_scale : a.scale;  // (q . k) of the widened keys times k_scale
-  const ScoreMap sm =
-      a.softcap > 0 ? ScoreMap{scale / a.softcap, a.softcap * kLog2e} : ScoreMap{scale * kLog2e, 0.0f};
+  const ScoreMap sm = score_map<F8>(a);
   for (int it = 0; it < n_tiles; ++it) {
     const int t0 = begin + it * kTile;
     if (it + 1 < n_tiles) {
@@ -156,26 +131,15 @@ __global__ void __launch_bounds__(Sh::kThreads) attention_prefill_kernel(AttnArg
   }
 }
 
-template <typename T, int HD, int G, bool F8>
-void launch_kernel(const AttnArgs& a, cudaStream_t s) {
-  auto* kernel = attention_prefill_kernel<T, HD, G, F8>;
-  constexpr size_t smem = smem_bytes<HD, F8>();
-  if constexpr (smem > 48 * 1024) {
-    static const cudaError_t opted = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                          static_cast<int>(smem));
-    check_cuda(opted, "cudaFuncSetAttribute (prefill attention shared memory)");
-  }
-  const int per_kv = (a.n_heads / a.n_kv) / G;
-  const dim3 grid(static_cast<unsigned>(a.n_wide_groups), static_cast<unsigned>(a.n_kv * per_kv));
-  launch_pdl_smem(kernel, grid, dim3(Sh::kThreads), smem, s, a);
-}
-
 template <typename T, int HD, int G>
 void launch_f8(const AttnArgs& a, cudaStream_t s) {
+  const int per_kv = (a.n_heads / a.n_kv) / G;
+  const dim3 grid(static_cast<unsigned>(a.n_wide_groups), static_cast<unsigned>(a.n_kv * per_kv));
+  const dim3 block(Sh::kThreads);
   if (a.kv.fp8)
-    launch_kernel<T, HD, G, true>(a, s);
+    launch_pdl_opted<attention_prefill_kernel<T, HD, G, true>, smem_bytes<HD, true>()>(grid, block, s, a);
   else
-    launch_kernel<T, HD, G, false>(a, s);
+    launch_pdl_opted<attention_prefill_kernel<T, HD, G, false>, smem_bytes<HD, false>()>(grid, block, s, a);
 }
 
 template <typename T, int HD>

@@ -73,6 +73,18 @@ void launch_pdl_smem(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_
   check_cuda(cudaLaunchKernelEx(&cfg, kernel, static_cast<KernelArgs>(std::forward<Args>(args))...), "cudaLaunchKernelEx");
 }
 
+// launch_pdl_smem for a kernel that may want more than the default 48 KB of dynamic shared memory: opted in to
+// Smem bytes on its first launch (Kernel is a template argument, so every kernel has its own opt-in).
+template <auto Kernel, size_t Smem, typename... Args>
+void launch_pdl_opted(dim3 grid, dim3 block, cudaStream_t s, Args&&... args) {
+  if constexpr (Smem > 48 * 1024) {
+    static const cudaError_t opted =
+        cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Smem));
+    check_cuda(opted, "cudaFuncSetAttribute (dynamic shared memory)");
+  }
+  launch_pdl_smem(Kernel, grid, block, Smem, s, std::forward<Args>(args)...);
+}
+
 template <typename... KernelArgs, typename... Args>
 void launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, cudaStream_t s, Args&&... args) {
   launch_pdl_smem(kernel, grid, block, 0, s, std::forward<Args>(args)...);
