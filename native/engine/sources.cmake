@@ -67,6 +67,7 @@ set(ENGINE_SAMPLING_SOURCES
   ${ENGINE_DIR}/sampling/beam-search.cpp
   ${ENGINE_DIR}/sampling/device-sampling-choice.cpp
   ${ENGINE_DIR}/sampling/guided-masks.cpp
+  ${ENGINE_DIR}/sampling/likeliest-allowed.cpp
   ${ENGINE_DIR}/sampling/ngram-draft.cpp
 )
 # Structured output: guides (JSON Schema, regex, GBNF) compiled to byte-level grammars, and per-request token masks.
@@ -101,6 +102,7 @@ set(ENGINE_EXECUTOR_SOURCES
   ${ENGINE_DIR}/executor/executor-guide-wait.cpp
   ${ENGINE_DIR}/executor/executor-pipeline.cpp
   ${ENGINE_DIR}/executor/executor-iteration.cpp
+  ${ENGINE_DIR}/executor/iteration-phases.cpp
   ${ENGINE_DIR}/executor/executor-sample.cpp
   ${ENGINE_DIR}/executor/executor-beams.cpp
   ${ENGINE_DIR}/executor/executor-speculation.cpp

@@ -11,6 +11,11 @@ namespace {
 size_t align8(size_t n) { return (n + 7) / 8 * 8; }
 }  // namespace
 
+DeviceSampler::~DeviceSampler() {
+  if (uploaded_ != nullptr) cudaEventDestroy(uploaded_);
+  if (upload_ != nullptr) cudaStreamDestroy(upload_);
+}
+
 void DeviceSampler::add(int32_t row, int32_t chunk, const DeviceSampling& d, int32_t row_sample) {
   SampleSpec s{};
   s.row = row;
@@ -67,7 +72,13 @@ void DeviceSampler::enqueue(float* logits, int64_t vocab, cudaStream_t s) {
   kept_rows_.clear();
   for (size_t i = 0; i < n; ++i) kept_rows_.emplace_back(chunks_[i], specs_[i].row);
   char* d = dev_.as<char>();
-  check_cuda(cudaMemcpyAsync(d, h, results_at_, cudaMemcpyHostToDevice, s), "upload sampling parameters");
+  if (upload_ == nullptr) {
+    check_cuda(cudaStreamCreateWithFlags(&upload_, cudaStreamNonBlocking), "sampling upload stream");
+    check_cuda(cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming), "sampling upload event");
+  }
+  check_cuda(cudaMemcpyAsync(d, h, results_at_, cudaMemcpyHostToDevice, upload_), "upload sampling parameters");
+  check_cuda(cudaEventRecord(uploaded_, upload_), "upload sampling parameters");
+  check_cuda(cudaStreamWaitEvent(s, uploaded_, 0), "upload sampling parameters");
   auto* tok = reinterpret_cast<int32_t*>(d + results_at_);
   sample_rows(logits, vocab, reinterpret_cast<const SampleSpec*>(d), static_cast<int32_t>(n),
               reinterpret_cast<const int32_t*>(d + tokens_at), reinterpret_cast<const int32_t*>(d + counts_at),
@@ -95,10 +106,12 @@ bool DeviceSampler::copy_row(int32_t chunk, int64_t vocab, std::vector<float>& r
   for (const auto& [c, r] : kept_rows_) {
     if (c != chunk || kept_logits_ == nullptr) continue;
     row.resize(static_cast<size_t>(vocab));
-    check_cuda(cudaMemcpyAsync(row.data(), kept_logits_ + static_cast<int64_t>(r) * vocab, sizeof(float) * vocab,
+    row_host_.ensure(sizeof(float) * static_cast<size_t>(vocab));
+    check_cuda(cudaMemcpyAsync(row_host_.get(), kept_logits_ + static_cast<int64_t>(r) * vocab, sizeof(float) * vocab,
                                cudaMemcpyDeviceToHost, s),
                "copy a sampled row");
     check_cuda(cudaStreamSynchronize(s), "copy a sampled row");
+    std::memcpy(row.data(), row_host_.get(), sizeof(float) * static_cast<size_t>(vocab));
     return true;
   }
   return false;

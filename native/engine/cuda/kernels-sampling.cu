@@ -310,7 +310,9 @@ __global__ void __launch_bounds__(kThreads)
   }
   if (sp.greedy) {
     double sum = 0;
-    for (int64_t i = threadIdx.x; i < vocab; i += kThreads) sum += exp(static_cast<double>(row[i]) - mx);
+    // (Single-precision exponentials, each to ~1e-7 as greedy_kernel's, summed in double: a row is one block, and
+    // 128k double-precision exponentials keep its SM's few FP64 units busy.)
+    for (int64_t i = threadIdx.x; i < vocab; i += kThreads) sum += static_cast<double>(expf(row[i] - mx));
     sum = block_total(sum, sh.dsum);
     if (threadIdx.x == 0) {
       token[blockIdx.x] = idx;

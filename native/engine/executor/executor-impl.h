@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "executor/executor.h"
+#include "executor/iteration-phases.h"
 #include "grammar/grammar-cache.h"
 #include "kv-cache/kv-cache.h"
 #include "lora/lora-cache.h"
@@ -138,6 +139,7 @@ struct Executor::Impl {
   // they start at once. Set at construction.
   bool wait_for_masks = false;
   std::vector<uint64_t> allowed_scratch;
+  IterationPhases phases;  // TRTLLM_ITER_PHASES=1
   std::vector<float> row_scratch;  // a device-sampled row fetched back for a guided redraw
   std::vector<int8_t> guided_fits, guided_accepted;  // check_device_guided's answers for this iteration's chunks
   std::vector<uint8_t> guided_no_token;  // per chunk of the last pass: its guide allowed no token (device rows)

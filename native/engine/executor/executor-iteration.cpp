@@ -86,16 +86,23 @@ void Executor::Impl::run_iteration(std::vector<Response>& out) {
   const auto t0 = std::chrono::steady_clock::now();
   const double timestamp = unix_now();
   const SchedulePlan plan = plan_iteration();
+  phases.begin(plan.num_context == 0 && plan.num_generation > 0);
   apply_pauses(plan);
   start_admitted(plan);
   IterationBatch batch = build_chunks(plan, out);
+  phases.add(IterPhase::plan, t0);
   const int32_t num_scheduled = static_cast<int32_t>(batch.seqs.size());
   bool forward_ran = false;
   if (!batch.empty()) {
     ForwardOutput fo;
+    auto t = IterationPhases::Clock::now();
     forward_ran = run_forward(batch, fo, out);
+    phases.add(IterPhase::forward, t);
+    t = IterationPhases::Clock::now();
     if (forward_ran) sample_and_update(batch, fo, out);
+    phases.add(IterPhase::update, t);
   }
+  const auto t_deliver = IterationPhases::Clock::now();
   if (plan.work.empty() && plan.paused.empty() && final_responses(out) == 0) {
     // Nothing could run (should not happen: the oldest running sequence always fits). Avoid a hot spin. (Nothing to
     // run because every queued request waits for its guide's masks is no such case: the loop then sleeps until
@@ -108,6 +115,7 @@ void Executor::Impl::run_iteration(std::vector<Response>& out) {
   IterationStats stats = collect_stats(plan, num_scheduled, forward_ran, t0, timestamp, out);
   deliver(std::move(out), &stats);
   out.clear();
+  phases.add(IterPhase::deliver, t_deliver);
 }
 
 SchedulePlan Executor::Impl::plan_iteration(int32_t max_batch_size, int32_t max_num_tokens) {
@@ -238,8 +246,17 @@ bool Executor::Impl::run_forward(IterationBatch& batch, ForwardOutput& fo, std::
     if (call == ForwardCall::end) {
       model->forward_end(fo);
     } else {
-      model->set_sampling_prep([this, &batch] { fill_guided_masks(batch.seqs, batch.chunks, &guided_no_token); });
+      const auto t_forward = IterationPhases::Clock::now();
+      auto t_prep_end = t_forward;
+      model->set_sampling_prep([this, &batch, t_forward, &t_prep_end] {
+        const auto t = IterationPhases::Clock::now();
+        phases.add(IterPhase::to_prep, t_forward);
+        fill_guided_masks(batch.seqs, batch.chunks, &guided_no_token);
+        phases.add(IterPhase::prep, t);
+        t_prep_end = IterationPhases::Clock::now();
+      });
       model->forward(batch.chunks, fo);
+      phases.add(IterPhase::after_prep, t_prep_end);
     }
     error = forward_shape_error(batch.chunks, fo, vocab_size);
   } catch (const EngineError& e) {

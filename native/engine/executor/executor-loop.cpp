@@ -24,6 +24,7 @@ void Executor::Impl::run_loop() {
       live.emplace(seq->id, std::move(seq));
     }
     if (step == LoopStep::stop) {
+      phases.report();
       stop_loop();
       return;
     }
@@ -45,6 +46,7 @@ void Executor::Impl::run_loop() {
       else ++it;
     }
     if (!out.empty()) deliver(std::move(out), nullptr);
+    if (phases.on() && running.empty() && queue.empty()) phases.report();  // a round of work done
   }
 }
 

@@ -15,6 +15,7 @@
 #include "kv-cache/kv-block-hash.h"
 #include "executor/response-builder.h"
 #include "sampling/guided-masks.h"
+#include "sampling/likeliest-allowed.h"
 #include "kv-cache/kv-window.h"
 #include "sampling/sampling-context.h"
 #include "sampling/stop-words.h"
@@ -57,36 +58,15 @@ void for_each_allowed(const std::vector<uint64_t>& mask, int32_t vocab, F f) {
     }
 }
 
-std::vector<int32_t> likeliest_allowed(const float* logits, int32_t vocab, const std::vector<uint64_t>& allowed) {
-  // One pass keeping the best kBudgetCandidates in a min-heap (worst on top): inside a string nearly every one of
-  // 128k tokens is allowed, and most fail the comparison with the heap's worst.
-  using Scored = std::pair<float, int32_t>;
-  const auto better = [](const Scored& a, const Scored& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
-  std::vector<Scored> heap;
-  heap.reserve(kBudgetCandidates);
-  for_each_allowed(allowed, vocab, [&](int32_t t) {
-    const Scored x{std::isnan(logits[t]) ? -INFINITY : logits[t], t};
-    if (heap.size() < kBudgetCandidates) {
-      heap.push_back(x);
-      std::push_heap(heap.begin(), heap.end(), better);
-    } else if (better(x, heap.front())) {
-      std::pop_heap(heap.begin(), heap.end(), better);
-      heap.back() = x;
-      std::push_heap(heap.begin(), heap.end(), better);
-    }
-  });
-  std::vector<int32_t> ids;
-  for (const auto& [score, id] : heap) ids.push_back(id);
-  return ids;
-}
-
 }  // namespace
 
 void Executor::Impl::sample_and_update(const IterationBatch& batch, const ForwardOutput& fo,
                                        std::vector<Response>& out) {
   const double t_tok = now();
   const size_t V = static_cast<size_t>(vocab_size);
+  const auto t_check = IterationPhases::Clock::now();
   check_device_guided(batch, fo);
+  phases.add(IterPhase::guided_check, t_check);
   // Rows the host samples under a guide (the CPU backend): their masks' new positions first, on all threads.
   std::vector<Sequence*> host_guided;
   for (size_t i = 0; i < batch.seqs.size() && i < fo.first_row.size(); ++i)
@@ -126,17 +106,22 @@ void Executor::Impl::check_device_guided(const IterationBatch& batch, const Forw
     if (!s.is_finished() && s.matcher && s.beams.empty() && fo.first_row[i] < 0 && !no_token) rows.push_back(i);
   }
   const int count = static_cast<int>(rows.size());
-#pragma omp parallel for schedule(dynamic, 4) num_threads(std::max(1, std::min(count / 4, omp_get_max_threads()))) if (count > 1)
+  // A row is 10-20 us of walking at 128k tokens (its token's bytes; near max_tokens the budget's check) while the
+  // device waits: one row at a time over every thread.
+  const int nthreads = std::max(1, std::min(count, omp_get_max_threads()));
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads) if (count > 1)
   for (int k = 0; k < count; ++k) {
     const size_t i = rows[static_cast<size_t>(k)];
     Sequence& s = *batch.seqs[i];
     const int32_t token = fo.sampled[i].token;
+    const auto t_row = IterationPhases::Clock::now();
     try {
       const bool fits = s.matcher->fits_budget(token, guided_budget(s));
       guided_fits[i] = fits ? 1 : 0;
       if (fits && token != s.request.end_id) guided_accepted[i] = s.matcher->accept_token(token) ? 1 : 0;
     } catch (...) {  // (out of memory) left to advance_sequence, which does it again and reports what fails
     }
+    phases.add_row_work(t_row);
   }
 }
 
@@ -161,8 +146,13 @@ void Executor::Impl::advance_sequence(Sequence& s, const IterationBatch& batch, 
     return;
   }
   if (guided_on_device && !(guided_fits[i] >= 0 ? guided_fits[i] == 1 : s.matcher->fits_budget(fo.sampled[i].token, guided_budget(s)))) {
-    if (model->sampled_row(static_cast<int32_t>(i), row_scratch)) {
+    const auto t_redraw = IterationPhases::Clock::now();
+    phases.count_redraw();
+    const bool copied = model->sampled_row(static_cast<int32_t>(i), row_scratch);
+    phases.add(IterPhase::redraw_copy, t_redraw);
+    if (copied) {
       redrawn = redraw_in_budget(s, row_scratch.data());
+      phases.add(IterPhase::redraw, t_redraw);
     } else {
       s.num_computed += static_cast<int32_t>(c.tokens.size()) - 1;
       kv.commit_full_blocks(s.block_table, s.tokens, s.num_computed, s.kv_root());
@@ -209,7 +199,7 @@ void Executor::Impl::advance_sequence(Sequence& s, const IterationBatch& batch, 
     // walk, narrowing the mask a few hundred, so that happens only when the drawn one does not fit (then it is
     // drawn again from the narrowed mask).
     if (s.matcher && !s.matcher->fits_budget(tok.token, guided_budget(s))) {
-      s.matcher->restrict_to_budget(allowed_scratch, guided_budget(s), likeliest_allowed(logits, vocab_size, allowed_scratch));
+      s.matcher->restrict_to_budget(allowed_scratch, guided_budget(s), likeliest_allowed(logits, vocab_size, allowed_scratch, kBudgetCandidates));
       tok = sampler.sample(logits, vocab_size, sc);
     }
   }
@@ -239,7 +229,7 @@ SampledToken Executor::Impl::redraw_in_budget(Sequence& s, const float* row) {
   sc.config = &config;
   sc.step = static_cast<uint64_t>(s.num_generated());
   s.matcher->fill_mask(allowed_scratch);
-  s.matcher->restrict_to_budget(allowed_scratch, guided_budget(s), likeliest_allowed(row, vocab_size, allowed_scratch));
+  s.matcher->restrict_to_budget(allowed_scratch, guided_budget(s), likeliest_allowed(row, vocab_size, allowed_scratch, kBudgetCandidates));
   // Drawn among the narrowed tokens alone (a few hundred, in id order): the same draw as over the whole row with
   // only them allowed, whose other entries are -inf and add nothing to any sum.
   std::vector<int32_t> ids;
