@@ -91,7 +91,8 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
     log.info(`speculative decoding: Medusa heads ${resolve(options.medusaHeads)} propose up to ${options.numDraftTokens ?? 4} candidate(s) a step, ` +
       `checked as one tree (${options.medusaChoices === undefined ? 'default choices' : `--medusa-choices ${options.medusaChoices}`}; a request's num_draft_tokens overrides the count)`);
   } else if (options.eagleHeads !== undefined) {
-    log.info(`speculative decoding: EAGLE heads ${resolve(options.eagleHeads)} guess ${options.numDraftTokens ?? 4} token(s) a step from the model's hidden states (a request's num_draft_tokens overrides it)`);
+    log.info(`speculative decoding: EAGLE heads ${resolve(options.eagleHeads)} guess ${options.numDraftTokens ?? 4} token(s) a step from the model's hidden states, ` +
+      `${options.eagleChoices === undefined ? 'one after the other' : `as a tree (--eagle-choices ${options.eagleChoices})`} (a request's num_draft_tokens overrides the count)`);
   } else if ((options.speculativeNgram ?? 0) > 0) {
     log.info(`speculative decoding: prompt lookup guesses up to ${options.speculativeNgram} token(s) a step`);
   }

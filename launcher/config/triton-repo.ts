@@ -32,6 +32,7 @@ const PARAMETERS: Readonly<Record<string, { key: string; form: Form }>> = {
   event_buffer_max_size: { key: 'kv_cache.event_buffer_max_size', form: 'number' },
   max_beam_width: { key: 'decoding.max_beam_width', form: 'number' },
   medusa_choices: { key: 'decoding.medusa_choices', form: 'json' },
+  eagle_choices: { key: 'decoding.eagle_choices', form: 'json' },
   gpu_device_ids: { key: 'gpu_device_ids', form: 'ids' },
   lora_cache_optimal_adapter_size: { key: 'lora.cache_optimal_adapter_size', form: 'number' },
   lora_cache_max_adapter_size: { key: 'lora.cache_max_adapter_size', form: 'number' },

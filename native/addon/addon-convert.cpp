@@ -197,6 +197,7 @@ engine::ExecutorConfig to_executor_config(Napi::Env env, Napi::Object object) {
   c.ngram_speculation.max_draft_tokens = f.int32("ngramDraftTokens", c.ngram_speculation.max_draft_tokens);
   c.draft_model_tokens = f.int32("draftModelTokens", c.draft_model_tokens);
   c.medusa_choices = f.int_array_list("medusaChoices");
+  c.eagle_choices = f.int_array_list("eagleChoices");
   c.speculation_max_batch = f.int32("speculationMaxBatch", c.speculation_max_batch);
   c.max_batch_size = static_cast<int32_t>(f.integer("maxBatchSize", c.max_batch_size));
   c.max_num_tokens = static_cast<int32_t>(f.integer("maxNumTokens", c.max_num_tokens));

@@ -107,6 +107,7 @@ set(ENGINE_EXECUTOR_SOURCES
   ${ENGINE_DIR}/executor/executor-beams.cpp
   ${ENGINE_DIR}/executor/executor-speculation.cpp
   ${ENGINE_DIR}/executor/executor-draft-model.cpp
+  ${ENGINE_DIR}/executor/executor-eagle-tree.cpp
   ${ENGINE_DIR}/executor/executor-lora.cpp
   ${ENGINE_DIR}/executor/response-builder.cpp
 )

@@ -9,12 +9,18 @@
 // the executor feeds the draft the model's features of the right positions, and drops those of refused guesses);
 // outputs equal the plain executor's token for token — greedy and seeded sampled, streaming, stop words, end_id,
 // max_tokens, prompts over several passes, pauses, a cached prefix, a batch of speculating and plain requests, a
-// cancel mid-draft — for both fixtures. Refusals: heads of another shape, a missing tensor, an architecture not
+// cancel mid-draft — for both fixtures. Trees of guesses (eagle_choices): a chain given as a tree makes and keeps
+// the reference's guesses; a chain, a wide and a deep-and-wide tree give the plain outputs in the same ways (and
+// every max_tokens from 1 to 12, stop words and end_id at several places, fewer nodes than paths); every checked
+// tree's guesses are, by a draft run by hand over each branch alone, its branch's best at ranks the choices list;
+// kept paths run longer than one guess and off the first choices. Bad eagle_choices are refused, naming the path.
+// Refusals: heads of another shape, a missing tensor, an architecture not
 // read, a pickle-only directory, a model that cannot keep its hidden states, another drafter at once; EAGLE-3 heads
 // whose fc is not over the listed layers, whose aux layer ids (or the default's) do not fit the model, whose draft
 // vocabulary exceeds the model's, whose d2t has another length or maps outside the vocabulary, with more than one
 // layer, another target_hidden_size, q/k/v not over [embedding; hidden], a missing tensor.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -29,6 +35,7 @@
 #include "loading/json.h"
 #include "loading/safetensors.h"
 #include "medusa-test-util.h"
+#include "medusa/medusa-tree.h"
 #include "model/model.h"
 #include "temp-dir.h"
 #include "wrapped-model.h"
@@ -154,13 +161,41 @@ ExecutorConfig config(int32_t tokens = 4) {
 struct Run {
   std::vector<test::Outcome> outcomes;
   int64_t drafted = 0, accepted = 0;
+  int64_t most_accepted = 0;  // the most guesses one iteration kept (one request alone: its longest kept path)
 };
+
+// A token tree the model checked: the chunk's tokens and parents (SequenceChunk::tree_parents) at past_len.
+struct SeenTree {
+  std::vector<int32_t> tokens, parents;
+  int32_t past_len = 0;
+};
+
+// The model, recording the token trees it is asked to check; everything else passes through.
+class TreeWatch : public test::WrappedModel {
+ public:
+  TreeWatch(std::unique_ptr<Model> inner, std::vector<SeenTree>* seen) : WrappedModel(std::move(inner)), seen_(seen) {}
+  void forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) override {
+    for (const SequenceChunk& c : chunks)
+      if (!c.tree_parents.empty()) seen_->push_back({c.tokens, c.tree_parents, c.past_len});
+    inner_->forward(chunks, out);
+  }
+  bool supports_token_trees() const override { return inner_->supports_token_trees(); }
+  void keep_final_hidden(const std::vector<int32_t>& aux_layers) override { inner_->keep_final_hidden(aux_layers); }
+  const float* final_hidden(int64_t& rows) const override { return inner_->final_hidden(rows); }
+
+ private:
+  std::vector<SeenTree>* seen_;
+};
+
+std::vector<SeenTree>* watched = nullptr;  // set: run() records the trees checked here
 
 // The requests enqueued together (or each alone, so the stats are one request's), with the EAGLE heads in `eagle`
 // or without (empty); `before` may act on the executor once they are in (a cancel).
 Run run(const std::string& eagle, const std::vector<Request>& requests, const ExecutorConfig& c = config(),
         bool alone = false, const std::function<void(Executor&, const std::vector<RequestId>&)>& before = nullptr) {
-  Executor e(tiny_llama(), c, eagle.empty() ? nullptr : heads(eagle));
+  std::unique_ptr<Model> target = tiny_llama();
+  if (watched) target = std::make_unique<TreeWatch>(std::move(target), watched);
+  Executor e(std::move(target), c, eagle.empty() ? nullptr : heads(eagle));
   Run r;
   auto wait = [&](const std::vector<RequestId>& ids) {
     std::map<RequestId, test::Outcome> out;
@@ -184,6 +219,7 @@ Run run(const std::string& eagle, const std::vector<Request>& requests, const Ex
   for (const auto& s : e.get_latest_iteration_stats()) {
     r.drafted += s.spec_decoding_stats.num_draft_tokens;
     r.accepted += s.spec_decoding_stats.num_accepted_tokens;
+    r.most_accepted = std::max(r.most_accepted, s.spec_decoding_stats.num_accepted_tokens);
   }
   CHECK(test::all_blocks_free(e));
   return r;
@@ -349,11 +385,305 @@ void check_heads(const std::string& dir) {
   }
 }
 
+// A row's kMedusaTopK best ids, likeliest first (the lower id on ties).
+std::vector<int32_t> top_ids(const float* row, int32_t n) {
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
+  std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+  ids.resize(kMedusaTopK);
+  return ids;
+}
+
+// The draft's best guesses after `tokens` and then `path`, driven by hand as guesses_by_hand does: the model's
+// features of the sequence, then the draft causally over it and the path alone (each path token beside the draft's
+// own output before it), so nothing of another branch can be in its context.
+std::vector<int32_t> top_after_by_hand(Model& m, Model& d, const std::vector<int32_t>& tokens,
+                                       const std::vector<int32_t>& path) {
+  std::vector<int32_t> blocks(64);
+  for (int32_t i = 0; i < 64; ++i) blocks[static_cast<size_t>(i)] = i;
+  SequenceChunk c;
+  c.tokens.assign(tokens.begin(), tokens.end() - 1);
+  c.block_ids = blocks;
+  c.all_logits = true;
+  ForwardOutput fo;
+  m.forward({c}, fo);
+  int64_t rows = 0;
+  const float* hidden = m.final_hidden(rows);
+  const int64_t H = m.config().hidden_size;
+  int64_t width = H * std::max<int64_t>(1, static_cast<int64_t>(d.feature_layers().size()));
+  std::vector<float> features(hidden, hidden + rows * width);
+  SequenceChunk s;
+  s.tokens.assign(tokens.begin() + 1, tokens.end());
+  s.block_ids = blocks;
+  for (size_t j = 0;; ++j) {
+    d.set_input_features(features.data(), width);
+    d.forward({s}, fo);
+    if (j == path.size()) return top_ids(fo.logits.data(), fo.vocab_size);
+    const float* h = d.final_hidden(rows);
+    features.assign(h, h + H);
+    width = H;
+    s.past_len += static_cast<int32_t>(s.tokens.size());
+    s.tokens = {path[j]};
+  }
+}
+
+// Each checked tree of one request whose whole text is `sequence`: every guess is, among the draft's best guesses
+// after its own branch alone (by hand), at a rank that makes its path of ranks one of `choices`. Only trees whose
+// root is plain to see are checked: the first node with two children (choices with [0] and [1]; the tokens before it
+// are a kept branch computed again). Returns how many trees were checked and, in `catch_ups`, how many followed such
+// a kept branch.
+int32_t check_seen_trees(const std::string& dir, const MedusaChoices& choices, const std::vector<SeenTree>& seen,
+                         const std::vector<int32_t>& sequence, int32_t& catch_ups) {
+  std::unique_ptr<Model> d = heads(dir);
+  std::unique_ptr<Model> m = tiny_llama();
+  m->keep_final_hidden(d->feature_layers());
+  m->allocate_kv(64, 4);
+  d->allocate_kv(64, 4);
+  const std::set<std::vector<int32_t>> paths(choices.begin(), choices.end());
+  int32_t checked = 0;
+  for (const SeenTree& t : seen) {
+    const auto n = static_cast<int32_t>(t.tokens.size());
+    std::vector<int32_t> children(static_cast<size_t>(n), 0);
+    for (int32_t i = 1; i < n; ++i) ++children[static_cast<size_t>(t.parents[static_cast<size_t>(i)])];
+    int32_t root = 0;
+    while (root < n && children[static_cast<size_t>(root)] < 2) ++root;
+    if (root == n) continue;
+    const int32_t at = t.past_len + root;  // the root's position
+    CHECK(at < static_cast<int32_t>(sequence.size()));
+    CHECK(std::equal(t.tokens.begin(), t.tokens.begin() + root + 1, sequence.begin() + t.past_len));
+    const std::vector<int32_t> through_root(sequence.begin(), sequence.begin() + at + 1);
+    std::vector<std::vector<int32_t>> path(static_cast<size_t>(n)), ranks(static_cast<size_t>(n));
+    std::map<int32_t, std::vector<int32_t>> top;  // per parent: the draft's best guesses after its branch
+    for (int32_t i = root + 1; i < n; ++i) {
+      const auto p = static_cast<size_t>(t.parents[static_cast<size_t>(i)]);
+      if (!top.count(static_cast<int32_t>(p))) top[static_cast<int32_t>(p)] = top_after_by_hand(*m, *d, through_root, path[p]);
+      const std::vector<int32_t>& best = top[static_cast<int32_t>(p)];
+      const auto rank = std::find(best.begin(), best.end(), t.tokens[static_cast<size_t>(i)]) - best.begin();
+      CHECK_MSG(rank < kMedusaTopK, "guess %d at position %d is not among the draft's best after its branch",
+                t.tokens[static_cast<size_t>(i)], at);
+      path[static_cast<size_t>(i)] = path[p];
+      path[static_cast<size_t>(i)].push_back(t.tokens[static_cast<size_t>(i)]);
+      ranks[static_cast<size_t>(i)] = ranks[p];
+      ranks[static_cast<size_t>(i)].push_back(static_cast<int32_t>(rank));
+      CHECK_MSG(paths.count(ranks[static_cast<size_t>(i)]), "a guess at position %d has a path of ranks not chosen", at);
+    }
+    ++checked;
+    if (root > 0) ++catch_ups;
+  }
+  return checked;
+}
+
+// A tree grown over passes, a depth a pass (SequenceChunk::tree_past, as the EAGLE draft grows its trees): each
+// node's logits are those of its path fed as an ordinary chunk, though its earlier depths are in the K/V beside their
+// siblings.
+void tree_grown_over_passes_equals_paths() {
+  std::unique_ptr<Model> m = tiny_llama();
+  m->allocate_kv(16, 4);
+  const std::vector<int32_t> blocks = {0, 1, 2, 3, 4, 5};
+  SequenceChunk prompt;
+  prompt.tokens = test::prompt_of(9, 4, 512);
+  prompt.block_ids = blocks;
+  ForwardOutput out;
+  m->forward({prompt}, out);
+  //        0          depth 0: slot 9
+  //      / | \ .
+  //     1  2  3       depth 1: slots 10-12
+  //    / \  \ .
+  //   4   5  6        depth 2: slots 13-15
+  const std::vector<int32_t> tokens = {17, 300, 300, 11, 42, 7, 99}, parents = {-1, 0, 0, 0, 1, 1, 2};
+  const std::vector<std::pair<int32_t, int32_t>> depths = {{0, 1}, {1, 4}, {4, 7}};  // nodes [from, to) of a pass
+  const size_t V = 512;
+  std::vector<float> grown(tokens.size() * V);
+  for (const auto& [from, to] : depths) {
+    SequenceChunk c;
+    c.past_len = 9 + from;
+    c.block_ids = blocks;
+    c.tokens.assign(tokens.begin() + from, tokens.begin() + to);
+    c.tree_past = from;
+    c.tree_parents.assign(parents.begin(), parents.begin() + to);
+    c.all_logits = true;
+    m->forward({c}, out);
+    std::copy(out.logits.begin(), out.logits.end(), grown.begin() + static_cast<std::ptrdiff_t>(from * V));
+  }
+  for (size_t node = 0; node < tokens.size(); ++node) {
+    SequenceChunk linear;
+    linear.past_len = 9;
+    linear.block_ids = blocks;
+    for (int32_t n = static_cast<int32_t>(node); n >= 0; n = parents[static_cast<size_t>(n)])
+      linear.tokens.insert(linear.tokens.begin(), tokens[static_cast<size_t>(n)]);
+    ForwardOutput lo;
+    m->forward({linear}, lo);
+    double worst = 0;
+    for (size_t v = 0; v < V; ++v) worst = std::max(worst, std::fabs(double(grown[node * V + v]) - lo.logits[v]));
+    CHECK_MSG(worst < 1e-4, "node %zu: logits differ from its path's by %g", node, worst);
+  }
+  // Nodes in the past are the tree's: no more of them than the past holds, and parents for all of them.
+  SequenceChunk bad;
+  bad.past_len = 2;
+  bad.block_ids = blocks;
+  bad.tokens = {5};
+  bad.tree_past = 3;
+  bad.tree_parents = {-1, 0, 0, 1};
+  CHECK_THROWS(m->forward({bad}, out), "has tree_past 3 (past_len 2, 4 tree parents)");
+  bad.past_len = 9;
+  bad.tree_parents = {-1, 0};
+  CHECK_THROWS(m->forward({bad}, out), "a token tree of 2 parents for 4 nodes");
+}
+
+// EAGLE trees (ExecutorConfig::eagle_choices) with the heads in `dir`: a chain as a tree makes and keeps the
+// reference's guesses; every shape gives the plain outputs in every way a request can go; the trees checked hold
+// each branch's own guesses, and kept paths run longer than one guess and off the first choices.
+void check_trees(const std::string& dir) {
+  const MedusaChoices chain = {{0}, {0, 0}, {0, 0, 0}, {0, 0, 0, 0}};
+  const MedusaChoices wide = {{0}, {1}, {2}, {3}, {4}, {5}};
+  const MedusaChoices deep_wide = {{0}, {1}, {0, 0}, {0, 1}, {1, 0}, {2}, {0, 0, 0}, {0, 0, 1}, {0, 1, 0},
+                                   {1, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 1}, {0, 0, 0, 0, 0}};
+  auto with = [](const MedusaChoices& choices, int32_t n) {
+    ExecutorConfig c = config(n);
+    c.eagle_choices = choices;
+    return c;
+  };
+  const Reference ref = reference(dir);
+  // The chain as a tree: the draft grows it a depth a pass, and makes and keeps the chain's guesses.
+  for (const Case& k : ref.cases) {
+    Request r = test::make_request(k.prompt, ref.max_tokens);
+    r.output.exclude_input_from_output = true;
+    const Run spec = run(dir, {r}, with(chain, 4), /*alone=*/true);
+    CHECK_MSG(spec.outcomes[0].tokens == k.output, "%s, chain as a tree: output differs from the reference", k.name.c_str());
+    CHECK_MSG(spec.drafted == k.drafted && spec.accepted == k.accepted,
+              "%s, chain as a tree: %lld guesses made, %lld kept; the reference made %lld and kept %lld", k.name.c_str(),
+              static_cast<long long>(spec.drafted), static_cast<long long>(spec.accepted),
+              static_cast<long long>(k.drafted), static_cast<long long>(k.accepted));
+  }
+  for (const MedusaChoices* choices : {&chain, &wide, &deep_wide}) {
+    const auto n = static_cast<int32_t>(choices->size());
+    // Greedy, streaming or not, any max_tokens; fewer nodes than paths (num_draft_tokens 3: the first 3 paths).
+    for (int32_t max_tokens : {1, 2, 7, 30}) {
+      const Run plain = run("", mixed_requests(max_tokens));
+      for (int32_t nodes : {n, 3}) {
+        const Run spec = run(dir, mixed_requests(max_tokens), with(*choices, nodes));
+        CHECK_MSG(same_outputs(plain, spec), "a tree of %d paths, %d nodes, max_tokens %d", n, nodes, max_tokens);
+        if (max_tokens == 30) CHECK(spec.drafted > 0 && spec.accepted > 0);
+      }
+    }
+    // max_tokens ending the output anywhere in a kept path: one request, every length.
+    const Request one = test::make_request(ref.cases[0].prompt, 1);
+    for (int32_t max_tokens = 1; max_tokens <= 12; ++max_tokens) {
+      Request r = one;
+      r.max_tokens = max_tokens;
+      CHECK_MSG(same_outputs(run("", {r}), run(dir, {r}, with(*choices, n))), "max_tokens %d", max_tokens);
+    }
+    // Seeded sampled requests draw the plain tokens; a batch mixing tree-speculating and plain requests.
+    std::vector<Request> rs = mixed_requests(20);
+    for (size_t i = 0; i < rs.size(); ++i) {
+      if (i % 2 == 0) {
+        rs[i].sampling.temperature = 0.9f;
+        rs[i].sampling.top_p = 0.95f;
+        rs[i].sampling.seed = 11 + i;
+      }
+      if (i % 3 == 0) rs[i].num_draft_tokens = 0;
+    }
+    CHECK(same_outputs(run("", rs), run(dir, rs, with(*choices, n))));
+    // end_id and stop words end the output where the plain executor does, wherever they land in a kept path.
+    std::vector<Request> stops;
+    for (const Case& k : ref.cases)
+      for (size_t at : {size_t{2}, size_t{5}, size_t{9}}) {
+        Request a = test::make_request(k.prompt, 30);
+        a.end_id = k.output[at];
+        stops.push_back(a);
+        Request b = test::make_request(k.prompt, 30, /*streaming=*/true);
+        b.stop_words = {{k.output[at], k.output[at + 1]}};
+        b.output.exclude_input_from_output = true;
+        stops.push_back(b);
+      }
+    const Run plain_stops = run("", stops), spec_stops = run(dir, stops, with(*choices, n));
+    CHECK(same_outputs(plain_stops, spec_stops));
+    CHECK(spec_stops.outcomes[0].reason == FinishReason::end_id && spec_stops.outcomes[1].reason == FinishReason::stop_words);
+    // Prompts over several passes, pauses under a small pool, a cached prefix.
+    ExecutorConfig chunked = with(*choices, n);
+    chunked.max_num_tokens = 8;
+    chunked.enable_chunked_context = true;
+    ExecutorConfig plain_chunked = config(4);
+    plain_chunked.max_num_tokens = 8;
+    plain_chunked.enable_chunked_context = true;
+    CHECK(same_outputs(run("", mixed_requests(16), plain_chunked), run(dir, mixed_requests(16), chunked)));
+    ExecutorConfig small = with(*choices, n);
+    small.policy = CapacitySchedulerPolicy::max_utilization;
+    small.max_tokens_in_paged_kv_cache = 96;
+    ExecutorConfig plain_small = config(4);
+    plain_small.policy = CapacitySchedulerPolicy::max_utilization;
+    plain_small.max_tokens_in_paged_kv_cache = 96;
+    CHECK(same_outputs(run("", mixed_requests(24), plain_small), run(dir, mixed_requests(24), small)));
+    ExecutorConfig reuse = with(*choices, n), plain_reuse = config(4);
+    reuse.enable_kv_cache_reuse = plain_reuse.enable_kv_cache_reuse = true;
+    std::vector<Request> twice = mixed_requests(12);
+    twice.push_back(twice[2]);
+    CHECK(same_outputs(run("", twice, plain_reuse, /*alone=*/true), run(dir, twice, reuse, /*alone=*/true)));
+    // A cancel mid-draft frees both pools' blocks; the others go on to the plain outputs.
+    std::vector<Request> cancelled = mixed_requests(40);
+    cancelled[0].streaming = true;
+    cancelled[0].output.exclude_input_from_output = true;
+    const Run plain = run("", cancelled);
+    const Run spec = run(dir, cancelled, with(*choices, n), false, [](Executor& e, const std::vector<RequestId>& ids) {
+      e.hold_iterations(3);
+      CHECK(e.wait_until_held(test::kWait));
+      CHECK(e.draft_kv_cache_stats().used_num_blocks > 0);
+      e.cancel(ids[0]);
+      e.hold_iterations(-1);
+    });
+    CHECK(spec.outcomes[0].reason == FinishReason::cancelled);
+    for (size_t i = 1; i < cancelled.size(); ++i)
+      CHECK_MSG(spec.outcomes[i].tokens == plain.outcomes[i].tokens, "request %zu", i);
+  }
+  // The trees checked, against the draft run by hand over each branch alone; kept paths of more than one guess, and
+  // off the first choices (the next step computes them again and drafts after them, from the model's rows).
+  for (const MedusaChoices* choices : {&wide, &deep_wide}) {
+    int32_t checked = 0, catch_ups = 0;
+    int64_t most = 0;
+    for (const Case& k : ref.cases) {
+      std::vector<SeenTree> seen;
+      watched = &seen;
+      Request r = test::make_request(k.prompt, 30);
+      const Run spec = run(dir, {r}, with(*choices, static_cast<int32_t>(choices->size())), /*alone=*/true);
+      watched = nullptr;
+      most = std::max(most, spec.most_accepted);
+      checked += check_seen_trees(dir, *choices, seen, spec.outcomes[0].tokens, catch_ups);
+    }
+    CHECK_MSG(checked >= 4, "only %d trees checked", checked);
+    CHECK_MSG(catch_ups > 0, "no tree followed a kept path off the first choices (%d trees)", checked);
+    if (choices == &deep_wide) CHECK_MSG(most >= 2, "no step kept more than %lld guesses", static_cast<long long>(most));
+  }
+}
+
 }  // namespace
 
 TEST_MAIN({
   check_heads(heads_dir());
   check_heads(eagle3_dir());
+  tree_grown_over_passes_equals_paths();
+  check_trees(heads_dir());
+  check_trees(eagle3_dir());
+  // Bad eagle_choices: refused at construction, naming the option and the path; choices without EAGLE heads.
+  {
+    auto with = [](const MedusaChoices& choices) {
+      ExecutorConfig c = config();
+      c.eagle_choices = choices;
+      return c;
+    };
+    CHECK_THROWS(Executor(tiny_llama(), with({{0, 1}}), heads(heads_dir())),
+                 "eagle_choices: path [0, 1] comes before its parent [0]");
+    CHECK_THROWS(Executor(tiny_llama(), with({{0}, {0, 10}}), heads(heads_dir())),
+                 "eagle_choices: path [0, 10] has rank 10; ranks are in [0, 10)");
+    CHECK_THROWS(Executor(tiny_llama(), with({{0}, {0}}), heads(heads_dir())), "eagle_choices: path [0] is listed twice");
+    CHECK_THROWS(Executor(tiny_llama(), with({{0}, {}}), heads(heads_dir())), "eagle_choices: an empty path");
+    CHECK_THROWS(Executor(tiny_llama(), with(MedusaChoices(64, std::vector<int32_t>{0})), heads(heads_dir())),
+                 "eagle_choices: 64 paths; at most 63");
+    CHECK_THROWS(Executor(tiny_llama(), with({{0}}), nullptr), "eagle_choices is set but there are no EAGLE heads");
+    // Deeper than any Medusa head would go: EAGLE guesses as deep as a path goes.
+    MedusaChoices deep;
+    for (size_t d = 1; d <= 12; ++d) deep.push_back(std::vector<int32_t>(d, 0));
+    CHECK(check_eagle_choices(deep).empty());
+  }
   // Bad heads: each a load error naming the field or tensor and the values.
   {
     const std::string cfg = heads_dir() + "/config.json";

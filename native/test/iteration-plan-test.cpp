@@ -24,17 +24,20 @@ TEST_MAIN({
   b.window = 100;
   b.lora_slot = 3;
   a.tree_parents = {-1, 0, 0};  // a token tree (speculation by Medusa heads)
+  b.tree_parents = {-1, 0};     // one grown over passes: its root in the past (an EAGLE draft's)
+  b.tree_past = 1;
   plan.chunks = {a, b};
   std::vector<uint8_t> bytes = serialize_plan(plan);
-  // header 4 words; per chunk 7 words, then its tokens, block ids and tree parents, and 1 (no prompt-table rows)
-  CHECK(bytes.size() == 4 * (4 + 7 + 3 + 1 + 3 + 1 + 7 + 1 + 3 + 1));
+  // header 4 words; per chunk 8 words, then its tokens, block ids and tree parents, and 1 (no prompt-table rows)
+  CHECK(bytes.size() == 4 * (4 + 8 + 3 + 1 + 3 + 1 + 8 + 1 + 3 + 2 + 1));
   IterationPlan back = deserialize_plan(bytes);
   CHECK(back.op == PlanOp::forward && back.chunks.size() == 2);
   CHECK(back.chunks[0].tokens == a.tokens && back.chunks[0].block_ids == a.block_ids && back.chunks[0].all_logits);
   CHECK(back.chunks[1].tokens == b.tokens && back.chunks[1].past_len == 130 && back.chunks[1].block_ids == b.block_ids);
   CHECK(!back.chunks[1].all_logits && back.chunks[1].window == 100 && back.chunks[0].window == 0);
   CHECK(back.chunks[0].lora_slot == -1 && back.chunks[1].lora_slot == 3);
-  CHECK(back.chunks[0].tree_parents == a.tree_parents && back.chunks[1].tree_parents.empty());
+  CHECK(back.chunks[0].tree_parents == a.tree_parents && back.chunks[0].tree_past == 0);
+  CHECK(back.chunks[1].tree_parents == b.tree_parents && back.chunks[1].tree_past == 1);
 
   // P-tuning: only the table rows the chunk's virtual tokens use go (vocab 100: ids 102 and 100, 102 twice), bit for
   // bit at their indices; a follower's other rows are zeros it never reads. A decode chunk of real ids sends none.
@@ -50,7 +53,7 @@ TEST_MAIN({
     d.tokens = {99};
     p.chunks = {c, d};
     const std::vector<uint8_t> table_bytes = serialize_plan(p);
-    CHECK(table_bytes.size() == 4 * (4 + 7 + 5 + 2 + (3 + 2 * (1 + 2)) + 7 + 1 + 2 + 1));
+    CHECK(table_bytes.size() == 4 * (4 + 8 + 5 + 2 + (3 + 2 * (1 + 2)) + 8 + 1 + 2 + 1));
     IterationPlan q = deserialize_plan(table_bytes);
     const PromptTable* t = q.chunks[0].prompt_table.get();
     CHECK(t != nullptr && t->rows == 4 && t->hidden == 2);

@@ -95,6 +95,18 @@ t.test('a file key and its flag refuse a bad value in the same words', async (t)
   t.same(parseConfigText('gpu_device_ids: [0, 1]', '/f.yaml').values.get('gpu_device_ids'), [0, 1]);
 });
 
+t.test('--eagle-choices: --medusa-choices\' paths, from the flag, the env or the file; a bad value named', async (t) => {
+  t.equal(parse([]).eagleChoices, undefined, 'unset: a chain of guesses');
+  t.equal(parse(['--eagle-choices', '[[0], [1], [0, 0]]']).eagleChoices, '[[0],[1],[0,0]]');
+  t.equal(parse([], { TRTLLM_EAGLE_CHOICES: '[[0]]' }).eagleChoices, '[[0]]', 'TRTLLM_EAGLE_CHOICES');
+  t.equal(parseConfigText('decoding: { eagle_choices: [[0], [0, 0]] }', '/f.yaml').values.get('decoding.eagle_choices'), '[[0],[0,0]]');
+  for (const bad of ['[[10]]', '[]', 'nope']) {
+    t.throws(() => parse(['--eagle-choices', bad]),
+      { message: `--eagle-choices must be a list of paths of ranks, each a non-empty list of integers in [0, 10), e.g. [[0], [0, 0], [1]]; at most 63 paths, got "${bad}"` }, bad);
+  }
+  t.throws(() => parseConfigText('decoding: { eagle_choices: [[0.5]] }', '/f.yaml'), { message: /^decoding\.eagle_choices in \/f\.yaml must be a list of paths of ranks/ });
+});
+
 t.test('--lora-modules: several values, several flags, the env, the file; bad ones named', async (t) => {
   t.equal(parse([]).loraModules, undefined, 'unset: no adapters');
   t.same(parse(['--lora-modules', 'sql=/a/sql', 'chat=/b/chat']).loraModules, ['sql=/a/sql', 'chat=/b/chat'], 'several values (vLLM\'s spelling)');

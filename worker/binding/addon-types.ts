@@ -108,6 +108,9 @@ export interface NativeExecutorConfig {
   /** Speculative decoding by Medusa heads (NativeLoadOptions.medusaHeads): the candidates a step checks, as paths of
    * ranks (TensorRT-LLM's medusa_choices); absent: the engine's default (ranks summing to 2 at most). */
   medusaChoices?: number[][];
+  /** Speculative decoding by EAGLE heads (NativeLoadOptions.eagleHeads): the tree of guesses a step checks, as the same
+   * paths of ranks (TensorRT-LLM's eagle_choices); absent: a chain of draftModelTokens guesses. */
+  eagleChoices?: number[][];
   /** Speculation is off in an iteration with more requests decoding than this (0: no limit); default 32. */
   speculationMaxBatch?: number;
   maxBatchSize?: number;

@@ -16,10 +16,12 @@ import { guidedVocabulary } from '../token-bytes.js';
 import type { ServingExecutor } from './serving-executor.js';
 import { type RequestLimits, validateRequest } from './validate-request.js';
 
-export interface ExecutorOptions extends Omit<NativeExecutorConfig, 'medusaChoices'>, NativeLoadOptions, LoraOptions {
+export interface ExecutorOptions extends Omit<NativeExecutorConfig, 'medusaChoices' | 'eagleChoices'>, NativeLoadOptions, LoraOptions {
   onProgress?: (done: number, total: number) => void;
   /** --medusa-choices: the JSON text of the paths (NativeExecutorConfig.medusaChoices). */
   medusaChoices?: string;
+  /** --eagle-choices: the JSON text of the paths (NativeExecutorConfig.eagleChoices). */
+  eagleChoices?: string;
 }
 
 const DEFAULT_CUT_MESSAGE = 'the request was cancelled before it finished: the drain deadline ran out';
@@ -46,8 +48,11 @@ export class Executor implements ServingExecutor {
   static async load(modelDir: string, options: ExecutorOptions = {}): Promise<Executor> {
     const addon = loadAddon();
     const { lora, rest } = takeLoraOptions(options);
-    const { onProgress, numThreads, tp, pp, ep, ppLayers, device, loadFormat, quantization, kvCacheDtype, dtype, gpuDeviceId, hangTimeoutMs, draftModel, medusaHeads, medusaChoices, eagleHeads, ...engineConfig } = rest;
-    const config: NativeExecutorConfig = { ...engineConfig, ...(medusaChoices === undefined ? {} : { medusaChoices: medusaChoicesOf(medusaChoices) }) };
+    const { onProgress, numThreads, tp, pp, ep, ppLayers, device, loadFormat, quantization, kvCacheDtype, dtype, gpuDeviceId, hangTimeoutMs, draftModel, medusaHeads, medusaChoices, eagleHeads, eagleChoices, ...engineConfig } = rest;
+    const config: NativeExecutorConfig = {
+      ...engineConfig, ...(medusaChoices === undefined ? {} : { medusaChoices: medusaChoicesOf(medusaChoices) }),
+      ...(eagleChoices === undefined ? {} : { eagleChoices: medusaChoicesOf(eagleChoices) }),
+    };
     // The LoRA options together, and the preloaded adapters' directories: named here, not as an engine error.
     const loraOptions = loraProblem(options) ?? (lora ? loraModuleDirsProblem(options.loraModules) : undefined);
     if (loraOptions) throw new TrtllmError(loraOptions, 'invalid_argument');

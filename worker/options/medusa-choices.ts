@@ -1,7 +1,8 @@
 // --medusa-choices: the candidates a Medusa step checks, as TensorRT-LLM's `medusa_choices` lists them — paths of
 // ranks, [[0], [0, 0], [1], [0, 1]] — given as JSON text on the command line or as a YAML list of lists in a file.
 // The option holds the JSON text (so it travels to the ranks as a flag unchanged); the engine checks the tree
-// (medusa-tree.h: depth against the heads, parents first). Pure.
+// (medusa-tree.h: depth against the heads, parents first). --eagle-choices reads the same paths (its ranks the EAGLE
+// draft's guesses after each parent) through the same kind. Pure.
 import type { Checked, ValueKind } from './value-kinds.js';
 
 const RULE = 'must be a list of paths of ranks, each a non-empty list of integers in [0, 10), e.g. [[0], [0, 0], [1]]';

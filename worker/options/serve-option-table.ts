@@ -78,6 +78,7 @@ export interface ServeCliOptions {
   medusaHeads?: string;
   medusaChoices?: string;
   eagleHeads?: string;
+  eagleChoices?: string;
   numDraftTokens?: number;
   speculativeMaxBatch?: number;
   loraModules?: readonly string[];
@@ -259,6 +260,9 @@ const TABLE = [
   { name: 'eagleHeads', flag: '--eagle-heads', placeholder: '<dir>', env: 'TRTLLM_EAGLE_HEADS', kind: textKind,
     help: 'speculative decoding by EAGLE heads: a directory in the EAGLE-1/2 layout (a one-layer LlamaConfig config.json, model.safetensors with fc.weight and layers.0.*) trained for this model; beside each token it reads the model\'s final hidden state and guesses --num-draft-tokens tokens one after the other, checked in the pass that computes the next token (the output is unchanged; CPU backend, tp on the leading rank, not pp)',
     file: { key: 'decoding.eagle_heads', unset: 'none' }, rank: 'argv', executor: { field: 'eagleHeads' } },
+  { name: 'eagleChoices', flag: '--eagle-choices', placeholder: '<json>', env: 'TRTLLM_EAGLE_CHOICES', kind: medusaChoicesKind,
+    help: 'the tree of guesses an EAGLE step checks, as TensorRT-LLM\'s eagle_choices and in --medusa-choices\' form: paths of ranks ([[0], [0, 0], [1]]: the draft\'s first guess, its first guess after that one, and its second guess), each after its parent; the draft grows the tree depth by depth and the first --num-draft-tokens paths are checked in one pass (default: a chain of --num-draft-tokens guesses)',
+    file: { key: 'decoding.eagle_choices', unset: 'a chain' }, rank: 'argv', executor: { field: 'eagleChoices' } },
   { name: 'numDraftTokens', flag: '--num-draft-tokens', placeholder: '<n>', env: 'TRTLLM_NUM_DRAFT_TOKENS', kind: intKind(1, 64),
     help: 'tokens the draft model or EAGLE heads guess a step, or candidates the Medusa heads propose (default 4; a request\'s num_draft_tokens overrides it)',
     file: { key: 'decoding.num_draft_tokens', unset: '4' }, rank: 'argv', executor: { field: 'draftModelTokens' } },

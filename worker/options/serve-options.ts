@@ -36,6 +36,7 @@ export interface ServeOptions {
   medusaHeads?: string | undefined;       // speculation by Medusa heads: their directory
   medusaChoices?: string | undefined;     // the Medusa tree's paths of ranks, as JSON text (absent: the engine's default)
   eagleHeads?: string | undefined;        // speculation by EAGLE heads: their directory
+  eagleChoices?: string | undefined;      // the EAGLE tree's paths of ranks, as JSON text (absent: a chain)
   numDraftTokens?: number | undefined;    // the draft model's guesses per step (absent: 4)
   speculativeMaxBatch?: number | undefined;  // speculation off above this many decoding requests (absent: 32)
   loraModules?: readonly string[] | undefined;  // preloaded LoRA adapters, "name=dir" (task ids 1, 2, ... in order)

@@ -100,8 +100,8 @@ void paged_attention(const PagedKv& pool, const std::vector<AttentionChunk>& chu
         const int64_t kb = c.block_ids[p0 / tpb] * bstride + static_cast<int64_t>(kvh) * tpb * hd;
         const int32_t j0 = std::max(0, lo - p0), n = std::min(tpb, ctx - p0);
         for (int32_t j = j0; j < n; ++j) {
-          const int32_t in_chunk = p0 + j - c.past_len;  // the chunk's token at this slot (>= 0), or the past
-          if (c.tree_visible && in_chunk >= 0 && !((c.tree_visible[row - c.first_row] >> in_chunk) & 1)) {
+          const int32_t in_tree = p0 + j - (c.past_len - c.tree_past);  // the tree's node at this slot (>= 0), or the past
+          if (c.tree_visible && in_tree >= 0 && !((c.tree_visible[row - c.first_row] >> in_tree) & 1)) {
             s[p0 + j - lo] = -INFINITY;  // another branch of the tree: weight exactly 0
             continue;
           }

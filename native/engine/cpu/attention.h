@@ -38,8 +38,10 @@ struct AttentionChunk {
   const int32_t* block_ids = nullptr;  // validated by the caller to cover past_len + n_tokens
   int32_t window = 0;          // the sequence's window cap (0: none); entries before its window may be -1
   // A token tree (SequenceChunk::tree_parents): row i of the chunk sees the past and the chunk's tokens whose bits
-  // are set in tree_visible[i] (its ancestors and itself); null: causal.
+  // are set in tree_visible[i] (its ancestors and itself); null: causal. Bit b is slot past_len - tree_past + b:
+  // the tree's first tree_past nodes are in the past (a tree grown over passes, SequenceChunk::tree_past).
   const uint64_t* tree_visible = nullptr;
+  int32_t tree_past = 0;
 };
 
 // What a layer's scores are: softmax over q.k * scale, soft-capped to cap * tanh(s / cap) when softcap > 0 (Gemma

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
+
+#include "errors.h"
 
 namespace engine::cuda {
 namespace {
@@ -62,6 +65,8 @@ BatchMeta fill_batch_meta(const std::vector<SequenceChunk>& chunks, const BatchL
     // (the CPU decoder's rule: the sequence's length once this step is in)
     const bool long_rope = g.long_after > 0 && ch.past_len + static_cast<int64_t>(ch.tokens.size()) > g.long_after;
     const bool tree = !ch.tree_parents.empty();
+    // (a tree grown over passes is the CPU EAGLE draft's alone: EAGLE heads are refused on CUDA)
+    if (ch.tree_past != 0) throw EngineError(ErrorCode::internal, "a token tree with nodes in the past on CUDA");
     const int64_t first = row;
     for (size_t i = 0; i < ch.tokens.size(); ++i, ++row) {
       // p: the token's K/V slot; its position (rope) is the layout's, which differs in a token tree (its depth).

@@ -11,7 +11,9 @@
 // positions): the model's own features for them arrive with the pass that checks the guesses. EAGLE-3 heads read
 // the model's residual streams of three layers instead (eagle_feature_width floats a position, through their fc),
 // and a guess's slot still reads the draft's own output (hidden wide): catch-up and guess passes never mix, so each
-// pass's features have one width.
+// pass's features have one width. With eagle_choices the guesses are a tree instead (executor-eagle-tree.cpp), and
+// the model's features of a kept path may run past its computed K/V (a kept branch off the first choices is
+// computed again next step): the draft reads every position whose feature it has.
 #include <algorithm>
 #include <utility>
 
@@ -34,6 +36,17 @@ int32_t draft_choice(const ForwardOutput& fo, size_t i, int32_t vocab) {
 
 }  // namespace
 
+std::vector<int32_t> top_choices(const float* row, int32_t vocab) {
+  std::vector<int32_t> ids(static_cast<size_t>(vocab));
+  for (int32_t j = 0; j < vocab; ++j) ids[static_cast<size_t>(j)] = j;
+  const int32_t k = std::min(vocab, kMedusaTopK);
+  // Likeliest first, the lower id on ties (rank 0 is then draft_choice's argmax).
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                    [&](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+  ids.resize(static_cast<size_t>(k));
+  return ids;
+}
+
 void Executor::Impl::release_draft(Sequence& s) {
   if (!draft_model) return;
   draft_kv.release(s.draft_blocks);
@@ -48,7 +61,8 @@ bool Executor::Impl::eagle_takes_chunk(Sequence& s, const SequenceChunk& c) {
   // draft starts at this chunk. Rope sees only distances, so the draft over positions from draft_base guesses as it
   // would for a sequence that began there.
   if (s.draft_computed == 0 && kept == 0) s.draft_base = c.past_len;
-  return s.draft_base + s.draft_computed + kept == c.past_len;
+  // (features may already cover the chunk's first positions: a kept path computed again, verify_drafts)
+  return s.draft_base + s.draft_computed + kept >= c.past_len;
 }
 
 bool Executor::Impl::eagle_may_draft(const Sequence& s) const {
@@ -60,32 +74,41 @@ bool Executor::Impl::eagle_may_draft(const Sequence& s) const {
 void Executor::Impl::keep_eagle_features(Sequence& s, const SequenceChunk& c, size_t first_row) {
   if (!eagle_may_draft(s) || s.is_finished()) return;
   const auto F = static_cast<size_t>(eagle_feature_width);
-  const int64_t rows = s.num_computed - c.past_len;  // positions this pass computed for good
+  // The chunk's rows whose positions follow each other from past_len: a check's kept path (eagle_rows), else the
+  // positions this pass computed for good.
+  std::vector<int32_t> rows = eagle_rows;
+  if (rows.empty())
+    for (int32_t r = 0; r < s.num_computed - c.past_len; ++r) rows.push_back(r);
   const int64_t have = c.all_logits ? static_cast<int64_t>(c.tokens.size()) : 1;
   int64_t total = 0;
   const float* hidden = model->final_hidden(total);
-  if (rows <= 0) return;
-  if (!eagle_takes_chunk(s, c) || rows > have || static_cast<int64_t>(first_row) + rows > total) {
+  if (rows.empty()) return;
+  if (!eagle_takes_chunk(s, c) || rows.back() >= have || static_cast<int64_t>(first_row) + rows.back() >= total) {
     // A gap the draft cannot read across: it stays out until it starts over (a pause releases it).
     s.eagle_features.clear();
     return;
   }
-  const float* from = hidden + first_row * F;
-  s.eagle_features.insert(s.eagle_features.end(), from, from + static_cast<size_t>(rows) * F);
+  const int64_t kept = static_cast<int64_t>(s.eagle_features.size() / F);
+  const int64_t end = s.draft_base + s.draft_computed + kept;  // the first position without a feature
+  for (size_t j = static_cast<size_t>(std::max<int64_t>(0, end - c.past_len)); j < rows.size(); ++j) {
+    const float* from = hidden + (first_row + static_cast<size_t>(rows[j])) * F;
+    s.eagle_features.insert(s.eagle_features.end(), from, from + F);
+  }
 }
 
-std::vector<std::vector<int32_t>> Executor::Impl::draft_model_guesses(const IterationBatch& b,
-                                                                     const std::vector<DraftAsk>& asks) {
+std::vector<TokenTree> Executor::Impl::draft_model_guesses(const IterationBatch& b, const std::vector<DraftAsk>& asks) {
   std::vector<std::vector<int32_t>> out(asks.size());
   std::vector<int32_t> room(asks.size(), 0);
   const int32_t max_pos = draft_model->config().max_position_embeddings;
   const SampleOn pick = draft_model->samples_on_device() ? SampleOn::device_argmax : SampleOn::host;
   const auto H = static_cast<size_t>(model_config.hidden_size);  // a guess's feature: the draft's own output
   const auto F = static_cast<size_t>(eagle_feature_width);        // a position the model computed
-  // The positions the draft computes from the sequence itself: every token for a draft model; for EAGLE those the
-  // model has computed (slot i reads token i + 1 and the model's feature of position i).
+  // The positions the draft computes from the sequence itself: every token for a draft model; for EAGLE those whose
+  // model features it has read or holds (slot i reads token i + 1 and the model's feature of position i).
   const int32_t shift = eagle ? 1 : 0;
-  auto known = [&](const Sequence& s) { return eagle ? s.num_computed - s.draft_base : s.num_tokens(); };
+  auto known = [&](const Sequence& s) {
+    return eagle ? s.draft_computed + static_cast<int32_t>(s.eagle_features.size() / F) : s.num_tokens();
+  };
   // The draft's chunk of `s` at position `past`.
   auto chunk_of = [&](const Sequence& s, std::vector<int32_t> tokens, int32_t past) {
     SequenceChunk c;
@@ -101,8 +124,8 @@ std::vector<std::vector<int32_t>> Executor::Impl::draft_model_guesses(const Iter
     Sequence& s = *b.seqs[asks[k].chunk];
     const int32_t n = known(s);
     room[k] = max_pos > 0 ? std::min(asks[k].room, max_pos - n + 1) : asks[k].room;
-    if (eagle) {  // the model's features must cover every position the draft has not computed
-      if (s.draft_computed >= n || s.draft_computed + static_cast<int64_t>(s.eagle_features.size() / F) != n) continue;
+    if (eagle) {  // new features, through the one before the last token: the draft's last slot reads that token
+      if (s.draft_computed >= n || s.draft_base + n != s.num_tokens() - 1) continue;
     } else {
       s.draft_computed = std::min(s.draft_computed, n - 1);
     }
@@ -115,6 +138,7 @@ std::vector<std::vector<int32_t>> Executor::Impl::draft_model_guesses(const Iter
   std::vector<float> features;  // EAGLE: the pass's feature rows, in chunk order (F wide catching up, H guessing)
   size_t width = F;
   std::vector<float> last(eagle ? asks.size() * H : 0);  // EAGLE: each sequence's last output, its next feature
+  std::vector<std::vector<int32_t>> root_top(eagle_trees ? asks.size() : 0);  // EAGLE trees: the root's best guesses
   ForwardOutput fo;
   const int32_t vocab = vocab_size;
   // The draft's pass over `chunks`; EAGLE keeps each chunk's last output row for its next guess.
@@ -157,10 +181,20 @@ std::vector<std::vector<int32_t>> Executor::Impl::draft_model_guesses(const Iter
     for (size_t i = 0; i < who.size(); ++i) {
       const Sequence& s = *b.seqs[asks[who[i]].chunk];
       if (s.draft_computed != known(s)) continue;  // more to catch up on
+      if (eagle_trees) {
+        root_top[who[i]] = top_choices(fo.logits.data() + static_cast<size_t>(fo.first_row[i]) * static_cast<size_t>(fo.vocab_size),
+                                       std::min(vocab, fo.vocab_size));
+        continue;
+      }
       const int32_t t = draft_choice(fo, i, vocab);
       if (t >= 0) out[who[i]].push_back(t);
     }
     pending = std::move(later);
+  }
+  if (eagle_trees) {
+    std::vector<int32_t> caught_up(asks.size());
+    for (size_t k = 0; k < asks.size(); ++k) caught_up[k] = known(*b.seqs[asks[k].chunk]);
+    return grow_eagle_trees(b, asks, room, caught_up, root_top, last);
   }
   // Each guess fed back for the next, one token per sequence a pass (EAGLE: with the draft's own last output).
   width = H;
@@ -186,7 +220,12 @@ std::vector<std::vector<int32_t>> Executor::Impl::draft_model_guesses(const Iter
       if (t >= 0) out[who[i]].push_back(t);
     }
   }
-  return out;
+  std::vector<TokenTree> chains(asks.size());
+  for (size_t k = 0; k < asks.size(); ++k) {
+    chains[k].tokens = std::move(out[k]);
+    for (size_t j = 0; j < chains[k].tokens.size(); ++j) chains[k].parents.push_back(static_cast<int32_t>(j));
+  }
+  return chains;
 }
 
 }  // namespace engine

@@ -6,6 +6,7 @@
 #pragma once
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -59,6 +60,8 @@ struct IterationBatch {
 };
 
 double unix_now();                                      // seconds since the Unix epoch
+// A draft's kMedusaTopK best ids of a logits row over `vocab` ids, likeliest first (the lower id on ties).
+std::vector<int32_t> top_choices(const float* row, int32_t vocab);
 int64_t final_responses(const std::vector<Response>& out);  // how many of `out` are final
 
 // Which Model call run_forward makes: forward() whole, or a pipelined micro-batch's begin or end (model.h).
@@ -97,6 +100,10 @@ struct Executor::Impl {
   // model takes token trees; else the chain of each head's first choice.
   MedusaChoices medusa_choices, chain_choices;
   bool medusa_trees = false;
+  // EAGLE's tree of guesses (ExecutorConfig::eagle_choices; executor-eagle-tree.cpp), where the model takes token
+  // trees; else the draft guesses a chain.
+  MedusaChoices eagle_choices;
+  bool eagle_trees = false;
   int64_t draft_bytes = 0;
   int32_t micro_batches = 1;   // pipelined pp: micro-batches kept in flight (config.pp_micro_batches resolved)
   // LoRA (executor-lora.cpp; null unless config.lora.enabled): the host cache of adapters by task id (any thread:
@@ -221,13 +228,25 @@ struct Executor::Impl {
   // executor-speculation.cpp: guessed tokens added to greedy decode chunks once the batch's blocks are taken, and
   // the check of a chunk's rows against its guesses, emitting every token the model agrees with and its own next.
   void add_drafts(IterationBatch& b);
-  // executor-draft-model.cpp: the draft model's guesses for the chunks in `asks` (room: the most each may take),
-  // after it caught up on the tokens it has not seen; empty for a chunk it could not draft for (no draft blocks).
+  // executor-draft-model.cpp: the draft model's guesses for the chunks in `asks` (room: the most each may take;
+  // depth: how deep a tree of them may go), after it caught up on the tokens it has not seen: a chain (each parent
+  // the guess before), or EAGLE's tree with eagle_trees; empty for a chunk it could not draft for (no draft blocks).
   struct DraftAsk {
     size_t chunk;
     int32_t room;
+    int32_t depth = INT32_MAX;
   };
-  std::vector<std::vector<int32_t>> draft_model_guesses(const IterationBatch& b, const std::vector<DraftAsk>& asks);
+  std::vector<TokenTree> draft_model_guesses(const IterationBatch& b, const std::vector<DraftAsk>& asks);
+  // executor-eagle-tree.cpp: EAGLE's trees, grown depth by depth from each ask's root — its last slot caught up, at
+  // draft position known[k] - 1, whose best guesses are root_top[k] (kMedusaTopK ids; empty: no tree) and whose
+  // output is root_out[k] (hidden floats) — within room[k] nodes.
+  std::vector<TokenTree> grow_eagle_trees(const IterationBatch& b, const std::vector<DraftAsk>& asks,
+                                          const std::vector<int32_t>& room, const std::vector<int32_t>& known,
+                                          const std::vector<std::vector<int32_t>>& root_top,
+                                          const std::vector<float>& root_out);
+  // EAGLE: the chunk rows whose model features a check kept, in position order (verify_drafts: the rows before the
+  // guesses and the kept path's; empty: every row the pass computed for good), for keep_eagle_features.
+  std::vector<int32_t> eagle_rows;
   void release_draft(Sequence& s);  // its draft blocks back to the pool; the draft starts over
   // EAGLE: whether the sequence's passes keep the model's hidden states for the draft (a request that may
   // speculate), and the keeping of those a pass computed for good, its rows from logits row `first_row` on.

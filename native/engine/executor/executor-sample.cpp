@@ -89,6 +89,7 @@ void Executor::Impl::sample_and_update(const IterationBatch& batch, const Forwar
       run_beam_step(s, rows, t_tok, out);
       continue;
     }
+    eagle_rows.clear();  // (set by a check, verify_drafts)
     advance_sequence(s, batch, i, fo, t_tok, out);
     if (eagle) keep_eagle_features(s, batch.chunks[i], logit_first[i]);
   }

@@ -61,17 +61,19 @@ void Executor::Impl::add_drafts(IterationBatch& b) {
   for (const SequenceChunk& c : b.chunks) budget -= static_cast<int64_t>(c.tokens.size());
   std::vector<DraftAsk> asks;
   std::vector<std::vector<int32_t>> guesses;
-  std::vector<std::vector<int32_t>> trees;  // per ask: a Medusa tree's parents (empty: a chain of guesses)
+  std::vector<std::vector<int32_t>> trees;  // per ask: a tree's parents (empty: a chain of guesses)
   const int64_t row_bytes = static_cast<int64_t>(vocab_size) * 4;
   int64_t host_bytes_left = model->samples_on_device() ? kHostCheckBytes : INT64_MAX;
   for (size_t i = 0; i < b.chunks.size() && budget > 0; ++i) {
     Sequence& s = *b.seqs[i];
     const SequenceChunk& c = b.chunks[i];
-    // A decode step's chunk: the last token; with Medusa heads also the tokens of a kept branch computed again
-    // (verify_drafts) ending with it, whose last row drew the heads' guesses too.
+    // A decode step's chunk: the last token; with Medusa heads or EAGLE trees also the tokens of a kept branch
+    // computed again (verify_drafts) ending with it (Medusa: whose last row drew the heads' guesses too).
     const auto fed = static_cast<int64_t>(c.tokens.size());
-    const bool catch_up = fed > 1 && medusa_heads > 0;
-    if (!can_speculate(s) || (fed != 1 && !catch_up) || c.all_logits || c.past_len + fed != s.num_tokens()) continue;
+    const bool catch_up = fed > 1 && (medusa_heads > 0 || eagle_trees);
+    // (an EAGLE catch-up already has a row per token, for the features; rows asked as context logits are not checks)
+    const bool context_rows = b.ctx_rows_from[i] < b.ctx_rows_to[i] || (c.all_logits && !(eagle && catch_up));
+    if (!can_speculate(s) || (fed != 1 && !catch_up) || context_rows || c.past_len + fed != s.num_tokens()) continue;
     if (draft_model && s.request.prompt_table) continue;  // the draft model has no rows for the virtual tokens
     // Never past max_tokens: the last token a request may output is never fed back, so it needs no guess.
     const int32_t asked = s.request.num_draft_tokens >= 0 ? s.request.num_draft_tokens : default_room;
@@ -88,10 +90,15 @@ void Executor::Impl::add_drafts(IterationBatch& b) {
       tree = build_token_tree(medusa_trees ? medusa_choices : chain_choices, s.head_guesses.data(), nodes, depth);
       room = static_cast<int64_t>(tree.tokens.size());
     }
-    if (room <= 0) continue;
+    int64_t depth = room;
+    if (eagle_trees) {  // as a Medusa tree: wider than the tokens left, as deep as they are
+      depth = std::min<int64_t>(depth_left, kMaxTreeTokens);
+      room = std::min<int64_t>({asked, budget, host_rows, kMaxTreeTokens - fed});
+    }
+    if (room <= 0 || depth <= 0) continue;
     if (rows_to_host) host_bytes_left -= (room + fed) * row_bytes;
     if (draft_model) {
-      asks.push_back({i, static_cast<int32_t>(room)});
+      asks.push_back({i, static_cast<int32_t>(room), static_cast<int32_t>(depth)});
       budget -= room;
     } else if (medusa_heads > 0) {
       guesses.push_back(std::move(tree.tokens));
@@ -100,6 +107,7 @@ void Executor::Impl::add_drafts(IterationBatch& b) {
       budget -= room;
     } else {
       guesses.push_back(ngram_draft(s.tokens, spec.max_ngram, static_cast<int32_t>(room)));
+      trees.emplace_back();
       asks.push_back({i, static_cast<int32_t>(guesses.back().size())});
       budget -= static_cast<int64_t>(guesses.back().size());
     }
@@ -107,7 +115,10 @@ void Executor::Impl::add_drafts(IterationBatch& b) {
   if (asks.empty()) return;
   if (draft_model) {
     try {
-      guesses = draft_model_guesses(b, asks);
+      for (TokenTree& t : draft_model_guesses(b, asks)) {
+        trees.push_back(t.is_chain() ? std::vector<int32_t>{} : std::move(t.parents));
+        guesses.push_back(std::move(t.tokens));
+      }
     } catch (const std::exception& e) {
       // The plain step goes on without guesses; the draft starts over on the next one.
       std::fprintf(stderr, "[executor] draft model failed, this step runs without guesses: %s\n", e.what());
@@ -123,7 +134,7 @@ void Executor::Impl::add_drafts(IterationBatch& b) {
     if (draft.empty() || !kv.ensure_capacity(s.block_table, c.past_len + fed + static_cast<int64_t>(draft.size())))
       continue;
     c.tokens.insert(c.tokens.end(), draft.begin(), draft.end());
-    if (k < trees.size() && !trees[k].empty()) {
+    if (!trees[k].empty()) {
       // The tokens fed before the guesses are a chain (causal); the tree hangs from the last of them.
       c.tree_parents.resize(static_cast<size_t>(fed));
       for (int32_t t = 0; t < fed; ++t) c.tree_parents[static_cast<size_t>(t)] = t - 1;
@@ -161,6 +172,10 @@ void Executor::Impl::verify_drafts(Sequence& s, const IterationBatch& batch, siz
     return -1;
   };
   int32_t node = root, depth = 0, placed = 0;
+  // EAGLE: the model's features of the positions this pass computed for the kept path, its K/V in place or not
+  // (keep_eagle_features): the rows up to the root's, then the path's.
+  eagle_rows.clear();
+  for (int32_t r = 0; eagle && r <= root; ++r) eagle_rows.push_back(r);
   for (;;) {
     const float* row = on_device ? nullptr : fo.logits.data() + (first + static_cast<size_t>(node)) * V;
     SampledToken tok;
@@ -176,6 +191,7 @@ void Executor::Impl::verify_drafts(Sequence& s, const IterationBatch& batch, siz
     if (s.is_finished() || next < 0) break;
     ++accepted_drafts;
     node = next;
+    if (eagle) eagle_rows.push_back(node);
     ++depth;
     if (placed == depth - 1 && node == root + depth) placed = depth;
   }

@@ -90,6 +90,14 @@ Executor::Executor(std::unique_ptr<Model> model, const ExecutorConfig& config, s
       m.eagle_feature_width = mc.hidden_size * std::max<int64_t>(1, static_cast<int64_t>(layers.size()));
     }
   }
+  require_config(c.eagle_choices.empty() || m.eagle, "eagle_choices is set but there are no EAGLE heads");
+  if (m.eagle && !c.eagle_choices.empty()) {
+    const std::string problem = check_eagle_choices(c.eagle_choices);
+    require_config(problem.empty(), "eagle_choices: " + problem);
+    m.eagle_choices = c.eagle_choices;
+    // (a model without token trees checks the chain, as without choices)
+    m.eagle_trees = m.model->supports_token_trees();
+  }
   m.medusa_heads = m.model->medusa_heads();
   require_config(m.medusa_heads == 0 || (!m.draft_model && c.ngram_speculation.max_draft_tokens == 0),
                  "the model has Medusa heads, and a draft model or prompt lookup (ngram_speculation) is set too; "

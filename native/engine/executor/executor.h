@@ -75,6 +75,11 @@ struct ExecutorConfig {
   // draft_model_tokens of them (a request's num_draft_tokens overrides it) are checked as one tree where the model
   // takes token trees, else only each head's first choice is, as a chain. Empty: default_medusa_choices.
   std::vector<std::vector<int32_t>> medusa_choices;
+  // Speculative decoding with EAGLE heads (the constructor's `draft` taking features): the tree of guesses a step
+  // checks, as the same paths of ranks (TensorRT-LLM's eagle_choices), a rank being one among the draft's best
+  // guesses after the path's parent; the first draft_model_tokens of them are checked as one tree. Empty: a chain
+  // of draft_model_tokens guesses, each the draft's argmax after the ones before.
+  std::vector<std::vector<int32_t>> eagle_choices;
   // Speculation stays off in an iteration with more than this many requests decoding (0: no limit): checking K
   // guesses costs about a decode step at small batches but grows with the batch (bench/RESULTS.md: on an H200, 4
   // guesses cost 1.2x a decode step at batch 16, 1.3x at 32, 1.9x at 64), while the batch itself already keeps

@@ -43,11 +43,14 @@ void layout_batch(const std::vector<SequenceChunk>& chunks, bool samples_on_devi
       out.row_samples.resize(out.row_samples.size() + ch.tokens.size());
     }
     const bool tree = !ch.tree_parents.empty();
-    const size_t first_position = l.positions.size();
+    // A tree's token sits at the root's position plus its depth (the root at past_len, or earlier when the tree's
+    // first nodes are in the past: SequenceChunk::tree_past).
+    l.tree_depth.assign(ch.tree_parents.size(), 0);
+    for (size_t i = 1; i < ch.tree_parents.size(); ++i)
+      l.tree_depth[i] = l.tree_depth[static_cast<size_t>(ch.tree_parents[i])] + 1;
     for (int32_t i = 0; i < n; ++i) {
-      // A tree's token sits one past its parent (the root at past_len).
-      l.positions.push_back(tree && i > 0 ? l.positions[first_position + static_cast<size_t>(ch.tree_parents[static_cast<size_t>(i)])] + 1
-                                          : ch.past_len + i);
+      l.positions.push_back(tree ? ch.past_len - ch.tree_past + l.tree_depth[static_cast<size_t>(ch.tree_past + i)]
+                                 : ch.past_len + i);
       l.token_chunk.push_back(static_cast<int32_t>(c));
       if (!(ch.all_logits || i == n - 1)) continue;
       l.out_rows.push_back(row + i);

@@ -21,6 +21,7 @@ struct BatchLayout {
   std::vector<int32_t> out_chunk;        // [R] each one's chunk
   std::vector<int32_t> host_row;         // [R] each one's row in ForwardOutput::logits; -1: drawn on the device
   int32_t num_host_rows = 0;             // rows of ForwardOutput::logits
+  std::vector<int32_t> tree_depth;       // scratch: a token tree's depth of each node
 
   int64_t num_out_rows() const { return static_cast<int64_t>(out_rows.size()); }
 };

@@ -426,10 +426,14 @@ void DecoderModel::run_stage(const std::vector<SequenceChunk>& chunks, ForwardOu
                            batch_.chunk_first_row[c], chunks[c].block_ids.data(), chunks[c].window});
     const std::vector<int32_t>& parents = chunks[c].tree_parents;
     if (parents.empty()) continue;
-    uint64_t* visible = tree_visible_.data() + batch_.chunk_first_row[c];
+    // Bits over the whole tree, its nodes in the past first (SequenceChunk::tree_past); the chunk's rows keep theirs.
+    tree_bits_.resize(parents.size());
     for (size_t i = 0; i < parents.size(); ++i)
-      visible[i] = (i == 0 ? 0 : visible[parents[i]]) | (uint64_t{1} << i);  // its ancestors' and itself
+      tree_bits_[i] = (i == 0 ? 0 : tree_bits_[static_cast<size_t>(parents[i])]) | (uint64_t{1} << i);  // its ancestors' and itself
+    uint64_t* visible = tree_visible_.data() + batch_.chunk_first_row[c];
+    std::copy(tree_bits_.begin() + chunks[c].tree_past, tree_bits_.end(), visible);
     att_chunks_.back().tree_visible = visible;
+    att_chunks_.back().tree_past = chunks[c].tree_past;
   }
   if (T == 0) {
     out.logits.clear();

@@ -259,6 +259,7 @@ class DecoderModel : public Model {
   // Medusa heads (the driving rank only) and their scratch.
   std::shared_ptr<const MedusaHeads> medusa_;
   std::vector<uint64_t> tree_visible_;  // [T] each tree token's visible chunk tokens (cpu::AttentionChunk)
+  std::vector<uint64_t> tree_bits_;     // scratch: one tree's bits, its nodes in the past too
   std::vector<float> medusa_scratch_;
   std::vector<float> final_hidden_, medusa_rows_;  // [logit rows, hidden]: the last forward's; the rows asked
   bool keep_hidden_ = false;  // final_hidden_ kept for Medusa or EAGLE heads

@@ -50,11 +50,15 @@ void validate_chunks(const std::vector<SequenceChunk>& chunks, const ModelConfig
       throw EngineError(ErrorCode::invalid_argument,
                         which + " reaches position " + std::to_string(total - 1) + " but the model has only " +
                             std::to_string(config.max_position_embeddings) + " position embeddings");
+    if (ch.tree_past < 0 || ch.tree_past > ch.past_len || (ch.tree_past > 0 && ch.tree_parents.empty()))
+      throw EngineError(ErrorCode::internal, which + " has tree_past " + std::to_string(ch.tree_past) + " (past_len " +
+                                                 std::to_string(ch.past_len) + ", " +
+                                                 std::to_string(ch.tree_parents.size()) + " tree parents)");
     if (!ch.tree_parents.empty()) {
-      const auto n = static_cast<int32_t>(ch.tokens.size());
+      const auto n = static_cast<int32_t>(ch.tokens.size()) + ch.tree_past;  // the tree's nodes, earlier ones first
       if (static_cast<int32_t>(ch.tree_parents.size()) != n || n > kMaxTreeTokens || ch.tree_parents[0] != -1)
         throw EngineError(ErrorCode::internal, which + ": a token tree of " + std::to_string(ch.tree_parents.size()) +
-                                                   " parents for " + std::to_string(n) + " tokens (at most " +
+                                                   " parents for " + std::to_string(n) + " nodes (at most " +
                                                    std::to_string(kMaxTreeTokens) + ", the first -1)");
       for (int32_t i = 1; i < n; ++i)
         if (ch.tree_parents[static_cast<size_t>(i)] < 0 || ch.tree_parents[static_cast<size_t>(i)] >= i)

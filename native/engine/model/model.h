@@ -83,6 +83,12 @@ struct SequenceChunk {
   // position past_len + its depth (rope, learned positions) and attends to the past and to its ancestors and itself
   // only; with every parent the token before, the chunk is the causal one.
   std::vector<int32_t> tree_parents;
+  // A tree grown over several passes (an EAGLE draft guessing depth by depth, each pass only the newest depth): the
+  // last tree_past positions of the past are the tree's earlier nodes (the first of them its root), and
+  // tree_parents covers them and then the chunk's tokens, tree_past + tokens.size() entries numbered from the root.
+  // A token sees the past before the root, and of the tree its ancestors and itself; it sits at the root's position
+  // plus its depth. 0: the tree is the chunk's own (the CPU backend alone takes more).
+  int32_t tree_past = 0;
   // P-tuning: the request's table (model/prompt-table.h); a token vocab_size + i embeds as its row i. Null: every
   // token is below vocab_size. Only for a model whose supports_prompt_tables() is true.
   std::shared_ptr<const PromptTable> prompt_table;

@@ -120,6 +120,7 @@ std::vector<uint8_t> serialize_plan(const IterationPlan& plan) {
     put(out, c.window);
     put(out, c.lora_slot);
     put(out, static_cast<int32_t>(c.tree_parents.size()));
+    put(out, c.tree_past);
     put_all(out, c.tokens);
     put_all(out, c.block_ids);
     put_all(out, c.tree_parents);
@@ -161,6 +162,7 @@ IterationPlan deserialize_plan(const std::vector<uint8_t>& bytes) {
     c.window = r.get();
     c.lora_slot = r.get();
     const int32_t n_tree = r.get();
+    c.tree_past = r.get();
     c.tokens = r.get_all(n_tokens);
     c.block_ids = r.get_all(n_blocks);
     c.tree_parents = r.get_all(n_tree);

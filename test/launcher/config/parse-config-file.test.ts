@@ -22,7 +22,7 @@ quantization: fp8
 participant_ids: [1, 2]
 batching: { max_batch_size: 8, max_num_tokens: 512, scheduler_policy: max_utilization, enable_chunked_context: true }
 kv_cache: { tokens_per_block: 32, max_tokens: 4096, free_mem_fraction: 0.9, enable_reuse: true, dtype: fp8, max_attention_window_size: 1024, event_buffer_max_size: 64 }
-decoding: { max_beam_width: 4, speculative_ngram: 5, draft_model: ckpt/draft, medusa_heads: ckpt/medusa, medusa_choices: [[0], [0, 0], [1]], eagle_heads: ckpt/eagle, num_draft_tokens: 3, speculative_max_batch: 16 }
+decoding: { max_beam_width: 4, speculative_ngram: 5, draft_model: ckpt/draft, medusa_heads: ckpt/medusa, medusa_choices: [[0], [0, 0], [1]], eagle_heads: ckpt/eagle, eagle_choices: [[0], [1], [0, 0]], num_draft_tokens: 3, speculative_max_batch: 16 }
 lora: { modules: [sql=adapters/sql, chat=/abs/chat], enable: true, max_loras: 4, cache_optimal_adapter_size: 16, cache_max_adapter_size: 32, cache_gpu_memory_fraction: 0.1, cache_host_memory_bytes: 1000000 }
 serving: { max_queue_size: 0, exclude_input_in_output: true, decoupled: true, http_port: 9000, grpc_port: 9001, metrics_port: 9002, host: 127.0.0.1, hang_timeout: 45 }
 `);
@@ -37,6 +37,7 @@ serving: { max_queue_size: 0, exclude_input_in_output: true, decoupled: true, ht
   t.equal(file.values.get('decoding.medusa_heads'), '/x/ckpt/medusa', 'the Medusa heads relative to the file too');
   t.equal(file.values.get('decoding.eagle_heads'), '/x/ckpt/eagle', 'the EAGLE heads relative to the file too');
   t.equal(file.values.get('decoding.medusa_choices'), '[[0],[0,0],[1]]', 'the paths as the flag\'s JSON text');
+  t.equal(file.values.get('decoding.eagle_choices'), '[[0],[1],[0,0]]', 'EAGLE\'s paths likewise');
   t.equal(file.values.get('decoding.num_draft_tokens'), 3);
   t.equal(file.values.get('decoding.speculative_max_batch'), 16);
   t.same(file.values.get('lora.modules'), ['sql=/x/adapters/sql', 'chat=/abs/chat'], 'the adapters relative to the file too');

@@ -1,9 +1,10 @@
 // Speculative decoding by EAGLE heads (--eagle-heads) on the fixture model tiny-llama, with the fixture heads
 // (scripts/fixtures/make_eagle_heads.py, which also computed in numpy the guesses a greedy request makes and keeps):
-// greedy and seeded sampled outputs equal those without heads, token for token, streamed or not and batched; a
+// greedy and seeded sampled outputs equal those without heads, token for token, streamed or not and batched, also
+// with a tree of guesses (--eagle-choices; a bad tree or one without heads refused, naming eagle_choices); a
 // reference request makes and keeps exactly the guesses the numpy run did. Through the server: the same text, also
 // streamed, the guesses in the metrics, num_draft_tokens 0 turning them off; on a world-size-2 (tp 2) cluster under
-// mpirun the heads run on the leading rank: the same text and the same guesses kept as on one rank; pp 2 is refused
+// mpirun the heads run on the leading rank: the same text and the same guesses kept as on one rank, a tree's too; pp 2 is refused
 // at load, saying why. Refused: heads together with another drafter (naming both options), a missing directory,
 // heads made for another model. EAGLE-3 heads (the fixture's LlamaForCausalLMEagle3, fc over three of the model's
 // layers, a draft vocabulary of 256 ids): the reference request's guesses, the same tokens as without heads, and
@@ -33,8 +34,11 @@ interface ReferenceCase { input_ids: number[]; output_ids: number[]; draft_token
 interface Reference { num_draft_tokens: number; max_tokens: number; cases: ReferenceCase[] }
 const referenceOf = (headsDir: string) => JSON.parse(readFileSync(`${headsDir}/reference.json`, 'utf8')) as Reference;
 
-async function outputs(eagleHeads: string | undefined, streaming: boolean, perStep = 4): Promise<SpeculationRun> {
-  const executor = await Executor.load(dir, { numThreads: 2, ...(eagleHeads ? { eagleHeads, draftModelTokens: perStep } : {}) });
+// eagleChoices: --eagle-choices' JSON text (absent: a chain of guesses).
+async function outputs(eagleHeads: string | undefined, streaming: boolean, perStep = 4, eagleChoices?: string): Promise<SpeculationRun> {
+  const executor = await Executor.load(dir, {
+    numThreads: 2, ...(eagleHeads ? { eagleHeads, draftModelTokens: perStep } : {}), ...(eagleChoices ? { eagleChoices } : {}),
+  });
   try {
     return await runPrompts(executor, tokenizer, PROMPTS, { maxTokens: MAX_TOKENS, streaming, sampled: { index: 3, seed: 11 } });
   } finally {
@@ -49,6 +53,16 @@ t.test('the same tokens with EAGLE heads as without', async (t) => {
     const spec = await outputs(headsDir, streaming, perStep);
     t.same(spec.tokens, plain.tokens, `${headsDir}, streaming ${streaming}, ${perStep} a step: every request's tokens`);
     t.ok(spec.drafted > 0, `${spec.accepted} of ${spec.drafted} guesses kept`);
+  }
+});
+
+t.test('a tree of guesses (--eagle-choices): the same tokens as without heads, EAGLE-1 and EAGLE-3', async (t) => {
+  const plain = await outputs(undefined, false);
+  const tree = '[[0], [1], [0, 0], [0, 1], [2], [0, 0, 0]]';
+  for (const [headsDir, streaming] of [[heads, false], [heads, true], [heads3, false]] as const) {
+    const spec = await outputs(headsDir, streaming, 6, tree);
+    t.same(spec.tokens, plain.tokens, `${headsDir}, streaming ${streaming}: every request's tokens`);
+    t.ok(spec.accepted > 0, `${spec.accepted} of ${spec.drafted} guesses kept`);
   }
 });
 
@@ -109,6 +123,21 @@ t.test('world size 2 (tp 2) under mpirun: the heads run on the leader; the same 
   t.same(parallel, one, 'the same guesses checked and kept as on one rank');
 });
 
+t.test('a tree of guesses on a tp 2 cluster: the same text and guesses as one rank', async (t) => {
+  const tree = '[[0],[1],[0,0],[0,1],[2]]';
+  const single = await startTestServer(t, { model: dir, eagleHeads: heads, numDraftTokens: 5, eagleChoices: tree });
+  const cluster = await startServingCluster(t, ['--model', dir, '--world-size', '2', '--oversubscribe', '--threads', '1',
+    '--eagle-heads', heads, '--num-draft-tokens', '5', '--eagle-choices', tree]);
+  await expectSameText(t, single.base, cluster.base, PROMPTS.slice(0, 2), 24);
+  const counts = async (metricsBase: string) => ({
+    drafted: await metricValue(metricsBase, 'trtllm_spec_decode_draft_tokens_total'),
+    accepted: await metricValue(metricsBase, 'trtllm_spec_decode_accepted_tokens_total'),
+  });
+  const one = await counts(single.metricsBase), parallel = await counts(cluster.metricsBase);
+  t.ok(one.accepted > 0, `one rank kept ${one.accepted} of ${one.drafted} guesses`);
+  t.same(parallel, one, 'the same guesses checked and kept as on one rank');
+});
+
 t.test('EAGLE-3 heads through the server, on one rank and on a tp 2 cluster: the same text as without, with guesses', async (t) => {
   const plain = await startTestServer(t, { model: dir });
   const spec = await startTestServer(t, { model: dir, eagleHeads: heads3, numDraftTokens: 4 });
@@ -136,6 +165,10 @@ t.test('refused, with the reason', async (t) => {
     { code: 'invalid_argument', message: `--medusa-heads ${heads} and --eagle-heads ${heads} each choose how guesses are made; give one of them` });
   await t.rejects(Executor.load(dir, { numThreads: 1, eagleHeads: heads, draftModel: dir }),
     { code: 'invalid_argument', message: `--draft-model ${dir} and --eagle-heads ${heads} each choose how guesses are made; give one of them` });
+  await t.rejects(Executor.load(dir, { numThreads: 1, eagleHeads: heads, eagleChoices: '[[0, 1]]' }),
+    { code: 'invalid_argument', message: /eagle_choices: path \[0, 1\] comes before its parent \[0\]/ });
+  await t.rejects(Executor.load(dir, { numThreads: 1, eagleChoices: '[[0]]' }),
+    { code: 'invalid_argument', message: /eagle_choices is set but there are no EAGLE heads/ });
   await t.rejects(Executor.load(dir, { numThreads: 1, eagleHeads: '/nonexistent/heads' }),
     { code: 'not_found', message: /EAGLE heads: \/nonexistent\/heads is not a directory/ });
   // The fixture heads are tiny-llama's (hidden 64): not the bundled model's.

@@ -48,7 +48,7 @@ t.test('the executor\'s settings and a follower\'s come from the table\'s bindin
     tp: 2, pp: 2, ep: 2, ppMicroBatches: 1, ppLayers: '3,1', device: 'cuda', gpuDeviceId: 3, loadFormat: 'dummy', quantization: 'fp8', kvCacheDtype: 'fp8', numThreads: 3, maxBatchSize: 7, maxQueueSize: 5,
     maxNumTokens: 333, maxSeqLen: 444, tokensPerBlock: 16, maxTokensInPagedKvCache: 4096, kvCacheFreeGpuMemFraction: 0.5,
     schedulerPolicy: 'max_utilization', enableChunkedContext: true, enableKvCacheReuse: false, kvCacheEventBufferMaxSize: 8, maxAttentionWindow: 512, maxBeamWidth: 2, ngramDraftTokens: 4,
-    draftModel: '/m/draft', medusaHeads: '/m/medusa', medusaChoices: '[[0],[0,0],[1]]', eagleHeads: '/m/eagle', draftModelTokens: 3, speculationMaxBatch: 8,
+    draftModel: '/m/draft', medusaHeads: '/m/medusa', medusaChoices: '[[0],[0,0],[1]]', eagleHeads: '/m/eagle', eagleChoices: '[[0],[1],[0,0]]', draftModelTokens: 3, speculationMaxBatch: 8,
     loraModules: ['sql=/m/sql', 'chat=/m/chat'], enableLora: true, maxLoras: 4, loraCacheOptimalAdapterSize: 16, loraCacheMaxAdapterSize: 32,
     loraCacheGpuMemoryFraction: 0.1, loraCacheHostMemoryBytes: 1000000,
     hangTimeoutMs: 11_000, iterStatsMaxIterations: 10_000,
