@@ -23,6 +23,7 @@ void IterationPhases::report() {
                                 "  of it redraws",
                                 "    their row copies",
                                 "stats+delivery"};
+  static_assert(sizeof(names) / sizeof(names[0]) == static_cast<size_t>(IterPhase::count), "a name per phase");
   const double n = static_cast<double>(iterations_);
   std::fprintf(stderr, "iteration phases over %lld decode-only iterations (%lld redraws), us per iteration:\n",
                static_cast<long long>(iterations_), static_cast<long long>(redraws_));

@@ -1,7 +1,7 @@
 // TRTLLM_ITER_PHASES=1: where a decode-only iteration's host time goes (plan and chunks, the forward call and the
 // sampling prep inside it, the guided checks, the updates, the redraws, delivery), summed from the time the executor
 // gets work until it has none left (a benchmark's round) and printed to stderr then. A diagnostic for benchmarks;
-// off, it costs one branch per phase.
+// off, it costs a clock read and a branch per phase.
 #pragma once
 #include <array>
 #include <atomic>
