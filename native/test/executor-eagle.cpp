@@ -251,6 +251,20 @@ std::vector<Request> mixed_requests(int32_t max_tokens) {
   return out;
 }
 
+// mixed_requests with every other request sampled (seeded) and every third not speculating (num_draft_tokens 0).
+std::vector<Request> sampled_and_plain_requests(int32_t max_tokens) {
+  std::vector<Request> rs = mixed_requests(max_tokens);
+  for (size_t i = 0; i < rs.size(); ++i) {
+    if (i % 2 == 0) {
+      rs[i].sampling.temperature = 0.9f;
+      rs[i].sampling.top_p = 0.95f;
+      rs[i].sampling.seed = 11 + i;
+    }
+    if (i % 3 == 0) rs[i].num_draft_tokens = 0;
+  }
+  return rs;
+}
+
 // The model as a backend that cannot keep its final hidden states (Model's default: the CUDA decoder's).
 class KeepsNoHidden : public test::WrappedModel {
  public:
@@ -311,15 +325,7 @@ void check_heads(const std::string& dir) {
   }
   // Seeded sampled requests draw the plain tokens; a batch mixing speculating and plain (num_draft_tokens 0).
   {
-    std::vector<Request> rs = mixed_requests(20);
-    for (size_t i = 0; i < rs.size(); ++i) {
-      if (i % 2 == 0) {
-        rs[i].sampling.temperature = 0.9f;
-        rs[i].sampling.top_p = 0.95f;
-        rs[i].sampling.seed = 11 + i;
-      }
-      if (i % 3 == 0) rs[i].num_draft_tokens = 0;
-    }
+    const std::vector<Request> rs = sampled_and_plain_requests(20);
     CHECK(same_outputs(run("", rs), run(dir, rs)));
   }
   // end_id and stop words end the output where the plain executor does, also when a guess ran past them.
@@ -574,15 +580,7 @@ void check_trees(const std::string& dir) {
       CHECK_MSG(same_outputs(run("", {r}), run(dir, {r}, with(*choices, n))), "max_tokens %d", max_tokens);
     }
     // Seeded sampled requests draw the plain tokens; a batch mixing tree-speculating and plain requests.
-    std::vector<Request> rs = mixed_requests(20);
-    for (size_t i = 0; i < rs.size(); ++i) {
-      if (i % 2 == 0) {
-        rs[i].sampling.temperature = 0.9f;
-        rs[i].sampling.top_p = 0.95f;
-        rs[i].sampling.seed = 11 + i;
-      }
-      if (i % 3 == 0) rs[i].num_draft_tokens = 0;
-    }
+    const std::vector<Request> rs = sampled_and_plain_requests(20);
     CHECK(same_outputs(run("", rs), run(dir, rs, with(*choices, n))));
     // end_id and stop words end the output where the plain executor does, wherever they land in a kept path.
     std::vector<Request> stops;

@@ -103,3 +103,11 @@ export async function metricValue(metricsBase: string, name: string, labels: Rec
   }
   return NaN;
 }
+
+/** A server's speculation counters: guesses checked and guesses kept (trtllm_spec_decode_*_tokens_total). */
+export async function speculationCounts(metricsBase: string): Promise<{ drafted: number; accepted: number }> {
+  return {
+    drafted: await metricValue(metricsBase, 'trtllm_spec_decode_draft_tokens_total'),
+    accepted: await metricValue(metricsBase, 'trtllm_spec_decode_accepted_tokens_total'),
+  };
+}

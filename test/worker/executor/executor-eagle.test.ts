@@ -20,7 +20,7 @@ import { Executor } from '../../../worker/executor/executor.js';
 import { loadTokenizer } from '../../../worker/tokenizer.js';
 import { fixtureDir } from '../../helpers/fixtures.js';
 import { launchCluster, startServingCluster } from '../../helpers/launched-cluster.js';
-import { metricValue, postJson, postSse, startTestServer } from '../../helpers/serving.js';
+import { metricValue, postJson, postSse, speculationCounts, startTestServer } from '../../helpers/serving.js';
 import { expectSameText, runPrompts, type SpeculationRun } from '../../helpers/speculation-runs.js';
 
 const dir = fixtureDir('tiny-llama');
@@ -114,11 +114,7 @@ t.test('world size 2 (tp 2) under mpirun: the heads run on the leader; the same 
   const cluster = await startServingCluster(t, ['--model', dir, '--world-size', '2', '--oversubscribe', '--threads', '1',
     '--eagle-heads', heads, '--num-draft-tokens', '3']);
   await expectSameText(t, single.base, cluster.base, PROMPTS.slice(0, 2), 24);
-  const counts = async (metricsBase: string) => ({
-    drafted: await metricValue(metricsBase, 'trtllm_spec_decode_draft_tokens_total'),
-    accepted: await metricValue(metricsBase, 'trtllm_spec_decode_accepted_tokens_total'),
-  });
-  const one = await counts(single.metricsBase), parallel = await counts(cluster.metricsBase);
+  const one = await speculationCounts(single.metricsBase), parallel = await speculationCounts(cluster.metricsBase);
   t.ok(one.drafted > 0, `one rank made ${one.drafted} guesses`);
   t.same(parallel, one, 'the same guesses checked and kept as on one rank');
 });
@@ -129,11 +125,7 @@ t.test('a tree of guesses on a tp 2 cluster: the same text and guesses as one ra
   const cluster = await startServingCluster(t, ['--model', dir, '--world-size', '2', '--oversubscribe', '--threads', '1',
     '--eagle-heads', heads, '--num-draft-tokens', '5', '--eagle-choices', tree]);
   await expectSameText(t, single.base, cluster.base, PROMPTS.slice(0, 2), 24);
-  const counts = async (metricsBase: string) => ({
-    drafted: await metricValue(metricsBase, 'trtllm_spec_decode_draft_tokens_total'),
-    accepted: await metricValue(metricsBase, 'trtllm_spec_decode_accepted_tokens_total'),
-  });
-  const one = await counts(single.metricsBase), parallel = await counts(cluster.metricsBase);
+  const one = await speculationCounts(single.metricsBase), parallel = await speculationCounts(cluster.metricsBase);
   t.ok(one.accepted > 0, `one rank kept ${one.accepted} of ${one.drafted} guesses`);
   t.same(parallel, one, 'the same guesses checked and kept as on one rank');
 });

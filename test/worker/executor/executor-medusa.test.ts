@@ -15,7 +15,7 @@ import { Executor } from '../../../worker/executor/executor.js';
 import { loadTokenizer } from '../../../worker/tokenizer.js';
 import { startServingCluster } from '../../helpers/launched-cluster.js';
 import { echoKept, writeMedusaHeads } from '../../helpers/medusa-heads.js';
-import { metricValue, postJson, startTestServer } from '../../helpers/serving.js';
+import { metricValue, postJson, speculationCounts, startTestServer } from '../../helpers/serving.js';
 import { expectSameText, runPrompts, type SpeculationRun } from '../../helpers/speculation-runs.js';
 import { tempDir } from '../../helpers/temp-dir.js';
 import { medusaChoicesKind } from '../../../worker/options/medusa-choices.js';
@@ -102,11 +102,7 @@ for (const grid of [['--world-size', '2', '--pp', '2'], ['--world-size', '4', '-
     const cluster = await startServingCluster(t, ['--model', dir, ...grid, '--pp-micro-batches', '1', '--oversubscribe',
       '--threads', '1', '--medusa-heads', heads, '--num-draft-tokens', '3', '--medusa-choices', chain]);
     await expectSameText(t, single.base, cluster.base, [PROMPTS[0]!, ...REPEATING], 24);
-    const counts = async (metricsBase: string) => ({
-      drafted: await metricValue(metricsBase, 'trtllm_spec_decode_draft_tokens_total'),
-      accepted: await metricValue(metricsBase, 'trtllm_spec_decode_accepted_tokens_total'),
-    });
-    const one = await counts(single.metricsBase), parallel = await counts(cluster.metricsBase);
+    const one = await speculationCounts(single.metricsBase), parallel = await speculationCounts(cluster.metricsBase);
     t.ok(one.accepted > 0, `one rank kept ${one.accepted} of ${one.drafted} guesses`);
     t.same(parallel, one, 'the same guesses checked and kept as on one rank');
   });
