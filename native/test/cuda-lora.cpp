@@ -8,8 +8,11 @@
 // exactly its rows' output as the CPU model's does; an unloaded slot runs as the base model. Shapes: the GQA
 // Llama (RMSNorm fused into the decode GEMV, so the shrink normalises on the fly), Gemma 2 (post-projection norms:
 // the deltas join the product before its norm), and the Llama with --quantization fp8 (LoRA stays 16-bit beside
-// the e4m3 products), judged by its deltas against the CPU model's. Adapter values are multiples of 1/128 times a
-// power of two, exact in bf16, so both models hold the very same adapters.
+// the e4m3 products), judged by its deltas against the CPU model's. The scenario runs twice: steps of 9-256 tokens
+// computing their deltas beside the product (the default) and expanding after it. Also: more slots in a step than
+// lora_add has tile blocks; steps of more than 256 tokens (the tensor-core kernels), with ranks of 8, 16 and 24 and a
+// segment edge inside a 16-column group. Adapter values are multiples of 1/128 times a power of two, exact in bf16,
+// so both models hold the very same adapters.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -163,6 +166,8 @@ void grouping_checks() {
   CHECK(tiles[1].slot == 2 && tiles[1].begin == 2 && tiles[1].count == 8);
   CHECK(tiles[2].slot == 2 && tiles[2].begin == 10 && tiles[2].count == 2);
   CHECK(cuda::lora_max_tiles(64, 8) == 16 && cuda::lora_max_tiles(1, 8) == 1 && cuda::lora_max_tiles(3, 1) == 1);
+  // A graph's tile blocks: every tile of 64 rows over 8 slots; 16 of the 72 possible over 64 slots.
+  CHECK(cuda::lora_grid_tiles(64, 8) == 16 && cuda::lora_grid_tiles(64, 64) == 16 && cuda::lora_grid_tiles(1, 64) == 1);
 }
 
 // Adapters of the scenario: slot 0 rank 8 on q, v, o; slot 1 rank 16 on all seven modules; slot 2 rank 4 on the
@@ -179,12 +184,14 @@ std::vector<LoraAdapter> scenario_adapters(const ModelConfig& c) {
   return ads;
 }
 
-void scenario(const std::string& label, const std::string& config_json) {
+// delta: decode-sized steps compute the deltas beside the product (the default); else the expand adds them after it.
+void scenario(const std::string& label, const std::string& config_json, bool delta) {
   const std::string dir = cudatest::write_config(label, config_json);
   auto gpu = load_model(dir, cudatest::options(Device::cuda, "dummy"));
   auto cpu = load_model(dir, cudatest::options(Device::cpu, "dummy"));
   auto* cm = dynamic_cast<cuda::CudaDecoder*>(gpu.get());
   CHECK(cm != nullptr && gpu->supports_lora() && cpu->supports_lora());
+  cm->set_lora_delta(delta);
   const ModelConfig& c = gpu->config();
   const int32_t V = c.vocab_size, tpb = 16, per_seq = 32, n_seq = 18;
   gpu->allocate_kv(per_seq * n_seq, tpb);
@@ -308,6 +315,93 @@ void scenario(const std::string& label, const std::string& config_json) {
           L("slot-2-unloaded (graph)"), 2 * kTol);
 }
 
+// More slots in one step than a graph's lora_add has tile blocks (lora_grid_tiles): 12 adapters, 12 decode rows
+// each of its own slot (12 tiles against a grid of 10, so blocks 0 and 1 serve two tiles each), then 20 rows over
+// them (slot 0 has 10: a tile of 8 and one of 2; 12 tiles against a grid of 11), against the CPU model; the
+// prefill before them (plain launches, one block per tile) too.
+void many_slots() {
+  const std::string dir = cudatest::write_config("lora-many", kLlamaGqa);
+  auto gpu = load_model(dir, cudatest::options(Device::cuda, "dummy"));
+  auto cpu = load_model(dir, cudatest::options(Device::cpu, "dummy"));
+  const ModelConfig& c = gpu->config();
+  const int32_t V = c.vocab_size, n_slots = 12, n_seq = 20, per_seq = 4, tpb = 16;
+  gpu->allocate_kv(per_seq * n_seq, tpb);
+  cpu->allocate_kv(per_seq * n_seq, tpb);
+  for (int32_t s = 0; s < n_slots; ++s) {
+    // Ranks 8 and 16 alternating, every module on even slots, q / v / down on odd ones.
+    const LoraAdapter a =
+        s % 2 == 0 ? make_adapter(c, 16, std::vector<LoraModule>(std::begin(kAll7), std::end(kAll7)), all_layers(c),
+                                  600 + s, 1.0f / 8)
+                   : make_adapter(c, 8, {LoraModule::attn_q, LoraModule::attn_v, LoraModule::mlp_4h_to_h},
+                                  all_layers(c), 600 + s, 1.0f / 8);
+    gpu->load_lora(s, a);
+    cpu->load_lora(s, a);
+  }
+  CHECK(cuda::lora_grid_tiles(12, 16) == 10 && cuda::lora_max_tiles(12, 16) == 13);
+  std::vector<std::vector<int32_t>> table(n_seq);
+  for (int s = 0; s < n_seq; ++s)
+    for (int b = 0; b < per_seq; ++b) table[s].push_back(s * per_seq + b);
+  // Sequence s runs slot s % 12 (sequences 12..19: slots 0..7 again).
+  std::vector<SequenceChunk> pre;
+  for (int s = 0; s < n_seq; ++s) pre.push_back(chunk(prompt(6 + s % 5, 60 + s, V), 0, table[s], s % n_slots));
+  compare(*gpu, *cpu, pre, "many-slots/prefill-20", kTol);
+  std::vector<SequenceChunk> twelve;
+  for (int s = 0; s < n_slots; ++s) twelve.push_back(chunk({(s * 29 + 3) % V}, 6 + s % 5, table[s], s));
+  compare(*gpu, *cpu, twelve, "many-slots/decode-12-slots (graph)", 2 * kTol);
+  std::vector<SequenceChunk> twenty;
+  for (int s = 0; s < n_seq; ++s)
+    twenty.push_back(chunk({(s * 31 + 5) % V}, 6 + s % 5 + (s < n_slots ? 1 : 0), table[s], s < 9 ? 0 : s % n_slots));
+  compare(*gpu, *cpu, twenty, "many-slots/decode-20-rows (graph)", 2 * kTol);
+}
+
+// A step of more than 256 tokens (the tensor-core kernels, lora-kernels.h's *_wide): prompts of slots 0, 1, 2 and
+// none in one 380-token chunk, then a decode step of them, against the CPU model. Ranks 16, 8 and 24 (a second
+// 16-rank MMA row half empty); on the Llama, an intermediate size of 776 puts the up projection's gate | up
+// boundary inside a 16-column group (that group's fp32 path).
+void wide_steps(const std::string& label, const std::string& config_json) {
+  const std::string dir = cudatest::write_config(label, config_json);
+  auto gpu = load_model(dir, cudatest::options(Device::cuda, "dummy"));
+  auto cpu = load_model(dir, cudatest::options(Device::cpu, "dummy"));
+  const ModelConfig& c = gpu->config();
+  const int32_t V = c.vocab_size, tpb = 16, per_seq = 8, n_seq = 4;
+  gpu->allocate_kv(per_seq * n_seq, tpb);
+  cpu->allocate_kv(per_seq * n_seq, tpb);
+  const std::vector<int32_t> layers = all_layers(c);
+  const std::vector<LoraModule> all7(std::begin(kAll7), std::end(kAll7));
+  const LoraAdapter ads[3] = {make_adapter(c, 16, all7, layers, 701, 1.0f / 8),
+                              make_adapter(c, 8, all7, layers, 702, 1.0f / 8),
+                              make_adapter(c, 24, {LoraModule::attn_q, LoraModule::attn_v, LoraModule::mlp_h_to_4h,
+                                                   LoraModule::mlp_4h_to_h},
+                                           layers, 703, 1.0f / 8)};
+  for (int32_t s = 0; s < 3; ++s) {
+    gpu->load_lora(s, ads[s]);
+    cpu->load_lora(s, ads[s]);
+  }
+  std::vector<std::vector<int32_t>> table(n_seq);
+  for (int s = 0; s < n_seq; ++s)
+    for (int b = 0; b < per_seq; ++b) table[s].push_back(s * per_seq + b);
+  const int len[n_seq] = {101, 90, 97, 92};
+  const int32_t slot[n_seq] = {0, 1, 2, -1};
+  std::vector<SequenceChunk> pre, dec;
+  for (int s = 0; s < n_seq; ++s) {
+    pre.push_back(chunk(prompt(len[s], 80 + s, V), 0, table[s], slot[s], s < 2));
+    dec.push_back(chunk({(s * 41 + 9) % V}, len[s], table[s], slot[s]));
+  }
+  Pair p = compare(*gpu, *cpu, pre, label + "/prefill-380-tokens", kTol);
+  {
+    std::vector<SequenceChunk> plain = pre;
+    for (auto& ch : plain) ch.lora_slot = -1;
+    ForwardOutput none;
+    gpu->forward(plain, none);
+    const double eff = lora_effect(p.gpu.logits, none.logits, V, row_info(pre));
+    std::printf("%s: the adapters move the LoRA rows' logits by %.3g (rel)\n", (label + "/prefill-380-tokens").c_str(),
+                eff);
+    CHECK_MSG(eff > 10 * kTol, "%s: the adapters barely change the logits (%g)", label.c_str(), eff);
+    run_both(*gpu, *cpu, pre);  // the adapters' K/V again, on both
+  }
+  compare(*gpu, *cpu, dec, label + "/decode-after-wide (graph)", 2 * kTol);
+}
+
 // --quantization fp8 on the GPU (e4m3 products, LoRA in bf16 beside them) against the CPU model's bf16 weights:
 // the logits differ by the quantization, so the deltas are judged: (with adapters - without) on each.
 void fp8_deltas() {
@@ -373,12 +467,31 @@ TEST_MAIN({
     return check::skip("%s; GPUs visible: %d", cuda_backend_status(), cuda_device_count());
   }
   std::printf("%s, %d GPU(s)\n", cuda_backend_status(), cuda_device_count());
-  for (auto [label, cfg] : {std::pair{"llama-gqa", kLlamaGqa}, {"gemma2", kGemma2}}) {
-    try {
-      scenario(label, cfg);
-    } catch (const std::exception& e) {
-      CHECK_MSG(false, "%s: %s", label, e.what());
+  for (bool delta : {true, false})
+    for (auto [name, cfg] : {std::pair{"llama-gqa", kLlamaGqa}, {"gemma2", kGemma2}}) {
+      const std::string label = std::string(name) + (delta ? "" : "-expand-after");
+      try {
+        scenario(label, cfg, delta);
+      } catch (const std::exception& e) {
+        CHECK_MSG(false, "%s: %s", label.c_str(), e.what());
+      }
     }
+  {
+    std::string wide_llama = kLlamaGqa;
+    const std::string from = "\"intermediate_size\": 768";
+    wide_llama.replace(wide_llama.find(from), from.size(), "\"intermediate_size\": 776");
+    for (auto [name, cfg] : {std::pair{std::string("wide-llama-776"), wide_llama}, {"wide-gemma2", kGemma2}}) {
+      try {
+        wide_steps(name, cfg);
+      } catch (const std::exception& e) {
+        CHECK_MSG(false, "%s: %s", name.c_str(), e.what());
+      }
+    }
+  }
+  try {
+    many_slots();
+  } catch (const std::exception& e) {
+    CHECK_MSG(false, "many slots: %s", e.what());
   }
   try {
     fp8_deltas();

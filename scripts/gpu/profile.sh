@@ -4,17 +4,18 @@
 # builds it) and writes the tables to $OUT (or ./gpu-out).   usage: scripts/gpu/profile.sh [batches, default 1,256]
 # CONFIG=bench/configs/qwen3-30b-a3b profiles another shape; WHAT=decode skips the prefill chunks; BENCH_ARGS adds
 # cuda-bench options (e.g. "--quantization fp8"). WHAT=verify profiles a speculative step's check of VERIFY_K (default 4)
-# guesses instead, next to the decode step of the same batch.
+# guesses instead, next to the decode step of the same batch. WHAT=decode-lora profiles the decode step with adapters
+# (BENCH_ARGS must carry --lora N,R) next to the plain one.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 IFS=, read -ra batches <<<"${1:-1,256}"
 for b in "${batches[@]}"; do
-  for what in decode prefill verify; do
+  for what in decode prefill verify decode-lora; do
     [[ $what == prefill && $b == 1 ]] && continue
-    [[ $what == verify && ${WHAT:-} != verify ]] && continue
-    [[ -n ${WHAT:-} && $what != "$WHAT" && ! ( $WHAT == verify && $what == decode ) ]] && continue
+    [[ ( $what == verify || $what == decode-lora ) && ${WHAT:-} != "$what" ]] && continue
+    [[ -n ${WHAT:-} && $what != "$WHAT" && ! ( ( $WHAT == verify || $WHAT == decode-lora ) && $what == decode ) ]] && continue
     extra=(); [[ $what == verify ]] && extra=(--verify "${VERIFY_K:-4}")
     log="$out/ncu-$what-b$b.csv"
     timeout 240 ncu --clock-control none --cache-control none --profile-from-start off --graph-profiling node \

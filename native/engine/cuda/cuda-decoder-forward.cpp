@@ -245,7 +245,7 @@ void CudaDecoder::norm_linear(const DNorm& n, const float* x, int64_t rows, cons
   // An RMSNorm's LoRA shrink reads the residual rows and normalises them itself (as the fused GEMV does), so it
   // starts at once, beside the norm and product, whichever path they take; a LayerNorm's reads xn_ after the norm.
   const bool rms = n.bias() == nullptr;
-  if (rms) lora_begin(lora, x, n.w.as<float>(), H, H);
+  if (rms) lora_begin(lora, x, n.w.as<float>(), H, H, l.out);
   if (fuse_norm_ && rms) {
     const float* g = n.w.as<float>();
     const float eps = config_.norm_eps;
@@ -258,13 +258,13 @@ void CudaDecoder::norm_linear(const DNorm& n, const float* x, int64_t rows, cons
   Fp8ActOut plan;
   if (l.fp8.on() && fuse_quant_ && gemm_->fp8_activation_plan(rows, l.out, l.in, l.fp8.view(), plan)) {
     norm_e4m3(x, xn_.get(), dt_, rows, H, n.w.as<float>(), n.bias(), config_.norm_eps, plan, stream_);
-    if (!rms) lora_begin(lora, xn_.get(), nullptr, H, H);  // (xn_ holds the 16-bit rows too)
+    if (!rms) lora_begin(lora, xn_.get(), nullptr, H, H, l.out);  // (xn_ holds the 16-bit rows too)
     linear(l, xn_.get(), rows, y, y_f32, false, true);
     lora_end(lora, y, y_f32, l.out, l.out);
     return;
   }
   norm(x, xn_.get(), dt_, rows, H, n.w.as<float>(), n.bias(), config_.norm_eps, stream_);
-  if (!rms) lora_begin(lora, xn_.get(), nullptr, H, H);
+  if (!rms) lora_begin(lora, xn_.get(), nullptr, H, H, l.out);
   linear(l, xn_.get(), rows, y, y_f32, false);
   lora_end(lora, y, y_f32, l.out, l.out);
 }
@@ -281,7 +281,7 @@ void CudaDecoder::row_parallel(const DLinear& l, const void* x, int64_t rows, fl
   // The residual stream y is the same on every tp rank: rank 0 adds its partial product (and the bias) onto it,
   // the others overwrite it with theirs, so one all-reduce yields y + Σ partials + bias (+ Σ LoRA partials).
   const bool rank0 = tp_.rank() == 0;
-  lora_begin(lora, x, nullptr, l.in, l.in);
+  lora_begin(lora, x, nullptr, l.in, l.in, l.out);
   linear(l, x, rows, y, true, rank0, x_quantized);
   lora_end(lora, y, true, l.out, l.out);
   if (l.bias() != nullptr) add_bias(y, l.bias(), rows, l.out, stream_);
@@ -297,7 +297,7 @@ void CudaDecoder::add_projection(const DLinear& l, const DNorm& post_norm, const
   // The norm is of the whole product, so the tp ranks' partial products are summed in a buffer of their own
   // before it, not on the residual.
   float* p = proj_.as<float>();
-  lora_begin(lora, x, nullptr, l.in, l.in);
+  lora_begin(lora, x, nullptr, l.in, l.in, l.out);
   linear(l, x, rows, p, true, false, x_quantized);
   lora_end(lora, p, true, l.out, l.out);
   if (l.bias() != nullptr) add_bias(p, l.bias(), rows, l.out, stream_);

@@ -3,7 +3,9 @@
 // graph replays with each step's rows. Every projection then adds its deltas with two launches (lora-kernels.h):
 // the shrink as soon as the projection's input exists, on a stream forked from the main one so that it runs beside
 // the projection's product (which takes far longer), and the expand on the main stream after the product
-// (cuda-decoder-forward.cpp). A step without such rows launches nothing extra.
+// (cuda-decoder-forward.cpp). Steps of 9-256 tokens also expand beside the product, into a delta buffer, and only
+// add it after (lora_add); steps of more tokens take the tensor-core kernels (kernels-lora-wide.cu). A step
+// without such rows launches nothing extra.
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -45,8 +47,11 @@ void CudaDecoder::load_lora(int32_t slot, const LoraAdapter& adapter) {
     lora_.init(std::move(widths), dt_);
   }
   if (lora_stream_ == nullptr) {
-    // TRTLLM_LORA_FORK=0: the shrink on the main stream too (for comparison).
+    // TRTLLM_LORA_FORK=0: the shrink on the main stream too (for comparison); TRTLLM_LORA_DELTA=0: the expand after
+    // the product in every step.
     if (const char* f = std::getenv("TRTLLM_LORA_FORK")) lora_fork_on_ = std::string(f) != "0";
+    if (const char* f = std::getenv("TRTLLM_LORA_DELTA")) lora_delta_on_ = std::string(f) != "0";
+    if (const char* f = std::getenv("TRTLLM_LORA_WIDE")) lora_wide_on_ = std::string(f) != "0";
     // The highest priority: the shrink's few blocks go ahead of the product's waiting ones, so that it finishes
     // beside the product rather than after it (a captured graph keeps the priority on the node).
     int least = 0, greatest = 0;
@@ -102,6 +107,17 @@ void CudaDecoder::plan_lora(const std::vector<SequenceChunk>& chunks) {
     lora_t_.reset(need);
   }
   lora_scratch_.t = lora_t_.as<float>();
+  // Decode-sized steps: the deltas beside the product (a buffer for the widest projection, made once: graphs hold
+  // its address).
+  lora_delta_step_ = lora_delta_on_ && lora_fork_on_ && T > kLoraDeltaMinRows && T <= kLoraDeltaRows;
+  lora_wide_step_ = lora_wide_on_ && T > kLoraDeltaRows;
+  if (lora_delta_step_ && lora_delta_.bytes() == 0) {
+    int64_t widest_out = 0;
+    for (const DLayer& lw : layers_) widest_out = std::max({widest_out, lw.qkv.out, lw.o.out, lw.up.out, lw.down.out});
+    lora_delta_ld_ = (widest_out + 3) / 4 * 4;  // 16-byte rows
+    drop_graphs();
+    lora_delta_.reset(static_cast<size_t>(kLoraDeltaRows * lora_delta_ld_) * sizeof(float));
+  }
 }
 
 size_t CudaDecoder::lora_meta_bytes() const {
@@ -125,12 +141,14 @@ void CudaDecoder::fill_lora_meta(char* host, const char* device, bool graph) {
     dev.rows = reinterpret_cast<const int32_t*>(device + v.rows);
     dev.tiles = reinterpret_cast<const LoraTile*>(device + v.tiles);
     dev.max_tiles = max_tiles;
+    dev.grid_tiles = graph ? lora_grid_tiles(n, cap) : n_tiles;
   };
   put(all, T, lora_rows_.data(), lora_tiles_.data(), lora_n_tiles_[0], lora_all_);
   put(last, R, lora_rows_.data() + T, lora_tiles_.data() + lora_max_tiles(T, cap), lora_n_tiles_[1], lora_last_);
 }
 
-void CudaDecoder::lora_begin(const LoraAt* at, const void* x, const float* norm_w, int64_t ldx, int64_t in) {
+void CudaDecoder::lora_begin(const LoraAt* at, const void* x, const float* norm_w, int64_t ldx, int64_t in,
+                             int64_t n) {
   lora_pending_ = false;
   if (at == nullptr || !lora_step_) return;
   const int32_t rank = lora_.rank_bound(at->layer, at->target);
@@ -141,7 +159,10 @@ void CudaDecoder::lora_begin(const LoraAt* at, const void* x, const float* norm_
   const LoraRowsDev& rows = at->logit_rows ? lora_last_ : lora_all_;
   const LoraTargetDesc* table = lora_.column(at->layer, at->target);
   if (!lora_fork_on_) {
-    lora_shrink(rows, table, lora_.slot_stride(), rank, x, norm_w, ldx, in, dt_, lora_scratch_, true, stream_);
+    if (lora_wide_step_)
+      lora_shrink_wide(rows, table, lora_.slot_stride(), rank, x, norm_w, ldx, in, dt_, lora_scratch_, stream_);
+    else
+      lora_shrink(rows, table, lora_.slot_stride(), rank, x, norm_w, ldx, in, dt_, lora_scratch_, true, stream_);
     return;
   }
   // Forked: everything enqueued on the main stream so far (x, and the previous expand's reads of the scratch) is
@@ -149,7 +170,13 @@ void CudaDecoder::lora_begin(const LoraAt* at, const void* x, const float* norm_
   // the fork and join edges.)
   check_cuda(cudaEventRecord(lora_fork_, stream_), "cudaEventRecord");
   check_cuda(cudaStreamWaitEvent(lora_stream_, lora_fork_, 0), "cudaStreamWaitEvent");
-  lora_shrink(rows, table, lora_.slot_stride(), rank, x, norm_w, ldx, in, dt_, lora_scratch_, false, lora_stream_);
+  if (lora_wide_step_)
+    lora_shrink_wide(rows, table, lora_.slot_stride(), rank, x, norm_w, ldx, in, dt_, lora_scratch_, lora_stream_);
+  else
+    lora_shrink(rows, table, lora_.slot_stride(), rank, x, norm_w, ldx, in, dt_, lora_scratch_, false, lora_stream_);
+  if (lora_delta_step_)  // the deltas too, still beside the product (the previous lora_add's reads came before the fork)
+    lora_expand_delta(rows, table, lora_.slot_stride(), lora_scratch_, in, lora_norm_, config_.norm_eps, n,
+                      lora_delta_.as<float>(), lora_delta_ld_, dt_, true, lora_stream_);
   check_cuda(cudaEventRecord(lora_join_, lora_stream_), "cudaEventRecord");
 }
 
@@ -159,10 +186,18 @@ void CudaDecoder::lora_end(const LoraAt* at, void* y, bool y_f32, int64_t ldy, i
   const LoraRowsDev& rows = at->logit_rows ? lora_last_ : lora_all_;
   const LoraTargetDesc* table = lora_.column(at->layer, at->target);
   if (lora_fork_on_) check_cuda(cudaStreamWaitEvent(stream_, lora_join_, 0), "cudaStreamWaitEvent");
+  if (lora_delta_step_) {
+    lora_add(rows, lora_delta_.as<float>(), lora_delta_ld_, n, y, y_f32, ldy, dt_, true, stream_);
+    return;
+  }
   // Programmatic launch also after the join: the expand may start beside the product's tail (reading its
   // descriptors and B), and its wait returns once every kernel it depends on, the shrink's too, completed.
-  lora_expand(rows, table, lora_.slot_stride(), lora_scratch_, lora_in_, lora_norm_, config_.norm_eps, n, y, y_f32,
-              ldy, dt_, true, stream_);
+  if (lora_wide_step_)
+    lora_expand_wide(rows, table, lora_.slot_stride(), lora_scratch_, lora_in_, lora_norm_, config_.norm_eps, n, y,
+                     y_f32, ldy, dt_, true, stream_);
+  else
+    lora_expand(rows, table, lora_.slot_stride(), lora_scratch_, lora_in_, lora_norm_, config_.norm_eps, n, y, y_f32,
+                ldy, dt_, true, stream_);
 }
 
 }  // namespace engine::cuda

@@ -14,12 +14,15 @@
 //    registers — before waiting for the previous kernel; after the wait only x (shrink) or t and y (expand) are
 //    read, in one round of loads;
 //  - tiles are the grids' slowest dimension: a graph's grid covers the most tiles its batch size can have, and
-//    the blocks of the empty ones come last.
+//    the blocks of the empty ones come last;
+//  - the expand's delta form (kDelta) and lora_add split it for steps of 9-256 rows: the deltas are computed on the
+//    shrink's forked stream beside the product, into a buffer of their own, and what waits for the product is only
+//    a read-modify-write of y with the deltas (no descriptors, B or t chain after the wait).
 // Measured on an H200, Llama-3-8B shape, 8 adapters of rank 16 on all 7 modules, rows round-robin, decode graphs
-// (cuda-bench --lora 8,16, 2026-11-27): the shrink on its forked stream costs ~1% at batch 1 and ~5% at batch 64;
-// the expand, on the critical path after the product, the rest: batch 1 +9.6..10.9% (4.36 -> 4.78-4.83 ms), batch
-// 64 +26..31% (5.8 -> 7.4-7.6 ms). What still costs is latency, not bytes (a batch-64 step moves ~0.8 GB of LoRA
-// data, 0.2 ms at the copy bandwidth): each expand waits for the product, then for its descriptor and B chain.
+// (cuda-bench --lora 8,16): under ncu the expand after the product took 11.9 µs a projection at batch 64 (one block
+// of 4 warps an SM: 166 registers, a chain of dependent loads) and 6 µs at batch 1. Split, batch 64 went from +29.2%
+// to +24..26% a step; at batch 1 the split cost more (+15.5% against +11%: the two kernels on the side stream slow the
+// GEMVs beside them more than the expand after them costs), hence the 9-row floor (bench/RESULTS.md, 2026-11-28).
 #include <string>
 #include <type_traits>
 
@@ -186,11 +189,14 @@ __device__ __forceinline__ float sum_slices(const float* p, int32_t slices, int6
 constexpr int kRegChunks = 2;
 
 // vec: y's rows allow 4-column vector accesses (ldy % 4 == 0, y aligned); columns past n are never touched.
-template <typename T, typename OutT>
+// kDelta: y is the fp32 delta buffer, its row p the p-th grouped row (not rows[p]), written rather than added to,
+// zeros where no segment covers a column (lora_add adds every column of it).
+template <typename T, typename OutT, bool kDelta>
 __global__ void __launch_bounds__(kExpandThreads)
     lora_expand_kernel(LoraRowsDev r, const LoraTargetDesc* __restrict__ table, int64_t slot_stride,
                        const float* __restrict__ t, int64_t ldt, int64_t slice_stride, int32_t slices, bool norm,
                        int64_t in, float eps, int64_t n, OutT* y, int64_t ldy, bool vec) {
+  static_assert(!kDelta || std::is_same_v<OutT, float>, "deltas are fp32");
   constexpr int M = kLoraTileRows, J = kExpandCols;
   __shared__ __align__(16) float ts[M][kLoraMaxRank];  // the tile's shrink outputs
   __shared__ float inv[M];
@@ -216,7 +222,10 @@ __global__ void __launch_bounds__(kExpandThreads)
     for (int w = threadIdx.x; w < static_cast<int>(sizeof(LoraTargetDesc) / 4); w += kExpandThreads)
       desc_words[w] = __ldg(src + w);
 #pragma unroll
-    for (int i = 0; i < M; ++i) yrow[i] = y + static_cast<int64_t>(r.rows[tile.begin + (i < tile.count ? i : 0)]) * ldy;
+    for (int i = 0; i < M; ++i) {
+      const int32_t p = tile.begin + (i < tile.count ? i : 0);
+      yrow[i] = y + static_cast<int64_t>(kDelta ? p : r.rows[p]) * ldy;
+    }
   }
   __syncthreads();  // (active is the same for the whole block)
   if (active) {
@@ -227,7 +236,7 @@ __global__ void __launch_bounds__(kExpandThreads)
       const LoraSegDesc& sg = d->seg[s];
       any = any || (sg.out_offset < c0 + kExpandBlockCols && sg.out_offset + sg.out > c0);
     }
-    active = any;
+    if constexpr (!kDelta) active = any;  // (a delta block without a segment writes its zeros)
 #pragma unroll
     for (int j = 0; j < J; ++j) {
       seg_of[j] = -1;
@@ -255,7 +264,7 @@ __global__ void __launch_bounds__(kExpandThreads)
   const bool full = vec && col0 + J <= n;
   // y's values (the product just written) travel while the tile's t rows are summed into shared memory.
   float yv[M][J];
-  if (full) {
+  if (full && !kDelta) {
 #pragma unroll
     for (int i = 0; i < M; ++i)
       if (i < m) load4(yrow[i] + col0, yv[i]);
@@ -314,20 +323,75 @@ __global__ void __launch_bounds__(kExpandThreads)
         madd(j, __ldg(reinterpret_cast<const uint4*>(b + q * kChunk)), sg.t_offset, q);
     }
   }
-  if (!hit) return;
+  if (!hit && !kDelta) return;
 #pragma unroll
   for (int i = 0; i < M; ++i) {
     if (i >= m) break;
     const float scale = inv[i];
 #pragma unroll
-    for (int j = 0; j < J; ++j) acc[i][j] *= scale;
+    for (int j = 0; j < J; ++j) acc[i][j] *= scale;  // (0 for a column no segment covers)
     OutT* dst = yrow[i] + col0;
-    if (full) {
+    if constexpr (kDelta) {
+      if (full) {
+        store4(dst, acc[i]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < J; ++j)
+          if (col0 + j < n) dst[j] = acc[i][j];
+      }
+    } else if (full) {
 #pragma unroll
       for (int j = 0; j < J; ++j) yv[i][j] += acc[i][j];
       store4(dst, yv[i]);
     } else {
       for (int j = 0; j < J && col0 + j < n; ++j) dst[j] = from_float<OutT>(to_float(dst[j]) + acc[i][j]);
+    }
+  }
+}
+
+// y[rows[p], c] += delta[p, c] for every grouped row p of the tiles and column c < n: the deltas lora_expand_delta
+// wrote beside the product. Blocks of 512 columns walk the tiles as the expand's do.
+template <typename OutT>
+__global__ void __launch_bounds__(kExpandThreads)
+    lora_add_kernel(LoraRowsDev r, const float* __restrict__ delta, int64_t ldd, int64_t n, OutT* y, int64_t ldy,
+                    bool vec) {
+  constexpr int M = kLoraTileRows, J = kExpandCols;
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kExpandBlockCols + static_cast<int64_t>(threadIdx.x) * J;
+  bool waited = false;
+  for (int32_t z = static_cast<int32_t>(blockIdx.y); z < r.max_tiles; z += static_cast<int32_t>(gridDim.y)) {
+    const LoraTile tile = r.tiles[z];  // (host-written: read before the wait)
+    if (tile.count <= 0) break;
+    OutT* yrow[M];
+#pragma unroll
+    for (int i = 0; i < M; ++i) yrow[i] = y + static_cast<int64_t>(r.rows[tile.begin + (i < tile.count ? i : 0)]) * ldy;
+    if (!waited) {
+      pdl_enter();
+      waited = true;
+    }
+    if (col0 >= n) continue;
+    const int m = tile.count;
+    if (vec && col0 + J <= n) {
+      float dv[M][J], yv[M][J];
+#pragma unroll
+      for (int i = 0; i < M; ++i)
+        if (i < m) {
+          load4(delta + static_cast<int64_t>(tile.begin + i) * ldd + col0, dv[i]);
+          load4(yrow[i] + col0, yv[i]);
+        }
+#pragma unroll
+      for (int i = 0; i < M; ++i)
+        if (i < m) {
+#pragma unroll
+          for (int j = 0; j < J; ++j) yv[i][j] += dv[i][j];
+          store4(yrow[i] + col0, yv[i]);
+        }
+    } else {
+#pragma unroll
+      for (int i = 0; i < M; ++i)
+        if (i < m)
+          for (int j = 0; j < J && col0 + j < n; ++j)
+            yrow[i][col0 + j] = from_float<OutT>(to_float(yrow[i][col0 + j]) +
+                                                 delta[static_cast<int64_t>(tile.begin + i) * ldd + col0 + j]);
     }
   }
 }
@@ -367,14 +431,25 @@ void launch_shrink(const LoraRowsDev& rows, const LoraTargetDesc* table, int64_t
     go(std::integral_constant<int, 8>{});
 }
 
-template <typename T, typename OutT>
+template <typename T, typename OutT, bool kDelta = false>
 void launch_expand(const LoraRowsDev& rows, const LoraTargetDesc* table, int64_t slot_stride, const LoraScratch& t,
                    int64_t in, bool norm, float eps, int64_t n, void* y, int64_t ldy, bool pdl, cudaStream_t s) {
   const dim3 grid(blocks_for(n, kExpandBlockCols), static_cast<unsigned>(rows.max_tiles));  // tiles slowest
   const size_t align = sizeof(OutT) * kExpandCols;
   const bool vec = ldy % kExpandCols == 0 && reinterpret_cast<uintptr_t>(y) % align == 0;
-  launch(pdl, lora_expand_kernel<T, OutT>, grid, dim3(kExpandThreads), s, rows, table, slot_stride, t.t, t.ldt,
-         t.slice_stride, lora_k_slices(in), norm, in, eps, n, static_cast<OutT*>(y), ldy, vec);
+  launch(pdl, lora_expand_kernel<T, OutT, kDelta>, grid, dim3(kExpandThreads), s, rows, table, slot_stride, t.t,
+         t.ldt, t.slice_stride, lora_k_slices(in), norm, in, eps, n, static_cast<OutT*>(y), ldy, vec);
+}
+
+template <typename OutT>
+void launch_add(const LoraRowsDev& rows, const float* delta, int64_t ldd, int64_t n, void* y, int64_t ldy, bool pdl,
+                cudaStream_t s) {
+  const dim3 grid(blocks_for(n, kExpandBlockCols), static_cast<unsigned>(rows.grid_tiles));
+  const bool vec = ldy % kExpandCols == 0 && ldd % kExpandCols == 0 &&
+                   reinterpret_cast<uintptr_t>(y) % (sizeof(OutT) * kExpandCols) == 0 &&
+                   reinterpret_cast<uintptr_t>(delta) % 16 == 0;
+  launch(pdl, lora_add_kernel<OutT>, grid, dim3(kExpandThreads), s, rows, delta, ldd, n, static_cast<OutT*>(y), ldy,
+         vec);
 }
 
 }  // namespace
@@ -410,6 +485,28 @@ void lora_expand(const LoraRowsDev& rows, const LoraTargetDesc* table, int64_t s
     ENGINE_DISPATCH_DTYPE(dt, (launch_expand<T, T>(rows, table, slot_stride, t, in, norm, eps, n, y, ldy, pdl, s)));
   }
   check_launch("lora_expand");
+}
+
+void lora_expand_delta(const LoraRowsDev& rows, const LoraTargetDesc* table, int64_t slot_stride,
+                       const LoraScratch& t, int64_t in, bool norm, float eps, int64_t n, float* delta, int64_t ldd,
+                       DType dt, bool pdl, cudaStream_t s) {
+  if (rows.max_tiles == 0 || n == 0) return;
+  if (rows.max_tiles > 65535) throw EngineError(ErrorCode::internal, "lora_expand_delta: more than 65535 tiles");
+  ENGINE_DISPATCH_DTYPE(dt, (launch_expand<T, float, true>(rows, table, slot_stride, t, in, norm, eps, n, delta, ldd,
+                                                           pdl, s)));
+  check_launch("lora_expand_delta");
+}
+
+void lora_add(const LoraRowsDev& rows, const float* delta, int64_t ldd, int64_t n, void* y, bool y_f32, int64_t ldy,
+              DType dt, bool pdl, cudaStream_t s) {
+  if (rows.grid_tiles == 0 || n == 0) return;
+  if (rows.grid_tiles > 65535) throw EngineError(ErrorCode::internal, "lora_add: more than 65535 tiles");
+  if (y_f32) {
+    launch_add<float>(rows, delta, ldd, n, y, ldy, pdl, s);
+  } else {
+    ENGINE_DISPATCH_DTYPE(dt, (launch_add<T>(rows, delta, ldd, n, y, ldy, pdl, s)));
+  }
+  check_launch("lora_add");
 }
 
 }  // namespace engine::cuda

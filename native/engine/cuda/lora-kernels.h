@@ -46,7 +46,9 @@ struct LoraRowsDev {
   // [max_tiles]: this step's tiles, then tiles of count 0 (a graph's launches cover the most tiles its batch size
   // can have; the blocks of empty tiles return at once).
   const LoraTile* tiles = nullptr;
-  int32_t max_tiles = 0;  // the launches' grid (lora_max_tiles for a graph, else the step's count)
+  int32_t max_tiles = 0;   // tiles listed (lora_max_tiles for a graph, else the step's count)
+  int32_t grid_tiles = 0;  // lora_add's tile dimension (lora_grid_tiles for a graph): its block z serves tiles z,
+                           // z + grid_tiles, .. up to the first empty one
 };
 
 // The shrink's output: partial sums over slices of kLoraKSlice input columns, which the expand adds up (a shrink
@@ -76,5 +78,25 @@ void lora_shrink(const LoraRowsDev& rows, const LoraTargetDesc* table, int64_t s
 void lora_expand(const LoraRowsDev& rows, const LoraTargetDesc* table, int64_t slot_stride, const LoraScratch& t,
                  int64_t in, bool norm, float eps, int64_t n, void* y, bool y_f32, int64_t ldy, DType dt, bool pdl,
                  cudaStream_t s);
+
+// The expand split in two, for decode-sized steps: the deltas computed beside the product (on the shrink's stream,
+// nothing of y read) into delta[p, 0 .. n) for grouped row p (fp32, row stride ldd; zeros in columns no segment of
+// the row's slot covers), then added into y after the product by lora_add — whose blocks have no adapter memory to
+// read and no shrink outputs to stage, only the deltas and y.
+void lora_expand_delta(const LoraRowsDev& rows, const LoraTargetDesc* table, int64_t slot_stride,
+                       const LoraScratch& t, int64_t in, bool norm, float eps, int64_t n, float* delta, int64_t ldd,
+                       DType dt, bool pdl, cudaStream_t s);
+void lora_add(const LoraRowsDev& rows, const float* delta, int64_t ldd, int64_t n, void* y, bool y_f32, int64_t ldy,
+              DType dt, bool pdl, cudaStream_t s);
+
+// The same two products on tensor cores (kernels-lora-wide.cu), for steps of many rows (prefill chunks): the same
+// tiles, descriptors and scratch; t rounded to the model dtype before the expand, x (times the norm weight) before
+// the shrink. The shrink is launched plainly (it runs on the forked stream).
+void lora_shrink_wide(const LoraRowsDev& rows, const LoraTargetDesc* table, int64_t slot_stride, int32_t max_rank,
+                      const void* x, const float* norm_w, int64_t ldx, int64_t in, DType dt, const LoraScratch& t,
+                      cudaStream_t s);
+void lora_expand_wide(const LoraRowsDev& rows, const LoraTargetDesc* table, int64_t slot_stride,
+                      const LoraScratch& t, int64_t in, bool norm, float eps, int64_t n, void* y, bool y_f32,
+                      int64_t ldy, DType dt, bool pdl, cudaStream_t s);
 
 }  // namespace engine::cuda
