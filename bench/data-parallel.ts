@@ -7,6 +7,7 @@
 // read from the metrics port before and after.
 //   node dist/bench/data-parallel.js [--model <dir>] [--requests 192] [--concurrency 64] [--conversations 16] [--turns 4]
 //     [--system-prompt 512] [--per-system-prompt 1] [--user-len 96] [--answer-len 16] [--turn-concurrency 4] [--kv-tokens 12288]
+//     [--only throughput|routing] [--server-args "<launcher flags every server of the routing runs gets>"]
 import { availableParallelism, cpus } from 'node:os';
 import { join } from 'node:path';
 
@@ -34,6 +35,10 @@ const USER_LEN = Number(arg('--user-len', '96'));                   // tokens of
 const ANSWER_LEN = Number(arg('--answer-len', '16'));
 const TURN_CONCURRENCY = Number(arg('--turn-concurrency', '4'));
 const KV_TOKENS = Number(arg('--kv-tokens', '12288'));               // --max-tokens-in-paged-kv-cache of every rank
+const ONLY = arg('--only', '');
+if (ONLY !== '' && ONLY !== 'throughput' && ONLY !== 'routing') throw new Error(`--only must be throughput or routing, got "${ONLY}"`);
+// E.g. "--enable-chunked-context --max-num-tokens 256": the same for every routing run (one rank and each router).
+const SERVER_ARGS = arg('--server-args', '').split(/\s+/).filter((a) => a !== '');
 const BIN = join(packageRoot(), 'bin', 'trtllm-launch.js');
 const READY_TIMEOUT_MS = 120_000;
 
@@ -149,24 +154,27 @@ async function routing(label: string, args: string[], replicas: number) {
 
 const cores = availableParallelism();
 const dp = ['--dp', '2', '--tp', '1', '--oversubscribe'];
-const reuse = ['--enable-kv-cache-reuse', '--max-tokens-in-paged-kv-cache', String(KV_TOKENS)];
-const dp1 = await throughput('dp 1 (one rank)', []);
-const dp2 = await throughput('dp 2', dp);
-const pair = await throughputPair('two one-rank servers');
-const single = await routing('one rank, reuse', reuse, 1);
-const roundRobin = await routing('dp 2, reuse, --router round-robin', [...dp, ...reuse, '--router', 'round-robin'], 2);
-const leastLoad = await routing('dp 2, reuse, --router least-load', [...dp, ...reuse, '--router', 'least-load'], 2);
-const kv = await routing('dp 2, reuse, --router kv', [...dp, ...reuse, '--router', 'kv'], 2);
+const reuse = ['--enable-kv-cache-reuse', '--max-tokens-in-paged-kv-cache', String(KV_TOKENS), ...SERVER_ARGS];
+const measureThroughput = ONLY !== 'routing', measureRouting = ONLY !== 'throughput';
+const dp1 = measureThroughput ? await throughput('dp 1 (one rank)', []) : undefined;
+const dp2 = measureThroughput ? await throughput('dp 2', dp) : undefined;
+const pair = measureThroughput ? await throughputPair('two one-rank servers') : undefined;
+const single = measureRouting ? await routing('one rank, reuse', reuse, 1) : undefined;
+const roundRobin = measureRouting ? await routing('dp 2, reuse, --router round-robin', [...dp, ...reuse, '--router', 'round-robin'], 2) : undefined;
+const leastLoad = measureRouting ? await routing('dp 2, reuse, --router least-load', [...dp, ...reuse, '--router', 'least-load'], 2) : undefined;
+const kv = measureRouting ? await routing('dp 2, reuse, --router kv', [...dp, ...reuse, '--router', 'kv'], 2) : undefined;
 
 const f = (x: number, d = 1) => x.toFixed(d);
 const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 const failed = (s: Record<string, any>) => (s.failed_requests > 0 ? ` (${s.failed_requests} failed)` : '');
 const later = (s: Record<string, any>) => `${f(s.later_turns_p50_ttft_ms)} | ${f(s.later_turns_p90_ttft_ms)}`;
-const lines = [
+const header = [
   `model ${MODEL}; ${cpus()[0]?.model ?? 'CPU'}, ${cores} cores (os.availableParallelism); every rank --threads 1;`
     + ' server and client on this machine',
   `dp 2 runs 3 processes (orchestrator + 2 replicas) and the bench client on ${cores} cores: the >= 1.8x goal assumes each replica has cores of its own${cores < 4 ? ' (not so here)' : ''}`,
   '',
+];
+const throughputLines = (dp1: Record<string, any>, dp2: Record<string, any>, pair: Record<string, any>) => [
   `throughput: token-norm-dist, ${REQUESTS} requests, 128 -> 64 tokens, concurrency ${CONCURRENCY}, over HTTP`,
   '| server | output tok/s | requests/s | TTFT p50 (ms) | e2e p50 (ms) |',
   '|---|---|---|---|---|',
@@ -176,9 +184,11 @@ const lines = [
   `dp2 / dp1 output tok/s: ${(dp2.output_tokens_per_sec / dp1.output_tokens_per_sec).toFixed(2)}x (goal >= 1.8x with a core per replica);`
     + ` two servers / dp1: ${(pair.output_tokens_per_sec / dp1.output_tokens_per_sec).toFixed(2)}x; dp2 / two servers: ${(dp2.output_tokens_per_sec / pair.output_tokens_per_sec).toFixed(2)}x`,
   '',
+];
+const routingLines = (single: any, roundRobin: any, leastLoad: any, kv: any) => [
   `routing: multi-turn, ${CONVERSATIONS} conversations x ${TURNS} turns, ${SYSTEM_PROMPT}-token system prompt per ${PER_SYSTEM_PROMPT} conversations,`
     + ` ${USER_LEN}-token user messages, ${ANSWER_LEN}-token answers, concurrency ${TURN_CONCURRENCY}, seed 0, --enable-kv-cache-reuse,`
-    + ` a KV pool of ${KV_TOKENS} tokens a rank;`
+    + ` a KV pool of ${KV_TOKENS} tokens a rank${SERVER_ARGS.length > 0 ? `, ${SERVER_ARGS.join(' ')}` : ''};`
     + ` ${(100 * single.summary.reusable_input_fraction).toFixed(1)}% of prompt tokens reusable by a perfect prefix cache`,
   '| server | first-turn TTFT p50 (ms) | later-turn TTFT p50 (ms) | later-turn TTFT p90 (ms) | reused KV blocks (per replica) | requests routed (per replica, incl. warm-up) | output tok/s |',
   '|---|---|---|---|---|---|---|',
@@ -187,6 +197,8 @@ const lines = [
   `later-turn TTFT p50, round-robin / kv: ${(roundRobin.summary.later_turns_p50_ttft_ms / kv.summary.later_turns_p50_ttft_ms).toFixed(2)}x (goal >= 2x);`
     + ` least-load / kv: ${(leastLoad.summary.later_turns_p50_ttft_ms / kv.summary.later_turns_p50_ttft_ms).toFixed(2)}x`,
   '',
+];
+const summaryLines = (dp1: any, dp2: any, single: any, roundRobin: any, leastLoad: any, kv: any) => [
   'summary',
   '| measure | one rank | --dp 2 round-robin | --dp 2 least-load | --dp 2 kv | ratio |',
   '|---|---|---|---|---|---|',
@@ -196,5 +208,11 @@ const lines = [
     return `| later-turn TTFT ${q} (ms), multi-turn | ${f(v(single))} | ${f(v(roundRobin))} | ${f(v(leastLoad))} | ${f(v(kv))} | round-robin / kv ${(v(roundRobin) / v(kv)).toFixed(2)}x |`;
   }),
   `| reused KV blocks, multi-turn | ${sum(single.reused)} | ${sum(roundRobin.reused)} | ${sum(leastLoad.reused)} | ${sum(kv.reused)} | |`,
+];
+const lines = [
+  ...header,
+  ...(dp1 && dp2 && pair ? throughputLines(dp1, dp2, pair) : []),
+  ...(single && roundRobin && leastLoad && kv ? routingLines(single, roundRobin, leastLoad, kv) : []),
+  ...(dp1 && dp2 && single && roundRobin && leastLoad && kv ? summaryLines(dp1, dp2, single, roundRobin, leastLoad, kv) : []),
 ];
 process.stdout.write(`${lines.join('\n')}\n`);
