@@ -321,7 +321,7 @@ class CudaDecoder : public Model {
   // The deltas of a decode-sized step: [kLoraDeltaRows][lora_delta_ld_] fp32, made by the first step that uses them
   // (TRTLLM_LORA_DELTA=0: never; the expand adds into y after the product). Steps of more than kLoraDeltaMinRows
   // tokens only: below, the products are GEMVs that the side stream's two kernels slow more than an expand after
-  // them costs (H200, 8B shape, batch 1: +15.5% a step against +11.1%; batch 64: +23.9% against +29.2%).
+  // them costs (H200, 8B shape, batch 1: +15.5% a step against +11.1%; batch 64: +24% against +28.5%).
   static constexpr int64_t kLoraDeltaRows = 256, kLoraDeltaMinRows = 8;
   DeviceBuffer lora_delta_;
   int64_t lora_delta_ld_ = 0;

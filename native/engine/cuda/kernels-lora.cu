@@ -20,7 +20,7 @@
 //    a read-modify-write of y with the deltas (no descriptors, B or t chain after the wait).
 // Measured on an H200, Llama-3-8B shape, 8 adapters of rank 16 on all 7 modules, rows round-robin, decode graphs
 // (cuda-bench --lora 8,16): under ncu the expand after the product took 11.9 µs a projection at batch 64 (one block
-// of 4 warps an SM: 166 registers, a chain of dependent loads) and 6 µs at batch 1. Split, batch 64 went from +29.2%
+// of 4 warps an SM: 166 registers, a chain of dependent loads) and 6 µs at batch 1. Split, batch 64 went from +28..29%
 // to +24..26% a step; at batch 1 the split cost more (+15.5% against +11%: the two kernels on the side stream slow the
 // GEMVs beside them more than the expand after them costs), hence the 9-row floor (bench/RESULTS.md, 2026-11-28).
 #include <string>
@@ -350,7 +350,7 @@ __global__ void __launch_bounds__(kExpandThreads)
 }
 
 // y[rows[p], c] += delta[p, c] for every grouped row p of the tiles and column c < n: the deltas lora_expand_delta
-// wrote beside the product. Blocks of 512 columns walk the tiles as the expand's do.
+// wrote beside the product. Blocks of 512 columns walk the tiles with the stride grid_tiles (lora_grid_tiles).
 template <typename OutT>
 __global__ void __launch_bounds__(kExpandThreads)
     lora_add_kernel(LoraRowsDev r, const float* __restrict__ delta, int64_t ldd, int64_t n, OutT* y, int64_t ldy,
