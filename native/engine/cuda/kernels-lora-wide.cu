@@ -20,6 +20,7 @@
 #include "cuda/cuda-check.h"
 #include "cuda/dtype.cuh"
 #include "cuda/lora-kernels.h"
+#include "cuda/lora-slices.cuh"
 #include "cuda/mma.cuh"
 #include "cuda/pdl.cuh"
 
@@ -136,18 +137,6 @@ __global__ void __launch_bounds__(kShrinkWarps * 32)
       ts[static_cast<int64_t>(tile.begin + threadIdx.x) * ldt + ldt - 1] = v;
     }
   }
-}
-
-// Σ over the shrink's k slices of one value, the first 8 slices' loads issued together.
-__device__ __forceinline__ float sum_slices(const float* p, int32_t slices, int64_t stride) {
-  float v[8];
-#pragma unroll
-  for (int z = 0; z < 8; ++z) v[z] = z < slices ? p[z * stride] : 0.0f;
-  float sum = 0;
-#pragma unroll
-  for (int z = 0; z < 8; ++z) sum += v[z];
-  for (int z = 8; z < slices; ++z) sum += p[z * stride];
-  return sum;
 }
 
 template <typename T, typename OutT>

@@ -30,6 +30,7 @@
 #include "cuda/dtype.cuh"
 #include "cuda/gemv-common.cuh"
 #include "cuda/lora-kernels.h"
+#include "cuda/lora-slices.cuh"
 #include "cuda/pdl.cuh"
 
 namespace engine::cuda {
@@ -169,19 +170,6 @@ __device__ __forceinline__ void store4(T* p, const float (&v)[kExpandCols]) {
 #pragma unroll
   for (int j = 0; j < kExpandCols; ++j) e[j] = from_float<T>(v[j]);
   *reinterpret_cast<uint2*>(p) = raw;
-}
-
-// Σ over the shrink's k slices of one value: the first 8 slices' loads issued together (a runtime-bounded loop
-// would wait for each in turn: the down projection of the 8B shape has 7).
-__device__ __forceinline__ float sum_slices(const float* p, int32_t slices, int64_t stride) {
-  float v[8];
-#pragma unroll
-  for (int z = 0; z < 8; ++z) v[z] = z < slices ? p[z * stride] : 0.0f;
-  float sum = 0;
-#pragma unroll
-  for (int z = 0; z < 8; ++z) sum += v[z];
-  for (int z = 8; z < slices; ++z) sum += p[z * stride];
-  return sum;
 }
 
 // B chunks (8 ranks each) of a column held in registers from before the wait: ranks up to 16 (the rest are read
