@@ -102,9 +102,24 @@ Reference reference(const std::string& dir) {
 
 int32_t argmax(const float* row, int32_t n) { return static_cast<int32_t>(std::max_element(row, row + n) - row); }
 
-// The draft's n guesses after `tokens`, driven by hand through the Model interface: the model's features (final
-// hidden states, or EAGLE-3's layers) of every position but the last (whose token it drew), then the draft over
-// slots 0..P-2 (token i + 1 beside feature i), then each guess fed back with the draft's own output.
+// The model's features (final hidden states, or EAGLE-3's layers) of every position of `tokens` but the last (whose
+// token the draft drew) — the draft's input, `*width` values a position; `*rows`: the positions m gave features of.
+std::vector<float> features_before_last(Model& m, const std::vector<int32_t>& tokens, const std::vector<int32_t>& blocks,
+                                        size_t feature_layers, int64_t* width, int64_t* rows) {
+  SequenceChunk c;
+  c.tokens.assign(tokens.begin(), tokens.end() - 1);
+  c.block_ids = blocks;
+  c.all_logits = true;
+  ForwardOutput fo;
+  m.forward({c}, fo);
+  const float* hidden = m.final_hidden(*rows);
+  *width = m.config().hidden_size * std::max<int64_t>(1, static_cast<int64_t>(feature_layers));
+  return std::vector<float>(hidden, hidden + *rows * *width);
+}
+
+// The draft's n guesses after `tokens`, driven by hand through the Model interface: the model's features of every
+// position but the last, then the draft over slots 0..P-2 (token i + 1 beside feature i), then each guess fed back
+// with the draft's own output.
 std::vector<int32_t> guesses_by_hand(const std::vector<int32_t>& tokens, int32_t n, const std::string& dir) {
   std::unique_ptr<Model> d = heads(dir);
   CHECK(d->takes_features());
@@ -114,21 +129,14 @@ std::vector<int32_t> guesses_by_hand(const std::vector<int32_t>& tokens, int32_t
   m->allocate_kv(32, 4);
   std::vector<int32_t> blocks(32);
   for (int32_t i = 0; i < 32; ++i) blocks[static_cast<size_t>(i)] = i;
-  SequenceChunk c;
-  c.tokens.assign(tokens.begin(), tokens.end() - 1);
-  c.block_ids = blocks;
-  c.all_logits = true;
-  ForwardOutput fo;
-  m->forward({c}, fo);
-  const int32_t V = fo.vocab_size, P = static_cast<int32_t>(c.tokens.size());
-  int64_t rows = 0;
-  const float* hidden = m->final_hidden(rows);
-  CHECK(rows == P);
+  int64_t width = 0, rows = 0;
+  std::vector<float> features = features_before_last(*m, tokens, blocks, layers.size(), &width, &rows);
+  CHECK(rows == static_cast<int64_t>(tokens.size()) - 1);
+  const int32_t V = m->config().vocab_size;
   const int64_t H = m->config().hidden_size;
-  int64_t width = H * std::max<int64_t>(1, static_cast<int64_t>(layers.size()));
-  std::vector<float> features(hidden, hidden + rows * width);
 
   d->allocate_kv(32, 4);
+  ForwardOutput fo;
   SequenceChunk s;
   s.tokens.assign(tokens.begin() + 1, tokens.end());
   s.block_ids = blocks;
@@ -407,17 +415,10 @@ std::vector<int32_t> top_after_by_hand(Model& m, Model& d, const std::vector<int
                                        const std::vector<int32_t>& path) {
   std::vector<int32_t> blocks(64);
   for (int32_t i = 0; i < 64; ++i) blocks[static_cast<size_t>(i)] = i;
-  SequenceChunk c;
-  c.tokens.assign(tokens.begin(), tokens.end() - 1);
-  c.block_ids = blocks;
-  c.all_logits = true;
-  ForwardOutput fo;
-  m.forward({c}, fo);
-  int64_t rows = 0;
-  const float* hidden = m.final_hidden(rows);
+  int64_t width = 0, rows = 0;
+  std::vector<float> features = features_before_last(m, tokens, blocks, d.feature_layers().size(), &width, &rows);
   const int64_t H = m.config().hidden_size;
-  int64_t width = H * std::max<int64_t>(1, static_cast<int64_t>(d.feature_layers().size()));
-  std::vector<float> features(hidden, hidden + rows * width);
+  ForwardOutput fo;
   SequenceChunk s;
   s.tokens.assign(tokens.begin() + 1, tokens.end());
   s.block_ids = blocks;
