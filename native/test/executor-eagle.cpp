@@ -259,6 +259,24 @@ std::vector<Request> mixed_requests(int32_t max_tokens) {
   return out;
 }
 
+// A cancel mid-draft (the executor held with guesses in the draft's pool) frees both pools' blocks; the other
+// requests go on to the plain outputs.
+void cancel_mid_draft(const std::string& dir, const ExecutorConfig& c) {
+  std::vector<Request> rs = mixed_requests(40);
+  rs[0].streaming = true;
+  rs[0].output.exclude_input_from_output = true;
+  const Run plain = run("", rs);
+  const Run spec = run(dir, rs, c, false, [](Executor& e, const std::vector<RequestId>& ids) {
+    e.hold_iterations(3);
+    CHECK(e.wait_until_held(test::kWait));
+    CHECK(e.draft_kv_cache_stats().used_num_blocks > 0);
+    e.cancel(ids[0]);
+    e.hold_iterations(-1);
+  });
+  CHECK(spec.outcomes[0].reason == FinishReason::cancelled);
+  for (size_t i = 1; i < rs.size(); ++i) CHECK_MSG(spec.outcomes[i].tokens == plain.outcomes[i].tokens, "request %zu", i);
+}
+
 // mixed_requests with every other request sampled (seeded) and every third not speculating (num_draft_tokens 0).
 std::vector<Request> sampled_and_plain_requests(int32_t max_tokens) {
   std::vector<Request> rs = mixed_requests(max_tokens);
@@ -381,22 +399,7 @@ void check_heads(const std::string& dir) {
               "a request on a cached prefix drafts too: %lld guesses for one, %lld for two",
               static_cast<long long>(once.drafted), static_cast<long long>(repeated.drafted));
   }
-  // A cancel mid-draft frees both pools' blocks; the others go on to the plain outputs.
-  {
-    std::vector<Request> rs = mixed_requests(40);
-    rs[0].streaming = true;
-    rs[0].output.exclude_input_from_output = true;
-    const Run plain = run("", rs);
-    const Run spec = run(dir, rs, config(), false, [](Executor& e, const std::vector<RequestId>& ids) {
-      e.hold_iterations(3);
-      CHECK(e.wait_until_held(test::kWait));
-      CHECK(e.draft_kv_cache_stats().used_num_blocks > 0);
-      e.cancel(ids[0]);
-      e.hold_iterations(-1);
-    });
-    CHECK(spec.outcomes[0].reason == FinishReason::cancelled);
-    for (size_t i = 1; i < rs.size(); ++i) CHECK_MSG(spec.outcomes[i].tokens == plain.outcomes[i].tokens, "request %zu", i);
-  }
+  cancel_mid_draft(dir, config());
 }
 
 // A row's kMedusaTopK best ids, likeliest first (the lower id on ties).
@@ -618,21 +621,7 @@ void check_trees(const std::string& dir) {
     std::vector<Request> twice = mixed_requests(12);
     twice.push_back(twice[2]);
     CHECK(same_outputs(run("", twice, plain_reuse, /*alone=*/true), run(dir, twice, reuse, /*alone=*/true)));
-    // A cancel mid-draft frees both pools' blocks; the others go on to the plain outputs.
-    std::vector<Request> cancelled = mixed_requests(40);
-    cancelled[0].streaming = true;
-    cancelled[0].output.exclude_input_from_output = true;
-    const Run plain = run("", cancelled);
-    const Run spec = run(dir, cancelled, with(*choices, n), false, [](Executor& e, const std::vector<RequestId>& ids) {
-      e.hold_iterations(3);
-      CHECK(e.wait_until_held(test::kWait));
-      CHECK(e.draft_kv_cache_stats().used_num_blocks > 0);
-      e.cancel(ids[0]);
-      e.hold_iterations(-1);
-    });
-    CHECK(spec.outcomes[0].reason == FinishReason::cancelled);
-    for (size_t i = 1; i < cancelled.size(); ++i)
-      CHECK_MSG(spec.outcomes[i].tokens == plain.outcomes[i].tokens, "request %zu", i);
+    cancel_mid_draft(dir, with(*choices, n));
   }
   // The trees checked, against the draft run by hand over each branch alone; kept paths of more than one guess, and
   // off the first choices (the next step computes them again and drafts after them, from the model's rows).
