@@ -215,9 +215,13 @@ void CudaDecoder::mlp_layer(int32_t l, float* x, int64_t rows, bool logit_rows) 
   void* mlp = mlp_.get();
   void* mlp_act = spec_.gated_mlp ? mlp_act_.get() : mlp;
   const LoraAt lora_up{l, LoraTarget::up, logit_rows}, lora_down{l, LoraTarget::down, logit_rows};
-  norm_linear(lw.mlp_norm, x, rows, lw.up, mlp, false, &lora_up);
+  // The plain gated activation adds the gate | up LoRA deltas of a decode-sized step as it reads the product: one
+  // read-modify-write pass over the widest product fewer (up_delta stays empty in other steps).
+  const bool fp8_down = lw.down.fp8.on() && fuse_quant_;
+  RowDelta up_delta;
+  norm_linear(lw.mlp_norm, x, rows, lw.up, mlp, false, &lora_up, spec_.gated_mlp && !fp8_down ? &up_delta : nullptr);
   Fp8ActOut plan;
-  if (spec_.gated_mlp && lw.down.fp8.on() && fuse_quant_ &&
+  if (spec_.gated_mlp && fp8_down &&
       gemm_->fp8_activation_plan(rows, lw.down.out, lw.down.in, lw.down.fp8.view(), plan)) {
     // (mlp_act still gets the 16-bit activations, which the down projection's LoRA shrink reads)
     gated_activation_e4m3(mlp, mlp_act, dt_, rows, inter_, act_, lw.up.bias(), plan, stream_);
@@ -225,7 +229,7 @@ void CudaDecoder::mlp_layer(int32_t l, float* x, int64_t rows, bool logit_rows) 
     return;
   }
   if (spec_.gated_mlp)
-    gated_activation(mlp, mlp_act, dt_, rows, inter_, act_, lw.up.bias(), stream_);
+    gated_activation(mlp, mlp_act, dt_, rows, inter_, act_, lw.up.bias(), stream_, up_delta);
   else
     activation(mlp, dt_, rows, inter_, act_, lw.up.bias(), stream_);
   add_projection(lw.down, lw.post_mlp_norm, mlp_act, rows, x, false, &lora_down);
@@ -240,33 +244,33 @@ void CudaDecoder::linear(const DLinear& l, const void* x, int64_t rows, void* y,
 }
 
 void CudaDecoder::norm_linear(const DNorm& n, const float* x, int64_t rows, const DLinear& l, void* y, bool y_f32,
-                              const LoraAt* lora) {
+                              const LoraAt* lora, RowDelta* defer) {
   const int64_t H = config_.hidden_size;
   // An RMSNorm's LoRA shrink reads the residual rows and normalises them itself (as the fused GEMV does), so it
   // starts at once, beside the norm and product, whichever path they take; a LayerNorm's reads xn_ after the norm.
   const bool rms = n.bias() == nullptr;
-  if (rms) lora_begin(lora, x, n.w.as<float>(), H, H, l.out);
+  if (rms) lora_begin(lora, x, n.w.as<float>(), H, H, l.out, defer != nullptr);
   if (fuse_norm_ && rms) {
     const float* g = n.w.as<float>();
     const float eps = config_.norm_eps;
     if (l.fp8.on() ? gemm_->xwt_fp8_rms(rows, l.out, l.in, x, g, eps, l.fp8.view(), dt_, y, y_f32, l.out)
                    : gemm_->xwt_rms(rows, l.out, l.in, x, g, eps, l.w.get(), dt_, y, y_f32, l.out)) {
-      lora_end(lora, y, y_f32, l.out, l.out);
+      lora_end(lora, y, y_f32, l.out, l.out, defer);
       return;
     }
   }
   Fp8ActOut plan;
   if (l.fp8.on() && fuse_quant_ && gemm_->fp8_activation_plan(rows, l.out, l.in, l.fp8.view(), plan)) {
     norm_e4m3(x, xn_.get(), dt_, rows, H, n.w.as<float>(), n.bias(), config_.norm_eps, plan, stream_);
-    if (!rms) lora_begin(lora, xn_.get(), nullptr, H, H, l.out);  // (xn_ holds the 16-bit rows too)
+    if (!rms) lora_begin(lora, xn_.get(), nullptr, H, H, l.out, defer != nullptr);  // (xn_ holds the 16-bit rows too)
     linear(l, xn_.get(), rows, y, y_f32, false, true);
-    lora_end(lora, y, y_f32, l.out, l.out);
+    lora_end(lora, y, y_f32, l.out, l.out, defer);
     return;
   }
   norm(x, xn_.get(), dt_, rows, H, n.w.as<float>(), n.bias(), config_.norm_eps, stream_);
-  if (!rms) lora_begin(lora, xn_.get(), nullptr, H, H, l.out);
+  if (!rms) lora_begin(lora, xn_.get(), nullptr, H, H, l.out, defer != nullptr);
   linear(l, xn_.get(), rows, y, y_f32, false);
-  lora_end(lora, y, y_f32, l.out, l.out);
+  lora_end(lora, y, y_f32, l.out, l.out, defer);
 }
 
 void CudaDecoder::all_reduce(float* x, size_t n) {

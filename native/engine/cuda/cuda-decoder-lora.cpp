@@ -4,8 +4,9 @@
 // the shrink as soon as the projection's input exists, on a stream forked from the main one so that it runs beside
 // the projection's product (which takes far longer), and the expand on the main stream after the product
 // (cuda-decoder-forward.cpp). Steps of 9-256 tokens also expand beside the product, into a delta buffer, and only
-// add it after (lora_add); steps of more tokens take the tensor-core kernels (kernels-lora-wide.cu). A step
-// without such rows launches nothing extra.
+// add it after (lora_add), or the gated activation adds the gate | up deltas as it reads that product (then steps
+// of up to 8 tokens split that projection too: nothing of it waits after the product); steps of more tokens take
+// the tensor-core kernels (kernels-lora-wide.cu). A step without such rows launches nothing extra.
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -18,14 +19,15 @@ namespace {
 
 size_t align8(size_t n) { return (n + 7) / 8 * 8; }
 
-// One view's arrays in the metadata block: rows [n], tiles [max tiles for n rows].
+// One view's arrays in the metadata block: rows [n], their inverse [n], tiles [max tiles for n rows].
 struct LoraViewLayout {
-  size_t rows, tiles, total;
+  size_t rows, grouped, tiles, total;
 };
 LoraViewLayout lora_view_layout(size_t at, int64_t n, int32_t slots) {
   LoraViewLayout v{};
   v.rows = at;
-  v.tiles = align8(v.rows + 4 * static_cast<size_t>(n));
+  v.grouped = v.rows + 4 * static_cast<size_t>(n);
+  v.tiles = align8(v.grouped + 4 * static_cast<size_t>(n));
   v.total = align8(v.tiles + sizeof(LoraTile) * static_cast<size_t>(lora_max_tiles(n, slots)));
   return v;
 }
@@ -48,10 +50,11 @@ void CudaDecoder::load_lora(int32_t slot, const LoraAdapter& adapter) {
   }
   if (lora_stream_ == nullptr) {
     // TRTLLM_LORA_FORK=0: the shrink on the main stream too (for comparison); TRTLLM_LORA_DELTA=0: the expand after
-    // the product in every step.
+    // the product in every step; TRTLLM_LORA_DEFER_SMALL=0: after it in steps of up to 8 tokens.
     if (const char* f = std::getenv("TRTLLM_LORA_FORK")) lora_fork_on_ = std::string(f) != "0";
     if (const char* f = std::getenv("TRTLLM_LORA_DELTA")) lora_delta_on_ = std::string(f) != "0";
     if (const char* f = std::getenv("TRTLLM_LORA_WIDE")) lora_wide_on_ = std::string(f) != "0";
+    if (const char* f = std::getenv("TRTLLM_LORA_DEFER_SMALL")) lora_defer_small_on_ = std::string(f) != "0";
     // The highest priority: the shrink's few blocks go ahead of the product's waiting ones, so that it finishes
     // beside the product rather than after it (a captured graph keeps the priority on the node).
     int least = 0, greatest = 0;
@@ -110,8 +113,9 @@ void CudaDecoder::plan_lora(const std::vector<SequenceChunk>& chunks) {
   // Decode-sized steps: the deltas beside the product (a buffer for the widest projection, made once: graphs hold
   // its address).
   lora_delta_step_ = lora_delta_on_ && lora_fork_on_ && T > kLoraDeltaMinRows && T <= kLoraDeltaRows;
+  lora_small_step_ = lora_delta_on_ && lora_fork_on_ && lora_defer_small_on_ && T <= kLoraDeltaMinRows;
   lora_wide_step_ = lora_wide_on_ && T > kLoraDeltaRows;
-  if (lora_delta_step_ && lora_delta_.bytes() == 0) {
+  if ((lora_delta_step_ || lora_small_step_) && lora_delta_.bytes() == 0) {
     int64_t widest_out = 0;
     for (const DLayer& lw : layers_) widest_out = std::max({widest_out, lw.qkv.out, lw.o.out, lw.up.out, lw.down.out});
     lora_delta_ld_ = (widest_out + 3) / 4 * 4;  // 16-byte rows
@@ -135,10 +139,15 @@ void CudaDecoder::fill_lora_meta(char* host, const char* device, bool graph) {
     // A graph's launches cover every tile count its batch size can have: the tiles past this step's are empty.
     const int32_t max_tiles = graph ? lora_max_tiles(n, cap) : n_tiles;
     std::copy(rows, rows + n, reinterpret_cast<int32_t*>(host + v.rows));
+    int32_t* grouped = reinterpret_cast<int32_t*>(host + v.grouped);
+    std::fill(grouped, grouped + n, -1);
+    for (int32_t k = 0; k < n_tiles; ++k)
+      for (int32_t i = tiles[k].begin; i < tiles[k].begin + tiles[k].count; ++i) grouped[rows[i]] = i;
     LoraTile* out = reinterpret_cast<LoraTile*>(host + v.tiles);
     std::copy(tiles, tiles + n_tiles, out);
     std::fill(out + n_tiles, out + max_tiles, LoraTile{0, 0, 0});
     dev.rows = reinterpret_cast<const int32_t*>(device + v.rows);
+    dev.grouped = reinterpret_cast<const int32_t*>(device + v.grouped);
     dev.tiles = reinterpret_cast<const LoraTile*>(device + v.tiles);
     dev.max_tiles = max_tiles;
     dev.grid_tiles = graph ? lora_grid_tiles(n, cap) : n_tiles;
@@ -148,8 +157,9 @@ void CudaDecoder::fill_lora_meta(char* host, const char* device, bool graph) {
 }
 
 void CudaDecoder::lora_begin(const LoraAt* at, const void* x, const float* norm_w, int64_t ldx, int64_t in,
-                             int64_t n) {
+                             int64_t n, bool deferrable) {
   lora_pending_ = false;
+  lora_split_ = lora_delta_step_ || (lora_small_step_ && deferrable);
   if (at == nullptr || !lora_step_) return;
   const int32_t rank = lora_.rank_bound(at->layer, at->target);
   if (rank == 0) return;  // no adapter loaded touches this projection
@@ -174,19 +184,24 @@ void CudaDecoder::lora_begin(const LoraAt* at, const void* x, const float* norm_
     lora_shrink_wide(rows, table, lora_.slot_stride(), rank, x, norm_w, ldx, in, dt_, lora_scratch_, lora_stream_);
   else
     lora_shrink(rows, table, lora_.slot_stride(), rank, x, norm_w, ldx, in, dt_, lora_scratch_, false, lora_stream_);
-  if (lora_delta_step_)  // the deltas too, still beside the product (the previous lora_add's reads came before the fork)
+  if (lora_split_)  // the deltas too, still beside the product (the previous lora_add's reads came before the fork)
     lora_expand_delta(rows, table, lora_.slot_stride(), lora_scratch_, in, lora_norm_, config_.norm_eps, n,
                       lora_delta_.as<float>(), lora_delta_ld_, dt_, true, lora_stream_);
   check_cuda(cudaEventRecord(lora_join_, lora_stream_), "cudaEventRecord");
 }
 
-void CudaDecoder::lora_end(const LoraAt* at, void* y, bool y_f32, int64_t ldy, int64_t n) {
+void CudaDecoder::lora_end(const LoraAt* at, void* y, bool y_f32, int64_t ldy, int64_t n, RowDelta* defer) {
+  if (defer != nullptr) *defer = RowDelta{};
   if (at == nullptr || !lora_pending_) return;
   lora_pending_ = false;
   const LoraRowsDev& rows = at->logit_rows ? lora_last_ : lora_all_;
   const LoraTargetDesc* table = lora_.column(at->layer, at->target);
   if (lora_fork_on_) check_cuda(cudaStreamWaitEvent(stream_, lora_join_, 0), "cudaStreamWaitEvent");
-  if (lora_delta_step_) {
+  if (lora_split_ && defer != nullptr) {  // the consumer adds them (kernels.h's RowDelta)
+    *defer = RowDelta{lora_delta_.as<float>(), lora_delta_ld_, rows.grouped};
+    return;
+  }
+  if (lora_split_) {
     lora_add(rows, lora_delta_.as<float>(), lora_delta_ld_, n, y, y_f32, ldy, dt_, true, stream_);
     return;
   }

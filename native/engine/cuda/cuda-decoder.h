@@ -188,7 +188,7 @@ class CudaDecoder : public Model {
   // xn_ and linear(). lora: the projection's LoRA deltas go into y too (their shrink reads x and normalises it
   // itself under an RMSNorm, so it runs beside the product whichever path that takes; xn_ under a LayerNorm).
   void norm_linear(const DNorm& n, const float* x, int64_t rows, const DLinear& l, void* y, bool y_f32,
-                   const LoraAt* lora = nullptr);
+                   const LoraAt* lora = nullptr, RowDelta* defer = nullptr);
   void row_parallel(const DLinear& l, const void* x, int64_t rows, float* y, bool x_quantized = false,
                     const LoraAt* lora = nullptr);
   // The o / down projection onto the residual y: row_parallel, or with a post norm (Gemma 2) the whole product
@@ -212,9 +212,13 @@ class CudaDecoder : public Model {
   // for the product's norm); lora_end, after the product, adds the deltas into y[:, :n] (fp32 or the model dtype,
   // row stride ldy). In a step of kLoraDeltaMinRows + 1 .. kLoraDeltaRows tokens the deltas are computed beside the
   // product, after the shrink on its stream, and lora_end only adds them (lora_expand_delta / lora_add); in a wider
-  // one both products run on tensor cores (lora_*_wide). n: the product's columns.
-  void lora_begin(const LoraAt* at, const void* x, const float* norm_w, int64_t ldx, int64_t in, int64_t n);
-  void lora_end(const LoraAt* at, void* y, bool y_f32, int64_t ldy, int64_t n);
+  // one both products run on tensor cores (lora_*_wide). n: the product's columns. deferrable / defer (nullable):
+  // the caller's next kernel can add the deltas itself; in a step whose deltas are computed beside the product (then
+  // also steps of up to kLoraDeltaMinRows tokens) they are handed to it in *defer rather than added to y (*defer
+  // stays empty otherwise).
+  void lora_begin(const LoraAt* at, const void* x, const float* norm_w, int64_t ldx, int64_t in, int64_t n,
+                  bool deferrable = false);
+  void lora_end(const LoraAt* at, void* y, bool y_f32, int64_t ldy, int64_t n, RowDelta* defer = nullptr);
 
   // cuda-decoder-logits.cpp
   // Logits of rows [r0, r0 + n) of the final activations; on the leader, samples them on the device or copies them
@@ -322,10 +326,13 @@ class CudaDecoder : public Model {
   // (TRTLLM_LORA_DELTA=0: never; the expand adds into y after the product). Steps of more than kLoraDeltaMinRows
   // tokens only: below, the products are GEMVs that the side stream's two kernels slow more than an expand after
   // them costs (H200, 8B shape, batch 1: +15.5% a step against +11.1%; batch 64: +24% against +28.5%).
+  // Smaller steps split too where the next kernel adds the deltas itself (lora_end's defer: the gated activation),
+  // for then nothing waits after the product (TRTLLM_LORA_DEFER_SMALL=0: they do not).
   static constexpr int64_t kLoraDeltaRows = 256, kLoraDeltaMinRows = 8;
   DeviceBuffer lora_delta_;
   int64_t lora_delta_ld_ = 0;
-  bool lora_delta_on_ = true, lora_delta_step_ = false;
+  bool lora_delta_on_ = true, lora_delta_step_ = false, lora_defer_small_on_ = true, lora_small_step_ = false;
+  bool lora_split_ = false;  // between lora_begin and lora_end: this projection's deltas are computed beside it
   // Steps of more than kLoraDeltaRows tokens (prefill chunks) run the tensor-core kernels (lora_shrink_wide /
   // lora_expand_wide; TRTLLM_LORA_WIDE=0: the decode kernels).
   bool lora_wide_on_ = true, lora_wide_step_ = false;

@@ -255,17 +255,32 @@ __global__ void __launch_bounds__(kRopeThreads)
   }
 }
 
-// Columns [i, i + 8) of a gated row from their gate and up values (16 bytes each): act(gate + b) * (up + b).
+// Columns [i, i + 8) of a gated row from their gate and up values (16 bytes each): act(gate + b) * (up + b);
+// dg (nullable): the row's deltas at column i (16-byte aligned), its up half inter further.
 template <typename T>
 __device__ __forceinline__ uint4 gated8(const uint4& graw, const uint4& uraw, const float* __restrict__ b, int64_t i,
-                                        int64_t inter, Act act) {
+                                        int64_t inter, Act act, const float* __restrict__ dg = nullptr) {
   const T* gv = reinterpret_cast<const T*>(&graw);
   const T* uv = reinterpret_cast<const T*>(&uraw);
+  float dgv[8], duv[8];
+  if (dg != nullptr) {
+    const float* du = dg + inter;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float4 a = *reinterpret_cast<const float4*>(dg + 4 * h), c = *reinterpret_cast<const float4*>(du + 4 * h);
+      dgv[4 * h] = a.x, dgv[4 * h + 1] = a.y, dgv[4 * h + 2] = a.z, dgv[4 * h + 3] = a.w;
+      duv[4 * h] = c.x, duv[4 * h + 1] = c.y, duv[4 * h + 2] = c.z, duv[4 * h + 3] = c.w;
+    }
+  }
   uint4 oraw;
   T* ov = reinterpret_cast<T*>(&oraw);
 #pragma unroll
   for (int k = 0; k < 8; ++k) {
     float gf = to_float(gv[k]), uf = to_float(uv[k]);
+    if (dg != nullptr) {
+      gf += dgv[k];
+      uf += duv[k];
+    }
     if (b != nullptr) {
       gf += b[i + k];
       uf += b[inter + i + k];
@@ -278,19 +293,26 @@ __device__ __forceinline__ uint4 gated8(const uint4& graw, const uint4& uraw, co
 // grid: (column blocks, rows); 8 columns per thread with 16-byte loads when inter % 8 == 0, else one.
 template <typename T, int V>
 __global__ void gated_kernel(const T* __restrict__ gu, T* __restrict__ out, int64_t inter, Act act,
-                             const float* __restrict__ b) {
-  pdl_enter();  // pdl.cuh
+                             const float* __restrict__ b, RowDelta d) {
   const int64_t r = blockIdx.y;
+  // (The deltas' row map is host-written: read before the wait; the deltas themselves after it.)
+  const int32_t at = d.delta != nullptr ? d.at[r] : -1;
+  pdl_enter();  // pdl.cuh
   const int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
   if (i >= inter) return;
   const T* g = gu + r * 2 * inter + i;
   const T* u = g + inter;
   T* o = out + r * inter + i;
+  const float* dg = at >= 0 ? d.delta + static_cast<int64_t>(at) * d.ld + i : nullptr;
   if constexpr (V == 8) {
     *reinterpret_cast<uint4*>(o) = gated8<T>(*reinterpret_cast<const uint4*>(g), *reinterpret_cast<const uint4*>(u),
-                                             b, i, inter, act);
+                                             b, i, inter, act, dg);
   } else {
     float gf = to_float(g[0]), uf = to_float(u[0]);
+    if (dg != nullptr) {
+      gf += dg[0];
+      uf += dg[inter];
+    }
     if (b != nullptr) {
       gf += b[i];
       uf += b[inter + i];
@@ -570,7 +592,7 @@ void gated_activation_e4m3(const void* gu, void* out, DType dt, int64_t rows, in
 }
 
 void gated_activation(const void* gu, void* out, DType dt, int64_t rows, int64_t inter, Act act, const float* b,
-                      cudaStream_t s) {
+                      cudaStream_t s, const RowDelta& d) {
   const bool vec = inter % 8 == 0;
   const int64_t per_row = vec ? inter / 8 : inter;
   const size_t es = dtype_size(dt);
@@ -579,13 +601,15 @@ void gated_activation(const void* gu, void* out, DType dt, int64_t rows, int64_t
     const int64_t n = std::min<int64_t>(65535, rows - r0);
     const void* g = static_cast<const char*>(gu) + static_cast<size_t>(r0 * 2 * inter) * es;
     void* o = static_cast<char*>(out) + static_cast<size_t>(r0 * inter) * es;
+    RowDelta part = d;
+    if (part.delta != nullptr) part.at += r0;
     const dim3 grid(static_cast<unsigned>((per_row + kThreads - 1) / kThreads), static_cast<unsigned>(n));
     if (vec) {
       ENGINE_DISPATCH_DTYPE(dt, (launch_pdl(gated_kernel<T, 8>, grid, dim3(kThreads), s, static_cast<const T*>(g),
-                                            static_cast<T*>(o), inter, act, b)));
+                                            static_cast<T*>(o), inter, act, b, part)));
     } else {
       ENGINE_DISPATCH_DTYPE(dt, (launch_pdl(gated_kernel<T, 1>, grid, dim3(kThreads), s, static_cast<const T*>(g),
-                                            static_cast<T*>(o), inter, act, b)));
+                                            static_cast<T*>(o), inter, act, b, part)));
     }
     check_launch("gated_activation");
   }

@@ -67,6 +67,7 @@ __global__ void __launch_bounds__(kShrinkWarps * 32)
     float acc[kRankTiles][4];
 #pragma unroll
     for (int j = 0; j < kRankTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0;
+#pragma unroll 4  // (several columns' loads of A and x in flight before their MMAs)
     for (int64_t k = k_begin; k < k_end; k += 16) {
       const bool hi = k + 8 < in;  // in % 8 == 0: the upper 8 columns exist or none of them do
       uint32_t b0 = 0, b1 = 0;

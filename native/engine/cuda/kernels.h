@@ -48,9 +48,18 @@ void rope_and_write_kv(float* qkv, int64_t rows, int64_t stride, const float* bi
 // Callers then pass no bias to rope_and_write_kv / attention (it is in already).
 void qk_norm(float* qkv, int64_t rows, int64_t stride, const float* bias, int32_t n_heads, int32_t n_kv,
              int32_t head_dim, const float* q_w, const float* k_w, float eps, cudaStream_t s);
-// out[t, i] = act(gu[t, i] + b[i]) * (gu[t, inter + i] + b[inter + i])   (gu, out: T; b nullable fp32)
+// fp32 values a kernel adds to the rows it reads, where a row has them: row r's start at delta[at[r] * ld], none
+// where at[r] < 0 (a LoRA step's deltas, which the gated activation adds as it reads the product rather than a
+// pass of their own adding them first: cuda-decoder-lora.cpp). delta null: none at all.
+struct RowDelta {
+  const float* delta = nullptr;
+  int64_t ld = 0;
+  const int32_t* at = nullptr;
+};
+// out[t, i] = act(gu[t, i] + b[i]) * (gu[t, inter + i] + b[inter + i])   (gu, out: T; b nullable fp32), with the
+// deltas d of gu's rows added to gu first (d.delta 16-byte aligned, d.ld % 4 == 0).
 void gated_activation(const void* gu, void* out, DType dt, int64_t rows, int64_t inter, Act act, const float* b,
-                      cudaStream_t s);
+                      cudaStream_t s, const RowDelta& d = {});
 // x[t, i] = act(x[t, i] + b[i]) in place (T; b nullable).
 void activation(void* x, DType dt, int64_t rows, int64_t n, Act act, const float* b, cudaStream_t s);
 // y[r, i] += b[i] (fp32).

@@ -43,6 +43,7 @@ struct LoraTargetDesc {
 // The grouped rows of one projection in device memory (cuda-decoder-lora.cpp fills them per step).
 struct LoraRowsDev {
   const int32_t* rows = nullptr;     // [grouped rows] the row of x / y each grouped row is
+  const int32_t* grouped = nullptr;  // [rows] the inverse: each row's grouped row, -1 where it runs no adapter
   // [max_tiles]: this step's tiles, then tiles of count 0 (a graph's launches cover the most tiles its batch size
   // can have; the blocks of empty tiles return at once).
   const LoraTile* tiles = nullptr;
