@@ -341,6 +341,7 @@ class CudaDecoder : public Model {
   cudaStream_t lora_stream_ = nullptr;
   cudaEvent_t lora_fork_ = nullptr, lora_join_ = nullptr;
   bool lora_fork_on_ = true;
+  bool lora_join_prog_ = true;  // the join recorded by the forked stream's last kernel (pdl.cuh's launch_ex)
   // Between lora_begin and lora_end: whether a shrink was enqueued, for an input of lora_in_ columns under a norm.
   bool lora_pending_ = false, lora_norm_ = false;
   int64_t lora_in_ = 0;

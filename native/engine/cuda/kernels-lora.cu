@@ -386,21 +386,18 @@ __global__ void __launch_bounds__(kExpandThreads)
   }
 }
 
-// launch_pdl, or (pdl false: a kernel on a stream forked from the main one, or right after joining it) a plain
-// launch; the kernels' pdl_wait / pdl_trigger are no-ops then.
+// launch_ex: with programmatic dependent launch or (pdl false: the first kernel on a stream forked from the main
+// one) without, the kernels' pdl_wait / pdl_trigger then no-ops; done (nullable) recorded programmatically.
 template <typename... KernelArgs, typename... Args>
-void launch(bool pdl, void (*kernel)(KernelArgs...), dim3 grid, dim3 block, cudaStream_t s, Args&&... args) {
-  if (pdl) {
-    launch_pdl(kernel, grid, block, s, std::forward<Args>(args)...);
-    return;
-  }
-  kernel<<<grid, block, 0, s>>>(static_cast<KernelArgs>(std::forward<Args>(args))...);
+void launch(bool pdl, cudaEvent_t done, void (*kernel)(KernelArgs...), dim3 grid, dim3 block, cudaStream_t s,
+            Args&&... args) {
+  launch_ex(kernel, grid, block, 0, s, pdl, done, std::forward<Args>(args)...);
 }
 
 template <typename T, typename XT>
 void launch_shrink(const LoraRowsDev& rows, const LoraTargetDesc* table, int64_t slot_stride, int32_t max_rank,
                    const void* x, const float* norm_w, int64_t ldx, int64_t in, const LoraScratch& t, bool pdl,
-                   cudaStream_t s) {
+                   cudaEvent_t done, cudaStream_t s) {
   const dim3 block(kShrinkWarps * 32);
   const XT* xt = static_cast<const XT*>(x);
   auto go = [&](auto rpb_tag) {
@@ -408,8 +405,8 @@ void launch_shrink(const LoraRowsDev& rows, const LoraTargetDesc* table, int64_t
     // Tiles slowest: the blocks of this step's tiles come first, those of a graph's empty ones last.
     const dim3 grid(static_cast<unsigned>((max_rank + RPB - 1) / RPB), static_cast<unsigned>(lora_k_slices(in)),
                     static_cast<unsigned>(rows.max_tiles));
-    launch(pdl, lora_shrink_kernel<T, XT, RPB>, grid, block, s, rows, table, slot_stride, xt, ldx, in, norm_w, t.t,
-           t.ldt, t.slice_stride);
+    launch(pdl, done, lora_shrink_kernel<T, XT, RPB>, grid, block, s, rows, table, slot_stride, xt, ldx, in, norm_w,
+           t.t, t.ldt, t.slice_stride);
   };
   // Few tiles (batch 1): one rank row per block, for enough blocks to keep the memory system busy; more tiles:
   // more rank rows per block, so that x is read fewer times (prefill rows are thousands).
@@ -423,12 +420,13 @@ void launch_shrink(const LoraRowsDev& rows, const LoraTargetDesc* table, int64_t
 
 template <typename T, typename OutT, bool kDelta = false>
 void launch_expand(const LoraRowsDev& rows, const LoraTargetDesc* table, int64_t slot_stride, const LoraScratch& t,
-                   int64_t in, bool norm, float eps, int64_t n, void* y, int64_t ldy, bool pdl, cudaStream_t s) {
+                   int64_t in, bool norm, float eps, int64_t n, void* y, int64_t ldy, bool pdl, cudaStream_t s,
+                   cudaEvent_t done = nullptr) {
   const dim3 grid(blocks_for(n, kExpandBlockCols), static_cast<unsigned>(rows.max_tiles));  // tiles slowest
   const size_t align = sizeof(OutT) * kExpandCols;
   const bool vec = ldy % kExpandCols == 0 && reinterpret_cast<uintptr_t>(y) % align == 0;
-  launch(pdl, lora_expand_kernel<T, OutT, kDelta>, grid, dim3(kExpandThreads), s, rows, table, slot_stride, t.t,
-         t.ldt, t.slice_stride, lora_k_slices(in), norm, in, eps, n, static_cast<OutT*>(y), ldy, vec);
+  launch(pdl, done, lora_expand_kernel<T, OutT, kDelta>, grid, dim3(kExpandThreads), s, rows, table, slot_stride,
+         t.t, t.ldt, t.slice_stride, lora_k_slices(in), norm, in, eps, n, static_cast<OutT*>(y), ldy, vec);
 }
 
 template <typename OutT>
@@ -438,16 +436,19 @@ void launch_add(const LoraRowsDev& rows, const float* delta, int64_t ldd, int64_
   const bool vec = ldy % kExpandCols == 0 && ldd % kExpandCols == 0 &&
                    reinterpret_cast<uintptr_t>(y) % (sizeof(OutT) * kExpandCols) == 0 &&
                    reinterpret_cast<uintptr_t>(delta) % 16 == 0;
-  launch(pdl, lora_add_kernel<OutT>, grid, dim3(kExpandThreads), s, rows, delta, ldd, n, static_cast<OutT*>(y), ldy,
-         vec);
+  launch(pdl, nullptr, lora_add_kernel<OutT>, grid, dim3(kExpandThreads), s, rows, delta, ldd, n,
+         static_cast<OutT*>(y), ldy, vec);
 }
 
 }  // namespace
 
 void lora_shrink(const LoraRowsDev& rows, const LoraTargetDesc* table, int64_t slot_stride, int32_t max_rank,
                  const void* x, const float* norm_w, int64_t ldx, int64_t in, DType dt, const LoraScratch& t,
-                 bool pdl, cudaStream_t s) {
-  if (rows.max_tiles == 0 || max_rank == 0) return;
+                 bool pdl, cudaStream_t s, cudaEvent_t done) {
+  if (rows.max_tiles == 0 || max_rank == 0) {
+    if (done != nullptr) check_cuda(cudaEventRecord(done, s), "cudaEventRecord");
+    return;
+  }
   if (rows.max_tiles > 65535) throw EngineError(ErrorCode::internal, "lora_shrink: more than 65535 tiles");
   if (in % kChunk != 0 || ldx % kChunk != 0 || max_rank % kLoraRankAlign != 0 || t.ldt < max_rank + 1)
     throw EngineError(ErrorCode::internal, "lora_shrink: in " + std::to_string(in) + ", ldx " + std::to_string(ldx) +
@@ -456,10 +457,10 @@ void lora_shrink(const LoraRowsDev& rows, const LoraTargetDesc* table, int64_t s
                                                std::to_string(t.ldt));
   if (norm_w != nullptr) {
     ENGINE_DISPATCH_DTYPE(dt, (launch_shrink<T, float>(rows, table, slot_stride, max_rank, x, norm_w, ldx, in, t, pdl,
-                                                       s)));
+                                                       done, s)));
   } else {
     ENGINE_DISPATCH_DTYPE(dt, (launch_shrink<T, T>(rows, table, slot_stride, max_rank, x, nullptr, ldx, in, t, pdl,
-                                                   s)));
+                                                   done, s)));
   }
   check_launch("lora_shrink");
 }
@@ -479,11 +480,14 @@ void lora_expand(const LoraRowsDev& rows, const LoraTargetDesc* table, int64_t s
 
 void lora_expand_delta(const LoraRowsDev& rows, const LoraTargetDesc* table, int64_t slot_stride,
                        const LoraScratch& t, int64_t in, bool norm, float eps, int64_t n, float* delta, int64_t ldd,
-                       DType dt, bool pdl, cudaStream_t s) {
-  if (rows.max_tiles == 0 || n == 0) return;
+                       DType dt, bool pdl, cudaStream_t s, cudaEvent_t done) {
+  if (rows.max_tiles == 0 || n == 0) {
+    if (done != nullptr) check_cuda(cudaEventRecord(done, s), "cudaEventRecord");
+    return;
+  }
   if (rows.max_tiles > 65535) throw EngineError(ErrorCode::internal, "lora_expand_delta: more than 65535 tiles");
   ENGINE_DISPATCH_DTYPE(dt, (launch_expand<T, float, true>(rows, table, slot_stride, t, in, norm, eps, n, delta, ldd,
-                                                           pdl, s)));
+                                                           pdl, s, done)));
   check_launch("lora_expand_delta");
 }
 

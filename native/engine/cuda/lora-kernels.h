@@ -68,10 +68,12 @@ inline int32_t lora_k_slices(int64_t in) { return static_cast<int32_t>((in + kLo
 // from table[slot * slot_stride] (this projection's column of the table). x: [.., ldx] of dtype dt, or (norm_w
 // set) the fp32 residual stream times norm_w — an RMSNorm the expand finishes with the rows' 1 / rms, from the
 // sums of squares written beside. max_rank: the grid's bound on any slot's rank here. in % 8 == 0, ldx % 8 == 0.
-// pdl: launched with programmatic dependent launch (not on a stream forked from the main one).
+// pdl: launched with programmatic dependent launch (not on a stream forked from the main one). done (nullable): an
+// event the launch records programmatically (pdl.cuh's launch_ex), or plainly when nothing is launched — the fork's
+// join, so that the kernel after it keeps its early start.
 void lora_shrink(const LoraRowsDev& rows, const LoraTargetDesc* table, int64_t slot_stride, int32_t max_rank,
                  const void* x, const float* norm_w, int64_t ldx, int64_t in, DType dt, const LoraScratch& t,
-                 bool pdl, cudaStream_t s);
+                 bool pdl, cudaStream_t s, cudaEvent_t done = nullptr);
 
 // y[rows[p], c] += Σ_seg t[p, seg.t_offset + r] · B_seg[c - seg.out_offset, r] for every grouped row p and output
 // column c < n of a segment of its slot, t being the shrink's slices summed (times the row's 1 / rms when `norm`:
@@ -86,7 +88,7 @@ void lora_expand(const LoraRowsDev& rows, const LoraTargetDesc* table, int64_t s
 // read and no shrink outputs to stage, only the deltas and y.
 void lora_expand_delta(const LoraRowsDev& rows, const LoraTargetDesc* table, int64_t slot_stride,
                        const LoraScratch& t, int64_t in, bool norm, float eps, int64_t n, float* delta, int64_t ldd,
-                       DType dt, bool pdl, cudaStream_t s);
+                       DType dt, bool pdl, cudaStream_t s, cudaEvent_t done = nullptr);
 void lora_add(const LoraRowsDev& rows, const float* delta, int64_t ldd, int64_t n, void* y, bool y_f32, int64_t ldy,
               DType dt, bool pdl, cudaStream_t s);
 

@@ -56,21 +56,41 @@ inline bool pdl_enabled() {
   return on == 1;
 }
 
-// launch_pdl() with `smem` bytes of dynamic shared memory.
+// A launch with `smem` bytes of dynamic shared memory; pdl: programmatic dependent launch (see above); done
+// (nullable): an event (made with cudaEventDisableTiming) that this launch records programmatically — it fires once
+// every block of the kernel has called pdl_trigger or finished, so that a kernel launched with PDL on a stream that
+// waits on it may start early too, its pdl_wait returning once this kernel has completed (a fork's join that does not
+// cost the kernel after it its early start: cuda-decoder-lora.cpp). Without PDL, a plain launch and event record.
 template <typename... KernelArgs, typename... Args>
-void launch_pdl_smem(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
-                     Args&&... args) {
+void launch_ex(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, bool pdl,
+               cudaEvent_t done, Args&&... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[2];
+  const bool on = pdl_enabled();
+  if (on && pdl) {
+    attr[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[cfg.numAttrs++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (on && done != nullptr) {
+    attr[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticEvent;
+    attr[cfg.numAttrs].val.programmaticEvent.event = done;
+    attr[cfg.numAttrs].val.programmaticEvent.flags = 0;
+    attr[cfg.numAttrs++].val.programmaticEvent.triggerAtBlockStart = 0;
+  }
   cfg.attrs = attr;
-  cfg.numAttrs = pdl_enabled() ? 1 : 0;
   check_cuda(cudaLaunchKernelEx(&cfg, kernel, static_cast<KernelArgs>(std::forward<Args>(args))...), "cudaLaunchKernelEx");
+  if (!on && done != nullptr) check_cuda(cudaEventRecord(done, s), "cudaEventRecord");
+}
+
+// launch_pdl() with `smem` bytes of dynamic shared memory.
+template <typename... KernelArgs, typename... Args>
+void launch_pdl_smem(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                     Args&&... args) {
+  launch_ex(kernel, grid, block, smem, s, true, nullptr, std::forward<Args>(args)...);
 }
 
 // launch_pdl_smem for a kernel that may want more than the default 48 KB of dynamic shared memory: opted in to
