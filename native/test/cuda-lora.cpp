@@ -151,25 +151,6 @@ double lora_effect(const std::vector<float>& with, const std::vector<float>& wit
   return den > 0 ? std::sqrt(num / den) : 0;
 }
 
-void grouping_checks() {
-  // 14 rows over slots 0 and 2 (and none): grouped by slot in row order, tiles of at most 8 rows.
-  const int32_t slots[] = {2, -1, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2, -1, 0};
-  const int64_t n = sizeof(slots) / sizeof(slots[0]);
-  std::vector<int32_t> rows(static_cast<size_t>(n));
-  std::vector<cuda::LoraTile> tiles(static_cast<size_t>(cuda::lora_max_tiles(n, 3)));
-  int64_t grouped = 0;
-  const int32_t nt = cuda::group_lora_rows(slots, n, 3, rows.data(), tiles.data(), &grouped);
-  CHECK(grouped == 12);
-  CHECK(nt == 3);
-  CHECK(rows[0] == 2 && rows[1] == 13 && rows[2] == 0 && rows[3] == 3 && rows[11] == 11);
-  CHECK(tiles[0].slot == 0 && tiles[0].begin == 0 && tiles[0].count == 2);
-  CHECK(tiles[1].slot == 2 && tiles[1].begin == 2 && tiles[1].count == 8);
-  CHECK(tiles[2].slot == 2 && tiles[2].begin == 10 && tiles[2].count == 2);
-  CHECK(cuda::lora_max_tiles(64, 8) == 16 && cuda::lora_max_tiles(1, 8) == 1 && cuda::lora_max_tiles(3, 1) == 1);
-  // A graph's tile blocks: every tile of 64 rows over 8 slots; 16 of the 72 possible over 64 slots.
-  CHECK(cuda::lora_grid_tiles(64, 8) == 16 && cuda::lora_grid_tiles(64, 64) == 16 && cuda::lora_grid_tiles(1, 64) == 1);
-}
-
 // Adapters of the scenario: slot 0 rank 8 on q, v, o; slot 1 rank 16 on all seven modules; slot 2 rank 4 on the
 // fused attn_qkv and down, layers 0 and 2 only.
 std::vector<LoraAdapter> scenario_adapters(const ModelConfig& c) {
@@ -462,7 +443,6 @@ void fp8_deltas() {
 
 TEST_MAIN({
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  grouping_checks();
   if (!cuda_backend_built() || cuda_device_count() == 0) {
     return check::skip("%s; GPUs visible: %d", cuda_backend_status(), cuda_device_count());
   }

@@ -141,10 +141,7 @@ void CudaDecoder::fill_lora_meta(char* host, const char* device, bool graph) {
     // A graph's launches cover every tile count its batch size can have: the tiles past this step's are empty.
     const int32_t max_tiles = graph ? lora_max_tiles(n, cap) : n_tiles;
     std::copy(rows, rows + n, reinterpret_cast<int32_t*>(host + v.rows));
-    int32_t* grouped = reinterpret_cast<int32_t*>(host + v.grouped);
-    std::fill(grouped, grouped + n, -1);
-    for (int32_t k = 0; k < n_tiles; ++k)
-      for (int32_t i = tiles[k].begin; i < tiles[k].begin + tiles[k].count; ++i) grouped[rows[i]] = i;
+    invert_lora_rows(rows, tiles, n_tiles, n, reinterpret_cast<int32_t*>(host + v.grouped));
     LoraTile* out = reinterpret_cast<LoraTile*>(host + v.tiles);
     std::copy(tiles, tiles + n_tiles, out);
     std::fill(out + n_tiles, out + max_tiles, LoraTile{0, 0, 0});

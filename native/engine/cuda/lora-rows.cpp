@@ -1,5 +1,6 @@
 #include "cuda/lora-rows.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <vector>
 
@@ -24,6 +25,12 @@ int32_t group_lora_rows(const int32_t* row_slot, int64_t n, int32_t num_slots, i
     }
   *n_rows = total;
   return tiles;
+}
+
+void invert_lora_rows(const int32_t* rows, const LoraTile* tiles, int32_t n_tiles, int64_t n, int32_t* grouped_out) {
+  std::fill(grouped_out, grouped_out + n, -1);
+  for (int32_t k = 0; k < n_tiles; ++k)
+    for (int32_t p = tiles[k].begin; p < tiles[k].begin + tiles[k].count; ++p) grouped_out[rows[p]] = p;
 }
 
 }  // namespace engine::cuda

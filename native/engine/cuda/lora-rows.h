@@ -44,4 +44,8 @@ inline int32_t lora_grid_tiles(int64_t rows, int32_t slots) {
 int32_t group_lora_rows(const int32_t* row_slot, int64_t n, int32_t num_slots, int32_t* rows_out, LoraTile* tiles_out,
                         int64_t* n_rows);
 
+// The inverse of group_lora_rows' row list for rows [0, n): grouped_out[r] is the grouped row that row r is, -1 where
+// it runs no adapter (a kernel that adds a row's deltas as it reads the row finds them there: kernels.h's RowDelta).
+void invert_lora_rows(const int32_t* rows, const LoraTile* tiles, int32_t n_tiles, int64_t n, int32_t* grouped_out);
+
 }  // namespace engine::cuda
