@@ -182,18 +182,17 @@ void CudaDecoder::lora_begin(const LoraAt* at, const void* x, const float* norm_
   // The forked stream's last kernel records the join programmatically (pdl.cuh's launch_ex), so that the kernel
   // after the product keeps its early start and waits for both in its pdl_wait (H200, batch 1: +7.7% a step against
   // +10.6% with an ordinary record; batch 64 unchanged, where a join's ~3.7 µs has another cause: bench/RESULTS.md).
-  cudaEvent_t done = lora_join_prog_ ? lora_join_ : nullptr;
-  if (lora_wide_step_) {
+  // (Wide steps' shrink is a plain launch: their join an ordinary record.)
+  const bool prog = lora_join_prog_ && !lora_wide_step_;
+  if (lora_wide_step_)
     lora_shrink_wide(rows, table, lora_.slot_stride(), rank, x, norm_w, ldx, in, dt_, lora_scratch_, lora_stream_);
-    done = nullptr;
-  } else {
+  else
     lora_shrink(rows, table, lora_.slot_stride(), rank, x, norm_w, ldx, in, dt_, lora_scratch_, false, lora_stream_,
-                lora_split_ ? nullptr : done);
-  }
+                prog && !lora_split_ ? lora_join_ : nullptr);
   if (lora_split_)  // the deltas too, still beside the product (the previous lora_add's reads came before the fork)
     lora_expand_delta(rows, table, lora_.slot_stride(), lora_scratch_, in, lora_norm_, config_.norm_eps, n,
-                      lora_delta_.as<float>(), lora_delta_ld_, dt_, true, lora_stream_, done);
-  if (done == nullptr) check_cuda(cudaEventRecord(lora_join_, lora_stream_), "cudaEventRecord");
+                      lora_delta_.as<float>(), lora_delta_ld_, dt_, true, lora_stream_, prog ? lora_join_ : nullptr);
+  if (!prog) check_cuda(cudaEventRecord(lora_join_, lora_stream_), "cudaEventRecord");
 }
 
 void CudaDecoder::lora_end(const LoraAt* at, void* y, bool y_f32, int64_t ldy, int64_t n, RowDelta* defer) {

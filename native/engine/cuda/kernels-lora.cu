@@ -386,14 +386,6 @@ __global__ void __launch_bounds__(kExpandThreads)
   }
 }
 
-// launch_ex: with programmatic dependent launch or (pdl false: the first kernel on a stream forked from the main
-// one) without, the kernels' pdl_wait / pdl_trigger then no-ops; done (nullable) recorded programmatically.
-template <typename... KernelArgs, typename... Args>
-void launch(bool pdl, cudaEvent_t done, void (*kernel)(KernelArgs...), dim3 grid, dim3 block, cudaStream_t s,
-            Args&&... args) {
-  launch_ex(kernel, grid, block, 0, s, pdl, done, std::forward<Args>(args)...);
-}
-
 template <typename T, typename XT>
 void launch_shrink(const LoraRowsDev& rows, const LoraTargetDesc* table, int64_t slot_stride, int32_t max_rank,
                    const void* x, const float* norm_w, int64_t ldx, int64_t in, const LoraScratch& t, bool pdl,
@@ -405,8 +397,8 @@ void launch_shrink(const LoraRowsDev& rows, const LoraTargetDesc* table, int64_t
     // Tiles slowest: the blocks of this step's tiles come first, those of a graph's empty ones last.
     const dim3 grid(static_cast<unsigned>((max_rank + RPB - 1) / RPB), static_cast<unsigned>(lora_k_slices(in)),
                     static_cast<unsigned>(rows.max_tiles));
-    launch(pdl, done, lora_shrink_kernel<T, XT, RPB>, grid, block, s, rows, table, slot_stride, xt, ldx, in, norm_w,
-           t.t, t.ldt, t.slice_stride);
+    launch_ex(lora_shrink_kernel<T, XT, RPB>, grid, block, 0, s, pdl, done, rows, table, slot_stride, xt, ldx, in,
+              norm_w, t.t, t.ldt, t.slice_stride);
   };
   // Few tiles (batch 1): one rank row per block, for enough blocks to keep the memory system busy; more tiles:
   // more rank rows per block, so that x is read fewer times (prefill rows are thousands).
@@ -425,8 +417,9 @@ void launch_expand(const LoraRowsDev& rows, const LoraTargetDesc* table, int64_t
   const dim3 grid(blocks_for(n, kExpandBlockCols), static_cast<unsigned>(rows.max_tiles));  // tiles slowest
   const size_t align = sizeof(OutT) * kExpandCols;
   const bool vec = ldy % kExpandCols == 0 && reinterpret_cast<uintptr_t>(y) % align == 0;
-  launch(pdl, done, lora_expand_kernel<T, OutT, kDelta>, grid, dim3(kExpandThreads), s, rows, table, slot_stride,
-         t.t, t.ldt, t.slice_stride, lora_k_slices(in), norm, in, eps, n, static_cast<OutT*>(y), ldy, vec);
+  launch_ex(lora_expand_kernel<T, OutT, kDelta>, grid, dim3(kExpandThreads), 0, s, pdl, done, rows, table,
+            slot_stride, t.t, t.ldt, t.slice_stride, lora_k_slices(in), norm, in, eps, n, static_cast<OutT*>(y), ldy,
+            vec);
 }
 
 template <typename OutT>
@@ -436,8 +429,8 @@ void launch_add(const LoraRowsDev& rows, const float* delta, int64_t ldd, int64_
   const bool vec = ldy % kExpandCols == 0 && ldd % kExpandCols == 0 &&
                    reinterpret_cast<uintptr_t>(y) % (sizeof(OutT) * kExpandCols) == 0 &&
                    reinterpret_cast<uintptr_t>(delta) % 16 == 0;
-  launch(pdl, nullptr, lora_add_kernel<OutT>, grid, dim3(kExpandThreads), s, rows, delta, ldd, n,
-         static_cast<OutT*>(y), ldy, vec);
+  launch_ex(lora_add_kernel<OutT>, grid, dim3(kExpandThreads), 0, s, pdl, nullptr, rows, delta, ldd, n,
+            static_cast<OutT*>(y), ldy, vec);
 }
 
 }  // namespace
