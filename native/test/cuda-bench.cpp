@@ -524,6 +524,7 @@ int main(int argc, char** argv) {
       std::printf("lora offline: base %.0f output tokens/s, with %d adapters of rank %d %.0f output tokens/s: "
                   "throughput ratio %.3f (%d failed)\n",
                   tok_s, lora_n, lora_rank, lora_tok_s, tok_s > 0 ? lora_tok_s / tok_s : 0.0, res.failed);
+      cudatest::print_breakdown(ex.get_latest_iteration_stats(), res.seconds);  // (prompt steps against decode ones)
       continue;
     }
     offline_s = res.seconds;

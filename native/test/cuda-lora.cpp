@@ -10,9 +10,9 @@
 // the deltas join the product before its norm), and the Llama with --quantization fp8 (LoRA stays 16-bit beside
 // the e4m3 products), judged by its deltas against the CPU model's. The scenario runs twice: steps of 9-256 tokens
 // computing their deltas beside the product (the default) and expanding after it. Also: more slots in a step than
-// lora_add has tile blocks; steps of more than 256 tokens (the tensor-core kernels), with ranks of 8, 16 and 24 and a
-// segment edge inside a 16-column group. Adapter values are multiples of 1/128 times a power of two, exact in bf16,
-// so both models hold the very same adapters.
+// lora_add has tile blocks; steps of more than 256 tokens (the stacked cuBLAS products, and the tensor-core kernels),
+// with ranks of 8, 16 and 24 and a segment edge inside a 16-column group. Adapter values are multiples of 1/128
+// times a power of two, exact in bf16, so both models hold the very same adapters.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -335,14 +335,18 @@ void many_slots() {
   compare(*gpu, *cpu, twenty, "many-slots/decode-20-rows (graph)", 2 * kTol);
 }
 
-// A step of more than 256 tokens (the tensor-core kernels, lora-kernels.h's *_wide): prompts of slots 0, 1, 2 and
-// none in one 380-token chunk, then a decode step of them, against the CPU model. Ranks 16, 8 and 24 (a second
-// 16-rank MMA row half empty); on the Llama, an intermediate size of 776 puts the up projection's gate | up
-// boundary inside a 16-column group (that group's fp32 path).
-void wide_steps(const std::string& label, const std::string& config_json) {
+// A step of more than 256 tokens (stack: the stacked cuBLAS products, lora-kernels.h's lora_stack; else the
+// tensor-core kernels, *_wide): prompts of slots 0, 1, 2 and none in one 380-token chunk, then a decode step of
+// them, against the CPU model. Ranks 16, 8 and 24 (a second 16-rank MMA row half empty; three rank bounds stacked);
+// on the Llama, an intermediate size of 776 puts the up projection's gate | up boundary inside a 16-column group
+// (the kernels' fp32 path).
+void wide_steps(const std::string& label, const std::string& config_json, bool stack) {
   const std::string dir = cudatest::write_config(label, config_json);
   auto gpu = load_model(dir, cudatest::options(Device::cuda, "dummy"));
   auto cpu = load_model(dir, cudatest::options(Device::cpu, "dummy"));
+  auto* cm = dynamic_cast<cuda::CudaDecoder*>(gpu.get());
+  CHECK(cm != nullptr);
+  cm->set_lora_stack(stack);
   const ModelConfig& c = gpu->config();
   const int32_t V = c.vocab_size, tpb = 16, per_seq = 8, n_seq = 4;
   gpu->allocate_kv(per_seq * n_seq, tpb);
@@ -460,13 +464,15 @@ TEST_MAIN({
     std::string wide_llama = kLlamaGqa;
     const std::string from = "\"intermediate_size\": 768";
     wide_llama.replace(wide_llama.find(from), from.size(), "\"intermediate_size\": 776");
-    for (auto [name, cfg] : {std::pair{std::string("wide-llama-776"), wide_llama}, {"wide-gemma2", kGemma2}}) {
-      try {
-        wide_steps(name, cfg);
-      } catch (const std::exception& e) {
-        CHECK_MSG(false, "%s: %s", name.c_str(), e.what());
+    for (bool stack : {true, false})
+      for (auto [name, cfg] : {std::pair{std::string("wide-llama-776"), wide_llama}, {"wide-gemma2", kGemma2}}) {
+        const std::string label = name + (stack ? "" : "-kernels");
+        try {
+          wide_steps(label, cfg, stack);
+        } catch (const std::exception& e) {
+          CHECK_MSG(false, "%s: %s", label.c_str(), e.what());
+        }
       }
-    }
   }
   try {
     many_slots();

@@ -1,7 +1,8 @@
 // A step's LoRA rows as the CUDA kernels take them (cuda/lora-rows.h, host code, checked here without a GPU): rows
 // grouped by slot in row order into tiles of at most 8 rows of one slot, the bounds a captured graph's launches are
 // sized for, and the inverse of the grouped row list (each row's grouped row, -1 where it runs no adapter), which a
-// kernel adding a row's deltas as it reads the row looks them up in.
+// kernel adding a row's deltas as it reads the row looks them up in, and the slots that stacked products line up
+// side by side (each row's position among them).
 #include <vector>
 
 #include "check.h"
@@ -67,4 +68,21 @@ TEST_MAIN({
   CHECK(once);
   // Row 9 runs slot 1: its grouped row lies in slot 1's tile, the second (rows 1, 9, 17, ..).
   CHECK(tiles64[1].slot == 1 && inverse64[9] == tiles64[1].begin + 1);
+
+  // The stacked products' slots: the first example's are 0 and 2, in that order, each row at its slot's position;
+  // rows 1 and 12 run none.
+  std::vector<int32_t> stack_slots(3, 9), blocks(static_cast<size_t>(n), 9);
+  CHECK(cuda::stack_lora_slots(rows.data(), tiles.data(), nt, n, stack_slots.data(), blocks.data()) == 2);
+  CHECK(stack_slots[0] == 0 && stack_slots[1] == 2);
+  CHECK(blocks[2] == 0 && blocks[13] == 0 && blocks[0] == 1 && blocks[11] == 1 && blocks[1] == -1 && blocks[12] == -1);
+  // Round-robin over 8 slots: 8 of them; row r at position r % 8. No tiles: none, every row -1.
+  std::vector<int32_t> slots64(8, -5), blocks64(64, -5);
+  CHECK(cuda::stack_lora_slots(rows64.data(), tiles64.data(), nt64, 64, slots64.data(), blocks64.data()) == 8);
+  bool rr_blocks = true;
+  for (int32_t r = 0; r < 64; ++r)
+    rr_blocks = rr_blocks && blocks64[static_cast<size_t>(r)] == r % 8 && slots64[r % 8] == r % 8;
+  CHECK(rr_blocks);
+  std::vector<int32_t> blocks_none(3, 4);
+  CHECK(cuda::stack_lora_slots(rows_none.data(), tiles_none.data(), nt_none, 3, nullptr, blocks_none.data()) == 0);
+  CHECK(blocks_none[0] == -1 && blocks_none[1] == -1 && blocks_none[2] == -1);
 })

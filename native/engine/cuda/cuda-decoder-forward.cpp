@@ -248,9 +248,10 @@ void CudaDecoder::norm_linear(const DNorm& n, const float* x, int64_t rows, cons
   const int64_t H = config_.hidden_size;
   // An RMSNorm's LoRA shrink reads the residual rows and normalises them itself (as the fused GEMV does), so it
   // starts at once, beside the norm and product, whichever path they take; a LayerNorm's reads xn_ after the norm.
-  const bool rms = n.bias() == nullptr;
-  if (rms) lora_begin(lora, x, n.w.as<float>(), H, H, l.out, defer != nullptr);
-  if (fuse_norm_ && rms) {
+  // (A stacked step's products read the normalised rows, as the base product: lora_stacked.)
+  const bool rms = n.bias() == nullptr, early = rms && !lora_stack_step_;
+  if (early) lora_begin(lora, x, n.w.as<float>(), H, H, l.out, defer != nullptr);
+  if (fuse_norm_ && early) {
     const float* g = n.w.as<float>();
     const float eps = config_.norm_eps;
     if (l.fp8.on() ? gemm_->xwt_fp8_rms(rows, l.out, l.in, x, g, eps, l.fp8.view(), dt_, y, y_f32, l.out)
@@ -262,13 +263,13 @@ void CudaDecoder::norm_linear(const DNorm& n, const float* x, int64_t rows, cons
   Fp8ActOut plan;
   if (l.fp8.on() && fuse_quant_ && gemm_->fp8_activation_plan(rows, l.out, l.in, l.fp8.view(), plan)) {
     norm_e4m3(x, xn_.get(), dt_, rows, H, n.w.as<float>(), n.bias(), config_.norm_eps, plan, stream_);
-    if (!rms) lora_begin(lora, xn_.get(), nullptr, H, H, l.out, defer != nullptr);  // (xn_ holds the 16-bit rows too)
+    if (!early) lora_begin(lora, xn_.get(), nullptr, H, H, l.out, defer != nullptr);  // (xn_ has 16-bit rows too)
     linear(l, xn_.get(), rows, y, y_f32, false, true);
     lora_end(lora, y, y_f32, l.out, l.out, defer);
     return;
   }
   norm(x, xn_.get(), dt_, rows, H, n.w.as<float>(), n.bias(), config_.norm_eps, stream_);
-  if (!rms) lora_begin(lora, xn_.get(), nullptr, H, H, l.out, defer != nullptr);
+  if (!early) lora_begin(lora, xn_.get(), nullptr, H, H, l.out, defer != nullptr);
   linear(l, xn_.get(), rows, y, y_f32, false);
   lora_end(lora, y, y_f32, l.out, l.out, defer);
 }

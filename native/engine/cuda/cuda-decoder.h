@@ -124,6 +124,9 @@ class CudaDecoder : public Model {
     lora_delta_on_ = on;
     drop_graphs();
   }
+  // Tests: whether prompt chunks over few adapters run the stacked cuBLAS products (default) or the tensor-core
+  // kernels.
+  void set_lora_stack(bool on) { lora_stack_on_ = on; }
 
  private:
   static constexpr int64_t kGraphTableEntries = 64 * 1024;  // block-table entries a graph's metadata holds
@@ -212,13 +215,18 @@ class CudaDecoder : public Model {
   // for the product's norm); lora_end, after the product, adds the deltas into y[:, :n] (fp32 or the model dtype,
   // row stride ldy). In a step of kLoraDeltaMinRows + 1 .. kLoraDeltaRows tokens the deltas are computed beside the
   // product, after the shrink on its stream, and lora_end only adds them (lora_expand_delta / lora_add); in a wider
-  // one both products run on tensor cores (lora_*_wide). n: the product's columns. deferrable / defer (nullable):
+  // one lora_end runs them as stacked cuBLAS products on x (then normalised: no norm_w), or on tensor cores
+  // (lora_*_wide). n: the product's columns. deferrable / defer (nullable):
   // the caller's next kernel can add the deltas itself; in a step whose deltas are computed beside the product (then
   // also steps of up to kLoraDeltaMinRows tokens) they are handed to it in *defer rather than added to y (*defer
   // stays empty otherwise).
   void lora_begin(const LoraAt* at, const void* x, const float* norm_w, int64_t ldx, int64_t in, int64_t n,
                   bool deferrable = false);
   void lora_end(const LoraAt* at, void* y, bool y_f32, int64_t ldy, int64_t n, RowDelta* defer = nullptr);
+  // A stacked step's deltas of one projection (lora-kernels.h's lora_stack): the adapters stacked, then two cuBLAS
+  // products on the input lora_begin saw (x as the base product reads it) and y += their deltas.
+  void lora_stacked(const LoraAt& at, const LoraRowsDev& rows, const LoraTargetDesc* table, void* y, bool y_f32,
+                    int64_t ldy, int64_t n);
 
   // cuda-decoder-logits.cpp
   // Logits of rows [r0, r0 + n) of the final activations; on the leader, samples them on the device or copies them
@@ -336,6 +344,18 @@ class CudaDecoder : public Model {
   // Steps of more than kLoraDeltaRows tokens (prefill chunks) run the tensor-core kernels (lora_shrink_wide /
   // lora_expand_wide; TRTLLM_LORA_WIDE=0: the decode kernels).
   bool lora_wide_on_ = true, lora_wide_step_ = false;
+  // Wide steps whose rows run at most kLoraStackSlots adapters stack them (lora_stack) and run the deltas as cuBLAS
+  // products (their cost grows with the adapters stacked, the kernels' does not; TRTLLM_LORA_STACK=0: the
+  // kernels). The shrink then reads x after the norm, from lora_x_. lora_stack_buf_ holds A_st, B_st, t and t'
+  // (lora_stack_at_: their byte offsets), sized for the step by plan_lora.
+  static constexpr int32_t kLoraStackSlots = 16;
+  bool lora_stack_on_ = true, lora_stack_step_ = false;
+  std::vector<int32_t> lora_stack_slots_, lora_block_;  // per view (all rows, then logit rows), as lora_rows_
+  int32_t lora_n_slots_[2] = {0, 0};
+  DeviceBuffer lora_stack_buf_;
+  size_t lora_stack_at_[4] = {0, 0, 0, 0};
+  const void* lora_x_ = nullptr;
+  int64_t lora_ldx_ = 0;
   // The shrink runs on lora_stream_, forked from stream_ and joined back through the two events (TRTLLM_LORA_FORK=0:
   // on stream_). Made by the first load_lora.
   cudaStream_t lora_stream_ = nullptr;

@@ -20,6 +20,7 @@ set(ENGINE_CUDA_KERNELS
   ${ENGINE_CUDA_DIR}/kernels-moe.cu
   ${ENGINE_CUDA_DIR}/kernels-lora.cu
   ${ENGINE_CUDA_DIR}/kernels-lora-wide.cu
+  ${ENGINE_CUDA_DIR}/kernels-lora-stack.cu
   ${ENGINE_CUDA_DIR}/kernels-medusa.cu
 )
 # Host code that needs the CUDA runtime's headers alone (compile-checked wherever nvcc is, see below) ...

@@ -1,7 +1,8 @@
-// The grouped LoRA kernels on tensor cores, for steps of many rows (lora-kernels.h: lora_shrink_wide /
-// lora_expand_wide). A prefill chunk's deltas are real products (4,096 rows x rank 16 x the projection's width), not
-// the latency-bound handful of a decode step, and the decode kernels' fp32 FMAs made them cost about as much as the
-// base products (H200, 8B shape, 4,096 prompt tokens over 8 adapters: shrink 33 ms + expand 29 ms against 69 ms).
+// The grouped LoRA kernels on tensor cores, for steps of many rows over more adapters than the stacked cuBLAS
+// products take (lora-kernels.h: lora_shrink_wide / lora_expand_wide; TRTLLM_LORA_STACK=0: every wide step). A
+// prefill chunk's deltas are real products (4,096 rows x rank 16 x the projection's width), not the latency-bound
+// handful of a decode step, and the decode kernels' fp32 FMAs made them cost about as much as the base products
+// (H200, 8B shape, 4,096 prompt tokens over 8 adapters: shrink 33 ms + expand 29 ms against 69 ms).
 // Both keep the decode kernels' tiles (up to kLoraTileRows = 8 rows of one slot), which are exactly the n = 8 of
 // an mma.sync m16n8k16 — the 16 rows of the MMA are ranks (shrink) or output columns (expand):
 //  - shrink: block (k slice of kLoraKSlice columns, tile), 8 warps over 256 columns each; per 16 columns a warp

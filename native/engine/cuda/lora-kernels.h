@@ -50,6 +50,12 @@ struct LoraRowsDev {
   int32_t max_tiles = 0;   // tiles listed (lora_max_tiles for a graph, else the step's count)
   int32_t grid_tiles = 0;  // lora_add's tile dimension (lora_grid_tiles for a graph): its block z serves tiles z,
                            // z + grid_tiles, .. up to the first empty one
+  // For the stacked products (lora_stack): the step's slots in this view [n_slots], each row's position among them
+  // [n] (-1: none); n is the view's row count.
+  const int32_t* slots = nullptr;
+  const int32_t* block = nullptr;
+  int32_t n_slots = 0;
+  int64_t n = 0;
 };
 
 // The shrink's output: partial sums over slices of kLoraKSlice input columns, which the expand adds up (a shrink
@@ -101,5 +107,17 @@ void lora_shrink_wide(const LoraRowsDev& rows, const LoraTargetDesc* table, int6
 void lora_expand_wide(const LoraRowsDev& rows, const LoraTargetDesc* table, int64_t slot_stride,
                       const LoraScratch& t, int64_t in, bool norm, float eps, int64_t n, void* y, bool y_f32,
                       int64_t ldy, DType dt, bool pdl, cudaStream_t s);
+
+// Prompt chunks over few adapters as cuBLAS products (kernels-lora-stack.cu; cuda-decoder-lora.cpp runs them): the
+// step's n_slots adapters of one projection side by side — A_st [n_slots * rb, in], slot k's A rows from row k * rb
+// (zeros past its rank), and B_st [out, n_slots * rb], slot k's segments' B in columns k * rb + t_offset .. (zeros
+// where a segment does not reach) — so that t = x · A_stᵀ is one product for every row and slot, and y += t' · B_stᵀ
+// another, t' being t rounded to the model dtype with each row's columns of other slots zeroed (lora_stack_mask:
+// block[i] is row i's slot position, -1 none). rb: the projection's rank bound, a multiple of 8; slots in device
+// memory.
+void lora_stack(const LoraTargetDesc* table, int64_t slot_stride, const int32_t* slots, int32_t n_slots, int32_t rb,
+                int64_t in, int64_t out, void* a_st, void* b_st, DType dt, cudaStream_t s);
+void lora_stack_mask(const float* t, const int32_t* block, int64_t n, int32_t n_slots, int32_t rb, void* out, DType dt,
+                     cudaStream_t s);
 
 }  // namespace engine::cuda

@@ -33,4 +33,16 @@ void invert_lora_rows(const int32_t* rows, const LoraTile* tiles, int32_t n_tile
     for (int32_t p = tiles[k].begin; p < tiles[k].begin + tiles[k].count; ++p) grouped_out[rows[p]] = p;
 }
 
+int32_t stack_lora_slots(const int32_t* rows, const LoraTile* tiles, int32_t n_tiles, int64_t n, int32_t* slots_out,
+                         int32_t* block_out) {
+  std::fill(block_out, block_out + n, -1);
+  int32_t count = 0;
+  for (int32_t k = 0; k < n_tiles; ++k) {
+    // group_lora_rows lists a slot's tiles one after another, slots in increasing order.
+    if (count == 0 || slots_out[count - 1] != tiles[k].slot) slots_out[count++] = tiles[k].slot;
+    for (int32_t p = tiles[k].begin; p < tiles[k].begin + tiles[k].count; ++p) block_out[rows[p]] = count - 1;
+  }
+  return count;
+}
+
 }  // namespace engine::cuda

@@ -48,4 +48,10 @@ int32_t group_lora_rows(const int32_t* row_slot, int64_t n, int32_t num_slots, i
 // it runs no adapter (a kernel that adds a row's deltas as it reads the row finds them there: kernels.h's RowDelta).
 void invert_lora_rows(const int32_t* rows, const LoraTile* tiles, int32_t n_tiles, int64_t n, int32_t* grouped_out);
 
+// The slots a step's tiles name, for products that stack those adapters side by side (lora-kernels.h's lora_stack):
+// slots_out gets them in increasing order (room for the tiles' distinct slots), block_out[r] for rows [0, n) the
+// position of row r's slot among them (-1 where it runs no adapter). Returns how many slots there are.
+int32_t stack_lora_slots(const int32_t* rows, const LoraTile* tiles, int32_t n_tiles, int64_t n, int32_t* slots_out,
+                         int32_t* block_out);
+
 }  // namespace engine::cuda
