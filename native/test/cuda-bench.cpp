@@ -15,8 +15,8 @@
 //        [--ngram K] [--lora N,R]
 // --lora N,R: N random adapters of rank R on q, k, v, o, gate, up and down of every layer (values scaled so the
 // deltas stay a few percent of the projections' outputs), rows assigned to slots round-robin: each decode step is
-// also timed with every row on an adapter, next to the base step of the same batch (the ratio of their tokens per
-// second), and the offline run is repeated with request i on adapter i % N (ExecutorConfig::lora); N = 0: none.
+// also timed with every row on an adapter, next to the base step of the same batch (three alternating pairs, the
+// ratio of the medians' tokens per second), and the offline run is repeated with request i on adapter i % N (ExecutorConfig::lora); N = 0: none.
 // --ngram K: the offline run with prompt-lookup speculation of up to K guesses (ExecutorConfig::ngram_speculation).
 // --draft DIR (with --verify): a draft model's batch-1 decode step on the same GPU (dummy weights with --dummy), and
 // a whole speculative step at batch 1 — K draft steps and the check — against the model's decode step.
@@ -365,12 +365,33 @@ int main(int argc, char** argv) {
               "|\n|---|---|---|---|---|\n");
   std::vector<StepResult> results;
   std::vector<double> lora_ms;  // per batch, with --lora
+  std::vector<std::string> lora_rounds;  // per batch, with --lora: each round's pair
   for (int b : batches) {
-    const double ms = decode_step_ms(*model, b, ctx, steps, tpb, blocks_per_seq);
+    double ms = 0;
+    if (lora_n > 0) {
+      // The base and the LoRA step in kLoraRounds alternating pairs, medians of each: a clock or thermal drift
+      // within the process (the first base measurement of a run was often the odd one) reaches both sides alike.
+      constexpr int kLoraRounds = 3;
+      std::vector<double> base_r, lora_r;
+      std::string pairs;
+      for (int r = 0; r < kLoraRounds; ++r) {
+        base_r.push_back(decode_step_ms(*model, b, ctx, steps, tpb, blocks_per_seq));
+        lora_r.push_back(decode_step_ms(*model, b, ctx, steps, tpb, blocks_per_seq, lora_n));
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%s%.3f / %.3f", r > 0 ? ", " : "", base_r.back(), lora_r.back());
+        pairs += buf;
+      }
+      std::sort(base_r.begin(), base_r.end());
+      std::sort(lora_r.begin(), lora_r.end());
+      ms = base_r[kLoraRounds / 2];
+      lora_ms.push_back(lora_r[kLoraRounds / 2]);
+      lora_rounds.push_back(pairs);
+    } else {
+      ms = decode_step_ms(*model, b, ctx, steps, tpb, blocks_per_seq);
+    }
     results.push_back({b, ms});
     std::printf("| %d | %.3f | %.0f | %.1f%% | %.1f%% |\n", b, ms, b * 1000.0 / ms, 100.0 * (wbytes / (ms / 1000)) / bw,
                 100.0 * (rbytes / (ms / 1000)) / bw);
-    if (lora_n > 0) lora_ms.push_back(decode_step_ms(*model, b, ctx, steps, tpb, blocks_per_seq, lora_n));
   }
   if (lora_n > 0) {
     std::printf("\n| batch | base step (ms) | step with LoRA, %d adapters of rank %d round-robin (ms) | throughput vs base "
@@ -381,9 +402,9 @@ int main(int argc, char** argv) {
                   results[i].step_ms / lora_ms[i], 100.0 * (lora_ms[i] / results[i].step_ms - 1));
     for (size_t i = 0; i < results.size(); ++i)
       std::printf("lora decode batch %d: base %.3f ms, with %d adapters of rank %d %.3f ms: throughput ratio %.3f "
-                  "(step overhead %+.1f%%)\n",
+                  "(step overhead %+.1f%%; medians of the rounds base / LoRA: %s)\n",
                   results[i].batch, results[i].step_ms, lora_n, lora_rank, lora_ms[i], results[i].step_ms / lora_ms[i],
-                  100.0 * (lora_ms[i] / results[i].step_ms - 1));
+                  100.0 * (lora_ms[i] / results[i].step_ms - 1), lora_rounds[i].c_str());
   }
   double cublas_ms = 0;
   if (cuda_model != nullptr && g_profile.empty() && lora_n == 0) {
