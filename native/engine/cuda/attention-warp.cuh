@@ -18,8 +18,9 @@ namespace engine::cuda {
 
 // Q as MMA A fragments for every 16-dim step, in the model's dtype: tile row i is token i / G of the group, head
 // h0 + i % G. The raw values first, with no branch between the loads (all in flight at once); then (a.fresh:
-// add_bias, rotate) the bias and the rotation, whose rotate_half partner (dims d +- HD / 2) is this lane's own
-// value of the group 8 dims x HD / 2 / 8 away. rope_cs: (cos, sin) per frequency at the row's position.
+// add_bias, rotate) the bias and the row's LoRA deltas, and the rotation, whose rotate_half partner (dims d +- HD / 2)
+// is this lane's own value of the group 8 dims x HD / 2 / 8 away. rope_cs: (cos, sin) per frequency at the row's
+// position.
 template <typename T, int HD, int G>
 __device__ __forceinline__ void load_q_fragments(const AttnArgs& a, const AttnGroup& grp, int h0, int qr, int qc,
                                                  bool add_bias, bool rotate, const float2* rope_cs,
@@ -43,6 +44,18 @@ __device__ __forceinline__ void load_q_fragments(const AttnArgs& a, const AttnGr
 #pragma unroll
       for (int f = 0; f < F; ++f) {
         const float2 b = *reinterpret_cast<const float2*>(a.fresh.bias + at + 8 * f);
+        qx[f][h][0] += b.x;
+        qx[f][h][1] += b.y;
+      }
+    }
+    const int32_t dg = add_bias && q != nullptr && a.fresh.delta.delta != nullptr
+                           ? a.fresh.delta.at[a.rows[grp.first + t].q_row]
+                           : -1;
+    if (dg >= 0) {  // the row's LoRA deltas (AttnArgs::fresh)
+      const float* drow = a.fresh.delta.delta + static_cast<int64_t>(dg) * a.fresh.delta.ld + at;
+#pragma unroll
+      for (int f = 0; f < F; ++f) {
+        const float2 b = *reinterpret_cast<const float2*>(drow + 8 * f);
         qx[f][h][0] += b.x;
         qx[f][h][1] += b.y;
       }

@@ -154,19 +154,23 @@ void CudaDecoder::attention_layer(int32_t l, const BatchMeta& m, float* x, int64
   void* attn = attn_.get();
   const int64_t qkv_w = q_dim_ + 2 * kv_dim_;
 
-  const LoraAt lora_qkv{l, LoraTarget::qkv, false};
-  norm_linear(lw.attn_norm, x, T, lw.qkv, qkv, true, &lora_qkv);
-  // Qwen3 normalises q / k heads after the bias and before rope: the bias goes in here, not in attention().
+  // Qwen3 normalises q / k heads after the bias and before rope: the bias goes in there, not in attention().
   const bool qk_normed = !lw.q_norm.w.empty();
+  // The LoRA deltas of a decode-sized step go in with the bias, where the keys and values are written and q rotated
+  // (rope_and_write_kv, or attention's own kernel): no pass of their own over the rows (qkv_delta stays empty in
+  // other steps, and with Qwen3's norms, which come first).
+  const LoraAt lora_qkv{l, LoraTarget::qkv, false};
+  RowDelta qkv_delta;
+  norm_linear(lw.attn_norm, x, T, lw.qkv, qkv, true, &lora_qkv, qk_normed ? nullptr : &qkv_delta);
   if (qk_normed)
     qk_norm(qkv, T, qkv_w, lw.qkv.bias(), num_heads_, num_kv_heads_, hd, lw.q_norm.w.as<float>(),
             lw.k_norm.w.as<float>(), config_.norm_eps, stream_);
   // attention() rotates q / k and writes this step's keys and values (in its kernel for small decode batches).
   const float* inv_freq = spec_.rope ? inv_freq_.as<float>() : nullptr;
-  const NewKv fresh{T, qk_normed ? nullptr : lw.qkv.bias(), m.positions, inv_freq, m.kv_dst, m.use_long};
+  const NewKv fresh{T, qk_normed ? nullptr : lw.qkv.bias(), m.positions, inv_freq, m.kv_dst, m.use_long, qkv_delta};
   if (!fuse_kv_)
     rope_and_write_kv(qkv, T, qkv_w, fresh.bias, num_heads_, num_kv_heads_, hd, m.positions, fresh.inv_freq,
-                      fresh.use_long, k_pool, v_pool, dt_, kv, m.kv_dst, tokens_per_block_, stream_);
+                      fresh.use_long, k_pool, v_pool, dt_, kv, m.kv_dst, tokens_per_block_, stream_, fresh.delta);
   AttnArgs a{};
   if (fuse_kv_) a.fresh = fresh;
   a.q = qkv;

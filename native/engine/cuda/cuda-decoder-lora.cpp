@@ -4,11 +4,11 @@
 // the shrink as soon as the projection's input exists, on a stream forked from the main one so that it runs beside
 // the projection's product (which takes far longer), and the expand on the main stream after the product
 // (cuda-decoder-forward.cpp). Steps of 9-256 tokens also expand beside the product, into a delta buffer, and only
-// add it after (lora_add), or the gated activation adds the gate | up deltas as it reads that product (then steps
-// of up to 8 tokens split that projection too: nothing of it waits after the product); steps of more tokens stack
-// their adapters and run the deltas as two cuBLAS products after the base one (lora_stacked), or with more than
-// kLoraStackSlots adapters take the tensor-core kernels (kernels-lora-wide.cu). A step without such rows launches
-// nothing extra.
+// add it after (lora_add), or the next kernel adds them as it reads that product — the gated activation the gate | up
+// deltas, rope / attention the qkv ones (then steps of up to 8 tokens split those projections too: nothing of them
+// waits after the product); steps of more tokens stack their adapters and run the deltas as two cuBLAS products
+// after the base one (lora_stacked), or with more than kLoraStackSlots adapters take the tensor-core kernels
+// (kernels-lora-wide.cu). A step without such rows launches nothing extra.
 #include <algorithm>
 #include <cstdlib>
 #include <string>

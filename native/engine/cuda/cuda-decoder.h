@@ -334,7 +334,8 @@ class CudaDecoder : public Model {
   // (TRTLLM_LORA_DELTA=0: never; the expand adds into y after the product). Steps of more than kLoraDeltaMinRows
   // tokens only: below, the products are GEMVs that the side stream's two kernels slow more than an expand after
   // them costs (H200, 8B shape, batch 1: +15.5% a step against +11.1%; batch 64: +24% against +28.5%).
-  // Smaller steps split too where the next kernel adds the deltas itself (lora_end's defer: the gated activation),
+  // Smaller steps split too where the next kernel adds the deltas itself (lora_end's defer: the gated activation,
+  // rope_and_write_kv and attention's own new keys / values),
   // for then nothing waits after the product (TRTLLM_LORA_DEFER_SMALL=0: they do not).
   static constexpr int64_t kLoraDeltaRows = 256, kLoraDeltaMinRows = 8;
   DeviceBuffer lora_delta_;

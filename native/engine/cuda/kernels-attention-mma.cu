@@ -50,8 +50,8 @@ constexpr size_t smem_bytes() {
 }
 
 // The row's new key pairs (jobs [0, HD / 2)) and value elements ([HD / 2, HD / 2 + HD)) of AttnArgs::fresh, raw
-// and biased, for this thread's jobs: a key's two rotate_half partners in nx / ny, a value in nx. Issued before
-// q's loads so both are in flight together.
+// and biased (with the row's LoRA deltas), for this thread's jobs: a key's two rotate_half partners in nx / ny, a
+// value in nx. Issued before q's loads so both are in flight together.
 template <int HD, int N, int THREADS>
 __device__ __forceinline__ void load_new_kv(const AttnArgs& a, const AttnRow& row0, int kvh, int tid, float (&nx)[N],
                                             float (&ny)[N]) {
@@ -60,15 +60,20 @@ __device__ __forceinline__ void load_new_kv(const AttnArgs& a, const AttnRow& ro
   const int64_t k_at = q_dim + static_cast<int64_t>(kvh) * HD, v_at = k_at + kv_dim;  // within a qkv row
   const float* src = a.q + static_cast<int64_t>(row0.q_row) * a.q_stride;
   const float* bias = a.fresh.bias;
+  const RowDelta& d = a.fresh.delta;  // the row's LoRA deltas, where it has them
+  const int32_t g = d.delta != nullptr ? d.at[row0.q_row] : -1;
+  const float* drow = g >= 0 ? d.delta + static_cast<int64_t>(g) * d.ld : nullptr;
 #pragma unroll
   for (int j = 0; j < N; ++j) {
     const int e = tid + j * THREADS;
     nx[j] = ny[j] = 0;
     if (e < half) {
-      nx[j] = src[k_at + e] + (bias != nullptr ? bias[k_at + e] : 0.0f);
-      ny[j] = src[k_at + e + half] + (bias != nullptr ? bias[k_at + e + half] : 0.0f);
+      nx[j] = src[k_at + e] + (bias != nullptr ? bias[k_at + e] : 0.0f) + (drow != nullptr ? drow[k_at + e] : 0.0f);
+      ny[j] = src[k_at + e + half] + (bias != nullptr ? bias[k_at + e + half] : 0.0f) +
+              (drow != nullptr ? drow[k_at + e + half] : 0.0f);
     } else if (e < kJobs) {
-      nx[j] = src[v_at + e - half] + (bias != nullptr ? bias[v_at + e - half] : 0.0f);
+      nx[j] = src[v_at + e - half] + (bias != nullptr ? bias[v_at + e - half] : 0.0f) +
+              (drow != nullptr ? drow[v_at + e - half] : 0.0f);
     }
   }
 }

@@ -350,7 +350,7 @@ void launch_hd(const AttnArgs& a, const Split& sp, float* ws_out, float* ws_ms, 
 void write_fresh(const AttnArgs& a, cudaStream_t s) {
   rope_and_write_kv(a.q, a.fresh.tokens, a.q_stride, a.fresh.bias, a.n_heads, a.n_kv, a.head_dim, a.fresh.positions,
                     a.fresh.inv_freq, a.fresh.use_long, a.k_pool, a.v_pool, a.dt, a.kv, a.fresh.kv_dst,
-                    a.tokens_per_block, s);
+                    a.tokens_per_block, s, a.fresh.delta);
 }
 
 }  // namespace

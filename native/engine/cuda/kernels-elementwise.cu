@@ -197,10 +197,12 @@ __global__ void __launch_bounds__(kRopeThreads)
     rope_kv_kernel(float* __restrict__ qkv, int64_t stride, const float* __restrict__ bias, int32_t n_heads,
                    int32_t n_kv, int32_t hd, const int32_t* __restrict__ positions, const float* __restrict__ inv_freq,
                    const uint8_t* __restrict__ use_long, S* __restrict__ k_pool, S* __restrict__ v_pool, float k_inv,
-                   float v_inv, const int64_t* __restrict__ kv_dst, int32_t tpb) {
+                   float v_inv, const int64_t* __restrict__ kv_dst, int32_t tpb, RowDelta d) {
   pdl_enter();  // pdl.cuh
   const int64_t t = blockIdx.y;
   float* row = qkv + t * stride;
+  const int32_t g = d.delta != nullptr ? d.at[t] : -1;
+  const float* drow = g >= 0 ? d.delta + static_cast<int64_t>(g) * d.ld : nullptr;  // the row's LoRA deltas
   const int32_t q_dim = n_heads * hd, kv_dim = n_kv * hd, half = hd / 2, heads = n_heads + n_kv;
   // Rotation jobs: (group of kRopeHeads heads, pair) — q heads, then the k heads.
   const int32_t rotations = inv_freq != nullptr ? (heads + kRopeHeads - 1) / kRopeHeads * half : 0;
@@ -224,6 +226,10 @@ __global__ void __launch_bounds__(kRopeThreads)
           a[k] += bias[at];
           b[k] += bias[at + half];
         }
+        if (drow != nullptr) {
+          a[k] += drow[at];
+          b[k] += drow[at + half];
+        }
       }
     }
     const float* inv = use_long != nullptr && use_long[t] ? inv_freq + half : inv_freq;  // longrope's long table
@@ -245,12 +251,14 @@ __global__ void __launch_bounds__(kRopeThreads)
     float v = row[j - rotations];
     const int32_t i = j - rotations;
     if (bias != nullptr) v += bias[i];
+    if (drow != nullptr) v += drow[i];
     if (i >= q_dim) k_pool[pool_at(i - q_dim)] = kv_encode<T, F8>(v, k_inv);
-    if (bias != nullptr) row[i] = v;
+    if (bias != nullptr || drow != nullptr) row[i] = v;
   } else if (j < rotations + plain + kv_dim) {
     const int32_t i = j - rotations - plain;
     float v = row[q_dim + kv_dim + i];
     if (bias != nullptr) v += bias[q_dim + kv_dim + i];
+    if (drow != nullptr) v += drow[q_dim + kv_dim + i];
     v_pool[pool_at(i)] = kv_encode<T, F8>(v, v_inv);
   }
 }
@@ -527,7 +535,7 @@ void qk_norm(float* qkv, int64_t rows, int64_t stride, const float* bias, int32_
 void rope_and_write_kv(float* qkv, int64_t rows, int64_t stride, const float* bias, int32_t n_heads, int32_t n_kv,
                        int32_t head_dim, const int32_t* positions, const float* inv_freq, const uint8_t* use_long,
                        void* k_pool, void* v_pool, DType dt, const KvFormat& kv, const int64_t* kv_dst,
-                       int32_t tokens_per_block, cudaStream_t s) {
+                       int32_t tokens_per_block, cudaStream_t s, const RowDelta& d) {
   if (rows == 0) return;
   if (rows > 65535) throw EngineError(ErrorCode::internal, "rope_and_write_kv over more than 65535 rows");
   const int64_t q_dim = static_cast<int64_t>(n_heads) * head_dim, kv_dim = static_cast<int64_t>(n_kv) * head_dim;
@@ -538,12 +546,12 @@ void rope_and_write_kv(float* qkv, int64_t rows, int64_t stride, const float* bi
     ENGINE_DISPATCH_DTYPE(dt, launch_pdl(rope_kv_kernel<T, true>, grid, dim3(kRopeThreads), s, qkv, stride, bias,
                                          n_heads, n_kv, head_dim, positions, inv_freq, use_long,
                                          static_cast<uint8_t*>(k_pool), static_cast<uint8_t*>(v_pool),
-                                         1.0f / kv.k_scale, 1.0f / kv.v_scale, kv_dst, tokens_per_block));
+                                         1.0f / kv.k_scale, 1.0f / kv.v_scale, kv_dst, tokens_per_block, d));
   } else {
     ENGINE_DISPATCH_DTYPE(dt, launch_pdl(rope_kv_kernel<T, false>, grid, dim3(kRopeThreads), s, qkv, stride, bias,
                                          n_heads, n_kv, head_dim, positions, inv_freq, use_long,
                                          static_cast<T*>(k_pool), static_cast<T*>(v_pool), 1.0f, 1.0f, kv_dst,
-                                         tokens_per_block));
+                                         tokens_per_block, d));
   }
   check_launch("rope_and_write_kv");
 }

@@ -18,7 +18,8 @@
 //  - the expand's delta form (kDelta) and lora_add split it for steps of 9-256 rows: the deltas are computed on the
 //    shrink's forked stream beside the product, into a buffer of their own, and what waits for the product is only
 //    a read-modify-write of y with the deltas (no descriptors, B or t chain after the wait) — or nothing, where the
-//    next kernel adds them as it reads y (the gated activation: kernels.h's RowDelta), which pays at any size.
+//    next kernel adds them as it reads y (the gated activation, rope / attention: kernels.h's RowDelta), which pays
+//    at any size.
 // Measured on an H200, Llama-3-8B shape, 8 adapters of rank 16 on all 7 modules, rows round-robin, decode graphs
 // (cuda-bench --lora 8,16): under ncu the expand after the product took 11.9 µs a projection at batch 64 (one block
 // of 4 warps an SM: 166 registers, a chain of dependent loads) and 6 µs at batch 1. Split, batch 64 went from +28..29%

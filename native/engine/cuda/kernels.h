@@ -34,28 +34,29 @@ void add_position_embedding(float* x, const int32_t* positions, int64_t rows, co
 // out (T) = rms_norm(x) * w  or  layer_norm(x) * w + b (b non-null), per row of `dim`; fp32 math as cpu/norm.h.
 void norm(const float* x, void* out, DType dt, int64_t rows, int64_t dim, const float* w, const float* b, float eps,
           cudaStream_t s);
-// For each row t: adds `bias` (nullable, [q_dim + 2 kv_dim]) to the fp32 qkv row, rotates q and k heads by
-// positions[t] * inv_freq (nullable: no rotation; HF rotate_half pairing), and writes the row's k and v (T) into
-// the paged pools (as `kv` says) at element offset kv_dst[t] + h * tokens_per_block * head_dim for kv head h. longrope:
-// inv_freq is [2, head_dim / 2] (short, then long frequencies) and row t rotates by the long ones where
-// use_long[t] is set (nullable: inv_freq is [head_dim / 2], or only its short half is used).
-void rope_and_write_kv(float* qkv, int64_t rows, int64_t stride, const float* bias, int32_t n_heads, int32_t n_kv,
-                       int32_t head_dim, const int32_t* positions, const float* inv_freq, const uint8_t* use_long,
-                       void* k_pool, void* v_pool, DType dt, const KvFormat& kv, const int64_t* kv_dst,
-                       int32_t tokens_per_block, cudaStream_t s);
-// Qwen3's per-head norms, in place on the fp32 qkv rows [rows, stride]: adds `bias` (nullable, [q_dim + 2 kv_dim])
-// to the whole row, then rms-normalises each query head with q_w and each key head with k_w ([head_dim] each).
-// Callers then pass no bias to rope_and_write_kv / attention (it is in already).
-void qk_norm(float* qkv, int64_t rows, int64_t stride, const float* bias, int32_t n_heads, int32_t n_kv,
-             int32_t head_dim, const float* q_w, const float* k_w, float eps, cudaStream_t s);
 // fp32 values a kernel adds to the rows it reads, where a row has them: row r's start at delta[at[r] * ld], none
-// where at[r] < 0 (a LoRA step's deltas, which the gated activation adds as it reads the product rather than a
-// pass of their own adding them first: cuda-decoder-lora.cpp). delta null: none at all.
+// where at[r] < 0 (a LoRA step's deltas, which the kernel after the product adds as it reads the product — the gated
+// activation, rope_and_write_kv and attention's own new keys / values — rather than a pass of their own adding them
+// first: cuda-decoder-lora.cpp). delta null: none at all.
 struct RowDelta {
   const float* delta = nullptr;
   int64_t ld = 0;
   const int32_t* at = nullptr;
 };
+// For each row t: adds `bias` (nullable, [q_dim + 2 kv_dim]) and the row's deltas in d to the fp32 qkv row, rotates
+// q and k heads by positions[t] * inv_freq (nullable: no rotation; HF rotate_half pairing), and writes the row's k and
+// v (T) into the paged pools (as `kv` says) at element offset kv_dst[t] + h * tokens_per_block * head_dim for kv head
+// h. longrope: inv_freq is [2, head_dim / 2] (short, then long frequencies) and row t rotates by the long ones where
+// use_long[t] is set (nullable: inv_freq is [head_dim / 2], or only its short half is used).
+void rope_and_write_kv(float* qkv, int64_t rows, int64_t stride, const float* bias, int32_t n_heads, int32_t n_kv,
+                       int32_t head_dim, const int32_t* positions, const float* inv_freq, const uint8_t* use_long,
+                       void* k_pool, void* v_pool, DType dt, const KvFormat& kv, const int64_t* kv_dst,
+                       int32_t tokens_per_block, cudaStream_t s, const RowDelta& d = {});
+// Qwen3's per-head norms, in place on the fp32 qkv rows [rows, stride]: adds `bias` (nullable, [q_dim + 2 kv_dim])
+// to the whole row, then rms-normalises each query head with q_w and each key head with k_w ([head_dim] each).
+// Callers then pass no bias to rope_and_write_kv / attention (it is in already).
+void qk_norm(float* qkv, int64_t rows, int64_t stride, const float* bias, int32_t n_heads, int32_t n_kv,
+             int32_t head_dim, const float* q_w, const float* k_w, float eps, cudaStream_t s);
 // out[t, i] = act(gu[t, i] + b[i]) * (gu[t, inter + i] + b[inter + i])   (gu, out: T; b nullable fp32), with the
 // deltas d of gu's rows added to gu first (d.delta 16-byte aligned, d.ld % 4 == 0).
 void gated_activation(const void* gu, void* out, DType dt, int64_t rows, int64_t inter, Act act, const float* b,
@@ -97,6 +98,7 @@ struct NewKv {
   const float* inv_freq;      // [head_dim / 2] or null: no rotation; [2, head_dim / 2] with use_long
   const int64_t* kv_dst;      // [tokens] (device): rope_and_write_kv's pool offsets
   const uint8_t* use_long = nullptr;  // [tokens] (device) or null: longrope's choice of table (rope_and_write_kv)
+  RowDelta delta;                     // the rows' LoRA deltas, added with the bias (both to q, k and v)
 };
 
 struct AttnArgs {
