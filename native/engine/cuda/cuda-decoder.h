@@ -216,10 +216,9 @@ class CudaDecoder : public Model {
   // row stride ldy). In a step of kLoraDeltaMinRows + 1 .. kLoraDeltaRows tokens the deltas are computed beside the
   // product, after the shrink on its stream, and lora_end only adds them (lora_expand_delta / lora_add); in a wider
   // one lora_end runs them as stacked cuBLAS products on x (then normalised: no norm_w), or on tensor cores
-  // (lora_*_wide). n: the product's columns. deferrable / defer (nullable):
-  // the caller's next kernel can add the deltas itself; in a step whose deltas are computed beside the product (then
-  // also steps of up to kLoraDeltaMinRows tokens) they are handed to it in *defer rather than added to y (*defer
-  // stays empty otherwise).
+  // (lora_*_wide). n: the product's columns. deferrable / defer (nullable): the caller's next kernel can add the
+  // deltas itself; in a step whose deltas are computed beside the product (then also steps of up to
+  // kLoraDeltaMinRows tokens) they are handed to it in *defer rather than added to y (*defer stays empty otherwise).
   void lora_begin(const LoraAt* at, const void* x, const float* norm_w, int64_t ldx, int64_t in, int64_t n,
                   bool deferrable = false);
   void lora_end(const LoraAt* at, void* y, bool y_f32, int64_t ldy, int64_t n, RowDelta* defer = nullptr);
@@ -335,15 +334,15 @@ class CudaDecoder : public Model {
   // tokens only: below, the products are GEMVs that the side stream's two kernels slow more than an expand after
   // them costs (H200, 8B shape, batch 1: +15.5% a step against +11.1%; batch 64: +24% against +28.5%).
   // Smaller steps split too where the next kernel adds the deltas itself (lora_end's defer: the gated activation,
-  // rope_and_write_kv and attention's own new keys / values),
-  // for then nothing waits after the product (TRTLLM_LORA_DEFER_SMALL=0: they do not).
+  // rope_and_write_kv and attention's own new keys / values), for then nothing waits after the product
+  // (TRTLLM_LORA_DEFER_SMALL=0: they do not).
   static constexpr int64_t kLoraDeltaRows = 256, kLoraDeltaMinRows = 8;
   DeviceBuffer lora_delta_;
   int64_t lora_delta_ld_ = 0;
   bool lora_delta_on_ = true, lora_delta_step_ = false, lora_defer_small_on_ = true, lora_small_step_ = false;
   bool lora_split_ = false;  // between lora_begin and lora_end: this projection's deltas are computed beside it
-  // Steps of more than kLoraDeltaRows tokens (prefill chunks) run the tensor-core kernels (lora_shrink_wide /
-  // lora_expand_wide; TRTLLM_LORA_WIDE=0: the decode kernels).
+  // Steps of more than kLoraDeltaRows tokens (prefill chunks) run the stacked products below or the tensor-core
+  // kernels (lora_shrink_wide / lora_expand_wide; TRTLLM_LORA_WIDE=0: the decode kernels).
   bool lora_wide_on_ = true, lora_wide_step_ = false;
   // Wide steps whose rows run at most kLoraStackSlots adapters stack them (lora_stack) and run the deltas as cuBLAS
   // products (their cost grows with the adapters stacked, the kernels' does not; TRTLLM_LORA_STACK=0: the
