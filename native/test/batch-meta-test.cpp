@@ -93,4 +93,11 @@ TEST_MAIN({
   const cuda::BatchMeta m2 = cuda::fill_batch_meta({causal}, l2, ml2, g, host2.data(), host2.data());
   for (int i = 0; i < 6; ++i)
     CHECK(m2.positions[i] == 20 + i && m2.rows_all[i].ctx == 21 + i && m2.rows_all[i].tree_base == INT32_MAX);
+
+  // Whether a pass's logits are needed at all (Model::set_argmax_only): not when every chunk is a device argmax.
+  SequenceChunk greedy = decode, sampled = decode;
+  greedy.sample_on = SampleOn::device_argmax;
+  sampled.sample_on = SampleOn::device;
+  CHECK(all_rows_argmax({greedy, greedy}));
+  CHECK(!all_rows_argmax({greedy, sampled}) && !all_rows_argmax({greedy, decode}) && !all_rows_argmax({}));
 })

@@ -431,14 +431,23 @@ void all_reduce_sweep(const Grid& g) {
   }
 }
 
-// The executor in leader mode on the grid serves three copies of the fixture's cases at once, a third of them
-// streamed: every greedy token equals transformers' where the case's closest call (min_top1_margin) is clear of
-// bf16's error. The CUDA backend runs its pipeline stages one after the other (Model::pipeline_depth 1), so at
-// pp > 1 too every iteration is micro-batch 0.
-void executor_greedy(const Grid& g, const std::string& dir) {
-  auto model = load_model_collective(dir, grid_options(g, "auto"));
+// The executor runs below finish in seconds: a gang stuck for a minute reports every rank's wait and ends (liveness.h)
+// rather than running into the caller's timeout unexplained.
+const LivenessSettings kLiveness{std::chrono::milliseconds(60000)};
+
+// The executor in leader mode on the grid (pipelined where the CUDA leader pipelines, Model::pipeline_depth:
+// micro_batches as given, 0: one per stage, up to its two) serves three copies of the fixture's cases at once, a
+// third of them streamed and a third drawn on the host: every greedy token equals transformers' where the case's
+// closest call (min_top1_margin) is clear of bf16's error, and pipelined runs used two micro-batches (one when
+// micro_batches is 1).
+// load_max_batch > 0: the model's buffers hold that many logit rows only, so wider passes take their logits in
+// slices (a pipelined leader then ends the passes before such a one and runs it whole).
+void executor_greedy(const Grid& g, const std::string& dir, int32_t micro_batches, int32_t load_max_batch = 0) {
+  LoadOptions lo = grid_options(g, "auto");
+  if (load_max_batch > 0) lo.max_batch_size = load_max_batch;
+  auto model = load_model_collective(dir, lo);
   if (g.world.rank() != 0) {
-    follower_loop(*model, g.world);
+    follower_loop(*model, g.world, kLiveness);
     return;
   }
   json::Value ref = json::parse_file(dir + "/reference.json");
@@ -446,8 +455,10 @@ void executor_greedy(const Grid& g, const std::string& dir) {
   ExecutorConfig cfg;
   cfg.max_batch_size = 16;
   cfg.tokens_per_block = 16;
-  auto leader = std::make_unique<LeaderModel>(std::move(model), g.world);
+  cfg.pp_micro_batches = micro_batches;
+  auto leader = std::make_unique<LeaderModel>(std::move(model), g.world, kLiveness);
   LeaderModel* lead = leader.get();
+  const int32_t depth = lead->pipeline_depth();  // (the CUDA leader pipelines at tp = 1 only)
   Executor ex(std::move(leader), cfg);
   std::vector<std::pair<RequestId, size_t>> which;
   std::set<RequestId> ids;
@@ -459,6 +470,9 @@ void executor_greedy(const Grid& g, const std::string& dir) {
       r.max_tokens = static_cast<int32_t>(cases[ci].find("greedy_output_ids")->as_array().size());
       r.output.exclude_input_from_output = true;
       r.streaming = k == 1;
+      // The third copy asks for its logits, so its rows go to the host sampler: passes mix argmax rows, which at
+      // pp > 1 the last stage may argmax itself (Model::set_argmax_only), with rows whose logits it must send.
+      r.output.return_generation_logits = k == 2;
       r.sampling.temperature = 0;
       const RequestId id = ex.enqueue(r);
       ids.insert(id);
@@ -481,38 +495,43 @@ void executor_greedy(const Grid& g, const std::string& dir) {
     ++judged;
     equal += o.tokens == want ? 1 : 0;
   }
-  std::printf("executor tp=%d pp=%d: %d of %d clear cases give transformers' greedy tokens; micro-batch ids used: %zu\n",
-              g.shard.tp_size, g.shard.pp_size, equal, judged, micro.size());
+  const size_t want_micro = depth > 1 && micro_batches != 1 ? 2 : 1;
+  std::printf("executor tp=%d pp=%d micro-batches %d%s: %d of %d clear cases give transformers' greedy tokens; "
+              "micro-batch ids used: %zu\n",
+              g.shard.tp_size, g.shard.pp_size, micro_batches, load_max_batch > 0 ? " (narrow buffers)" : "", equal,
+              judged, micro.size());
   CHECK_MSG(judged > 0 && equal == judged, "executor tp=%d pp=%d: %d of %d", g.shard.tp_size, g.shard.pp_size, equal, judged);
-  CHECK_MSG(micro == std::set<int32_t>{0}, "executor tp=%d pp=%d: %zu micro-batch ids", g.shard.tp_size,
-            g.shard.pp_size, micro.size());
+  CHECK_MSG(micro.size() == want_micro, "executor tp=%d pp=%d: %zu micro-batch ids, want %zu", g.shard.tp_size,
+            g.shard.pp_size, micro.size(), want_micro);
 }
 
 // Offline throughput on the grid through the executor in leader mode: `requests` greedy requests of 128 prompt
 // tokens (random ids) and 128 output tokens, enqueued at once after a small warm-up batch.
-void offline(const Grid& g, const std::string& dir, int requests, int32_t ep) {
+void offline(const Grid& g, const std::string& dir, int requests, int32_t ep, int32_t micro_batches,
+             int32_t max_batch) {
   LoadOptions lo = grid_options(g, "dummy", ep);
   lo.max_num_tokens = 8192;
-  lo.max_batch_size = 256;
+  lo.max_batch_size = max_batch;
   auto model = load_model_collective(dir, lo);
   if (g.world.rank() != 0) {
-    follower_loop(*model, g.world);
+    follower_loop(*model, g.world, kLiveness);
     return;
   }
   ExecutorConfig cfg;
-  cfg.max_batch_size = 256;
+  cfg.max_batch_size = max_batch;
   cfg.max_num_tokens = 8192;
   cfg.tokens_per_block = 64;
-  auto leader = std::make_unique<LeaderModel>(std::move(model), g.world);
+  cfg.pp_micro_batches = micro_batches;
+  auto leader = std::make_unique<LeaderModel>(std::move(model), g.world, kLiveness);
   LeaderModel* lead = leader.get();
   Executor ex(std::move(leader), cfg);
   const cudatest::OfflineResult res = cudatest::run_offline(ex, requests, 128, 128, 32, false);
   ex.shutdown();
   lead->release_followers();  // as the addon does once its executor stopped: the followers return
-  std::printf("offline tp=%d pp=%d ep=%d (leader mode, C++): %d requests 128/128, max batch 256: %lld output tokens in "
-              "%.2f s = %.0f output tokens/s (%d failed)\n",
-              g.shard.tp_size, g.shard.pp_size, ep, requests, static_cast<long long>(res.tokens), res.seconds,
-              res.tokens / res.seconds, res.failed);
+  std::printf("offline tp=%d pp=%d ep=%d micro-batches %d (leader mode, C++): %d requests 128/128, max batch %d: "
+              "%lld output tokens in %.2f s = %.0f output tokens/s (%d failed)\n",
+              g.shard.tp_size, g.shard.pp_size, ep, micro_batches, requests, max_batch,
+              static_cast<long long>(res.tokens), res.seconds, res.tokens / res.seconds, res.failed);
 }
 
 // Correctness on the grid: the all-reduce paths, every model shape against one GPU, the executor's greedy tokens.
@@ -543,7 +562,12 @@ void run_checks(const Grid& g) {
     "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 1001, "max_position_embeddings": 2048,
     "sliding_window": 48, "query_pre_attn_scalar": 80, "attn_logit_softcapping": 0.5, "final_logit_softcapping": 2.0})");
   compare(g, gemma2, "dummy", "gemma2-window");
-  executor_greedy(g, check::repo_root + "/test/fixtures/models/tiny-llama");
+  // The executor on the grid: pipelined at pp > 1, and with the stages one after the other.
+  executor_greedy(g, check::repo_root + "/test/fixtures/models/tiny-llama", 0);
+  if (g.shard.pp_size > 1) {
+    executor_greedy(g, check::repo_root + "/test/fixtures/models/tiny-llama", 1);
+    executor_greedy(g, check::repo_root + "/test/fixtures/models/tiny-llama", 0, 4);
+  }
 }
 
 }  // namespace
@@ -551,7 +575,8 @@ void run_checks(const Grid& g) {
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress reaches a log even if the run is cut short
   if (argc < 4) {
-    std::fprintf(stderr, "usage: cuda-parallel <repo> <tp> <pp> [--bench <config dir> [--offline N]] [--ep E]\n");
+    std::fprintf(stderr, "usage: cuda-parallel <repo> <tp> <pp> [--bench <config dir> [--offline N]] [--ep E] "
+                         "[--micro-batches M] [--max-batch B]\n");
     return 2;
   }
   check::repo_root = argv[1];
@@ -569,14 +594,20 @@ int main(int argc, char** argv) {
   try {
     if (!bench_only) run_checks(g);
     // --ep E (after the other arguments): the bench and offline runs split the experts over E groups.
-    int32_t ep = 1;
-    for (int i = 4; i + 1 < argc; ++i)
+    // --micro-batches M: the offline run's pp_micro_batches (0: one per stage; 1: not pipelined); --max-batch B:
+    // its max batch size (of each micro-batch; default 256).
+    int32_t ep = 1, micro_batches = 0, max_batch = 256;
+    for (int i = 4; i + 1 < argc; ++i) {
       if (std::string(argv[i]) == "--ep") ep = std::atoi(argv[i + 1]);
+      if (std::string(argv[i]) == "--micro-batches") micro_batches = std::atoi(argv[i + 1]);
+      if (std::string(argv[i]) == "--max-batch") max_batch = std::atoi(argv[i + 1]);
+    }
     if (bench_only) {
       if (std::getenv("AR_SWEEP") != nullptr) all_reduce_sweep(g);
       bench(g, argv[5], ep);
     }
-    if (argc > 7 && std::string(argv[6]) == "--offline") offline(g, argv[5], std::atoi(argv[7]), ep);
+    if (argc > 7 && std::string(argv[6]) == "--offline")
+      offline(g, argv[5], std::atoi(argv[7]), ep, micro_batches, max_batch);
   } catch (const std::exception& e) {
     comm_abort(3, std::string("rank ") + std::to_string(g.world.rank()) + ": " + e.what());
   }

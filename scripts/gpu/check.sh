@@ -317,7 +317,9 @@ if [[ $mode == tp2 || $mode == x2 || $mode == tp4 ]]; then
   # as before issue 30 (NCCL, no graphs), NCCL inside graphs, and the default (graphs, the peer all-reduce by
   # size; AR_SWEEP=1 there: the paths from 16 KiB to 32 MiB), and with the sums skipped (TRTLLM_ALL_REDUCE=skip:
   # what the all-reduces cost the step); pp grids without the NCCL-in-graphs and skip runs (no all-reduce to
-  # compare); then one GPU alone (SKIP_PBENCH=1: the correctness grids only).
+  # compare) but, at tp = 1, also with the stages one after the other (unpipelined: --micro-batches 1); then one GPU
+  # alone, also with a max batch of 512 (what a pipelined pp = 2 run keeps in flight at 256 per micro-batch)
+  # (SKIP_PBENCH=1: the correctness grids only).
   [[ ${SKIP_PBENCH:-0} == 1 ]] && grids=()
   (( ${#grids[@]} )) && grids+=("1 1")
   [[ -n ${BENCH_GRIDS:-} ]] && IFS=, read -ra grids <<<"$BENCH_GRIDS"  # e.g. BENCH_GRIDS="4 1,2 1,1 1"
@@ -325,8 +327,9 @@ if [[ $mode == tp2 || $mode == x2 || $mode == tp4 ]]; then
     set -- $grid
     variants=("before TRTLLM_CUDA_GRAPHS=0 TRTLLM_ALL_REDUCE=nccl" "nccl-graphs TRTLLM_ALL_REDUCE=nccl" "after TRTLLM_ALL_REDUCE=auto"
               "no-all-reduce TRTLLM_ALL_REDUCE=skip")
-    (( $1 == 1 )) && variants=("before TRTLLM_CUDA_GRAPHS=0 TRTLLM_ALL_REDUCE=nccl" "after TRTLLM_ALL_REDUCE=auto")
-    (( $1 == 1 && $2 == 1 )) && variants=("after TRTLLM_ALL_REDUCE=auto")
+    (( $1 == 1 )) && variants=("before TRTLLM_CUDA_GRAPHS=0 TRTLLM_ALL_REDUCE=nccl" "after TRTLLM_ALL_REDUCE=auto"
+                              "unpipelined TRTLLM_ALL_REDUCE=auto")
+    (( $1 == 1 && $2 == 1 )) && variants=("after TRTLLM_ALL_REDUCE=auto" "max512 TRTLLM_ALL_REDUCE=auto")
     # VARIANTS="b64 TRTLLM_PEER_BLOCKS=64;b128 TRTLLM_PEER_BLOCKS=128": these on the multi-GPU grids instead
     [[ -n ${VARIANTS:-} ]] && (( $1 * $2 > 1 )) && IFS=';' read -ra variants <<<"$VARIANTS"
     for v in "${variants[@]}"; do
@@ -336,6 +339,8 @@ if [[ $mode == tp2 || $mode == x2 || $mode == tp4 ]]; then
       [[ $name == after && -n ${AR_SWEEP_BLOCKS:-} ]] && xs+=(-x AR_SWEEP_BLOCKS)  # (16,32,64: grids to sweep)
       log="$out/bench-tp$1-pp$2-$name.log"
       offline=(--offline ${REQUESTS:-1000}); [[ $name == no-all-reduce ]] && offline=()  # (its outputs are wrong)
+      [[ $name == unpipelined ]] && offline+=(--micro-batches 1)
+      [[ $name == max512 ]] && offline+=(--max-batch 512)
       timeout 420 mpirun -np $(( $1 * $2 )) --allow-run-as-root -x NCCL_NVLS_ENABLE=0 -x LD_LIBRARY_PATH "${xs[@]}" \
         build-gpu/cuda-parallel "$PWD" $1 $2 --bench bench/configs/llama-3-8b "${offline[@]}" >"$log" 2>&1
       note "tp=$1 pp=$2 8B $name: $(grep -E '^bench|^offline' "$log" | sed -E 's/[0-9.]+ GB of weights per rank, load [0-9.]+ s, //' | tr '\n' ' ')"

@@ -123,6 +123,39 @@ void DeviceComm::recv(void* data, size_t bytes, int32_t peer, void* stream) {
   check_nccl(ncclRecv(data, bytes, ncclUint8, peer, impl_->comm, as_stream(stream)), "ncclRecv");
 }
 
+void DeviceComm::send_and_recv(const void* send_data, size_t send_bytes, int32_t send_peer, void* recv_data,
+                               size_t recv_bytes, int32_t recv_peer, void* stream) {
+  check_nccl(ncclGroupStart(), "ncclGroupStart");
+  ncclResult_t r = ncclSend(send_data, send_bytes, ncclUint8, send_peer, impl_->comm, as_stream(stream));
+  if (r == ncclSuccess && recv_bytes > 0)
+    r = ncclRecv(recv_data, recv_bytes, ncclUint8, recv_peer, impl_->comm, as_stream(stream));
+  const ncclResult_t end = ncclGroupEnd();  // always closes the group, even after a failed call inside it
+  check_nccl(r, "ncclSend / ncclRecv (grouped)");
+  check_nccl(end, "ncclGroupEnd");
+}
+
+void DeviceComm::connect(const std::vector<int32_t>& peers, void* stream) {
+  if (peers.empty()) return;
+  void* buf = nullptr;  // [peers] bytes out, then [peers] in
+  if (cudaMalloc(&buf, 2 * peers.size()) != cudaSuccess)
+    throw EngineError(ErrorCode::internal, "cudaMalloc of the NCCL connection bytes failed");
+  char* bytes = static_cast<char*>(buf);
+  ncclResult_t r = ncclGroupStart();
+  for (size_t i = 0; i < peers.size() && r == ncclSuccess; ++i) {
+    r = ncclSend(bytes + i, 1, ncclUint8, peers[i], impl_->comm, as_stream(stream));
+    if (r == ncclSuccess)
+      r = ncclRecv(bytes + peers.size() + i, 1, ncclUint8, peers[i], impl_->comm, as_stream(stream));
+  }
+  const ncclResult_t end = ncclGroupEnd();
+  const cudaError_t done =
+      r == ncclSuccess && end == ncclSuccess ? cudaStreamSynchronize(as_stream(stream)) : cudaSuccess;
+  cudaFree(buf);
+  check_nccl(r, "ncclSend / ncclRecv (connecting)");
+  check_nccl(end, "ncclGroupEnd (connecting)");
+  if (done != cudaSuccess)
+    throw EngineError(ErrorCode::internal, std::string("NCCL connection exchange: ") + cudaGetErrorString(done));
+}
+
 const char* nccl_version() {
   static std::string v = [] {
     int code = 0;

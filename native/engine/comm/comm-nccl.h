@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/all-reduce-plan.h"
 #include "comm/comm.h"
@@ -37,6 +38,15 @@ class DeviceComm {
   void all_gather(const float* send, size_t count, float* recv, void* stream);  // recv: [size, count]
   void send(const void* data, size_t bytes, int32_t peer, void* stream);
   void recv(void* data, size_t bytes, int32_t peer, void* stream);
+  // A send and a receive in one NCCL group, so they progress together: a peer that sends to this rank before it
+  // receives from it cannot deadlock against this rank's send (pipelined pp: the leader hands one micro-batch's
+  // activations on while the last stage hands the previous one's logits back). recv_bytes 0: the send alone.
+  void send_and_recv(const void* send_data, size_t send_bytes, int32_t send_peer, void* recv_data, size_t recv_bytes,
+                     int32_t recv_peer, void* stream);
+  // A byte each way with every rank in `peers`, waited for: NCCL sets up a point-to-point connection at its first
+  // use, which blocks until the peer joins — done at load, while every rank is here, rather than in the first pass,
+  // where the peer may be waiting for something only this rank can give it. Collective over this rank and `peers`.
+  void connect(const std::vector<int32_t>& peers, void* stream);
 
   struct Impl;
 

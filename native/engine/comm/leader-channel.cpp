@@ -2,11 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <deque>
 #include <string>
+#include <vector>
 
 #include "comm/comm-wait.h"
 #include "comm/idle-pause.h"
@@ -90,10 +93,15 @@ LeaderChannel::LeaderChannel(const Comm& world, const LivenessSettings& settings
 
 LeaderChannel::~LeaderChannel() { close(); }
 
-void LeaderChannel::finish_sends() {
+void LeaderChannel::finish_sends(int32_t below) {
   Impl& c = *impl_;
-  for (Impl::PlanSend& send : c.sends) wait_all(send.requests, WaitSite{"plan send", c.comm, -1});
-  c.sends.clear();
+  const size_t n = static_cast<size_t>(std::clamp(below, 1, c.watched.size) - 1);  // (requests[i]: rank i + 1)
+  for (Impl::PlanSend& send : c.sends) {
+    std::vector<MPI_Request> some(send.requests.begin(), send.requests.begin() + static_cast<std::ptrdiff_t>(n));
+    wait_all(some, WaitSite{"plan send", c.comm, -1});
+    std::copy(some.begin(), some.end(), send.requests.begin());  // (MPI_REQUEST_NULL now)
+  }
+  if (n + 1 == static_cast<size_t>(c.watched.size)) c.sends.clear();
 }
 
 void LeaderChannel::close() {

@@ -3,6 +3,7 @@
 // other — and a follower waits for the next one without spinning once the leader is idle (idle-pause.h, wake-link.h);
 // the liveness watch asks and answers over it (liveness.h). One per process while it serves in leader mode.
 #pragma once
+#include <climits>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -26,7 +27,8 @@ class LeaderChannel {
   // the leader is inside MPI: a leader about to wait outside MPI for something a follower does with the plan (its
   // GPU, a NCCL call) first waits for the sends (finish_sends).
   void send_plan(std::vector<uint8_t> bytes);
-  void finish_sends();
+  // Waits until every plan sent so far reached the followers of world rank below `below` (all of them by default).
+  void finish_sends(int32_t below = INT32_MAX);
   // Follower: the leader's next plan, answering the liveness watch's questions while it waits.
   std::vector<uint8_t> receive_plan();
   // Detaches the watch and frees the communicator; idempotent. Each rank calls it once the shutdown plan went out

@@ -12,18 +12,23 @@
 namespace engine::cuda {
 
 void CudaDecoder::forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) {
+  if (!passes_.empty()) throw EngineError(ErrorCode::internal, "forward() while pipelined passes are in flight");
   validate_chunks(chunks, config_, !spec_.rope, num_blocks_, tokens_per_block_, /*prompt_tables=*/true);
   use_device();
   comm_stats_ = {};
   sampler_.clear();
   layout_batch(chunks, samples_on_device(), config_.vocab_size, batch_, out);
-  const int64_t T = batch_.num_tokens, R = batch_.num_out_rows();
   // Only the leader samples, so only it gets host rows; a device-sampled chunk has none.
   if (layout_.leader())
     out.logits.resize(static_cast<size_t>(batch_.num_host_rows) * static_cast<size_t>(config_.vocab_size));
   else
     out.logits.clear();
-  if (T == 0) return;
+  if (batch_.num_tokens == 0) return;
+  run_whole(chunks, out);
+}
+
+void CudaDecoder::run_whole(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) {
+  const int64_t T = batch_.num_tokens, R = batch_.num_out_rows();
   if (T > cap_tokens_) reserve(T, cap_logit_rows_);
   plan_lora(chunks);
 
@@ -40,6 +45,11 @@ void CudaDecoder::forward(const std::vector<SequenceChunk>& chunks, ForwardOutpu
     for (int64_t r0 = 0; r0 < R; r0 += cap_logit_rows_)
       lm_head_rows(xn_.get(), r0, std::min(cap_logit_rows_, R - r0), chunks, out);
   }
+  wait_stream();
+}
+
+void CudaDecoder::wait_stream() {
+  before_device_wait();
   check_cuda(cudaStreamSynchronize(stream_), "forward");
 }
 
@@ -103,7 +113,7 @@ BatchMeta CudaDecoder::upload_meta(const std::vector<SequenceChunk>& chunks, boo
   return m;
 }
 
-void CudaDecoder::enqueue_layers(const BatchMeta& m, int64_t T, int64_t R, int32_t max_ctx) {
+void CudaDecoder::enqueue_layers(const BatchMeta& m, int64_t T, int64_t R, int32_t max_ctx, bool hand_on) {
   const int64_t H = config_.hidden_size, V = config_.vocab_size;
   float* x = x_.as<float>();
   if (layout_.first_stage()) {
@@ -118,10 +128,12 @@ void CudaDecoder::enqueue_layers(const BatchMeta& m, int64_t T, int64_t R, int32
                                  sizeof(float) * static_cast<size_t>(H), cudaMemcpyHostToDevice, stream_),
                  "copy a p-tuning table row");
     if (!spec_.rope) add_position_embedding(x, m.positions, T, pos_embed_.get(), dt_, H, stream_);
-  } else {
+  } else if (transfers_) {
     pp_dev_->recv(x, static_cast<size_t>(T * H) * 4, pp_.rank() - 1, stream_);
     comm_stats_.bytes += static_cast<uint64_t>(T * H) * 4;
     ++comm_stats_.calls;
+  } else {
+    check_cuda(cudaMemsetAsync(x, 0, static_cast<size_t>(T * H) * 4, stream_), "warm-up rows");
   }
   for (int32_t l = 0; l < num_layers_; ++l) {
     // Past the model's last attention only rows that produce logits matter (K/V of every token are written by
@@ -132,6 +144,7 @@ void CudaDecoder::enqueue_layers(const BatchMeta& m, int64_t T, int64_t R, int32
     mlp_layer(l, x, last ? R : T, last);
   }
   if (!layout_.last_stage()) {
+    if (!hand_on || !transfers_) return;
     // Every tp rank hands its (identical) activations to the same tp rank of the next stage.
     pp_dev_->send(x, static_cast<size_t>(T * H) * 4, pp_.rank() + 1, stream_);
     comm_stats_.bytes += static_cast<uint64_t>(T * H) * 4;
@@ -279,7 +292,7 @@ void CudaDecoder::norm_linear(const DNorm& n, const float* x, int64_t rows, cons
 }
 
 void CudaDecoder::all_reduce(float* x, size_t n) {
-  if (tp_.size() == 1) return;
+  if (tp_.size() == 1 || !transfers_) return;
   tp_dev_->all_reduce_sum(x, n, stream_);
   comm_stats_.bytes += n * sizeof(float);
   ++comm_stats_.calls;

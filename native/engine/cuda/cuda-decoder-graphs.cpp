@@ -1,8 +1,9 @@
 // Decode batches as CUDA graphs: one graph per (batch size, context bucket), captured on first use and replayed
 // after; the argmax kernel runs over every row inside the graph, and what the executor samples elsewhere (host
-// rows, device-sampled rows) is taken from the graph's logits afterwards. Under tp / pp every rank captures and
-// replays the same graphs in the same order (they run the same chunks), with the all-reduces, the vocab gather
-// and the stage transfers inside: NCCL's calls and the peer all-reduce's kernels are captured like any launch.
+// rows, device-sampled rows) is taken from the graph's logits afterwards. Under tp / pp every rank replays its
+// graph of the same step (they run the same chunks), with the all-reduces, the vocab gather and the stage transfers
+// inside: NCCL's calls and the peer all-reduce's kernels are captured like any launch. A pipelined leader replays a
+// graph of its stage alone and sends the activations itself (cuda-decoder-pipeline.cpp).
 #include "cuda/cuda-decoder.h"
 
 #include <cstring>
@@ -11,15 +12,11 @@ namespace engine::cuda {
 
 void CudaDecoder::run_graph(const BatchMeta& m, const std::vector<SequenceChunk>& chunks, ForwardOutput& out) {
   const int64_t T = batch_.num_tokens, V = config_.vocab_size;
-  // Contexts are bucketed by powers of two: the bucket sizes the attention's split (its grid), positions past a
-  // row's own context are skipped by the kernel.
-  int32_t bucket = 64;
-  while (bucket < m.max_ctx) bucket *= 2;
-  const Graph& graph = graph_for(m, T, bucket);
+  const Graph& graph = graph_for(m, T, context_bucket(m.max_ctx));
   check_cuda(cudaGraphLaunch(graph.exec, stream_), "cudaGraphLaunch");
   comm_stats_ = graph.comm;
   if (!layout_.leader()) {  // (its part of the step ends with its transfers: nothing to read back)
-    check_cuda(cudaStreamSynchronize(stream_), "forward");
+    wait_stream();
     return;
   }
   // Tokens and log-probs of every row (the argmax ran on all of them), logits of the host-sampled ones. In a
@@ -38,7 +35,7 @@ void CudaDecoder::run_graph(const BatchMeta& m, const std::vector<SequenceChunk>
     if (host_row[i] >= 0)
       check_cuda(cudaMemcpyAsync(staging + i * V, logits + i * V, sizeof(float) * V, cudaMemcpyDeviceToHost, stream_),
                  "copy logits");
-  check_cuda(cudaStreamSynchronize(stream_), "forward");
+  wait_stream();
   sampler_.finish(out);
   const float* glp = reinterpret_cast<const float*>(gh + cap);
   for (int64_t i = 0; i < T; ++i) {
@@ -50,21 +47,47 @@ void CudaDecoder::run_graph(const BatchMeta& m, const std::vector<SequenceChunk>
   }
 }
 
-const CudaDecoder::Graph& CudaDecoder::graph_for(const BatchMeta& m, int64_t T, int32_t bucket) {
-  // A step with LoRA rows has the grouped LoRA launches in it, one without has none (cuda-decoder-lora.cpp).
-  const uint64_t key = (static_cast<uint64_t>(T) << 32) | static_cast<uint32_t>(bucket) | (lora_step_ ? 1ull << 31 : 0);
+int32_t CudaDecoder::context_bucket(int32_t max_ctx) {
+  // Contexts are bucketed by powers of two: the bucket sizes the attention's split (its grid), positions past a
+  // row's own context are skipped by the kernel.
+  int32_t bucket = 64;
+  while (bucket < max_ctx) bucket *= 2;
+  return bucket;
+}
+
+void CudaDecoder::run_stage_graph(const BatchMeta& m) {
+  const Graph& graph = graph_for(m, batch_.num_tokens, context_bucket(m.max_ctx), /*hand_on=*/false);
+  check_cuda(cudaGraphLaunch(graph.exec, stream_), "cudaGraphLaunch");
+  comm_stats_ = graph.comm;
+}
+
+const CudaDecoder::Graph& CudaDecoder::graph_for(const BatchMeta& m, int64_t T, int32_t bucket, bool hand_on) {
+  // A step with LoRA rows has the grouped LoRA launches in it, one without has none (cuda-decoder-lora.cpp); a
+  // pipelined leader's stage alone (!hand_on) neither sends its activations nor takes logits; under pp the last
+  // stage sends argmaxes or logits (sends_argmaxes).
+  const uint64_t key = (static_cast<uint64_t>(T) << 32) | static_cast<uint32_t>(bucket) |
+                       (lora_step_ ? 1ull << 31 : 0) | (hand_on ? 0 : 1ull << 30) | (sends_argmaxes() ? 1ull << 29 : 0);
   auto it = graphs_.find(key);
   if (it != graphs_.end()) return it->second;
   // One plain run first (it rewrites the same K/V, so it is harmless): the GEMMs pick their kernels by timing,
-  // which a capture cannot do.
-  enqueue_layers(m, T, T, bucket);
-  enqueue_logits_and_greedy(T);
+  // which a capture cannot do. It transfers nothing (its sums and stage inputs are wrong, and so are the K/V it
+  // writes until the replay rewrites them): each rank then captures on its own, and a pipelined leader, which
+  // captures its stage alone, still matches its peers' transfers one for one.
+  transfers_ = false;
+  try {
+    enqueue_layers(m, T, T, bucket, hand_on);
+    if (hand_on) enqueue_logits_and_greedy(T);
+  } catch (...) {
+    transfers_ = true;
+    throw;
+  }
+  transfers_ = true;
   comm_stats_ = {};
   cudaGraph_t g = nullptr;
   check_cuda(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
   try {
-    enqueue_layers(m, T, T, bucket);
-    enqueue_logits_and_greedy(T);
+    enqueue_layers(m, T, T, bucket, hand_on);
+    if (hand_on) enqueue_logits_and_greedy(T);
   } catch (...) {
     cudaStreamEndCapture(stream_, &g);
     if (g != nullptr) cudaGraphDestroy(g);

@@ -4,6 +4,7 @@
 #include "cuda/cuda-decoder.h"
 
 #include <cstring>
+#include <string>
 
 
 namespace engine::cuda {
@@ -22,31 +23,52 @@ float* CudaDecoder::lm_head_to_leader(const void* xn, int64_t r0, int64_t n) {
     if (config_.final_softcap > 0) soft_cap(logits, n * Vl, config_.final_softcap, stream_);
     if (tp_.size() > 1) {
       mask_columns(logits, n, Vl, layout_.local_real_vocab(V), stream_);
-      tp_dev_->all_gather(logits, static_cast<size_t>(n * Vl), logits_all_.as<float>(), stream_);
+      if (transfers_)
+        tp_dev_->all_gather(logits, static_cast<size_t>(n * Vl), logits_all_.as<float>(), stream_);
       comm_stats_.bytes += static_cast<uint64_t>(n * Vl) * 4;
       ++comm_stats_.calls;
       assemble_vocab(logits_all_.as<float>(), tp_.size(), n, Vl, V, logits_full_.as<float>(), stream_);
       logits = logits_full_.as<float>();
     }
-    if (pp_.size() > 1 && tp_.rank() == 0) {
-      pp_dev_->send(logits, static_cast<size_t>(n * V) * 4, 0, stream_);
-      comm_stats_.bytes += static_cast<uint64_t>(n * V) * 4;
+    if (pp_.size() > 1 && tp_.rank() == 0 && transfers_) {
+      if (sends_argmaxes()) {
+        int32_t* gd = greedy_dev_.as<int32_t>();
+        greedy_sample(logits, iota_.as<int32_t>(), static_cast<int32_t>(n), V, gd,
+                      reinterpret_cast<float*>(gd + cap_logit_rows_), stream_);
+        pp_dev_->send(gd, argmax_bytes(), 0, stream_);
+        comm_stats_.bytes += argmax_bytes();
+      } else {
+        pp_dev_->send(logits, static_cast<size_t>(n * V) * 4, 0, stream_);
+        comm_stats_.bytes += static_cast<uint64_t>(n * V) * 4;
+      }
       ++comm_stats_.calls;
     }
   } else if (layout_.leader()) {
     logits = logits_full_.as<float>();
+    if (!transfers_) return sends_argmaxes() ? nullptr : logits;  // (a graph's warm-up: nothing comes)
+    if (sends_argmaxes()) {
+      pp_dev_->recv(greedy_dev_.get(), argmax_bytes(), pp_.size() - 1, stream_);
+      comm_stats_.bytes += argmax_bytes();
+      ++comm_stats_.calls;
+      return nullptr;
+    }
     pp_dev_->recv(logits, static_cast<size_t>(n * V) * 4, pp_.size() - 1, stream_);
     comm_stats_.bytes += static_cast<uint64_t>(n * V) * 4;
     ++comm_stats_.calls;
   }
-  return layout_.leader() ? logits : nullptr;
+  return layout_.leader() && !sends_argmaxes() ? logits : nullptr;
 }
 
 void CudaDecoder::lm_head_rows(const void* xn, int64_t r0, int64_t n, const std::vector<SequenceChunk>& chunks,
                                ForwardOutput& out) {
-  const int64_t V = config_.vocab_size;
   float* logits = lm_head_to_leader(xn, r0, n);
   if (!layout_.leader()) return;
+  take_rows(logits, r0, n, chunks, out);
+}
+
+void CudaDecoder::take_rows(float* logits, int64_t r0, int64_t n, const std::vector<SequenceChunk>& chunks,
+                            ForwardOutput& out) {
+  const int64_t V = config_.vocab_size;
 
   // Argmax rows on the GPU; the others: copied to the host, runs of consecutive host rows at once.
   // greedy buffers: [0, cap) tokens, [cap, 2 cap) log-probs, [2 cap, 3 cap) the rows' indices in this slice.
@@ -57,10 +79,15 @@ void CudaDecoder::lm_head_rows(const void* xn, int64_t r0, int64_t n, const std:
   for (int64_t i = 0; i < n; ++i)
     if (chunks[static_cast<size_t>(batch_.out_chunk[r0 + i])].sample_on == SampleOn::device_argmax)
       gh[2 * cap + ng++] = static_cast<int32_t>(i);
+  if (logits == nullptr && ng != n)
+    throw EngineError(ErrorCode::internal, "the last stage sent argmaxes for a slice with " + std::to_string(n - ng) +
+                                               " rows drawn otherwise");
   if (ng > 0) {
-    check_cuda(cudaMemcpyAsync(gd + 2 * cap, gh + 2 * cap, sizeof(int32_t) * ng, cudaMemcpyHostToDevice, stream_),
-               "greedy rows");
-    greedy_sample(logits, gd + 2 * cap, ng, V, gd, reinterpret_cast<float*>(gd + cap), stream_);
+    if (logits != nullptr) {  // (else the last stage argmaxed every row, in order)
+      check_cuda(cudaMemcpyAsync(gd + 2 * cap, gh + 2 * cap, sizeof(int32_t) * ng, cudaMemcpyHostToDevice, stream_),
+                 "greedy rows");
+      greedy_sample(logits, gd + 2 * cap, ng, V, gd, reinterpret_cast<float*>(gd + cap), stream_);
+    }
     check_cuda(cudaMemcpyAsync(gh, gd, sizeof(int32_t) * ng, cudaMemcpyDeviceToHost, stream_), "greedy tokens");
     check_cuda(cudaMemcpyAsync(gh + cap, gd + cap, sizeof(float) * ng, cudaMemcpyDeviceToHost, stream_),
                "greedy log-probs");
@@ -81,7 +108,7 @@ void CudaDecoder::lm_head_rows(const void* xn, int64_t r0, int64_t n, const std:
                "copy logits");
     i = j;
   }
-  check_cuda(cudaStreamSynchronize(stream_), "forward");
+  wait_stream();
   for (int64_t i = 0; i < n; ++i)
     if (host_row[r0 + i] >= 0)
       std::memcpy(out.logits.data() + static_cast<size_t>(host_row[r0 + i]) * V, staging + i * V, sizeof(float) * V);
@@ -124,7 +151,8 @@ bool CudaDecoder::sampled_row(int32_t chunk, std::vector<float>& row) {
 
 void CudaDecoder::enqueue_logits_and_greedy(int64_t rows) {
   float* logits = lm_head_to_leader(xn_.get(), 0, rows);
-  if (logits == nullptr) return;  // (a rank that is not the leader: its part ends with its transfers)
+  // (A rank that is not the leader ends its part with its transfers; a leader sent the argmaxes has them.)
+  if (logits == nullptr) return;
   int32_t* gd = greedy_dev_.as<int32_t>();
   greedy_sample(logits, iota_.as<int32_t>(), static_cast<int32_t>(rows), config_.vocab_size, gd,
                 reinterpret_cast<float*>(gd + cap_logit_rows_), stream_);

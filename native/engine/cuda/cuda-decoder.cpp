@@ -70,6 +70,7 @@ CudaDecoder::CudaDecoder(const ModelConfig& config, const DecoderSpec& spec, con
   check_cuda(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_), "cudaDeviceGetAttribute");
   check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   gemm_ = std::make_unique<Gemm>(stream_);
+  gemm_->set_before_wait([this] { before_device_wait(wait_ranks_); });
   if (const char* g = std::getenv("TRTLLM_CUDA_GRAPHS")) graphs_enabled_ = std::string(g) != "0";
   if (const char* f = std::getenv("TRTLLM_CUDA_FUSE_NORM")) fuse_norm_ = std::string(f) != "0";
   if (const char* f = std::getenv("TRTLLM_CUDA_FUSE_KV")) fuse_kv_ = std::string(f) != "0";
@@ -108,6 +109,7 @@ CudaDecoder::~CudaDecoder() {
     cudaStreamSynchronize(stream_);
     drop_graphs();
     gemm_.reset();
+    if (meta_uploaded_ != nullptr) cudaEventDestroy(meta_uploaded_);
     if (lora_stream_ != nullptr) {
       cudaStreamSynchronize(lora_stream_);
       cudaStreamDestroy(lora_stream_);
@@ -153,10 +155,11 @@ void CudaDecoder::reserve(int64_t tokens, int64_t logit_rows) {
     if (layout_.last_stage()) logits_local_.ensure(logit_rows * Vl * 4);
     if (layout_.last_stage() && tp_.size() > 1) logits_all_.ensure(logit_rows * Vl * tp_.size() * 4);
     if (tp_.size() > 1 || !layout_.last_stage()) logits_full_.ensure(logit_rows * V * 4);
+    // [0, cap) tokens, [cap, 2 cap) log-probs, [2 cap, 3 cap) row indices (cuda-decoder-logits.cpp); under pp the
+    // last stage argmaxes into it too (sends_argmaxes).
+    greedy_dev_.ensure(logit_rows * 12);
     if (layout_.leader()) {
       logits_host_.ensure(logit_rows * V * 4);
-      // [0, cap) tokens, [cap, 2 cap) log-probs, [2 cap, 3 cap) row indices (cuda-decoder-logits.cpp)
-      greedy_dev_.ensure(logit_rows * 12);
       greedy_host_.ensure(logit_rows * 12);
     }
   }
@@ -168,7 +171,7 @@ void CudaDecoder::reserve(int64_t tokens, int64_t logit_rows) {
   meta_host_.ensure(meta);
   cap_tokens_ = std::max(cap_tokens_, tokens);
   cap_logit_rows_ = std::max(cap_logit_rows_, logit_rows);
-  if (layout_.leader() && iota_.bytes() < static_cast<size_t>(cap_logit_rows_) * 4) {
+  if ((layout_.leader() || layout_.last_stage()) && iota_.bytes() < static_cast<size_t>(cap_logit_rows_) * 4) {
     std::vector<int32_t> iota(static_cast<size_t>(cap_logit_rows_));
     for (size_t i = 0; i < iota.size(); ++i) iota[i] = static_cast<int32_t>(i);
     iota_.reset(iota.size() * 4);
@@ -212,7 +215,17 @@ void CudaDecoder::use_fp8_kv(std::vector<float> k_scales, std::vector<float> v_s
 void CudaDecoder::make_device_comms() {
 #ifdef ENGINE_HAVE_NCCL
   if (tp_.size() > 1 && !tp_dev_) tp_dev_ = DeviceComm::create(tp_, true);
-  if (pp_.size() > 1 && !pp_dev_) pp_dev_ = DeviceComm::create(pp_);
+  if (pp_.size() > 1 && !pp_dev_) {
+    pp_dev_ = DeviceComm::create(pp_);
+    // The stages' transfers connect now, while every rank is here: the neighbours (activations), and the first and
+    // last stages (logits). A first transfer in a pass would wait for a peer that may itself be waiting for the
+    // leader's next plan (pipelined pp).
+    std::vector<int32_t> peers;
+    const int32_t r = pp_.rank(), last = pp_.size() - 1;
+    for (int32_t p : {r - 1, r + 1, r == 0 ? last : -1, r == last ? 0 : -1})
+      if (p >= 0 && p <= last && p != r && std::find(peers.begin(), peers.end(), p) == peers.end()) peers.push_back(p);
+    pp_dev_->connect(peers, stream_);
+  }
 #else
   if (tp_.size() > 1 || pp_.size() > 1)
     throw EngineError(ErrorCode::unsupported, "device cuda with tp or pp > 1 needs NCCL, which this build lacks "

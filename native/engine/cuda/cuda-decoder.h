@@ -12,6 +12,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <vector>
@@ -83,6 +84,14 @@ class CudaDecoder : public Model {
   bool fp8() const { return !layers_.empty() && layers_[0].qkv.fp8.on(); }
   void forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) override;
   ForwardCommStats last_comm_stats() const override { return comm_stats_; }
+  // Pipelined pp on the leader (cuda-decoder-pipeline.cpp): two micro-batches in flight, the second's activations
+  // going out in one NCCL group with the first's logits coming back.
+  int32_t pipeline_depth() const override;
+  void forward_begin(const std::vector<SequenceChunk>& chunks) override;
+  void forward_end(ForwardOutput& out) override;
+  // Under pp the last stage then argmaxes every row itself and sends the leader [tokens | log-probs] of the slice
+  // (2 x cap_logit_rows_ words) instead of the logits (cap x vocab floats).
+  void set_argmax_only(bool on) override { argmax_only_ = on; }
   bool on_device() const override { return true; }
   size_t device_free_bytes() const override;
   size_t activation_bytes() const override;
@@ -158,8 +167,22 @@ class CudaDecoder : public Model {
   bool stage_virtual_rows(const std::vector<SequenceChunk>& chunks);
   std::vector<int64_t> virtual_rows_;
   std::vector<float> virtual_stage_;
-  // Everything from the embedding to the final norm (into xn_), enqueued on the stream.
-  void enqueue_layers(const BatchMeta& m, int64_t T, int64_t R, int32_t max_ctx);
+  // Everything from the embedding to the final norm (into xn_), enqueued on the stream. A stage before the last
+  // ends by sending its activations on, unless !hand_on (the pipelined leader sends them itself).
+  void enqueue_layers(const BatchMeta& m, int64_t T, int64_t R, int32_t max_ctx, bool hand_on = true);
+  // forward() after the batch layout: the layers and the LM head of every logit row, then the wait for them.
+  void run_whole(const std::vector<SequenceChunk>& chunks, ForwardOutput& out);
+  // The stream's work done, once the leader's plans are out (Model::before_device_wait).
+  void wait_stream();
+  // The world ranks a wait for the stream depends on (Model::before_device_wait): all, but only this stage's while
+  // a pipelined leader enqueues its stage (the next pass's transfers are not on the stream yet).
+  int32_t wait_ranks_ = INT32_MAX;
+  // false while a graph's warm-up runs (graph_for): no all-reduce, gather or stage transfer is enqueued.
+  bool transfers_ = true;
+  bool argmax_only_ = false;  // set_argmax_only
+  // What the last stage sends the leader under pp: the argmaxes (greedy_dev_'s tokens and log-probs) or the logits.
+  bool sends_argmaxes() const { return argmax_only_ && pp_.size() > 1; }
+  size_t argmax_bytes() const { return static_cast<size_t>(cap_logit_rows_) * 8; }
   void attention_layer(int32_t l, const BatchMeta& m, float* x, int64_t T, int64_t R, int32_t max_ctx, bool last);
   // logit_rows: the model's last layer, run over the R logit rows (their LoRA slots are the logit rows' chunks').
   void mlp_layer(int32_t l, float* x, int64_t rows, bool logit_rows);
@@ -232,8 +255,12 @@ class CudaDecoder : public Model {
   // to out.logits, as each chunk's SampleOn says (batch_ tells which chunk and host row each logit row has).
   void lm_head_rows(const void* xn, int64_t r0, int64_t n, const std::vector<SequenceChunk>& chunks,
                     ForwardOutput& out);
+  // The leader's part of it: the logit rows (on the device) argmaxed, sampled, or copied to out.logits; waits for
+  // the stream. logits null: the last stage argmaxed every row (greedy_dev_ holds them in order).
+  void take_rows(float* logits, int64_t r0, int64_t n, const std::vector<SequenceChunk>& chunks, ForwardOutput& out);
   // The LM head of rows [r0, r0 + n) on the last stage, gathered over the tp ranks and sent to the leader under pp:
-  // the leader's full-vocab logits (logits_local_ on one GPU, else logits_full_), null on every other rank.
+  // the leader's full-vocab logits (logits_local_ on one GPU, else logits_full_), null on every other rank and when
+  // the last stage sent the rows' argmaxes instead (sends_argmaxes: they are in greedy_dev_).
   float* lm_head_to_leader(const void* xn, int64_t r0, int64_t n);
   // Rows [r0, r0 + n) of the logit rows whose chunks ask for SampleOn::device (logits row i = row r0 + i): sampled
   // on the GPU by sampler_ (finished by sampler_.finish after the stream synchronised).
@@ -251,7 +278,11 @@ class CudaDecoder : public Model {
   // A decode batch through the graph of its batch size and context bucket (captured on first use), then its
   // tokens and host rows read back into `out`.
   void run_graph(const BatchMeta& m, const std::vector<SequenceChunk>& chunks, ForwardOutput& out);
-  const Graph& graph_for(const BatchMeta& m, int64_t T, int32_t bucket);
+  // A pipelined leader's decode batch: the graph of its stage alone (no hand-over, no logits) replayed.
+  void run_stage_graph(const BatchMeta& m);
+  // hand_on false: the stage alone (enqueue_layers' hand_on), the LM head and argmax left out.
+  const Graph& graph_for(const BatchMeta& m, int64_t T, int32_t bucket, bool hand_on = true);
+  static int32_t context_bucket(int32_t max_ctx);
   void drop_graphs();
 
   ModelConfig config_;
@@ -379,6 +410,29 @@ class CudaDecoder : public Model {
   PinnedBuffer medusa_rows_host_, medusa_ids_host_;
 
   ForwardCommStats comm_stats_;
+
+  // cuda-decoder-pipeline.cpp: micro-batches begun and not yet ended, oldest first.
+  struct PipelinedPass {
+    ForwardOutput out;
+    BatchLayout batch;                  // its rows (batch_ is the next pass's by the time it ends)
+    std::vector<SequenceChunk> chunks;  // how its rows are sampled
+    int64_t rows = 0;                   // logit rows the last stage sends back
+    bool argmax_only = false;           // they come as the last stage's argmaxes (sends_argmaxes)
+    bool logits_posted = false;         // their receive is on the stream (into logits_full_ or greedy_dev_)
+    bool done = false;                  // `out` is final
+    ForwardCommStats comm;
+  };
+  std::deque<PipelinedPass> passes_;
+  // Recorded after a pipelined pass's metadata upload: the next begin rewrites the pinned metadata only after it
+  // (two begins can follow each other with no end, hence no stream synchronisation, in between).
+  cudaEvent_t meta_uploaded_ = nullptr;
+  // Whether a begun pass can overlap the one before it (else the earlier ones end and it runs whole).
+  bool pass_overlaps(const std::vector<SequenceChunk>& chunks) const;
+  // The leader takes a pass's logits: its receive posted if it is not yet, then take_rows.
+  void take_pass(PipelinedPass& p);
+  // What the last stage sends back for a pass, and where it lands.
+  size_t logits_bytes(const PipelinedPass& p) const;
+  void* logits_into(const PipelinedPass& p);
 };
 
 }  // namespace engine::cuda

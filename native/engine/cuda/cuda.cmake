@@ -29,6 +29,7 @@ set(ENGINE_CUDA_HOST_RUNTIME
   ${ENGINE_CUDA_DIR}/cuda-decoder-weights.cpp
   ${ENGINE_CUDA_DIR}/fp8-weights.cpp
   ${ENGINE_CUDA_DIR}/cuda-decoder-forward.cpp
+  ${ENGINE_CUDA_DIR}/cuda-decoder-pipeline.cpp
   ${ENGINE_CUDA_DIR}/cuda-decoder-logits.cpp
   ${ENGINE_CUDA_DIR}/cuda-decoder-graphs.cpp
   ${ENGINE_CUDA_DIR}/cuda-decoder-moe.cpp

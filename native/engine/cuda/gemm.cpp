@@ -143,6 +143,7 @@ bool Gemm::gemv_faster(int64_t m, int64_t n, int64_t k, const void* x, const voi
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   check_cuda(cudaStreamIsCapturing(stream_, &status), "cudaStreamIsCapturing");
   if (status != cudaStreamCaptureStatusNone) return true;  // no timing inside a capture (callers warm up first)
+  if (before_wait_) before_wait_();  // (ensure may free the old scratch, which waits for the device too)
   scratch_.ensure(static_cast<size_t>(m * n) * 4);
   cudaEvent_t ev[3];
   for (auto& e : ev) check_cuda(cudaEventCreate(&e), "cudaEventCreate");

@@ -6,11 +6,13 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "cuda/device-buffer.h"
 #include "cuda/kernels.h"
@@ -68,12 +70,16 @@ class Gemm {
   void set_fp8_activations(bool on) { fp8_activations_ = on; }
   // How the last xwt_fp8 ran: "gemv", "cublaslt" or "dequantized" (tests and benchmarks report it).
   const char* last_fp8_path() const { return last_fp8_path_; }
+  // Runs before the timing below waits for the stream (Model::set_before_device_wait: a pipelined leader's stream
+  // may hold transfers that its followers can only match once they have its plan).
+  void set_before_wait(std::function<void()> f) { before_wait_ = std::move(f); }
 
  private:
   // Decode shapes: the first product of each (m, n, k, output type) outside a graph capture times the engine's
   // GEMV against cuBLAS (into scratch) and remembers the faster; neither wins everywhere.
   bool gemv_faster(int64_t m, int64_t n, int64_t k, const void* x, const void* w, DType dt, bool y_f32);
   std::map<std::tuple<int64_t, int64_t, int64_t, bool>, bool> choice_;
+  std::function<void()> before_wait_;
   DeviceBuffer scratch_;
   void cublas(int64_t m, int64_t n, int64_t k, const void* x, const void* w, DType dt, void* y, bool y_f32,
               int64_t ldy, bool accumulate);

@@ -62,4 +62,10 @@ void layout_batch(const std::vector<SequenceChunk>& chunks, bool samples_on_devi
   l.num_tokens = row;
 }
 
+bool all_rows_argmax(const std::vector<SequenceChunk>& chunks) {
+  for (const SequenceChunk& c : chunks)
+    if (c.sample_on != SampleOn::device_argmax) return false;
+  return !chunks.empty();
+}
+
 }  // namespace engine

@@ -34,4 +34,8 @@ struct BatchLayout {
 void layout_batch(const std::vector<SequenceChunk>& chunks, bool samples_on_device, int32_t vocab_size,
                   BatchLayout& layout, ForwardOutput& out);
 
+// True when there are chunks and every one's logit rows are drawn by the device's argmax (SampleOn::device_argmax):
+// then nobody needs the logits themselves (Model::set_argmax_only).
+bool all_rows_argmax(const std::vector<SequenceChunk>& chunks);
+
 }  // namespace engine

@@ -2,6 +2,7 @@
 // values live in a paged KV pool owned by the model. The executor decides which blocks each sequence uses
 // (kv-cache.h); the model only reads and writes the blocks it is handed.
 #pragma once
+#include <climits>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -160,6 +161,17 @@ class Model {
     (void)out;
     throw std::logic_error("forward_end on a model without pipelining");
   }
+  // The leader's plans to its followers go out without waiting while a pipelined pass begins (leader-model.h); a
+  // device model that must wait for its device inside forward_begin (and so, through its transfers, for followers
+  // that may still need that plan) calls this first, with the world ranks its wait depends on ([0, ranks): while a
+  // leader enqueues its own stage, only that stage's): the leader then delivers its plans to them. A follower of a
+  // later stage may itself be waiting for this pass's transfers, not yet enqueued, so it must not be waited for
+  // there. A host model's waits are MPI calls, which deliver the plans anyway.
+  void set_before_device_wait(std::function<void(int32_t ranks)> deliver) { before_device_wait_ = std::move(deliver); }
+  // Whether the logit rows of the passes from now on are all device argmaxes (batch-layout.h's all_rows_argmax),
+  // told to every rank of a grid alike: LeaderModel sets it on its model from the chunks, followers from the plan.
+  // A last pp stage may then send the leader each row's argmax and log-prob instead of the row (a CUDA model does).
+  virtual void set_argmax_only(bool on) { (void)on; }
 
   // Device (GPU) models. on_device: weights, KV and activations live in device memory (memory stats go to
   // gpu_mem_usage). device_free_bytes: free device memory now, after weights and activation buffers (the KV pool
@@ -252,9 +264,13 @@ class Model {
     sampling_prep_ = nullptr;
     prep();
   }
+  void before_device_wait(int32_t ranks = INT32_MAX) {
+    if (before_device_wait_) before_device_wait_(ranks);
+  }
 
  private:
   SamplingPrep sampling_prep_;
+  std::function<void(int32_t)> before_device_wait_;
 };
 
 enum class Device { cpu, cuda, auto_select };  // auto_select: cuda when built and a GPU is visible, else cpu

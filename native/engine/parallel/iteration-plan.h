@@ -13,7 +13,7 @@ namespace engine {
 enum class PlanOp : int32_t {
   allocate_kv = 1,   // args: num_blocks, tokens_per_block
   copy_kv_block = 2, // args: src, dst
-  forward = 3,       // chunks
+  forward = 3,       // chunks; arg0: 1 when every logit row is a device argmax (Model::set_argmax_only)
   shutdown = 4,      // followers return
   load_lora = 5,     // args: slot; the adapter, whole (each rank keeps its slice)
   unload_lora = 6,   // args: slot

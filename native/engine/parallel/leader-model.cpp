@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "model/batch-layout.h"
 #include "parallel/iteration-plan.h"
 
 namespace engine {
@@ -32,12 +33,15 @@ constexpr int32_t kTagHeadGuesses = 41;
 
 LeaderModel::LeaderModel(std::unique_ptr<Model> inner, Comm world, const LivenessSettings& liveness)
     : inner_(std::move(inner)), world_(std::move(world)) {
-  if (world_.size() > 1) channel_ = std::make_unique<LeaderChannel>(world_, liveness);
+  if (world_.size() > 1) {
+    channel_ = std::make_unique<LeaderChannel>(world_, liveness);
+    inner_->set_before_device_wait([this](int32_t ranks) { channel_->finish_sends(ranks); });
+  }
 }
 
 LeaderModel::~LeaderModel() = default;
 
-void LeaderModel::broadcast(const IterationPlan& plan) {
+void LeaderModel::broadcast(const IterationPlan& plan, bool deliver) {
   if (!channel_) return;
   if (plan.op == PlanOp::forward) ++iteration_;
   liveness_begin_step(iteration_, step_name(plan.op));
@@ -47,7 +51,7 @@ void LeaderModel::broadcast(const IterationPlan& plan) {
   channel_->send_plan(std::move(bytes));
   // A device model waits for its GPU (and NCCL for its peers) outside MPI, so the plan must be delivered first; a
   // host model's own waits are MPI calls, which deliver it, so it goes on computing its stage meanwhile.
-  if (inner_->on_device()) channel_->finish_sends();
+  if (deliver && inner_->on_device()) channel_->finish_sends();
   last_plan_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -115,7 +119,9 @@ void LeaderModel::forward(const std::vector<SequenceChunk>& chunks, ForwardOutpu
   plan.op = PlanOp::forward;
   plan.chunks = chunks;
   plan.vocab_size = inner_->config().vocab_size;
+  plan.arg0 = all_rows_argmax(chunks) ? 1 : 0;
   broadcast(plan);
+  inner_->set_argmax_only(plan.arg0 != 0);
   in_lock_step(world_, "forward", [&] { inner_->forward(chunks, out); });
 }
 
@@ -124,11 +130,18 @@ void LeaderModel::forward_begin(const std::vector<SequenceChunk>& chunks) {
   plan.op = PlanOp::forward;
   plan.chunks = chunks;
   plan.vocab_size = inner_->config().vocab_size;
-  broadcast(plan);
+  plan.arg0 = all_rows_argmax(chunks) ? 1 : 0;
+  // A device model enqueues its stage and returns while the plan is still on its way: the earlier plans are
+  // delivered first (their passes may be ahead of this one on the device, waiting for followers that need them),
+  // this one before the model next waits for its device (set_before_device_wait) or at the pass's end.
+  if (channel_ && inner_->on_device()) channel_->finish_sends();
+  broadcast(plan, /*deliver=*/false);
+  inner_->set_argmax_only(plan.arg0 != 0);
   in_lock_step(world_, "forward", [&] { inner_->forward_begin(chunks); });
 }
 
 void LeaderModel::forward_end(ForwardOutput& out) {
+  if (channel_ && inner_->on_device()) channel_->finish_sends();
   in_lock_step(world_, "forward", [&] { inner_->forward_end(out); });
 }
 
@@ -193,7 +206,10 @@ void follower_loop(Model& model, const Comm& world, const LivenessSettings& live
       switch (plan.op) {
         case PlanOp::allocate_kv: model.allocate_kv(plan.arg0, plan.arg1); break;
         case PlanOp::copy_kv_block: model.copy_kv_block(plan.arg0, plan.arg1); break;
-        case PlanOp::forward: model.forward(plan.chunks, out); break;
+        case PlanOp::forward:
+          model.set_argmax_only(plan.arg0 != 0);
+          model.forward(plan.chunks, out);
+          break;
         case PlanOp::load_lora: model.load_lora(plan.arg0, *plan.lora); break;
         case PlanOp::unload_lora: model.unload_lora(plan.arg0); break;
         case PlanOp::head_guesses:

@@ -65,7 +65,8 @@ class LeaderModel : public Model {
   uint64_t last_plan_bytes() const { return last_plan_bytes_.load(); }
 
  private:
-  void broadcast(const struct IterationPlan& plan);
+  // deliver: a device model's plan is delivered before this returns (forward_begin's is not).
+  void broadcast(const struct IterationPlan& plan, bool deliver = true);
   std::unique_ptr<Model> inner_;
   Comm world_;
   std::unique_ptr<LeaderChannel> channel_;  // null with no followers
