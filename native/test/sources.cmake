@@ -47,6 +47,14 @@ add_test(NAME comm-liveness COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG
          $<TARGET_FILE:comm-liveness-test> ${ENGINE_REPO_ROOT})
 set_tests_properties(comm-liveness PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE ${ENGINE_TEST_SKIP_CODE}
                      ENVIRONMENT "${ENGINE_MPI_TEST_ENV}")
+# LeaderModel and follower_loop with a model that records its passes: three ranks (a plain run skips). A leader that
+# waited for a follower it must not wait for hangs here, so the timeout is the failure.
+add_executable(leader-model-test ${CMAKE_CURRENT_LIST_DIR}/leader-model-test.cpp)
+target_link_libraries(leader-model-test PRIVATE engine)
+add_test(NAME leader-model COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 3 --oversubscribe
+         $<TARGET_FILE:leader-model-test> ${ENGINE_REPO_ROOT})
+set_tests_properties(leader-model PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE ${ENGINE_TEST_SKIP_CODE}
+                     ENVIRONMENT "${ENGINE_MPI_TEST_ENV}")
 
 # Token-mask time per step of guided decoding against walking the whole vocabulary (a tool; bench/grammar-mask.ts).
 add_executable(grammar-bench ${CMAKE_CURRENT_LIST_DIR}/grammar-bench.cpp)
