@@ -151,7 +151,7 @@ bool CudaDecoder::sampled_row(int32_t chunk, std::vector<float>& row) {
 
 void CudaDecoder::enqueue_logits_and_greedy(int64_t rows) {
   float* logits = lm_head_to_leader(xn_.get(), 0, rows);
-  // (A rank that is not the leader ends its part with its transfers; a leader sent the argmaxes has them.)
+  // (A rank that is not the leader ends its part with its transfers; a leader sent the argmaxes has them already.)
   if (logits == nullptr) return;
   int32_t* gd = greedy_dev_.as<int32_t>();
   greedy_sample(logits, iota_.as<int32_t>(), static_cast<int32_t>(rows), config_.vocab_size, gd,
