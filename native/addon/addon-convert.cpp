@@ -418,7 +418,7 @@ Napi::Object from_iteration_stats(Napi::Env env, const engine::IterationStats& s
 }
 
 Napi::Object from_model_config(Napi::Env env, const engine::ModelConfig& c, const std::string& kv_cache_dtype,
-                               const std::string& tp_all_reduce) {
+                               const std::string& tp_all_reduce, int32_t pp_micro_batches) {
   Napi::Object o = Napi::Object::New(env);
   o.Set("architecture", c.architecture == engine::Architecture::llama ? "llama" : "gpt2");
   o.Set("architectureName", c.architecture_name);
@@ -441,6 +441,8 @@ Napi::Object from_model_config(Napi::Env env, const engine::ModelConfig& c, cons
   // How the loaded model's KV pool stores K/V ("float32", "bfloat16", "fp8 (e4m3, ...)"); "" before a model loads.
   o.Set("kvCacheDtype", kv_cache_dtype);
   o.Set("tpAllReduce", tp_all_reduce);
+  // The loaded executor's pipelined pp: micro-batches kept in flight (1: not pipelined).
+  o.Set("ppMicroBatches", pp_micro_batches);
   return o;
 }
 

@@ -48,6 +48,6 @@ Napi::Object from_kv_cache_stats(Napi::Env env, const engine::KvCacheStats& stat
 // addon-types.ts's KvCacheEvent; block hashes as decimal strings (exact, unlike a JS number past 2^53).
 Napi::Object from_kv_cache_event(Napi::Env env, const engine::KvCacheEvent& event);
 Napi::Object from_model_config(Napi::Env env, const engine::ModelConfig& config, const std::string& kv_cache_dtype,
-                               const std::string& tp_all_reduce = "");
+                               const std::string& tp_all_reduce = "", int32_t pp_micro_batches = 1);
 
 }  // namespace addon

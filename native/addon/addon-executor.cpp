@@ -325,7 +325,8 @@ Napi::Value AddonExecutor::num_active_requests(const Napi::CallbackInfo& info) {
 Napi::Value AddonExecutor::model_config(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (!executor_) throw make_error(env, "internal", "executor is not loaded");
-  return from_model_config(env, executor_->model_config(), executor_->kv_cache_dtype(), executor_->tp_all_reduce());
+  return from_model_config(env, executor_->model_config(), executor_->kv_cache_dtype(), executor_->tp_all_reduce(),
+                           executor_->pp_micro_batches());
 }
 
 Napi::Value AddonExecutor::shutdown(const Napi::CallbackInfo& info) {

@@ -309,6 +309,8 @@ export interface ModelConfig {
   kvCacheDtype: string;
   /** How the tp group's sums run on the GPUs: "peer memory (...)" or "NCCL only: <why>"; '' without GPU collectives. */
   tpAllReduce?: string;
+  /** The loaded executor's pipelined pp: micro-batches kept in flight (1: its stages run one after the other). */
+  ppMicroBatches?: number;
 }
 
 export interface AddonExecutor {

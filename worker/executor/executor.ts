@@ -95,7 +95,13 @@ export class Executor implements ServingExecutor {
       maxLogitsElements: config.maxLogitsElements ?? 2 ** 28,
       hiddenSize: modelConfig.hiddenSize,
     };
-    return new Executor(native, { ...modelConfig, kvCacheDtype: native.modelConfig().kvCacheDtype }, limits, router);
+    // What only the loaded executor knows: its KV cache's dtype, how its tp sums run, its pp micro-batches.
+    const loaded = native.modelConfig();
+    return new Executor(native, {
+      ...modelConfig, kvCacheDtype: loaded.kvCacheDtype,
+      ...(loaded.tpAllReduce === undefined ? {} : { tpAllReduce: loaded.tpAllReduce }),
+      ...(loaded.ppMicroBatches === undefined ? {} : { ppMicroBatches: loaded.ppMicroBatches }),
+    }, limits, router);
   }
 
   private route(batch: NativeResponse[]): void {

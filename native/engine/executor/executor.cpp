@@ -323,6 +323,8 @@ const ModelConfig& Executor::model_config() const { return impl_->model_config; 
 std::string Executor::kv_cache_dtype() const { return impl_->kv_dtype; }
 std::string Executor::tp_all_reduce() const { return impl_->tp_all_reduce; }
 
+int32_t Executor::pp_micro_batches() const { return impl_->micro_batches; }
+
 void Executor::free_models() {
   Impl& m = *impl_;
   std::lock_guard<std::mutex> join_lock(m.join_mu);

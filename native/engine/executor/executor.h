@@ -152,6 +152,9 @@ class Executor {
   std::string kv_cache_dtype() const;
   // How the tp group's sums run on the GPUs (Model::tp_all_reduce; "" without GPU collectives).
   std::string tp_all_reduce() const;
+  // Micro-batches kept in flight: config().pp_micro_batches resolved against the model's pipeline depth (1: the
+  // stages one after the other, or no pp).
+  int32_t pp_micro_batches() const;
   const ExecutorConfig& config() const;
 
   // Stops accepting requests, cancels what is queued or running (final responses with `cancelled`), joins the
