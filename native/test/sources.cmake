@@ -40,21 +40,20 @@ foreach(np 2 3)
            $<TARGET_FILE:comm-test> ${ENGINE_REPO_ROOT})
   set_tests_properties(comm-mpi-${np} PROPERTIES TIMEOUT 60 ENVIRONMENT "${ENGINE_MPI_TEST_ENV}")
 endforeach()
-# The liveness watch and the leader channel: three ranks, one of which stops itself (a plain run skips).
-add_executable(comm-liveness-test ${CMAKE_CURRENT_LIST_DIR}/comm-liveness-test.cpp)
-target_link_libraries(comm-liveness-test PRIVATE engine)
-add_test(NAME comm-liveness COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 3 --oversubscribe
-         $<TARGET_FILE:comm-liveness-test> ${ENGINE_REPO_ROOT})
-set_tests_properties(comm-liveness PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE ${ENGINE_TEST_SKIP_CODE}
-                     ENVIRONMENT "${ENGINE_MPI_TEST_ENV}")
-# LeaderModel and follower_loop with a model that records its passes: three ranks (a plain run skips). A leader that
-# waited for a follower it must not wait for hangs here, so the timeout is the failure.
-add_executable(leader-model-test ${CMAKE_CURRENT_LIST_DIR}/leader-model-test.cpp)
-target_link_libraries(leader-model-test PRIVATE engine)
-add_test(NAME leader-model COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 3 --oversubscribe
-         $<TARGET_FILE:leader-model-test> ${ENGINE_REPO_ROOT})
-set_tests_properties(leader-model PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE ${ENGINE_TEST_SKIP_CODE}
-                     ENVIRONMENT "${ENGINE_MPI_TEST_ENV}")
+# A test of three ranks under the MPI launcher: <name>-test.cpp as ctest's <name> (a plain run of it skips).
+function(engine_three_rank_test name)
+  add_executable(${name}-test ${CMAKE_CURRENT_LIST_DIR}/${name}-test.cpp)
+  target_link_libraries(${name}-test PRIVATE engine)
+  add_test(NAME ${name} COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 3 --oversubscribe
+           $<TARGET_FILE:${name}-test> ${ENGINE_REPO_ROOT})
+  set_tests_properties(${name} PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE ${ENGINE_TEST_SKIP_CODE}
+                       ENVIRONMENT "${ENGINE_MPI_TEST_ENV}")
+endfunction()
+# The liveness watch and the leader channel: one of the ranks stops itself.
+engine_three_rank_test(comm-liveness)
+# LeaderModel and follower_loop with a model that records its passes. A leader that waited for a follower it must
+# not wait for hangs here, so the timeout is the failure.
+engine_three_rank_test(leader-model)
 
 # Token-mask time per step of guided decoding against walking the whole vocabulary (a tool; bench/grammar-mask.ts).
 add_executable(grammar-bench ${CMAKE_CURRENT_LIST_DIR}/grammar-bench.cpp)

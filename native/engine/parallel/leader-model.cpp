@@ -110,27 +110,29 @@ void LeaderModel::unload_lora(int32_t slot) {
   in_lock_step(world_, "unload_lora", [&] { inner_->unload_lora(slot); });
 }
 
+// A forward pass's plan; arg0 says whether every logit row is a device argmax (Model::set_argmax_only).
+static IterationPlan forward_plan(const std::vector<SequenceChunk>& chunks, int32_t vocab_size) {
+  IterationPlan plan;
+  plan.op = PlanOp::forward;
+  plan.chunks = chunks;
+  plan.vocab_size = vocab_size;
+  plan.arg0 = all_rows_argmax(chunks) ? 1 : 0;
+  return plan;
+}
+
 void LeaderModel::forward(const std::vector<SequenceChunk>& chunks, ForwardOutput& out) {
   if (world_.size() == 1) {
     inner_->forward(chunks, out);
     return;
   }
-  IterationPlan plan;
-  plan.op = PlanOp::forward;
-  plan.chunks = chunks;
-  plan.vocab_size = inner_->config().vocab_size;
-  plan.arg0 = all_rows_argmax(chunks) ? 1 : 0;
+  const IterationPlan plan = forward_plan(chunks, inner_->config().vocab_size);
   broadcast(plan);
   inner_->set_argmax_only(plan.arg0 != 0);
   in_lock_step(world_, "forward", [&] { inner_->forward(chunks, out); });
 }
 
 void LeaderModel::forward_begin(const std::vector<SequenceChunk>& chunks) {
-  IterationPlan plan;
-  plan.op = PlanOp::forward;
-  plan.chunks = chunks;
-  plan.vocab_size = inner_->config().vocab_size;
-  plan.arg0 = all_rows_argmax(chunks) ? 1 : 0;
+  const IterationPlan plan = forward_plan(chunks, inner_->config().vocab_size);
   // A device model enqueues its stage and returns while the plan is still on its way: the earlier plans are
   // delivered first (their passes may be ahead of this one on the device, waiting for followers that need them),
   // this one before the model next waits for its device (set_before_device_wait) or at the pass's end.
