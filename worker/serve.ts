@@ -99,7 +99,7 @@ export async function startServer(options: ServeOptions, log: Logger = createLog
   if (config.tpAllReduce) log.info(`tensor-parallel all-reduce: ${config.tpAllReduce}`);
   for (const a of adapters) log.info(`LoRA adapter ${a.name}: lora_task_id ${a.taskId}, from ${a.dir}`);
   if (adapters.length === 0 && loraEnabled(options)) log.info('LoRA: requests may bring adapters (lora_task_id with lora_weights + lora_config)');
-  // The executor's own count: a backend may keep fewer in flight than asked (the CUDA one: at most 2, at tp 1 only).
+  // The executor's own count: a backend may keep fewer in flight than asked (the CUDA one: at most 2).
   const pipelined = (config.ppMicroBatches ?? 1) > 1;
   if ((options.pp ?? 1) > 1) {
     log.info(pipelined ? `pipeline parallelism: ${config.ppMicroBatches} micro-batches in flight`

@@ -458,7 +458,7 @@ void executor_greedy(const Grid& g, const std::string& dir, int32_t micro_batche
   cfg.pp_micro_batches = micro_batches;
   auto leader = std::make_unique<LeaderModel>(std::move(model), g.world, kLiveness);
   LeaderModel* lead = leader.get();
-  const int32_t depth = lead->pipeline_depth();  // (the CUDA leader pipelines at tp = 1 only)
+  const int32_t depth = lead->pipeline_depth();
   Executor ex(std::move(leader), cfg);
   std::vector<std::pair<RequestId, size_t>> which;
   std::set<RequestId> ids;

@@ -316,8 +316,8 @@ if [[ $mode == tp2 || $mode == x2 || $mode == tp4 ]]; then
   # The 8B shape on each grid: decode steps with each all-reduce path's time, then offline 128/128 in leader mode,
   # as before issue 30 (NCCL, no graphs), NCCL inside graphs, and the default (graphs, the peer all-reduce by
   # size; AR_SWEEP=1 there: the paths from 16 KiB to 32 MiB), and with the sums skipped (TRTLLM_ALL_REDUCE=skip:
-  # what the all-reduces cost the step); pp grids without the NCCL-in-graphs and skip runs (no all-reduce to
-  # compare) but, at tp = 1, also with the stages one after the other (unpipelined: --micro-batches 1); then one GPU
+  # what the all-reduces cost the step); pp grids at tp = 1 without the NCCL-in-graphs and skip runs (no all-reduce
+  # to compare); every pp grid also with the stages one after the other (unpipelined: --micro-batches 1); then one GPU
   # alone, also with a max batch of 512 (what a pipelined pp = 2 run keeps in flight at 256 per micro-batch)
   # (SKIP_PBENCH=1: the correctness grids only).
   [[ ${SKIP_PBENCH:-0} == 1 ]] && grids=()
@@ -329,6 +329,7 @@ if [[ $mode == tp2 || $mode == x2 || $mode == tp4 ]]; then
               "no-all-reduce TRTLLM_ALL_REDUCE=skip")
     (( $1 == 1 )) && variants=("before TRTLLM_CUDA_GRAPHS=0 TRTLLM_ALL_REDUCE=nccl" "after TRTLLM_ALL_REDUCE=auto"
                               "unpipelined TRTLLM_ALL_REDUCE=auto")
+    (( $1 > 1 && $2 > 1 )) && variants+=("unpipelined TRTLLM_ALL_REDUCE=auto")
     (( $1 == 1 && $2 == 1 )) && variants=("after TRTLLM_ALL_REDUCE=auto" "max512 TRTLLM_ALL_REDUCE=auto")
     # VARIANTS="b64 TRTLLM_PEER_BLOCKS=64;b128 TRTLLM_PEER_BLOCKS=128": these on the multi-GPU grids instead
     [[ -n ${VARIANTS:-} ]] && (( $1 * $2 > 1 )) && IFS=';' read -ra variants <<<"$VARIANTS"

@@ -115,7 +115,7 @@ const TABLE = [
   // Pipelined pp (native/engine/executor/executor-pipeline.cpp): 1 turns it off, for the same-run baseline of
   // bench/parallel-throughput.ts and for anyone who wants every request in one batch per iteration.
   { name: 'ppMicroBatches', flag: '--pp-micro-batches', placeholder: '<n>', env: 'TRTLLM_PP_MICRO_BATCHES', kind: intKind(1),
-    help: 'with --pp > 1: micro-batches kept in flight, so each stage computes one while the next stage computes the one before (each up to --max-batch-size requests); 1: the stages run one after the other (default: one per stage; the CUDA backend keeps at most 2, and pipelines at --tp 1 only)',
+    help: 'with --pp > 1: micro-batches kept in flight, so each stage computes one while the next stage computes the one before (each up to --max-batch-size requests); 1: the stages run one after the other (default: one per stage; the CUDA backend keeps at most 2)',
     file: { key: 'parallel.pp_micro_batches', unset: 'one per pipeline stage' }, rank: 'argv', executor: { field: 'ppMicroBatches' } },
   { name: 'ppLayers', flag: '--pp-layers', placeholder: '<balanced|a,b,...>', env: 'TRTLLM_PP_LAYERS', kind: ppLayersKind,
     help: 'with --pp > 1: decoder layers per pipeline stage — balanced (the slowest stage made fastest, counting the LM head on the last one) or one count per stage, e.g. 20,12 (default: an even split, earlier stages taking the extra layer)',

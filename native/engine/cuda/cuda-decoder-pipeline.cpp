@@ -15,13 +15,7 @@
 
 namespace engine::cuda {
 
-// tp = 1 only for now: at tp = 2 x pp = 2 on four H200s the executor's greedy tokens matched transformers' with
-// two micro-batches, but an offline run of the 8B shape hung silently (the leader outside MPI). The likely cause: a
-// prefill's large tp all-reduce goes through NCCL, whose first collective of that kind connects lazily inside the
-// call and so waits for the leader's other tp rank, which does not have the plan yet (bench/RESULTS.md).
-int32_t CudaDecoder::pipeline_depth() const {
-  return layout_.leader() && pp_.size() > 1 && tp_.size() == 1 ? 2 : 1;
-}
+int32_t CudaDecoder::pipeline_depth() const { return layout_.leader() && pp_.size() > 1 ? 2 : 1; }
 
 bool CudaDecoder::pass_overlaps(const std::vector<SequenceChunk>& chunks) const {
   // Not: a pass whose logits come back in slices (each taken before the next); one that needs bigger buffers (their
@@ -73,7 +67,11 @@ void CudaDecoder::forward_begin(const std::vector<SequenceChunk>& chunks) {
     check_cuda(cudaEventRecord(meta_uploaded_, stream_), "cudaEventRecord");
     // The stage's kernels may wait (a GEMM's first timing) for this stage's other tp ranks, which need the plan;
     // the later stages are waited for by nobody here (world rank = pp rank * tp + tp rank: this stage's are [0, tp)).
+    // At tp > 1 the plan reaches them before anything is enqueued: a NCCL collective may block inside the call until
+    // its peers make the same call (its first of a kind connects then, as does one captured into a graph), and the
+    // leader is outside MPI there, where Open MPI does not move a large plan (an offline tp = 2 x pp = 2 run hung so).
     wait_ranks_ = tp_.size();
+    if (tp_.size() > 1) before_device_wait(wait_ranks_);
     try {
       if (graph)
         run_stage_graph(meta);
