@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -505,6 +506,103 @@ void executor_greedy(const Grid& g, const std::string& dir, int32_t micro_batche
             g.shard.pp_size, micro.size(), want_micro);
 }
 
+// The executor's other semantics while micro-batches are in flight on the devices (pp > 1): prompts cut into chunks
+// of 24 tokens (enable_chunked_context; the longer prompts would be refused otherwise), and either a pool of 24
+// blocks for the 48 the requests grow to (max_utilization pauses sequences and runs them again) or the streamed copy
+// of every case cancelled during the first 8 iterations (none can finish 16 tokens by then, so each is cancelled
+// whenever the cancel lands). Every request that runs to the end gives transformers' greedy tokens where the case
+// is clear, a cancelled one a prefix of them, and the pool ends with every block free.
+void executor_semantics(const Grid& g, const std::string& dir, bool cancel) {
+  auto model = load_model_collective(dir, grid_options(g, "auto"));
+  if (g.world.rank() != 0) {
+    follower_loop(*model, g.world, kLiveness);
+    return;
+  }
+  json::Value ref = json::parse_file(dir + "/reference.json");
+  const auto& cases = ref.find("cases")->as_array();
+  ExecutorConfig cfg;
+  cfg.max_batch_size = 16;
+  cfg.tokens_per_block = 16;
+  cfg.enable_chunked_context = true;
+  cfg.max_num_tokens = 24;
+  if (!cancel) {
+    cfg.policy = CapacitySchedulerPolicy::max_utilization;
+    cfg.max_tokens_in_paged_kv_cache = 24 * 16;
+  }
+  auto leader = std::make_unique<LeaderModel>(std::move(model), g.world, kLiveness);
+  LeaderModel* lead = leader.get();
+  const int32_t depth = lead->pipeline_depth();
+  Executor ex(std::move(leader), cfg);
+  std::vector<std::pair<RequestId, size_t>> which;
+  std::set<RequestId> ids, cancelled;
+  int32_t longest = 0;
+  ex.hold_iterations(0);
+  for (int k = 0; k < 3; ++k)
+    for (size_t ci = 0; ci < cases.size(); ++ci) {
+      Request r;
+      for (const auto& v : cases[ci].find("input_ids")->as_array()) r.input_token_ids.push_back(static_cast<int32_t>(v.as_int64()));
+      longest = std::max(longest, static_cast<int32_t>(r.input_token_ids.size()));
+      r.max_tokens = static_cast<int32_t>(cases[ci].find("greedy_output_ids")->as_array().size());
+      r.output.exclude_input_from_output = true;
+      r.streaming = k == 1;
+      r.sampling.temperature = 0;
+      const RequestId id = ex.enqueue(r);
+      ids.insert(id);
+      which.push_back({id, ci});
+      if (cancel && k == 1) cancelled.insert(id);
+    }
+  if (cancel) {
+    ex.hold_iterations(8);
+    for (RequestId id : cancelled) ex.cancel(id);
+    CHECK(ex.wait_until_held(std::chrono::milliseconds(60000)));
+  }
+  ex.hold_iterations(-1);
+  auto out = cudatest::collect(ex, ids);
+  int32_t paused = 0, micro = 0;
+  int64_t most_ctx = 0;
+  for (const IterationStats& s : ex.get_latest_iteration_stats()) {
+    paused += s.inflight_batching_stats.num_paused_requests;
+    micro = std::max(micro, s.inflight_batching_stats.micro_batch_id + 1);
+    most_ctx = std::max(most_ctx, s.inflight_batching_stats.num_ctx_tokens);
+  }
+  CHECK(ex.wait_until_idle(std::chrono::milliseconds(60000)));
+  const KvCacheStats kv = ex.kv_cache_stats();
+  const int32_t active = ex.num_active_requests();
+  ex.shutdown();
+  lead->release_followers();
+  int judged = 0, equal = 0, prefixes = 0;
+  for (auto& [id, ci] : which) {
+    std::vector<int32_t> want;
+    for (const auto& v : cases[ci].find("greedy_output_ids")->as_array()) want.push_back(static_cast<int32_t>(v.as_int64()));
+    const cudatest::Outcome& o = out[id];
+    const bool was_cancelled = cancelled.count(id) > 0;
+    CHECK_MSG(!o.has_error && o.reason == (was_cancelled ? FinishReason::cancelled : FinishReason::length),
+              "executor semantics at tp=%d pp=%d: request %lld (cancelled %d): reason %d %s", g.shard.tp_size,
+              g.shard.pp_size, static_cast<long long>(id), was_cancelled ? 1 : 0, static_cast<int>(o.reason),
+              o.error.c_str());
+    if (cases[ci].find("min_top1_margin")->as_number() < 0.05) continue;
+    if (was_cancelled) {
+      prefixes += o.tokens.size() < want.size() && std::equal(o.tokens.begin(), o.tokens.end(), want.begin()) ? 1 : 0;
+      continue;
+    }
+    ++judged;
+    equal += o.tokens == want ? 1 : 0;
+  }
+  std::printf("executor tp=%d pp=%d, %d micro-batches, chunks of %d tokens (longest prompt %d, most context tokens in "
+              "an iteration %lld)%s: %d of %d clear cases give transformers' greedy tokens; %d of %zu cancelled "
+              "requests a prefix of them; %d paused-request iterations; pool %d of %d blocks free\n",
+              g.shard.tp_size, g.shard.pp_size, micro, cfg.max_num_tokens, longest, static_cast<long long>(most_ctx),
+              cancel ? ", the streamed copies cancelled" : ", a pool of 24 blocks", equal, judged, prefixes,
+              cancelled.size(), paused, kv.free_num_blocks, kv.max_num_blocks);
+  CHECK_MSG(judged > 0 && equal == judged, "executor semantics tp=%d pp=%d: %d of %d", g.shard.tp_size,
+            g.shard.pp_size, equal, judged);
+  CHECK(longest > cfg.max_num_tokens && most_ctx <= cfg.max_num_tokens);
+  CHECK(micro == std::min(2, depth));
+  if (cancel) CHECK(prefixes == static_cast<int>(cancelled.size()));
+  if (!cancel) CHECK_MSG(paused > 0, "a pool of 24 blocks: no request paused");
+  CHECK(kv.free_num_blocks == kv.max_num_blocks && kv.used_num_blocks == 0 && active == 0);
+}
+
 // Offline throughput on the grid through the executor in leader mode: `requests` greedy requests of 128 prompt
 // tokens (random ids) and 128 output tokens, enqueued at once after a small warm-up batch.
 void offline(const Grid& g, const std::string& dir, int requests, int32_t ep, int32_t micro_batches,
@@ -567,6 +665,8 @@ void run_checks(const Grid& g) {
   if (g.shard.pp_size > 1) {
     executor_greedy(g, check::repo_root + "/test/fixtures/models/tiny-llama", 1);
     executor_greedy(g, check::repo_root + "/test/fixtures/models/tiny-llama", 0, 4);
+    executor_semantics(g, check::repo_root + "/test/fixtures/models/tiny-llama", /*cancel=*/false);
+    executor_semantics(g, check::repo_root + "/test/fixtures/models/tiny-llama", /*cancel=*/true);
   }
 }
 
