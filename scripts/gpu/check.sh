@@ -30,6 +30,10 @@
 #   scripts/gpu/check.sh window     one GPU: makes the sliding-window / Gemma 2 / longrope fixtures
 #                                 (scripts/fixtures/make_window_fixtures.py, into test/fixtures/models, tarred to
 #                                 $OUT/window-fixtures.tgz) while it builds, then cuda-attention and cuda-model
+#   scripts/gpu/check.sh serve    two or four GPUs, through `trtllm-launch` (needs node on PATH, node_modules and dist/):
+#                                 the bundled model at tp 1, tp 2 and pp 2; with four GPUs tiny-llama at tp 1, tp 4 and
+#                                 tp 2 x pp 2 pipelined and not; each a rate-limited bench, then 24 greedy completions
+#                                 compared with one GPU's token for token (scripts/gpu/served-greedy.js)
 #   scripts/gpu/check.sh kill4    four GPUs: `trtllm-launch --world-size 4 --tp 4` under load, kill -9 of one rank
 #   scripts/gpu/check.sh dpcpu    the machine's CPUs (any kind): the CPU addon and bench/data-parallel.js (--dp 2 against
 #                                 one rank and two independent servers; the routers on a multi-turn trace); DP_ARGS: its flags
@@ -277,14 +281,30 @@ if [[ $mode == serve ]]; then
       >"$out/served-$label.log" 2>&1
     grep -A8 "Latency (ms)" "$out/served-$label.log"; grep -E "OP tokens/sec|failed requests" "$out/served-$label.log"
     curl -s 127.0.0.1:18002/metrics 2>/dev/null | grep -m3 "memory_type=\"gpu\"" || true
+    timeout 60 node scripts/gpu/served-greedy.js capture 18000 "$out/greedy-$label.json"
+    grep -m1 -o "pipeline parallelism: .*" "$out/serve-$label.log" || true
     kill -INT $pid; wait $pid
   }
   serve_bench tp1 --world-size 1
   serve_bench tp2 --world-size 2 --tp 2
+  serve_bench pp2 --world-size 2 --pp 2
+  greedy=(tp2 pp2)
   if (( $(nvidia-smi -L | wc -l) >= 4 )); then
-    model=test/fixtures/models/tiny-llama  # 4 heads: tp = 4 splits them (the bundled model has 6)
+    # tp = 4 splits tiny-llama's 4 heads (the bundled model has 6); tp = 2 x pp = 2 pipelined and not.
+    model=test/fixtures/models/tiny-llama
+    serve_bench tiny-tp1 --world-size 1
     serve_bench tp4 --world-size 4 --tp 4
+    serve_bench tp2pp2 --world-size 4 --tp 2 --pp 2
+    serve_bench tp2pp2-mb1 --world-size 4 --tp 2 --pp 2 --pp-micro-batches 1
+    greedy+=(tp4 tp2pp2 tp2pp2-mb1)
   fi
+  # Each layout's greedy completions against one GPU's (and pipelined against the same grid unpipelined).
+  for label in "${greedy[@]}"; do
+    ref=tp1; [[ $label == tp4 || $label == tp2pp2* ]] && ref=tiny-tp1
+    note "$(node scripts/gpu/served-greedy.js compare "$out/greedy-$ref.json" "$out/greedy-$label.json")"
+  done
+  [[ -f $out/greedy-tp2pp2.json ]] &&
+    note "$(node scripts/gpu/served-greedy.js compare "$out/greedy-tp2pp2-mb1.json" "$out/greedy-tp2pp2.json")"
 fi
 if [[ $mode == tp2 || $mode == x2 || $mode == tp4 ]]; then
   np=2; grids=("2 1" "1 2")
