@@ -104,6 +104,15 @@ export async function metricValue(metricsBase: string, name: string, labels: Rec
   return NaN;
 }
 
+/** The models whose nv_inference_pending_request_count is not 0, as "model: value" (empty once every request
+ * was answered), and how many models the gauge has. */
+export async function leftPending(metricsBase: string): Promise<{ models: number; pending: string[] }> {
+  const text = await (await fetch(`${metricsBase}/metrics`)).text();
+  const lines = text.split('\n').filter((l) => l.startsWith('nv_inference_pending_request_count{'));
+  const pending = lines.filter((l) => !l.endsWith(' 0')).map((l) => `${/model="([^"]*)"/.exec(l)?.[1]}: ${l.split(' ').at(-1)}`);
+  return { models: lines.length, pending };
+}
+
 /** A server's speculation counters: guesses checked and guesses kept (trtllm_spec_decode_*_tokens_total). */
 export async function speculationCounts(metricsBase: string): Promise<{ drafted: number; accepted: number }> {
   return {

@@ -8,10 +8,13 @@ export type ErrorCode =
 
 export class TrtllmError extends Error {
   readonly code: ErrorCode;
-  constructor(message: string, code: ErrorCode | string) {
+  /** The request field the error is about, in the client's terms, where known (OpenAI's `param`). */
+  readonly param: string | undefined;
+  constructor(message: string, code: ErrorCode | string, param?: string) {
     super(message);
     this.name = 'TrtllmError';
     this.code = code as ErrorCode;
+    this.param = param;
   }
 }
 

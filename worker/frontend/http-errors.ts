@@ -34,7 +34,7 @@ const STATUS_BY_CODE: Record<string, number> = {
 
 export function toHttpError(error: unknown): HttpError {
   if (error instanceof HttpError) return error;
-  if (error instanceof TrtllmError) return new HttpError(STATUS_BY_CODE[error.code] ?? 500, error.message);
+  if (error instanceof TrtllmError) return new HttpError(STATUS_BY_CODE[error.code] ?? 500, error.message, error.param);
   return new HttpError(500, `internal error: ${error instanceof Error ? error.message : String(error)}`);
 }
 
@@ -56,9 +56,13 @@ export function errorBody(error: HttpError, style: 'kserve' | 'openai'): unknown
   };
 }
 
+const LEADING_FIELD = /^[A-Za-z_][\w.]*/;
+
 /**
  * Runs `fn`, rewording the executor's field names (maxTokens, inputTokenIds, ...) in its errors into the names the
- * client used (max_tokens, request_output_len, ...), so a rejection names what the client actually sent.
+ * client used (max_tokens, request_output_len, ...), so a rejection names what the client actually sent; an error
+ * that starts with one of those fields also carries its client name as `param` (`maxTokens must be ...` ->
+ * max_tokens; `sampling.topK ...` -> top_k).
  */
 export function inClientTerms<T>(fn: () => T, names: Record<string, string>): T {
   try {
@@ -67,6 +71,8 @@ export function inClientTerms<T>(fn: () => T, names: Record<string, string>): T 
     if (!(error instanceof TrtllmError)) throw error;
     let message = error.message;
     for (const [ours, theirs] of Object.entries(names)) message = message.replaceAll(ours, theirs);
-    throw new TrtllmError(message, error.code);
+    const lead = LEADING_FIELD.exec(error.message)?.[0] ?? '';
+    const named = Object.keys(names).some((ours) => lead === ours || lead.startsWith(ours.endsWith('.') ? ours : `${ours}.`));
+    throw new TrtllmError(message, error.code, named ? LEADING_FIELD.exec(message)?.[0] : undefined);
   }
 }

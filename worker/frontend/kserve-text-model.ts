@@ -1,7 +1,6 @@
 // ensemble and tensorrt_llm_bls: text in, text out. Each prompt of the batch runs as its own executor request;
 // results are reported per element (with batch_index when the batch has several) as soon as each is ready.
 import type { FinishReason, NativeResponse } from '../binding/addon-types.js';
-import type { RequestHandle } from '../executor/request-handle.js';
 import { AbortFanOut } from './abort-fan-out.js';
 import { ATTENTION_WINDOW_NAMES } from './attention-window.js';
 import { DRAFT_TOKENS_NAMES } from './draft-tokens.js';
@@ -20,7 +19,7 @@ import type { ElementEvent, ModelRun, OutputTensor, RunOptions } from './model-r
 import { tokenize } from './prompt-bounds.js';
 import type { ServingContext } from './serving-context.js';
 import { readTextParams, textInputField, type TextParams, textNativeRequest } from './text-params.js';
-import { startText, type TextDelta } from './text-generation.js';
+import { startText, type TextDelta, type TextRun } from './text-generation.js';
 
 const TEXT_NAMES = {
   maxTokens: 'max_tokens', inputTokenIds: 'text_input (as tokens)', 'sampling.': '', endId: 'end_id', padId: 'pad_id',
@@ -65,7 +64,7 @@ export async function runTextModel(ctx: ServingContext, model: ServedModel, valu
   });
   // Logits are decided before anything runs: over the budget, no prompt starts.
   const lease = ctx.logitsBudget.reserve(logitsCost(prepared.map((x) => x.request), vocab, TEXT_LOGITS_NAMES));
-  const started: RequestHandle[] = [];
+  const started: TextRun[] = [];
   const elements = new AbortFanOut(options.signal);
   let runs: AsyncIterable<ElementEvent>[];
   try {
@@ -79,18 +78,18 @@ export async function runTextModel(ctx: ServingContext, model: ServedModel, valu
         tracker: ctx.metrics.trackRequest(model.name),
         signal: elements.child(),
       }), TEXT_NAMES), guide);
-      started.push(run.handle);
+      started.push(run);
       options.onEnqueued?.(run.handle);
       return elementEvents(p, i, batch, guide ? guideErrorsIn(run.deltas, guide) : run.deltas, streaming);
     });
   } catch (error) {
     // A later prompt was rejected: the earlier ones must not keep running for nobody.
-    for (const handle of started) handle.cancel();
+    for (const run of started) run.abandon();
     lease.release();
     throw error;
   }
   const events = batch === 1 ? runs[0]! : mergeStreams(runs);
-  return { batchSize: batch, events: holdLease(lease, events, started, options) };
+  return { batchSize: batch, events: holdLease(lease, events, started.map((run) => run.handle), options) };
 }
 
 async function* elementEvents(p: TextParams, i: number, batch: number, deltas: AsyncIterable<TextDelta>, streaming: boolean): AsyncGenerator<ElementEvent> {

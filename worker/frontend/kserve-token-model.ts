@@ -121,6 +121,7 @@ export function runTokenModel(ctx: ServingContext, model: ServedModel, values: N
   // Enqueue only once every row validated, so a bad row leaves nothing running.
   const cancels = new AbortFanOut(options.signal);
   const handles: ReturnType<ServingContext['executor']['enqueue']>[] = [];
+  const trackers: ReturnType<ServingContext['metrics']['trackRequest']>[] = [];
   let streams: AsyncIterable<ElementEvent>[];
   try {
     streams = requests.map((request, i) => {
@@ -129,13 +130,16 @@ export function runTokenModel(ctx: ServingContext, model: ServedModel, values: N
       handles.push(handle);
       options.onEnqueued?.(handle);
       const tracker = ctx.metrics.trackRequest(model.name);
+      trackers.push(tracker);
       tracker.inputDone(request.inputTokenIds.length);
       const events = rowEvents(handle, request, i, batch, { ...options, signal: cancels.child() }, tracker);
       return guide ? guideErrorsIn(events, guide) : events;
     });
   } catch (error) {
-    // A later row could not be enqueued (a full queue): the earlier ones must not run for nobody.
+    // A later row could not be enqueued (a full queue): the earlier ones must not run for nobody, nor stay pending
+    // in the metrics (their events are never read).
     for (const handle of handles) handle.cancel();
+    for (const tracker of trackers) tracker.finish(false);
     lease.release();
     throw error;
   }

@@ -12,7 +12,7 @@ import { mergeStreams } from './merge-streams.js';
 import { choiceSeed, type OpenAiParams } from './openai-params.js';
 import type { ServingContext } from './serving-context.js';
 import { compact } from './text-params.js';
-import { startText, type TextDelta } from './text-generation.js';
+import { startText, type TextDelta, type TextRun } from './text-generation.js';
 
 const OPENAI_NAMES = {
   maxTokens: 'max_tokens', inputTokenIds: 'prompt (as tokens)', 'sampling.': '', topK: 'top_k', topP: 'top_p',
@@ -40,6 +40,7 @@ export function startChoices(ctx: ServingContext, prompts: PromptInput[], p: Ope
   // The client leaving, or a later choice failing to enqueue, cancels all.
   const choices = new AbortFanOut(o.signal);
   const streams: AsyncIterable<ChoiceDelta>[] = [];
+  const runs: TextRun[] = [];
   const source = o.guide ? { field: o.guide.field, param: o.guide.field, paths: o.guide.paths } : undefined;
   try {
     const embeddingBias = logitBiasVector(p.logitBias, ctx.executor.modelConfig.vocabSize);
@@ -65,11 +66,13 @@ export function startChoices(ctx: ServingContext, prompts: PromptInput[], p: Ope
           promptIds: prompt.ids, request, stopStrings: p.stop, includeStop: false,
           tracker: ctx.metrics.trackRequest(o.metricsModel), signal: choices.child(),
         }), OPENAI_NAMES), source);
+        runs.push(run);
         streams.push(tag(index, source ? guideErrorsIn(run.deltas, source) : run.deltas));
       }
     });
   } catch (error) {
     choices.abort();
+    for (const run of runs) run.abandon();
     throw error;
   }
   return streams.length === 1 ? streams[0]! : mergeStreams(streams);

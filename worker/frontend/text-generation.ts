@@ -21,6 +21,9 @@ export interface TextDelta {
 export interface TextRun {
   handle: RequestHandle;
   deltas: AsyncIterable<TextDelta>;
+  /** For a run whose deltas will never be read (a later prompt of the same request was rejected): cancels it and
+   * ends its metrics as failed, as reading the deltas to their end would. */
+  abandon(): void;
 }
 
 export interface TextRunOptions {
@@ -34,13 +37,24 @@ export interface TextRunOptions {
 
 /** Enqueues now (so queue_full and bad parameters throw before any response is written) and returns the deltas. */
 export function startText(ctx: ServingContext, options: TextRunOptions): TextRun {
-  const handle = ctx.executor.enqueue(options.request);
+  let handle: RequestHandle;
+  try {
+    handle = ctx.executor.enqueue(options.request);
+  } catch (error) {
+    options.tracker.finish(false);  // rejected (a bad parameter, a full queue): no longer pending
+    throw error;
+  }
   options.tracker.inputDone(options.promptIds.length);
   const cancel = () => handle.cancel();
   if (options.signal.aborted) cancel();
   options.signal.addEventListener('abort', cancel, { once: true });
   const cleanup = () => options.signal.removeEventListener('abort', cancel);
-  return { handle, deltas: deltas(ctx, handle, options, cleanup) };
+  const abandon = () => {
+    handle.cancel();
+    cleanup();
+    options.tracker.finish(false);
+  };
+  return { handle, deltas: deltas(ctx, handle, options, cleanup), abandon };
 }
 
 async function* deltas(ctx: ServingContext, handle: RequestHandle, o: TextRunOptions, cleanup: () => void): AsyncGenerator<TextDelta> {

@@ -6,7 +6,7 @@ import t from 'tap';
 
 import { MAX_JSON_DEPTH } from '../../../worker/frontend/json-depth.js';
 import { keptLog, RawConnection, responses, send } from '../../helpers/raw-http.js';
-import { startTestServer, waitFor } from '../../helpers/serving.js';
+import { leftPending, startTestServer, waitFor } from '../../helpers/serving.js';
 
 // A deterministic generator, so a failure reproduces: a 32-bit linear congruential one, computed exactly (Math.imul;
 // in doubles the product outgrew 2^53 and lost its low bits, and consecutive draws came out correlated).
@@ -91,7 +91,7 @@ function structural(): string {
 }
 
 t.test('fuzz: malformed bodies and values all get 4xx; the server keeps serving; no KV leaks', async (t) => {
-  const { base, server } = await startTestServer(t, { maxBodyBytes: 64 * 1024 });
+  const { base, metricsBase, server } = await startTestServer(t, { maxBodyBytes: 64 * 1024 });
   const executor = server.context.executor;
   const cases: { path: string; body: string }[] = [];
   const text = { text_input: 'Hello', max_tokens: 2 };
@@ -131,6 +131,10 @@ t.test('fuzz: malformed bodies and values all get 4xx; the server keeps serving;
   const ok = await fetch(`${base}/v2/models/ensemble/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(text) });
   t.equal(ok.status, 200, 'still serving');
   t.ok(await waitFor(() => executor.numActiveRequests() === 0 && executor.kvCacheStats().freeNumBlocks === executor.kvCacheStats().maxNumBlocks), 'KV all free');
+  // Every request answered, so none may still count as pending (a rejection at enqueue once left its gauge up).
+  const { models, pending } = await leftPending(metricsBase);
+  t.ok(models >= 5, 'a pending gauge per model');
+  t.same(pending, [], 'no request left pending');
 });
 
 const JSON_PATHS = ['/v2/models/ensemble/generate', '/v2/models/tensorrt_llm_bls/generate_stream', '/v2/models/tensorrt_llm/generate',
