@@ -436,6 +436,32 @@ void all_reduce_sweep(const Grid& g) {
 // rather than running into the caller's timeout unexplained.
 const LivenessSettings kLiveness{std::chrono::milliseconds(60000)};
 
+// The model on every rank of the grid; followers serve the leader's plans until it releases them and get null,
+// the leader gets its model back to drive.
+std::unique_ptr<Model> leader_or_follow(const Grid& g, const std::string& dir, const LoadOptions& lo) {
+  auto model = load_model_collective(dir, lo);
+  if (g.world.rank() == 0) return model;
+  follower_loop(*model, g.world, kLiveness);
+  return nullptr;
+}
+
+std::vector<int32_t> ids_of(const json::Value& list) {
+  std::vector<int32_t> ids;
+  for (const auto& v : list.as_array()) ids.push_back(static_cast<int32_t>(v.as_int64()));
+  return ids;
+}
+
+// A reference case's prompt as a greedy request for as many tokens as its greedy_output_ids (which it returns alone).
+Request case_request(const json::Value& c, bool streaming) {
+  Request r;
+  r.input_token_ids = ids_of(*c.find("input_ids"));
+  r.max_tokens = static_cast<int32_t>(c.find("greedy_output_ids")->as_array().size());
+  r.output.exclude_input_from_output = true;
+  r.streaming = streaming;
+  r.sampling.temperature = 0;
+  return r;
+}
+
 // The executor in leader mode on the grid (pipelined where the CUDA leader pipelines, Model::pipeline_depth:
 // micro_batches as given, 0: one per stage, up to its two) serves three copies of the fixture's cases at once, a
 // third of them streamed and a third drawn on the host: every greedy token equals transformers' where the case's
@@ -446,11 +472,8 @@ const LivenessSettings kLiveness{std::chrono::milliseconds(60000)};
 void executor_greedy(const Grid& g, const std::string& dir, int32_t micro_batches, int32_t load_max_batch = 0) {
   LoadOptions lo = grid_options(g, "auto");
   if (load_max_batch > 0) lo.max_batch_size = load_max_batch;
-  auto model = load_model_collective(dir, lo);
-  if (g.world.rank() != 0) {
-    follower_loop(*model, g.world, kLiveness);
-    return;
-  }
+  auto model = leader_or_follow(g, dir, lo);
+  if (!model) return;
   json::Value ref = json::parse_file(dir + "/reference.json");
   const auto& cases = ref.find("cases")->as_array();
   ExecutorConfig cfg;
@@ -466,15 +489,10 @@ void executor_greedy(const Grid& g, const std::string& dir, int32_t micro_batche
   ex.hold_iterations(0);  // all of them in the first plan
   for (int k = 0; k < 3; ++k)
     for (size_t ci = 0; ci < cases.size(); ++ci) {
-      Request r;
-      for (const auto& v : cases[ci].find("input_ids")->as_array()) r.input_token_ids.push_back(static_cast<int32_t>(v.as_int64()));
-      r.max_tokens = static_cast<int32_t>(cases[ci].find("greedy_output_ids")->as_array().size());
-      r.output.exclude_input_from_output = true;
-      r.streaming = k == 1;
+      Request r = case_request(cases[ci], /*streaming=*/k == 1);
       // The third copy asks for its logits, so its rows go to the host sampler: passes mix argmax rows, which at
       // pp > 1 the last stage may argmax itself (Model::set_argmax_only), with rows whose logits it must send.
       r.output.return_generation_logits = k == 2;
-      r.sampling.temperature = 0;
       const RequestId id = ex.enqueue(r);
       ids.insert(id);
       which.push_back({id, ci});
@@ -487,8 +505,7 @@ void executor_greedy(const Grid& g, const std::string& dir, int32_t micro_batche
   lead->release_followers();
   int judged = 0, equal = 0;
   for (auto& [id, ci] : which) {
-    std::vector<int32_t> want;
-    for (const auto& v : cases[ci].find("greedy_output_ids")->as_array()) want.push_back(static_cast<int32_t>(v.as_int64()));
+    const std::vector<int32_t> want = ids_of(*cases[ci].find("greedy_output_ids"));
     const cudatest::Outcome& o = out[id];
     CHECK_MSG(!o.has_error && o.reason == FinishReason::length, "executor at tp=%d pp=%d: request %lld: %s",
               g.shard.tp_size, g.shard.pp_size, static_cast<long long>(id), o.error.c_str());
@@ -513,11 +530,8 @@ void executor_greedy(const Grid& g, const std::string& dir, int32_t micro_batche
 // whenever the cancel lands). Every request that runs to the end gives transformers' greedy tokens where the case
 // is clear, a cancelled one a prefix of them, and the pool ends with every block free.
 void executor_semantics(const Grid& g, const std::string& dir, bool cancel) {
-  auto model = load_model_collective(dir, grid_options(g, "auto"));
-  if (g.world.rank() != 0) {
-    follower_loop(*model, g.world, kLiveness);
-    return;
-  }
+  auto model = leader_or_follow(g, dir, grid_options(g, "auto"));
+  if (!model) return;
   json::Value ref = json::parse_file(dir + "/reference.json");
   const auto& cases = ref.find("cases")->as_array();
   ExecutorConfig cfg;
@@ -539,13 +553,8 @@ void executor_semantics(const Grid& g, const std::string& dir, bool cancel) {
   ex.hold_iterations(0);
   for (int k = 0; k < 3; ++k)
     for (size_t ci = 0; ci < cases.size(); ++ci) {
-      Request r;
-      for (const auto& v : cases[ci].find("input_ids")->as_array()) r.input_token_ids.push_back(static_cast<int32_t>(v.as_int64()));
+      const Request r = case_request(cases[ci], /*streaming=*/k == 1);
       longest = std::max(longest, static_cast<int32_t>(r.input_token_ids.size()));
-      r.max_tokens = static_cast<int32_t>(cases[ci].find("greedy_output_ids")->as_array().size());
-      r.output.exclude_input_from_output = true;
-      r.streaming = k == 1;
-      r.sampling.temperature = 0;
       const RequestId id = ex.enqueue(r);
       ids.insert(id);
       which.push_back({id, ci});
@@ -572,8 +581,7 @@ void executor_semantics(const Grid& g, const std::string& dir, bool cancel) {
   lead->release_followers();
   int judged = 0, equal = 0, prefixes = 0;
   for (auto& [id, ci] : which) {
-    std::vector<int32_t> want;
-    for (const auto& v : cases[ci].find("greedy_output_ids")->as_array()) want.push_back(static_cast<int32_t>(v.as_int64()));
+    const std::vector<int32_t> want = ids_of(*cases[ci].find("greedy_output_ids"));
     const cudatest::Outcome& o = out[id];
     const bool was_cancelled = cancelled.count(id) > 0;
     CHECK_MSG(!o.has_error && o.reason == (was_cancelled ? FinishReason::cancelled : FinishReason::length),
@@ -610,11 +618,8 @@ void offline(const Grid& g, const std::string& dir, int requests, int32_t ep, in
   LoadOptions lo = grid_options(g, "dummy", ep);
   lo.max_num_tokens = 8192;
   lo.max_batch_size = max_batch;
-  auto model = load_model_collective(dir, lo);
-  if (g.world.rank() != 0) {
-    follower_loop(*model, g.world, kLiveness);
-    return;
-  }
+  auto model = leader_or_follow(g, dir, lo);
+  if (!model) return;
   ExecutorConfig cfg;
   cfg.max_batch_size = max_batch;
   cfg.max_num_tokens = 8192;
